@@ -1,0 +1,20 @@
+/* Config files: "key = value" lines, '#' comments, "[section]" or "[section name]" headers.
+ * The parser calls back once per key; the callback validates and returns RG_OK or an error
+ * (which stops parsing; the parser logs file:line). */
+#ifndef RGPU_COMMON_CONFIG_H
+#define RGPU_COMMON_CONFIG_H
+
+#include "common/status.h"
+
+typedef rg_status_t (*rg_config_cb)(void *arg, const char *section, const char *key,
+                                    const char *value);
+
+rg_status_t rg_config_parse_file(const char *path, rg_config_cb cb, void *arg);
+rg_status_t rg_config_parse_string(const char *text, const char *origin, rg_config_cb cb,
+                                   void *arg);
+
+/* Split "host:port" (or "[v6]:port") into host and port; default_port when absent. */
+rg_status_t rg_split_hostport(const char *addr, char *host, size_t host_len, char *port,
+                              size_t port_len, const char *default_port);
+
+#endif

@@ -1,0 +1,56 @@
+#include "common/log.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+int rg_log_level_current = RG_LOG_INFO;
+static rg_log_cb log_cb;
+static char log_prefix[128] = "rgpu";
+static const char *const level_names[] = {"error", "warn", "info", "debug", "trace"};
+
+void rg_log_set_level(enum rg_log_level level) { rg_log_level_current = (int)level; }
+
+void rg_log_set_level_str(const char *name)
+{
+    if (name == NULL)
+        return;
+    for (int i = 0; i <= RG_LOG_TRACE; i++)
+        if (strcmp(name, level_names[i]) == 0)
+            rg_log_level_current = i;
+}
+
+void rg_log_set_prefix(const char *prefix)
+{
+    snprintf(log_prefix, sizeof(log_prefix), "%s", prefix);
+}
+
+void rg_log_set_callback(rg_log_cb cb) { log_cb = cb; }
+
+void rg_log_write(enum rg_log_level level, const char *fmt, ...)
+{
+    int saved_errno = errno;
+    char line[1024];
+    char stamp[32];
+    struct timespec ts;
+    struct tm tm;
+    va_list ap;
+
+    clock_gettime(CLOCK_REALTIME, &ts);
+    gmtime_r(&ts.tv_sec, &tm);
+    strftime(stamp, sizeof(stamp), "%Y-%m-%dT%H:%M:%S", &tm);
+    int n = snprintf(line, sizeof(line), "%s.%03ldZ %s %s: ", stamp, ts.tv_nsec / 1000000,
+                     log_prefix, level_names[level]);
+    va_start(ap, fmt);
+    errno = saved_errno; /* keep %m meaningful */
+    if (n >= 0 && (size_t)n < sizeof(line))
+        vsnprintf(line + n, sizeof(line) - (size_t)n, fmt, ap);
+    va_end(ap);
+    if (log_cb != NULL)
+        log_cb(level, line);
+    else
+        fprintf(stderr, "%s\n", line);
+    errno = saved_errno;
+}

@@ -1,0 +1,106 @@
+#include "proto/frame.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/log.h"
+#include "proto/ops.h"
+
+const char *proto_op_name(unsigned op)
+{
+    static const char *const names[] = {
+#define PROTO_OP_NAME(name) #name,
+        PROTO_OPS(PROTO_OP_NAME)
+#undef PROTO_OP_NAME
+    };
+    return op < PROTO_OP_COUNT ? names[op] : "UNKNOWN_OP";
+}
+
+const char *proto_frame_type_name(unsigned type)
+{
+    switch (type) {
+    case PROTO_HELLO: return "hello";
+    case PROTO_WELCOME: return "welcome";
+    case PROTO_CALL: return "call";
+    case PROTO_REPLY: return "reply";
+    case PROTO_ASYNC_ERROR: return "async-error";
+    case PROTO_BYE: return "bye";
+    }
+    return "unknown";
+}
+
+rg_status_t proto_send_flags(struct transport_conn *conn, enum proto_frame_type type,
+                             unsigned flags, const ProtobufCMessage *msg, const void *bulk,
+                             uint64_t bulk_len)
+{
+    uint8_t scratch[1024];
+    struct proto_frame_hdr hdr = {.magic = PROTO_MAGIC, .type = (uint16_t)type,
+                                  .flags = (uint16_t)flags, .bulk_len = bulk_len};
+    struct iovec iov[3];
+    uint8_t *packed = scratch;
+    size_t len = msg != NULL ? protobuf_c_message_get_packed_size(msg) : 0;
+    rg_status_t status;
+    int n = 0;
+
+    if (len > PROTO_MSG_MAX)
+        return RG_ERR_INVALID;
+    if (len > sizeof(scratch)) {
+        packed = malloc(len);
+        if (packed == NULL)
+            return RG_ERR_NOMEM;
+    }
+    if (msg != NULL)
+        protobuf_c_message_pack(msg, packed);
+    hdr.msg_len = (uint32_t)len;
+    iov[n++] = (struct iovec){&hdr, sizeof(hdr)};
+    if (len > 0)
+        iov[n++] = (struct iovec){packed, len};
+    if (bulk_len > 0)
+        iov[n++] = (struct iovec){(void *)bulk, bulk_len};
+    status = transport_sendv(conn, iov, n);
+    if (packed != scratch)
+        free(packed);
+    return status;
+}
+
+rg_status_t proto_send(struct transport_conn *conn, enum proto_frame_type type,
+                       const ProtobufCMessage *msg, const void *bulk, uint64_t bulk_len)
+{
+    return proto_send_flags(conn, type, 0, msg, bulk, bulk_len);
+}
+
+rg_status_t proto_recv(struct transport_conn *conn, struct proto_frame_hdr *hdr, uint8_t *buf,
+                       size_t cap)
+{
+    rg_status_t status = transport_recv(conn, hdr, sizeof(*hdr));
+
+    if (status != RG_OK)
+        return status;
+    if (hdr->magic != PROTO_MAGIC) {
+        rg_error("malformed frame: bad magic 0x%08x (expected 0x%08x)", hdr->magic, PROTO_MAGIC);
+        return RG_ERR_PROTO;
+    }
+    if (hdr->msg_len > cap || hdr->msg_len > PROTO_MSG_MAX) {
+        rg_error("oversized frame: %s message of %u bytes exceeds the limit of %zu",
+                 proto_frame_type_name(hdr->type), hdr->msg_len,
+                 cap < PROTO_MSG_MAX ? cap : (size_t)PROTO_MSG_MAX);
+        return RG_ERR_PROTO;
+    }
+    if (hdr->msg_len == 0)
+        return RG_OK;
+    return transport_recv(conn, buf, hdr->msg_len);
+}
+
+rg_status_t proto_discard(struct transport_conn *conn, uint64_t len)
+{
+    uint8_t sink[16384];
+
+    while (len > 0) {
+        size_t n = len < sizeof(sink) ? (size_t)len : sizeof(sink);
+        rg_status_t status = transport_recv(conn, sink, n);
+        if (status != RG_OK)
+            return status;
+        len -= n;
+    }
+    return RG_OK;
+}

@@ -1,0 +1,62 @@
+/* Framing: every message on a connection is
+ *     struct proto_frame_hdr | protobuf message (msg_len bytes) | bulk (bulk_len bytes)
+ * All integers little-endian. Bulk is raw data (copies) sent from and received into the caller's
+ * memory directly; it is never inside the protobuf message. */
+#ifndef RGPU_PROTO_FRAME_H
+#define RGPU_PROTO_FRAME_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/status.h"
+#include "proto/rgpu.pb-c.h"
+#include "transport/transport.h"
+
+#define PROTO_MAGIC 0x55504752u /* "RGPU" */
+#define PROTO_VERSION 1u
+/* Limits: a frame whose message is larger is a protocol violation and ends the session. */
+#define PROTO_MSG_MAX (4u << 20)
+/* Data up to this size rides inline in Call.data / Reply.data; larger moves as bulk. */
+#define PROTO_INLINE_MAX 4096u
+
+enum proto_frame_type {
+    PROTO_HELLO = 1,
+    PROTO_WELCOME = 2,
+    PROTO_CALL = 3,
+    PROTO_REPLY = 4,
+    PROTO_ASYNC_ERROR = 5,
+    PROTO_BYE = 6,
+};
+
+struct proto_frame_hdr {
+    uint32_t magic;
+    uint16_t type;
+    uint16_t flags;
+    uint32_t msg_len;
+    uint32_t reserved;
+    uint64_t bulk_len;
+};
+
+/* Send one frame: header, packed message (may be NULL), and bulk (may be NULL/0).
+ * The message is packed into scratch when it fits, so the hot path does not allocate. */
+rg_status_t proto_send(struct transport_conn *conn, enum proto_frame_type type,
+                       const ProtobufCMessage *msg, const void *bulk, uint64_t bulk_len);
+
+/* The same with header flags (PROTO_FLAG_* from proto/ops.h). */
+rg_status_t proto_send_flags(struct transport_conn *conn, enum proto_frame_type type,
+                             unsigned flags, const ProtobufCMessage *msg, const void *bulk,
+                             uint64_t bulk_len);
+
+/* Receive one frame header and its message bytes into buf (capacity cap, at most
+ * PROTO_MSG_MAX). Checks magic and limits; on violation logs what was wrong and returns
+ * RG_ERR_PROTO. The caller then receives hdr->bulk_len bytes of bulk with transport_recv
+ * (or proto_discard). */
+rg_status_t proto_recv(struct transport_conn *conn, struct proto_frame_hdr *hdr, uint8_t *buf,
+                       size_t cap);
+
+/* Read and drop len bytes. */
+rg_status_t proto_discard(struct transport_conn *conn, uint64_t len);
+
+const char *proto_frame_type_name(unsigned type);
+
+#endif

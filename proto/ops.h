@@ -1,0 +1,80 @@
+/* The driver calls that travel to the server, with the meaning of Call.args / Call.data and of
+ * Reply.out / Reply.data for each. Handles (contexts, modules, functions, libraries, kernels,
+ * streams, events) are 64-bit ids minted by the client; a create call carries the new id in
+ * args[0] and the server binds it to the real handle in the session's handle table, so creation
+ * need not wait for a reply. Stream id 0 is the NULL stream; 1 and 2 are CU_STREAM_LEGACY and
+ * CU_STREAM_PER_THREAD. Device pointers are the server's real device addresses.
+ *
+ * A frame flagged PROTO_FLAG_NOREPLY gets no Reply; a failure comes back as an AsyncError.
+ * Data up to PROTO_INLINE_MAX rides in Call.data/Reply.data, larger as frame bulk.
+ *
+ *  op                          args                                   data in / out
+ */
+#ifndef RGPU_PROTO_OPS_H
+#define RGPU_PROTO_OPS_H
+
+#define PROTO_FLAG_NOREPLY 0x1
+
+#define PROTO_OPS(X)                                                                            \
+    X(NOP)                       /* []                                   round trip          */ \
+    X(CTX_CREATE)                /* [id, flags, dev]                                         */ \
+    X(CTX_DESTROY)               /* [ctx]                                                    */ \
+    X(CTX_SYNCHRONIZE)           /* []   (Call.ctx)                                          */ \
+    X(CTX_SET_LIMIT)             /* [limit, value]                                           */ \
+    X(CTX_GET_LIMIT)             /* [limit] -> out[value]                                    */ \
+    X(CTX_SET_CACHE_CONFIG)      /* [config]                                                 */ \
+    X(PRIMARY_CTX_RESET)         /* [dev]                                                    */ \
+    X(PRIMARY_CTX_SET_FLAGS)     /* [dev, flags]                                             */ \
+    X(MEM_ALLOC)                 /* [size] -> out[dptr]                                      */ \
+    X(MEM_ALLOC_PITCH)           /* [width, height, elemsize] -> out[dptr, pitch]            */ \
+    X(MEM_FREE)                  /* [dptr]                                                   */ \
+    X(MEM_GET_INFO)              /* [] -> out[free, total]                                   */ \
+    X(MEMCPY_HTOD)               /* [dst, size, stream, async]          data/bulk: bytes     */ \
+    X(MEMCPY_DTOH)               /* [src, size, stream, async]  -> data/bulk: bytes          */ \
+    X(MEMCPY_DTOD)               /* [dst, src, size, stream, async]                          */ \
+    X(MEMSET)                    /* [dst, value, elemsize, count, stream, async]             */ \
+    X(MEMSET_2D)                 /* [dst, pitch, value, elemsize, width, height, stream, as] */ \
+    X(MODULE_LOAD)               /* [id]                                 data/bulk: image    */ \
+    X(MODULE_UNLOAD)             /* [mod]                                                    */ \
+    X(MODULE_GET_FUNCTION)       /* [id, mod]                            data: name          */ \
+    X(MODULE_GET_GLOBAL)         /* [mod] -> out[dptr, size]             data: name          */ \
+    X(LIBRARY_LOAD)              /* [id]                                 data/bulk: image    */ \
+    X(LIBRARY_UNLOAD)            /* [lib]                                                    */ \
+    X(LIBRARY_GET_KERNEL)        /* [id, lib]                            data: name          */ \
+    X(LIBRARY_GET_MODULE)        /* [id, lib]                                                */ \
+    X(LIBRARY_GET_GLOBAL)        /* [lib] -> out[dptr, size]             data: name          */ \
+    X(KERNEL_GET_FUNCTION)       /* [id, kernel]  (Call.ctx)                                 */ \
+    X(FUNC_GET_ATTRIBUTE)        /* [func|kernel, attrib, dev] -> out[value]                 */ \
+    X(FUNC_SET_ATTRIBUTE)        /* [func|kernel, attrib, value, dev]                        */ \
+    X(FUNC_SET_CACHE_CONFIG)     /* [func|kernel, config, dev]                               */ \
+    X(FUNC_GET_PARAM_LAYOUT)     /* [func|kernel] -> out[n, off0, size0, off1, size1, ...]   */ \
+    X(LAUNCH)                    /* [f, gx,gy,gz, bx,by,bz, shmem, stream, params_len, nattr]*/ \
+                                 /*  data: params (packed by layout), then nattr raw         */ \
+                                 /*  CUlaunchAttribute                                       */ \
+    X(STREAM_CREATE)             /* [id, flags, priority]                                    */ \
+    X(STREAM_DESTROY)            /* [stream]                                                 */ \
+    X(STREAM_SYNCHRONIZE)        /* [stream]                                                 */ \
+    X(STREAM_QUERY)              /* [stream]                                                 */ \
+    X(STREAM_WAIT_EVENT)         /* [stream, event, flags]                                   */ \
+    X(EVENT_CREATE)              /* [id, flags]                                              */ \
+    X(EVENT_DESTROY)             /* [event]                                                  */ \
+    X(EVENT_RECORD)              /* [event, stream, flags]                                   */ \
+    X(EVENT_SYNCHRONIZE)         /* [event]                                                  */ \
+    X(EVENT_QUERY)               /* [event]                                                  */ \
+    X(EVENT_ELAPSED)             /* [start, end] -> out[float bits]                          */ \
+    X(OCC_MAX_BLOCKS)            /* [f, block, dsmem, flags] -> out[blocks]                  */ \
+    X(OCC_MAX_CLUSTERS)          /* [f, gx,gy,gz, bx,by,bz, shmem, nattr] -> out[clusters]  */ \
+                                 /*  data: nattr raw CUlaunchAttribute                       */ \
+    X(OCC_AVAIL_DSMEM)           /* [f, blocks, block] -> out[bytes]                         */ \
+    X(OCC_MAX_POTENTIAL_BLOCK)   /* [f, dsmem, limit, flags] -> out[min_grid, block]         */
+
+enum proto_op {
+#define PROTO_OP_ENUM(name) PROTO_OP_##name,
+    PROTO_OPS(PROTO_OP_ENUM)
+#undef PROTO_OP_ENUM
+    PROTO_OP_COUNT
+};
+
+const char *proto_op_name(unsigned op);
+
+#endif

@@ -1,0 +1,56 @@
+/* The server's driver backend: the real libcuda.so.1 (or the test double tests/fakecuda) opened
+ * with dlopen, every entry point the worker uses resolved once by its ABI name.
+ *
+ * Names below go through cuda.h's own #defines, so `drv->cuMemAlloc` is the member for the
+ * symbol "cuMemAlloc_v2" with exactly that ABI. A backend missing any of them is refused at
+ * load with the missing name logged. */
+#ifndef RGPU_SERVER_DRIVER_H
+#define RGPU_SERVER_DRIVER_H
+
+#include <cuda.h>
+
+#include "common/status.h"
+
+#define SRV_DRIVER_FUNCS(X)                                                                     \
+    X(cuInit) X(cuDriverGetVersion) X(cuGetErrorName) X(cuGetErrorString)                       \
+    X(cuDeviceGetCount) X(cuDeviceGet) X(cuDeviceGetName) X(cuDeviceGetUuid)                    \
+    X(cuDeviceTotalMem) X(cuDeviceGetAttribute) X(cuDeviceGetPCIBusId)                          \
+    X(cuDevicePrimaryCtxRetain) X(cuDevicePrimaryCtxRelease) X(cuDevicePrimaryCtxReset)         \
+    X(cuDevicePrimaryCtxSetFlags)                                                               \
+    X(cuCtxCreate) X(cuCtxDestroy) X(cuCtxSetCurrent) X(cuCtxGetCurrent) X(cuCtxSynchronize)    \
+    X(cuCtxSetLimit) X(cuCtxGetLimit) X(cuCtxSetCacheConfig)                                    \
+    X(cuMemAlloc) X(cuMemAllocPitch) X(cuMemFree) X(cuMemGetInfo) X(cuMemHostAlloc)             \
+    X(cuMemFreeHost)                                                                            \
+    X(cuMemcpyHtoD) X(cuMemcpyHtoDAsync) X(cuMemcpyDtoH) X(cuMemcpyDtoHAsync)                  \
+    X(cuMemcpyDtoD) X(cuMemcpyDtoDAsync)                                                        \
+    X(cuMemsetD8) X(cuMemsetD16) X(cuMemsetD32)                                                 \
+    X(cuMemsetD8Async) X(cuMemsetD16Async) X(cuMemsetD32Async)                                  \
+    X(cuMemsetD2D8) X(cuMemsetD2D16) X(cuMemsetD2D32)                                           \
+    X(cuMemsetD2D8Async) X(cuMemsetD2D16Async) X(cuMemsetD2D32Async)                            \
+    X(cuModuleLoadData) X(cuModuleUnload) X(cuModuleGetFunction) X(cuModuleGetGlobal)           \
+    X(cuLibraryLoadData) X(cuLibraryUnload) X(cuLibraryGetKernel) X(cuLibraryGetModule)         \
+    X(cuLibraryGetGlobal)                                                                       \
+    X(cuKernelGetFunction) X(cuKernelGetAttribute) X(cuKernelSetAttribute)                      \
+    X(cuKernelSetCacheConfig) X(cuKernelGetParamInfo)                                           \
+    X(cuFuncGetAttribute) X(cuFuncSetAttribute) X(cuFuncSetCacheConfig) X(cuFuncGetParamInfo)   \
+    X(cuLaunchKernel) X(cuLaunchKernelEx)                                                       \
+    X(cuStreamCreateWithPriority) X(cuStreamDestroy) X(cuStreamSynchronize) X(cuStreamQuery)    \
+    X(cuStreamWaitEvent)                                                                        \
+    X(cuEventCreate) X(cuEventDestroy) X(cuEventRecordWithFlags) X(cuEventSynchronize)          \
+    X(cuEventQuery) X(cuEventElapsedTime)                                                       \
+    X(cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags) X(cuOccupancyMaxActiveClusters)     \
+    X(cuOccupancyAvailableDynamicSMemPerBlock) X(cuOccupancyMaxPotentialBlockSizeWithFlags)
+
+struct srv_driver {
+    void *dl;
+    char path[256];
+#define SRV_DRIVER_MEMBER(fn) __typeof__(fn) *fn;
+    SRV_DRIVER_FUNCS(SRV_DRIVER_MEMBER)
+#undef SRV_DRIVER_MEMBER
+};
+
+/* Open the driver at path (default "libcuda.so.1") and resolve every entry point. */
+rg_status_t srv_driver_open(const char *path, struct srv_driver *drv);
+void srv_driver_close(struct srv_driver *drv);
+
+#endif

@@ -1,0 +1,116 @@
+/* One connection API, several backends (tcp, loop; rdma later).
+ *
+ * A connection carries a reliable, ordered byte stream of frames (see proto/frame.h). Each
+ * backend is a const ops table with every slot filled; slots a backend cannot offer return
+ * RG_ERR_UNSUPPORTED, so callers never test for NULL.
+ *
+ * Threading: a connection may be used by one sender and one receiver at the same time; callers
+ * serialize senders among themselves (and receivers among themselves).
+ *
+ * The memory-registration and one-sided slots exist so that the RDMA backend fits the same API:
+ * a region registered with mem_reg gets a key the peer can name; read/write move bytes between a
+ * local registered buffer and a peer's registered region without involving the peer's CPU.
+ */
+#ifndef RGPU_TRANSPORT_H
+#define RGPU_TRANSPORT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+#include "common/status.h"
+
+struct transport_conn;
+struct transport_listener;
+struct transport_mr;
+
+struct transport_opts {
+    int connect_timeout_ms; /* 0: default (5000) */
+    int io_timeout_ms;      /* 0: none. Dead peers are found by keepalive either way. */
+};
+
+enum transport_access {
+    TRANSPORT_ACCESS_LOCAL_WRITE = 1,
+    TRANSPORT_ACCESS_REMOTE_READ = 2,
+    TRANSPORT_ACCESS_REMOTE_WRITE = 4,
+};
+
+struct transport_ops {
+    const char *name;
+    /* Connect to "host:port" (tcp) or "name" (loop). May block up to connect_timeout_ms. */
+    rg_status_t (*connect)(const char *addr, const struct transport_opts *opts,
+                           struct transport_conn **conn_p);
+    /* Listen on "host:port" (port 0 picks one; see listener_addr) or "name" (loop). */
+    rg_status_t (*listen)(const char *addr, struct transport_listener **listener_p);
+    /* Blocks until a peer connects (use listener_fd to poll first). */
+    rg_status_t (*accept)(struct transport_listener *listener, struct transport_conn **conn_p);
+    /* Pollable fd that becomes readable when accept will not block; -1 if none. */
+    int (*listener_fd)(struct transport_listener *listener);
+    /* Bound address as "host:port" into buf. */
+    rg_status_t (*listener_addr)(struct transport_listener *listener, char *buf, size_t len);
+    void (*listener_close)(struct transport_listener *listener);
+
+    /* Send all bytes of iov[0..iovcnt) in order, without copying them into one buffer.
+     * Returns RG_OK only when every byte was handed to the backend. */
+    rg_status_t (*sendv)(struct transport_conn *conn, const struct iovec *iov, int iovcnt);
+    /* Receive exactly len bytes into buf; RG_ERR_CLOSED on orderly close before len. */
+    rg_status_t (*recv)(struct transport_conn *conn, void *buf, size_t len);
+    /* Pollable fd that becomes readable when recv has data; -1 if none. */
+    int (*fd)(struct transport_conn *conn);
+    /* Stop both directions now: a blocked recv in another thread returns RG_ERR_CLOSED. */
+    void (*shutdown)(struct transport_conn *conn);
+    /* Free the connection (after shutdown, or as a close). */
+    void (*close)(struct transport_conn *conn);
+
+    /* Register [addr, addr+len) for the given access; the key is transport_mr_key(mr). */
+    rg_status_t (*mem_reg)(struct transport_conn *conn, void *addr, size_t len, unsigned access,
+                           struct transport_mr **mr_p);
+    void (*mem_dereg)(struct transport_mr *mr);
+    /* One-sided: copy len bytes from local registered memory to the peer's region (write), or
+     * from the peer's region into local registered memory (read). Blocks until complete. */
+    rg_status_t (*write)(struct transport_conn *conn, struct transport_mr *local, void *laddr,
+                         uint64_t raddr, uint32_t rkey, size_t len);
+    rg_status_t (*read)(struct transport_conn *conn, struct transport_mr *local, void *laddr,
+                        uint64_t raddr, uint32_t rkey, size_t len);
+};
+
+/* Base object of every backend's connection (downcast with container_of). */
+struct transport_conn {
+    const struct transport_ops *ops;
+};
+
+struct transport_listener {
+    const struct transport_ops *ops;
+};
+
+struct transport_mr {
+    const struct transport_ops *ops;
+    void *addr;
+    size_t len;
+    uint32_t key;
+};
+
+extern const struct transport_ops transport_tcp_ops;
+extern const struct transport_ops transport_loop_ops;
+
+/* Find a backend by name ("tcp", "loop"); NULL if unknown. */
+const struct transport_ops *transport_find(const char *name);
+
+/* Wrap an already connected TCP socket (e.g. inherited across exec) as a connection. */
+rg_status_t transport_tcp_adopt_fd(int fd, struct transport_conn **conn_p);
+
+/* Convenience wrappers that dispatch through conn->ops. */
+static inline rg_status_t transport_sendv(struct transport_conn *c, const struct iovec *iov,
+                                          int iovcnt)
+{
+    return c->ops->sendv(c, iov, iovcnt);
+}
+static inline rg_status_t transport_recv(struct transport_conn *c, void *buf, size_t len)
+{
+    return c->ops->recv(c, buf, len);
+}
+static inline int transport_fd(struct transport_conn *c) { return c->ops->fd(c); }
+static inline void transport_shutdown(struct transport_conn *c) { c->ops->shutdown(c); }
+static inline void transport_close(struct transport_conn *c) { c->ops->close(c); }
+
+#endif
