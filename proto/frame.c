@@ -55,7 +55,7 @@ rg_status_t proto_send_flags(struct transport_conn *conn, enum proto_frame_type 
     iov[n++] = (struct iovec){&hdr, sizeof(hdr)};
     if (len > 0)
         iov[n++] = (struct iovec){packed, len};
-    if (bulk_len > 0)
+    if (bulk != NULL && bulk_len > 0)
         iov[n++] = (struct iovec){(void *)bulk, bulk_len};
     status = transport_sendv(conn, iov, n);
     if (packed != scratch)

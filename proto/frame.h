@@ -38,7 +38,10 @@ struct proto_frame_hdr {
 };
 
 /* Send one frame: header, packed message (may be NULL), and bulk (may be NULL/0).
- * The message is packed into scratch when it fits, so the hot path does not allocate. */
+ * The message is packed into scratch when it fits, so the hot path does not allocate.
+ * Streaming: with bulk == NULL and bulk_len > 0 only the header and message are sent, and the
+ * caller must then send exactly bulk_len bytes with transport_sendv (e.g. chunk by chunk from a
+ * staging buffer) before any other frame. */
 rg_status_t proto_send(struct transport_conn *conn, enum proto_frame_type type,
                        const ProtobufCMessage *msg, const void *bulk, uint64_t bulk_len);
 

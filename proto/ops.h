@@ -13,7 +13,50 @@
 #ifndef RGPU_PROTO_OPS_H
 #define RGPU_PROTO_OPS_H
 
+#include <stdint.h>
+
 #define PROTO_FLAG_NOREPLY 0x1
+
+/* Handle ids: (counter << 4) | type. The client's counter starts at PROTO_ID_FIRST_COUNTER;
+ * smaller ids are reserved: the primary context of device d is PROTO_PRIMARY_CTX_ID(d) and the
+ * server retains that primary context lazily on first use (and releases it at session end).
+ * Call.ctx is the calling thread's current context id (0 = none); the server makes it current
+ * before executing the call. Stream ids 0/1/2 = NULL / CU_STREAM_LEGACY / CU_STREAM_PER_THREAD.
+ * A LAUNCH / FUNC_* / OCC_* handle may be a function or a kernel id (the type tells which); the
+ * real driver accepts a CUkernel wherever a CUfunction is taken. */
+enum proto_handle_type {
+    PROTO_H_CTX = 1,
+    PROTO_H_MODULE = 2,
+    PROTO_H_FUNCTION = 3,
+    PROTO_H_LIBRARY = 4,
+    PROTO_H_KERNEL = 5,
+    PROTO_H_STREAM = 6,
+    PROTO_H_EVENT = 7,
+};
+#define PROTO_ID_TYPE(id) ((unsigned)((id) & 0xf))
+#define PROTO_ID_FIRST_COUNTER 1024u
+#define PROTO_PRIMARY_CTX_ID(dev) ((((uint64_t)(dev) + 1) << 4) | PROTO_H_CTX)
+#define PROTO_STREAM_NULL 0u
+#define PROTO_STREAM_LEGACY 1u
+#define PROTO_STREAM_PER_THREAD 2u
+
+/* Handshake (frame types in proto/frame.h): the client sends Hello; the server answers Welcome
+ * with status 0 and a snapshot of every device it serves, renumbered from 0 (attrs[i] is
+ * cuDeviceGetAttribute(i) for 0 < i < CU_DEVICE_ATTRIBUTE_MAX, 0 where the driver refuses), or
+ * with a non-zero CUresult status and a reason (version mismatch names both versions), then
+ * closes. After that: Call frames from the client, Reply / AsyncError frames from the server,
+ * strictly in call order. BYE from the client ends the session cleanly.
+ *
+ * Images (MODULE_LOAD, LIBRARY_LOAD): the raw fatbin, cubin (ELF) or NUL-terminated PTX text;
+ * the client unwraps a __fatBinC_Wrapper_t and sizes the image before sending it.
+ * LAUNCH params: a buffer of params_len bytes in which parameter i sits at offset off_i of the
+ * function's layout (FUNC_GET_PARAM_LAYOUT, which the server also uses to rebuild
+ * kernelParams[i] = buf + off_i). The `extra` form (CU_LAUNCH_PARAM_BUFFER_POINTER) has that
+ * very layout, so its buffer is sent unchanged.
+ * MEMCPY_DTOH with async=1 is sent without NOREPLY: its Reply carries the bytes, and the client
+ * consumes it at its next synchronizing point instead of waiting at the call. Every other call
+ * with async=1, and EVENT_RECORD, STREAM_WAIT_EVENT, LAUNCH, MEMSET*, *_DESTROY, are sent with
+ * NOREPLY. */
 
 #define PROTO_OPS(X)                                                                            \
     X(NOP)                       /* []                                   round trip          */ \
