@@ -4,6 +4,8 @@
 #ifndef RGPU_COMMON_CONFIG_H
 #define RGPU_COMMON_CONFIG_H
 
+#include <stddef.h>
+
 #include "common/status.h"
 
 typedef rg_status_t (*rg_config_cb)(void *arg, const char *section, const char *key,
