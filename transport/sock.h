@@ -1,0 +1,46 @@
+/* Private to transport/: what the socket-based backends (tcp, loop) share.
+ *
+ * Both backends carry their byte stream on a connected SOCK_STREAM socket, so one connection
+ * type and one set of data-path functions serve both; only connect/listen/accept and the
+ * one-sided slots differ. */
+#ifndef RGPU_TRANSPORT_SOCK_H
+#define RGPU_TRANSPORT_SOCK_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+#include "transport/transport.h"
+
+/* Longest "host:port" / "loop:name" we keep for log lines. */
+#define TRANSPORT_PEER_MAX 128
+
+struct sock_conn {
+    struct transport_conn super;
+    int fd;
+    char peer[TRANSPORT_PEER_MAX]; /* for log lines only */
+};
+
+/* Wrap fd as a connection of backend ops; the connection owns fd on success only. */
+rg_status_t transport_sock_conn_new(const struct transport_ops *ops, int fd, const char *peer,
+                                    struct transport_conn **conn_p);
+
+/* Data-path slots shared by tcp and loop. */
+rg_status_t transport_sock_sendv(struct transport_conn *conn, const struct iovec *iov,
+                                 int iovcnt);
+rg_status_t transport_sock_recv(struct transport_conn *conn, void *buf, size_t len);
+int transport_sock_fd(struct transport_conn *conn);
+void transport_sock_shutdown(struct transport_conn *conn);
+void transport_sock_close(struct transport_conn *conn);
+
+/* Map errno from a socket call to a status. */
+rg_status_t transport_errno_status(int err);
+
+/* Stubs for backends without one-sided memory. */
+rg_status_t transport_nomem_reg(struct transport_conn *conn, void *addr, size_t len,
+                                unsigned access, struct transport_mr **mr_p);
+void transport_nomem_dereg(struct transport_mr *mr);
+rg_status_t transport_nomem_rw(struct transport_conn *conn, struct transport_mr *local,
+                               void *laddr, uint64_t raddr, uint32_t rkey, size_t len);
+
+#endif

@@ -1,0 +1,198 @@
+#include "transport/transport.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "transport/sock.h"
+
+/* sendmsg takes at most this many iovecs per call (well under IOV_MAX). */
+#define SOCK_IOV_BATCH 64
+
+const struct transport_ops *transport_find(const char *name)
+{
+    static const struct transport_ops *const backends[] = {&transport_tcp_ops,
+                                                           &transport_loop_ops};
+
+    if (name == NULL)
+        return NULL;
+    for (size_t i = 0; i < sizeof(backends) / sizeof(backends[0]); i++)
+        if (strcmp(backends[i]->name, name) == 0)
+            return backends[i];
+    return NULL;
+}
+
+rg_status_t transport_errno_status(int err)
+{
+    switch (err) {
+    case EAGAIN:
+#if EWOULDBLOCK != EAGAIN
+    case EWOULDBLOCK:
+#endif
+    case ETIMEDOUT:
+        return RG_ERR_TIMEOUT;
+    case EPIPE:
+    case ECONNRESET:
+        return RG_ERR_CLOSED;
+    case ECONNREFUSED:
+        return RG_ERR_REFUSED;
+    default:
+        return RG_ERR_IO;
+    }
+}
+
+rg_status_t transport_sock_conn_new(const struct transport_ops *ops, int fd, const char *peer,
+                                    struct transport_conn **conn_p)
+{
+    struct sock_conn *sc = calloc(1, sizeof(*sc));
+
+    if (sc == NULL)
+        return RG_ERR_NOMEM;
+    sc->super.ops = ops;
+    sc->fd = fd;
+    snprintf(sc->peer, sizeof(sc->peer), "%s", peer);
+    *conn_p = &sc->super;
+    return RG_OK;
+}
+
+static struct sock_conn *sock_conn_of(struct transport_conn *conn)
+{
+    return (struct sock_conn *)((char *)conn - offsetof(struct sock_conn, super));
+}
+
+/* Log a failed data-path call once, at a level that matches how unusual it is. */
+/* what is "send to" or "recv from". */
+static rg_status_t sock_fail(struct sock_conn *sc, const char *what, int err)
+{
+    rg_status_t status = transport_errno_status(err);
+
+    if (status == RG_ERR_IO)
+        rg_error("%s %s failed: %s", what, sc->peer, strerror(err));
+    else if (status == RG_ERR_TIMEOUT)
+        rg_warn("%s %s timed out: %s", what, sc->peer, strerror(err));
+    else
+        rg_debug("%s %s: %s", what, sc->peer, strerror(err));
+    errno = err;
+    return status;
+}
+
+/* Point batch at the unsent rest of iov, starting off bytes into iov[idx]. No data is copied. */
+static int sock_fill_batch(struct iovec *batch, const struct iovec *iov, int iovcnt, int idx,
+                           size_t off)
+{
+    int n = 0;
+
+    for (; idx < iovcnt && n < SOCK_IOV_BATCH; idx++, off = 0) {
+        if (iov[idx].iov_len == off)
+            continue;
+        batch[n].iov_base = (char *)iov[idx].iov_base + off;
+        batch[n].iov_len = iov[idx].iov_len - off;
+        n++;
+    }
+    return n;
+}
+
+/* Move (idx, off) forward by sent bytes, stepping over empty entries. */
+static void sock_advance(const struct iovec *iov, int iovcnt, int *idx_p, size_t *off_p,
+                         size_t sent)
+{
+    int idx = *idx_p;
+    size_t off = *off_p;
+
+    while (idx < iovcnt) {
+        size_t left = iov[idx].iov_len - off;
+        if (sent < left) {
+            off += sent;
+            break;
+        }
+        sent -= left;
+        idx++;
+        off = 0;
+    }
+    *idx_p = idx;
+    *off_p = off;
+}
+
+rg_status_t transport_sock_sendv(struct transport_conn *conn, const struct iovec *iov,
+                                 int iovcnt)
+{
+    struct sock_conn *sc = sock_conn_of(conn);
+    struct iovec batch[SOCK_IOV_BATCH];
+    size_t off = 0;
+    int idx = 0;
+
+    if (iovcnt < 0 || (iovcnt > 0 && iov == NULL))
+        return RG_ERR_INVALID;
+    while (idx < iovcnt) {
+        struct msghdr msg = {.msg_iov = batch};
+        msg.msg_iovlen = (size_t)sock_fill_batch(batch, iov, iovcnt, idx, off);
+        if (msg.msg_iovlen == 0)
+            break;
+        ssize_t rc = sendmsg(sc->fd, &msg, MSG_NOSIGNAL);
+        if (rc < 0) {
+            if (errno == EINTR)
+                continue;
+            return sock_fail(sc, "send to", errno);
+        }
+        sock_advance(iov, iovcnt, &idx, &off, (size_t)rc);
+    }
+    return RG_OK;
+}
+
+rg_status_t transport_sock_recv(struct transport_conn *conn, void *buf, size_t len)
+{
+    struct sock_conn *sc = sock_conn_of(conn);
+    char *p = buf;
+    size_t got = 0;
+
+    while (got < len) {
+        ssize_t rc = recv(sc->fd, p + got, len - got, MSG_WAITALL);
+        if (rc > 0) {
+            got += (size_t)rc;
+        } else if (rc == 0) {
+            rg_debug("recv from %s: connection closed after %zu of %zu bytes", sc->peer, got,
+                     len);
+            return RG_ERR_CLOSED;
+        } else if (errno != EINTR) {
+            return sock_fail(sc, "recv from", errno);
+        }
+    }
+    return RG_OK;
+}
+
+int transport_sock_fd(struct transport_conn *conn) { return sock_conn_of(conn)->fd; }
+
+void transport_sock_shutdown(struct transport_conn *conn)
+{
+    /* Wakes a recv blocked in another thread: it sees end of stream. */
+    shutdown(sock_conn_of(conn)->fd, SHUT_RDWR);
+}
+
+void transport_sock_close(struct transport_conn *conn)
+{
+    struct sock_conn *sc;
+
+    if (conn == NULL)
+        return;
+    sc = sock_conn_of(conn);
+    close(sc->fd);
+    free(sc);
+}
+
+rg_status_t transport_nomem_reg(struct transport_conn *conn, void *addr, size_t len,
+                                unsigned access, struct transport_mr **mr_p)
+{
+    return RG_ERR_UNSUPPORTED;
+}
+
+void transport_nomem_dereg(struct transport_mr *mr) {}
+
+rg_status_t transport_nomem_rw(struct transport_conn *conn, struct transport_mr *local,
+                               void *laddr, uint64_t raddr, uint32_t rkey, size_t len)
+{
+    return RG_ERR_UNSUPPORTED;
+}
