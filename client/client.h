@@ -63,6 +63,8 @@ struct cli_ctx *cli_primary_ctx(int dev);
 
 /* Context-local storage hooks (export_tables.c): run the destructors of ctx's entries. */
 void cli_cls_destroy(struct cli_ctx *ctx);
+/* The export table with that UUID (export_tables.c), or NULL if we serve none. */
+const void *cli_export_table(const CUuuid *id);
 
 /* Log an unsupported entry point once by name; returns CUDA_ERROR_NOT_SUPPORTED. */
 CUresult cli_unsupported(const char *name);

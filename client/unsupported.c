@@ -1,0 +1,51 @@
+/* Unsupported entry points: log each name once, return CUDA_ERROR_NOT_SUPPORTED. */
+#include "client.h"
+
+#include <string.h>
+
+/* Names are string literals of the generated stubs (or other static strings), so the set keeps
+ * pointers; lookups compare contents, so two callers with equal names share one entry. An open-
+ * addressed table sized above the 637 driver symbols; if it ever fills, we just log again. */
+#define CLI_UNSUPPORTED_SLOTS 2048
+
+static const char *cli_unsupported_seen[CLI_UNSUPPORTED_SLOTS];
+static pthread_mutex_t cli_unsupported_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static size_t cli_name_hash(const char *s)
+{
+    size_t h = 14695981039346656037ull;
+
+    while (*s)
+        h = (h ^ (unsigned char)*s++) * 1099511628211ull;
+    return h;
+}
+
+/* True the first time name is seen. */
+static bool cli_unsupported_first(const char *name)
+{
+    size_t i = cli_name_hash(name) % CLI_UNSUPPORTED_SLOTS;
+    bool first = true;
+
+    pthread_mutex_lock(&cli_unsupported_lock);
+    for (size_t n = 0; n < CLI_UNSUPPORTED_SLOTS; n++, i = (i + 1) % CLI_UNSUPPORTED_SLOTS) {
+        if (cli_unsupported_seen[i] == NULL) {
+            cli_unsupported_seen[i] = name;
+            break;
+        }
+        if (strcmp(cli_unsupported_seen[i], name) == 0) {
+            first = false;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&cli_unsupported_lock);
+    return first;
+}
+
+CUresult cli_unsupported(const char *name)
+{
+    if (name == NULL)
+        name = "(unnamed)";
+    if (cli_unsupported_first(name))
+        rg_warn("rgpu: %s is not supported; returning CUDA_ERROR_NOT_SUPPORTED", name);
+    return CUDA_ERROR_NOT_SUPPORTED;
+}

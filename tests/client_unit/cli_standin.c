@@ -1,0 +1,18 @@
+/* Stand-ins for the client functions export_tables.c uses, so the tables are tested alone:
+ * one device with a known UUID and PCI location, and a settable current context. */
+#include "cli_standin.h"
+
+struct cli_ctx standin_primary = {.h = {.id = 0x4201, .magic = CLI_HANDLE_MAGIC}};
+struct cli_ctx *standin_current;
+int standin_ndev = 1;
+
+static const struct cli_device standin_dev = {
+    .ordinal = 0,
+    .uuid = {.bytes = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}},
+    .pci_domain = 0, .pci_bus = 0x3b, .pci_device = 0,
+};
+
+struct cli_ctx *cli_ctx_current(void) { return standin_current; }
+struct cli_ctx *cli_primary_ctx(int dev) { return dev == 0 ? &standin_primary : NULL; }
+int cli_device_count(void) { return standin_ndev; }
+const struct cli_device *cli_device(int i) { return i == 0 ? &standin_dev : NULL; }

@@ -1,0 +1,8 @@
+#ifndef RGPU_TEST_CLI_STANDIN_H
+#define RGPU_TEST_CLI_STANDIN_H
+#include "client.h"
+
+extern struct cli_ctx standin_primary;
+extern struct cli_ctx *standin_current;
+extern int standin_ndev;
+#endif
