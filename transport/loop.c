@@ -127,6 +127,7 @@ static rg_status_t loop_enqueue(const char *addr, int fd)
 static rg_status_t loop_connect(const char *addr, const struct transport_opts *opts,
                                 struct transport_conn **conn_p)
 {
+    struct transport_conn *conn;
     char peer[TRANSPORT_PEER_MAX];
     rg_status_t status;
     int sv[2];
@@ -138,17 +139,19 @@ static rg_status_t loop_connect(const char *addr, const struct transport_opts *o
         return RG_ERR_IO;
     }
     snprintf(peer, sizeof(peer), "loop:%s", addr);
-    status = transport_sock_conn_new(&transport_loop_ops, sv[0], peer, conn_p);
+    status = transport_sock_conn_new(&transport_loop_ops, sv[0], peer, &conn);
     if (status != RG_OK)
         goto err_close;
     pthread_mutex_lock(&loop_lock);
     status = loop_enqueue(addr, sv[1]);
     pthread_mutex_unlock(&loop_lock);
     if (status != RG_OK) {
-        transport_sock_close(*conn_p);
+        transport_sock_close(conn);
         close(sv[1]);
+        return status;
     }
-    return status;
+    *conn_p = conn;
+    return RG_OK;
 
 err_close:
     close(sv[0]);

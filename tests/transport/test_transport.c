@@ -1,0 +1,479 @@
+/* Transport conformance suite: the same cases over every backend named on the command line
+ * (argv[1] = "tcp" | "loop"). Threads never call cmocka asserts; they record what they saw
+ * and the main thread checks it. */
+#include <poll.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "common/log.h"
+#include "transport/transport.h"
+
+#define BIG_LEN (64u << 20)
+
+static const struct transport_ops *ops;
+static char last_log[1024];
+
+struct pair {
+    struct transport_listener *listener;
+    struct transport_conn *client, *server;
+    char addr[128];
+};
+
+static void capture_log(enum rg_log_level level, const char *line)
+{
+    snprintf(last_log, sizeof(last_log), "%s", line);
+    fprintf(stderr, "%s\n", line);
+}
+
+static int is_tcp(void) { return strcmp(ops->name, "tcp") == 0; }
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static struct transport_listener *listen_any(char *addr, size_t len)
+{
+    static int counter;
+    struct transport_listener *l = NULL;
+    char want[64];
+
+    if (is_tcp())
+        snprintf(want, sizeof(want), "127.0.0.1:0");
+    else
+        snprintf(want, sizeof(want), "conformance-%d", counter++);
+    assert_int_equal(ops->listen(want, &l), RG_OK);
+    assert_int_equal(ops->listener_addr(l, addr, len), RG_OK);
+    return l;
+}
+
+static int pair_setup(void **state)
+{
+    struct transport_opts opts = {.connect_timeout_ms = 2000};
+    struct pair *p = calloc(1, sizeof(*p));
+    struct pollfd pfd;
+
+    assert_non_null(p);
+    p->listener = listen_any(p->addr, sizeof(p->addr));
+    assert_int_equal(ops->connect(p->addr, &opts, &p->client), RG_OK);
+    pfd = (struct pollfd){.fd = ops->listener_fd(p->listener), .events = POLLIN};
+    assert_int_equal(poll(&pfd, 1, 2000), 1);
+    assert_int_equal(ops->accept(p->listener, &p->server), RG_OK);
+    *state = p;
+    return 0;
+}
+
+static int pair_teardown(void **state)
+{
+    struct pair *p = *state;
+
+    if (p->client != NULL)
+        transport_close(p->client);
+    if (p->server != NULL)
+        transport_close(p->server);
+    ops->listener_close(p->listener);
+    free(p);
+    return 0;
+}
+
+/* sendv from another thread, so the receiver can drain more than a socket buffer holds. */
+struct sender {
+    pthread_t tid;
+    struct transport_conn *conn;
+    const struct iovec *iov;
+    int iovcnt;
+    rg_status_t status;
+};
+
+static void *sender_main(void *arg)
+{
+    struct sender *s = arg;
+    s->status = transport_sendv(s->conn, s->iov, s->iovcnt);
+    return NULL;
+}
+
+static void sender_start(struct sender *s, struct transport_conn *conn, const struct iovec *iov,
+                         int iovcnt)
+{
+    *s = (struct sender){.conn = conn, .iov = iov, .iovcnt = iovcnt, .status = RG_ERR_IO};
+    assert_int_equal(pthread_create(&s->tid, NULL, sender_main, s), 0);
+}
+
+static rg_status_t sender_join(struct sender *s)
+{
+    pthread_join(s->tid, NULL);
+    return s->status;
+}
+
+static void test_ops_complete(void **state)
+{
+    assert_ptr_equal(transport_find(ops->name), ops);
+    assert_null(transport_find("no-such-backend"));
+    assert_null(transport_find(NULL));
+    void (*const slots[])(void) = {
+        (void (*)(void))ops->connect,     (void (*)(void))ops->listen,
+        (void (*)(void))ops->accept,      (void (*)(void))ops->listener_fd,
+        (void (*)(void))ops->listener_addr, (void (*)(void))ops->listener_close,
+        (void (*)(void))ops->sendv,       (void (*)(void))ops->recv,
+        (void (*)(void))ops->fd,          (void (*)(void))ops->shutdown,
+        (void (*)(void))ops->close,       (void (*)(void))ops->mem_reg,
+        (void (*)(void))ops->mem_dereg,   (void (*)(void))ops->write,
+        (void (*)(void))ops->read,
+    };
+    for (size_t i = 0; i < sizeof(slots) / sizeof(slots[0]); i++)
+        assert_non_null(slots[i]);
+}
+
+static void test_connect_accept(void **state)
+{
+    struct pair *p = *state;
+
+    assert_true(transport_fd(p->client) >= 0);
+    assert_true(transport_fd(p->server) >= 0);
+    assert_true(transport_fd(p->client) != transport_fd(p->server));
+    assert_true(ops->listener_fd(p->listener) >= 0);
+    if (is_tcp()) /* the bound port, not the requested 0 */
+        assert_true(strncmp(p->addr, "127.0.0.1:", 10) == 0 && strcmp(p->addr + 10, "0") != 0);
+}
+
+static void test_ping_pong(void **state)
+{
+    struct pair *p = *state;
+    char out[16], in[16];
+
+    for (int i = 0; i < 200; i++) {
+        snprintf(out, sizeof(out), "ping %d", i);
+        struct iovec iov = {out, sizeof(out)};
+        assert_int_equal(transport_sendv(p->client, &iov, 1), RG_OK);
+        assert_int_equal(transport_recv(p->server, in, sizeof(in)), RG_OK);
+        assert_string_equal(in, out);
+        in[1] = 'o';
+        iov = (struct iovec){in, sizeof(in)};
+        assert_int_equal(transport_sendv(p->server, &iov, 1), RG_OK);
+        assert_int_equal(transport_recv(p->client, out, sizeof(out)), RG_OK);
+        assert_int_equal(strncmp(out, "pong ", 5), 0);
+    }
+}
+
+static void test_sendv_many_iovecs(void **state)
+{
+    enum { N = 5000 };
+    struct pair *p = *state;
+    static struct iovec iov[N];
+    static uint8_t data[N][29];
+    size_t total = 0, pos = 0;
+    struct sender s;
+    uint8_t *in;
+
+    for (int i = 0; i < N; i++) {
+        size_t len = (size_t)(i % 29); /* includes empty entries */
+        for (size_t j = 0; j < len; j++)
+            data[i][j] = (uint8_t)(i * 7 + j);
+        iov[i] = (struct iovec){data[i], len};
+        total += len;
+    }
+    in = malloc(total);
+    assert_non_null(in);
+    sender_start(&s, p->client, iov, N);
+    assert_int_equal(transport_recv(p->server, in, total), RG_OK);
+    assert_int_equal(sender_join(&s), RG_OK);
+    for (int i = 0; i < N; i++)
+        for (size_t j = 0; j < iov[i].iov_len; j++)
+            assert_int_equal(in[pos++], (uint8_t)(i * 7 + j));
+    free(in);
+}
+
+static uint64_t checksum(uint64_t h, const uint8_t *p, size_t len)
+{
+    for (size_t i = 0; i < len; i++)
+        h = (h ^ p[i]) * 0x100000001b3ull; /* FNV-1a */
+    return h;
+}
+
+struct big_sender {
+    struct sender s;
+    uint8_t *buf;
+    uint64_t len, sum;
+    struct iovec iov[3];
+};
+
+/* Thread: fill, checksum and send [len][bytes][checksum]. */
+static void *big_sender_main(void *arg)
+{
+    struct big_sender *b = arg;
+    uint64_t x = 88172645463325252ull;
+
+    for (uint64_t i = 0; i < b->len; i++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        b->buf[i] = (uint8_t)x;
+    }
+    b->sum = checksum(0xcbf29ce484222325ull, b->buf, b->len);
+    b->iov[0] = (struct iovec){&b->len, sizeof(b->len)};
+    b->iov[1] = (struct iovec){b->buf, b->len};
+    b->iov[2] = (struct iovec){&b->sum, sizeof(b->sum)};
+    b->s.status = transport_sendv(b->s.conn, b->iov, 3);
+    return NULL;
+}
+
+static void test_big_transfer(void **state)
+{
+    struct pair *p = *state;
+    struct big_sender b = {.s.conn = p->client, .len = BIG_LEN};
+    uint64_t len, sum = 0xcbf29ce484222325ull, their_sum;
+    size_t chunk = 1u << 20;
+    uint8_t *in = malloc(chunk);
+
+    b.buf = malloc(BIG_LEN);
+    assert_non_null(b.buf);
+    assert_non_null(in);
+    assert_int_equal(pthread_create(&b.s.tid, NULL, big_sender_main, &b), 0);
+    assert_int_equal(transport_recv(p->server, &len, sizeof(len)), RG_OK);
+    assert_int_equal(len, BIG_LEN);
+    for (uint64_t got = 0; got < len; got += chunk) {
+        assert_int_equal(transport_recv(p->server, in, chunk), RG_OK);
+        sum = checksum(sum, in, chunk);
+    }
+    assert_int_equal(transport_recv(p->server, &their_sum, sizeof(their_sum)), RG_OK);
+    assert_int_equal(sender_join(&b.s), RG_OK);
+    assert_int_equal(sum, their_sum);
+    free(in);
+    free(b.buf);
+}
+
+static void test_orderly_close(void **state)
+{
+    struct pair *p = *state;
+    struct iovec iov = {"abc", 3};
+    char buf[8];
+
+    assert_int_equal(transport_sendv(p->client, &iov, 1), RG_OK);
+    transport_close(p->client);
+    p->client = NULL;
+    assert_int_equal(transport_recv(p->server, buf, 3), RG_OK);
+    assert_memory_equal(buf, "abc", 3);
+    assert_int_equal(transport_recv(p->server, buf, 1), RG_ERR_CLOSED);
+}
+
+static void test_close_mid_message(void **state)
+{
+    struct pair *p = *state;
+    struct iovec iov = {"abc", 3};
+    char buf[8];
+
+    assert_int_equal(transport_sendv(p->client, &iov, 1), RG_OK);
+    transport_close(p->client);
+    p->client = NULL;
+    assert_int_equal(transport_recv(p->server, buf, sizeof(buf)), RG_ERR_CLOSED);
+}
+
+struct blocked_recv {
+    struct transport_conn *conn;
+    volatile int done;
+    rg_status_t status;
+};
+
+static void *blocked_recv_main(void *arg)
+{
+    struct blocked_recv *b = arg;
+    char buf[4];
+
+    b->status = transport_recv(b->conn, buf, sizeof(buf));
+    __atomic_store_n(&b->done, 1, __ATOMIC_RELEASE);
+    return NULL;
+}
+
+static void test_shutdown_unblocks_recv(void **state)
+{
+    struct pair *p = *state;
+    struct blocked_recv b = {.conn = p->server, .status = RG_OK};
+    struct iovec iov = {"x", 1};
+    pthread_t tid;
+    char c;
+
+    assert_int_equal(pthread_create(&tid, NULL, blocked_recv_main, &b), 0);
+    usleep(100 * 1000);
+    assert_int_equal(__atomic_load_n(&b.done, __ATOMIC_ACQUIRE), 0);
+    transport_shutdown(p->server);
+    pthread_join(tid, NULL);
+    assert_int_equal(b.status, RG_ERR_CLOSED);
+    /* The peer sees the end of stream, and nothing more can be sent on the shut connection. */
+    assert_int_equal(transport_recv(p->client, &c, 1), RG_ERR_CLOSED);
+    assert_int_not_equal(transport_sendv(p->server, &iov, 1), RG_OK);
+}
+
+static void test_connect_fails_fast(void **state)
+{
+    struct transport_opts opts = {.connect_timeout_ms = 3000};
+    struct transport_conn *conn = NULL;
+    char addr[128];
+    int64_t start;
+
+    if (is_tcp()) { /* a port that was just bound and released: nobody listens on it */
+        struct transport_listener *l = listen_any(addr, sizeof(addr));
+        ops->listener_close(l);
+    } else {
+        snprintf(addr, sizeof(addr), "no-such-listener");
+    }
+    last_log[0] = '\0';
+    start = now_ms();
+    assert_int_equal(ops->connect(addr, &opts, &conn), RG_ERR_REFUSED);
+    assert_true(now_ms() - start < 1000);
+    assert_null(conn);
+    assert_non_null(strstr(last_log, "connect to"));
+    assert_non_null(strstr(last_log, addr));
+}
+
+static void test_connect_bad_address(void **state)
+{
+    struct transport_conn *conn = NULL;
+
+    assert_int_not_equal(ops->connect(NULL, NULL, &conn), RG_OK);
+    assert_int_not_equal(ops->connect("", NULL, &conn), RG_OK);
+    if (is_tcp())
+        assert_int_not_equal(ops->connect("127.0.0.1", NULL, &conn), RG_OK); /* no port */
+    assert_null(conn);
+}
+
+/* One-sided slots over a backend without them: exactly RG_ERR_UNSUPPORTED, then skip. */
+static int one_sided_unsupported(struct pair *p)
+{
+    struct transport_mr *mr = NULL;
+    char buf[64];
+
+    if (!is_tcp())
+        return 0;
+    assert_int_equal(ops->mem_reg(p->client, buf, sizeof(buf), TRANSPORT_ACCESS_LOCAL_WRITE,
+                                  &mr),
+                     RG_ERR_UNSUPPORTED);
+    assert_null(mr);
+    ops->mem_dereg(NULL); /* a no-op */
+    assert_int_equal(ops->write(p->client, NULL, buf, 0, 1, sizeof(buf)), RG_ERR_UNSUPPORTED);
+    assert_int_equal(ops->read(p->client, NULL, buf, 0, 1, sizeof(buf)), RG_ERR_UNSUPPORTED);
+    print_message("%s has no one-sided memory (RG_ERR_UNSUPPORTED); skipping\n", ops->name);
+    return 1;
+}
+
+static void test_one_sided_round_trip(void **state)
+{
+    struct pair *p = *state;
+    static uint8_t local[4096], remote[8192];
+    struct transport_mr *lmr, *rmr;
+    uint64_t rbase = (uint64_t)(uintptr_t)remote;
+
+    if (one_sided_unsupported(p))
+        skip();
+    for (size_t i = 0; i < sizeof(local); i++)
+        local[i] = (uint8_t)(i * 3);
+    memset(remote, 0, sizeof(remote));
+    assert_int_equal(ops->mem_reg(p->client, local, sizeof(local), TRANSPORT_ACCESS_LOCAL_WRITE,
+                                  &lmr),
+                     RG_OK);
+    assert_int_equal(ops->mem_reg(p->server, remote, sizeof(remote),
+                                  TRANSPORT_ACCESS_REMOTE_READ | TRANSPORT_ACCESS_REMOTE_WRITE,
+                                  &rmr),
+                     RG_OK);
+    assert_int_not_equal(lmr->key, rmr->key);
+    assert_int_equal(ops->write(p->client, lmr, local, rbase + 100, rmr->key, 1000), RG_OK);
+    assert_memory_equal(remote + 100, local, 1000);
+    assert_int_equal(remote[99] | remote[1100], 0);
+    memset(remote + 5000, 0xab, 3000);
+    assert_int_equal(ops->read(p->client, lmr, local + 1000, rbase + 5000, rmr->key, 3000), RG_OK);
+    for (size_t i = 1000; i < 4000; i++)
+        assert_int_equal(local[i], 0xab);
+    ops->mem_dereg(lmr);
+    ops->mem_dereg(rmr);
+}
+
+static void test_one_sided_refused(void **state)
+{
+    struct pair *p = *state;
+    static uint8_t local[8192], remote[4096];
+    struct transport_mr *lmr, *rmr;
+    uint64_t rb = (uint64_t)(uintptr_t)remote;
+    uint32_t key;
+
+    if (one_sided_unsupported(p))
+        skip();
+    assert_int_equal(ops->mem_reg(p->client, local, sizeof(local), 0, &lmr), RG_OK);
+    assert_int_equal(ops->mem_reg(p->server, remote, sizeof(remote),
+                                  TRANSPORT_ACCESS_REMOTE_WRITE, &rmr),
+                     RG_OK);
+    key = rmr->key;
+    assert_int_equal(ops->write(p->client, lmr, local, rb, key, 4096), RG_OK);
+    assert_int_equal(ops->write(p->client, lmr, local, rb, key, 4097), RG_ERR_INVALID);
+    assert_int_equal(ops->write(p->client, lmr, local, rb + 4000, key, 97), RG_ERR_INVALID);
+    assert_int_equal(ops->write(p->client, lmr, local, rb - 1, key, 10), RG_ERR_INVALID);
+    assert_int_equal(ops->write(p->client, lmr, local, UINT64_MAX - 8, key, 64), RG_ERR_INVALID);
+    assert_int_equal(ops->write(p->client, lmr, local, rb, key + 1000, 10), RG_ERR_INVALID);
+    /* No remote-read access on the region, no local-write access on the local buffer. */
+    assert_int_equal(ops->read(p->client, lmr, local, rb, key, 10), RG_ERR_INVALID);
+    /* The local side must lie inside its registration too. */
+    assert_int_equal(ops->write(p->client, lmr, local + 8190, rb, key, 10), RG_ERR_INVALID);
+    assert_int_equal(ops->mem_reg(p->client, NULL, 10, 0, &lmr), RG_ERR_INVALID);
+    ops->mem_dereg(rmr);
+    assert_int_equal(ops->write(p->client, lmr, local, rb, key, 10), RG_ERR_INVALID);
+    ops->mem_dereg(lmr);
+}
+
+static void test_adopt_fd(void **state)
+{
+    struct pair *p = *state;
+    struct transport_conn *adopted, *accepted;
+    struct iovec iov = {"hello", 5};
+    char buf[5];
+
+    if (!is_tcp()) {
+        print_message("transport_tcp_adopt_fd is tcp only; skipping\n");
+        skip();
+    }
+    /* Detach the accepted side's socket by adopting a dup of it. */
+    int fd = dup(transport_fd(p->server));
+    assert_true(fd >= 0);
+    assert_int_equal(transport_tcp_adopt_fd(fd, &adopted), RG_OK);
+    assert_int_equal(transport_sendv(p->client, &iov, 1), RG_OK);
+    assert_int_equal(transport_recv(adopted, buf, 5), RG_OK);
+    assert_memory_equal(buf, "hello", 5);
+    transport_close(adopted);
+    assert_int_equal(transport_tcp_adopt_fd(-1, &accepted), RG_ERR_INVALID);
+}
+
+int main(int argc, char **argv)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_ops_complete),
+        cmocka_unit_test_setup_teardown(test_connect_accept, pair_setup, pair_teardown),
+        cmocka_unit_test_setup_teardown(test_ping_pong, pair_setup, pair_teardown),
+        cmocka_unit_test_setup_teardown(test_sendv_many_iovecs, pair_setup, pair_teardown),
+        cmocka_unit_test_setup_teardown(test_big_transfer, pair_setup, pair_teardown),
+        cmocka_unit_test_setup_teardown(test_orderly_close, pair_setup, pair_teardown),
+        cmocka_unit_test_setup_teardown(test_close_mid_message, pair_setup, pair_teardown),
+        cmocka_unit_test_setup_teardown(test_shutdown_unblocks_recv, pair_setup, pair_teardown),
+        cmocka_unit_test(test_connect_fails_fast),
+        cmocka_unit_test(test_connect_bad_address),
+        cmocka_unit_test_setup_teardown(test_one_sided_round_trip, pair_setup, pair_teardown),
+        cmocka_unit_test_setup_teardown(test_one_sided_refused, pair_setup, pair_teardown),
+        cmocka_unit_test_setup_teardown(test_adopt_fd, pair_setup, pair_teardown),
+    };
+    char group[64];
+
+    if (argc != 2 || (ops = transport_find(argv[1])) == NULL) {
+        fprintf(stderr, "usage: %s tcp|loop\n", argv[0]);
+        return 2;
+    }
+    rg_log_set_callback(capture_log);
+    snprintf(group, sizeof(group), "transport conformance over %s", ops->name);
+    return _cmocka_run_group_tests(group, tests, sizeof(tests) / sizeof(tests[0]), NULL, NULL);
+}
