@@ -10,6 +10,7 @@
 
 #include "common/log.h"
 #include "common/status.h"
+#include "proto/ops.h"
 
 #define CLI_HIDDEN __attribute__((visibility("hidden")))
 #define CLI_EXPORT __attribute__((visibility("default")))
@@ -28,16 +29,18 @@ struct cli_device {
 };
 
 /* Every handle given to the application points to a client object that starts with this. */
-enum cli_handle_type {
-    CLI_H_CTX = 1, CLI_H_MODULE, CLI_H_FUNCTION, CLI_H_LIBRARY, CLI_H_KERNEL, CLI_H_STREAM,
-    CLI_H_EVENT,
-};
 struct cli_handle {
     uint64_t id;   /* the id the server knows; (counter << 4) | type */
-    uint32_t type; /* enum cli_handle_type */
+    uint32_t type; /* enum proto_handle_type */
     uint32_t magic;
 };
 #define CLI_HANDLE_MAGIC 0x72677075u
+
+/* Mint a fresh handle id of the given type and fill h. */
+void cli_handle_init(struct cli_handle *h, enum proto_handle_type type);
+/* h if it is a live handle of that type, else NULL. */
+void *cli_handle_check(const void *h, enum proto_handle_type type);
+void cli_handle_kill(struct cli_handle *h);
 
 struct cli_ctx {
     struct cli_handle h;
@@ -47,6 +50,33 @@ struct cli_ctx {
     void *cls;            /* context-local storage, owned by export_tables.c */
 };
 
+/* One driver call on the wire (see proto/ops.h for the meaning of args/data per op). */
+#define CLI_CALL_MAX_ARGS 16
+struct cli_call {
+    unsigned op;
+    unsigned nargs;
+    uint64_t args[CLI_CALL_MAX_ARGS];
+    uint64_t ctx;          /* Call.ctx; cli_call_* fill it from the current context if 0 */
+    const void *data;      /* input bytes: inline up to PROTO_INLINE_MAX, else frame bulk */
+    size_t data_len;
+    /* Reply (synchronous calls): out[] values and data, copied into the caller's buffers. */
+    uint64_t *out;         /* may be NULL */
+    unsigned out_cap;
+    unsigned nout;
+    void *rdata;           /* reply data/bulk goes straight here (may be NULL) */
+    size_t rdata_cap;
+    size_t rdata_len;
+};
+
+/* Send and wait for the reply; returns the call's CUresult, or a pending asynchronous error,
+ * or CUDA_ERROR_DEVICE_UNAVAILABLE when the server is gone. */
+CUresult cli_call_sync(struct cli_call *call);
+/* Send without waiting (PROTO_FLAG_NOREPLY); failures come back at the next synchronous call. */
+CUresult cli_call_async(struct cli_call *call);
+/* Send a call whose reply data (len bytes) is written to dst when it arrives, later, while the
+ * session waits for some other reply. Used by DtoH copies into pinned memory. */
+CUresult cli_call_deferred(struct cli_call *call, void *dst, size_t len);
+
 /* Ensure the session exists (connect + handshake on first use). CUDA_SUCCESS or the error that
  * every call returns while there is no session. */
 CUresult cli_ensure_init(void);
@@ -54,6 +84,22 @@ bool cli_initialized(void);
 int cli_driver_version(void);
 int cli_device_count(void);
 const struct cli_device *cli_device(int ordinal); /* NULL if out of range */
+
+/* Current context's id for Call.ctx, or 0. */
+uint64_t cli_ctx_current_id(void);
+/* CUDA_SUCCESS if initialized and a context is current; the error to return otherwise. */
+CUresult cli_need_ctx(void);
+/* Drop every client-side object tied to ctx (on destroy/reset). */
+void cli_memory_forget_ctx(struct cli_ctx *ctx);
+
+/* Streams: the wire id of an application stream handle; per_thread maps the NULL stream to
+ * CU_STREAM_PER_THREAD (the _ptsz/_ptds entry points). Returns false for a bad handle. */
+bool cli_stream_id(CUstream stream, bool per_thread, uint64_t *id_p);
+
+/* Pinned host memory known to the client (cuMemHostAlloc / cuMemHostRegister). */
+bool cli_host_pinned(const void *p, size_t len);
+/* Device allocation containing dptr; false if none. */
+bool cli_dev_lookup(CUdeviceptr dptr, CUdeviceptr *base_p, size_t *size_p);
 
 /* Contexts. The thread's current context (NULL when none). */
 struct cli_ctx *cli_ctx_current(void);

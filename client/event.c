@@ -1,0 +1,144 @@
+/* Events. Creation, record and destruction do not wait; synchronize, query and elapsed time
+ * round-trip. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "client.h"
+
+struct cli_event {
+    struct cli_handle h;
+    struct cli_ctx *ctx;
+    unsigned flags;
+};
+
+CLI_EXPORT CUresult cuEventCreate(CUevent *ph, unsigned int flags)
+{
+    struct cli_event *e;
+    struct cli_call call = {.op = PROTO_OP_EVENT_CREATE, .nargs = 2};
+    CUresult res = cli_need_ctx();
+
+    if (res != CUDA_SUCCESS)
+        return res;
+    if (ph == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((e = calloc(1, sizeof(*e))) == NULL)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    cli_handle_init(&e->h, PROTO_H_EVENT);
+    e->ctx = cli_ctx_current();
+    e->flags = flags;
+    call.args[0] = e->h.id;
+    call.args[1] = flags;
+    res = cli_call_async(&call);
+    if (res != CUDA_SUCCESS) {
+        free(e);
+        return res;
+    }
+    *ph = (CUevent)e;
+    return CUDA_SUCCESS;
+}
+
+CLI_EXPORT CUresult cuEventDestroy(CUevent event)
+{
+    struct cli_event *e = cli_handle_check(event, PROTO_H_EVENT);
+    struct cli_call call = {.op = PROTO_OP_EVENT_DESTROY, .nargs = 1};
+    CUresult res;
+
+    if (e == NULL)
+        return CUDA_ERROR_INVALID_HANDLE;
+    call.args[0] = e->h.id;
+    call.ctx = e->ctx->h.id;
+    res = cli_call_async(&call);
+    cli_handle_kill(&e->h);
+    free(e);
+    return res;
+}
+
+CLI_EXPORT CUresult cli_cuEventDestroy_v1(CUevent e) __asm__("cuEventDestroy");
+CLI_EXPORT CUresult cli_cuEventDestroy_v1(CUevent e) { return cuEventDestroy(e); }
+
+static CUresult event_record(CUevent event, CUstream stream, unsigned flags, bool per_thread)
+{
+    struct cli_event *e = cli_handle_check(event, PROTO_H_EVENT);
+    struct cli_call call = {.op = PROTO_OP_EVENT_RECORD, .nargs = 3};
+    CUresult res = cli_need_ctx();
+
+    if (res != CUDA_SUCCESS)
+        return res;
+    if (e == NULL || !cli_stream_id(stream, per_thread, &call.args[1]))
+        return CUDA_ERROR_INVALID_HANDLE;
+    call.args[0] = e->h.id;
+    call.args[2] = flags;
+    return cli_call_async(&call);
+}
+
+CLI_EXPORT CUresult cuEventRecord(CUevent e, CUstream s) { return event_record(e, s, 0, false); }
+CLI_EXPORT CUresult cuEventRecord_ptsz(CUevent e, CUstream s)
+{
+    return event_record(e, s, 0, true);
+}
+CLI_EXPORT CUresult cuEventRecordWithFlags(CUevent e, CUstream s, unsigned int flags)
+{
+    return event_record(e, s, flags, false);
+}
+CLI_EXPORT CUresult cuEventRecordWithFlags_ptsz(CUevent e, CUstream s, unsigned int flags)
+{
+    return event_record(e, s, flags, true);
+}
+
+static CUresult event_call(unsigned op, CUevent event)
+{
+    struct cli_event *e = cli_handle_check(event, PROTO_H_EVENT);
+    struct cli_call call = {.op = op, .nargs = 1};
+
+    if (!cli_initialized())
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (e == NULL)
+        return CUDA_ERROR_INVALID_HANDLE;
+    call.args[0] = e->h.id;
+    call.ctx = e->ctx->h.id;
+    return cli_call_sync(&call);
+}
+
+CLI_EXPORT CUresult cuEventSynchronize(CUevent e)
+{
+    return event_call(PROTO_OP_EVENT_SYNCHRONIZE, e);
+}
+
+CLI_EXPORT CUresult cuEventQuery(CUevent e)
+{
+    return event_call(PROTO_OP_EVENT_QUERY, e);
+}
+
+CLI_EXPORT CUresult cuEventElapsedTime(float *ms, CUevent start, CUevent end)
+{
+    struct cli_event *s = cli_handle_check(start, PROTO_H_EVENT);
+    struct cli_event *e = cli_handle_check(end, PROTO_H_EVENT);
+    uint64_t out[1];
+    struct cli_call call = {.op = PROTO_OP_EVENT_ELAPSED, .nargs = 2, .out = out, .out_cap = 1};
+    uint32_t bits;
+    CUresult res;
+
+    if (!cli_initialized())
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (ms == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (s == NULL || e == NULL)
+        return CUDA_ERROR_INVALID_HANDLE;
+    call.args[0] = s->h.id;
+    call.args[1] = e->h.id;
+    call.ctx = s->ctx->h.id;
+    res = cli_call_sync(&call);
+    if (res == CUDA_SUCCESS && call.nout >= 1) {
+        bits = (uint32_t)out[0];
+        memcpy(ms, &bits, sizeof(*ms));
+    }
+    return res;
+}
+
+/* v1 (requested by cudart at version 2000) has the same signature. */
+CLI_EXPORT CUresult cli_cuEventElapsedTime_v1(float *ms, CUevent a, CUevent b)
+    __asm__("cuEventElapsedTime");
+CLI_EXPORT CUresult cli_cuEventElapsedTime_v1(float *ms, CUevent a, CUevent b)
+{
+    return cuEventElapsedTime(ms, a, b);
+}

@@ -1,0 +1,28 @@
+/* Handles given to the application: pointers to client objects that start with struct
+ * cli_handle. Ids are minted here, so creating an object never waits for the server. */
+#include "client.h"
+
+static uint64_t next_counter = PROTO_ID_FIRST_COUNTER;
+
+void cli_handle_init(struct cli_handle *h, enum proto_handle_type type)
+{
+    uint64_t counter = __atomic_fetch_add(&next_counter, 1, __ATOMIC_RELAXED);
+
+    h->id = (counter << 4) | (uint64_t)type;
+    h->type = type;
+    h->magic = CLI_HANDLE_MAGIC;
+}
+
+void *cli_handle_check(const void *p, enum proto_handle_type type)
+{
+    const struct cli_handle *h = p;
+
+    if (h == NULL || h->magic != CLI_HANDLE_MAGIC || h->type != type)
+        return NULL;
+    return (void *)h;
+}
+
+void cli_handle_kill(struct cli_handle *h)
+{
+    h->magic = 0;
+}

@@ -1,0 +1,308 @@
+/* Kernel launches (parameters marshalled by the function's layout, fetched once), function and
+ * kernel attributes (cached), and occupancy queries. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "module.h"
+
+#define LAUNCH_PARAMS_MAX (64u << 10)
+#define LAUNCH_ATTRS_MAX 32u
+
+static CUresult layout_fetch(struct cli_func *f)
+{
+    unsigned cap = 2 + 2 * 1024;
+    uint64_t *out = malloc(cap * sizeof(*out));
+    struct cli_call call = {.op = PROTO_OP_FUNC_GET_PARAM_LAYOUT, .nargs = 1, .args = {f->h.id},
+                            .out = out, .out_cap = cap};
+    CUresult res = out != NULL ? cli_call_sync(&call) : CUDA_ERROR_OUT_OF_MEMORY;
+    unsigned n;
+
+    if (res == CUDA_SUCCESS && (call.nout < 1 || (n = (unsigned)out[0]) > 1024 ||
+                                call.nout < 1 + 2 * n))
+        res = CUDA_ERROR_UNKNOWN;
+    if (res == CUDA_SUCCESS) {
+        f->param_off = calloc(n + 1, sizeof(uint32_t));
+        f->param_size = calloc(n + 1, sizeof(uint32_t));
+        if (f->param_off == NULL || f->param_size == NULL)
+            res = CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    for (unsigned i = 0; res == CUDA_SUCCESS && i < n; i++) {
+        f->param_off[i] = (uint32_t)out[1 + 2 * i];
+        f->param_size[i] = (uint32_t)out[2 + 2 * i];
+        if (f->param_off[i] + (size_t)f->param_size[i] > f->params_len)
+            f->params_len = f->param_off[i] + (size_t)f->param_size[i];
+    }
+    if (res == CUDA_SUCCESS) {
+        f->nparams = n;
+        f->layout_known = true;
+    }
+    free(out);
+    return res;
+}
+
+CUresult cli_func_layout(struct cli_func *f)
+{
+    CUresult res = CUDA_SUCCESS;
+
+    pthread_mutex_lock(&f->lock);
+    if (!f->layout_known)
+        res = layout_fetch(f);
+    pthread_mutex_unlock(&f->lock);
+    return res;
+}
+
+/* Packs kernelParams (or the `extra` buffer) and nattr launch attributes into one buffer. */
+static CUresult pack_params(struct cli_func *f, void **params, void **extra,
+                            const CUlaunchAttribute *attrs, unsigned nattr, uint8_t **buf_p,
+                            size_t *params_len_p, size_t *len_p)
+{
+    const void *xbuf = NULL;
+    size_t plen = 0, alen = nattr * sizeof(CUlaunchAttribute);
+    uint8_t *buf;
+    CUresult res;
+
+    for (unsigned i = 0; extra != NULL && extra[i] != CU_LAUNCH_PARAM_END; i += 2) {
+        if (extra[i] == CU_LAUNCH_PARAM_BUFFER_POINTER)
+            xbuf = extra[i + 1];
+        else if (extra[i] == CU_LAUNCH_PARAM_BUFFER_SIZE)
+            plen = *(size_t *)extra[i + 1];
+    }
+    if (xbuf == NULL) {
+        if ((res = cli_func_layout(f)) != CUDA_SUCCESS)
+            return res;
+        plen = f->params_len;
+        if (f->nparams > 0 && params == NULL)
+            return CUDA_ERROR_INVALID_VALUE;
+    }
+    if (plen > LAUNCH_PARAMS_MAX || nattr > LAUNCH_ATTRS_MAX)
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((buf = calloc(1, plen + alen + 1)) == NULL)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    if (xbuf != NULL)
+        memcpy(buf, xbuf, plen);
+    for (unsigned i = 0; xbuf == NULL && i < f->nparams; i++)
+        memcpy(buf + f->param_off[i], params[i], f->param_size[i]);
+    if (alen > 0)
+        memcpy(buf + plen, attrs, alen);
+    *buf_p = buf;
+    *params_len_p = plen;
+    *len_p = plen + alen;
+    return CUDA_SUCCESS;
+}
+
+struct launch_dims {
+    unsigned grid[3], block[3], shmem;
+};
+
+static CUresult launch(CUfunction func, const struct launch_dims *d, CUstream stream,
+                       void **params, void **extra, const CUlaunchAttribute *attrs,
+                       unsigned nattr, bool per_thread)
+{
+    struct cli_func *f = cli_func_check(func);
+    struct cli_call call = {.op = PROTO_OP_LAUNCH, .nargs = 11};
+    size_t plen, len;
+    uint8_t *buf;
+    CUresult res = cli_need_ctx();
+
+    if (res != CUDA_SUCCESS)
+        return res;
+    if (f == NULL || !cli_stream_id(stream, per_thread, &call.args[8]))
+        return CUDA_ERROR_INVALID_HANDLE;
+    if (nattr > 0 && attrs == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    res = pack_params(f, params, extra, attrs, nattr, &buf, &plen, &len);
+    if (res != CUDA_SUCCESS)
+        return res;
+    call.args[0] = f->h.id;
+    for (int i = 0; i < 3; i++) {
+        call.args[1 + i] = d->grid[i];
+        call.args[4 + i] = d->block[i];
+    }
+    call.args[7] = d->shmem;
+    call.args[9] = plen;
+    call.args[10] = nattr;
+    call.data = buf;
+    call.data_len = len;
+    res = cli_call_async(&call);
+    free(buf);
+    return res;
+}
+
+#define LAUNCH_ARGS                                                                             \
+    CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, \
+        unsigned shmem, CUstream s, void **params, void **extra
+#define LAUNCH_DIMS {{gx, gy, gz}, {bx, by, bz}, shmem}
+
+CLI_EXPORT CUresult cuLaunchKernel(LAUNCH_ARGS)
+{
+    struct launch_dims d = LAUNCH_DIMS;
+
+    return launch(f, &d, s, params, extra, NULL, 0, false);
+}
+
+CLI_EXPORT CUresult cuLaunchKernel_ptsz(LAUNCH_ARGS)
+{
+    struct launch_dims d = LAUNCH_DIMS;
+
+    return launch(f, &d, s, params, extra, NULL, 0, true);
+}
+
+static CUresult launch_ex(const CUlaunchConfig *c, CUfunction f, void **params, void **extra,
+                          bool per_thread)
+{
+    struct launch_dims d;
+
+    if (c == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    d = (struct launch_dims){{c->gridDimX, c->gridDimY, c->gridDimZ},
+                             {c->blockDimX, c->blockDimY, c->blockDimZ}, c->sharedMemBytes};
+    return launch(f, &d, c->hStream, params, extra, c->attrs, c->numAttrs, per_thread);
+}
+
+CLI_EXPORT CUresult cuLaunchKernelEx(const CUlaunchConfig *c, CUfunction f, void **params,
+                                     void **extra)
+{
+    return launch_ex(c, f, params, extra, false);
+}
+
+CLI_EXPORT CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig *c, CUfunction f, void **params,
+                                          void **extra)
+{
+    return launch_ex(c, f, params, extra, true);
+}
+
+/* ---- parameter info and attributes ------------------------------------------------------ */
+
+static CUresult param_info(void *handle, size_t index, size_t *offset, size_t *size)
+{
+    struct cli_func *f = cli_func_check(handle);
+    CUresult res;
+
+    if (f == NULL)
+        return CUDA_ERROR_INVALID_HANDLE;
+    if ((res = cli_func_layout(f)) != CUDA_SUCCESS)
+        return res;
+    if (index >= f->nparams)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (offset != NULL)
+        *offset = f->param_off[index];
+    if (size != NULL)
+        *size = f->param_size[index];
+    return CUDA_SUCCESS;
+}
+
+CLI_EXPORT CUresult cuFuncGetParamInfo(CUfunction func, size_t index, size_t *off, size_t *size)
+{
+    return param_info(func, index, off, size);
+}
+
+CLI_EXPORT CUresult cuKernelGetParamInfo(CUkernel kernel, size_t index, size_t *off,
+                                         size_t *size)
+{
+    return param_info(kernel, index, off, size);
+}
+
+static CUresult get_attribute(int *pi, int attrib, void *handle, CUdevice dev)
+{
+    struct cli_func *f = cli_func_check(handle);
+    uint64_t out[1];
+    struct cli_call call = {.op = PROTO_OP_FUNC_GET_ATTRIBUTE, .nargs = 3, .out = out,
+                            .out_cap = 1};
+    CUresult res = CUDA_SUCCESS;
+
+    if (!cli_initialized())
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (f == NULL)
+        return CUDA_ERROR_INVALID_HANDLE;
+    if (pi == NULL || attrib < 0 || attrib >= CU_FUNC_ATTRIBUTE_MAX)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&f->lock);
+    if (!(f->attrs_known & (1ull << attrib))) {
+        call.args[0] = f->h.id;
+        call.args[1] = (uint64_t)attrib;
+        call.args[2] = (uint64_t)dev;
+        res = cli_call_sync(&call);
+        if (res == CUDA_SUCCESS && call.nout >= 1) {
+            f->attrs[attrib] = (int)(int64_t)out[0];
+            f->attrs_known |= 1ull << attrib;
+        }
+    }
+    if (res == CUDA_SUCCESS)
+        *pi = f->attrs[attrib];
+    pthread_mutex_unlock(&f->lock);
+    return res;
+}
+
+static CUresult set_attribute(void *handle, int attrib, int value, CUdevice dev)
+{
+    struct cli_func *f = cli_func_check(handle);
+    struct cli_call call = {.op = PROTO_OP_FUNC_SET_ATTRIBUTE, .nargs = 4};
+    CUresult res;
+
+    if (!cli_initialized())
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (f == NULL)
+        return CUDA_ERROR_INVALID_HANDLE;
+    if (attrib < 0 || attrib >= CU_FUNC_ATTRIBUTE_MAX)
+        return CUDA_ERROR_INVALID_VALUE;
+    call.args[0] = f->h.id;
+    call.args[1] = (uint64_t)attrib;
+    call.args[2] = (uint64_t)(int64_t)value;
+    call.args[3] = (uint64_t)dev;
+    res = cli_call_sync(&call);
+    pthread_mutex_lock(&f->lock);
+    f->attrs_known &= ~(1ull << attrib); /* re-read: the driver may round the value */
+    pthread_mutex_unlock(&f->lock);
+    return res;
+}
+
+CLI_EXPORT CUresult cuFuncGetAttribute(int *pi, CUfunction_attribute attrib, CUfunction hfunc)
+{
+    struct cli_ctx *ctx = cli_ctx_current();
+
+    return get_attribute(pi, attrib, hfunc, ctx != NULL ? ctx->device : 0);
+}
+
+CLI_EXPORT CUresult cuFuncSetAttribute(CUfunction hfunc, CUfunction_attribute attrib, int value)
+{
+    struct cli_ctx *ctx = cli_ctx_current();
+
+    return set_attribute(hfunc, attrib, value, ctx != NULL ? ctx->device : 0);
+}
+
+CLI_EXPORT CUresult cuKernelGetAttribute(int *pi, CUfunction_attribute attrib, CUkernel kernel,
+                                         CUdevice dev)
+{
+    return get_attribute(pi, attrib, kernel, dev);
+}
+
+CLI_EXPORT CUresult cuKernelSetAttribute(CUfunction_attribute attrib, int val, CUkernel kernel,
+                                         CUdevice dev)
+{
+    return set_attribute(kernel, attrib, val, dev);
+}
+
+static CUresult set_cache_config(void *handle, CUfunc_cache config, CUdevice dev)
+{
+    struct cli_func *f = cli_func_check(handle);
+    struct cli_call call = {.op = PROTO_OP_FUNC_SET_CACHE_CONFIG, .nargs = 3};
+
+    if (!cli_initialized())
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (f == NULL)
+        return CUDA_ERROR_INVALID_HANDLE;
+    call.args[0] = f->h.id;
+    call.args[1] = config;
+    call.args[2] = (uint64_t)dev;
+    return cli_call_async(&call);
+}
+
+CLI_EXPORT CUresult cuFuncSetCacheConfig(CUfunction hfunc, CUfunc_cache config)
+{
+    return set_cache_config(hfunc, config, 0);
+}
+
+CLI_EXPORT CUresult cuKernelSetCacheConfig(CUkernel kernel, CUfunc_cache config, CUdevice dev)
+{
+    return set_cache_config(kernel, config, dev);
+}

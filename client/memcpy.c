@@ -1,0 +1,163 @@
+/* Copies and memsets in every direction, synchronous and asynchronous, and their per-thread
+ * default stream variants (_ptds / _ptsz). Host-to-device data leaves the caller's buffer
+ * during the call (it is written to the connection), so asynchronous HtoD never waits.
+ * Device-to-host into pinned memory completes later, at the next synchronizing call. */
+#include <string.h>
+
+#include "client.h"
+
+static CUresult stream_arg(CUstream stream, bool per_thread, uint64_t *id_p)
+{
+    CUresult res = cli_need_ctx();
+
+    if (res != CUDA_SUCCESS)
+        return res;
+    return cli_stream_id(stream, per_thread, id_p) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+}
+
+static CUresult copy_htod(CUdeviceptr dst, const void *src, size_t n, CUstream stream,
+                          bool per_thread, bool async)
+{
+    struct cli_call call = {.op = PROTO_OP_MEMCPY_HTOD, .nargs = 4, .data = src, .data_len = n};
+    uint64_t sid;
+    CUresult res = stream_arg(stream, per_thread, &sid);
+
+    if (res != CUDA_SUCCESS || n == 0)
+        return res;
+    if (src == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    call.args[0] = dst;
+    call.args[1] = n;
+    call.args[2] = sid;
+    call.args[3] = async;
+    return async ? cli_call_async(&call) : cli_call_sync(&call);
+}
+
+static CUresult copy_dtoh(void *dst, CUdeviceptr src, size_t n, CUstream stream,
+                          bool per_thread, bool async)
+{
+    struct cli_call call = {.op = PROTO_OP_MEMCPY_DTOH, .nargs = 4, .rdata = dst,
+                            .rdata_cap = n};
+    uint64_t sid;
+    CUresult res = stream_arg(stream, per_thread, &sid);
+
+    if (res != CUDA_SUCCESS || n == 0)
+        return res;
+    if (dst == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    call.args[0] = src;
+    call.args[1] = n;
+    call.args[2] = sid;
+    call.args[3] = async;
+    /* Pageable destinations make even an async copy synchronous, as in CUDA. */
+    if (async && cli_host_pinned(dst, n))
+        return cli_call_deferred(&call, dst, n);
+    res = cli_call_sync(&call);
+    if (res == CUDA_SUCCESS && call.rdata_len != n)
+        res = CUDA_ERROR_UNKNOWN;
+    return res;
+}
+
+static CUresult copy_dtod(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream stream,
+                          bool per_thread, bool async)
+{
+    struct cli_call call = {.op = PROTO_OP_MEMCPY_DTOD, .nargs = 5,
+                            .args = {dst, src, n, 0, async}};
+    CUresult res = stream_arg(stream, per_thread, &call.args[3]);
+
+    if (res != CUDA_SUCCESS || n == 0)
+        return res;
+    return async ? cli_call_async(&call) : cli_call_sync(&call);
+}
+
+/* cuMemcpy with unified addressing: the client knows which addresses are device memory. */
+static CUresult copy_any(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream stream,
+                         bool per_thread, bool async)
+{
+    bool dst_dev = cli_dev_lookup(dst, NULL, NULL);
+    bool src_dev = cli_dev_lookup(src, NULL, NULL);
+
+    if (dst_dev && src_dev)
+        return copy_dtod(dst, src, n, stream, per_thread, async);
+    if (dst_dev)
+        return copy_htod(dst, (const void *)src, n, stream, per_thread, async);
+    if (src_dev)
+        return copy_dtoh((void *)dst, src, n, stream, per_thread, async);
+    if (n > 0 && (dst == 0 || src == 0))
+        return CUDA_ERROR_INVALID_VALUE;
+    memmove((void *)dst, (const void *)src, n);
+    return CUDA_SUCCESS;
+}
+
+/* Each entry point and its per-thread twin. */
+#define SYNC_PAIR(name, params, impl, ...)                                                      \
+    CLI_EXPORT CUresult name params { return impl(__VA_ARGS__, NULL, false, false); }           \
+    CLI_EXPORT CUresult name##_ptds params { return impl(__VA_ARGS__, NULL, true, false); }
+#define ASYNC_PAIR(name, params, impl, ...)                                                     \
+    CLI_EXPORT CUresult name params { return impl(__VA_ARGS__, s, false, true); }               \
+    CLI_EXPORT CUresult name##_ptsz params { return impl(__VA_ARGS__, s, true, true); }
+
+SYNC_PAIR(cuMemcpyHtoD_v2, (CUdeviceptr d, const void *h, size_t n), copy_htod, d, h, n)
+SYNC_PAIR(cuMemcpyDtoH_v2, (void *h, CUdeviceptr d, size_t n), copy_dtoh, h, d, n)
+SYNC_PAIR(cuMemcpyDtoD_v2, (CUdeviceptr d, CUdeviceptr s, size_t n), copy_dtod, d, s, n)
+SYNC_PAIR(cuMemcpy, (CUdeviceptr d, CUdeviceptr s, size_t n), copy_any, d, s, n)
+ASYNC_PAIR(cuMemcpyHtoDAsync_v2, (CUdeviceptr d, const void *h, size_t n, CUstream s),
+           copy_htod, d, h, n)
+ASYNC_PAIR(cuMemcpyDtoHAsync_v2, (void *h, CUdeviceptr d, size_t n, CUstream s), copy_dtoh, h,
+           d, n)
+ASYNC_PAIR(cuMemcpyDtoDAsync_v2, (CUdeviceptr d, CUdeviceptr src, size_t n, CUstream s),
+           copy_dtod, d, src, n)
+ASYNC_PAIR(cuMemcpyAsync, (CUdeviceptr d, CUdeviceptr src, size_t n, CUstream s), copy_any, d,
+           src, n)
+
+/* ---- memset ----------------------------------------------------------------------------- */
+
+static CUresult memset_1d(CUdeviceptr dst, unsigned value, unsigned elemsize, size_t count,
+                          CUstream stream, bool per_thread, bool async)
+{
+    struct cli_call call = {.op = PROTO_OP_MEMSET, .nargs = 6,
+                            .args = {dst, value, elemsize, count, 0, async}};
+    CUresult res = stream_arg(stream, per_thread, &call.args[4]);
+
+    if (res != CUDA_SUCCESS || count == 0)
+        return res;
+    return async ? cli_call_async(&call) : cli_call_sync(&call);
+}
+
+static CUresult memset_2d(CUdeviceptr dst, size_t pitch, unsigned value, unsigned elemsize,
+                          size_t width, size_t height, CUstream stream, bool per_thread,
+                          bool async)
+{
+    struct cli_call call = {.op = PROTO_OP_MEMSET_2D, .nargs = 8,
+                            .args = {dst, pitch, value, elemsize, width, height, 0, async}};
+    CUresult res = stream_arg(stream, per_thread, &call.args[6]);
+
+    if (res != CUDA_SUCCESS || width == 0 || height == 0)
+        return res;
+    return async ? cli_call_async(&call) : cli_call_sync(&call);
+}
+
+SYNC_PAIR(cuMemsetD8_v2, (CUdeviceptr d, unsigned char v, size_t n), memset_1d, d, v, 1, n)
+SYNC_PAIR(cuMemsetD16_v2, (CUdeviceptr d, unsigned short v, size_t n), memset_1d, d, v, 2, n)
+SYNC_PAIR(cuMemsetD32_v2, (CUdeviceptr d, unsigned int v, size_t n), memset_1d, d, v, 4, n)
+ASYNC_PAIR(cuMemsetD8Async, (CUdeviceptr d, unsigned char v, size_t n, CUstream s), memset_1d,
+           d, v, 1, n)
+ASYNC_PAIR(cuMemsetD16Async, (CUdeviceptr d, unsigned short v, size_t n, CUstream s), memset_1d,
+           d, v, 2, n)
+ASYNC_PAIR(cuMemsetD32Async, (CUdeviceptr d, unsigned int v, size_t n, CUstream s), memset_1d,
+           d, v, 4, n)
+SYNC_PAIR(cuMemsetD2D8_v2, (CUdeviceptr d, size_t p, unsigned char v, size_t w, size_t h),
+          memset_2d, d, p, v, 1, w, h)
+SYNC_PAIR(cuMemsetD2D16_v2, (CUdeviceptr d, size_t p, unsigned short v, size_t w, size_t h),
+          memset_2d, d, p, v, 2, w, h)
+SYNC_PAIR(cuMemsetD2D32_v2, (CUdeviceptr d, size_t p, unsigned int v, size_t w, size_t h),
+          memset_2d, d, p, v, 4, w, h)
+ASYNC_PAIR(cuMemsetD2D8Async,
+           (CUdeviceptr d, size_t p, unsigned char v, size_t w, size_t h, CUstream s),
+           memset_2d, d, p, v, 1, w, h)
+ASYNC_PAIR(cuMemsetD2D16Async,
+           (CUdeviceptr d, size_t p, unsigned short v, size_t w, size_t h, CUstream s),
+           memset_2d, d, p, v, 2, w, h)
+ASYNC_PAIR(cuMemsetD2D32Async,
+           (CUdeviceptr d, size_t p, unsigned int v, size_t w, size_t h, CUstream s),
+           memset_2d, d, p, v, 4, w, h)

@@ -1,0 +1,261 @@
+/* Device memory (allocated on the server), pinned host memory (client-local: the GPU is on
+ * another host, so "pinned" means the client may complete copies into it asynchronously) and
+ * pointer attributes answered from the client's own records. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "memory_map.h"
+
+CLI_EXPORT CUresult cuMemAlloc(CUdeviceptr *dptr, size_t bytesize)
+{
+    uint64_t out[1];
+    struct cli_call call = {.op = PROTO_OP_MEM_ALLOC, .nargs = 1, .args = {bytesize},
+                            .out = out, .out_cap = 1};
+    CUresult res = cli_need_ctx();
+
+    if (res != CUDA_SUCCESS)
+        return res;
+    if (dptr == NULL || bytesize == 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    res = cli_call_sync(&call);
+    if (res != CUDA_SUCCESS)
+        return res;
+    if (call.nout < 1)
+        return CUDA_ERROR_UNKNOWN;
+    mem_map_add(MEM_DEVICE, (uintptr_t)out[0], bytesize, cli_ctx_current(), 0);
+    *dptr = (CUdeviceptr)out[0];
+    return CUDA_SUCCESS;
+}
+
+CLI_EXPORT CUresult cuMemAllocPitch(CUdeviceptr *dptr, size_t *pitch, size_t width,
+                                    size_t height, unsigned int elemsize)
+{
+    uint64_t out[2];
+    struct cli_call call = {.op = PROTO_OP_MEM_ALLOC_PITCH, .nargs = 3,
+                            .args = {width, height, elemsize}, .out = out, .out_cap = 2};
+    CUresult res = cli_need_ctx();
+
+    if (res != CUDA_SUCCESS)
+        return res;
+    if (dptr == NULL || pitch == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    res = cli_call_sync(&call);
+    if (res != CUDA_SUCCESS)
+        return res;
+    if (call.nout < 2)
+        return CUDA_ERROR_UNKNOWN;
+    mem_map_add(MEM_DEVICE, (uintptr_t)out[0], (size_t)out[1] * height, cli_ctx_current(), 0);
+    *dptr = (CUdeviceptr)out[0];
+    *pitch = (size_t)out[1];
+    return CUDA_SUCCESS;
+}
+
+CLI_EXPORT CUresult cuMemFree(CUdeviceptr dptr)
+{
+    struct cli_call call = {.op = PROTO_OP_MEM_FREE, .nargs = 1, .args = {dptr}};
+    CUresult res;
+
+    if (!cli_initialized())
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (dptr == 0)
+        return CUDA_SUCCESS;
+    res = cli_call_sync(&call);
+    if (res == CUDA_SUCCESS)
+        mem_map_remove(MEM_DEVICE, (uintptr_t)dptr, NULL);
+    return res;
+}
+
+CLI_EXPORT CUresult cuMemGetInfo(size_t *free_p, size_t *total_p)
+{
+    uint64_t out[2];
+    struct cli_call call = {.op = PROTO_OP_MEM_GET_INFO, .out = out, .out_cap = 2};
+    CUresult res = cli_need_ctx();
+
+    if (res != CUDA_SUCCESS)
+        return res;
+    if (free_p == NULL || total_p == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    res = cli_call_sync(&call);
+    if (res == CUDA_SUCCESS && call.nout >= 2) {
+        *free_p = (size_t)out[0];
+        *total_p = (size_t)out[1];
+    }
+    return res;
+}
+
+CLI_EXPORT CUresult cuMemGetAddressRange(CUdeviceptr *pbase, size_t *psize, CUdeviceptr dptr)
+{
+    struct mem_range r;
+
+    if (!mem_map_find(MEM_DEVICE, (uintptr_t)dptr, &r))
+        return CUDA_ERROR_NOT_FOUND;
+    if (pbase != NULL)
+        *pbase = (CUdeviceptr)r.base;
+    if (psize != NULL)
+        *psize = r.size;
+    return CUDA_SUCCESS;
+}
+
+/* ---- host memory ------------------------------------------------------------------------ */
+
+CLI_EXPORT CUresult cuMemHostAlloc(void **pp, size_t bytesize, unsigned int flags)
+{
+    void *p;
+
+    if (!cli_initialized())
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (pp == NULL || bytesize == 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (posix_memalign(&p, 4096, bytesize) != 0)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    if (!mem_map_add(MEM_HOST, (uintptr_t)p, bytesize, NULL, flags | 0x80000000u)) {
+        free(p);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    *pp = p;
+    return CUDA_SUCCESS;
+}
+
+CLI_EXPORT CUresult cuMemAllocHost(void **pp, size_t bytesize)
+{
+    return cuMemHostAlloc(pp, bytesize, 0);
+}
+
+CLI_EXPORT CUresult cuMemFreeHost(void *p)
+{
+    struct mem_range r;
+
+    if (!mem_map_find(MEM_HOST, (uintptr_t)p, &r) || r.base != (uintptr_t)p ||
+        !(r.flags & 0x80000000u))
+        return CUDA_ERROR_INVALID_VALUE;
+    mem_map_remove(MEM_HOST, (uintptr_t)p, NULL);
+    free(p);
+    return CUDA_SUCCESS;
+}
+
+CLI_EXPORT CUresult cuMemHostRegister(void *p, size_t bytesize, unsigned int flags)
+{
+    struct mem_range r;
+
+    if (!cli_initialized())
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (p == NULL || bytesize == 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (mem_map_find(MEM_HOST, (uintptr_t)p, &r))
+        return CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
+    return mem_map_add(MEM_HOST, (uintptr_t)p, bytesize, NULL, flags) ? CUDA_SUCCESS
+                                                                       : CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+CLI_EXPORT CUresult cuMemHostUnregister(void *p)
+{
+    struct mem_range r;
+
+    if (!mem_map_find(MEM_HOST, (uintptr_t)p, &r) || r.base != (uintptr_t)p ||
+        (r.flags & 0x80000000u))
+        return CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
+    mem_map_remove(MEM_HOST, (uintptr_t)p, NULL);
+    return CUDA_SUCCESS;
+}
+
+CLI_EXPORT CUresult cuMemHostGetFlags(unsigned int *flags, void *p)
+{
+    struct mem_range r;
+
+    if (flags == NULL || !mem_map_find(MEM_HOST, (uintptr_t)p, &r))
+        return CUDA_ERROR_INVALID_VALUE;
+    *flags = r.flags & ~0x80000000u;
+    return CUDA_SUCCESS;
+}
+
+CLI_EXPORT CUresult cuMemHostGetDevicePointer(CUdeviceptr *pdptr, void *p, unsigned int flags)
+{
+    /* The GPU sits on another host: it cannot map this host's memory. */
+    return cli_unsupported("cuMemHostGetDevicePointer (mapped host memory across the network)");
+}
+
+/* ---- pointer attributes ----------------------------------------------------------------- */
+
+static CUresult host_attribute(void *data, CUpointer_attribute attr, const struct mem_range *r,
+                               uintptr_t p)
+{
+    switch (attr) {
+    case CU_POINTER_ATTRIBUTE_MEMORY_TYPE: *(unsigned *)data = CU_MEMORYTYPE_HOST; break;
+    case CU_POINTER_ATTRIBUTE_HOST_POINTER: *(void **)data = (void *)p; break;
+    case CU_POINTER_ATTRIBUTE_IS_MANAGED: *(unsigned *)data = 0; break;
+    case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR: *(void **)data = (void *)r->base; break;
+    case CU_POINTER_ATTRIBUTE_RANGE_SIZE: *(size_t *)data = r->size; break;
+    case CU_POINTER_ATTRIBUTE_BUFFER_ID: *(unsigned long long *)data = r->buffer_id; break;
+    case CU_POINTER_ATTRIBUTE_MAPPED: *(unsigned *)data = 1; break;
+    case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL: *(int *)data = -1; break;
+    default: return CUDA_ERROR_INVALID_VALUE;
+    }
+    return CUDA_SUCCESS;
+}
+
+static CUresult device_attribute(void *data, CUpointer_attribute attr, const struct mem_range *r,
+                                 uintptr_t p)
+{
+    switch (attr) {
+    case CU_POINTER_ATTRIBUTE_CONTEXT: *(CUcontext *)data = (CUcontext)r->ctx; break;
+    case CU_POINTER_ATTRIBUTE_MEMORY_TYPE: *(unsigned *)data = CU_MEMORYTYPE_DEVICE; break;
+    case CU_POINTER_ATTRIBUTE_DEVICE_POINTER: *(CUdeviceptr *)data = (CUdeviceptr)p; break;
+    case CU_POINTER_ATTRIBUTE_HOST_POINTER: return CUDA_ERROR_INVALID_VALUE;
+    case CU_POINTER_ATTRIBUTE_SYNC_MEMOPS: *(int *)data = 1; break;
+    case CU_POINTER_ATTRIBUTE_BUFFER_ID: *(unsigned long long *)data = r->buffer_id; break;
+    case CU_POINTER_ATTRIBUTE_IS_MANAGED: *(unsigned *)data = 0; break;
+    case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL: *(int *)data = r->ctx ? r->ctx->device : 0; break;
+    case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR: *(CUdeviceptr *)data = (CUdeviceptr)r->base; break;
+    case CU_POINTER_ATTRIBUTE_RANGE_SIZE: *(size_t *)data = r->size; break;
+    case CU_POINTER_ATTRIBUTE_MAPPED: *(unsigned *)data = 1; break;
+    case CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE: *(unsigned *)data = 0; break;
+    case CU_POINTER_ATTRIBUTE_ALLOWED_HANDLE_TYPES: *(unsigned long long *)data = 0; break;
+    case CU_POINTER_ATTRIBUTE_ACCESS_FLAGS: *(unsigned *)data = CU_POINTER_ATTRIBUTE_ACCESS_FLAG_READWRITE; break;
+    case CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE: *(void **)data = NULL; break;
+    default: return CUDA_ERROR_INVALID_VALUE;
+    }
+    return CUDA_SUCCESS;
+}
+
+CLI_EXPORT CUresult cuPointerGetAttribute(void *data, CUpointer_attribute attr, CUdeviceptr ptr)
+{
+    struct mem_range r;
+
+    if (!cli_initialized())
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (data == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (mem_map_find(MEM_DEVICE, (uintptr_t)ptr, &r))
+        return device_attribute(data, attr, &r, (uintptr_t)ptr);
+    if (mem_map_find(MEM_HOST, (uintptr_t)ptr, &r))
+        return host_attribute(data, attr, &r, (uintptr_t)ptr);
+    return CUDA_ERROR_INVALID_VALUE;
+}
+
+/* Unknown pointers are not an error here: their attributes read as zero / unregistered. */
+CLI_EXPORT CUresult cuPointerGetAttributes(unsigned int n, CUpointer_attribute *attrs,
+                                           void **data, CUdeviceptr ptr)
+{
+    if (!cli_initialized())
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (attrs == NULL || data == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    for (unsigned i = 0; i < n; i++) {
+        if (data[i] == NULL)
+            continue;
+        if (cuPointerGetAttribute(data[i], attrs[i], ptr) != CUDA_SUCCESS) {
+            if (attrs[i] == CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL)
+                *(int *)data[i] = -2;
+            else if (attrs[i] == CU_POINTER_ATTRIBUTE_RANGE_SIZE ||
+                     attrs[i] == CU_POINTER_ATTRIBUTE_BUFFER_ID ||
+                     attrs[i] == CU_POINTER_ATTRIBUTE_RANGE_START_ADDR ||
+                     attrs[i] == CU_POINTER_ATTRIBUTE_HOST_POINTER ||
+                     attrs[i] == CU_POINTER_ATTRIBUTE_DEVICE_POINTER ||
+                     attrs[i] == CU_POINTER_ATTRIBUTE_CONTEXT)
+                *(uint64_t *)data[i] = 0;
+            else
+                *(unsigned *)data[i] = 0;
+        }
+    }
+    return CUDA_SUCCESS;
+}

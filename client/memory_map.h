@@ -1,0 +1,24 @@
+/* Address ranges the client knows (memory_map.c). */
+#ifndef RGPU_CLIENT_MEMORY_MAP_H
+#define RGPU_CLIENT_MEMORY_MAP_H
+
+#include "client.h"
+
+enum mem_kind { MEM_DEVICE = 0, MEM_HOST = 1 };
+
+struct mem_range {
+    uintptr_t base;
+    size_t size;
+    struct cli_ctx *ctx; /* owning context (device memory) */
+    unsigned flags;      /* cuMemHostAlloc / cuMemHostRegister flags (host memory) */
+    uint64_t buffer_id;  /* CU_POINTER_ATTRIBUTE_BUFFER_ID */
+};
+
+bool mem_map_add(enum mem_kind kind, uintptr_t base, size_t size, struct cli_ctx *ctx,
+                 unsigned flags);
+/* The range containing addr. */
+bool mem_map_find(enum mem_kind kind, uintptr_t addr, struct mem_range *range_p);
+/* Remove the range starting exactly at base. */
+bool mem_map_remove(enum mem_kind kind, uintptr_t base, struct mem_range *range_p);
+
+#endif

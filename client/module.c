@@ -1,0 +1,376 @@
+/* Modules and libraries (images go to the server once), functions, kernels and globals. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "module.h"
+
+CLI_EXPORT CUresult cuModuleGetLoadingMode(CUmoduleLoadingMode *mode)
+{
+    if (mode == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    *mode = CU_MODULE_LAZY_LOADING;
+    return CUDA_SUCCESS;
+}
+
+static struct cli_module *module_new(enum proto_handle_type type)
+{
+    struct cli_module *m = calloc(1, sizeof(*m));
+
+    if (m != NULL) {
+        cli_handle_init(&m->h, type);
+        m->ctx = type == PROTO_H_MODULE ? cli_ctx_current() : NULL;
+    }
+    return m;
+}
+
+/* MODULE_LOAD / LIBRARY_LOAD: the image travels once, inline or as bulk. */
+static CUresult image_load(unsigned op, enum proto_handle_type type, const void *image,
+                           void **handle_p)
+{
+    struct cli_call call = {.op = op, .nargs = 1};
+    struct cli_module *m;
+    CUresult res = type == PROTO_H_MODULE ? cli_need_ctx()
+                   : cli_initialized()    ? CUDA_SUCCESS
+                                          : CUDA_ERROR_NOT_INITIALIZED;
+
+    if (res != CUDA_SUCCESS)
+        return res;
+    if (handle_p == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    res = cli_image_size(image, &call.data, &call.data_len);
+    if (res != CUDA_SUCCESS)
+        return res;
+    if ((m = module_new(type)) == NULL)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    call.args[0] = m->h.id;
+    res = cli_call_sync(&call);
+    if (res != CUDA_SUCCESS) {
+        free(m);
+        return res;
+    }
+    *handle_p = m;
+    return CUDA_SUCCESS;
+}
+
+CLI_EXPORT CUresult cuModuleLoadData(CUmodule *module, const void *image)
+{
+    return image_load(PROTO_OP_MODULE_LOAD, PROTO_H_MODULE, image, (void **)module);
+}
+
+/* JIT options are advisory; the server JIT-compiles with its defaults and no log buffers. */
+CLI_EXPORT CUresult cuModuleLoadDataEx(CUmodule *module, const void *image, unsigned int n,
+                                       CUjit_option *options, void **values)
+{
+    return cuModuleLoadData(module, image);
+}
+
+CLI_EXPORT CUresult cuModuleLoadFatBinary(CUmodule *module, const void *fatCubin)
+{
+    return cuModuleLoadData(module, fatCubin);
+}
+
+static void *read_file(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    char *buf = NULL;
+    long len;
+
+    if (f == NULL)
+        return NULL;
+    if (fseek(f, 0, SEEK_END) == 0 && (len = ftell(f)) > 0 && fseek(f, 0, SEEK_SET) == 0 &&
+        (buf = calloc(1, (size_t)len + 1)) != NULL && fread(buf, 1, (size_t)len, f) != (size_t)len) {
+        free(buf);
+        buf = NULL;
+    }
+    fclose(f);
+    return buf;
+}
+
+CLI_EXPORT CUresult cuModuleLoad(CUmodule *module, const char *fname)
+{
+    void *image = fname != NULL ? read_file(fname) : NULL;
+    CUresult res;
+
+    if (image == NULL)
+        return CUDA_ERROR_FILE_NOT_FOUND;
+    res = cuModuleLoadData(module, image);
+    free(image);
+    return res;
+}
+
+static CUresult unload(void *handle, enum proto_handle_type type, unsigned op)
+{
+    struct cli_module *m = cli_handle_check(handle, type);
+    struct cli_call call = {.op = op, .nargs = 1};
+    CUresult res;
+
+    if (m == NULL)
+        return CUDA_ERROR_INVALID_HANDLE;
+    call.args[0] = m->h.id;
+    if (m->ctx != NULL)
+        call.ctx = m->ctx->h.id;
+    res = cli_call_sync(&call);
+    cli_handle_kill(&m->h);
+    /* Functions of the module keep pointing at it; the object stays allocated. */
+    return res;
+}
+
+CLI_EXPORT CUresult cuModuleUnload(CUmodule hmod)
+{
+    return unload(hmod, PROTO_H_MODULE, PROTO_OP_MODULE_UNLOAD);
+}
+
+/* ---- libraries -------------------------------------------------------------------------- */
+
+CLI_EXPORT CUresult cuLibraryLoadData(CUlibrary *library, const void *code,
+                                      CUjit_option *jitOptions, void **jitOptionsValues,
+                                      unsigned int numJitOptions,
+                                      CUlibraryOption *libraryOptions,
+                                      void **libraryOptionValues, unsigned int numLibraryOptions)
+{
+    return image_load(PROTO_OP_LIBRARY_LOAD, PROTO_H_LIBRARY, code, (void **)library);
+}
+
+CLI_EXPORT CUresult cuLibraryLoadFromFile(CUlibrary *library, const char *fileName,
+                                          CUjit_option *jitOptions, void **jitOptionsValues,
+                                          unsigned int numJitOptions,
+                                          CUlibraryOption *libraryOptions,
+                                          void **libraryOptionValues,
+                                          unsigned int numLibraryOptions)
+{
+    void *image = fileName != NULL ? read_file(fileName) : NULL;
+    CUresult res;
+
+    if (image == NULL)
+        return CUDA_ERROR_FILE_NOT_FOUND;
+    res = image_load(PROTO_OP_LIBRARY_LOAD, PROTO_H_LIBRARY, image, (void **)library);
+    free(image);
+    return res;
+}
+
+CLI_EXPORT CUresult cuLibraryUnload(CUlibrary library)
+{
+    return unload(library, PROTO_H_LIBRARY, PROTO_OP_LIBRARY_UNLOAD);
+}
+
+CLI_EXPORT CUresult cuLibraryGetModule(CUmodule *pMod, CUlibrary library)
+{
+    struct cli_module *lib = cli_handle_check(library, PROTO_H_LIBRARY);
+    struct cli_call call = {.op = PROTO_OP_LIBRARY_GET_MODULE, .nargs = 2};
+    struct cli_module *m;
+    CUresult res = cli_need_ctx();
+
+    if (res != CUDA_SUCCESS)
+        return res;
+    if (lib == NULL)
+        return CUDA_ERROR_INVALID_HANDLE;
+    if (pMod == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((m = module_new(PROTO_H_MODULE)) == NULL)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    call.args[0] = m->h.id;
+    call.args[1] = lib->h.id;
+    res = cli_call_sync(&call);
+    if (res != CUDA_SUCCESS) {
+        free(m);
+        return res;
+    }
+    *pMod = (CUmodule)m;
+    return CUDA_SUCCESS;
+}
+
+/* ---- functions and kernels -------------------------------------------------------------- */
+
+struct cli_func *cli_func_check(const void *handle)
+{
+    struct cli_func *f = cli_handle_check(handle, PROTO_H_FUNCTION);
+
+    return f != NULL ? f : cli_handle_check(handle, PROTO_H_KERNEL);
+}
+
+static struct cli_func *func_new(enum proto_handle_type type, struct cli_module *owner,
+                                 const char *name)
+{
+    struct cli_func *f = calloc(1, sizeof(*f));
+
+    if (f == NULL)
+        return NULL;
+    if ((f->name = strdup(name ? name : "")) == NULL) {
+        free(f);
+        return NULL;
+    }
+    cli_handle_init(&f->h, type);
+    f->owner = owner;
+    pthread_mutex_init(&f->lock, NULL);
+    return f;
+}
+
+static void func_free(struct cli_func *f)
+{
+    pthread_mutex_destroy(&f->lock);
+    free(f->name);
+    free(f);
+}
+
+/* MODULE_GET_FUNCTION / LIBRARY_GET_KERNEL: [id, owner], data = name. */
+static CUresult get_by_name(unsigned op, enum proto_handle_type type, struct cli_module *owner,
+                            const char *name, void **handle_p)
+{
+    struct cli_call call = {.op = op, .nargs = 2};
+    struct cli_func *f;
+    CUresult res;
+
+    if (owner == NULL)
+        return CUDA_ERROR_INVALID_HANDLE;
+    if (name == NULL || handle_p == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((f = func_new(type, owner, name)) == NULL)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    call.args[0] = f->h.id;
+    call.args[1] = owner->h.id;
+    call.data = name;
+    call.data_len = strlen(name);
+    if (owner->ctx != NULL)
+        call.ctx = owner->ctx->h.id;
+    res = cli_call_sync(&call);
+    if (res != CUDA_SUCCESS) {
+        func_free(f);
+        return res;
+    }
+    *handle_p = f;
+    return CUDA_SUCCESS;
+}
+
+CLI_EXPORT CUresult cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod, const char *name)
+{
+    return get_by_name(PROTO_OP_MODULE_GET_FUNCTION, PROTO_H_FUNCTION,
+                       cli_handle_check(hmod, PROTO_H_MODULE), name, (void **)hfunc);
+}
+
+CLI_EXPORT CUresult cuLibraryGetKernel(CUkernel *pKernel, CUlibrary library, const char *name)
+{
+    return get_by_name(PROTO_OP_LIBRARY_GET_KERNEL, PROTO_H_KERNEL,
+                       cli_handle_check(library, PROTO_H_LIBRARY), name, (void **)pKernel);
+}
+
+/* A kernel has one function per context; minted once and remembered on the kernel. */
+CLI_EXPORT CUresult cuKernelGetFunction(CUfunction *pFunc, CUkernel kernel)
+{
+    struct cli_func *k = cli_handle_check(kernel, PROTO_H_KERNEL), *f = NULL;
+    struct cli_ctx *ctx = cli_ctx_current();
+    struct cli_call call = {.op = PROTO_OP_KERNEL_GET_FUNCTION, .nargs = 2};
+    CUresult res = cli_need_ctx();
+    int i;
+
+    if (res != CUDA_SUCCESS)
+        return res;
+    if (k == NULL)
+        return CUDA_ERROR_INVALID_HANDLE;
+    if (pFunc == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&k->lock);
+    for (i = 0; i < FUNC_CTX_SLOTS && k->per_ctx[i].ctx != NULL; i++)
+        if (k->per_ctx[i].ctx == ctx)
+            f = k->per_ctx[i].func;
+    if (f == NULL && (f = func_new(PROTO_H_FUNCTION, k->owner, k->name)) == NULL)
+        res = CUDA_ERROR_OUT_OF_MEMORY;
+    else if (i < FUNC_CTX_SLOTS && k->per_ctx[i].ctx == NULL) {
+        call.args[0] = f->h.id;
+        call.args[1] = k->h.id;
+        res = cli_call_sync(&call);
+        if (res == CUDA_SUCCESS)
+            k->per_ctx[i].ctx = ctx, k->per_ctx[i].func = f;
+        else
+            func_free(f);
+    }
+    pthread_mutex_unlock(&k->lock);
+    if (res == CUDA_SUCCESS)
+        *pFunc = (CUfunction)f;
+    return res;
+}
+
+CLI_EXPORT CUresult cuFuncGetName(const char **name, CUfunction hfunc)
+{
+    struct cli_func *f = cli_func_check(hfunc);
+
+    if (name == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (f == NULL)
+        return CUDA_ERROR_INVALID_HANDLE;
+    *name = f->name;
+    return CUDA_SUCCESS;
+}
+
+CLI_EXPORT CUresult cuKernelGetName(const char **name, CUkernel hfunc)
+{
+    return cuFuncGetName(name, (CUfunction)hfunc);
+}
+
+CLI_EXPORT CUresult cuFuncGetModule(CUmodule *hmod, CUfunction hfunc)
+{
+    struct cli_func *f = cli_handle_check(hfunc, PROTO_H_FUNCTION);
+
+    if (hmod == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (f == NULL || f->owner == NULL || f->owner->h.type != PROTO_H_MODULE)
+        return CUDA_ERROR_INVALID_HANDLE;
+    *hmod = (CUmodule)f->owner;
+    return CUDA_SUCCESS;
+}
+
+CLI_EXPORT CUresult cuKernelGetLibrary(CUlibrary *lib, CUkernel kernel)
+{
+    struct cli_func *k = cli_handle_check(kernel, PROTO_H_KERNEL);
+
+    if (lib == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (k == NULL)
+        return CUDA_ERROR_INVALID_HANDLE;
+    *lib = (CUlibrary)k->owner;
+    return CUDA_SUCCESS;
+}
+
+/* ---- globals ---------------------------------------------------------------------------- */
+
+static CUresult get_global(unsigned op, struct cli_module *owner, const char *name,
+                           CUdeviceptr *dptr, size_t *bytes)
+{
+    uint64_t out[2];
+    struct cli_call call = {.op = op, .nargs = 1, .out = out, .out_cap = 2};
+    CUresult res = cli_need_ctx();
+
+    if (res != CUDA_SUCCESS)
+        return res;
+    if (owner == NULL)
+        return CUDA_ERROR_INVALID_HANDLE;
+    if (name == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    call.args[0] = owner->h.id;
+    call.data = name;
+    call.data_len = strlen(name);
+    res = cli_call_sync(&call);
+    if (res != CUDA_SUCCESS)
+        return res;
+    if (call.nout < 2)
+        return CUDA_ERROR_UNKNOWN;
+    if (dptr != NULL)
+        *dptr = (CUdeviceptr)out[0];
+    if (bytes != NULL)
+        *bytes = (size_t)out[1];
+    return CUDA_SUCCESS;
+}
+
+CLI_EXPORT CUresult cuModuleGetGlobal(CUdeviceptr *dptr, size_t *bytes, CUmodule hmod,
+                                      const char *name)
+{
+    return get_global(PROTO_OP_MODULE_GET_GLOBAL, cli_handle_check(hmod, PROTO_H_MODULE), name,
+                      dptr, bytes);
+}
+
+CLI_EXPORT CUresult cuLibraryGetGlobal(CUdeviceptr *dptr, size_t *bytes, CUlibrary library,
+                                       const char *name)
+{
+    return get_global(PROTO_OP_LIBRARY_GET_GLOBAL, cli_handle_check(library, PROTO_H_LIBRARY),
+                      name, dptr, bytes);
+}

@@ -1,0 +1,39 @@
+/* Modules, libraries, functions and kernels (module.c, launch.c, image.c). */
+#ifndef RGPU_CLIENT_MODULE_H
+#define RGPU_CLIENT_MODULE_H
+
+#include "client.h"
+
+struct cli_module {
+    struct cli_handle h; /* PROTO_H_MODULE or PROTO_H_LIBRARY */
+    struct cli_ctx *ctx;  /* modules only */
+};
+
+#define FUNC_CTX_SLOTS 8
+
+/* A CUfunction or a CUkernel (h.type tells which). */
+struct cli_func {
+    struct cli_handle h;
+    struct cli_module *owner;
+    char *name;
+    pthread_mutex_t lock;
+    bool layout_known;        /* the parameter layout below was fetched */
+    unsigned nparams;
+    uint32_t *param_off, *param_size;
+    size_t params_len;        /* end of the last parameter */
+    int attrs[CU_FUNC_ATTRIBUTE_MAX];
+    uint64_t attrs_known;     /* bit i: attrs[i] is cached */
+    struct { struct cli_ctx *ctx; struct cli_func *func; } per_ctx[FUNC_CTX_SLOTS];
+};
+
+/* The function or kernel behind an application handle, NULL if neither. */
+struct cli_func *cli_func_check(const void *handle);
+/* Fetch the parameter layout once (FUNC_GET_PARAM_LAYOUT). */
+CUresult cli_func_layout(struct cli_func *f);
+
+/* Size of a module image: fatbin (header), __fatBinC_Wrapper_t (unwrapped: *start_p moves to
+ * the fatbin), ELF cubin (section and program header extents) or PTX text (NUL included).
+ * CUDA_ERROR_INVALID_IMAGE when it is none of these. */
+CUresult cli_image_size(const void *image, const void **start_p, size_t *len_p);
+
+#endif

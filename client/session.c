@@ -1,0 +1,459 @@
+/* The session with gpu-server: connect and handshake on first use, then an ordered stream of
+ * calls on one connection. Synchronous calls wait for their reply; asynchronous ones do not, and
+ * their failures (AsyncError frames) are returned by the next synchronous call, as CUDA returns
+ * errors of asynchronous work at the next synchronizing call. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "client.h"
+#include "common/config.h"
+#include "proto/frame.h"
+
+#define DEFAULT_SERVER "127.0.0.1:7070"
+#define RECV_BUF_SIZE (256u << 10)
+
+struct deferred {
+    uint64_t id;
+    void *dst;
+    size_t len;
+};
+
+static struct {
+    pthread_mutex_t lock;
+    bool tried;
+    CUresult init_result;
+    struct transport_conn *conn;
+    bool dead;
+    char server[256];
+    uint64_t next_call_id;
+    CUresult async_error; /* first failure of an asynchronous call not yet reported */
+    struct deferred *deferred; /* FIFO of DtoH replies still to come */
+    size_t ndeferred, deferred_cap;
+    uint8_t *recv_buf;
+    struct cli_device *devices;
+    int ndevices;
+} sess = {.lock = PTHREAD_MUTEX_INITIALIZER, .next_call_id = 1};
+
+/* ---- configuration ---------------------------------------------------------------------- */
+
+struct client_conf {
+    char server[256];
+    char tenant[128];
+    char token[256];
+};
+
+static rg_status_t conf_key(void *arg, const char *section, const char *key, const char *value)
+{
+    struct client_conf *conf = arg;
+
+    if (section[0] != '\0' && strcmp(section, "client") != 0)
+        return RG_OK;
+    if (strcmp(key, "server") == 0)
+        snprintf(conf->server, sizeof(conf->server), "%s", value);
+    else if (strcmp(key, "tenant") == 0)
+        snprintf(conf->tenant, sizeof(conf->tenant), "%s", value);
+    else if (strcmp(key, "token") == 0)
+        snprintf(conf->token, sizeof(conf->token), "%s", value);
+    return RG_OK;
+}
+
+static void conf_load(struct client_conf *conf)
+{
+    const char *path = getenv("RGPU_CONFIG");
+    const char *env;
+
+    memset(conf, 0, sizeof(*conf));
+    if (path != NULL && path[0] != '\0' && rg_config_parse_file(path, conf_key, conf) != RG_OK)
+        rg_error("rgpu: cannot read config file %s (RGPU_CONFIG)", path);
+    if ((env = getenv("RGPU_SERVER")) != NULL && env[0] != '\0')
+        snprintf(conf->server, sizeof(conf->server), "%s", env);
+    if ((env = getenv("RGPU_TENANT")) != NULL)
+        snprintf(conf->tenant, sizeof(conf->tenant), "%s", env);
+    if ((env = getenv("RGPU_TOKEN")) != NULL)
+        snprintf(conf->token, sizeof(conf->token), "%s", env);
+    if (conf->server[0] == '\0')
+        snprintf(conf->server, sizeof(conf->server), "%s", DEFAULT_SERVER);
+}
+
+/* ---- handshake -------------------------------------------------------------------------- */
+
+static rg_status_t send_hello(const struct client_conf *conf)
+{
+    Rgpu__Hello hello = RGPU__HELLO__INIT;
+    char host[256] = "";
+    extern char *program_invocation_short_name;
+
+    gethostname(host, sizeof(host) - 1);
+    hello.proto_version = PROTO_VERSION;
+    hello.client_name = program_invocation_short_name;
+    hello.client_host = host;
+    hello.client_pid = (uint32_t)getpid();
+    hello.tenant = (char *)conf->tenant;
+    hello.token = (char *)conf->token;
+    hello.transport = "tcp";
+    return proto_send(sess.conn, PROTO_HELLO, &hello.base, NULL, 0);
+}
+
+static void device_from_info(struct cli_device *dev, int ordinal, const Rgpu__DeviceInfo *info)
+{
+    memset(dev, 0, sizeof(*dev));
+    dev->ordinal = ordinal;
+    snprintf(dev->name, sizeof(dev->name), "%s", info->name ? info->name : "");
+    if (info->uuid.len == sizeof(dev->uuid.bytes))
+        memcpy(dev->uuid.bytes, info->uuid.data, sizeof(dev->uuid.bytes));
+    dev->total_mem = info->total_mem;
+    for (size_t i = 0; i < info->n_attrs && i < CU_DEVICE_ATTRIBUTE_MAX; i++)
+        dev->attrs[i] = info->attrs[i];
+    snprintf(dev->pci_bus_id, sizeof(dev->pci_bus_id), "%s",
+             info->pci_bus_id ? info->pci_bus_id : "");
+    dev->pci_domain = dev->attrs[CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID];
+    dev->pci_bus = dev->attrs[CU_DEVICE_ATTRIBUTE_PCI_BUS_ID];
+    dev->pci_device = dev->attrs[CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID];
+}
+
+static CUresult take_welcome(const Rgpu__Welcome *w)
+{
+    if (w->status != 0) {
+        rg_error("rgpu: gpu-server at %s refused the session: %s", sess.server,
+                 w->reason ? w->reason : "(no reason)");
+        return w->status > 0 ? (CUresult)w->status : CUDA_ERROR_NOT_SUPPORTED;
+    }
+    sess.devices = calloc(w->n_devices ? w->n_devices : 1, sizeof(*sess.devices));
+    if (sess.devices == NULL)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    for (size_t i = 0; i < w->n_devices; i++)
+        device_from_info(&sess.devices[i], (int)i, w->devices[i]);
+    sess.ndevices = (int)w->n_devices;
+    rg_info("rgpu: session %llu on %s (%s), driver %d, %d device(s)",
+            (unsigned long long)w->session_id, sess.server, w->server_name ? w->server_name : "",
+            w->driver_version, sess.ndevices);
+    return sess.ndevices > 0 ? CUDA_SUCCESS : CUDA_ERROR_NO_DEVICE;
+}
+
+static CUresult handshake(const struct client_conf *conf)
+{
+    struct proto_frame_hdr hdr;
+    Rgpu__Welcome *w;
+    CUresult res;
+
+    if (send_hello(conf) != RG_OK ||
+        proto_recv(sess.conn, &hdr, sess.recv_buf, RECV_BUF_SIZE) != RG_OK) {
+        rg_error("rgpu: gpu-server at %s closed the connection during the handshake",
+                 sess.server);
+        return CUDA_ERROR_NO_DEVICE;
+    }
+    if (hdr.type != PROTO_WELCOME || hdr.bulk_len != 0 ||
+        (w = rgpu__welcome__unpack(NULL, hdr.msg_len, sess.recv_buf)) == NULL) {
+        rg_error("rgpu: %s answered the handshake with a malformed %s frame", sess.server,
+                 proto_frame_type_name(hdr.type));
+        return CUDA_ERROR_NO_DEVICE;
+    }
+    res = take_welcome(w);
+    rgpu__welcome__free_unpacked(w, NULL);
+    return res;
+}
+
+static CUresult session_open(void)
+{
+    struct client_conf conf;
+    struct transport_opts opts = {0};
+    const char *timeout = getenv("RGPU_CONNECT_TIMEOUT_MS");
+    rg_status_t status;
+    CUresult res;
+
+    rg_log_set_level_str(getenv("RGPU_LOG_LEVEL"));
+    conf_load(&conf);
+    snprintf(sess.server, sizeof(sess.server), "%s", conf.server);
+    opts.connect_timeout_ms = timeout ? atoi(timeout) : 5000;
+    sess.recv_buf = malloc(RECV_BUF_SIZE);
+    if (sess.recv_buf == NULL)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    status = transport_tcp_ops.connect(conf.server, &opts, &sess.conn);
+    if (status != RG_OK) {
+        rg_error("rgpu: cannot reach gpu-server at %s: %s. Start gpu-server there, or point "
+                 "the client at one with RGPU_SERVER=host:port or RGPU_CONFIG=<file with "
+                 "'server = host:port'>",
+                 conf.server, rg_status_str(status));
+        return CUDA_ERROR_NO_DEVICE;
+    }
+    res = handshake(&conf);
+    if (res != CUDA_SUCCESS) {
+        transport_close(sess.conn);
+        sess.conn = NULL;
+    }
+    return res;
+}
+
+CUresult cli_ensure_init(void)
+{
+    CUresult res;
+
+    pthread_mutex_lock(&sess.lock);
+    if (!sess.tried) {
+        sess.init_result = session_open();
+        sess.tried = true;
+    }
+    res = sess.init_result;
+    pthread_mutex_unlock(&sess.lock);
+    return res;
+}
+
+bool cli_initialized(void)
+{
+    /* sess.tried is only ever set once, under the lock, after init_result. */
+    return __atomic_load_n(&sess.tried, __ATOMIC_ACQUIRE) && sess.init_result == CUDA_SUCCESS;
+}
+
+int cli_driver_version(void) { return CUDA_VERSION; }
+int cli_device_count(void) { return cli_initialized() ? sess.ndevices : 0; }
+
+const struct cli_device *cli_device(int ordinal)
+{
+    if (!cli_initialized() || ordinal < 0 || ordinal >= sess.ndevices)
+        return NULL;
+    return &sess.devices[ordinal];
+}
+
+/* ---- the call stream -------------------------------------------------------------------- */
+
+static CUresult session_lost(const char *what, rg_status_t status)
+{
+    if (!sess.dead) {
+        rg_error("rgpu: lost the gpu-server at %s (%s: %s); every CUDA call now fails with "
+                 "CUDA_ERROR_DEVICE_UNAVAILABLE",
+                 sess.server, what, rg_status_str(status));
+        sess.dead = true;
+        transport_shutdown(sess.conn);
+    }
+    return CUDA_ERROR_DEVICE_UNAVAILABLE;
+}
+
+static CUresult send_call(struct cli_call *call, unsigned flags, uint64_t *id_p)
+{
+    Rgpu__Call msg = RGPU__CALL__INIT;
+    bool inline_data = call->data_len <= PROTO_INLINE_MAX;
+    rg_status_t status;
+
+    if (sess.dead)
+        return CUDA_ERROR_DEVICE_UNAVAILABLE;
+    msg.id = sess.next_call_id++;
+    msg.op = call->op;
+    msg.ctx = call->ctx ? call->ctx : cli_ctx_current_id();
+    msg.n_args = call->nargs;
+    msg.args = call->args;
+    if (inline_data && call->data_len > 0) {
+        msg.data.data = (uint8_t *)call->data;
+        msg.data.len = call->data_len;
+    }
+    status = proto_send_flags(sess.conn, PROTO_CALL, flags, &msg.base,
+                              inline_data ? NULL : call->data, inline_data ? 0 : call->data_len);
+    if (status != RG_OK)
+        return session_lost("send", status);
+    *id_p = msg.id;
+    return CUDA_SUCCESS;
+}
+
+/* Receive bulk of len bytes into dst (cap bytes of room), dropping what does not fit. */
+static rg_status_t recv_bulk(void *dst, size_t cap, uint64_t len, size_t *got_p)
+{
+    size_t take = len < cap ? (size_t)len : cap;
+    rg_status_t status = RG_OK;
+
+    if (take > 0)
+        status = transport_recv(sess.conn, dst, take);
+    if (status == RG_OK && len > take)
+        status = proto_discard(sess.conn, len - take);
+    *got_p = take;
+    return status;
+}
+
+static void take_async_error(const uint8_t *buf, size_t len)
+{
+    Rgpu__AsyncError *e = rgpu__async_error__unpack(NULL, len, buf);
+
+    if (e == NULL)
+        return;
+    rg_debug("rgpu: asynchronous %s failed: %s", proto_op_name(e->op),
+             e->message ? e->message : "");
+    if (sess.async_error == CUDA_SUCCESS)
+        sess.async_error = (CUresult)e->result;
+    rgpu__async_error__free_unpacked(e, NULL);
+}
+
+static void fill_reply(struct cli_call *call, const Rgpu__Reply *r)
+{
+    call->nout = (unsigned)r->n_out;
+    for (size_t i = 0; call->out != NULL && i < r->n_out && i < call->out_cap; i++)
+        call->out[i] = r->out[i];
+    call->rdata_len = 0;
+    if (r->data.len > 0 && call->rdata != NULL) {
+        call->rdata_len = r->data.len < call->rdata_cap ? r->data.len : call->rdata_cap;
+        memcpy(call->rdata, r->data.data, call->rdata_len);
+    }
+}
+
+/* A reply to a deferred DtoH call: its data lands in the registered destination. */
+static CUresult take_deferred(const struct proto_frame_hdr *hdr, const Rgpu__Reply *r)
+{
+    struct deferred d = sess.deferred[0];
+    size_t got = 0;
+    rg_status_t status = RG_OK;
+
+    memmove(sess.deferred, sess.deferred + 1, --sess.ndeferred * sizeof(*sess.deferred));
+    if (r->data.len > 0)
+        memcpy(d.dst, r->data.data, r->data.len < d.len ? r->data.len : d.len);
+    if (hdr->bulk_len > 0)
+        status = recv_bulk(d.dst, d.len, hdr->bulk_len, &got);
+    if (status != RG_OK)
+        return session_lost("receive", status);
+    if (r->result != CUDA_SUCCESS && sess.async_error == CUDA_SUCCESS)
+        sess.async_error = (CUresult)r->result;
+    return CUDA_SUCCESS;
+}
+
+/* Read one Reply frame (already received header and message) for id or a deferred call.
+ * Returns true in *done_p when it was the reply to `call`. */
+static CUresult take_reply(const struct proto_frame_hdr *hdr, struct cli_call *call, uint64_t id,
+                           bool *done_p, CUresult *result_p)
+{
+    Rgpu__Reply *r = rgpu__reply__unpack(NULL, hdr->msg_len, sess.recv_buf);
+    CUresult res = CUDA_SUCCESS;
+    size_t got = 0;
+    rg_status_t status;
+
+    if (r == NULL)
+        return session_lost("receive", RG_ERR_PROTO);
+    if (sess.ndeferred > 0 && r->id == sess.deferred[0].id) {
+        res = take_deferred(hdr, r);
+    } else if (r->id == id && call != NULL) {
+        fill_reply(call, r);
+        status = recv_bulk((uint8_t *)call->rdata + call->rdata_len,
+                           call->rdata_cap - call->rdata_len, hdr->bulk_len, &got);
+        call->rdata_len += got;
+        *result_p = (CUresult)r->result;
+        *done_p = true;
+        if (status != RG_OK)
+            res = session_lost("receive", status);
+    } else {
+        rg_error("rgpu: reply %llu from %s matches no call", (unsigned long long)r->id,
+                 sess.server);
+        res = session_lost("receive", RG_ERR_PROTO);
+    }
+    rgpu__reply__free_unpacked(r, NULL);
+    return res;
+}
+
+/* Process frames until the reply to id arrives (id 0: until no deferred reply is pending). */
+static CUresult wait_reply(struct cli_call *call, uint64_t id, CUresult *result_p)
+{
+    struct proto_frame_hdr hdr;
+    bool done = false;
+    rg_status_t status;
+    CUresult res;
+
+    while (!done && (id != 0 || sess.ndeferred > 0)) {
+        status = proto_recv(sess.conn, &hdr, sess.recv_buf, RECV_BUF_SIZE);
+        if (status != RG_OK)
+            return session_lost("receive", status);
+        if (hdr.type == PROTO_ASYNC_ERROR) {
+            take_async_error(sess.recv_buf, hdr.msg_len);
+            if (hdr.bulk_len > 0 && proto_discard(sess.conn, hdr.bulk_len) != RG_OK)
+                return session_lost("receive", RG_ERR_IO);
+            continue;
+        }
+        if (hdr.type != PROTO_REPLY)
+            return session_lost("unexpected frame", RG_ERR_PROTO);
+        res = take_reply(&hdr, call, id, &done, result_p);
+        if (res != CUDA_SUCCESS)
+            return res;
+    }
+    return CUDA_SUCCESS;
+}
+
+CUresult cli_call_sync(struct cli_call *call)
+{
+    CUresult res, result = CUDA_SUCCESS;
+    uint64_t id = 0;
+
+    pthread_mutex_lock(&sess.lock);
+    res = send_call(call, 0, &id);
+    if (res == CUDA_SUCCESS)
+        res = wait_reply(call, id, &result);
+    if (res == CUDA_SUCCESS) {
+        res = result;
+        if (sess.async_error != CUDA_SUCCESS) {
+            if (res == CUDA_SUCCESS)
+                res = sess.async_error;
+            sess.async_error = CUDA_SUCCESS;
+        }
+    }
+    pthread_mutex_unlock(&sess.lock);
+    return res;
+}
+
+CUresult cli_call_async(struct cli_call *call)
+{
+    CUresult res;
+    uint64_t id;
+
+    pthread_mutex_lock(&sess.lock);
+    res = send_call(call, PROTO_FLAG_NOREPLY, &id);
+    pthread_mutex_unlock(&sess.lock);
+    return res;
+}
+
+static bool deferred_push(uint64_t id, void *dst, size_t len)
+{
+    if (sess.ndeferred == sess.deferred_cap) {
+        size_t cap = sess.deferred_cap ? sess.deferred_cap * 2 : 16;
+        struct deferred *d = realloc(sess.deferred, cap * sizeof(*d));
+        if (d == NULL)
+            return false;
+        sess.deferred = d;
+        sess.deferred_cap = cap;
+    }
+    sess.deferred[sess.ndeferred++] = (struct deferred){id, dst, len};
+    return true;
+}
+
+CUresult cli_call_deferred(struct cli_call *call, void *dst, size_t len)
+{
+    CUresult res, result = CUDA_SUCCESS;
+    uint64_t id = 0;
+
+    pthread_mutex_lock(&sess.lock);
+    res = send_call(call, 0, &id);
+    if (res == CUDA_SUCCESS && !deferred_push(id, dst, len)) {
+        /* No room to remember it: wait for it now instead. */
+        call->rdata = dst;
+        call->rdata_cap = len;
+        res = wait_reply(call, id, &result);
+        if (res == CUDA_SUCCESS)
+            res = result;
+    }
+    pthread_mutex_unlock(&sess.lock);
+    return res;
+}
+
+CUresult cli_status_to_cu(rg_status_t status)
+{
+    switch (status) {
+    case RG_OK: return CUDA_SUCCESS;
+    case RG_ERR_INVALID: return CUDA_ERROR_INVALID_VALUE;
+    case RG_ERR_NOMEM: return CUDA_ERROR_OUT_OF_MEMORY;
+    case RG_ERR_UNSUPPORTED: return CUDA_ERROR_NOT_SUPPORTED;
+    case RG_ERR_NOT_FOUND: return CUDA_ERROR_NOT_FOUND;
+    default: return CUDA_ERROR_DEVICE_UNAVAILABLE;
+    }
+}
+
+__attribute__((destructor)) static void session_close(void)
+{
+    pthread_mutex_lock(&sess.lock);
+    if (sess.conn != NULL && !sess.dead)
+        proto_send(sess.conn, PROTO_BYE, NULL, NULL, 0);
+    pthread_mutex_unlock(&sess.lock);
+}
