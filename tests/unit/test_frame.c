@@ -1,0 +1,221 @@
+/* Framing (proto/frame.c) over an in-process loop connection. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "proto/frame.h"
+#include "proto/ops.h"
+
+#define BULK_LEN (48u << 10)
+
+struct pair {
+    struct transport_listener *listener;
+    struct transport_conn *tx, *rx;
+    uint8_t buf[PROTO_INLINE_MAX + 256];
+};
+
+static int pair_setup(void **state)
+{
+    const struct transport_ops *ops = transport_find("loop");
+    struct pair *p = calloc(1, sizeof(*p));
+
+    assert_non_null(p);
+    assert_int_equal(ops->listen("frame-test", &p->listener), RG_OK);
+    assert_int_equal(ops->connect("frame-test", NULL, &p->tx), RG_OK);
+    assert_int_equal(ops->accept(p->listener, &p->rx), RG_OK);
+    *state = p;
+    return 0;
+}
+
+static int pair_teardown(void **state)
+{
+    struct pair *p = *state;
+
+    transport_close(p->tx);
+    transport_close(p->rx);
+    p->listener->ops->listener_close(p->listener);
+    free(p);
+    return 0;
+}
+
+static void fill(uint8_t *buf, size_t len, unsigned seed)
+{
+    for (size_t i = 0; i < len; i++)
+        buf[i] = (uint8_t)(i * 31 + seed);
+}
+
+/* Send a Call with args {1,2,3} and data_len bytes of inline data. */
+static void send_call(struct pair *p, size_t data_len, const void *bulk, uint64_t bulk_len)
+{
+    uint64_t args[] = {1, 2, UINT64_MAX};
+    static uint8_t data[PROTO_INLINE_MAX];
+    Rgpu__Call call = RGPU__CALL__INIT;
+
+    fill(data, data_len, 7);
+    call.id = 42;
+    call.op = PROTO_OP_MEMCPY_HTOD;
+    call.ctx = PROTO_PRIMARY_CTX_ID(0);
+    call.n_args = 3;
+    call.args = args;
+    call.data = (ProtobufCBinaryData){data_len, data};
+    assert_int_equal(proto_send(p->tx, PROTO_CALL, &call.base, bulk, bulk_len), RG_OK);
+}
+
+/* Receive a frame and check it is the Call send_call sent. */
+static void recv_call(struct pair *p, size_t data_len, uint64_t bulk_len)
+{
+    struct proto_frame_hdr hdr;
+    uint8_t expect[PROTO_INLINE_MAX];
+    Rgpu__Call *call;
+
+    assert_int_equal(proto_recv(p->rx, &hdr, p->buf, sizeof(p->buf)), RG_OK);
+    assert_int_equal(hdr.magic, PROTO_MAGIC);
+    assert_int_equal(hdr.type, PROTO_CALL);
+    assert_int_equal(hdr.bulk_len, bulk_len);
+    call = rgpu__call__unpack(NULL, hdr.msg_len, p->buf);
+    assert_non_null(call);
+    assert_int_equal(call->id, 42);
+    assert_int_equal(call->op, PROTO_OP_MEMCPY_HTOD);
+    assert_int_equal(call->ctx, PROTO_PRIMARY_CTX_ID(0));
+    assert_int_equal(call->n_args, 3);
+    assert_int_equal(call->args[2], UINT64_MAX);
+    assert_int_equal(call->data.len, data_len);
+    fill(expect, data_len, 7);
+    if (data_len > 0)
+        assert_memory_equal(call->data.data, expect, data_len);
+    rgpu__call__free_unpacked(call, NULL);
+}
+
+static void test_inline_round_trip(void **state)
+{
+    struct pair *p = *state;
+
+    send_call(p, 100, NULL, 0);
+    recv_call(p, 100, 0);
+    send_call(p, PROTO_INLINE_MAX, NULL, 0); /* larger than the send scratch buffer */
+    recv_call(p, PROTO_INLINE_MAX, 0);
+    send_call(p, 0, NULL, 0);
+    recv_call(p, 0, 0);
+}
+
+static void test_bulk_round_trip(void **state)
+{
+    struct pair *p = *state;
+    uint8_t *bulk = malloc(BULK_LEN), *in = malloc(BULK_LEN);
+
+    assert_non_null(bulk);
+    assert_non_null(in);
+    fill(bulk, BULK_LEN, 3);
+    send_call(p, 0, bulk, BULK_LEN);
+    recv_call(p, 0, BULK_LEN);
+    assert_int_equal(transport_recv(p->rx, in, BULK_LEN), RG_OK);
+    assert_memory_equal(in, bulk, BULK_LEN);
+    free(in);
+    free(bulk);
+}
+
+static void test_streamed_bulk(void **state)
+{
+    enum { CHUNK = 8192, CHUNKS = 5 };
+    struct pair *p = *state;
+    uint8_t chunk[CHUNK], expect[CHUNK], in[CHUNK];
+
+    send_call(p, 16, NULL, (uint64_t)CHUNK * CHUNKS);
+    for (int i = 0; i < CHUNKS; i++) {
+        struct iovec iov = {chunk, CHUNK};
+        fill(chunk, CHUNK, (unsigned)i);
+        assert_int_equal(transport_sendv(p->tx, &iov, 1), RG_OK);
+    }
+    send_call(p, 8, NULL, 0); /* the next frame follows the streamed bytes */
+    recv_call(p, 16, (uint64_t)CHUNK * CHUNKS);
+    for (int i = 0; i < CHUNKS; i++) {
+        assert_int_equal(transport_recv(p->rx, in, CHUNK), RG_OK);
+        fill(expect, CHUNK, (unsigned)i);
+        assert_memory_equal(in, expect, CHUNK);
+    }
+    recv_call(p, 8, 0);
+}
+
+static void send_raw_hdr(struct pair *p, uint32_t magic, uint32_t msg_len)
+{
+    struct proto_frame_hdr hdr = {.magic = magic, .type = PROTO_CALL, .msg_len = msg_len};
+    struct iovec iov = {&hdr, sizeof(hdr)};
+
+    assert_int_equal(transport_sendv(p->tx, &iov, 1), RG_OK);
+}
+
+static void test_bad_magic(void **state)
+{
+    struct pair *p = *state;
+    struct proto_frame_hdr hdr;
+
+    send_raw_hdr(p, 0xdeadbeef, 0);
+    assert_int_equal(proto_recv(p->rx, &hdr, p->buf, sizeof(p->buf)), RG_ERR_PROTO);
+}
+
+static void test_oversized(void **state)
+{
+    struct pair *p = *state;
+    struct proto_frame_hdr hdr;
+
+    send_raw_hdr(p, PROTO_MAGIC, PROTO_MSG_MAX + 1); /* over the protocol limit */
+    assert_int_equal(proto_recv(p->rx, &hdr, p->buf, sizeof(p->buf)), RG_ERR_PROTO);
+    send_raw_hdr(p, PROTO_MAGIC, sizeof(p->buf) + 1); /* within it, but over the buffer */
+    assert_int_equal(proto_recv(p->rx, &hdr, p->buf, sizeof(p->buf)), RG_ERR_PROTO);
+}
+
+static void test_discard(void **state)
+{
+    struct pair *p = *state;
+    uint8_t *bulk = calloc(1, BULK_LEN);
+    struct proto_frame_hdr hdr;
+
+    assert_non_null(bulk);
+    send_call(p, 10, bulk, BULK_LEN);
+    send_call(p, 20, NULL, 0);
+    assert_int_equal(proto_recv(p->rx, &hdr, p->buf, sizeof(p->buf)), RG_OK);
+    assert_int_equal(hdr.bulk_len, BULK_LEN);
+    assert_int_equal(proto_discard(p->rx, hdr.bulk_len), RG_OK);
+    recv_call(p, 20, 0);
+    assert_int_equal(proto_discard(p->rx, 0), RG_OK);
+    free(bulk);
+}
+
+static void test_closed_mid_frame(void **state)
+{
+    struct pair *p = *state;
+    struct proto_frame_hdr hdr;
+
+    send_raw_hdr(p, PROTO_MAGIC, 100); /* promises 100 message bytes, sends none */
+    transport_shutdown(p->tx);
+    assert_int_equal(proto_recv(p->rx, &hdr, p->buf, sizeof(p->buf)), RG_ERR_CLOSED);
+}
+
+static void test_names(void **state)
+{
+    assert_string_equal(proto_frame_type_name(PROTO_CALL), "call");
+    assert_string_equal(proto_frame_type_name(999), "unknown");
+    assert_string_equal(proto_op_name(PROTO_OP_LAUNCH), "LAUNCH");
+    assert_string_equal(proto_op_name(PROTO_OP_COUNT), "UNKNOWN_OP");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_inline_round_trip, pair_setup, pair_teardown),
+        cmocka_unit_test_setup_teardown(test_bulk_round_trip, pair_setup, pair_teardown),
+        cmocka_unit_test_setup_teardown(test_streamed_bulk, pair_setup, pair_teardown),
+        cmocka_unit_test_setup_teardown(test_bad_magic, pair_setup, pair_teardown),
+        cmocka_unit_test_setup_teardown(test_oversized, pair_setup, pair_teardown),
+        cmocka_unit_test_setup_teardown(test_discard, pair_setup, pair_teardown),
+        cmocka_unit_test_setup_teardown(test_closed_mid_frame, pair_setup, pair_teardown),
+        cmocka_unit_test(test_names),
+    };
+    return cmocka_run_group_tests_name("proto framing", tests, NULL, NULL);
+}
