@@ -139,6 +139,9 @@ static rg_status_t loop_connect(const char *addr, const struct transport_opts *o
         return RG_ERR_IO;
     }
     snprintf(peer, sizeof(peer), "loop:%s", addr);
+    status = transport_sock_set_timeout(sv[0], opts != NULL ? opts->io_timeout_ms : 0, peer);
+    if (status != RG_OK)
+        goto err_close;
     status = transport_sock_conn_new(&transport_loop_ops, sv[0], peer, &conn);
     if (status != RG_OK)
         goto err_close;

@@ -33,6 +33,10 @@ int transport_sock_fd(struct transport_conn *conn);
 void transport_sock_shutdown(struct transport_conn *conn);
 void transport_sock_close(struct transport_conn *conn);
 
+/* SO_RCVTIMEO/SO_SNDTIMEO of io_timeout_ms (0: none), so a stalled recv/sendv ends with
+ * RG_ERR_TIMEOUT. */
+rg_status_t transport_sock_set_timeout(int fd, int io_timeout_ms, const char *peer);
+
 /* Map errno from a socket call to a status. */
 rg_status_t transport_errno_status(int err);
 

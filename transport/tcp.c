@@ -81,16 +81,7 @@ static rg_status_t tcp_set_sockopts(int fd, int io_timeout_ms, const char *peer)
             return RG_ERR_IO;
         }
     }
-    if (io_timeout_ms > 0) {
-        struct timeval tv = {io_timeout_ms / 1000, (io_timeout_ms % 1000) * 1000};
-        if (setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) != 0 ||
-            setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)) != 0) {
-            rg_error("setting i/o timeout on connection to %s failed: %s", peer,
-                     strerror(errno));
-            return RG_ERR_IO;
-        }
-    }
-    return RG_OK;
+    return transport_sock_set_timeout(fd, io_timeout_ms, peer);
 }
 
 /* Wait for a non-blocking connect to finish; 0 or the errno it failed with. */

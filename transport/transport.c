@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include "common/log.h"
@@ -56,6 +57,20 @@ rg_status_t transport_sock_conn_new(const struct transport_ops *ops, int fd, con
     sc->fd = fd;
     snprintf(sc->peer, sizeof(sc->peer), "%s", peer);
     *conn_p = &sc->super;
+    return RG_OK;
+}
+
+rg_status_t transport_sock_set_timeout(int fd, int io_timeout_ms, const char *peer)
+{
+    struct timeval tv = {io_timeout_ms / 1000, (io_timeout_ms % 1000) * 1000};
+
+    if (io_timeout_ms <= 0)
+        return RG_OK;
+    if (setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) != 0 ||
+        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)) != 0) {
+        rg_error("setting i/o timeout on connection to %s failed: %s", peer, strerror(errno));
+        return RG_ERR_IO;
+    }
     return RG_OK;
 }
 

@@ -347,6 +347,25 @@ static void test_connect_bad_address(void **state)
     assert_null(conn);
 }
 
+static void test_io_timeout(void **state)
+{
+    struct transport_opts opts = {.connect_timeout_ms = 2000, .io_timeout_ms = 150};
+    struct transport_listener *l;
+    struct transport_conn *c, *s;
+    char addr[128], buf[4];
+    int64_t start;
+
+    l = listen_any(addr, sizeof(addr));
+    assert_int_equal(ops->connect(addr, &opts, &c), RG_OK);
+    assert_int_equal(ops->accept(l, &s), RG_OK);
+    start = now_ms();
+    assert_int_equal(transport_recv(c, buf, sizeof(buf)), RG_ERR_TIMEOUT);
+    assert_true(now_ms() - start >= 100 && now_ms() - start < 2000);
+    transport_close(c);
+    transport_close(s);
+    ops->listener_close(l);
+}
+
 /* One-sided slots over a backend without them: exactly RG_ERR_UNSUPPORTED, then skip. */
 static int one_sided_unsupported(struct pair *p)
 {
@@ -463,6 +482,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_shutdown_unblocks_recv, pair_setup, pair_teardown),
         cmocka_unit_test(test_connect_fails_fast),
         cmocka_unit_test(test_connect_bad_address),
+        cmocka_unit_test(test_io_timeout),
         cmocka_unit_test_setup_teardown(test_one_sided_round_trip, pair_setup, pair_teardown),
         cmocka_unit_test_setup_teardown(test_one_sided_refused, pair_setup, pair_teardown),
         cmocka_unit_test_setup_teardown(test_adopt_fd, pair_setup, pair_teardown),
