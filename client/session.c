@@ -67,7 +67,7 @@ static void conf_load(struct client_conf *conf)
 
     memset(conf, 0, sizeof(*conf));
     if (path != NULL && path[0] != '\0' && rg_config_parse_file(path, conf_key, conf) != RG_OK)
-        rg_error("rgpu: cannot read config file %s (RGPU_CONFIG)", path);
+        rg_error("cannot read config file %s (RGPU_CONFIG)", path);
     if ((env = getenv("RGPU_SERVER")) != NULL && env[0] != '\0')
         snprintf(conf->server, sizeof(conf->server), "%s", env);
     if ((env = getenv("RGPU_TENANT")) != NULL)
@@ -117,7 +117,7 @@ static void device_from_info(struct cli_device *dev, int ordinal, const Rgpu__De
 static CUresult take_welcome(const Rgpu__Welcome *w)
 {
     if (w->status != 0) {
-        rg_error("rgpu: gpu-server at %s refused the session: %s", sess.server,
+        rg_error("gpu-server at %s refused the session: %s", sess.server,
                  w->reason ? w->reason : "(no reason)");
         return w->status > 0 ? (CUresult)w->status : CUDA_ERROR_NOT_SUPPORTED;
     }
@@ -127,7 +127,7 @@ static CUresult take_welcome(const Rgpu__Welcome *w)
     for (size_t i = 0; i < w->n_devices; i++)
         device_from_info(&sess.devices[i], (int)i, w->devices[i]);
     sess.ndevices = (int)w->n_devices;
-    rg_info("rgpu: session %llu on %s (%s), driver %d, %d device(s)",
+    rg_info("session %llu on %s (%s), driver %d, %d device(s)",
             (unsigned long long)w->session_id, sess.server, w->server_name ? w->server_name : "",
             w->driver_version, sess.ndevices);
     return sess.ndevices > 0 ? CUDA_SUCCESS : CUDA_ERROR_NO_DEVICE;
@@ -141,13 +141,13 @@ static CUresult handshake(const struct client_conf *conf)
 
     if (send_hello(conf) != RG_OK ||
         proto_recv(sess.conn, &hdr, sess.recv_buf, RECV_BUF_SIZE) != RG_OK) {
-        rg_error("rgpu: gpu-server at %s closed the connection during the handshake",
+        rg_error("gpu-server at %s closed the connection during the handshake",
                  sess.server);
         return CUDA_ERROR_NO_DEVICE;
     }
     if (hdr.type != PROTO_WELCOME || hdr.bulk_len != 0 ||
         (w = rgpu__welcome__unpack(NULL, hdr.msg_len, sess.recv_buf)) == NULL) {
-        rg_error("rgpu: %s answered the handshake with a malformed %s frame", sess.server,
+        rg_error("%s answered the handshake with a malformed %s frame", sess.server,
                  proto_frame_type_name(hdr.type));
         return CUDA_ERROR_NO_DEVICE;
     }
@@ -173,7 +173,7 @@ static CUresult session_open(void)
         return CUDA_ERROR_OUT_OF_MEMORY;
     status = transport_tcp_ops.connect(conf.server, &opts, &sess.conn);
     if (status != RG_OK) {
-        rg_error("rgpu: cannot reach gpu-server at %s: %s. Start gpu-server there, or point "
+        rg_error("cannot reach gpu-server at %s: %s. Start gpu-server there, or point "
                  "the client at one with RGPU_SERVER=host:port or RGPU_CONFIG=<file with "
                  "'server = host:port'>",
                  conf.server, rg_status_str(status));
@@ -222,7 +222,7 @@ const struct cli_device *cli_device(int ordinal)
 static CUresult session_lost(const char *what, rg_status_t status)
 {
     if (!sess.dead) {
-        rg_error("rgpu: lost the gpu-server at %s (%s: %s); every CUDA call now fails with "
+        rg_error("lost the gpu-server at %s (%s: %s); every CUDA call now fails with "
                  "CUDA_ERROR_DEVICE_UNAVAILABLE",
                  sess.server, what, rg_status_str(status));
         sess.dead = true;
@@ -276,7 +276,7 @@ static void take_async_error(const uint8_t *buf, size_t len)
 
     if (e == NULL)
         return;
-    rg_debug("rgpu: asynchronous %s failed: %s", proto_op_name(e->op),
+    rg_debug("asynchronous %s failed: %s", proto_op_name(e->op),
              e->message ? e->message : "");
     if (sess.async_error == CUDA_SUCCESS)
         sess.async_error = (CUresult)e->result;
@@ -338,7 +338,7 @@ static CUresult take_reply(const struct proto_frame_hdr *hdr, struct cli_call *c
         if (status != RG_OK)
             res = session_lost("receive", status);
     } else {
-        rg_error("rgpu: reply %llu from %s matches no call", (unsigned long long)r->id,
+        rg_error("reply %llu from %s matches no call", (unsigned long long)r->id,
                  sess.server);
         res = session_lost("receive", RG_ERR_PROTO);
     }

@@ -46,6 +46,6 @@ CUresult cli_unsupported(const char *name)
     if (name == NULL)
         name = "(unnamed)";
     if (cli_unsupported_first(name))
-        rg_warn("rgpu: %s is not supported; returning CUDA_ERROR_NOT_SUPPORTED", name);
+        rg_warn("%s is not supported; returning CUDA_ERROR_NOT_SUPPORTED", name);
     return CUDA_ERROR_NOT_SUPPORTED;
 }

@@ -1,0 +1,38 @@
+#!/bin/sh
+# Install what is missing (Debian packages), build everything, run every test.
+# Usage: tools/test.sh            (from anywhere; builds in <repo>/build and <repo>/build-asan)
+set -eu
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
+JOBS=$(nproc 2>/dev/null || echo 2)
+PKGS="build-essential cmake pkg-config python3 binutils protobuf-c-compiler libprotobuf-c-dev
+      libevent-dev libcmocka-dev libibverbs-dev librdmacm-dev iproute2"
+
+missing=""
+for p in $PKGS; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="$missing $p"
+done
+if [ -n "$missing" ]; then
+    echo "== installing:$missing"
+    SUDO=""
+    [ "$(id -u)" -ne 0 ] && SUDO=sudo
+    $SUDO apt-get update -q
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends $missing
+fi
+if [ ! -f "$CUDA_HOME/include/cuda.h" ] || [ ! -x "$CUDA_HOME/bin/nvcc" ]; then
+    echo "error: the CUDA 13 toolkit (cuda.h, nvcc) is not at $CUDA_HOME; install it or set CUDA_HOME" >&2
+    exit 1
+fi
+
+echo "== build (RelWithDebInfo) and all tests"
+cmake -S "$ROOT" -B "$ROOT/build" -DCUDA_HOME="$CUDA_HOME" >/dev/null
+cmake --build "$ROOT/build" -j "$JOBS"
+(cd "$ROOT/build" && ctest --output-on-failure -j "$JOBS")
+
+# The C parts again under AddressSanitizer and UBSan. The integration tests load the client into
+# nvcc-built programs that are not instrumented, so they run in the plain build only.
+echo "== build with ASan+UBSan and the unit, transport and server tests"
+cmake -S "$ROOT" -B "$ROOT/build-asan" -DCUDA_HOME="$CUDA_HOME" -DRGPU_SANITIZE=ON >/dev/null
+cmake --build "$ROOT/build-asan" -j "$JOBS"
+(cd "$ROOT/build-asan" && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure -j "$JOBS" -LE integration)
+echo "== all tests passed"
