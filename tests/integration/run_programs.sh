@@ -1,0 +1,111 @@
+#!/bin/bash
+# End to end without a GPU: nvcc-built programs (static and shared cudart) run through the real
+# client -> TCP -> gpu-server -> fake driver (tests/fakecuda), plus the fault cases.
+# Usage: run_programs.sh BUILD_DIR
+set -u
+BUILD=$(cd "$1" && pwd)
+SERVER=$BUILD/bin/gpu-server
+FAKE=$BUILD/tests/fakecuda/libfakecuda.so
+PROGS=$BUILD/tests/programs
+TOOLS=$BUILD/tests/integration
+WORK=$(mktemp -d)
+export LD_LIBRARY_PATH=$BUILD/lib
+FAILS=0
+PIDS=()
+
+cleanup() { for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null; done; rm -rf "$WORK"; }
+trap cleanup EXIT
+
+free_port() { python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])'; }
+ok() { echo "ok   $*"; }
+fail() { echo "FAIL $*"; FAILS=$((FAILS + 1)); }
+
+# start_server NAME -> sets PORT and SERVER_PID; log in $WORK/NAME.log
+start_server() {
+    PORT=$(free_port)
+    "$SERVER" --listen 127.0.0.1 --port "$PORT" --driver "$FAKE" --log-level info \
+        >"$WORK/$1.log" 2>&1 &
+    SERVER_PID=$!
+    PIDS+=("$SERVER_PID")
+    for _ in $(seq 100); do
+        (exec 3<>/dev/tcp/127.0.0.1/"$PORT") 2>/dev/null && return 0
+        sleep 0.1
+    done
+    echo "gpu-server did not start:"; cat "$WORK/$1.log"; exit 1
+}
+
+run_program() { # name args...
+    local name=$1; shift
+    if timeout 300 "$@" >"$WORK/$name.out" 2>"$WORK/$name.err" && grep -q PASS "$WORK/$name.out"; then
+        ok "$name"
+    else
+        fail "$name (exit $?)"; sed 's/^/    /' "$WORK/$name.out" "$WORK/$name.err" | tail -20
+    fi
+}
+
+start_server main
+export RGPU_SERVER=127.0.0.1:$PORT
+for prog in vadd matmul streams ptx_driver copies fault; do
+    for kind in static shared; do
+        exe=$PROGS/${prog}_$kind
+        [ -x "$exe" ] || { fail "$prog $kind: $exe not built"; continue; }
+        args=(); [ "$prog" = copies ] && args=(256)
+        run_program "${prog}_$kind" "$exe" "${args[@]}"
+    done
+done
+
+# No server reachable: a clear error naming the address, quickly, never a hang.
+if RGPU_SERVER=127.0.0.1:1 timeout 20 "$PROGS/vadd_static" >"$WORK/noserver.out" 2>&1; then
+    fail "no server: the program succeeded"
+elif grep -q "cannot reach gpu-server at 127.0.0.1:1" "$WORK/noserver.out"; then
+    ok "no server: clean error naming 127.0.0.1:1"
+else
+    fail "no server: unexpected output"; cat "$WORK/noserver.out"
+fi
+
+# A client that dies while holding memory: its worker exits and frees it.
+"$TOOLS/hold_memory" 256 >"$WORK/hold.out" 2>&1 &
+HOLD=$!
+PIDS+=("$HOLD")
+for _ in $(seq 100); do grep -q ready "$WORK/hold.out" && break; sleep 0.1; done
+kill -9 "$HOLD"; wait "$HOLD" 2>/dev/null
+sleep 1
+if grep -q "ready" "$WORK/hold.out" && grep -Eq "ended.*(disconnect|closed)|freed" "$WORK/main.log"; then
+    ok "dead client: worker ended and freed its memory ($(grep -Eo 'freed[^;]*' "$WORK/main.log" | tail -1))"
+else
+    fail "dead client"; tail -5 "$WORK/hold.out" "$WORK/main.log"
+fi
+
+# A malformed message ends only its own session; a concurrent session keeps working.
+"$TOOLS/hold_memory" 16 10 >"$WORK/bystander.out" 2>&1 &
+BY=$!
+python3 - "$PORT" <<'PY'
+import socket, sys
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+s.sendall(b"GET / HTTP/1.0\r\n\r\n" + b"\xff" * 64)
+s.settimeout(10)
+try:
+    s.recv(100)
+except OSError:
+    pass
+PY
+if wait "$BY" && grep -q "PASS" "$WORK/bystander.out" && grep -qi "malformed" "$WORK/main.log"; then
+    ok "malformed message: that session ended ($(grep -i malformed "$WORK/main.log" | head -1 | cut -c1-120)), the other passed"
+else
+    fail "malformed message"; cat "$WORK/bystander.out"; grep -i malformed "$WORK/main.log"
+fi
+
+# The server dies mid-run: pending and later calls fail within a bounded time.
+start_server dying
+RGPU_SERVER=127.0.0.1:$PORT "$TOOLS/server_death" >"$WORK/death.out" 2>&1 &
+VICTIM=$!
+for _ in $(seq 100); do grep -q running "$WORK/death.out" && break; sleep 0.1; done
+pkill -9 -P "$SERVER_PID" 2>/dev/null; kill -9 "$SERVER_PID"
+if timeout 60 tail --pid="$VICTIM" -f /dev/null && wait "$VICTIM"; then
+    ok "server death: $(tail -1 "$WORK/death.out")"
+else
+    fail "server death"; cat "$WORK/death.out"
+fi
+
+echo "$FAILS failure(s)"
+[ "$FAILS" -eq 0 ]
