@@ -1,0 +1,33 @@
+#!/bin/bash
+# Bundle what the GPU host lacks into <repo>/.bundle (ignored by git; carried to the GPU host):
+#   client/  rgpu's libcuda.so.1 (only the client goes first in a program's library path)
+#   bin/     gpu-server, rgpu, the test programs (static and shared cudart), ip
+#   deps/    every shared library those need that is not part of glibc, plus libcudart.so.13
+# Usage: tests/gpu/bundle.sh [BUILD_DIR]   (default <repo>/build, built beforehand)
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+BUILD=$(cd "${1:-$ROOT/build}" && pwd)
+OUT=$ROOT/.bundle
+CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
+
+rm -rf "$OUT"
+mkdir -p "$OUT/client" "$OUT/bin" "$OUT/deps"
+cp -L "$BUILD/lib/libcuda.so.1" "$OUT/client/"
+cp "$BUILD/bin/gpu-server" "$BUILD/bin/rgpu" "$BUILD/bin/rgpu-demo-app" "$OUT/bin/"
+cp "$BUILD"/tests/programs/*_static "$BUILD"/tests/programs/*_shared "$OUT/bin/"
+cp "$BUILD"/tests/integration/hold_memory "$BUILD"/tests/integration/server_death "$OUT/bin/"
+cp "$(command -v ip)" "$OUT/bin/ip"
+cp -L "$CUDA_HOME"/lib64/libcudart.so.13 "$OUT/deps/"
+
+# Shared libraries outside glibc that the bundled binaries need.
+for f in "$OUT"/bin/* "$OUT"/client/*; do
+    ldd "$f" 2>/dev/null | awk '/=> \//{print $3}'
+done | sort -u | while read -r lib; do
+    case $(basename "$lib") in
+        libc.so.*|libm.so.*|libpthread.so.*|libdl.so.*|librt.so.*|ld-linux*|libcuda.so.*) ;;
+        libgcc_s.so.*|libstdc++.so.*|libcudart.so.*) ;;
+        *) cp -L "$lib" "$OUT/deps/" ;;
+    esac
+done
+du -sh "$OUT"
+ls "$OUT"/*

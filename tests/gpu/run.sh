@@ -1,0 +1,120 @@
+#!/bin/bash
+# The GPU suite, run on a host with an NVIDIA GPU from the bundle made by tests/gpu/bundle.sh:
+# every test program natively and through rgpu (gpu-server on 127.0.0.1, the client first in the
+# library path), outputs compared; a faulting kernel beside a healthy client; memory freed when
+# a client dies; the same programs across two network namespaces ("two hosts" over veth).
+# Prints a summary table last. Usage: tests/gpu/run.sh [BUNDLE_DIR]
+set -u
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+B=$(cd "${1:-$ROOT/.bundle}" && pwd)
+LOGS=${OUT:-/tmp}/rgpu-gpu-logs
+mkdir -p "$LOGS"
+DEPS=$B/deps
+PORT=7070
+declare -a ROWS
+PIDS=()
+cleanup() { for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null; done; ip netns del rgpu-srv 2>/dev/null; }
+trap cleanup EXIT
+
+row() { ROWS+=("$(printf '%-34s %-6s %s' "$1" "$2" "$3")"); echo "$2 $1 $3"; }
+native() { LD_LIBRARY_PATH=$DEPS "$@"; }
+remote() { LD_LIBRARY_PATH=$B/client:$DEPS RGPU_SERVER=${RSERVER:-127.0.0.1:$PORT} "$@"; }
+used_mib() { nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits | head -1; }
+
+start_server() { # listen-addr logname [netns]
+    local pre=()
+    [ -n "${3:-}" ] && pre=(ip netns exec "$3")
+    LD_LIBRARY_PATH=$DEPS "${pre[@]}" "$B/bin/gpu-server" --listen "$1" --port $PORT \
+        --log-level info >"$LOGS/$2.log" 2>&1 &
+    SERVER_PID=$!
+    PIDS+=("$SERVER_PID")
+    sleep 2
+}
+
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+start_server 127.0.0.1 server
+head -5 "$LOGS/server.log"
+
+# 1. Programs: native vs rgpu, static and shared cudart.
+for prog in vadd matmul streams ptx_driver copies fault; do
+    for kind in static shared; do
+        exe=$B/bin/${prog}_$kind
+        n=$LOGS/${prog}_$kind
+        t0=$(date +%s.%N); native "$exe" >"$n.native" 2>"$n.native.err"; rn=$?
+        t1=$(date +%s.%N); remote "$exe" >"$n.rgpu" 2>"$n.rgpu.err"; rr=$?
+        t2=$(date +%s.%N)
+        times=$(printf 'native %.2fs rgpu %.2fs' "$(echo "$t1 - $t0" | bc)" "$(echo "$t2 - $t1" | bc)")
+        if [ $rn -eq 0 ] && [ $rr -eq 0 ] && cmp -s "$n.native" "$n.rgpu"; then
+            row "${prog}_$kind" PASS "same output ($(wc -l <"$n.rgpu") lines), $times"
+        else
+            row "${prog}_$kind" FAIL "exit native=$rn rgpu=$rr, $times; diff: $(diff "$n.native" "$n.rgpu" | head -3 | tr '\n' ' ')"
+            tail -3 "$n.rgpu.err"
+        fi
+    done
+done
+native "$B/bin/rgpu-demo-app" >"$LOGS/demo.native"; remote "$B/bin/rgpu-demo-app" >"$LOGS/demo.rgpu"
+cmp -s "$LOGS/demo.native" "$LOGS/demo.rgpu" && row demo PASS "$(tail -1 "$LOGS/demo.rgpu")" ||
+    row demo FAIL "$(cat "$LOGS/demo.rgpu")"
+
+# 2. A faulting kernel while another client works: the other client is unaffected.
+remote "$B/bin/hold_memory" 64 5 >"$LOGS/bystander.out" 2>&1 &
+BY=$!
+sleep 1
+remote "$B/bin/fault_static" >"$LOGS/fault2.out" 2>&1; rf=$?
+wait $BY; rb=$?
+if [ $rf -eq 0 ] && [ $rb -eq 0 ] && grep -q PASS "$LOGS/bystander.out"; then
+    row "fault beside healthy client" PASS "fault: $(grep -o 'cudaError[A-Za-z]*' "$LOGS/fault2.out" | head -1); bystander intact"
+else
+    row "fault beside healthy client" FAIL "fault rc=$rf bystander rc=$rb $(cat "$LOGS/bystander.out")"
+fi
+
+# 3. A client dies holding 4 GiB: its worker exits and the card's memory comes back.
+before=$(used_mib)
+remote "$B/bin/hold_memory" 4096 60 >"$LOGS/hold.out" 2>&1 &
+H=$!
+for _ in $(seq 100); do grep -q ready "$LOGS/hold.out" && break; sleep 0.2; done
+during=$(used_mib)
+kill -9 $H; wait $H 2>/dev/null
+sleep 3
+after=$(used_mib)
+if [ $((during - before)) -ge 4000 ] && [ $((after - before)) -le 64 ]; then
+    row "dead client frees memory" PASS "used MiB before $before, holding $during, after kill $after"
+else
+    row "dead client frees memory" FAIL "used MiB before $before, holding $during, after kill $after"
+fi
+
+# 4. No server reachable.
+if RSERVER=127.0.0.1:1 remote "$B/bin/vadd_static" >"$LOGS/noserver.out" 2>&1; then
+    row "no server" FAIL "succeeded?"
+else
+    row "no server" PASS "$(grep -o 'cannot reach gpu-server at [^:]*:[0-9]*' "$LOGS/noserver.out" | head -1)"
+fi
+kill "$SERVER_PID"
+
+# 5. Two hosts: gpu-server in its own network namespace, client across a veth pair.
+IP=$B/bin/ip
+if $IP netns add rgpu-srv 2>"$LOGS/netns.err" &&
+    $IP link add rgpu-c type veth peer name rgpu-s &&
+    $IP link set rgpu-s netns rgpu-srv &&
+    $IP addr add 10.77.0.1/24 dev rgpu-c && $IP link set rgpu-c up &&
+    $IP netns exec rgpu-srv "$IP" addr add 10.77.0.2/24 dev rgpu-s &&
+    $IP netns exec rgpu-srv "$IP" link set rgpu-s up &&
+    $IP netns exec rgpu-srv "$IP" link set lo up; then
+    start_server 10.77.0.2 server-netns rgpu-srv
+    for prog in vadd matmul copies; do
+        n=$LOGS/${prog}_netns
+        if RSERVER=10.77.0.2:$PORT remote "$B/bin/${prog}_static" >"$n.rgpu" 2>"$n.err" &&
+            cmp -s "$n.rgpu" "$LOGS/${prog}_static.native"; then
+            row "${prog}_static over veth" PASS "same output as native"
+        else
+            row "${prog}_static over veth" FAIL "$(tail -2 "$n.err")"
+        fi
+    done
+else
+    row "two hosts (netns)" SKIP "$(cat "$LOGS/netns.err")"
+fi
+
+echo
+echo "================ rgpu GPU suite summary ================"
+printf '%s\n' "${ROWS[@]}"
+printf '%s\n' "${ROWS[@]}" | grep -c ' FAIL ' | sed 's/^/failures: /'
