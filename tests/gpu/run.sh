@@ -43,7 +43,7 @@ for prog in vadd matmul streams ptx_driver copies fault; do
         t0=$(date +%s.%N); native "$exe" >"$n.native" 2>"$n.native.err"; rn=$?
         t1=$(date +%s.%N); remote "$exe" >"$n.rgpu" 2>"$n.rgpu.err"; rr=$?
         t2=$(date +%s.%N)
-        times=$(printf 'native %.2fs rgpu %.2fs' "$(echo "$t1 - $t0" | bc)" "$(echo "$t2 - $t1" | bc)")
+        times=$(awk -v a="$t0" -v b="$t1" -v c="$t2" 'BEGIN{printf "native %.2fs rgpu %.2fs", b-a, c-b}')
         if [ $rn -eq 0 ] && [ $rr -eq 0 ] && cmp -s "$n.native" "$n.rgpu"; then
             row "${prog}_$kind" PASS "same output ($(wc -l <"$n.rgpu") lines), $times"
         else
