@@ -1,0 +1,240 @@
+/* Memory calls: allocation, copies in every direction (bulk streamed through two pinned
+ * staging buffers so the network and the copy engine overlap), memsets. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/log.h"
+#include "server/session.h"
+
+#define STAGING_CHUNK (8u << 20)
+#define ARG(i) (call->msg->args[i])
+
+static CUresult staging_ready(struct srv_session *s)
+{
+    for (int i = 0; i < 2; i++) {
+        if (s->staging[i] != NULL)
+            continue;
+        CUresult res = s->drv.cuMemHostAlloc(&s->staging[i], STAGING_CHUNK, 0);
+        if (res != CUDA_SUCCESS)
+            return res;
+    }
+    s->staging_len = STAGING_CHUNK;
+    return CUDA_SUCCESS;
+}
+
+static CUresult h_mem_alloc(struct srv_session *s, struct srv_call *call)
+{
+    CUdeviceptr d;
+    CUresult res = s->drv.cuMemAlloc(&d, ARG(0));
+
+    if (res == CUDA_SUCCESS) {
+        srv_alloc_add(s, d, ARG(0));
+        call->out[call->nout++] = d;
+    }
+    return res;
+}
+
+static CUresult h_mem_alloc_pitch(struct srv_session *s, struct srv_call *call)
+{
+    CUdeviceptr d;
+    size_t pitch;
+    CUresult res = s->drv.cuMemAllocPitch(&d, &pitch, ARG(0), ARG(1), (unsigned)ARG(2));
+
+    if (res == CUDA_SUCCESS) {
+        srv_alloc_add(s, d, pitch * ARG(1));
+        call->out[call->nout++] = d;
+        call->out[call->nout++] = pitch;
+    }
+    return res;
+}
+
+static CUresult h_mem_free(struct srv_session *s, struct srv_call *call)
+{
+    CUresult res = s->drv.cuMemFree(ARG(0));
+
+    if (res == CUDA_SUCCESS)
+        srv_alloc_del(s, ARG(0));
+    return res;
+}
+
+static CUresult h_mem_get_info(struct srv_session *s, struct srv_call *call)
+{
+    size_t free_b, total;
+    CUresult res = s->drv.cuMemGetInfo(&free_b, &total);
+
+    if (res == CUDA_SUCCESS) {
+        call->out[call->nout++] = free_b;
+        call->out[call->nout++] = total;
+    }
+    return res;
+}
+
+/* HtoD from frame bulk: receive chunk k while chunk k-1 is being copied. */
+static CUresult htod_bulk(struct srv_session *s, struct srv_call *call, CUdeviceptr dst,
+                          size_t len, CUstream stream)
+{
+    CUresult res = staging_ready(s);
+    size_t off = 0, n;
+
+    call->bulk_taken = true;
+    for (int k = 0; off < len; off += n, k ^= 1) {
+        n = len - off < STAGING_CHUNK ? len - off : STAGING_CHUNK;
+        if (res != CUDA_SUCCESS) {
+            if (proto_discard(s->conn, len - off) != RG_OK)
+                return CUDA_ERROR_DEVICE_UNAVAILABLE;
+            break;
+        }
+        if (transport_recv(s->conn, s->staging[k], n) != RG_OK)
+            return CUDA_ERROR_DEVICE_UNAVAILABLE;
+        res = s->drv.cuStreamSynchronize(stream);
+        if (res == CUDA_SUCCESS)
+            res = s->drv.cuMemcpyHtoDAsync(dst + off, s->staging[k], n, stream);
+    }
+    if (res == CUDA_SUCCESS)
+        res = s->drv.cuStreamSynchronize(stream);
+    return res;
+}
+
+static CUresult h_memcpy_htod(struct srv_session *s, struct srv_call *call)
+{
+    CUstream stream;
+    size_t len = ARG(1);
+    const ProtobufCBinaryData *data = &call->msg->data;
+
+    if (!srv_stream(s, ARG(2), &stream))
+        return CUDA_ERROR_INVALID_HANDLE;
+    if (call->hdr->bulk_len > 0) {
+        if (call->hdr->bulk_len != len)
+            return CUDA_ERROR_INVALID_VALUE;
+        return htod_bulk(s, call, ARG(0), len, stream);
+    }
+    if (data->len != len)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (ARG(3))
+        return s->drv.cuMemcpyHtoDAsync(ARG(0), data->data, len, stream);
+    return s->drv.cuMemcpyHtoD(ARG(0), data->data, len);
+}
+
+static CUresult dtoh_chunk(struct srv_session *s, void *dst, CUdeviceptr src, size_t n,
+                           CUstream stream)
+{
+    CUresult res = s->drv.cuMemcpyDtoHAsync(dst, src, n, stream);
+
+    return res == CUDA_SUCCESS ? s->drv.cuStreamSynchronize(stream) : res;
+}
+
+/* DtoH as a streamed reply: header first, then chunk k sent while chunk k+1 is copied. */
+static CUresult dtoh_bulk(struct srv_session *s, struct srv_call *call, CUdeviceptr src,
+                          size_t len, CUstream stream)
+{
+    Rgpu__Reply reply = RGPU__REPLY__INIT;
+    CUresult res = staging_ready(s);
+    size_t n = len < STAGING_CHUNK ? len : STAGING_CHUNK, next;
+
+    if (res == CUDA_SUCCESS)
+        res = dtoh_chunk(s, s->staging[0], src, n, stream);
+    if (res != CUDA_SUCCESS)
+        return res;
+    reply.id = call->msg->id;
+    call->replied = true;
+    if (proto_send(s->conn, PROTO_REPLY, &reply.base, NULL, len) != RG_OK)
+        return CUDA_ERROR_DEVICE_UNAVAILABLE;
+    for (size_t off = 0; off < len; off += n, n = next) {
+        int k = (int)((off / STAGING_CHUNK) & 1);
+        struct iovec iov = {s->staging[k], n};
+        next = len - off - n < STAGING_CHUNK ? len - off - n : STAGING_CHUNK;
+        if (next > 0 && res == CUDA_SUCCESS)
+            res = s->drv.cuMemcpyDtoHAsync(s->staging[k ^ 1], src + off + n, next, stream);
+        if (transport_sendv(s->conn, &iov, 1) != RG_OK)
+            return CUDA_ERROR_DEVICE_UNAVAILABLE;
+        if (next > 0 && res == CUDA_SUCCESS)
+            res = s->drv.cuStreamSynchronize(stream);
+        if (next > 0 && res != CUDA_SUCCESS)
+            memset(s->staging[k ^ 1], 0, next); /* framing holds; the error stays sticky */
+    }
+    if (res != CUDA_SUCCESS)
+        rg_warn("session %llu: DtoH copy failed after the reply was sent (sticky error)",
+                (unsigned long long)s->id);
+    return CUDA_SUCCESS;
+}
+
+static CUresult h_memcpy_dtoh(struct srv_session *s, struct srv_call *call)
+{
+    static uint8_t small[PROTO_INLINE_MAX];
+    CUstream stream;
+    size_t len = ARG(1);
+    CUresult res;
+
+    if (!srv_stream(s, ARG(2), &stream))
+        return CUDA_ERROR_INVALID_HANDLE;
+    if (len > PROTO_INLINE_MAX)
+        return dtoh_bulk(s, call, ARG(0), len, stream);
+    res = ARG(3) ? dtoh_chunk(s, small, ARG(0), len, stream)
+                 : s->drv.cuMemcpyDtoH(small, ARG(0), len);
+    if (res == CUDA_SUCCESS) {
+        call->rdata = small;
+        call->rdata_len = len;
+    }
+    return res;
+}
+
+static CUresult h_memcpy_dtod(struct srv_session *s, struct srv_call *call)
+{
+    CUstream stream;
+
+    if (!srv_stream(s, ARG(3), &stream))
+        return CUDA_ERROR_INVALID_HANDLE;
+    if (ARG(4))
+        return s->drv.cuMemcpyDtoDAsync(ARG(0), ARG(1), ARG(2), stream);
+    return s->drv.cuMemcpyDtoD(ARG(0), ARG(1), ARG(2));
+}
+
+static CUresult h_memset(struct srv_session *s, struct srv_call *call)
+{
+    CUstream st;
+    CUdeviceptr d = ARG(0);
+    size_t n = ARG(3);
+    bool async = ARG(5);
+
+    if (!srv_stream(s, ARG(4), &st))
+        return CUDA_ERROR_INVALID_HANDLE;
+    switch (ARG(2)) {
+    case 1: return async ? s->drv.cuMemsetD8Async(d, (unsigned char)ARG(1), n, st)
+                         : s->drv.cuMemsetD8(d, (unsigned char)ARG(1), n);
+    case 2: return async ? s->drv.cuMemsetD16Async(d, (unsigned short)ARG(1), n, st)
+                         : s->drv.cuMemsetD16(d, (unsigned short)ARG(1), n);
+    case 4: return async ? s->drv.cuMemsetD32Async(d, (unsigned)ARG(1), n, st)
+                         : s->drv.cuMemsetD32(d, (unsigned)ARG(1), n);
+    }
+    return CUDA_ERROR_INVALID_VALUE;
+}
+
+static CUresult h_memset_2d(struct srv_session *s, struct srv_call *call)
+{
+    CUstream st;
+    CUdeviceptr d = ARG(0);
+    size_t p = ARG(1), w = ARG(4), h = ARG(5);
+    bool async = ARG(7);
+
+    if (!srv_stream(s, ARG(6), &st))
+        return CUDA_ERROR_INVALID_HANDLE;
+    switch (ARG(3)) {
+    case 1: return async ? s->drv.cuMemsetD2D8Async(d, p, (unsigned char)ARG(2), w, h, st)
+                         : s->drv.cuMemsetD2D8(d, p, (unsigned char)ARG(2), w, h);
+    case 2: return async ? s->drv.cuMemsetD2D16Async(d, p, (unsigned short)ARG(2), w, h, st)
+                         : s->drv.cuMemsetD2D16(d, p, (unsigned short)ARG(2), w, h);
+    case 4: return async ? s->drv.cuMemsetD2D32Async(d, p, (unsigned)ARG(2), w, h, st)
+                         : s->drv.cuMemsetD2D32(d, p, (unsigned)ARG(2), w, h);
+    }
+    return CUDA_ERROR_INVALID_VALUE;
+}
+
+/* Registered into the dispatch table by handlers_exec.c. */
+const srv_handler_fn srv_mem_handlers[] = {
+    [PROTO_OP_MEM_ALLOC] = h_mem_alloc,         [PROTO_OP_MEM_ALLOC_PITCH] = h_mem_alloc_pitch,
+    [PROTO_OP_MEM_FREE] = h_mem_free,           [PROTO_OP_MEM_GET_INFO] = h_mem_get_info,
+    [PROTO_OP_MEMCPY_HTOD] = h_memcpy_htod,     [PROTO_OP_MEMCPY_DTOH] = h_memcpy_dtoh,
+    [PROTO_OP_MEMCPY_DTOD] = h_memcpy_dtod,     [PROTO_OP_MEMSET] = h_memset,
+    [PROTO_OP_MEMSET_2D] = h_memset_2d,
+};
+const size_t srv_mem_handler_count = sizeof(srv_mem_handlers) / sizeof(srv_mem_handlers[0]);

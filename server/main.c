@@ -1,0 +1,158 @@
+/* gpu-server: serve this host's GPUs to rgpu clients.
+ *   gpu-server [--config FILE] [--listen ADDR] [--port N] [--devices 0,2] [--driver PATH]
+ *              [--log-level LEVEL] [--name NAME]
+ * The config file has a [server] section with the same keys (listen, port, devices, driver,
+ * log_level, name); flags override it. */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "common/config.h"
+#include "common/log.h"
+#include "server/server.h"
+#include "server/session.h"
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "usage: gpu-server [--config FILE] [--listen ADDR] [--port N] [--devices LIST]\n"
+            "                  [--driver PATH] [--log-level error|warn|info|debug] [--name NAME]\n"
+            "  Serves this host's GPUs to rgpu clients: one worker process, with its own CUDA\n"
+            "  context, per client session. Defaults: --listen 0.0.0.0 --port %d, all GPUs,\n"
+            "  the driver libcuda.so.1. Config file keys (section [server]) match the flags.\n",
+            SRV_DEFAULT_PORT);
+}
+
+static rg_status_t set_key(struct srv_config *c, const char *key, const char *value)
+{
+#define SET(field) snprintf(c->field, sizeof(c->field), "%s", value)
+    if (strcmp(key, "listen") == 0)
+        SET(listen);
+    else if (strcmp(key, "port") == 0)
+        c->port = atoi(value);
+    else if (strcmp(key, "devices") == 0)
+        SET(devices);
+    else if (strcmp(key, "driver") == 0)
+        SET(driver);
+    else if (strcmp(key, "log_level") == 0 || strcmp(key, "log-level") == 0)
+        SET(log_level);
+    else if (strcmp(key, "name") == 0)
+        SET(name);
+    else
+        return RG_ERR_INVALID;
+#undef SET
+    return RG_OK;
+}
+
+static rg_status_t conf_key(void *arg, const char *section, const char *key, const char *value)
+{
+    if (strcmp(section, "server") != 0 && section[0] != '\0')
+        return RG_OK;
+    if (set_key(arg, key, value) != RG_OK)
+        rg_warn("config: unknown key '%s' ignored", key);
+    return RG_OK;
+}
+
+struct worker_args {
+    int fd;
+    uint64_t session;
+    char peer[64];
+};
+
+static int parse_args(int argc, char **argv, struct srv_config *c, struct worker_args *w)
+{
+    static const struct option opts[] = {
+        {"config", 1, 0, 'c'}, {"listen", 1, 0, 'l'}, {"port", 1, 0, 'p'},
+        {"devices", 1, 0, 'd'}, {"driver", 1, 0, 'D'}, {"log-level", 1, 0, 'L'},
+        {"name", 1, 0, 'n'}, {"worker-fd", 1, 0, 'W'}, {"session", 1, 0, 'S'},
+        {"peer", 1, 0, 'P'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+    int o;
+
+    /* The config file first, so flags override it wherever they appear. */
+    for (int i = 1; i + 1 < argc; i++)
+        if (strcmp(argv[i], "--config") == 0 &&
+            rg_config_parse_file(argv[i + 1], conf_key, c) != RG_OK) {
+            fprintf(stderr, "gpu-server: cannot read config file %s\n", argv[i + 1]);
+            return 2;
+        }
+    while ((o = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        switch (o) {
+        case 'c': break;
+        case 'l': set_key(c, "listen", optarg); break;
+        case 'p': set_key(c, "port", optarg); break;
+        case 'd': set_key(c, "devices", optarg); break;
+        case 'D': set_key(c, "driver", optarg); break;
+        case 'L': set_key(c, "log_level", optarg); break;
+        case 'n': set_key(c, "name", optarg); break;
+        case 'W': w->fd = atoi(optarg); break;
+        case 'S': w->session = strtoull(optarg, NULL, 10); break;
+        case 'P': snprintf(w->peer, sizeof(w->peer), "%s", optarg); break;
+        case 'h': usage(stdout); exit(0);
+        default: usage(stderr); return 2;
+        }
+    }
+    return optind < argc ? (usage(stderr), 2) : 0;
+}
+
+/* Check in a child process, so the supervisor itself never holds a CUDA context. */
+int srv_driver_check(const struct srv_config *cfg)
+{
+    pid_t pid = fork();
+    int status = 1;
+
+    if (pid == 0) {
+        struct srv_driver drv;
+        int n = 0;
+        CUresult res;
+        if (srv_driver_open(cfg->driver[0] ? cfg->driver : NULL, &drv) != RG_OK)
+            _exit(1);
+        if ((res = drv.cuInit(0)) != CUDA_SUCCESS || drv.cuDeviceGetCount(&n) != CUDA_SUCCESS ||
+            n == 0) {
+            const char *name = "?";
+            drv.cuGetErrorName(res, &name);
+            rg_error("the CUDA driver %s finds no GPU (cuInit: %s)", drv.path, name);
+            _exit(1);
+        }
+        for (int i = 0; i < n; i++) {
+            char dev_name[256] = "";
+            size_t mem = 0;
+            drv.cuDeviceGetName(dev_name, sizeof(dev_name), i);
+            drv.cuDeviceTotalMem(&mem, i);
+            rg_info("GPU %d: %s, %.1f GiB", i, dev_name, mem / 1073741824.0);
+        }
+        _exit(0);
+    }
+    if (pid > 0)
+        waitpid(pid, &status, 0);
+    return pid > 0 && WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+}
+
+int main(int argc, char **argv)
+{
+    struct srv_config cfg = {.listen = "0.0.0.0", .port = SRV_DEFAULT_PORT, .log_level = "info"};
+    struct worker_args w = {.fd = -1};
+    char self[4096];
+    ssize_t n;
+    int rc;
+
+    gethostname(cfg.name, sizeof(cfg.name) - 1);
+    if ((rc = parse_args(argc, argv, &cfg, &w)) != 0)
+        return rc;
+    rg_log_set_level_str(cfg.log_level);
+    if (w.fd >= 0)
+        return srv_worker_run(&cfg, w.fd, w.session, w.peer);
+    rg_log_set_prefix("gpu-server");
+    if (srv_driver_check(&cfg) != 0) {
+        rg_error("no usable CUDA driver or GPU here: gpu-server must run on a host with an "
+                 "NVIDIA GPU and its driver (or --driver PATH)");
+        return 1;
+    }
+    n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+    if (n < 0)
+        return 1;
+    self[n] = '\0';
+    return srv_supervisor_run(&cfg, self);
+}

@@ -1,0 +1,25 @@
+/* gpu-server's settings and its two process roles: supervisor and session worker. */
+#ifndef RGPU_SERVER_SERVER_H
+#define RGPU_SERVER_SERVER_H
+
+#include <stdint.h>
+
+#define SRV_DEFAULT_PORT 7070
+
+struct srv_config {
+    char listen[128];   /* address to listen on */
+    int port;
+    char devices[128];  /* "0,2" = serve driver ordinals 0 and 2; "" = all */
+    char driver[256];   /* driver library to dlopen; "" = libcuda.so.1 */
+    char log_level[16];
+    char name[64];      /* server name reported to clients */
+};
+
+/* Supervisor: accept connections and fork/exec one worker per session. Returns exit status. */
+int srv_supervisor_run(const struct srv_config *cfg, const char *self_exe);
+/* Worker: serve one session on the connected socket fd. Returns exit status. */
+int srv_worker_run(const struct srv_config *cfg, int fd, uint64_t session_id, const char *peer);
+/* In a short-lived child: open the driver, log the GPUs served. 0 when usable. */
+int srv_driver_check(const struct srv_config *cfg);
+
+#endif

@@ -1,0 +1,198 @@
+/* A session's tables (handles by client id, allocations), its contexts, and its teardown. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/log.h"
+#include "server/session.h"
+
+static size_t slot_of(uint64_t id, size_t cap)
+{
+    return (size_t)((id >> 4) * 0x9E3779B97F4A7C15ull) & (cap - 1);
+}
+
+static rg_status_t handles_grow(struct srv_session *s)
+{
+    size_t cap = s->handle_cap ? s->handle_cap * 2 : 256;
+    struct srv_handle *old = s->handles, *h = calloc(cap, sizeof(*h));
+
+    if (h == NULL)
+        return RG_ERR_NOMEM;
+    for (size_t i = 0; i < s->handle_cap; i++) {
+        size_t j = slot_of(old[i].id, cap);
+        if (old[i].id == 0)
+            continue;
+        while (h[j].id != 0)
+            j = (j + 1) & (cap - 1);
+        h[j] = old[i];
+    }
+    free(old);
+    s->handles = h;
+    s->handle_cap = cap;
+    return RG_OK;
+}
+
+struct srv_handle *srv_handle_get(struct srv_session *s, uint64_t id, unsigned type)
+{
+    if (s->handle_cap == 0 || id == 0 || (type != 0 && PROTO_ID_TYPE(id) != type))
+        return NULL;
+    for (size_t j = slot_of(id, s->handle_cap);; j = (j + 1) & (s->handle_cap - 1)) {
+        if (s->handles[j].id == id)
+            return &s->handles[j];
+        if (s->handles[j].id == 0)
+            return NULL;
+    }
+}
+
+rg_status_t srv_handle_put(struct srv_session *s, uint64_t id, void *real)
+{
+    size_t j;
+
+    if (id == 0 || srv_handle_get(s, id, 0) != NULL)
+        return RG_ERR_INVALID;
+    if ((s->nhandles + 1) * 2 > s->handle_cap && handles_grow(s) != RG_OK)
+        return RG_ERR_NOMEM;
+    for (j = slot_of(id, s->handle_cap); s->handles[j].id != 0; j = (j + 1) & (s->handle_cap - 1))
+        ;
+    s->handles[j] = (struct srv_handle){.id = id, .real = real, .nparams = 0xffffffffu};
+    s->nhandles++;
+    return RG_OK;
+}
+
+/* Deletion with backward-shift, so probing chains stay intact. */
+void srv_handle_del(struct srv_session *s, uint64_t id)
+{
+    struct srv_handle *h = srv_handle_get(s, id, 0);
+    size_t i, j, k;
+
+    if (h == NULL)
+        return;
+    free(h->layout);
+    i = (size_t)(h - s->handles);
+    s->handles[i].id = 0;
+    for (j = (i + 1) & (s->handle_cap - 1); s->handles[j].id != 0; j = (j + 1) & (s->handle_cap - 1)) {
+        k = slot_of(s->handles[j].id, s->handle_cap);
+        if ((j > i && (k <= i || k > j)) || (j < i && (k <= i && k > j))) {
+            s->handles[i] = s->handles[j];
+            s->handles[j].id = 0;
+            i = j;
+        }
+    }
+    s->nhandles--;
+}
+
+void srv_alloc_add(struct srv_session *s, CUdeviceptr dptr, size_t size)
+{
+    if (s->nallocs == s->alloc_cap) {
+        size_t cap = s->alloc_cap ? s->alloc_cap * 2 : 64;
+        struct srv_alloc *a = realloc(s->allocs, cap * sizeof(*a));
+        if (a == NULL)
+            return; /* the context's destruction still frees it */
+        s->allocs = a;
+        s->alloc_cap = cap;
+    }
+    s->allocs[s->nallocs++] = (struct srv_alloc){dptr, size};
+}
+
+void srv_alloc_del(struct srv_session *s, CUdeviceptr dptr)
+{
+    for (size_t i = 0; i < s->nallocs; i++) {
+        if (s->allocs[i].dptr == dptr) {
+            s->allocs[i] = s->allocs[--s->nallocs];
+            return;
+        }
+    }
+}
+
+static CUresult primary_bind(struct srv_session *s, uint64_t ctx_id, CUcontext *ctx_p)
+{
+    uint64_t dev = (ctx_id >> 4) - 1;
+    CUresult res;
+
+    if (dev >= (uint64_t)s->ndevices)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    if (s->primary[dev] == NULL) {
+        res = s->drv.cuDevicePrimaryCtxRetain(&s->primary[dev], s->devices[dev]);
+        if (res != CUDA_SUCCESS)
+            return res;
+    }
+    *ctx_p = s->primary[dev];
+    return CUDA_SUCCESS;
+}
+
+CUresult srv_use_ctx(struct srv_session *s, uint64_t ctx_id)
+{
+    struct srv_handle *h;
+    CUcontext ctx;
+    CUresult res;
+
+    if (ctx_id == 0 || ctx_id == s->current_ctx)
+        return CUDA_SUCCESS;
+    if (ctx_id < ((uint64_t)PROTO_ID_FIRST_COUNTER << 4)) {
+        res = primary_bind(s, ctx_id, &ctx);
+        if (res != CUDA_SUCCESS)
+            return res;
+    } else if ((h = srv_handle_get(s, ctx_id, PROTO_H_CTX)) != NULL) {
+        ctx = h->real;
+    } else {
+        return CUDA_ERROR_INVALID_CONTEXT;
+    }
+    res = s->drv.cuCtxSetCurrent(ctx);
+    if (res == CUDA_SUCCESS)
+        s->current_ctx = ctx_id;
+    return res;
+}
+
+bool srv_stream(struct srv_session *s, uint64_t id, CUstream *stream_p)
+{
+    struct srv_handle *h;
+
+    switch (id) {
+    case PROTO_STREAM_NULL: *stream_p = NULL; return true;
+    case PROTO_STREAM_LEGACY: *stream_p = CU_STREAM_LEGACY; return true;
+    case PROTO_STREAM_PER_THREAD: *stream_p = CU_STREAM_PER_THREAD; return true;
+    }
+    if ((h = srv_handle_get(s, id, PROTO_H_STREAM)) == NULL)
+        return false;
+    *stream_p = h->real;
+    return true;
+}
+
+/* Destroy every object of one type (streams and events before modules, contexts last). */
+static void teardown_type(struct srv_session *s, unsigned type)
+{
+    for (size_t i = 0; i < s->handle_cap; i++) {
+        struct srv_handle *h = &s->handles[i];
+        if (h->id == 0 || PROTO_ID_TYPE(h->id) != type)
+            continue;
+        switch (type) {
+        case PROTO_H_STREAM: s->drv.cuStreamDestroy(h->real); break;
+        case PROTO_H_EVENT: s->drv.cuEventDestroy(h->real); break;
+        case PROTO_H_MODULE: s->drv.cuModuleUnload(h->real); break;
+        case PROTO_H_LIBRARY: s->drv.cuLibraryUnload(h->real); break;
+        case PROTO_H_CTX: s->drv.cuCtxDestroy(h->real); break;
+        }
+    }
+}
+
+void srv_session_teardown(struct srv_session *s)
+{
+    size_t bytes = 0, n = s->nallocs;
+    static const unsigned order[] = {PROTO_H_STREAM, PROTO_H_EVENT, PROTO_H_MODULE,
+                                     PROTO_H_LIBRARY, PROTO_H_CTX};
+
+    for (int i = 0; i < 2; i++)
+        if (s->staging[i] != NULL)
+            s->drv.cuMemFreeHost(s->staging[i]);
+    for (size_t i = 0; i < s->nallocs; i++) {
+        bytes += s->allocs[i].size;
+        s->drv.cuMemFree(s->allocs[i].dptr);
+    }
+    s->nallocs = 0;
+    for (size_t t = 0; t < sizeof(order) / sizeof(order[0]); t++)
+        teardown_type(s, order[t]);
+    for (int d = 0; d < s->ndevices; d++)
+        if (s->primary[d] != NULL)
+            s->drv.cuDevicePrimaryCtxRelease(s->devices[d]);
+    rg_info("session %llu: freed %zu allocation(s), %.1f MiB, and %zu handle(s)",
+            (unsigned long long)s->id, n, bytes / 1048576.0, s->nhandles);
+}

@@ -1,0 +1,87 @@
+/* One client session inside a worker process: the driver, the connection, and every object
+ * the client created, by the id the client minted (proto/ops.h). */
+#ifndef RGPU_SERVER_SESSION_H
+#define RGPU_SERVER_SESSION_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "proto/frame.h"
+#include "proto/ops.h"
+#include "server/driver.h"
+
+struct srv_handle {
+    uint64_t id;    /* 0 = free slot */
+    void *real;     /* CUcontext, CUmodule, CUstream, ... */
+    uint32_t nparams; /* functions/kernels: cached parameter layout (0xffffffff = unknown) */
+    uint32_t *layout; /* off0, size0, off1, size1, ... */
+};
+
+struct srv_alloc {
+    CUdeviceptr dptr;
+    size_t size;
+};
+
+#define SRV_MAX_DEVICES 16
+
+struct srv_session {
+    struct srv_driver drv;
+    struct transport_conn *conn;
+    uint64_t id;
+    char peer[128];
+    int ndevices;
+    CUdevice devices[SRV_MAX_DEVICES]; /* client ordinal -> driver ordinal */
+    CUcontext primary[SRV_MAX_DEVICES];
+    uint64_t current_ctx;
+    struct srv_handle *handles;
+    size_t handle_cap, nhandles;
+    struct srv_alloc *allocs;
+    size_t nallocs, alloc_cap;
+    void *staging[2]; /* pinned chunks for bulk copies */
+    size_t staging_len;
+    uint8_t *msg_buf;
+};
+
+/* The call being executed and its reply. */
+struct srv_call {
+    const Rgpu__Call *msg;
+    const struct proto_frame_hdr *hdr;
+    bool noreply;
+    uint64_t out[8];
+    size_t nout;
+    uint64_t *out_ext; /* when more than 8 outputs (parameter layouts); freed by the worker */
+    const void *rdata; /* inline reply data */
+    size_t rdata_len;
+    bool replied;      /* the handler sent the reply itself (streamed DtoH) */
+    bool bulk_taken;   /* the handler consumed the frame's bulk */
+    char why[160];     /* reason for a protocol-level refusal (ends the session) */
+};
+
+/* Handle table. */
+struct srv_handle *srv_handle_get(struct srv_session *s, uint64_t id, unsigned type);
+rg_status_t srv_handle_put(struct srv_session *s, uint64_t id, void *real);
+void srv_handle_del(struct srv_session *s, uint64_t id);
+
+/* Allocation table. */
+void srv_alloc_add(struct srv_session *s, CUdeviceptr dptr, size_t size);
+void srv_alloc_del(struct srv_session *s, CUdeviceptr dptr);
+
+/* Make the call's context current (binding primary contexts lazily). */
+CUresult srv_use_ctx(struct srv_session *s, uint64_t ctx_id);
+/* The driver stream for a wire stream id; false if unknown. */
+bool srv_stream(struct srv_session *s, uint64_t id, CUstream *stream_p);
+
+/* Handlers: return the CUresult of the call; RG-level protocol errors set call->why and return
+ * CUDA_ERROR_INVALID_VALUE with *fatal set by the dispatcher. */
+typedef CUresult (*srv_handler_fn)(struct srv_session *s, struct srv_call *call);
+/* The handler of op, NULL if unknown. */
+srv_handler_fn srv_handler(unsigned op);
+/* Minimum number of args per op. */
+extern const uint8_t srv_min_args[PROTO_OP_COUNT];
+
+/* Bulk input of a call: inline data or frame bulk received into dst (at most cap). */
+rg_status_t srv_recv_input(struct srv_session *s, struct srv_call *call, void *dst, size_t len);
+/* Free everything the session holds. */
+void srv_session_teardown(struct srv_session *s);
+
+#endif

@@ -1,0 +1,170 @@
+/* The supervisor: a libevent loop that accepts clients and forks/execs one worker process per
+ * session, reaps workers and logs how each session ended. It never touches CUDA itself. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <event2/event.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "server/server.h"
+#include "transport/transport.h"
+
+#define MAX_WORKERS 1024
+
+struct worker {
+    pid_t pid;
+    uint64_t session;
+    char peer[64];
+};
+
+static struct {
+    const struct srv_config *cfg;
+    const char *self_exe;
+    struct event_base *base;
+    struct transport_listener *listener;
+    struct worker workers[MAX_WORKERS];
+    uint64_t next_session;
+} sup;
+
+static void peer_name(int fd, char *buf, size_t len)
+{
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof(ss);
+    char host[INET6_ADDRSTRLEN] = "?";
+    int port = 0;
+
+    if (getpeername(fd, (struct sockaddr *)&ss, &sl) == 0) {
+        if (ss.ss_family == AF_INET) {
+            struct sockaddr_in *sin = (struct sockaddr_in *)&ss;
+            inet_ntop(AF_INET, &sin->sin_addr, host, sizeof(host));
+            port = ntohs(sin->sin_port);
+        } else if (ss.ss_family == AF_INET6) {
+            struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)&ss;
+            inet_ntop(AF_INET6, &sin6->sin6_addr, host, sizeof(host));
+            port = ntohs(sin6->sin6_port);
+        }
+    }
+    snprintf(buf, len, "%s:%d", host, port);
+}
+
+/* In the child: exec ourselves as a worker on the inherited socket. */
+static void exec_worker(int fd, uint64_t session, const char *peer)
+{
+    const struct srv_config *c = sup.cfg;
+    char fdbuf[16], sid[24];
+    int wfd = dup(fd); /* dup clears close-on-exec */
+    char *argv[] = {(char *)sup.self_exe, "--worker-fd", fdbuf, "--session", sid, "--peer",
+                    (char *)peer, "--driver", (char *)c->driver, "--devices", (char *)c->devices,
+                    "--log-level", (char *)c->log_level, "--name", (char *)c->name, NULL};
+
+    snprintf(fdbuf, sizeof(fdbuf), "%d", wfd);
+    snprintf(sid, sizeof(sid), "%llu", (unsigned long long)session);
+    execv(sup.self_exe, argv);
+    rg_error("cannot exec the worker %s: %m", sup.self_exe);
+    _exit(127);
+}
+
+static void on_accept(evutil_socket_t lfd, short what, void *arg)
+{
+    struct transport_conn *conn;
+    struct worker *w = NULL;
+    char peer[64];
+    pid_t pid;
+
+    if (sup.listener->ops->accept(sup.listener, &conn) != RG_OK)
+        return;
+    peer_name(transport_fd(conn), peer, sizeof(peer));
+    for (int i = 0; i < MAX_WORKERS && w == NULL; i++)
+        if (sup.workers[i].pid == 0)
+            w = &sup.workers[i];
+    if (w == NULL) {
+        rg_warn("refusing %s: %d sessions already running", peer, MAX_WORKERS);
+        transport_close(conn);
+        return;
+    }
+    w->session = ++sup.next_session;
+    pid = fork();
+    if (pid == 0)
+        exec_worker(transport_fd(conn), w->session, peer);
+    if (pid < 0)
+        rg_error("fork for %s failed: %m", peer);
+    else {
+        w->pid = pid;
+        snprintf(w->peer, sizeof(w->peer), "%s", peer);
+        rg_info("session %llu from %s: worker pid %d", (unsigned long long)w->session, peer,
+                (int)pid);
+    }
+    transport_close(conn);
+}
+
+static void reap(evutil_socket_t sig, short what, void *arg)
+{
+    int status;
+    pid_t pid;
+
+    while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+        for (int i = 0; i < MAX_WORKERS; i++) {
+            struct worker *w = &sup.workers[i];
+            if (w->pid != pid)
+                continue;
+            if (WIFEXITED(status))
+                rg_info("session %llu (peer %s) ended: worker exited with status %d%s",
+                        (unsigned long long)w->session, w->peer, WEXITSTATUS(status),
+                        WEXITSTATUS(status) == 2 ? " (malformed message)" : "");
+            else
+                rg_warn("session %llu (peer %s) ended: worker killed by signal %d",
+                        (unsigned long long)w->session, w->peer, WTERMSIG(status));
+            w->pid = 0;
+        }
+    }
+}
+
+static void on_stop(evutil_socket_t sig, short what, void *arg)
+{
+    rg_info("signal %d: stopping; ending every session", (int)sig);
+    for (int i = 0; i < MAX_WORKERS; i++)
+        if (sup.workers[i].pid > 0)
+            kill(sup.workers[i].pid, SIGTERM);
+    event_base_loopexit(sup.base, NULL);
+}
+
+int srv_supervisor_run(const struct srv_config *cfg, const char *self_exe)
+{
+    char addr[192], bound[192];
+    struct event *ev_accept, *ev_chld, *ev_int, *ev_term;
+
+    sup.cfg = cfg;
+    sup.self_exe = self_exe;
+    snprintf(addr, sizeof(addr), "%s:%d", cfg->listen, cfg->port);
+    if (transport_tcp_ops.listen(addr, &sup.listener) != RG_OK) {
+        rg_error("cannot listen on %s", addr);
+        return 1;
+    }
+    transport_tcp_ops.listener_addr(sup.listener, bound, sizeof(bound));
+    signal(SIGPIPE, SIG_IGN);
+    sup.base = event_base_new();
+    ev_accept = event_new(sup.base, transport_tcp_ops.listener_fd(sup.listener),
+                          EV_READ | EV_PERSIST, on_accept, NULL);
+    ev_chld = evsignal_new(sup.base, SIGCHLD, reap, NULL);
+    ev_int = evsignal_new(sup.base, SIGINT, on_stop, NULL);
+    ev_term = evsignal_new(sup.base, SIGTERM, on_stop, NULL);
+    event_add(ev_accept, NULL);
+    event_add(ev_chld, NULL);
+    event_add(ev_int, NULL);
+    event_add(ev_term, NULL);
+    rg_info("listening on %s", bound);
+    event_base_dispatch(sup.base);
+    event_free(ev_accept);
+    event_free(ev_chld);
+    event_free(ev_int);
+    event_free(ev_term);
+    event_base_free(sup.base);
+    transport_tcp_ops.listener_close(sup.listener);
+    return 0;
+}

@@ -1,0 +1,256 @@
+/* A session worker: one process per client, owning that client's CUDA context(s). It answers
+ * the handshake with a snapshot of the devices, then executes calls in order until the client
+ * leaves, and frees everything the session held. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "server/server.h"
+#include "server/session.h"
+
+#define EXIT_MALFORMED 2
+
+static int parse_devices(struct srv_session *s, const char *list)
+{
+    int count = 0;
+    char buf[128], *tok, *save = NULL;
+
+    if (s->drv.cuDeviceGetCount(&count) != CUDA_SUCCESS)
+        return -1;
+    s->ndevices = 0;
+    if (list == NULL || list[0] == '\0') {
+        for (int i = 0; i < count && i < SRV_MAX_DEVICES; i++)
+            s->drv.cuDeviceGet(&s->devices[s->ndevices++], i);
+        return 0;
+    }
+    snprintf(buf, sizeof(buf), "%s", list);
+    for (tok = strtok_r(buf, ", ", &save); tok; tok = strtok_r(NULL, ", ", &save)) {
+        int ord = atoi(tok);
+        if (ord < 0 || ord >= count || s->ndevices == SRV_MAX_DEVICES)
+            return -1;
+        s->drv.cuDeviceGet(&s->devices[s->ndevices++], ord);
+    }
+    return 0;
+}
+
+static Rgpu__DeviceInfo *device_info(struct srv_session *s, int i, int32_t *attrs, char *name,
+                                     char *pci, uint8_t *uuid)
+{
+    static Rgpu__DeviceInfo info;
+    CUuuid u;
+    size_t total = 0;
+
+    rgpu__device_info__init(&info);
+    s->drv.cuDeviceGetName(name, 256, s->devices[i]);
+    s->drv.cuDeviceTotalMem(&total, s->devices[i]);
+    s->drv.cuDeviceGetPCIBusId(pci, 32, s->devices[i]);
+    if (s->drv.cuDeviceGetUuid(&u, s->devices[i]) == CUDA_SUCCESS)
+        memcpy(uuid, u.bytes, 16);
+    for (int a = 1; a < CU_DEVICE_ATTRIBUTE_MAX; a++)
+        if (s->drv.cuDeviceGetAttribute(&attrs[a], a, s->devices[i]) != CUDA_SUCCESS)
+            attrs[a] = 0;
+    info.name = name;
+    info.uuid = (ProtobufCBinaryData){16, uuid};
+    info.total_mem = total;
+    info.n_attrs = CU_DEVICE_ATTRIBUTE_MAX;
+    info.attrs = attrs;
+    info.pci_bus_id = pci;
+    info.ordinal = s->devices[i];
+    return &info;
+}
+
+static rg_status_t send_welcome(struct srv_session *s, const struct srv_config *cfg)
+{
+    Rgpu__Welcome w = RGPU__WELCOME__INIT;
+    Rgpu__DeviceInfo infos[SRV_MAX_DEVICES], *ptrs[SRV_MAX_DEVICES];
+    static int32_t attrs[SRV_MAX_DEVICES][CU_DEVICE_ATTRIBUTE_MAX];
+    static char names[SRV_MAX_DEVICES][256], pcis[SRV_MAX_DEVICES][32];
+    static uint8_t uuids[SRV_MAX_DEVICES][16];
+    int version = 0;
+
+    for (int i = 0; i < s->ndevices; i++) {
+        infos[i] = *device_info(s, i, attrs[i], names[i], pcis[i], uuids[i]);
+        ptrs[i] = &infos[i];
+    }
+    s->drv.cuDriverGetVersion(&version);
+    w.proto_version = PROTO_VERSION;
+    w.session_id = s->id;
+    w.driver_version = version;
+    w.n_devices = (size_t)s->ndevices;
+    w.devices = ptrs;
+    w.server_name = (char *)cfg->name;
+    return proto_send(s->conn, PROTO_WELCOME, &w.base, NULL, 0);
+}
+
+static void refuse(struct srv_session *s, CUresult status, const char *reason)
+{
+    Rgpu__Welcome w = RGPU__WELCOME__INIT;
+
+    w.proto_version = PROTO_VERSION;
+    w.status = status;
+    w.reason = (char *)reason;
+    rg_warn("session %llu (%s): refused: %s", (unsigned long long)s->id, s->peer, reason);
+    proto_send(s->conn, PROTO_WELCOME, &w.base, NULL, 0);
+}
+
+/* Hello -> Welcome. Returns -1 to go on serving, or the worker's exit status. */
+static int handshake(struct srv_session *s, const struct srv_config *cfg)
+{
+    struct proto_frame_hdr hdr;
+    Rgpu__Hello *hello;
+    char reason[160];
+    CUresult res;
+
+    if (proto_recv(s->conn, &hdr, s->msg_buf, PROTO_MSG_MAX) != RG_OK || hdr.type != PROTO_HELLO ||
+        hdr.bulk_len != 0 || (hello = rgpu__hello__unpack(NULL, hdr.msg_len, s->msg_buf)) == NULL) {
+        rg_error("session %llu: malformed message from %s: expected a hello frame",
+                 (unsigned long long)s->id, s->peer);
+        return EXIT_MALFORMED;
+    }
+    rg_info("session %llu: client %s pid %u on %s (%s), tenant '%s'", (unsigned long long)s->id,
+            hello->client_name, hello->client_pid, hello->client_host, s->peer, hello->tenant);
+    if (hello->proto_version != PROTO_VERSION) {
+        snprintf(reason, sizeof(reason),
+                 "protocol version mismatch: client speaks %u, server speaks %u",
+                 hello->proto_version, PROTO_VERSION);
+        rgpu__hello__free_unpacked(hello, NULL);
+        refuse(s, CUDA_ERROR_NOT_SUPPORTED, reason);
+        return 0;
+    }
+    rgpu__hello__free_unpacked(hello, NULL);
+    if (srv_driver_open(cfg->driver[0] ? cfg->driver : NULL, &s->drv) != RG_OK ||
+        (res = s->drv.cuInit(0)) != CUDA_SUCCESS || parse_devices(s, cfg->devices) != 0) {
+        refuse(s, CUDA_ERROR_NO_DEVICE, "the server cannot open its GPUs");
+        return 1;
+    }
+    return send_welcome(s, cfg) == RG_OK ? -1 : 1;
+}
+
+rg_status_t srv_recv_input(struct srv_session *s, struct srv_call *call, void *dst, size_t len)
+{
+    if (call->hdr->bulk_len > 0) {
+        if (call->hdr->bulk_len != len)
+            return RG_ERR_INVALID;
+        call->bulk_taken = true;
+        return transport_recv(s->conn, dst, len);
+    }
+    if (call->msg->data.len != len)
+        return RG_ERR_INVALID;
+    memcpy(dst, call->msg->data.data, len);
+    return RG_OK;
+}
+
+static rg_status_t send_result(struct srv_session *s, struct srv_call *call, CUresult res)
+{
+    const Rgpu__Call *m = call->msg;
+
+    if (call->noreply) {
+        Rgpu__AsyncError e = RGPU__ASYNC_ERROR__INIT;
+        const char *name = "?";
+        char text[160];
+        if (res == CUDA_SUCCESS)
+            return RG_OK;
+        s->drv.cuGetErrorName(res, &name);
+        snprintf(text, sizeof(text), "%s: %s", proto_op_name(m->op), name);
+        e.id = m->id;
+        e.op = m->op;
+        e.result = res;
+        e.message = text;
+        return proto_send(s->conn, PROTO_ASYNC_ERROR, &e.base, NULL, 0);
+    }
+    Rgpu__Reply r = RGPU__REPLY__INIT;
+    r.id = m->id;
+    r.result = res;
+    r.n_out = call->nout;
+    r.out = call->out_ext != NULL ? call->out_ext : call->out;
+    r.data = (ProtobufCBinaryData){call->rdata_len, (uint8_t *)call->rdata};
+    return proto_send(s->conn, PROTO_REPLY, &r.base, NULL, 0);
+}
+
+/* Execute one call. Returns false when the session must end (set *why for a bad message). */
+static bool execute(struct srv_session *s, const struct proto_frame_hdr *hdr, const char **why)
+{
+    Rgpu__Call *m = rgpu__call__unpack(NULL, hdr->msg_len, s->msg_buf);
+    struct srv_call call = {.msg = m, .hdr = hdr, .noreply = hdr->flags & PROTO_FLAG_NOREPLY};
+    srv_handler_fn fn;
+    CUresult res;
+    bool ok = true;
+
+    if (m == NULL) {
+        *why = "a call that does not decode";
+        return false;
+    }
+    fn = srv_handler(m->op);
+    if (fn != NULL && m->n_args < srv_min_args[m->op]) {
+        *why = "a call with too few arguments";
+        rgpu__call__free_unpacked(m, NULL);
+        return false;
+    }
+    res = fn == NULL ? CUDA_ERROR_NOT_SUPPORTED : srv_use_ctx(s, m->ctx);
+    if (fn != NULL && res == CUDA_SUCCESS)
+        res = fn(s, &call);
+    if (hdr->bulk_len > 0 && !call.bulk_taken && proto_discard(s->conn, hdr->bulk_len) != RG_OK)
+        ok = false;
+    if (ok && !call.replied && send_result(s, &call, res) != RG_OK)
+        ok = false;
+    free(call.out_ext);
+    rgpu__call__free_unpacked(m, NULL);
+    return ok;
+}
+
+static int serve(struct srv_session *s)
+{
+    struct proto_frame_hdr hdr;
+    const char *why = NULL;
+    rg_status_t st;
+
+    for (;;) {
+        st = proto_recv(s->conn, &hdr, s->msg_buf, PROTO_MSG_MAX);
+        if (st == RG_ERR_CLOSED || (st == RG_OK && hdr.type == PROTO_BYE)) {
+            rg_info("session %llu (%s): client disconnected", (unsigned long long)s->id,
+                    s->peer);
+            return 0;
+        }
+        if (st == RG_ERR_PROTO)
+            why = "a frame with a bad header or an oversized message";
+        else if (st != RG_OK)
+            why = NULL;
+        else if (hdr.type != PROTO_CALL)
+            why = "an unexpected frame type";
+        else if (execute(s, &hdr, &why))
+            continue;
+        if (why != NULL) {
+            rg_error("session %llu: malformed message from %s: %s; ending the session",
+                     (unsigned long long)s->id, s->peer, why);
+            return EXIT_MALFORMED;
+        }
+        rg_warn("session %llu (%s): connection lost: %s", (unsigned long long)s->id, s->peer,
+                rg_status_str(st));
+        return 0;
+    }
+}
+
+int srv_worker_run(const struct srv_config *cfg, int fd, uint64_t session_id, const char *peer)
+{
+    struct srv_session s = {.id = session_id};
+    char prefix[64];
+    int rc;
+
+    snprintf(prefix, sizeof(prefix), "gpu-server[%d] session %llu", (int)getpid(),
+             (unsigned long long)session_id);
+    rg_log_set_prefix(prefix);
+    snprintf(s.peer, sizeof(s.peer), "%s", peer);
+    if ((s.msg_buf = malloc(PROTO_MSG_MAX)) == NULL ||
+        transport_tcp_adopt_fd(fd, &s.conn) != RG_OK)
+        return 1;
+    rc = handshake(&s, cfg);
+    if (rc < 0) {
+        rc = serve(&s);
+        srv_session_teardown(&s);
+    }
+    transport_close(s.conn);
+    free(s.msg_buf);
+    return rc;
+}
