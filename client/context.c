@@ -189,7 +189,6 @@ static CUresult ctx_create(CUcontext *pctx, unsigned int flags, CUdevice dev)
     call.args[0] = ctx->h.id;
     call.args[1] = flags;
     call.args[2] = (uint64_t)dev;
-    call.ctx = ctx->h.id;
     res = cli_call_sync(&call);
     if (res != CUDA_SUCCESS) {
         free(ctx);

@@ -164,6 +164,8 @@ static CUresult session_open(void)
     rg_status_t status;
     CUresult res;
 
+    /* A library stays quiet unless asked: warnings and errors only by default. */
+    rg_log_set_level(RG_LOG_WARN);
     rg_log_set_level_str(getenv("RGPU_LOG_LEVEL"));
     conf_load(&conf);
     snprintf(sess.server, sizeof(sess.server), "%s", conf.server);

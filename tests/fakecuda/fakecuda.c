@@ -1,0 +1,439 @@
+/* A fake CUDA driver for tests without a GPU: device memory is host memory, kernels are the C
+ * functions of kernels.c, streams run everything at once, events read CLOCK_MONOTONIC. It
+ * exports every entry point gpu-server resolves (server/driver.h). FAKECUDA_MEM_MB sets the
+ * device size (default 4096); FAKECUDA_TRACE=1 logs calls. */
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "fakecuda.h"
+
+#define MAX_ALLOCS 65536
+#define FK_MAGIC 0x46414b45u
+
+struct fk_obj { uint32_t magic; int kind; double t; unsigned flags; bool recorded; };
+enum { K_CTX = 1, K_MODULE, K_STREAM, K_EVENT };
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static struct { void *p; size_t n; } allocs[MAX_ALLOCS];
+static size_t nallocs, used;
+static bool initialized;
+static CUresult sticky = CUDA_SUCCESS;
+static struct fk_obj primary = {.magic = FK_MAGIC, .kind = K_CTX};
+static int primary_refs;
+static __thread CUcontext current;
+static int dev_counter_storage[64];
+
+#define TRACE(...) do { if (getenv("FAKECUDA_TRACE")) fprintf(stderr, "fakecuda: " __VA_ARGS__); } while (0)
+#define NEED_INIT() do { if (!initialized) return CUDA_ERROR_NOT_INITIALIZED; } while (0)
+#define NEED_CTX() do { NEED_INIT(); if (sticky) return sticky; if (!current) return CUDA_ERROR_INVALID_CONTEXT; } while (0)
+
+static size_t total_mem(void)
+{
+    const char *e = getenv("FAKECUDA_MEM_MB");
+    return (size_t)(e ? strtoull(e, NULL, 10) : 4096) << 20;
+}
+
+static struct fk_obj *obj_new(int kind)
+{
+    struct fk_obj *o = calloc(1, sizeof(*o));
+    if (o) { o->magic = FK_MAGIC; o->kind = kind; }
+    return o;
+}
+
+static struct fk_obj *obj_check(const void *h, int kind)
+{
+    const struct fk_obj *o = h;
+    return o && o->magic == FK_MAGIC && o->kind == kind ? (struct fk_obj *)o : NULL;
+}
+
+bool fk_valid(const void *p, size_t len)
+{
+    uintptr_t a = (uintptr_t)p;
+    bool ok = a >= (uintptr_t)dev_counter_storage &&
+              a + len <= (uintptr_t)dev_counter_storage + sizeof(dev_counter_storage);
+
+    pthread_mutex_lock(&lock);
+    for (size_t i = 0; i < nallocs && !ok; i++)
+        ok = a >= (uintptr_t)allocs[i].p && a + len <= (uintptr_t)allocs[i].p + allocs[i].n &&
+             a + len >= a;
+    pthread_mutex_unlock(&lock);
+    return ok;
+}
+
+/* ---- init, errors, devices ---- */
+
+CUresult cuInit(unsigned int flags) { initialized = true; return CUDA_SUCCESS; }
+CUresult cuDriverGetVersion(int *v) { if (!v) return CUDA_ERROR_INVALID_VALUE; *v = 13000; return CUDA_SUCCESS; }
+
+static const struct { CUresult r; const char *name, *text; } errors[] = {
+    {CUDA_SUCCESS, "CUDA_SUCCESS", "no error"},
+    {CUDA_ERROR_INVALID_VALUE, "CUDA_ERROR_INVALID_VALUE", "invalid argument"},
+    {CUDA_ERROR_OUT_OF_MEMORY, "CUDA_ERROR_OUT_OF_MEMORY", "out of memory"},
+    {CUDA_ERROR_NOT_INITIALIZED, "CUDA_ERROR_NOT_INITIALIZED", "initialization error"},
+    {CUDA_ERROR_INVALID_CONTEXT, "CUDA_ERROR_INVALID_CONTEXT", "invalid device context"},
+    {CUDA_ERROR_INVALID_IMAGE, "CUDA_ERROR_INVALID_IMAGE", "device kernel image is invalid"},
+    {CUDA_ERROR_INVALID_HANDLE, "CUDA_ERROR_INVALID_HANDLE", "invalid resource handle"},
+    {CUDA_ERROR_NOT_FOUND, "CUDA_ERROR_NOT_FOUND", "named symbol not found"},
+    {CUDA_ERROR_NOT_READY, "CUDA_ERROR_NOT_READY", "device not ready"},
+    {CUDA_ERROR_ILLEGAL_ADDRESS, "CUDA_ERROR_ILLEGAL_ADDRESS", "an illegal memory access was encountered"},
+    {CUDA_ERROR_INVALID_DEVICE, "CUDA_ERROR_INVALID_DEVICE", "invalid device ordinal"},
+    {CUDA_ERROR_NOT_SUPPORTED, "CUDA_ERROR_NOT_SUPPORTED", "operation not supported"},
+};
+
+static CUresult error_lookup(CUresult r, const char **s, bool name)
+{
+    for (size_t i = 0; i < sizeof(errors) / sizeof(errors[0]); i++)
+        if (errors[i].r == r) { *s = name ? errors[i].name : errors[i].text; return CUDA_SUCCESS; }
+    *s = NULL;
+    return CUDA_ERROR_INVALID_VALUE;
+}
+CUresult cuGetErrorName(CUresult r, const char **s) { return s ? error_lookup(r, s, true) : CUDA_ERROR_INVALID_VALUE; }
+CUresult cuGetErrorString(CUresult r, const char **s) { return s ? error_lookup(r, s, false) : CUDA_ERROR_INVALID_VALUE; }
+
+CUresult cuDeviceGetCount(int *n) { NEED_INIT(); if (!n) return CUDA_ERROR_INVALID_VALUE; *n = 1; return CUDA_SUCCESS; }
+CUresult cuDeviceGet(CUdevice *d, int ord) { NEED_INIT(); if (!d) return CUDA_ERROR_INVALID_VALUE; if (ord != 0) return CUDA_ERROR_INVALID_DEVICE; *d = 0; return CUDA_SUCCESS; }
+#define NEED_DEV(d) do { NEED_INIT(); if ((d) != 0) return CUDA_ERROR_INVALID_DEVICE; } while (0)
+CUresult cuDeviceGetName(char *name, int len, CUdevice d) { NEED_DEV(d); if (!name || len <= 0) return CUDA_ERROR_INVALID_VALUE; snprintf(name, (size_t)len, "rgpu fake device"); return CUDA_SUCCESS; }
+CUresult cuDeviceGetUuid(CUuuid *u, CUdevice d) { NEED_DEV(d); if (!u) return CUDA_ERROR_INVALID_VALUE; memcpy(u->bytes, "rgpu-fake-uuid-0", 16); return CUDA_SUCCESS; }
+CUresult cuDeviceTotalMem(size_t *b, CUdevice d) { NEED_DEV(d); if (!b) return CUDA_ERROR_INVALID_VALUE; *b = total_mem(); return CUDA_SUCCESS; }
+CUresult cuDeviceGetPCIBusId(char *s, int len, CUdevice d) { NEED_DEV(d); if (!s || len <= 0) return CUDA_ERROR_INVALID_VALUE; snprintf(s, (size_t)len, "0000:01:00.0"); return CUDA_SUCCESS; }
+
+static int attribute(CUdevice_attribute a)
+{
+    switch (a) {
+    case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK: return 1024;
+    case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X: case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y: return 1024;
+    case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z: return 64;
+    case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X: return 2147483647;
+    case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y: case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z: return 65535;
+    case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK: return 49152;
+    case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN: return 232448;
+    case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR: return 233472;
+    case CU_DEVICE_ATTRIBUTE_TOTAL_CONSTANT_MEMORY: return 65536;
+    case CU_DEVICE_ATTRIBUTE_WARP_SIZE: return 32;
+    case CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK: case CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR: return 65536;
+    case CU_DEVICE_ATTRIBUTE_CLOCK_RATE: return 1980000;
+    case CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE: return 2619000;
+    case CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH: return 5120;
+    case CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE: return 52428800;
+    case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: return 132;
+    case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR: return 2048;
+    case CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR: return 32;
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: return 9;
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: return 0;
+    case CU_DEVICE_ATTRIBUTE_PCI_BUS_ID: return 1;
+    case CU_DEVICE_ATTRIBUTE_ASYNC_ENGINE_COUNT: return 2;
+    case CU_DEVICE_ATTRIBUTE_TEXTURE_ALIGNMENT: return 512;
+    case CU_DEVICE_ATTRIBUTE_GPU_OVERLAP: case CU_DEVICE_ATTRIBUTE_CONCURRENT_KERNELS:
+    case CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING: case CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY:
+    case CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY: case CU_DEVICE_ATTRIBUTE_STREAM_PRIORITIES_SUPPORTED:
+    case CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH: case CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED:
+    case CU_DEVICE_ATTRIBUTE_GLOBAL_L1_CACHE_SUPPORTED: case CU_DEVICE_ATTRIBUTE_LOCAL_L1_CACHE_SUPPORTED:
+    case CU_DEVICE_ATTRIBUTE_ECC_ENABLED: case CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH:
+        return 1;
+    default: return 0;
+    }
+}
+
+CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute a, CUdevice d)
+{
+    NEED_DEV(d);
+    if (!pi || (int)a <= 0 || a >= CU_DEVICE_ATTRIBUTE_MAX) return CUDA_ERROR_INVALID_VALUE;
+    *pi = attribute(a);
+    return CUDA_SUCCESS;
+}
+
+/* ---- contexts ---- */
+
+CUresult cuDevicePrimaryCtxRetain(CUcontext *c, CUdevice d) { NEED_DEV(d); if (!c) return CUDA_ERROR_INVALID_VALUE; primary_refs++; *c = (CUcontext)&primary; return CUDA_SUCCESS; }
+CUresult cuDevicePrimaryCtxRelease(CUdevice d) { NEED_DEV(d); if (primary_refs > 0) primary_refs--; return CUDA_SUCCESS; }
+CUresult cuDevicePrimaryCtxReset(CUdevice d) { NEED_DEV(d); sticky = CUDA_SUCCESS; return CUDA_SUCCESS; }
+CUresult cuDevicePrimaryCtxSetFlags(CUdevice d, unsigned f) { NEED_DEV(d); primary.flags = f; return CUDA_SUCCESS; }
+CUresult cuCtxCreate(CUcontext *c, CUctxCreateParams *p, unsigned f, CUdevice d)
+{
+    NEED_DEV(d);
+    if (!c) return CUDA_ERROR_INVALID_VALUE;
+    if (!(*c = (CUcontext)obj_new(K_CTX))) return CUDA_ERROR_OUT_OF_MEMORY;
+    current = *c;
+    return CUDA_SUCCESS;
+}
+CUresult cuCtxDestroy(CUcontext c) { struct fk_obj *o = obj_check(c, K_CTX); if (!o || o == &primary) return CUDA_ERROR_INVALID_CONTEXT; if (current == c) current = NULL; o->magic = 0; free(o); return CUDA_SUCCESS; }
+CUresult cuCtxSetCurrent(CUcontext c) { NEED_INIT(); if (c && !obj_check(c, K_CTX)) return CUDA_ERROR_INVALID_CONTEXT; current = c; return CUDA_SUCCESS; }
+CUresult cuCtxGetCurrent(CUcontext *c) { NEED_INIT(); if (!c) return CUDA_ERROR_INVALID_VALUE; *c = current; return CUDA_SUCCESS; }
+CUresult cuCtxSynchronize(void) { NEED_CTX(); return CUDA_SUCCESS; }
+static size_t limits[16];
+CUresult cuCtxSetLimit(CUlimit l, size_t v) { NEED_CTX(); if ((unsigned)l >= 16) return CUDA_ERROR_INVALID_VALUE; limits[l] = v; return CUDA_SUCCESS; }
+CUresult cuCtxGetLimit(size_t *v, CUlimit l) { NEED_CTX(); if (!v || (unsigned)l >= 16) return CUDA_ERROR_INVALID_VALUE; *v = limits[l]; return CUDA_SUCCESS; }
+CUresult cuCtxSetCacheConfig(CUfunc_cache c) { NEED_CTX(); return CUDA_SUCCESS; }
+
+/* ---- memory ---- */
+
+CUresult cuMemAlloc(CUdeviceptr *d, size_t n)
+{
+    void *p;
+    CUresult res = CUDA_SUCCESS;
+
+    NEED_CTX();
+    if (!d || n == 0) return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&lock);
+    if (used + n > total_mem() || nallocs == MAX_ALLOCS || posix_memalign(&p, 256, n) != 0)
+        res = CUDA_ERROR_OUT_OF_MEMORY;
+    else {
+        allocs[nallocs].p = p, allocs[nallocs++].n = n;
+        used += n;
+        *d = (CUdeviceptr)p;
+    }
+    pthread_mutex_unlock(&lock);
+    return res;
+}
+
+CUresult cuMemAllocPitch(CUdeviceptr *d, size_t *pitch, size_t w, size_t h, unsigned e)
+{
+    if (!pitch) return CUDA_ERROR_INVALID_VALUE;
+    *pitch = (w + 511) & ~(size_t)511;
+    return cuMemAlloc(d, *pitch * h);
+}
+
+CUresult cuMemFree(CUdeviceptr d)
+{
+    CUresult res = CUDA_ERROR_INVALID_VALUE;
+
+    NEED_CTX();
+    pthread_mutex_lock(&lock);
+    for (size_t i = 0; i < nallocs; i++)
+        if ((CUdeviceptr)allocs[i].p == d) {
+            free(allocs[i].p);
+            used -= allocs[i].n;
+            allocs[i] = allocs[--nallocs];
+            res = CUDA_SUCCESS;
+            break;
+        }
+    pthread_mutex_unlock(&lock);
+    return res;
+}
+
+CUresult cuMemGetInfo(size_t *f, size_t *t) { NEED_CTX(); if (!f || !t) return CUDA_ERROR_INVALID_VALUE; *t = total_mem(); *f = *t - used; return CUDA_SUCCESS; }
+CUresult cuMemHostAlloc(void **p, size_t n, unsigned f) { NEED_CTX(); if (!p) return CUDA_ERROR_INVALID_VALUE; return (*p = malloc(n)) ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY; }
+CUresult cuMemFreeHost(void *p) { free(p); return CUDA_SUCCESS; }
+
+#define DEV(d, n) do { if (!fk_valid((const void *)(uintptr_t)(d), (n))) return CUDA_ERROR_INVALID_VALUE; } while (0)
+#define STREAM_OK(s) do { if ((s) && (s) != CU_STREAM_LEGACY && (s) != CU_STREAM_PER_THREAD && !obj_check((s), K_STREAM)) return CUDA_ERROR_INVALID_HANDLE; } while (0)
+CUresult cuMemcpyHtoD(CUdeviceptr d, const void *h, size_t n) { NEED_CTX(); DEV(d, n); memcpy((void *)d, h, n); return CUDA_SUCCESS; }
+CUresult cuMemcpyDtoH(void *h, CUdeviceptr d, size_t n) { NEED_CTX(); DEV(d, n); memcpy(h, (void *)d, n); return CUDA_SUCCESS; }
+CUresult cuMemcpyDtoD(CUdeviceptr a, CUdeviceptr b, size_t n) { NEED_CTX(); DEV(a, n); DEV(b, n); memmove((void *)a, (void *)b, n); return CUDA_SUCCESS; }
+CUresult cuMemcpyHtoDAsync(CUdeviceptr d, const void *h, size_t n, CUstream s) { STREAM_OK(s); return cuMemcpyHtoD(d, h, n); }
+CUresult cuMemcpyDtoHAsync(void *h, CUdeviceptr d, size_t n, CUstream s) { STREAM_OK(s); return cuMemcpyDtoH(h, d, n); }
+CUresult cuMemcpyDtoDAsync(CUdeviceptr a, CUdeviceptr b, size_t n, CUstream s) { STREAM_OK(s); return cuMemcpyDtoD(a, b, n); }
+
+static CUresult fill(CUdeviceptr d, size_t pitch, unsigned v, unsigned es, size_t w, size_t h)
+{
+    NEED_CTX();
+    DEV(d, pitch * (h - 1) + w * es);
+    for (size_t r = 0; r < h; r++)
+        for (size_t i = 0; i < w; i++)
+            memcpy((uint8_t *)d + r * pitch + i * es, &v, es); /* little endian */
+    return CUDA_SUCCESS;
+}
+CUresult cuMemsetD8(CUdeviceptr d, unsigned char v, size_t n) { return fill(d, n, v, 1, n, 1); }
+CUresult cuMemsetD16(CUdeviceptr d, unsigned short v, size_t n) { return fill(d, n * 2, v, 2, n, 1); }
+CUresult cuMemsetD32(CUdeviceptr d, unsigned int v, size_t n) { return fill(d, n * 4, v, 4, n, 1); }
+CUresult cuMemsetD8Async(CUdeviceptr d, unsigned char v, size_t n, CUstream s) { STREAM_OK(s); return cuMemsetD8(d, v, n); }
+CUresult cuMemsetD16Async(CUdeviceptr d, unsigned short v, size_t n, CUstream s) { STREAM_OK(s); return cuMemsetD16(d, v, n); }
+CUresult cuMemsetD32Async(CUdeviceptr d, unsigned int v, size_t n, CUstream s) { STREAM_OK(s); return cuMemsetD32(d, v, n); }
+CUresult cuMemsetD2D8(CUdeviceptr d, size_t p, unsigned char v, size_t w, size_t h) { return fill(d, p, v, 1, w, h); }
+CUresult cuMemsetD2D16(CUdeviceptr d, size_t p, unsigned short v, size_t w, size_t h) { return fill(d, p, v, 2, w, h); }
+CUresult cuMemsetD2D32(CUdeviceptr d, size_t p, unsigned int v, size_t w, size_t h) { return fill(d, p, v, 4, w, h); }
+CUresult cuMemsetD2D8Async(CUdeviceptr d, size_t p, unsigned char v, size_t w, size_t h, CUstream s) { STREAM_OK(s); return fill(d, p, v, 1, w, h); }
+CUresult cuMemsetD2D16Async(CUdeviceptr d, size_t p, unsigned short v, size_t w, size_t h, CUstream s) { STREAM_OK(s); return fill(d, p, v, 2, w, h); }
+CUresult cuMemsetD2D32Async(CUdeviceptr d, size_t p, unsigned int v, size_t w, size_t h, CUstream s) { STREAM_OK(s); return fill(d, p, v, 4, w, h); }
+
+/* ---- modules, libraries, kernels ---- */
+
+static CUresult image_ok(const void *image)
+{
+    uint32_t magic;
+
+    if (!image) return CUDA_ERROR_INVALID_VALUE;
+    memcpy(&magic, image, 4);
+    if (magic == 0xBA55ED50u || magic == 0x466243B1u || memcmp(image, "\x7f" "ELF", 4) == 0 ||
+        strstr(image, ".version") != NULL)
+        return CUDA_SUCCESS;
+    return CUDA_ERROR_INVALID_IMAGE;
+}
+
+static CUresult load(void **h, const void *image)
+{
+    CUresult res = image_ok(image);
+
+    if (res != CUDA_SUCCESS) return res;
+    return (*h = obj_new(K_MODULE)) ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+}
+CUresult cuModuleLoadData(CUmodule *m, const void *image) { NEED_CTX(); return m ? load((void **)m, image) : CUDA_ERROR_INVALID_VALUE; }
+CUresult cuLibraryLoadData(CUlibrary *l, const void *code, CUjit_option *o, void **ov, unsigned n, CUlibraryOption *lo, void **lov, unsigned ln)
+{
+    NEED_INIT();
+    return l ? load((void **)l, code) : CUDA_ERROR_INVALID_VALUE;
+}
+static CUresult unload(void *h) { struct fk_obj *o = obj_check(h, K_MODULE); if (!o) return CUDA_ERROR_INVALID_HANDLE; o->magic = 0; free(o); return CUDA_SUCCESS; }
+CUresult cuModuleUnload(CUmodule m) { return unload(m); }
+CUresult cuLibraryUnload(CUlibrary l) { return unload(l); }
+CUresult cuLibraryGetModule(CUmodule *m, CUlibrary l) { if (!obj_check(l, K_MODULE)) return CUDA_ERROR_INVALID_HANDLE; *m = (CUmodule)l; return CUDA_SUCCESS; }
+
+static CUresult find(void **f, void *owner, const char *name)
+{
+    const struct fk_kernel *k;
+
+    if (!obj_check(owner, K_MODULE)) return CUDA_ERROR_INVALID_HANDLE;
+    if (!f || !name) return CUDA_ERROR_INVALID_VALUE;
+    if ((k = fk_kernel_find(name)) == NULL) {
+        TRACE("no test kernel named %s\n", name);
+        return CUDA_ERROR_NOT_FOUND;
+    }
+    *f = (void *)k;
+    return CUDA_SUCCESS;
+}
+CUresult cuModuleGetFunction(CUfunction *f, CUmodule m, const char *name) { NEED_CTX(); return find((void **)f, m, name); }
+CUresult cuLibraryGetKernel(CUkernel *k, CUlibrary l, const char *name) { NEED_INIT(); return find((void **)k, l, name); }
+CUresult cuKernelGetFunction(CUfunction *f, CUkernel k) { NEED_CTX(); if (!f || !k) return CUDA_ERROR_INVALID_VALUE; *f = (CUfunction)k; return CUDA_SUCCESS; }
+
+static CUresult global(CUdeviceptr *d, size_t *n, void *owner, const char *name)
+{
+    if (!obj_check(owner, K_MODULE)) return CUDA_ERROR_INVALID_HANDLE;
+    if (!name || strcmp(name, "dev_counter") != 0) return CUDA_ERROR_NOT_FOUND;
+    if (d) *d = (CUdeviceptr)dev_counter_storage;
+    if (n) *n = sizeof(int);
+    return CUDA_SUCCESS;
+}
+CUresult cuModuleGetGlobal(CUdeviceptr *d, size_t *n, CUmodule m, const char *name) { NEED_CTX(); return global(d, n, m, name); }
+CUresult cuLibraryGetGlobal(CUdeviceptr *d, size_t *n, CUlibrary l, const char *name) { NEED_CTX(); return global(d, n, l, name); }
+
+static CUresult func_attr(int *v, CUfunction_attribute a)
+{
+    static const int values[CU_FUNC_ATTRIBUTE_MAX] = {
+        [CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK] = 1024, [CU_FUNC_ATTRIBUTE_NUM_REGS] = 32,
+        [CU_FUNC_ATTRIBUTE_PTX_VERSION] = 90, [CU_FUNC_ATTRIBUTE_BINARY_VERSION] = 90,
+        [CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES] = 49152,
+        [CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT] = -1};
+    if (!v || (unsigned)a >= CU_FUNC_ATTRIBUTE_MAX) return CUDA_ERROR_INVALID_VALUE;
+    *v = values[a];
+    return CUDA_SUCCESS;
+}
+CUresult cuFuncGetAttribute(int *v, CUfunction_attribute a, CUfunction f) { NEED_CTX(); return f ? func_attr(v, a) : CUDA_ERROR_INVALID_HANDLE; }
+CUresult cuKernelGetAttribute(int *v, CUfunction_attribute a, CUkernel k, CUdevice d) { NEED_DEV(d); return k ? func_attr(v, a) : CUDA_ERROR_INVALID_HANDLE; }
+CUresult cuFuncSetAttribute(CUfunction f, CUfunction_attribute a, int v) { NEED_CTX(); return (unsigned)a < CU_FUNC_ATTRIBUTE_MAX ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE; }
+CUresult cuKernelSetAttribute(CUfunction_attribute a, int v, CUkernel k, CUdevice d) { NEED_DEV(d); return (unsigned)a < CU_FUNC_ATTRIBUTE_MAX ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE; }
+CUresult cuFuncSetCacheConfig(CUfunction f, CUfunc_cache c) { NEED_CTX(); return CUDA_SUCCESS; }
+CUresult cuKernelSetCacheConfig(CUkernel k, CUfunc_cache c, CUdevice d) { NEED_DEV(d); return CUDA_SUCCESS; }
+
+static CUresult param_info(const void *h, size_t i, size_t *off, size_t *size)
+{
+    const struct fk_kernel *k = h;
+    if (!k) return CUDA_ERROR_INVALID_HANDLE;
+    if (i >= k->nparams) return CUDA_ERROR_INVALID_VALUE;
+    if (off) *off = k->off[i];
+    if (size) *size = k->size[i];
+    return CUDA_SUCCESS;
+}
+CUresult cuFuncGetParamInfo(CUfunction f, size_t i, size_t *o, size_t *s) { return param_info(f, i, o, s); }
+CUresult cuKernelGetParamInfo(CUkernel k, size_t i, size_t *o, size_t *s) { return param_info(k, i, o, s); }
+
+/* ---- launches ---- */
+
+static CUresult launch(const struct fk_kernel *k, const unsigned g[3], const unsigned b[3],
+                       CUstream s, void **params, void **extra)
+{
+    void *slots[8];
+    struct fk_launch l = {{g[0], g[1], g[2]}, {b[0], b[1], b[2]}, params};
+    CUresult res;
+
+    NEED_CTX();
+    STREAM_OK(s);
+    if (!k) return CUDA_ERROR_INVALID_HANDLE;
+    if ((uint64_t)b[0] * b[1] * b[2] > 1024 || !g[0] || !g[1] || !g[2] || !b[0] || !b[1] || !b[2])
+        return CUDA_ERROR_INVALID_VALUE;
+    if (extra != NULL) {
+        uint8_t *buf = NULL;
+        for (int i = 0; extra[i] != CU_LAUNCH_PARAM_END; i += 2)
+            if (extra[i] == CU_LAUNCH_PARAM_BUFFER_POINTER) buf = extra[i + 1];
+        if (!buf) return CUDA_ERROR_INVALID_VALUE;
+        for (unsigned i = 0; i < k->nparams; i++) slots[i] = buf + k->off[i];
+        l.params = slots;
+    }
+    if (!l.params && k->nparams) return CUDA_ERROR_INVALID_VALUE;
+    TRACE("launch %s <<<%u,%u>>>\n", k->name, g[0] * g[1] * g[2], b[0] * b[1] * b[2]);
+    res = k->run(&l);
+    if (res == CUDA_ERROR_ILLEGAL_ADDRESS)
+        sticky = res; /* reported by the next call, as a real GPU does */
+    return CUDA_SUCCESS;
+}
+
+CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                        unsigned by, unsigned bz, unsigned shmem, CUstream s, void **params,
+                        void **extra)
+{
+    unsigned g[3] = {gx, gy, gz}, b[3] = {bx, by, bz};
+    return launch((const struct fk_kernel *)f, g, b, s, params, extra);
+}
+
+CUresult cuLaunchKernelEx(const CUlaunchConfig *c, CUfunction f, void **params, void **extra)
+{
+    if (!c) return CUDA_ERROR_INVALID_VALUE;
+    unsigned g[3] = {c->gridDimX, c->gridDimY, c->gridDimZ};
+    unsigned b[3] = {c->blockDimX, c->blockDimY, c->blockDimZ};
+    return launch((const struct fk_kernel *)f, g, b, c->hStream, params, extra);
+}
+
+/* ---- streams and events ---- */
+
+CUresult cuStreamCreateWithPriority(CUstream *s, unsigned f, int p) { NEED_CTX(); if (!s) return CUDA_ERROR_INVALID_VALUE; return (*s = (CUstream)obj_new(K_STREAM)) ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY; }
+CUresult cuStreamDestroy(CUstream s) { struct fk_obj *o = obj_check(s, K_STREAM); if (!o) return CUDA_ERROR_INVALID_HANDLE; o->magic = 0; free(o); return CUDA_SUCCESS; }
+CUresult cuStreamSynchronize(CUstream s) { NEED_CTX(); STREAM_OK(s); return CUDA_SUCCESS; }
+CUresult cuStreamQuery(CUstream s) { NEED_CTX(); STREAM_OK(s); return CUDA_SUCCESS; }
+CUresult cuStreamWaitEvent(CUstream s, CUevent e, unsigned f) { NEED_CTX(); STREAM_OK(s); return obj_check(e, K_EVENT) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE; }
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+CUresult cuEventCreate(CUevent *e, unsigned f) { NEED_CTX(); if (!e) return CUDA_ERROR_INVALID_VALUE; struct fk_obj *o = obj_new(K_EVENT); if (!o) return CUDA_ERROR_OUT_OF_MEMORY; o->flags = f; *e = (CUevent)o; return CUDA_SUCCESS; }
+CUresult cuEventDestroy(CUevent e) { struct fk_obj *o = obj_check(e, K_EVENT); if (!o) return CUDA_ERROR_INVALID_HANDLE; o->magic = 0; free(o); return CUDA_SUCCESS; }
+CUresult cuEventRecordWithFlags(CUevent e, CUstream s, unsigned f)
+{
+    struct fk_obj *o = obj_check(e, K_EVENT);
+    NEED_CTX();
+    STREAM_OK(s);
+    if (!o) return CUDA_ERROR_INVALID_HANDLE;
+    /* Work "runs" at once; a small spin makes consecutive events measurably apart. */
+    double t = now_ms();
+    while (now_ms() - t < 0.01)
+        ;
+    o->t = now_ms();
+    o->recorded = true;
+    return CUDA_SUCCESS;
+}
+CUresult cuEventSynchronize(CUevent e) { NEED_CTX(); return obj_check(e, K_EVENT) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE; }
+CUresult cuEventQuery(CUevent e) { NEED_CTX(); return obj_check(e, K_EVENT) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE; }
+CUresult cuEventElapsedTime(float *ms, CUevent a, CUevent b)
+{
+    struct fk_obj *x = obj_check(a, K_EVENT), *y = obj_check(b, K_EVENT);
+    NEED_CTX();
+    if (!ms) return CUDA_ERROR_INVALID_VALUE;
+    if (!x || !y || (x->flags & CU_EVENT_DISABLE_TIMING) || (y->flags & CU_EVENT_DISABLE_TIMING))
+        return CUDA_ERROR_INVALID_HANDLE;
+    if (!x->recorded || !y->recorded) return CUDA_ERROR_INVALID_HANDLE;
+    *ms = (float)(y->t - x->t);
+    return CUDA_SUCCESS;
+}
+
+/* ---- occupancy ---- */
+
+CUresult cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int *n, CUfunction f, int bs, size_t sm, unsigned fl) { NEED_CTX(); if (!n || bs <= 0) return CUDA_ERROR_INVALID_VALUE; *n = 2048 / bs > 32 ? 32 : 2048 / bs; return CUDA_SUCCESS; }
+CUresult cuOccupancyMaxActiveClusters(int *n, CUfunction f, const CUlaunchConfig *c) { NEED_CTX(); if (!n || !c) return CUDA_ERROR_INVALID_VALUE; *n = 16; return CUDA_SUCCESS; }
+CUresult cuOccupancyAvailableDynamicSMemPerBlock(size_t *s, CUfunction f, int nb, int bs) { NEED_CTX(); if (!s || nb <= 0) return CUDA_ERROR_INVALID_VALUE; *s = 233472 / (size_t)nb; return CUDA_SUCCESS; }
+CUresult cuOccupancyMaxPotentialBlockSizeWithFlags(int *g, int *b, CUfunction f, CUoccupancyB2DSize cb, size_t sm, int lim, unsigned fl) { NEED_CTX(); if (!g || !b) return CUDA_ERROR_INVALID_VALUE; *b = lim > 0 && lim < 1024 ? lim : 1024; *g = 264; return CUDA_SUCCESS; }

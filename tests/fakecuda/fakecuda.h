@@ -1,0 +1,27 @@
+/* The fake driver's internals (tests only; never installed). */
+#ifndef RGPU_FAKECUDA_H
+#define RGPU_FAKECUDA_H
+
+#include <cuda.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+/* Parameters of one launch as the C kernels see them. */
+struct fk_launch {
+    unsigned grid[3], block[3];
+    void **params;
+};
+
+struct fk_kernel {
+    const char *name;
+    unsigned nparams;
+    unsigned off[8], size[8];
+    /* Returns CUDA_SUCCESS or the error the launch causes (sticky for ILLEGAL_ADDRESS). */
+    CUresult (*run)(const struct fk_launch *l);
+};
+
+const struct fk_kernel *fk_kernel_find(const char *name);
+/* True when [p, p+len) lies inside live fake device memory. */
+bool fk_valid(const void *p, size_t len);
+
+#endif

@@ -1,0 +1,97 @@
+/* The test programs' kernels, implemented in C with the same results. */
+#include <stdint.h>
+#include <string.h>
+
+#include "fakecuda.h"
+
+#define P(l, i, type) (*(type *)(l)->params[i])
+
+static size_t threads(const struct fk_launch *l)
+{
+    return (size_t)l->grid[0] * l->grid[1] * l->grid[2] * l->block[0] * l->block[1] * l->block[2];
+}
+
+static CUresult k_vadd(const struct fk_launch *l)
+{
+    const float *a = P(l, 0, const float *), *b = P(l, 1, const float *);
+    float *c = P(l, 2, float *);
+    int n = P(l, 3, int);
+    size_t m = threads(l) < (size_t)n ? threads(l) : (size_t)n;
+
+    if (!fk_valid(a, m * 4) || !fk_valid(b, m * 4) || !fk_valid(c, m * 4))
+        return CUDA_ERROR_ILLEGAL_ADDRESS;
+    for (size_t i = 0; i < m; i++)
+        c[i] = a[i] + b[i];
+    return CUDA_SUCCESS;
+}
+
+/* Same summation order as the tiled kernel: k ascending, in float. */
+static CUresult k_matmul(const struct fk_launch *l)
+{
+    const float *A = P(l, 0, const float *), *B = P(l, 1, const float *);
+    float *C = P(l, 2, float *);
+    int n = P(l, 3, int);
+    size_t bytes = (size_t)n * n * 4;
+
+    if (!fk_valid(A, bytes) || !fk_valid(B, bytes) || !fk_valid(C, bytes))
+        return CUDA_ERROR_ILLEGAL_ADDRESS;
+    for (int r = 0; r < n; r++)
+        for (int c = 0; c < n; c++) {
+            float sum = 0;
+            for (int k = 0; k < n; k++)
+                sum += A[r * n + k] * B[k * n + c];
+            C[r * n + c] = sum;
+        }
+    return CUDA_SUCCESS;
+}
+
+static CUresult k_scale(const struct fk_launch *l)
+{
+    float *x = P(l, 0, float *), s = P(l, 1, float);
+    int n = P(l, 2, int);
+    size_t m = threads(l) < (size_t)n ? threads(l) : (size_t)n;
+
+    if (!fk_valid(x, m * 4))
+        return CUDA_ERROR_ILLEGAL_ADDRESS;
+    for (size_t i = 0; i < m; i++)
+        x[i] *= s;
+    return CUDA_SUCCESS;
+}
+
+static CUresult k_saxpy(const struct fk_launch *l)
+{
+    float a = P(l, 0, float);
+    const float *x = P(l, 1, const float *);
+    float *y = P(l, 2, float *);
+    int n = P(l, 3, int);
+    size_t m = threads(l) < (size_t)n ? threads(l) : (size_t)n;
+
+    if (!fk_valid(x, m * 4) || !fk_valid(y, m * 4))
+        return CUDA_ERROR_ILLEGAL_ADDRESS;
+    for (size_t i = 0; i < m; i++)
+        y[i] = a * x[i] + y[i];
+    return CUDA_SUCCESS;
+}
+
+static CUresult k_oob_write(const struct fk_launch *l)
+{
+    int *p = P(l, 0, int *) + ((size_t)1 << 40);
+
+    return fk_valid(p, sizeof(int)) ? CUDA_SUCCESS : CUDA_ERROR_ILLEGAL_ADDRESS;
+}
+
+static const struct fk_kernel kernels[] = {
+    {"_Z4vaddPKfS0_Pfi", 4, {0, 8, 16, 24}, {8, 8, 8, 4}, k_vadd},
+    {"_Z6matmulPKfS0_Pfi", 4, {0, 8, 16, 24}, {8, 8, 8, 4}, k_matmul},
+    {"_Z5scalePffi", 3, {0, 8, 12}, {8, 4, 4}, k_scale},
+    {"saxpy_ptx", 4, {0, 8, 16, 24}, {4, 8, 8, 4}, k_saxpy},
+    {"_Z9oob_writePi", 1, {0}, {8}, k_oob_write},
+};
+
+const struct fk_kernel *fk_kernel_find(const char *name)
+{
+    for (size_t i = 0; i < sizeof(kernels) / sizeof(kernels[0]); i++)
+        if (strcmp(kernels[i].name, name) == 0)
+            return &kernels[i];
+    return NULL;
+}
