@@ -13,7 +13,7 @@ DEPS=$B/deps
 PORT=7070
 declare -a ROWS
 PIDS=()
-cleanup() { for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null; done; ip netns del rgpu-srv 2>/dev/null; }
+cleanup() { for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null; done; LD_LIBRARY_PATH=$DEPS "$B/bin/ip" netns del rgpu-srv 2>/dev/null; }
 trap cleanup EXIT
 
 row() { ROWS+=("$(printf '%-34s %-6s %s' "$1" "$2" "$3")"); echo "$2 $1 $3"; }
@@ -70,7 +70,9 @@ fi
 
 # 3. A client dies holding 4 GiB: its worker exits and the card's memory comes back.
 before=$(used_mib)
-remote "$B/bin/hold_memory" 4096 60 >"$LOGS/hold.out" 2>&1 &
+# Started directly (not through a shell function) so that $! is the client process itself.
+LD_LIBRARY_PATH=$B/client:$DEPS RGPU_SERVER=127.0.0.1:$PORT "$B/bin/hold_memory" 4096 60 \
+    >"$LOGS/hold.out" 2>&1 &
 H=$!
 for _ in $(seq 100); do grep -q ready "$LOGS/hold.out" && break; sleep 0.2; done
 during=$(used_mib)
@@ -92,14 +94,14 @@ fi
 kill "$SERVER_PID"
 
 # 5. Two hosts: gpu-server in its own network namespace, client across a veth pair.
-IP=$B/bin/ip
+IP="env LD_LIBRARY_PATH=$DEPS $B/bin/ip"
 if $IP netns add rgpu-srv 2>"$LOGS/netns.err" &&
     $IP link add rgpu-c type veth peer name rgpu-s &&
     $IP link set rgpu-s netns rgpu-srv &&
     $IP addr add 10.77.0.1/24 dev rgpu-c && $IP link set rgpu-c up &&
-    $IP netns exec rgpu-srv "$IP" addr add 10.77.0.2/24 dev rgpu-s &&
-    $IP netns exec rgpu-srv "$IP" link set rgpu-s up &&
-    $IP netns exec rgpu-srv "$IP" link set lo up; then
+    $IP netns exec rgpu-srv $IP addr add 10.77.0.2/24 dev rgpu-s &&
+    $IP netns exec rgpu-srv $IP link set rgpu-s up &&
+    $IP netns exec rgpu-srv $IP link set lo up; then
     start_server 10.77.0.2 server-netns rgpu-srv
     for prog in vadd matmul copies; do
         n=$LOGS/${prog}_netns

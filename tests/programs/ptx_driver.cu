@@ -1,6 +1,7 @@
 // Driver API: load a PTX module, launch its kernel with kernelParams and with the `extra`
 // buffer form, check the results.
 #include <cstdio>
+#include <cstddef>
 #include <cstring>
 #include <vector>
 
@@ -91,7 +92,7 @@ int main()
         CUdeviceptr x, y;
         int n;
     } buf = {a, 0, dx, dy, count};
-    size_t size = sizeof(buf);
+    size_t size = offsetof(decltype(buf), n) + sizeof(int); // no trailing padding
     void *extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, &buf, CU_LAUNCH_PARAM_BUFFER_SIZE, &size,
                      CU_LAUNCH_PARAM_END};
     CHECK(cuLaunchKernel(f, (n + 127) / 128, 1, 1, 128, 1, 1, 0, NULL, NULL, extra));
