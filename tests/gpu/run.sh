@@ -23,7 +23,7 @@ used_mib() { nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits | 
 
 start_server() { # listen-addr logname [netns]
     local pre=()
-    [ -n "${3:-}" ] && pre=(ip netns exec "$3")
+    [ -n "${3:-}" ] && pre=(env LD_LIBRARY_PATH=$DEPS "$B/bin/ip" netns exec "$3" env LD_LIBRARY_PATH=$DEPS)
     LD_LIBRARY_PATH=$DEPS "${pre[@]}" "$B/bin/gpu-server" --listen "$1" --port $PORT \
         --log-level info >"$LOGS/$2.log" 2>&1 &
     SERVER_PID=$!
