@@ -54,6 +54,14 @@ for prog in vadd matmul streams ptx_driver copies fault; do
     done
 done
 
+# Driver API: unsupported entry points, asynchronous errors, local answers, many threads.
+run_program driver_api "$TOOLS/driver_api"
+if [ "$(grep -c 'cuMemAllocManaged is not supported' "$WORK/driver_api.err")" = 1 ]; then
+    ok "unsupported entry point logged once by name"
+else
+    fail "unsupported entry point log"; cat "$WORK/driver_api.err"
+fi
+
 # No server reachable: a clear error naming the address, quickly, never a hang.
 if RGPU_SERVER=127.0.0.1:1 timeout 20 "$PROGS/vadd_static" >"$WORK/noserver.out" 2>&1; then
     fail "no server: the program succeeded"

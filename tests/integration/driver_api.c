@@ -1,0 +1,102 @@
+/* Driver-API behaviour through the client: an unsupported entry point returns
+ * CUDA_ERROR_NOT_SUPPORTED (and is logged once), an asynchronous failure comes back at the next
+ * synchronizing call, pointer attributes, memory info, and many threads sharing the session. */
+#include <cuda.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define NTHREADS 8
+#define ITERS 200
+#define LEN (64 * 1024)
+
+static CUcontext ctx;
+static int failures;
+
+#define EXPECT(cond, ...)                                                                      \
+    do {                                                                                       \
+        if (!(cond)) {                                                                         \
+            printf("FAIL %s:%d: ", __FILE__, __LINE__);                                        \
+            printf(__VA_ARGS__);                                                               \
+            printf("\n");                                                                      \
+            __atomic_add_fetch(&failures, 1, __ATOMIC_RELAXED);                                \
+        }                                                                                      \
+    } while (0)
+
+static void *worker(void *arg)
+{
+    unsigned char *in = malloc(LEN), *out = malloc(LEN);
+    CUdeviceptr d;
+    int id = (int)(long)arg;
+
+    EXPECT(cuCtxSetCurrent(ctx) == CUDA_SUCCESS, "set current");
+    EXPECT(cuMemAlloc(&d, LEN) == CUDA_SUCCESS, "alloc");
+    for (int it = 0; it < ITERS; it++) {
+        memset(in, (id * 31 + it) & 0xff, LEN);
+        EXPECT(cuMemcpyHtoD(d, in, LEN) == CUDA_SUCCESS, "htod");
+        EXPECT(cuMemsetD8Async(d + 7, (unsigned char)id, 1, NULL) == CUDA_SUCCESS, "memset");
+        EXPECT(cuMemcpyDtoH(out, d, LEN) == CUDA_SUCCESS, "dtoh");
+        in[7] = (unsigned char)id;
+        EXPECT(memcmp(in, out, LEN) == 0, "thread %d iteration %d: data mixed up", id, it);
+    }
+    EXPECT(cuMemFree(d) == CUDA_SUCCESS, "free");
+    free(in);
+    free(out);
+    return NULL;
+}
+
+static void check_async_error(void)
+{
+    CUdeviceptr d;
+
+    EXPECT(cuMemAlloc(&d, 256) == CUDA_SUCCESS, "alloc");
+    /* An async copy to an address no allocation covers: the call itself does not wait... */
+    EXPECT(cuMemcpyDtoDAsync(d + (1ull << 40), d, 256, NULL) == CUDA_SUCCESS, "async returns");
+    /* ...and its failure is reported by the next synchronizing call, once. */
+    EXPECT(cuCtxSynchronize() == CUDA_ERROR_INVALID_VALUE, "sticky async error");
+    EXPECT(cuCtxSynchronize() == CUDA_SUCCESS, "reported once");
+    EXPECT(cuMemFree(d) == CUDA_SUCCESS, "free");
+}
+
+static void check_local_answers(void)
+{
+    CUdeviceptr d, base;
+    size_t size = 0, free_b = 0, total = 0;
+    unsigned type = 0;
+
+    EXPECT(cuMemAlloc(&d, 4096) == CUDA_SUCCESS, "alloc");
+    EXPECT(cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, d + 100) ==
+               CUDA_SUCCESS && type == CU_MEMORYTYPE_DEVICE, "memory type");
+    EXPECT(cuMemGetAddressRange(&base, &size, d + 100) == CUDA_SUCCESS && base == d &&
+               size == 4096, "address range");
+    EXPECT(cuMemGetInfo(&free_b, &total) == CUDA_SUCCESS && free_b <= total && total > 0,
+           "mem info");
+    EXPECT(cuMemFree(d) == CUDA_SUCCESS, "free");
+}
+
+int main(void)
+{
+    pthread_t t[NTHREADS];
+    CUdevice dev;
+    CUdeviceptr managed;
+
+    if (cuInit(0) != CUDA_SUCCESS || cuDeviceGet(&dev, 0) != CUDA_SUCCESS ||
+        cuDevicePrimaryCtxRetain(&ctx, dev) != CUDA_SUCCESS || cuCtxSetCurrent(ctx) != CUDA_SUCCESS) {
+        printf("FAIL: setup\n");
+        return 1;
+    }
+    EXPECT(cuMemAllocManaged(&managed, 64, CU_MEM_ATTACH_GLOBAL) == CUDA_ERROR_NOT_SUPPORTED,
+           "unsupported entry point");
+    EXPECT(cuMemAllocManaged(&managed, 64, CU_MEM_ATTACH_GLOBAL) == CUDA_ERROR_NOT_SUPPORTED,
+           "unsupported entry point, twice");
+    check_async_error();
+    check_local_answers();
+    for (long i = 0; i < NTHREADS; i++)
+        pthread_create(&t[i], NULL, worker, (void *)i);
+    for (int i = 0; i < NTHREADS; i++)
+        pthread_join(t[i], NULL);
+    printf("%d threads x %d round trips, %d failure(s)\n", NTHREADS, ITERS, failures);
+    printf(failures == 0 ? "PASS\n" : "FAIL\n");
+    return failures != 0;
+}
