@@ -103,6 +103,46 @@ else
     fail "malformed message"; cat "$WORK/bystander.out"; grep -i malformed "$WORK/main.log"
 fi
 
+# Protocol checks from a raw socket: a version mismatch is refused naming both versions; an
+# oversized message after a good handshake ends that session with a log line.
+python3 - "$PORT" >"$WORK/proto.out" 2>&1 <<'PY'
+import socket, struct, sys
+port = int(sys.argv[1])
+def frame(ftype, msg, bulk_len=0, msg_len=None):
+    n = len(msg) if msg_len is None else msg_len
+    return struct.pack("<IHHIIQ", 0x55504752, ftype, 0, n, 0, bulk_len) + msg
+def read_frame(s):
+    hdr = b""
+    while len(hdr) < 24:
+        chunk = s.recv(24 - len(hdr))
+        if not chunk:
+            return None
+        hdr += chunk
+    magic, ftype, flags, n, _, bulk = struct.unpack("<IHHIIQ", hdr)
+    body = b""
+    while len(body) < n:
+        body += s.recv(n - len(body))
+    return ftype, body
+s = socket.create_connection(("127.0.0.1", port))
+s.sendall(frame(1, bytes([0x08, 99])))          # Hello{proto_version = 99}
+ftype, body = read_frame(s)
+print("mismatch:", body.decode("latin1"))
+s = socket.create_connection(("127.0.0.1", port))
+s.sendall(frame(1, bytes([0x08, 1])))           # Hello{proto_version = 1}
+ftype, body = read_frame(s)
+print("welcome type", ftype)
+s.sendall(frame(3, b"", msg_len=64 << 20))      # a Call claiming a 64 MiB message
+s.settimeout(10)
+print("after oversized:", read_frame(s))
+PY
+sleep 0.5
+if grep -q "client speaks 99, server speaks 1" "$WORK/proto.out" &&
+    grep -q "after oversized: None" "$WORK/proto.out" && grep -q "oversized" "$WORK/main.log"; then
+    ok "version mismatch refused naming both versions; oversized message ended its session"
+else
+    fail "protocol checks"; cat "$WORK/proto.out"; grep -i "oversized\|mismatch" "$WORK/main.log"
+fi
+
 # The server dies mid-run: pending and later calls fail within a bounded time.
 start_server dying
 RGPU_SERVER=127.0.0.1:$PORT "$TOOLS/server_death" >"$WORK/death.out" 2>&1 &
