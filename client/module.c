@@ -254,12 +254,36 @@ CLI_EXPORT CUresult cuLibraryGetKernel(CUkernel *pKernel, CUlibrary library, con
                        cli_handle_check(library, PROTO_H_LIBRARY), name, (void **)pKernel);
 }
 
+/* Mint the function of kernel k in ctx; remembered in slot i when there is one. */
+static CUresult kernel_function_new(struct cli_func *k, struct cli_ctx *ctx, int i,
+                                    struct cli_func **f_p)
+{
+    struct cli_call call = {.op = PROTO_OP_KERNEL_GET_FUNCTION, .nargs = 2};
+    struct cli_func *f = func_new(PROTO_H_FUNCTION, k->owner, k->name);
+    CUresult res;
+
+    if (f == NULL)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    call.args[0] = f->h.id;
+    call.args[1] = k->h.id;
+    res = cli_call_sync(&call);
+    if (res != CUDA_SUCCESS) {
+        func_free(f);
+        return res;
+    }
+    if (i < FUNC_CTX_SLOTS) {
+        k->per_ctx[i].ctx = ctx;
+        k->per_ctx[i].func = f;
+    }
+    *f_p = f;
+    return CUDA_SUCCESS;
+}
+
 /* A kernel has one function per context; minted once and remembered on the kernel. */
 CLI_EXPORT CUresult cuKernelGetFunction(CUfunction *pFunc, CUkernel kernel)
 {
     struct cli_func *k = cli_handle_check(kernel, PROTO_H_KERNEL), *f = NULL;
     struct cli_ctx *ctx = cli_ctx_current();
-    struct cli_call call = {.op = PROTO_OP_KERNEL_GET_FUNCTION, .nargs = 2};
     CUresult res = cli_need_ctx();
     int i;
 
@@ -270,20 +294,11 @@ CLI_EXPORT CUresult cuKernelGetFunction(CUfunction *pFunc, CUkernel kernel)
     if (pFunc == NULL)
         return CUDA_ERROR_INVALID_VALUE;
     pthread_mutex_lock(&k->lock);
-    for (i = 0; i < FUNC_CTX_SLOTS && k->per_ctx[i].ctx != NULL; i++)
+    for (i = 0; i < FUNC_CTX_SLOTS && k->per_ctx[i].ctx != NULL && f == NULL; i++)
         if (k->per_ctx[i].ctx == ctx)
             f = k->per_ctx[i].func;
-    if (f == NULL && (f = func_new(PROTO_H_FUNCTION, k->owner, k->name)) == NULL)
-        res = CUDA_ERROR_OUT_OF_MEMORY;
-    else if (i < FUNC_CTX_SLOTS && k->per_ctx[i].ctx == NULL) {
-        call.args[0] = f->h.id;
-        call.args[1] = k->h.id;
-        res = cli_call_sync(&call);
-        if (res == CUDA_SUCCESS)
-            k->per_ctx[i].ctx = ctx, k->per_ctx[i].func = f;
-        else
-            func_free(f);
-    }
+    if (f == NULL)
+        res = kernel_function_new(k, ctx, i, &f);
     pthread_mutex_unlock(&k->lock);
     if (res == CUDA_SUCCESS)
         *pFunc = (CUfunction)f;

@@ -386,6 +386,8 @@ CUresult cli_call_sync(struct cli_call *call)
         res = wait_reply(call, id, &result);
     if (res == CUDA_SUCCESS) {
         res = result;
+        if (res != CUDA_SUCCESS)
+            rg_debug("%s returned %d", proto_op_name(call->op), (int)res);
         if (sess.async_error != CUDA_SUCCESS) {
             if (res == CUDA_SUCCESS)
                 res = sess.async_error;
