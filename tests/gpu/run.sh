@@ -52,6 +52,19 @@ for prog in vadd matmul streams ptx_driver copies fault; do
         fi
     done
 done
+# Libraries: cuBLAS from the toolkit, and PyTorch (cuBLAS, cuDNN) from the host's python3.
+compare() { # name cmd...
+    local name=$1; shift
+    native "$@" >"$LOGS/$name.native" 2>"$LOGS/$name.native.err"; local rn=$?
+    remote "$@" >"$LOGS/$name.rgpu" 2>"$LOGS/$name.rgpu.err"; local rr=$?
+    if [ $rn -eq 0 ] && [ $rr -eq 0 ] && cmp -s "$LOGS/$name.native" "$LOGS/$name.rgpu"; then
+        row "$name" PASS "same output: $(grep -v PASS "$LOGS/$name.rgpu" | tail -1)"
+    else
+        row "$name" FAIL "exit native=$rn rgpu=$rr: $(tail -2 "$LOGS/$name.rgpu.err" | tr '\n' ' ')"
+    fi
+}
+compare cublas_sgemm "$B/bin/cublas_sgemm"
+compare torch_smoke python3 "$ROOT/tests/gpu/torch_smoke.py"
 native "$B/bin/rgpu-demo-app" >"$LOGS/demo.native"; remote "$B/bin/rgpu-demo-app" >"$LOGS/demo.rgpu"
 cmp -s "$LOGS/demo.native" "$LOGS/demo.rgpu" && row demo PASS "$(tail -1 "$LOGS/demo.rgpu")" ||
     row demo FAIL "$(cat "$LOGS/demo.rgpu")"
