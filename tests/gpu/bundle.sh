@@ -18,7 +18,7 @@ cp "$BUILD"/tests/programs/*_static "$BUILD"/tests/programs/*_shared "$OUT/bin/"
 cp "$BUILD"/tests/integration/hold_memory "$BUILD"/tests/integration/server_death "$OUT/bin/"
 cp "$(command -v ip)" "$OUT/bin/ip"
 "$CUDA_HOME/bin/nvcc" -O2 -gencode arch=compute_90,code=sm_90 -o "$OUT/bin/cublas_sgemm" \
-    "$ROOT/tests/gpu/cublas_sgemm.cu" -lcublas
+    "$ROOT/tests/gpu/cublas_sgemm.cu" -lcublas -Xlinker -rpath="$CUDA_HOME/lib64"
 cp -L "$CUDA_HOME"/lib64/libcudart.so.13 "$OUT/deps/"
 
 # Shared libraries outside glibc that the bundled binaries need.
