@@ -1,6 +1,7 @@
 /* A session's tables (handles by client id, allocations), its contexts, and its teardown. */
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include "common/log.h"
 #include "server/session.h"
@@ -193,6 +194,9 @@ void srv_session_teardown(struct srv_session *s)
     for (int d = 0; d < s->ndevices; d++)
         if (s->primary[d] != NULL)
             s->drv.cuDevicePrimaryCtxRelease(s->devices[d]);
-    rg_info("session %llu: freed %zu allocation(s), %.1f MiB, and %zu handle(s)",
-            (unsigned long long)s->id, n, bytes / 1048576.0, s->nhandles);
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    rg_info("session %llu: freed %zu allocation(s), %.1f MiB, and %zu handle(s); worker peak "
+            "RSS %.1f MiB",
+            (unsigned long long)s->id, n, bytes / 1048576.0, s->nhandles, ru.ru_maxrss / 1024.0);
 }

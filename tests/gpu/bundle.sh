@@ -15,6 +15,9 @@ mkdir -p "$OUT/client" "$OUT/bin" "$OUT/deps"
 cp -L "$BUILD/lib/libcuda.so.1" "$OUT/client/"
 cp "$BUILD/bin/gpu-server" "$BUILD/bin/rgpu" "$BUILD/bin/rgpu-demo-app" "$OUT/bin/"
 cp "$BUILD"/tests/programs/*_static "$BUILD"/tests/programs/*_shared "$OUT/bin/"
+cp "$BUILD/bin/rgpu-bench-micro" "$BUILD/bin/rgpu-bench-tcp" "$OUT/bin/"
+"$CUDA_HOME/bin/nvcc" -O2 -gencode arch=compute_90,code=sm_90 -o "$OUT/bin/rgpu-bench-gemm" \
+    "$ROOT/bench/gemm.cu" -lcublas -Xlinker -rpath="$CUDA_HOME/lib64"
 cp "$BUILD"/tests/integration/hold_memory "$BUILD"/tests/integration/server_death "$OUT/bin/"
 cp "$(command -v ip)" "$OUT/bin/ip"
 "$CUDA_HOME/bin/nvcc" -O2 -gencode arch=compute_90,code=sm_90 -o "$OUT/bin/cublas_sgemm" \

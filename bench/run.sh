@@ -1,0 +1,58 @@
+#!/bin/bash
+# The benchmark table, on a GPU host, from the bundle (tests/gpu/bundle.sh): every benchmark
+# natively, through rgpu over loopback TCP, and through rgpu across a veth pair between two
+# network namespaces, plus the raw TCP ceiling on both paths. Writes bench-results.md and
+# bench-results.json (into $OUT when set) and prints the Markdown table last.
+# Usage: bench/run.sh [BUNDLE_DIR] [quick]
+set -u
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+B=$(cd "${1:-$ROOT/.bundle}" && pwd)
+QUICK=${2:-}
+DEPS=$B/deps
+RES=${OUT:-/tmp}/bench
+mkdir -p "$RES"
+rm -f "$RES"/*.jsonl
+IP="env LD_LIBRARY_PATH=$DEPS $B/bin/ip"
+NS=rgpu-bench
+PIDS=()
+cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done; $IP netns del $NS 2>/dev/null; }
+trap cleanup EXIT
+
+# mode: native | lo | veth. Runs "$@" with the matching library path and server.
+run_mode() {
+    local mode=$1; shift
+    case $mode in
+        native) LD_LIBRARY_PATH=$DEPS "$@" ;;
+        lo) LD_LIBRARY_PATH=$B/client:$DEPS RGPU_SERVER=127.0.0.1:7070 "$@" ;;
+        veth) LD_LIBRARY_PATH=$B/client:$DEPS RGPU_SERVER=10.88.0.2:7070 "$@" ;;
+    esac
+}
+
+LD_LIBRARY_PATH=$DEPS "$B/bin/gpu-server" --listen 127.0.0.1 --port 7070 >"$RES/server-lo.log" 2>&1 &
+PIDS+=($!)
+VETH=no
+if $IP netns add $NS && $IP link add rb-c type veth peer name rb-s && $IP link set rb-s netns $NS &&
+    $IP addr add 10.88.0.1/24 dev rb-c && $IP link set rb-c up &&
+    $IP netns exec $NS $IP addr add 10.88.0.2/24 dev rb-s && $IP netns exec $NS $IP link set rb-s up &&
+    $IP netns exec $NS $IP link set lo up; then
+    $IP netns exec $NS env LD_LIBRARY_PATH=$DEPS "$B/bin/gpu-server" --listen 10.88.0.2 --port 7070 \
+        >"$RES/server-veth.log" 2>&1 &
+    PIDS+=($!)
+    $IP netns exec $NS env LD_LIBRARY_PATH=$DEPS "$B/bin/rgpu-bench-tcp" server 10.88.0.2:7071 &
+    VETH=yes
+fi
+"$B/bin/rgpu-bench-tcp" server 127.0.0.1:7071 &
+sleep 2
+"$B/bin/rgpu-bench-tcp" client 127.0.0.1:7071 >"$RES/lo.jsonl"
+[ $VETH = yes ] && "$B/bin/rgpu-bench-tcp" client 10.88.0.2:7071 >"$RES/veth.jsonl"
+
+MODES="native lo"
+[ $VETH = yes ] && MODES="native lo veth"
+for mode in $MODES; do
+    echo "== $mode" >&2
+    run_mode $mode "$B/bin/rgpu-bench-micro" >>"$RES/$mode.jsonl" 2>>"$RES/$mode.err"
+    run_mode $mode "$B/bin/rgpu-bench-gemm" >>"$RES/$mode.jsonl" 2>>"$RES/$mode.err"
+    [ -z "$QUICK" ] && run_mode $mode python3 "$ROOT/bench/torch_models.py" >>"$RES/$mode.jsonl" 2>>"$RES/$mode.err"
+done
+grep -h "peak RSS" "$RES"/server-*.log | sed 's/.*worker peak RSS/worker peak RSS/' | sort | tail -1 >"$RES/worker_rss.txt"
+python3 "$ROOT/bench/table.py" "$RES" $MODES

@@ -1,0 +1,62 @@
+"""Turn the benchmark JSON lines of bench/run.sh into a Markdown table and a JSON document."""
+import json
+import os
+import sys
+
+res, modes = sys.argv[1], sys.argv[2:]
+data = {}
+for mode in modes:
+    path = os.path.join(res, f"{mode}.jsonl")
+    for line in open(path) if os.path.exists(path) else []:
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            continue
+        data.setdefault(rec["bench"], {"unit": rec.get("unit", "")})[mode] = rec.get("value", rec.get("error"))
+
+def fmt(v):
+    return "" if v is None else (f"{v:,.3f}" if isinstance(v, (int, float)) else str(v)[:40])
+
+def ratio(a, b):
+    return f"{b / a:.3f}" if isinstance(a, (int, float)) and isinstance(b, (int, float)) and a else ""
+
+head = "| benchmark | unit | native | " + " | ".join(f"rgpu {m} | ratio {m}" for m in modes[1:]) + " |"
+lines = ["# rgpu benchmark", "", "Ratios are rgpu / native (for us, lower is better; tcp_* rows"
+         " are the raw transport on the same path).", "", head,
+         "|" + "---|" * (3 + 2 * (len(modes) - 1))]
+for name, rec in data.items():
+    cells = [name, rec["unit"], fmt(rec.get("native"))]
+    for m in modes[1:]:
+        cells += [fmt(rec.get(m)), ratio(rec.get("native"), rec.get(m))]
+    lines.append("| " + " | ".join(cells) + " |")
+
+targets = []
+def val(name, mode):
+    v = data.get(name, {}).get(mode)
+    return v if isinstance(v, (int, float)) else None
+for m in modes[1:]:
+    la, ln = val("launch_async", m), val("launch_async", "native")
+    if la and ln:
+        targets.append(f"{m}: async launch throughput {la / ln:.2f}x native (target >= 0.9)")
+    for d, t in (("htod", "tcp_send"), ("dtoh", "tcp_recv")):
+        c, tc = val(f"memcpy_{d}_pinned_1048576KiB", m), val(t, m)
+        if c and tc:
+            targets.append(f"{m}: 1 GiB pinned {d} {c:.2f} GiB/s = {c / tc:.2f}x raw TCP {tc:.2f} GiB/s (target >= 0.9)")
+    r, tr = val("sync_rtt_median", m), val("tcp_rtt_median", m)
+    if r and tr:
+        targets.append(f"{m}: sync round trip {r:.1f} us vs raw TCP {tr:.1f} us + 10 = {tr + 10:.1f} us (target: at most that)")
+    for b, goal in (("resnet50_fp16_b32", 0.95), ("gpt2_decode_b1", 0.85)):
+        x, n = val(b, m), val(b, "native")
+        if x and n:
+            targets.append(f"{m}: {b} {x / n:.2f}x native (target >= {goal})")
+rss = open(os.path.join(res, "worker_rss.txt")).read().strip() if os.path.exists(os.path.join(res, "worker_rss.txt")) else ""
+lines += ["", "## Targets", ""] + [f"- {t}" for t in targets]
+if rss:
+    lines.append(f"- server: {rss}")
+n, r = val("process_peak_rss", "native"), val("process_peak_rss", modes[1] if len(modes) > 1 else "native")
+if n and r:
+    lines.append(f"- client: peak RSS of the micro benchmark {r:.1f} MiB through rgpu vs {n:.1f} MiB native")
+md = "\n".join(lines) + "\n"
+open(os.path.join(res, "bench-results.md"), "w").write(md)
+json.dump({"modes": modes, "results": data, "targets": targets}, open(os.path.join(res, "bench-results.json"), "w"), indent=1)
+print(md)
