@@ -30,7 +30,7 @@ for f in "$OUT"/bin/* "$OUT"/client/*; do
 done | sort -u | while read -r lib; do
     case $(basename "$lib") in
         libc.so.*|libm.so.*|libpthread.so.*|libdl.so.*|librt.so.*|ld-linux*|libcuda.so.*) ;;
-        libgcc_s.so.*|libstdc++.so.*|libcudart.so.*) ;;
+        libgcc_s.so.*|libstdc++.so.*|libcudart.so.*|libcublas*) ;; # the GPU host has its own
         *) cp -L "$lib" "$OUT/deps/" ;;
     esac
 done
