@@ -14,6 +14,11 @@
 
 #define DEFAULT_SERVER "127.0.0.1:7070"
 #define RECV_BUF_SIZE (256u << 10)
+/* Asynchronous calls are coalesced: written when BATCH_FLUSH_AT bytes are pending, at the next
+ * synchronous call, or BATCH_DELAY_US after the first one, whichever comes first. */
+#define BATCH_SIZE (64u << 10)
+#define BATCH_FLUSH_AT (32u << 10)
+#define BATCH_DELAY_US 50
 
 struct deferred {
     uint64_t id;
@@ -33,9 +38,13 @@ static struct {
     struct deferred *deferred; /* FIFO of DtoH replies still to come */
     size_t ndeferred, deferred_cap;
     uint8_t *recv_buf;
+    uint8_t *batch;           /* coalesced asynchronous frames not yet written */
+    size_t batch_len;
+    pthread_cond_t batch_cond; /* signalled when the batch becomes non-empty */
     struct cli_device *devices;
     int ndevices;
-} sess = {.lock = PTHREAD_MUTEX_INITIALIZER, .next_call_id = 1};
+} sess = {.lock = PTHREAD_MUTEX_INITIALIZER, .next_call_id = 1,
+        .batch_cond = PTHREAD_COND_INITIALIZER};
 
 /* ---- configuration ---------------------------------------------------------------------- */
 
@@ -156,6 +165,54 @@ static CUresult handshake(const struct client_conf *conf)
     return res;
 }
 
+static CUresult session_lost(const char *what, rg_status_t status);
+
+/* Write the coalesced frames (lock held). */
+static CUresult batch_flush(void)
+{
+    struct iovec iov = {sess.batch, sess.batch_len};
+    rg_status_t status;
+
+    if (sess.batch_len == 0 || sess.dead)
+        return sess.dead ? CUDA_ERROR_DEVICE_UNAVAILABLE : CUDA_SUCCESS;
+    sess.batch_len = 0;
+    status = transport_sendv(sess.conn, &iov, 1);
+    return status == RG_OK ? CUDA_SUCCESS : session_lost("send", status);
+}
+
+/* Bounds how long an asynchronous call may wait in the batch. */
+static void *batch_flusher(void *arg)
+{
+    pthread_mutex_lock(&sess.lock);
+    while (!sess.dead) {
+        if (sess.batch_len == 0) {
+            pthread_cond_wait(&sess.batch_cond, &sess.lock);
+            continue;
+        }
+        pthread_mutex_unlock(&sess.lock);
+        usleep(BATCH_DELAY_US);
+        pthread_mutex_lock(&sess.lock);
+        batch_flush();
+    }
+    pthread_mutex_unlock(&sess.lock);
+    return NULL;
+}
+
+static CUresult batch_start(void)
+{
+    pthread_t thread;
+    pthread_attr_t attr;
+    int rc;
+
+    if ((sess.batch = malloc(BATCH_SIZE)) == NULL)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    rc = pthread_create(&thread, &attr, batch_flusher, NULL);
+    pthread_attr_destroy(&attr);
+    return rc == 0 ? CUDA_SUCCESS : CUDA_ERROR_OPERATING_SYSTEM;
+}
+
 static CUresult session_open(void)
 {
     struct client_conf conf;
@@ -182,6 +239,8 @@ static CUresult session_open(void)
         return CUDA_ERROR_NO_DEVICE;
     }
     res = handshake(&conf);
+    if (res == CUDA_SUCCESS)
+        res = batch_start();
     if (res != CUDA_SUCCESS) {
         transport_close(sess.conn);
         sess.conn = NULL;
@@ -233,11 +292,30 @@ static CUresult session_lost(const char *what, rg_status_t status)
     return CUDA_ERROR_DEVICE_UNAVAILABLE;
 }
 
+/* Append an asynchronous frame to the batch; false if it does not fit even when empty. */
+static bool batch_append(const Rgpu__Call *msg, unsigned flags)
+{
+    size_t n = proto_frame_pack(sess.batch + sess.batch_len, BATCH_SIZE - sess.batch_len,
+                                PROTO_CALL, flags, &msg->base, 0);
+
+    if (n == 0 && sess.batch_len > 0 && batch_flush() == CUDA_SUCCESS)
+        n = proto_frame_pack(sess.batch, BATCH_SIZE, PROTO_CALL, flags, &msg->base, 0);
+    if (n == 0)
+        return false;
+    if (sess.batch_len == 0)
+        pthread_cond_signal(&sess.batch_cond);
+    sess.batch_len += n;
+    if (sess.batch_len >= BATCH_FLUSH_AT)
+        batch_flush();
+    return true;
+}
+
 static CUresult send_call(struct cli_call *call, unsigned flags, uint64_t *id_p)
 {
     Rgpu__Call msg = RGPU__CALL__INIT;
     bool inline_data = call->data_len <= PROTO_INLINE_MAX;
     rg_status_t status;
+    CUresult res;
 
     if (sess.dead)
         return CUDA_ERROR_DEVICE_UNAVAILABLE;
@@ -250,12 +328,14 @@ static CUresult send_call(struct cli_call *call, unsigned flags, uint64_t *id_p)
         msg.data.data = (uint8_t *)call->data;
         msg.data.len = call->data_len;
     }
+    *id_p = msg.id;
+    if ((flags & PROTO_FLAG_NOREPLY) && inline_data && batch_append(&msg, flags))
+        return sess.dead ? CUDA_ERROR_DEVICE_UNAVAILABLE : CUDA_SUCCESS;
+    if ((res = batch_flush()) != CUDA_SUCCESS)
+        return res;
     status = proto_send_flags(sess.conn, PROTO_CALL, flags, &msg.base,
                               inline_data ? NULL : call->data, inline_data ? 0 : call->data_len);
-    if (status != RG_OK)
-        return session_lost("send", status);
-    *id_p = msg.id;
-    return CUDA_SUCCESS;
+    return status == RG_OK ? CUDA_SUCCESS : session_lost("send", status);
 }
 
 /* Receive bulk of len bytes into dst (cap bytes of room), dropping what does not fit. */
@@ -457,7 +537,7 @@ CUresult cli_status_to_cu(rg_status_t status)
 __attribute__((destructor)) static void session_close(void)
 {
     pthread_mutex_lock(&sess.lock);
-    if (sess.conn != NULL && !sess.dead)
+    if (sess.conn != NULL && !sess.dead && batch_flush() == CUDA_SUCCESS)
         proto_send(sess.conn, PROTO_BYE, NULL, NULL, 0);
     pthread_mutex_unlock(&sess.lock);
 }

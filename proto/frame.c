@@ -63,6 +63,22 @@ rg_status_t proto_send_flags(struct transport_conn *conn, enum proto_frame_type 
     return status;
 }
 
+size_t proto_frame_pack(uint8_t *buf, size_t cap, enum proto_frame_type type, unsigned flags,
+                        const ProtobufCMessage *msg, uint64_t bulk_len)
+{
+    struct proto_frame_hdr hdr = {.magic = PROTO_MAGIC, .type = (uint16_t)type,
+                                  .flags = (uint16_t)flags, .bulk_len = bulk_len};
+    size_t len = msg != NULL ? protobuf_c_message_get_packed_size(msg) : 0;
+
+    if (len > PROTO_MSG_MAX || sizeof(hdr) + len > cap)
+        return 0;
+    hdr.msg_len = (uint32_t)len;
+    memcpy(buf, &hdr, sizeof(hdr));
+    if (msg != NULL)
+        protobuf_c_message_pack(msg, buf + sizeof(hdr));
+    return sizeof(hdr) + len;
+}
+
 rg_status_t proto_send(struct transport_conn *conn, enum proto_frame_type type,
                        const ProtobufCMessage *msg, const void *bulk, uint64_t bulk_len)
 {

@@ -50,6 +50,12 @@ rg_status_t proto_send_flags(struct transport_conn *conn, enum proto_frame_type 
                              unsigned flags, const ProtobufCMessage *msg, const void *bulk,
                              uint64_t bulk_len);
 
+/* Build a frame (header and packed message, no bulk: bulk_len must then follow separately)
+ * into buf. Returns the bytes written, or 0 when it does not fit in cap. Used to coalesce many
+ * small frames into one write. */
+size_t proto_frame_pack(uint8_t *buf, size_t cap, enum proto_frame_type type, unsigned flags,
+                        const ProtobufCMessage *msg, uint64_t bulk_len);
+
 /* Receive one frame header and its message bytes into buf (capacity cap, at most
  * PROTO_MSG_MAX). Checks magic and limits; on violation logs what was wrong and returns
  * RG_ERR_PROTO. The caller then receives hdr->bulk_len bytes of bulk with transport_recv

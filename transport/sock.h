@@ -15,10 +15,17 @@
 /* Longest "host:port" / "loop:name" we keep for log lines. */
 #define TRANSPORT_PEER_MAX 128
 
+/* Small receives (frame headers, messages) are served from a read buffer, so a stream of
+ * small frames costs one recv per buffer instead of two per frame; large ones go straight to
+ * the caller's memory. */
+#define SOCK_RBUF_SIZE (32u << 10)
+
 struct sock_conn {
     struct transport_conn super;
     int fd;
     char peer[TRANSPORT_PEER_MAX]; /* for log lines only */
+    size_t rpos, rlen;             /* unread bytes are rbuf[rpos, rlen) */
+    uint8_t rbuf[SOCK_RBUF_SIZE];
 };
 
 /* Wrap fd as a connection of backend ops; the connection owns fd on success only. */

@@ -158,22 +158,48 @@ rg_status_t transport_sock_sendv(struct transport_conn *conn, const struct iovec
     return RG_OK;
 }
 
+/* One recv into dst (flags 0: whatever is there, at least one byte). */
+static rg_status_t sock_recv_some(struct sock_conn *sc, void *dst, size_t cap, int flags,
+                                  size_t *got_p)
+{
+    for (;;) {
+        ssize_t rc = recv(sc->fd, dst, cap, flags);
+        if (rc > 0) {
+            *got_p = (size_t)rc;
+            return RG_OK;
+        }
+        if (rc == 0) {
+            rg_debug("recv from %s: connection closed", sc->peer);
+            return RG_ERR_CLOSED;
+        }
+        if (errno != EINTR)
+            return sock_fail(sc, "recv from", errno);
+    }
+}
+
 rg_status_t transport_sock_recv(struct transport_conn *conn, void *buf, size_t len)
 {
     struct sock_conn *sc = sock_conn_of(conn);
     char *p = buf;
-    size_t got = 0;
+    size_t got = 0, n;
+    rg_status_t status;
 
     while (got < len) {
-        ssize_t rc = recv(sc->fd, p + got, len - got, MSG_WAITALL);
-        if (rc > 0) {
-            got += (size_t)rc;
-        } else if (rc == 0) {
-            rg_debug("recv from %s: connection closed after %zu of %zu bytes", sc->peer, got,
-                     len);
-            return RG_ERR_CLOSED;
-        } else if (errno != EINTR) {
-            return sock_fail(sc, "recv from", errno);
+        if (sc->rpos < sc->rlen) {
+            n = sc->rlen - sc->rpos < len - got ? sc->rlen - sc->rpos : len - got;
+            memcpy(p + got, sc->rbuf + sc->rpos, n);
+            sc->rpos += n;
+            got += n;
+        } else if (len - got >= SOCK_RBUF_SIZE) {
+            status = sock_recv_some(sc, p + got, len - got, MSG_WAITALL, &n);
+            if (status != RG_OK)
+                return status;
+            got += n;
+        } else {
+            status = sock_recv_some(sc, sc->rbuf, SOCK_RBUF_SIZE, 0, &sc->rlen);
+            if (status != RG_OK)
+                return status;
+            sc->rpos = 0;
         }
     }
     return RG_OK;

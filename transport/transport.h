@@ -55,7 +55,8 @@ struct transport_ops {
     rg_status_t (*sendv)(struct transport_conn *conn, const struct iovec *iov, int iovcnt);
     /* Receive exactly len bytes into buf; RG_ERR_CLOSED on orderly close before len. */
     rg_status_t (*recv)(struct transport_conn *conn, void *buf, size_t len);
-    /* Pollable fd that becomes readable when recv has data; -1 if none. */
+    /* The underlying fd (-1 if none). Received data may sit in the connection's own buffer, so
+     * a poll on it can miss data that recv would return at once. */
     int (*fd)(struct transport_conn *conn);
     /* Stop both directions now: a blocked recv in another thread returns RG_ERR_CLOSED. */
     void (*shutdown)(struct transport_conn *conn);
