@@ -38,6 +38,7 @@ static struct {
     struct deferred *deferred; /* FIFO of DtoH replies still to come */
     size_t ndeferred, deferred_cap;
     uint8_t *recv_buf;
+    bool trace_calls;
     uint8_t *batch;           /* coalesced asynchronous frames not yet written */
     size_t batch_len;
     pthread_cond_t batch_cond; /* signalled when the batch becomes non-empty */
@@ -225,6 +226,7 @@ static CUresult session_open(void)
     rg_log_set_level(RG_LOG_WARN);
     rg_log_set_level_str(getenv("RGPU_LOG_LEVEL"));
     conf_load(&conf);
+    sess.trace_calls = getenv("RGPU_TRACE_CALLS") != NULL;
     snprintf(sess.server, sizeof(sess.server), "%s", conf.server);
     opts.connect_timeout_ms = timeout ? atoi(timeout) : 5000;
     sess.recv_buf = malloc(RECV_BUF_SIZE);
@@ -292,6 +294,19 @@ static CUresult session_lost(const char *what, rg_status_t status)
     return CUDA_ERROR_DEVICE_UNAVAILABLE;
 }
 
+/* RGPU_TRACE_CALLS=1: every call on the wire to stderr (a debugging aid). */
+static void trace_call(const Rgpu__Call *msg, unsigned flags)
+{
+    char line[512];
+    int n = snprintf(line, sizeof(line), "rgpu call %llu %s%s", (unsigned long long)msg->id,
+                     proto_op_name(msg->op), flags & PROTO_FLAG_NOREPLY ? " (async)" : "");
+
+    for (size_t i = 0; i < msg->n_args && n > 0 && (size_t)n < sizeof(line) - 24; i++)
+        n += snprintf(line + n, sizeof(line) - (size_t)n, " %#llx",
+                      (unsigned long long)msg->args[i]);
+    fprintf(stderr, "%s data=%zu\n", line, msg->data.len);
+}
+
 /* Append an asynchronous frame to the batch; false if it does not fit even when empty. */
 static bool batch_append(const Rgpu__Call *msg, unsigned flags)
 {
@@ -329,6 +344,8 @@ static CUresult send_call(struct cli_call *call, unsigned flags, uint64_t *id_p)
         msg.data.len = call->data_len;
     }
     *id_p = msg.id;
+    if (sess.trace_calls)
+        trace_call(&msg, flags);
     if ((flags & PROTO_FLAG_NOREPLY) && inline_data && batch_append(&msg, flags))
         return sess.dead ? CUDA_ERROR_DEVICE_UNAVAILABLE : CUDA_SUCCESS;
     if ((res = batch_flush()) != CUDA_SUCCESS)
