@@ -1,0 +1,269 @@
+/* gpu-server's session worker driven directly over TCP, on the fake driver: handshake, copies
+ * inline and as bulk, asynchronous errors, bad handles and ops, malformed input, disconnect;
+ * and the session handle table. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "proto/frame.h"
+#include "proto/ops.h"
+#include "server/server.h"
+#include "server/session.h"
+
+#define BIG (32u << 20)
+
+struct peer {
+    struct transport_conn *conn;
+    pid_t pid;
+    uint8_t buf[1 << 16];
+};
+
+/* A worker in a child process, serving one TCP connection whose other end we keep. */
+static void start_worker(struct peer *p)
+{
+    struct transport_listener *l;
+    struct transport_conn *srv;
+    struct srv_config cfg = {.driver = FAKECUDA_PATH, .log_level = "error", .name = "test"};
+    char addr[64];
+
+    assert_int_equal(transport_tcp_ops.listen("127.0.0.1:0", &l), RG_OK);
+    assert_int_equal(transport_tcp_ops.listener_addr(l, addr, sizeof(addr)), RG_OK);
+    assert_int_equal(transport_tcp_ops.connect(addr, NULL, &p->conn), RG_OK);
+    assert_int_equal(transport_tcp_ops.accept(l, &srv), RG_OK);
+    p->pid = fork();
+    if (p->pid == 0) {
+        transport_close(p->conn);
+        _exit(srv_worker_run(&cfg, dup(transport_fd(srv)), 7, "test-peer"));
+    }
+    transport_close(srv);
+    transport_tcp_ops.listener_close(l);
+}
+
+static int finish(struct peer *p)
+{
+    int status;
+
+    transport_close(p->conn);
+    assert_int_equal(waitpid(p->pid, &status, 0), p->pid);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+static Rgpu__Welcome *hello(struct peer *p, uint32_t version)
+{
+    Rgpu__Hello h = RGPU__HELLO__INIT;
+    struct proto_frame_hdr hdr;
+
+    h.proto_version = version;
+    assert_int_equal(proto_send(p->conn, PROTO_HELLO, &h.base, NULL, 0), RG_OK);
+    assert_int_equal(proto_recv(p->conn, &hdr, p->buf, sizeof(p->buf)), RG_OK);
+    assert_int_equal(hdr.type, PROTO_WELCOME);
+    return rgpu__welcome__unpack(NULL, hdr.msg_len, p->buf);
+}
+
+static void send_call(struct peer *p, unsigned op, unsigned flags, const uint64_t *args,
+                      size_t nargs, const void *data, size_t len, const void *bulk,
+                      size_t bulk_len)
+{
+    static uint64_t id = 1;
+    Rgpu__Call c = RGPU__CALL__INIT;
+
+    c.id = id++;
+    c.op = op;
+    c.ctx = PROTO_PRIMARY_CTX_ID(0);
+    c.n_args = nargs;
+    c.args = (uint64_t *)args;
+    c.data = (ProtobufCBinaryData){len, (uint8_t *)data};
+    assert_int_equal(proto_send_flags(p->conn, PROTO_CALL, flags, &c.base, bulk, bulk_len), RG_OK);
+}
+
+/* The next Reply; its bulk (if any) goes to bulk. */
+static Rgpu__Reply *reply(struct peer *p, void *bulk, size_t cap)
+{
+    struct proto_frame_hdr hdr;
+
+    assert_int_equal(proto_recv(p->conn, &hdr, p->buf, sizeof(p->buf)), RG_OK);
+    assert_int_equal(hdr.type, PROTO_REPLY);
+    assert_true(hdr.bulk_len <= cap);
+    if (hdr.bulk_len > 0)
+        assert_int_equal(transport_recv(p->conn, bulk, hdr.bulk_len), RG_OK);
+    return rgpu__reply__unpack(NULL, hdr.msg_len, p->buf);
+}
+
+static uint64_t alloc(struct peer *p, uint64_t size)
+{
+    Rgpu__Reply *r;
+    uint64_t d;
+
+    send_call(p, PROTO_OP_MEM_ALLOC, 0, &size, 1, NULL, 0, NULL, 0);
+    r = reply(p, NULL, 0);
+    assert_int_equal(r->result, CUDA_SUCCESS);
+    assert_int_equal(r->n_out, 1);
+    d = r->out[0];
+    rgpu__reply__free_unpacked(r, NULL);
+    return d;
+}
+
+static void test_handshake(void **state)
+{
+    struct peer p;
+    Rgpu__Welcome *w;
+
+    start_worker(&p);
+    w = hello(&p, PROTO_VERSION);
+    assert_non_null(w);
+    assert_int_equal(w->status, 0);
+    assert_int_equal(w->n_devices, 1);
+    assert_string_equal(w->devices[0]->name, "rgpu fake device");
+    assert_int_equal(w->devices[0]->n_attrs, CU_DEVICE_ATTRIBUTE_MAX);
+    assert_int_equal(w->devices[0]->attrs[CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR], 9);
+    assert_int_equal(w->devices[0]->uuid.len, 16);
+    rgpu__welcome__free_unpacked(w, NULL);
+    assert_int_equal(finish(&p), 0);
+}
+
+static void test_version_mismatch(void **state)
+{
+    struct peer p;
+    Rgpu__Welcome *w;
+
+    start_worker(&p);
+    w = hello(&p, 99);
+    assert_int_not_equal(w->status, 0);
+    assert_non_null(strstr(w->reason, "client speaks 99, server speaks 1"));
+    rgpu__welcome__free_unpacked(w, NULL);
+    assert_int_equal(finish(&p), 0);
+}
+
+static void test_copies(void **state)
+{
+    struct peer p;
+    uint8_t *src = malloc(BIG), *dst = malloc(BIG);
+    uint64_t d, args[4];
+    Rgpu__Reply *r;
+
+    for (size_t i = 0; i < BIG; i++)
+        src[i] = (uint8_t)(i * 13 + (i >> 16));
+    start_worker(&p);
+    rgpu__welcome__free_unpacked(hello(&p, PROTO_VERSION), NULL);
+    d = alloc(&p, BIG);
+    /* 32 MiB as bulk, then its first 100 bytes overwritten inline. */
+    args[0] = d, args[1] = BIG, args[2] = PROTO_STREAM_NULL, args[3] = 0;
+    send_call(&p, PROTO_OP_MEMCPY_HTOD, 0, args, 4, NULL, 0, src, BIG);
+    r = reply(&p, NULL, 0);
+    assert_int_equal(r->result, CUDA_SUCCESS);
+    rgpu__reply__free_unpacked(r, NULL);
+    memset(src, 0x5a, 100);
+    args[1] = 100;
+    send_call(&p, PROTO_OP_MEMCPY_HTOD, PROTO_FLAG_NOREPLY, args, 4, src, 100, NULL, 0);
+    /* Back as streamed bulk, and a small piece inline. */
+    args[0] = d, args[1] = BIG;
+    send_call(&p, PROTO_OP_MEMCPY_DTOH, 0, args, 4, NULL, 0, NULL, 0);
+    r = reply(&p, dst, BIG);
+    assert_int_equal(r->result, CUDA_SUCCESS);
+    assert_memory_equal(src, dst, BIG);
+    rgpu__reply__free_unpacked(r, NULL);
+    args[0] = d + 50, args[1] = 60;
+    send_call(&p, PROTO_OP_MEMCPY_DTOH, 0, args, 4, NULL, 0, NULL, 0);
+    r = reply(&p, NULL, 0);
+    assert_int_equal(r->data.len, 60);
+    assert_memory_equal(r->data.data, src + 50, 60);
+    rgpu__reply__free_unpacked(r, NULL);
+    assert_int_equal(finish(&p), 0);
+    free(src);
+    free(dst);
+}
+
+static void test_async_error_and_bad_calls(void **state)
+{
+    struct peer p;
+    struct proto_frame_hdr hdr;
+    uint64_t d, args[5];
+    Rgpu__AsyncError *e;
+    Rgpu__Reply *r;
+
+    start_worker(&p);
+    rgpu__welcome__free_unpacked(hello(&p, PROTO_VERSION), NULL);
+    d = alloc(&p, 4096);
+    args[0] = d + (1ull << 40), args[1] = d, args[2] = 64, args[3] = 0, args[4] = 1;
+    send_call(&p, PROTO_OP_MEMCPY_DTOD, PROTO_FLAG_NOREPLY, args, 5, NULL, 0, NULL, 0);
+    send_call(&p, PROTO_OP_NOP, 0, NULL, 0, NULL, 0, NULL, 0);
+    assert_int_equal(proto_recv(p.conn, &hdr, p.buf, sizeof(p.buf)), RG_OK);
+    assert_int_equal(hdr.type, PROTO_ASYNC_ERROR); /* before the NOP's reply */
+    e = rgpu__async_error__unpack(NULL, hdr.msg_len, p.buf);
+    assert_int_equal(e->result, CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(e->op, PROTO_OP_MEMCPY_DTOD);
+    rgpu__async_error__free_unpacked(e, NULL);
+    r = reply(&p, NULL, 0);
+    assert_int_equal(r->result, CUDA_SUCCESS);
+    rgpu__reply__free_unpacked(r, NULL);
+    args[0] = (12345ull << 4) | PROTO_H_STREAM;
+    send_call(&p, PROTO_OP_STREAM_SYNCHRONIZE, 0, args, 1, NULL, 0, NULL, 0);
+    r = reply(&p, NULL, 0);
+    assert_int_equal(r->result, CUDA_ERROR_INVALID_HANDLE);
+    rgpu__reply__free_unpacked(r, NULL);
+    send_call(&p, 999, 0, NULL, 0, NULL, 0, NULL, 0);
+    r = reply(&p, NULL, 0);
+    assert_int_equal(r->result, CUDA_ERROR_NOT_SUPPORTED);
+    rgpu__reply__free_unpacked(r, NULL);
+    assert_int_equal(finish(&p), 0);
+}
+
+static void test_malformed_ends_session(void **state)
+{
+    struct peer p;
+    static const uint8_t junk[24] = "not a frame header .....";
+    struct iovec iov = {(void *)junk, sizeof(junk)};
+
+    start_worker(&p);
+    rgpu__welcome__free_unpacked(hello(&p, PROTO_VERSION), NULL);
+    send_call(&p, PROTO_OP_MEM_ALLOC, 0, NULL, 0, NULL, 0, NULL, 0); /* too few arguments */
+    assert_int_equal(finish(&p), 2);
+    start_worker(&p);
+    rgpu__welcome__free_unpacked(hello(&p, PROTO_VERSION), NULL);
+    assert_int_equal(transport_sendv(p.conn, &iov, 1), RG_OK); /* bad magic */
+    assert_int_equal(finish(&p), 2);
+}
+
+static void test_handle_table(void **state)
+{
+    struct srv_session s;
+    int v[2000];
+
+    memset(&s, 0, sizeof(s));
+    for (int i = 0; i < 2000; i++)
+        assert_int_equal(srv_handle_put(&s, ((uint64_t)(i + 1) << 4) | PROTO_H_STREAM, &v[i]),
+                         RG_OK);
+    assert_int_not_equal(srv_handle_put(&s, (1ull << 4) | PROTO_H_STREAM, v), RG_OK);
+    for (int i = 0; i < 2000; i += 2)
+        srv_handle_del(&s, ((uint64_t)(i + 1) << 4) | PROTO_H_STREAM);
+    for (int i = 0; i < 2000; i++) {
+        struct srv_handle *h = srv_handle_get(&s, ((uint64_t)(i + 1) << 4) | PROTO_H_STREAM,
+                                              PROTO_H_STREAM);
+        if (i % 2 == 0)
+            assert_null(h);
+        else
+            assert_ptr_equal(h->real, &v[i]);
+    }
+    assert_null(srv_handle_get(&s, (2ull << 4) | PROTO_H_STREAM, PROTO_H_EVENT));
+    assert_int_equal(s.nhandles, 1000);
+    free(s.handles);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_handle_table),
+        cmocka_unit_test(test_handshake),
+        cmocka_unit_test(test_version_mismatch),
+        cmocka_unit_test(test_copies),
+        cmocka_unit_test(test_async_error_and_bad_calls),
+        cmocka_unit_test(test_malformed_ends_session),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
