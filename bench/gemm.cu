@@ -45,8 +45,10 @@ static void run(cublasHandle_t h, cudaDataType type, const char *name)
 }
 
 int main()
+
 {
     cublasHandle_t h;
+    setvbuf(stdout, NULL, _IOLBF, 0);
     if (cublasCreate(&h) != CUBLAS_STATUS_SUCCESS)
         return 1;
     run(h, CUDA_R_32F, "fp32");

@@ -358,6 +358,27 @@ static void et_tools_ctx_fill(void)
     et_tools_ctx[4] = ET_FN(et_tools_ctx_id);
 }
 
+/* ---- a table cuBLASLt asks for on its fp16 path ------------------------------------------ */
+
+/* 1734dc26-800d-4745-8726-c0f1e7dd8bca: cuBLASLt ignores a refusal of this table and calls its
+ * slot 4 through a NULL pointer; when the slot returns an error it takes its fallback path. Its
+ * meaning is not known, so every slot refuses (and says so once). */
+static CUresult et_lt_unknown(void)
+{
+    return cli_unsupported("export table 1734dc26 (used by cuBLASLt)");
+}
+
+#define ET_LT_SLOTS 32
+static const void *et_lt[ET_LT_SLOTS];
+static pthread_once_t et_lt_once = PTHREAD_ONCE_INIT;
+
+static void et_lt_fill(void)
+{
+    et_lt[0] = ET_SIZE(ET_LT_SLOTS);
+    for (int i = 1; i < ET_LT_SLOTS; i++)
+        et_lt[i] = ET_FN(et_lt_unknown);
+}
+
 /* ---- lookup by UUID --------------------------------------------------------------------- */
 
 struct et_entry {
@@ -378,11 +399,13 @@ static const struct et_entry et_tables[] = {
     {ET_UUID(26, 3e, 88, 60, 7c, d2, 61, 43, 92, f6, bb, d5, 00, 6d, fa, 7e), et_context_checks},
     {ET_UUID(d4, 08, 20, 55, bd, e6, 70, 4b, 8d, 34, ba, 12, 3c, 66, e1, f2), et_integrity_check},
     {ET_UUID(21, 31, 8c, 60, 97, 14, 32, 48, 8c, a6, 41, ff, 73, 24, c8, f2), et_tools_ctx},
+    {ET_UUID(17, 34, dc, 26, 80, 0d, 47, 45, 87, 26, c0, f1, e7, dd, 8b, ca), et_lt},
 };
 
 const void *cli_export_table(const CUuuid *id)
 {
     pthread_once(&et_tools_ctx_once, et_tools_ctx_fill);
+    pthread_once(&et_lt_once, et_lt_fill);
     for (size_t i = 0; i < sizeof(et_tables) / sizeof(et_tables[0]); i++)
         if (memcmp(et_tables[i].uuid, id->bytes, sizeof(et_tables[i].uuid)) == 0)
             return et_tables[i].table;

@@ -80,8 +80,14 @@ CLI_EXPORT CUresult cuGetExportTable(const void **ppExportTable, const CUuuid *p
     if (ppExportTable == NULL || pExportTableId == NULL)
         return CUDA_ERROR_INVALID_VALUE;
     table = cli_export_table(pExportTableId);
-    if (table == NULL)
+    if (table == NULL) {
+        const unsigned char *b = (const unsigned char *)pExportTableId->bytes;
+        rg_debug("cuGetExportTable: unknown table %02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-"
+                 "%02x%02x%02x%02x%02x%02x",
+                 b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11],
+                 b[12], b[13], b[14], b[15]);
         return CUDA_ERROR_NOT_FOUND;
+    }
     *ppExportTable = table;
     return CUDA_SUCCESS;
 }
