@@ -17,10 +17,10 @@ def resnet50():
     model = torchvision.models.resnet50().cuda().half().eval()
     x = torch.randn(32, 3, 224, 224, device="cuda", dtype=torch.half)
     with torch.no_grad():
-        for _ in range(5):
+        for _ in range(20):
             model(x)
         torch.cuda.synchronize()
-        t, n = time.perf_counter(), 30
+        t, n = time.perf_counter(), 100
         for _ in range(n):
             model(x)
         torch.cuda.synchronize()
@@ -32,7 +32,8 @@ def gpt2_decode():
     model = GPT2LMHeadModel(GPT2Config()).cuda().eval()
     ids = torch.randint(0, 50000, (1, 16), device="cuda")
     with torch.no_grad():
-        model.generate(ids, max_new_tokens=8, do_sample=False, pad_token_id=0)
+        model.generate(ids, max_new_tokens=32, min_new_tokens=32, do_sample=False,
+                       pad_token_id=0)
         torch.cuda.synchronize()
         t, n = time.perf_counter(), 128
         out = model.generate(ids, max_new_tokens=n, min_new_tokens=n, do_sample=False,
