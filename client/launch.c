@@ -51,6 +51,24 @@ CUresult cli_func_layout(struct cli_func *f)
     return res;
 }
 
+/* Per-thread buffer for packing launches: the packed call is copied out (into the batch or
+ * the socket) before the launch returns, so it is reused and the hot path does not allocate. */
+static uint8_t *launch_scratch(size_t len)
+{
+    static __thread uint8_t *buf;
+    static __thread size_t cap;
+
+    if (len + 1 > cap) {
+        size_t n = len + 1 < 4096 ? 4096 : len + 1;
+        uint8_t *p = realloc(buf, n);
+        if (p == NULL)
+            return NULL;
+        buf = p;
+        cap = n;
+    }
+    return buf;
+}
+
 /* Packs kernelParams (or the `extra` buffer) and nattr launch attributes into one buffer. */
 static CUresult pack_params(struct cli_func *f, void **params, void **extra,
                             const CUlaunchAttribute *attrs, unsigned nattr, uint8_t **buf_p,
@@ -76,8 +94,9 @@ static CUresult pack_params(struct cli_func *f, void **params, void **extra,
     }
     if (plen > LAUNCH_PARAMS_MAX || nattr > LAUNCH_ATTRS_MAX)
         return CUDA_ERROR_INVALID_VALUE;
-    if ((buf = calloc(1, plen + alen + 1)) == NULL)
+    if ((buf = launch_scratch(plen + alen)) == NULL)
         return CUDA_ERROR_OUT_OF_MEMORY;
+    memset(buf, 0, plen);
     if (xbuf != NULL)
         memcpy(buf, xbuf, plen);
     for (unsigned i = 0; xbuf == NULL && i < f->nparams; i++)
@@ -123,9 +142,7 @@ static CUresult launch(CUfunction func, const struct launch_dims *d, CUstream st
     call.args[10] = nattr;
     call.data = buf;
     call.data_len = len;
-    res = cli_call_async(&call);
-    free(buf);
-    return res;
+    return cli_call_async(&call);
 }
 
 #define LAUNCH_ARGS                                                                             \

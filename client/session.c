@@ -10,6 +10,7 @@
 
 #include "client.h"
 #include "common/config.h"
+#include "proto/arena.h"
 #include "proto/frame.h"
 
 #define DEFAULT_SERVER "127.0.0.1:7070"
@@ -38,6 +39,7 @@ static struct {
     struct deferred *deferred; /* FIFO of DtoH replies still to come */
     size_t ndeferred, deferred_cap;
     uint8_t *recv_buf;
+    struct proto_arena arena; /* replies are unpacked here, reset after each */
     bool trace_calls;
     uint8_t *batch;           /* coalesced asynchronous frames not yet written */
     size_t batch_len;
@@ -230,7 +232,7 @@ static CUresult session_open(void)
     snprintf(sess.server, sizeof(sess.server), "%s", conf.server);
     opts.connect_timeout_ms = timeout ? atoi(timeout) : 5000;
     sess.recv_buf = malloc(RECV_BUF_SIZE);
-    if (sess.recv_buf == NULL)
+    if (sess.recv_buf == NULL || proto_arena_init(&sess.arena, 64u << 10) != RG_OK)
         return CUDA_ERROR_OUT_OF_MEMORY;
     status = transport_tcp_ops.connect(conf.server, &opts, &sess.conn);
     if (status != RG_OK) {
@@ -371,7 +373,7 @@ static rg_status_t recv_bulk(void *dst, size_t cap, uint64_t len, size_t *got_p)
 
 static void take_async_error(const uint8_t *buf, size_t len)
 {
-    Rgpu__AsyncError *e = rgpu__async_error__unpack(NULL, len, buf);
+    Rgpu__AsyncError *e = rgpu__async_error__unpack(&sess.arena.allocator, len, buf);
 
     if (e == NULL)
         return;
@@ -379,7 +381,8 @@ static void take_async_error(const uint8_t *buf, size_t len)
              e->message ? e->message : "");
     if (sess.async_error == CUDA_SUCCESS)
         sess.async_error = (CUresult)e->result;
-    rgpu__async_error__free_unpacked(e, NULL);
+    rgpu__async_error__free_unpacked(e, &sess.arena.allocator);
+    proto_arena_reset(&sess.arena);
 }
 
 static void fill_reply(struct cli_call *call, const Rgpu__Reply *r)
@@ -418,7 +421,7 @@ static CUresult take_deferred(const struct proto_frame_hdr *hdr, const Rgpu__Rep
 static CUresult take_reply(const struct proto_frame_hdr *hdr, struct cli_call *call, uint64_t id,
                            bool *done_p, CUresult *result_p)
 {
-    Rgpu__Reply *r = rgpu__reply__unpack(NULL, hdr->msg_len, sess.recv_buf);
+    Rgpu__Reply *r = rgpu__reply__unpack(&sess.arena.allocator, hdr->msg_len, sess.recv_buf);
     CUresult res = CUDA_SUCCESS;
     size_t got = 0;
     rg_status_t status;
@@ -441,7 +444,8 @@ static CUresult take_reply(const struct proto_frame_hdr *hdr, struct cli_call *c
                  sess.server);
         res = session_lost("receive", RG_ERR_PROTO);
     }
-    rgpu__reply__free_unpacked(r, NULL);
+    rgpu__reply__free_unpacked(r, &sess.arena.allocator);
+    proto_arena_reset(&sess.arena);
     return res;
 }
 

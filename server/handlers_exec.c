@@ -360,8 +360,8 @@ static CUresult h_launch(struct srv_session *s, struct srv_call *call)
 {
     struct srv_handle *h = func_handle(s, ARG(0));
     size_t plen = ARG(9), nattr = ARG(10), len;
-    void **params = NULL;
-    uint64_t *buf = NULL; /* 8-byte aligned copy of params and attributes */
+    void **params;
+    void *buf;
     CUstream stream;
     CUresult res;
 
@@ -375,11 +375,12 @@ static CUresult h_launch(struct srv_session *s, struct srv_call *call)
     for (unsigned i = 0; i < h->nparams; i++)
         if ((size_t)h->layout[2 * i] + h->layout[2 * i + 1] > plen)
             return CUDA_ERROR_INVALID_VALUE;
-    buf = calloc(1, len + 8);
-    params = calloc(h->nparams + 1, sizeof(*params));
-    if (buf == NULL || params == NULL) {
-        res = CUDA_ERROR_OUT_OF_MEMORY;
-    } else if (srv_recv_input(s, call, buf, len) != RG_OK) {
+    /* One scratch block: the parameter bytes (8-byte aligned), then the pointer array. */
+    buf = srv_scratch(s, ((len + 15) & ~(size_t)15) + (h->nparams + 1) * sizeof(*params));
+    if (buf == NULL)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    params = (void **)((uint8_t *)buf + ((len + 15) & ~(size_t)15));
+    if (srv_recv_input(s, call, buf, len) != RG_OK) {
         res = CUDA_ERROR_DEVICE_UNAVAILABLE;
     } else {
         CUlaunchAttribute attrs[32];
@@ -388,8 +389,6 @@ static CUresult h_launch(struct srv_session *s, struct srv_call *call)
             params[i] = (uint8_t *)buf + h->layout[2 * i];
         res = launch_now(s, call, h->real, params, attrs, (unsigned)nattr, stream);
     }
-    free(params);
-    free(buf);
     return res;
 }
 

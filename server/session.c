@@ -81,6 +81,20 @@ void srv_handle_del(struct srv_session *s, uint64_t id)
     s->nhandles--;
 }
 
+void *srv_scratch(struct srv_session *s, size_t len)
+{
+    if (len > s->scratch_len) {
+        size_t cap = len < 65536 ? 65536 : (len + 65535) & ~(size_t)65535;
+        void *p = aligned_alloc(16, cap);
+        if (p == NULL)
+            return NULL;
+        free(s->scratch);
+        s->scratch = p;
+        s->scratch_len = cap;
+    }
+    return s->scratch;
+}
+
 void srv_alloc_add(struct srv_session *s, CUdeviceptr dptr, size_t size)
 {
     if (s->nallocs == s->alloc_cap) {

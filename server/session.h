@@ -6,6 +6,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "proto/arena.h"
 #include "proto/frame.h"
 #include "proto/ops.h"
 #include "server/driver.h"
@@ -40,7 +41,13 @@ struct srv_session {
     void *staging[2]; /* pinned chunks for bulk copies */
     size_t staging_len;
     uint8_t *msg_buf;
+    struct proto_arena arena; /* unpacked calls live here until the next one */
+    void *scratch;            /* launch parameters and their pointer array */
+    size_t scratch_len;
 };
+
+/* Session scratch memory of at least len bytes, 16-byte aligned (valid until the next call). */
+void *srv_scratch(struct srv_session *s, size_t len);
 
 /* The call being executed and its reply. */
 struct srv_call {

@@ -172,7 +172,7 @@ static rg_status_t send_result(struct srv_session *s, struct srv_call *call, CUr
 /* Execute one call. Returns false when the session must end (set *why for a bad message). */
 static bool execute(struct srv_session *s, const struct proto_frame_hdr *hdr, const char **why)
 {
-    Rgpu__Call *m = rgpu__call__unpack(NULL, hdr->msg_len, s->msg_buf);
+    Rgpu__Call *m = rgpu__call__unpack(&s->arena.allocator, hdr->msg_len, s->msg_buf);
     struct srv_call call = {.msg = m, .hdr = hdr, .noreply = hdr->flags & PROTO_FLAG_NOREPLY};
     srv_handler_fn fn;
     CUresult res;
@@ -185,7 +185,8 @@ static bool execute(struct srv_session *s, const struct proto_frame_hdr *hdr, co
     fn = srv_handler(m->op);
     if (fn != NULL && m->n_args < srv_min_args[m->op]) {
         *why = "a call with too few arguments";
-        rgpu__call__free_unpacked(m, NULL);
+        rgpu__call__free_unpacked(m, &s->arena.allocator);
+        proto_arena_reset(&s->arena);
         return false;
     }
     res = fn == NULL ? CUDA_ERROR_NOT_SUPPORTED : srv_use_ctx(s, m->ctx);
@@ -196,7 +197,8 @@ static bool execute(struct srv_session *s, const struct proto_frame_hdr *hdr, co
     if (ok && !call.replied && send_result(s, &call, res) != RG_OK)
         ok = false;
     free(call.out_ext);
-    rgpu__call__free_unpacked(m, NULL);
+    rgpu__call__free_unpacked(m, &s->arena.allocator);
+    proto_arena_reset(&s->arena);
     return ok;
 }
 
@@ -243,6 +245,7 @@ int srv_worker_run(const struct srv_config *cfg, int fd, uint64_t session_id, co
     rg_log_set_prefix(prefix);
     snprintf(s.peer, sizeof(s.peer), "%s", peer);
     if ((s.msg_buf = malloc(PROTO_MSG_MAX)) == NULL ||
+        proto_arena_init(&s.arena, 64u << 10) != RG_OK ||
         transport_tcp_adopt_fd(fd, &s.conn) != RG_OK)
         return 1;
     rc = handshake(&s, cfg);
@@ -251,6 +254,8 @@ int srv_worker_run(const struct srv_config *cfg, int fd, uint64_t session_id, co
         srv_session_teardown(&s);
     }
     transport_close(s.conn);
+    proto_arena_destroy(&s.arena);
+    free(s.scratch);
     free(s.msg_buf);
     return rc;
 }
