@@ -242,6 +242,8 @@ static CUresult session_open(void)
                  conf.server, rg_status_str(status));
         return CUDA_ERROR_NO_DEVICE;
     }
+    if (getenv("RGPU_BUSY_POLL_US") != NULL)
+        transport_set_busy_poll(sess.conn, (unsigned)atoi(getenv("RGPU_BUSY_POLL_US")));
     res = handshake(&conf);
     if (res == CUDA_SUCCESS)
         res = batch_start();

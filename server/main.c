@@ -20,9 +20,11 @@ static void usage(FILE *out)
     fprintf(out,
             "usage: gpu-server [--config FILE] [--listen ADDR] [--port N] [--devices LIST]\n"
             "                  [--driver PATH] [--log-level error|warn|info|debug] [--name NAME]\n"
+            "                  [--busy-poll-us N]\n"
             "  Serves this host's GPUs to rgpu clients: one worker process, with its own CUDA\n"
             "  context, per client session. Defaults: --listen 0.0.0.0 --port %d, all GPUs,\n"
-            "  the driver libcuda.so.1. Config file keys (section [server]) match the flags.\n",
+            "  the driver libcuda.so.1. Config file keys (section [server]) match the flags.\n"
+            "  --busy-poll-us N: workers spin up to N us for the next call before blocking.\n",
             SRV_DEFAULT_PORT);
 }
 
@@ -41,6 +43,8 @@ static rg_status_t set_key(struct srv_config *c, const char *key, const char *va
         SET(log_level);
     else if (strcmp(key, "name") == 0)
         SET(name);
+    else if (strcmp(key, "busy_poll_us") == 0 || strcmp(key, "busy-poll-us") == 0)
+        SET(busy_poll_us);
     else
         return RG_ERR_INVALID;
 #undef SET
@@ -68,7 +72,8 @@ static int parse_args(int argc, char **argv, struct srv_config *c, struct worker
         {"config", 1, 0, 'c'}, {"listen", 1, 0, 'l'}, {"port", 1, 0, 'p'},
         {"devices", 1, 0, 'd'}, {"driver", 1, 0, 'D'}, {"log-level", 1, 0, 'L'},
         {"name", 1, 0, 'n'}, {"worker-fd", 1, 0, 'W'}, {"session", 1, 0, 'S'},
-        {"peer", 1, 0, 'P'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+        {"peer", 1, 0, 'P'}, {"busy-poll-us", 1, 0, 'B'}, {"help", 0, 0, 'h'},
+        {0, 0, 0, 0}};
     int o;
 
     /* The config file first, so flags override it wherever they appear. */
@@ -87,6 +92,7 @@ static int parse_args(int argc, char **argv, struct srv_config *c, struct worker
         case 'D': set_key(c, "driver", optarg); break;
         case 'L': set_key(c, "log_level", optarg); break;
         case 'n': set_key(c, "name", optarg); break;
+        case 'B': set_key(c, "busy_poll_us", optarg); break;
         case 'W': w->fd = atoi(optarg); break;
         case 'S': w->session = strtoull(optarg, NULL, 10); break;
         case 'P': snprintf(w->peer, sizeof(w->peer), "%s", optarg); break;

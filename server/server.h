@@ -13,6 +13,7 @@ struct srv_config {
     char driver[256];   /* driver library to dlopen; "" = libcuda.so.1 */
     char log_level[16];
     char name[64];      /* server name reported to clients */
+    char busy_poll_us[16]; /* workers spin this long before blocking on a receive; "" = off */
 };
 
 /* Supervisor: accept connections and fork/exec one worker per session. Returns exit status. */

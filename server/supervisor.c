@@ -61,7 +61,8 @@ static void exec_worker(int fd, uint64_t session, const char *peer)
     int wfd = dup(fd); /* dup clears close-on-exec */
     char *argv[] = {(char *)sup.self_exe, "--worker-fd", fdbuf, "--session", sid, "--peer",
                     (char *)peer, "--driver", (char *)c->driver, "--devices", (char *)c->devices,
-                    "--log-level", (char *)c->log_level, "--name", (char *)c->name, NULL};
+                    "--log-level", (char *)c->log_level, "--name", (char *)c->name,
+                    "--busy-poll-us", (char *)c->busy_poll_us, NULL};
 
     snprintf(fdbuf, sizeof(fdbuf), "%d", wfd);
     snprintf(sid, sizeof(sid), "%llu", (unsigned long long)session);

@@ -248,6 +248,7 @@ int srv_worker_run(const struct srv_config *cfg, int fd, uint64_t session_id, co
         proto_arena_init(&s.arena, 64u << 10) != RG_OK ||
         transport_tcp_adopt_fd(fd, &s.conn) != RG_OK)
         return 1;
+    transport_set_busy_poll(s.conn, (unsigned)atoi(cfg->busy_poll_us));
     rc = handshake(&s, cfg);
     if (rc < 0) {
         rc = serve(&s);

@@ -25,6 +25,7 @@ struct sock_conn {
     int fd;
     char peer[TRANSPORT_PEER_MAX]; /* for log lines only */
     size_t rpos, rlen;             /* unread bytes are rbuf[rpos, rlen) */
+    unsigned busy_poll_us;         /* transport_set_busy_poll */
     uint8_t rbuf[SOCK_RBUF_SIZE];
 };
 

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/time.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/log.h"
@@ -158,12 +159,40 @@ rg_status_t transport_sock_sendv(struct transport_conn *conn, const struct iovec
     return RG_OK;
 }
 
+void transport_set_busy_poll(struct transport_conn *conn, unsigned us)
+{
+    if (conn->ops == &transport_tcp_ops || conn->ops == &transport_loop_ops)
+        sock_conn_of(conn)->busy_poll_us = us;
+}
+
+static uint64_t now_us(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+/* Spin on a non-blocking recv for up to busy_poll_us; returns its result, or -1/EAGAIN. */
+static ssize_t sock_busy_recv(struct sock_conn *sc, void *dst, size_t cap)
+{
+    uint64_t end = now_us() + sc->busy_poll_us;
+    ssize_t rc;
+
+    do {
+        rc = recv(sc->fd, dst, cap, MSG_DONTWAIT);
+    } while (rc < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) && now_us() < end);
+    return rc;
+}
+
 /* One recv into dst (flags 0: whatever is there, at least one byte). */
 static rg_status_t sock_recv_some(struct sock_conn *sc, void *dst, size_t cap, int flags,
                                   size_t *got_p)
 {
     for (;;) {
-        ssize_t rc = recv(sc->fd, dst, cap, flags);
+        ssize_t rc = sc->busy_poll_us > 0 && flags == 0 ? sock_busy_recv(sc, dst, cap) : -1;
+        if (rc < 0)
+            rc = recv(sc->fd, dst, cap, flags);
         if (rc > 0) {
             *got_p = (size_t)rc;
             return RG_OK;

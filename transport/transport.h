@@ -100,6 +100,10 @@ const struct transport_ops *transport_find(const char *name);
 /* Wrap an already connected TCP socket (e.g. inherited across exec) as a connection. */
 rg_status_t transport_tcp_adopt_fd(int fd, struct transport_conn **conn_p);
 
+/* Busy polling (tcp and loop connections): a receive that finds no data spins for up to us
+ * microseconds before it blocks, trading a CPU core for lower latency. 0 (default) = off. */
+void transport_set_busy_poll(struct transport_conn *conn, unsigned us);
+
 /* Convenience wrappers that dispatch through conn->ops. */
 static inline rg_status_t transport_sendv(struct transport_conn *c, const struct iovec *iov,
                                           int iovcnt)
