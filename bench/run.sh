@@ -1,7 +1,8 @@
 #!/bin/bash
 # The benchmark table, on a GPU host, from the bundle (tests/gpu/bundle.sh): every benchmark
 # natively, through rgpu over loopback TCP, and through rgpu across a veth pair between two
-# network namespaces, plus the raw TCP ceiling on both paths. Writes bench-results.md and
+# network namespaces, plus the raw TCP ceiling on both paths; and once more over loopback
+# with busy polling on both ends (lo-poll; micro benchmarks only). Writes bench-results.md and
 # bench-results.json (into $OUT when set) and prints the Markdown table last.
 # Usage: bench/run.sh [BUNDLE_DIR] [quick]
 set -u
@@ -25,10 +26,14 @@ run_mode() {
         native) LD_LIBRARY_PATH=$DEPS "$@" ;;
         lo) LD_LIBRARY_PATH=$B/client:$DEPS RGPU_SERVER=127.0.0.1:7070 "$@" ;;
         veth) LD_LIBRARY_PATH=$B/client:$DEPS RGPU_SERVER=10.88.0.2:7070 "$@" ;;
+        lo-poll) LD_LIBRARY_PATH=$B/client:$DEPS RGPU_SERVER=127.0.0.1:7072 RGPU_BUSY_POLL_US=100 "$@" ;;
     esac
 }
 
 LD_LIBRARY_PATH=$DEPS "$B/bin/gpu-server" --listen 127.0.0.1 --port 7070 >"$RES/server-lo.log" 2>&1 &
+PIDS+=($!)
+LD_LIBRARY_PATH=$DEPS "$B/bin/gpu-server" --listen 127.0.0.1 --port 7072 --busy-poll-us 100 \
+    >"$RES/server-lo-poll.log" 2>&1 &
 PIDS+=($!)
 VETH=no
 if $IP netns add $NS && $IP link add rb-c type veth peer name rb-s && $IP link set rb-s netns $NS &&
@@ -44,15 +49,17 @@ fi
 "$B/bin/rgpu-bench-tcp" server 127.0.0.1:7071 &
 sleep 2
 "$B/bin/rgpu-bench-tcp" client 127.0.0.1:7071 >"$RES/lo.jsonl"
+grep tcp_ "$RES/lo.jsonl" >"$RES/lo-poll.jsonl"
 [ $VETH = yes ] && "$B/bin/rgpu-bench-tcp" client 10.88.0.2:7071 >"$RES/veth.jsonl"
 
 MODES="native lo"
 [ $VETH = yes ] && MODES="native lo veth"
+MODES="$MODES lo-poll"
 for mode in $MODES; do
     echo "== $mode" >&2
     run_mode $mode "$B/bin/rgpu-bench-micro" >>"$RES/$mode.jsonl" 2>>"$RES/$mode.err"
     run_mode $mode "$B/bin/rgpu-bench-gemm" >>"$RES/$mode.jsonl" 2>>"$RES/$mode.err"
-    [ -z "$QUICK" ] && run_mode $mode python3 "$ROOT/bench/torch_models.py" >>"$RES/$mode.jsonl" 2>>"$RES/$mode.err"
+    [ -z "$QUICK" ] && [ $mode != lo-poll ] && run_mode $mode python3 "$ROOT/bench/torch_models.py" >>"$RES/$mode.jsonl" 2>>"$RES/$mode.err"
 done
 grep -h "peak RSS" "$RES"/server-*.log | sed 's/.*worker peak RSS/worker peak RSS/' | sort | tail -1 >"$RES/worker_rss.txt"
 python3 "$ROOT/bench/table.py" "$RES" $MODES
