@@ -1,0 +1,487 @@
+/* gpu-server end to end: the built binary (supervisor + one exec'd worker per session) on the
+ * fake driver, spoken to directly with the wire protocol over TCP. Checks the handshake
+ * snapshot, the version refusal, copies inline and as 32 MiB bulk, asynchronous errors,
+ * bad handles and ops, malformed and oversized frames that end only their own session while
+ * another session keeps working, a client vanishing mid-session, the config file, and the
+ * refusal to start without a driver. The supervisor's log is read back from a file. */
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <cuda.h>
+
+#include "proto/frame.h"
+#include "proto/ops.h"
+
+#define BIG (32u << 20)
+#define WAIT_MS 10000
+
+struct server {
+    pid_t pid;
+    char dir[64];
+    char log[160];
+    char addr[64];
+};
+
+struct client {
+    struct transport_conn *conn;
+    uint64_t session;
+    char local[64]; /* our host:port, as the supervisor names the peer */
+    uint64_t next_id;
+    uint8_t buf[1 << 16];
+};
+
+static struct server srv;
+
+/* ---- the server process and its log -------------------------------------------------- */
+
+static char *read_log(void)
+{
+    static char text[1 << 20];
+    int fd = open(srv.log, O_RDONLY);
+    ssize_t n = fd < 0 ? 0 : read(fd, text, sizeof(text) - 1);
+
+    if (fd >= 0)
+        close(fd);
+    text[n > 0 ? n : 0] = '\0';
+    return text;
+}
+
+static void sleep_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+/* The log line containing needle (copied into line), waiting up to WAIT_MS for it. */
+static bool wait_log(const char *needle, char *line, size_t len)
+{
+    for (int waited = 0; waited < WAIT_MS; waited += 20, sleep_ms(20)) {
+        const char *text = read_log(), *hit = strstr(text, needle), *start, *end;
+        if (hit == NULL)
+            continue;
+        for (start = hit; start > text && start[-1] != '\n'; start--)
+            ;
+        end = strchr(hit, '\n');
+        if (end == NULL)
+            continue; /* the line is still being written */
+        if (line != NULL)
+            snprintf(line, len, "%.*s", (int)(end - start), start);
+        return true;
+    }
+    print_error("log line '%s' not found in:\n%s\n", needle, read_log());
+    return false;
+}
+
+static void write_config(const char *path)
+{
+    FILE *f = fopen(path, "w");
+
+    assert_non_null(f);
+    fprintf(f, "# test config\n[server]\nname = from-config\nport = 1\nlisten = 10.255.255.1\n"
+               "log_level = info\n[other]\nname = ignored\n");
+    fclose(f);
+}
+
+static pid_t spawn(const char *log, char *const argv[])
+{
+    pid_t pid = fork();
+
+    if (pid == 0) {
+        int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        dup2(fd, 1);
+        dup2(fd, 2);
+        execv(GPU_SERVER_PATH, argv);
+        _exit(127);
+    }
+    return pid;
+}
+
+/* The config file says port 1 and an unreachable address: the flags must override both. */
+static int start_server(void **state)
+{
+    char conf[128], line[256];
+    char *argv[] = {GPU_SERVER_PATH, "--config", conf, "--listen", "127.0.0.1", "--port", "0",
+                    "--driver", FAKECUDA_PATH, NULL};
+    const char *at;
+
+    snprintf(srv.dir, sizeof(srv.dir), "/tmp/rgpu-test-server.XXXXXX");
+    if (mkdtemp(srv.dir) == NULL)
+        return -1;
+    snprintf(conf, sizeof(conf), "%s/server.conf", srv.dir);
+    snprintf(srv.log, sizeof(srv.log), "%s/server.log", srv.dir);
+    write_config(conf);
+    srv.pid = spawn(srv.log, argv);
+    if (srv.pid < 0 || !wait_log("listening on ", line, sizeof(line)))
+        return -1;
+    at = strstr(line, "listening on ") + strlen("listening on ");
+    snprintf(srv.addr, sizeof(srv.addr), "%s", at);
+    return 0;
+}
+
+/* SIGTERM: the supervisor stops accepting, ends its workers and exits 0. */
+static int stop_server(void **state)
+{
+    int status = -1;
+    char path[160];
+
+    kill(srv.pid, SIGTERM);
+    waitpid(srv.pid, &status, 0);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        print_error("gpu-server exited with status 0x%x; log:\n%s\n", status, read_log());
+        return -1;
+    }
+    if (getenv("RGPU_TEST_KEEP_LOG") == NULL) {
+        unlink(srv.log);
+        snprintf(path, sizeof(path), "%s/server.conf", srv.dir);
+        unlink(path);
+        rmdir(srv.dir);
+    }
+    return 0;
+}
+
+/* ---- protocol helpers ---------------------------------------------------------------- */
+
+static void local_name(int fd, char *buf, size_t len)
+{
+    struct sockaddr_in sin;
+    socklen_t sl = sizeof(sin);
+    char host[INET_ADDRSTRLEN] = "?";
+
+    assert_int_equal(getsockname(fd, (struct sockaddr *)&sin, &sl), 0);
+    inet_ntop(AF_INET, &sin.sin_addr, host, sizeof(host));
+    snprintf(buf, len, "%s:%d", host, ntohs(sin.sin_port));
+}
+
+static Rgpu__Welcome *connect_hello(struct client *c, uint32_t version)
+{
+    Rgpu__Hello h = RGPU__HELLO__INIT;
+    struct proto_frame_hdr hdr;
+    Rgpu__Welcome *w;
+
+    memset(c, 0, sizeof(*c));
+    c->next_id = 1;
+    assert_int_equal(transport_tcp_ops.connect(srv.addr, NULL, &c->conn), RG_OK);
+    local_name(transport_fd(c->conn), c->local, sizeof(c->local));
+    h.proto_version = version;
+    h.client_name = "test_server";
+    assert_int_equal(proto_send(c->conn, PROTO_HELLO, &h.base, NULL, 0), RG_OK);
+    assert_int_equal(proto_recv(c->conn, &hdr, c->buf, sizeof(c->buf)), RG_OK);
+    assert_int_equal(hdr.type, PROTO_WELCOME);
+    w = rgpu__welcome__unpack(NULL, hdr.msg_len, c->buf);
+    assert_non_null(w);
+    c->session = w->session_id;
+    return w;
+}
+
+static void start_session(struct client *c)
+{
+    Rgpu__Welcome *w = connect_hello(c, PROTO_VERSION);
+
+    assert_int_equal(w->status, 0);
+    rgpu__welcome__free_unpacked(w, NULL);
+}
+
+static void send_call(struct client *c, unsigned op, unsigned flags, const uint64_t *args,
+                      size_t nargs, const void *data, size_t len, const void *bulk,
+                      size_t bulk_len)
+{
+    Rgpu__Call call = RGPU__CALL__INIT;
+
+    call.id = c->next_id++;
+    call.op = op;
+    call.ctx = PROTO_PRIMARY_CTX_ID(0);
+    call.n_args = nargs;
+    call.args = (uint64_t *)args;
+    call.data = (ProtobufCBinaryData){len, (uint8_t *)data};
+    assert_int_equal(proto_send_flags(c->conn, PROTO_CALL, flags, &call.base, bulk, bulk_len),
+                     RG_OK);
+}
+
+/* The next frame must be a Reply; its bulk (if any) lands in bulk. */
+static Rgpu__Reply *get_reply(struct client *c, void *bulk, size_t cap)
+{
+    struct proto_frame_hdr hdr;
+    Rgpu__Reply *r;
+
+    assert_int_equal(proto_recv(c->conn, &hdr, c->buf, sizeof(c->buf)), RG_OK);
+    assert_int_equal(hdr.type, PROTO_REPLY);
+    assert_true(hdr.bulk_len <= cap);
+    if (hdr.bulk_len > 0)
+        assert_int_equal(transport_recv(c->conn, bulk, hdr.bulk_len), RG_OK);
+    r = rgpu__reply__unpack(NULL, hdr.msg_len, c->buf);
+    assert_non_null(r);
+    assert_int_equal(r->id, c->next_id - 1);
+    return r;
+}
+
+/* A synchronous call; returns its result and copies up to 4 outputs. */
+static int call_sync(struct client *c, unsigned op, const uint64_t *args, size_t nargs,
+                     uint64_t *out)
+{
+    Rgpu__Reply *r;
+    int res;
+
+    send_call(c, op, 0, args, nargs, NULL, 0, NULL, 0);
+    r = get_reply(c, NULL, 0);
+    res = r->result;
+    for (size_t i = 0; out != NULL && i < r->n_out && i < 4; i++)
+        out[i] = r->out[i];
+    rgpu__reply__free_unpacked(r, NULL);
+    return res;
+}
+
+static uint64_t mem_alloc(struct client *c, uint64_t size)
+{
+    uint64_t out[4] = {0};
+
+    assert_int_equal(call_sync(c, PROTO_OP_MEM_ALLOC, &size, 1, out), CUDA_SUCCESS);
+    assert_int_not_equal(out[0], 0);
+    return out[0];
+}
+
+static void bye(struct client *c)
+{
+    assert_int_equal(proto_send(c->conn, PROTO_BYE, NULL, NULL, 0), RG_OK);
+    transport_close(c->conn);
+}
+
+/* The supervisor's line for the end of c's session; it must contain want. */
+static void expect_ended(const struct client *c, const char *want)
+{
+    char needle[160], line[512];
+
+    snprintf(needle, sizeof(needle), "session %llu (peer %s) ended: ",
+             (unsigned long long)c->session, c->local);
+    assert_true(wait_log(needle, line, sizeof(line)));
+    if (strstr(line, want) == NULL)
+        fail_msg("expected '%s' in: %s", want, line);
+}
+
+/* The server closes its end: our next receive sees the close. */
+static void expect_closed(struct client *c)
+{
+    struct proto_frame_hdr hdr;
+
+    assert_int_not_equal(proto_recv(c->conn, &hdr, c->buf, sizeof(c->buf)), RG_OK);
+}
+
+/* ---- tests ----------------------------------------------------------------------------- */
+
+static void test_handshake(void **state)
+{
+    struct client c;
+    Rgpu__Welcome *w = connect_hello(&c, PROTO_VERSION);
+
+    assert_int_equal(w->status, 0);
+    assert_int_equal(w->proto_version, PROTO_VERSION);
+    assert_string_equal(w->server_name, "from-config");
+    assert_true(w->session_id > 0);
+    assert_int_equal(w->n_devices, 1);
+    assert_string_equal(w->devices[0]->name, "rgpu fake device");
+    assert_int_equal(w->devices[0]->n_attrs, CU_DEVICE_ATTRIBUTE_MAX);
+    assert_int_equal(w->devices[0]->attrs[CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR], 9);
+    assert_int_equal(w->devices[0]->attrs[CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT], 132);
+    assert_int_equal(w->devices[0]->uuid.len, 16);
+    assert_true(w->devices[0]->total_mem > 0);
+    assert_int_equal(w->devices[0]->ordinal, 0);
+    rgpu__welcome__free_unpacked(w, NULL);
+    bye(&c);
+    expect_ended(&c, "worker exited with status 0");
+}
+
+static void test_version_mismatch(void **state)
+{
+    struct client c;
+    Rgpu__Welcome *w = connect_hello(&c, 7);
+
+    assert_int_not_equal(w->status, 0);
+    assert_non_null(strstr(w->reason, "client speaks 7"));
+    assert_non_null(strstr(w->reason, "server speaks 1"));
+    rgpu__welcome__free_unpacked(w, NULL);
+    expect_closed(&c);
+    transport_close(c.conn);
+}
+
+static void fill(uint8_t *p, size_t len)
+{
+    for (size_t i = 0; i < len; i++)
+        p[i] = (uint8_t)(i * 29 + (i >> 12));
+}
+
+static void test_copies(void **state)
+{
+    struct client c;
+    static uint8_t src[BIG], dst[BIG];
+    uint64_t d, args[4];
+    Rgpu__Reply *r;
+
+    fill(src, BIG);
+    start_session(&c);
+    d = mem_alloc(&c, BIG);
+    args[0] = d, args[1] = BIG, args[2] = PROTO_STREAM_NULL, args[3] = 0;
+    send_call(&c, PROTO_OP_MEMCPY_HTOD, 0, args, 4, NULL, 0, src, BIG); /* bulk */
+    r = get_reply(&c, NULL, 0);
+    assert_int_equal(r->result, CUDA_SUCCESS);
+    rgpu__reply__free_unpacked(r, NULL);
+    memset(src + 1000, 0xa5, 3000);
+    args[0] = d + 1000, args[1] = 3000, args[3] = 1;
+    send_call(&c, PROTO_OP_MEMCPY_HTOD, PROTO_FLAG_NOREPLY, args, 4, src + 1000, 3000, NULL, 0);
+    args[0] = d, args[1] = BIG, args[3] = 0;
+    send_call(&c, PROTO_OP_MEMCPY_DTOH, 0, args, 4, NULL, 0, NULL, 0); /* streamed back */
+    r = get_reply(&c, dst, BIG);
+    assert_int_equal(r->result, CUDA_SUCCESS);
+    assert_memory_equal(src, dst, BIG);
+    rgpu__reply__free_unpacked(r, NULL);
+    args[0] = d + 900, args[1] = 300;
+    send_call(&c, PROTO_OP_MEMCPY_DTOH, 0, args, 4, NULL, 0, NULL, 0); /* inline */
+    r = get_reply(&c, NULL, 0);
+    assert_int_equal(r->data.len, 300);
+    assert_memory_equal(r->data.data, src + 900, 300);
+    rgpu__reply__free_unpacked(r, NULL);
+    assert_int_equal(call_sync(&c, PROTO_OP_MEM_FREE, &d, 1, NULL), CUDA_SUCCESS);
+    bye(&c);
+    expect_ended(&c, "status 0");
+}
+
+static void test_async_error_and_bad_calls(void **state)
+{
+    struct client c;
+    struct proto_frame_hdr hdr;
+    uint64_t d, args[5];
+    Rgpu__AsyncError *e;
+
+    start_session(&c);
+    d = mem_alloc(&c, 4096);
+    args[0] = d + (1ull << 40), args[1] = d, args[2] = 64, args[3] = 0, args[4] = 1;
+    send_call(&c, PROTO_OP_MEMCPY_DTOD, PROTO_FLAG_NOREPLY, args, 5, NULL, 0, NULL, 0);
+    send_call(&c, PROTO_OP_NOP, 0, NULL, 0, NULL, 0, NULL, 0);
+    assert_int_equal(proto_recv(c.conn, &hdr, c.buf, sizeof(c.buf)), RG_OK);
+    assert_int_equal(hdr.type, PROTO_ASYNC_ERROR); /* before the NOP's reply */
+    e = rgpu__async_error__unpack(NULL, hdr.msg_len, c.buf);
+    assert_non_null(e);
+    assert_int_equal(e->id, c.next_id - 2);
+    assert_int_equal(e->op, PROTO_OP_MEMCPY_DTOD);
+    assert_int_not_equal(e->result, CUDA_SUCCESS);
+    assert_non_null(strstr(e->message, "CUDA_ERROR_"));
+    rgpu__async_error__free_unpacked(e, NULL);
+    rgpu__reply__free_unpacked(get_reply(&c, NULL, 0), NULL);
+    args[0] = (5000ull << 4) | PROTO_H_EVENT; /* never created */
+    assert_int_equal(call_sync(&c, PROTO_OP_EVENT_SYNCHRONIZE, args, 1, NULL),
+                     CUDA_ERROR_INVALID_HANDLE);
+    args[0] = (5001ull << 4) | PROTO_H_STREAM;
+    assert_int_equal(call_sync(&c, PROTO_OP_STREAM_QUERY, args, 1, NULL),
+                     CUDA_ERROR_INVALID_HANDLE);
+    assert_int_equal(call_sync(&c, PROTO_OP_COUNT + 40, NULL, 0, NULL), CUDA_ERROR_NOT_SUPPORTED);
+    assert_int_equal(call_sync(&c, PROTO_OP_NOP, NULL, 0, NULL), CUDA_SUCCESS);
+    bye(&c);
+    expect_ended(&c, "status 0");
+}
+
+static void send_raw_header(struct client *c, uint32_t magic, uint32_t msg_len)
+{
+    struct proto_frame_hdr hdr = {.magic = magic, .type = PROTO_CALL, .msg_len = msg_len};
+    struct iovec iov = {&hdr, sizeof(hdr)};
+
+    assert_int_equal(transport_sendv(c->conn, &iov, 1), RG_OK);
+}
+
+/* A bad magic and an oversized message each end their own session; a third session, open
+ * all along, keeps its memory and goes on working. */
+static void test_malformed_ends_only_its_session(void **state)
+{
+    struct client good, bad_magic, oversized;
+    uint64_t d, args[4] = {0, 8, PROTO_STREAM_NULL, 0}, out[4];
+    static const uint8_t bytes[8] = "rgpu-ok";
+    Rgpu__Reply *r;
+
+    start_session(&good);
+    d = mem_alloc(&good, 1 << 20);
+    start_session(&bad_magic);
+    start_session(&oversized);
+    send_raw_header(&bad_magic, 0xdeadbeef, 16);
+    send_raw_header(&oversized, PROTO_MAGIC, PROTO_MSG_MAX + 1);
+    expect_closed(&bad_magic);
+    expect_closed(&oversized);
+    expect_ended(&bad_magic, "status 2");
+    expect_ended(&oversized, "status 2");
+    assert_true(wait_log("malformed message from", NULL, 0));
+    args[0] = d;
+    send_call(&good, PROTO_OP_MEMCPY_HTOD, 0, args, 4, bytes, 8, NULL, 0);
+    rgpu__reply__free_unpacked(get_reply(&good, NULL, 0), NULL);
+    send_call(&good, PROTO_OP_MEMCPY_DTOH, 0, args, 4, NULL, 0, NULL, 0);
+    r = get_reply(&good, NULL, 0);
+    assert_int_equal(r->result, CUDA_SUCCESS);
+    assert_int_equal(r->data.len, 8);
+    assert_memory_equal(r->data.data, bytes, 8);
+    rgpu__reply__free_unpacked(r, NULL);
+    assert_int_equal(call_sync(&good, PROTO_OP_MEM_GET_INFO, NULL, 0, out), CUDA_SUCCESS);
+    transport_close(bad_magic.conn);
+    transport_close(oversized.conn);
+    bye(&good);
+    expect_ended(&good, "status 0");
+}
+
+/* The client vanishes without BYE, holding memory: the worker frees it and exits. */
+static void test_disconnect_frees_session(void **state)
+{
+    struct client c;
+    char needle[96];
+
+    start_session(&c);
+    mem_alloc(&c, 3u << 20);
+    mem_alloc(&c, 1u << 20);
+    transport_close(c.conn);
+    snprintf(needle, sizeof(needle), "session %llu: freed 2 allocation(s), 4.0 MiB",
+             (unsigned long long)c.session);
+    assert_true(wait_log(needle, NULL, 0));
+    expect_ended(&c, "status 0");
+}
+
+/* Without a usable driver the server says why and exits non-zero. */
+static void test_no_driver(void **state)
+{
+    char log[160], *argv[] = {GPU_SERVER_PATH, "--listen", "127.0.0.1", "--port", "0",
+                              "--driver", "/nonexistent/libcuda.so.1", NULL};
+    char saved[sizeof(srv.log)];
+    int status = 0;
+    pid_t pid;
+
+    snprintf(log, sizeof(log), "%s/nodriver.log", srv.dir);
+    pid = spawn(log, argv);
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) != 0);
+    memcpy(saved, srv.log, sizeof(saved));
+    snprintf(srv.log, sizeof(srv.log), "%s", log);
+    assert_true(wait_log("must run on a host with an NVIDIA GPU", NULL, 0));
+    memcpy(srv.log, saved, sizeof(saved));
+    unlink(log);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_handshake),
+        cmocka_unit_test(test_version_mismatch),
+        cmocka_unit_test(test_copies),
+        cmocka_unit_test(test_async_error_and_bad_calls),
+        cmocka_unit_test(test_malformed_ends_only_its_session),
+        cmocka_unit_test(test_disconnect_frees_session),
+        cmocka_unit_test(test_no_driver),
+    };
+
+    signal(SIGPIPE, SIG_IGN);
+    return cmocka_run_group_tests(tests, start_server, stop_server);
+}
