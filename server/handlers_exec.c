@@ -119,8 +119,12 @@ static CUresult take_image(struct srv_session *s, struct srv_call *call, void **
     size_t len = call->hdr->bulk_len > 0 ? call->hdr->bulk_len : call->msg->data.len;
     void *image;
 
-    if (len == 0 || len > IMAGE_MAX || (image = calloc(1, len + 1)) == NULL)
-        return len == 0 ? CUDA_ERROR_INVALID_IMAGE : CUDA_ERROR_OUT_OF_MEMORY;
+    if (len == 0)
+        return CUDA_ERROR_INVALID_IMAGE;
+    if (len > IMAGE_MAX) /* the dispatcher drains the bulk */
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((image = calloc(1, len + 1)) == NULL)
+        return CUDA_ERROR_OUT_OF_MEMORY;
     if (srv_recv_input(s, call, image, len) != RG_OK) {
         free(image);
         return CUDA_ERROR_DEVICE_UNAVAILABLE;
@@ -232,8 +236,12 @@ static CUresult h_library_get_module(struct srv_session *s, struct srv_call *cal
     if (lib == NULL)
         return CUDA_ERROR_INVALID_HANDLE;
     res = s->drv.cuLibraryGetModule(&mod, lib);
+    if (res == CUDA_SUCCESS)
+        res = bind_new(s, ARG(0), PROTO_H_MODULE, mod);
     /* Owned by the library: bound for lookups, never unloaded on its own. */
-    return res == CUDA_SUCCESS ? bind_new(s, ARG(0), PROTO_H_MODULE, mod) : res;
+    if (res == CUDA_SUCCESS)
+        srv_handle_get(s, ARG(0), PROTO_H_MODULE)->borrowed = true;
+    return res;
 }
 
 static CUresult h_kernel_get_function(struct srv_session *s, struct srv_call *call)

@@ -177,7 +177,7 @@ static void teardown_type(struct srv_session *s, unsigned type)
 {
     for (size_t i = 0; i < s->handle_cap; i++) {
         struct srv_handle *h = &s->handles[i];
-        if (h->id == 0 || PROTO_ID_TYPE(h->id) != type)
+        if (h->id == 0 || PROTO_ID_TYPE(h->id) != type || h->borrowed)
             continue;
         switch (type) {
         case PROTO_H_STREAM: s->drv.cuStreamDestroy(h->real); break;
@@ -187,6 +187,17 @@ static void teardown_type(struct srv_session *s, unsigned type)
         case PROTO_H_CTX: s->drv.cuCtxDestroy(h->real); break;
         }
     }
+}
+
+static void free_tables(struct srv_session *s)
+{
+    for (size_t i = 0; i < s->handle_cap; i++)
+        free(s->handles[i].layout);
+    free(s->handles);
+    free(s->allocs);
+    s->handles = NULL;
+    s->allocs = NULL;
+    s->handle_cap = s->nhandles = s->alloc_cap = s->nallocs = 0;
 }
 
 void srv_session_teardown(struct srv_session *s)
@@ -213,4 +224,5 @@ void srv_session_teardown(struct srv_session *s)
     rg_info("session %llu: freed %zu allocation(s), %.1f MiB, and %zu handle(s); worker peak "
             "RSS %.1f MiB",
             (unsigned long long)s->id, n, bytes / 1048576.0, s->nhandles, ru.ru_maxrss / 1024.0);
+    free_tables(s);
 }

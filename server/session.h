@@ -16,6 +16,7 @@ struct srv_handle {
     void *real;     /* CUcontext, CUmodule, CUstream, ... */
     uint32_t nparams; /* functions/kernels: cached parameter layout (0xffffffff = unknown) */
     uint32_t *layout; /* off0, size0, off1, size1, ... */
+    bool borrowed;    /* owned by another object (a library's module): never unloaded alone */
 };
 
 struct srv_alloc {
