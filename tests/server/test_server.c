@@ -1,9 +1,10 @@
 /* gpu-server end to end: the built binary (supervisor + one exec'd worker per session) on the
  * fake driver, spoken to directly with the wire protocol over TCP. Checks the handshake
- * snapshot, the version refusal, copies inline and as 32 MiB bulk, asynchronous errors,
- * bad handles and ops, malformed and oversized frames that end only their own session while
- * another session keeps working, a client vanishing mid-session, the config file, and the
- * refusal to start without a driver. The supervisor's log is read back from a file. */
+ * snapshot, the version refusal, copies inline and as 32 MiB bulk, a module's kernel launched
+ * (plain and with attributes) between events, asynchronous errors, bad handles and ops,
+ * malformed and oversized frames that end only their own session while another session keeps
+ * working, a client vanishing mid-session, the config file, and the refusal to start without a
+ * driver. The supervisor's log is read back from a file (RGPU_TEST_KEEP_LOG=1 keeps it). */
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <setjmp.h>
@@ -390,6 +391,120 @@ static void test_async_error_and_bad_calls(void **state)
     expect_ended(&c, "status 0");
 }
 
+#define MOD_ID ((1024ull << 4) | PROTO_H_MODULE)
+#define FUNC_ID ((1025ull << 4) | PROTO_H_FUNCTION)
+#define STREAM_ID ((1026ull << 4) | PROTO_H_STREAM)
+#define EV0_ID ((1027ull << 4) | PROTO_H_EVENT)
+#define EV1_ID ((1028ull << 4) | PROTO_H_EVENT)
+
+static void load_scale_kernel(struct client *c)
+{
+    static const char ptx[] = ".version 8.0\n.target sm_90\n.entry _Z5scalePffi()\n";
+    static const uint32_t want[] = {3, 0, 8, 8, 4, 12, 4};
+    uint64_t args[2] = {MOD_ID, 0};
+    Rgpu__Reply *r;
+
+    send_call(c, PROTO_OP_MODULE_LOAD, 0, args, 1, ptx, sizeof(ptx), NULL, 0);
+    r = get_reply(c, NULL, 0);
+    assert_int_equal(r->result, CUDA_SUCCESS);
+    rgpu__reply__free_unpacked(r, NULL);
+    args[0] = FUNC_ID, args[1] = MOD_ID;
+    send_call(c, PROTO_OP_MODULE_GET_FUNCTION, PROTO_FLAG_NOREPLY, args, 2, "_Z5scalePffi", 12,
+              NULL, 0);
+    send_call(c, PROTO_OP_FUNC_GET_PARAM_LAYOUT, 0, args, 1, NULL, 0, NULL, 0);
+    r = get_reply(c, NULL, 0);
+    assert_int_equal(r->result, CUDA_SUCCESS);
+    assert_int_equal(r->n_out, 7);
+    for (int i = 0; i < 7; i++)
+        assert_int_equal(r->out[i], want[i]);
+    rgpu__reply__free_unpacked(r, NULL);
+}
+
+/* scale(x, s, n) on STREAM_ID with the layout above; nattr launch attributes follow. */
+static void launch_scale(struct client *c, uint64_t x, float s, int n, size_t params_len,
+                         unsigned nattr)
+{
+    uint8_t data[16 + sizeof(CUlaunchAttribute)] = {0};
+    CUlaunchAttribute attr = {.id = CU_LAUNCH_ATTRIBUTE_PRIORITY};
+    uint64_t args[11] = {FUNC_ID, 1, 1, 1, 64, 1, 1, 0, STREAM_ID, params_len, nattr};
+
+    memcpy(data, &x, 8);
+    memcpy(data + 8, &s, 4);
+    memcpy(data + 12, &n, 4);
+    memcpy(data + params_len, &attr, sizeof(attr));
+    send_call(c, PROTO_OP_LAUNCH, PROTO_FLAG_NOREPLY, args, 11, data,
+              params_len + nattr * sizeof(attr), NULL, 0);
+}
+
+static void check_floats(struct client *c, uint64_t d, const float *want, int n)
+{
+    uint64_t args[4] = {d, (uint64_t)n * 4, PROTO_STREAM_NULL, 0};
+    Rgpu__Reply *r;
+
+    send_call(c, PROTO_OP_MEMCPY_DTOH, 0, args, 4, NULL, 0, NULL, 0);
+    r = get_reply(c, NULL, 0);
+    assert_int_equal(r->result, CUDA_SUCCESS);
+    assert_int_equal(r->data.len, (size_t)n * 4);
+    assert_memory_equal(r->data.data, want, (size_t)n * 4);
+    rgpu__reply__free_unpacked(r, NULL);
+}
+
+/* Module, function, layout, stream, events and launches (plain and with attributes); a launch
+ * whose parameters do not cover the layout fails asynchronously. */
+static void test_module_launch(void **state)
+{
+    struct client c;
+    struct proto_frame_hdr hdr;
+    float host[64], ms;
+    uint64_t d, args[4], out[4];
+    Rgpu__AsyncError *e;
+
+    start_session(&c);
+    load_scale_kernel(&c);
+    for (int i = 0; i < 64; i++)
+        host[i] = (float)i;
+    d = mem_alloc(&c, sizeof(host));
+    args[0] = d, args[1] = sizeof(host), args[2] = PROTO_STREAM_NULL, args[3] = 0;
+    send_call(&c, PROTO_OP_MEMCPY_HTOD, 0, args, 4, host, sizeof(host), NULL, 0);
+    rgpu__reply__free_unpacked(get_reply(&c, NULL, 0), NULL);
+    args[0] = STREAM_ID, args[1] = 0, args[2] = 0;
+    send_call(&c, PROTO_OP_STREAM_CREATE, PROTO_FLAG_NOREPLY, args, 3, NULL, 0, NULL, 0);
+    args[0] = EV0_ID, args[1] = 0;
+    send_call(&c, PROTO_OP_EVENT_CREATE, PROTO_FLAG_NOREPLY, args, 2, NULL, 0, NULL, 0);
+    args[0] = EV1_ID;
+    send_call(&c, PROTO_OP_EVENT_CREATE, PROTO_FLAG_NOREPLY, args, 2, NULL, 0, NULL, 0);
+    args[0] = EV0_ID, args[1] = STREAM_ID, args[2] = 0;
+    send_call(&c, PROTO_OP_EVENT_RECORD, PROTO_FLAG_NOREPLY, args, 3, NULL, 0, NULL, 0);
+    launch_scale(&c, d, 2.0f, 64, 16, 0);
+    launch_scale(&c, d, 3.0f, 64, 16, 1); /* through cuLaunchKernelEx */
+    args[0] = EV1_ID;
+    send_call(&c, PROTO_OP_EVENT_RECORD, PROTO_FLAG_NOREPLY, args, 3, NULL, 0, NULL, 0);
+    assert_int_equal(call_sync(&c, PROTO_OP_EVENT_SYNCHRONIZE, args, 1, NULL), CUDA_SUCCESS);
+    args[0] = EV0_ID, args[1] = EV1_ID;
+    assert_int_equal(call_sync(&c, PROTO_OP_EVENT_ELAPSED, args, 2, out), CUDA_SUCCESS);
+    memcpy(&ms, &out[0], sizeof(ms));
+    assert_true(ms >= 0.0f);
+    for (int i = 0; i < 64; i++)
+        host[i] *= 6.0f;
+    check_floats(&c, d, host, 64);
+    launch_scale(&c, d, 2.0f, 64, 12, 0); /* n not covered */
+    send_call(&c, PROTO_OP_NOP, 0, NULL, 0, NULL, 0, NULL, 0);
+    assert_int_equal(proto_recv(c.conn, &hdr, c.buf, sizeof(c.buf)), RG_OK);
+    assert_int_equal(hdr.type, PROTO_ASYNC_ERROR);
+    e = rgpu__async_error__unpack(NULL, hdr.msg_len, c.buf);
+    assert_int_equal(e->op, PROTO_OP_LAUNCH);
+    assert_int_equal(e->result, CUDA_ERROR_INVALID_VALUE);
+    rgpu__async_error__free_unpacked(e, NULL);
+    rgpu__reply__free_unpacked(get_reply(&c, NULL, 0), NULL);
+    check_floats(&c, d, host, 64); /* untouched */
+    args[0] = STREAM_ID;
+    send_call(&c, PROTO_OP_STREAM_DESTROY, PROTO_FLAG_NOREPLY, args, 1, NULL, 0, NULL, 0);
+    args[0] = MOD_ID;
+    assert_int_equal(call_sync(&c, PROTO_OP_MODULE_UNLOAD, args, 1, NULL), CUDA_SUCCESS);
+    transport_close(c.conn); /* the two events and the allocation are left to the worker */
+    expect_ended(&c, "status 0");
+}
+
 static void send_raw_header(struct client *c, uint32_t magic, uint32_t msg_len)
 {
     struct proto_frame_hdr hdr = {.magic = magic, .type = PROTO_CALL, .msg_len = msg_len};
@@ -477,6 +592,7 @@ int main(void)
         cmocka_unit_test(test_version_mismatch),
         cmocka_unit_test(test_copies),
         cmocka_unit_test(test_async_error_and_bad_calls),
+        cmocka_unit_test(test_module_launch),
         cmocka_unit_test(test_malformed_ends_only_its_session),
         cmocka_unit_test(test_disconnect_frees_session),
         cmocka_unit_test(test_no_driver),
