@@ -557,9 +557,15 @@ CUresult cli_status_to_cu(rg_status_t status)
     }
 }
 
+/* At exit: flush what is pending and say goodbye. trylock: another thread may be blocked in a
+ * synchronous call (holding the lock) while the process exits; never hang the exit for it. */
 __attribute__((destructor)) static void session_close(void)
 {
-    pthread_mutex_lock(&sess.lock);
+    int tries = 0;
+
+    while (pthread_mutex_trylock(&sess.lock) != 0)
+        if (++tries > 100 || usleep(1000) != 0)
+            return;
     if (sess.conn != NULL && !sess.dead && batch_flush() == CUDA_SUCCESS)
         proto_send(sess.conn, PROTO_BYE, NULL, NULL, 0);
     pthread_mutex_unlock(&sess.lock);

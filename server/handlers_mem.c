@@ -9,17 +9,33 @@
 #define STAGING_CHUNK (8u << 20)
 #define ARG(i) (call->msg->args[i])
 
+/* Portable, so copies in any of the session's contexts use them as pinned memory; they still
+ * belong to the context current here and are freed before it goes (srv_staging_release). */
 static CUresult staging_ready(struct srv_session *s)
 {
+    if (s->staging[0] == NULL && s->staging[1] == NULL)
+        s->staging_ctx = s->current_ctx;
     for (int i = 0; i < 2; i++) {
         if (s->staging[i] != NULL)
             continue;
-        CUresult res = s->drv.cuMemHostAlloc(&s->staging[i], STAGING_CHUNK, 0);
+        CUresult res = s->drv.cuMemHostAlloc(&s->staging[i], STAGING_CHUNK,
+                                             CU_MEMHOSTALLOC_PORTABLE);
         if (res != CUDA_SUCCESS)
             return res;
     }
     s->staging_len = STAGING_CHUNK;
     return CUDA_SUCCESS;
+}
+
+void srv_staging_release(struct srv_session *s, uint64_t ctx_id)
+{
+    if (s->staging_ctx != ctx_id)
+        return;
+    for (int i = 0; i < 2; i++)
+        if (s->staging[i] != NULL)
+            s->drv.cuMemFreeHost(s->staging[i]);
+    s->staging[0] = s->staging[1] = NULL;
+    s->staging_len = 0;
 }
 
 static CUresult h_mem_alloc(struct srv_session *s, struct srv_call *call)

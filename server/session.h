@@ -41,6 +41,7 @@ struct srv_session {
     size_t nallocs, alloc_cap;
     void *staging[2]; /* pinned chunks for bulk copies */
     size_t staging_len;
+    uint64_t staging_ctx; /* the context they were allocated in (they die with it) */
     uint8_t *msg_buf;
     struct proto_arena arena; /* unpacked calls live here until the next one */
     void *scratch;            /* launch parameters and their pointer array */
@@ -86,6 +87,10 @@ typedef CUresult (*srv_handler_fn)(struct srv_session *s, struct srv_call *call)
 srv_handler_fn srv_handler(unsigned op);
 /* Minimum number of args per op. */
 extern const uint8_t srv_min_args[PROTO_OP_COUNT];
+
+/* The context ctx_id is about to be destroyed or reset: free the staging buffers if they
+ * belong to it (they would go with it), so the next bulk copy allocates new ones. */
+void srv_staging_release(struct srv_session *s, uint64_t ctx_id);
 
 /* Bulk input of a call: inline data or frame bulk received into dst (at most cap). */
 rg_status_t srv_recv_input(struct srv_session *s, struct srv_call *call, void *dst, size_t len);
