@@ -1,7 +1,8 @@
 /* gpu-server end to end: the built binary (supervisor + one exec'd worker per session) on the
  * fake driver, spoken to directly with the wire protocol over TCP. Checks the handshake
  * snapshot, the version refusal, copies inline and as 32 MiB bulk, a module's kernel launched
- * (plain and with attributes) between events, asynchronous errors, bad handles and ops,
+ * (plain and with attributes) between events, bulk copies across context destruction and
+ * reset, asynchronous errors, bad handles and ops,
  * malformed and oversized frames that end only their own session while another session keeps
  * working, a client vanishing mid-session, the config file, and the refusal to start without a
  * driver. The supervisor's log is read back from a file (RGPU_TEST_KEEP_LOG=1 keeps it). */
@@ -41,6 +42,7 @@ struct client {
     uint64_t session;
     char local[64]; /* our host:port, as the supervisor names the peer */
     uint64_t next_id;
+    uint64_t ctx; /* Call.ctx of the calls we send */
     uint8_t buf[1 << 16];
 };
 
@@ -174,6 +176,7 @@ static Rgpu__Welcome *connect_hello(struct client *c, uint32_t version)
 
     memset(c, 0, sizeof(*c));
     c->next_id = 1;
+    c->ctx = PROTO_PRIMARY_CTX_ID(0);
     assert_int_equal(transport_tcp_ops.connect(srv.addr, NULL, &c->conn), RG_OK);
     local_name(transport_fd(c->conn), c->local, sizeof(c->local));
     h.proto_version = version;
@@ -203,7 +206,7 @@ static void send_call(struct client *c, unsigned op, unsigned flags, const uint6
 
     call.id = c->next_id++;
     call.op = op;
-    call.ctx = PROTO_PRIMARY_CTX_ID(0);
+    call.ctx = c->ctx;
     call.n_args = nargs;
     call.args = (uint64_t *)args;
     call.data = (ProtobufCBinaryData){len, (uint8_t *)data};
@@ -505,6 +508,52 @@ static void test_module_launch(void **state)
     expect_ended(&c, "status 0");
 }
 
+/* A bulk round trip of len bytes through d. */
+static void bulk_round_trip(struct client *c, uint64_t d, size_t len, uint8_t seed)
+{
+    static uint8_t src[1 << 20], dst[1 << 20];
+    uint64_t args[4] = {d, len, PROTO_STREAM_NULL, 0};
+    Rgpu__Reply *r;
+
+    assert_true(len <= sizeof(src));
+    for (size_t i = 0; i < len; i++)
+        src[i] = (uint8_t)(i * 7 + seed);
+    send_call(c, PROTO_OP_MEMCPY_HTOD, 0, args, 4, NULL, 0, src, len);
+    r = get_reply(c, NULL, 0);
+    assert_int_equal(r->result, CUDA_SUCCESS);
+    rgpu__reply__free_unpacked(r, NULL);
+    send_call(c, PROTO_OP_MEMCPY_DTOH, 0, args, 4, NULL, 0, NULL, 0);
+    r = get_reply(c, dst, len);
+    assert_int_equal(r->result, CUDA_SUCCESS);
+    assert_memory_equal(src, dst, len);
+    rgpu__reply__free_unpacked(r, NULL);
+}
+
+/* Bulk copies before and after the context that holds the staging buffers goes away: an
+ * explicit context destroyed, then the primary context reset. */
+static void test_contexts_and_staging(void **state)
+{
+    struct client c;
+    uint64_t d, ctx = (2000ull << 4) | PROTO_H_CTX, args[3] = {ctx, 0, 0};
+
+    start_session(&c);
+    d = mem_alloc(&c, 1 << 20);
+    assert_int_equal(call_sync(&c, PROTO_OP_CTX_CREATE, args, 3, NULL), CUDA_SUCCESS);
+    c.ctx = ctx;
+    bulk_round_trip(&c, d, 1 << 20, 1);
+    assert_int_equal(call_sync(&c, PROTO_OP_CTX_DESTROY, &ctx, 1, NULL), CUDA_SUCCESS);
+    c.ctx = PROTO_PRIMARY_CTX_ID(0);
+    bulk_round_trip(&c, d, 1 << 20, 2);
+    args[0] = 0;
+    assert_int_equal(call_sync(&c, PROTO_OP_PRIMARY_CTX_RESET, args, 1, NULL), CUDA_SUCCESS);
+    d = mem_alloc(&c, 1 << 20);
+    bulk_round_trip(&c, d, 1 << 20, 3);
+    assert_int_equal(call_sync(&c, PROTO_OP_CTX_DESTROY, &ctx, 1, NULL),
+                     CUDA_ERROR_INVALID_CONTEXT);
+    bye(&c);
+    expect_ended(&c, "status 0");
+}
+
 static void send_raw_header(struct client *c, uint32_t magic, uint32_t msg_len)
 {
     struct proto_frame_hdr hdr = {.magic = magic, .type = PROTO_CALL, .msg_len = msg_len};
@@ -593,6 +642,7 @@ int main(void)
         cmocka_unit_test(test_copies),
         cmocka_unit_test(test_async_error_and_bad_calls),
         cmocka_unit_test(test_module_launch),
+        cmocka_unit_test(test_contexts_and_staging),
         cmocka_unit_test(test_malformed_ends_only_its_session),
         cmocka_unit_test(test_disconnect_frees_session),
         cmocka_unit_test(test_no_driver),
