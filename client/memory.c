@@ -259,3 +259,56 @@ CLI_EXPORT CUresult cuPointerGetAttributes(unsigned int n, CUpointer_attribute *
     }
     return CUDA_SUCCESS;
 }
+
+/* ---- stream-ordered allocation ---------------------------------------------------------- */
+
+/* The pointer is needed at once, so the allocation round-trips; the free does not wait. */
+static CUresult alloc_async(CUdeviceptr *dptr, size_t size, CUstream stream, bool per_thread)
+{
+    uint64_t out[1];
+    struct cli_call call = {.op = PROTO_OP_MEM_ALLOC_ASYNC, .nargs = 2, .args = {size},
+                            .out = out, .out_cap = 1};
+    CUresult res = cli_need_ctx();
+
+    if (res != CUDA_SUCCESS)
+        return res;
+    if (dptr == NULL || size == 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!cli_stream_id(stream, per_thread, &call.args[1]))
+        return CUDA_ERROR_INVALID_HANDLE;
+    res = cli_call_sync(&call);
+    if (res == CUDA_SUCCESS && call.nout < 1)
+        res = CUDA_ERROR_UNKNOWN;
+    if (res == CUDA_SUCCESS) {
+        mem_map_add(MEM_DEVICE, (uintptr_t)out[0], size, cli_ctx_current(), 0);
+        *dptr = (CUdeviceptr)out[0];
+    }
+    return res;
+}
+
+static CUresult free_async(CUdeviceptr dptr, CUstream stream, bool per_thread)
+{
+    struct cli_call call = {.op = PROTO_OP_MEM_FREE_ASYNC, .nargs = 2, .args = {dptr}};
+    CUresult res = cli_need_ctx();
+
+    if (res != CUDA_SUCCESS)
+        return res;
+    if (!cli_stream_id(stream, per_thread, &call.args[1]))
+        return CUDA_ERROR_INVALID_HANDLE;
+    mem_map_remove(MEM_DEVICE, (uintptr_t)dptr, NULL);
+    return cli_call_async(&call);
+}
+
+CLI_EXPORT CUresult cuMemAllocAsync(CUdeviceptr *d, size_t n, CUstream s)
+{
+    return alloc_async(d, n, s, false);
+}
+CLI_EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr *d, size_t n, CUstream s)
+{
+    return alloc_async(d, n, s, true);
+}
+CLI_EXPORT CUresult cuMemFreeAsync(CUdeviceptr d, CUstream s) { return free_async(d, s, false); }
+CLI_EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr d, CUstream s)
+{
+    return free_async(d, s, true);
+}

@@ -265,3 +265,34 @@ STREAM_PAIR_SYM(cli_capture_info_v2, "cuStreamGetCaptureInfo_v2", capture_info,
                 s, st, id, g, d, n)
 STREAM_PAIR_SYM(cli_capture_info_v1, "cuStreamGetCaptureInfo", capture_info_v1,
                 (CUstream s, CUstreamCaptureStatus *st, cuuint64_t *id), s, st, id)
+
+/* Host functions run on the client, after the stream's earlier work and before its later
+ * work: the stream is synchronized, then the function runs in the caller's thread. (CUDA runs
+ * it on a driver thread without blocking the caller; the order of effects is the same.) */
+static CUresult host_func(CUstream stream, CUhostFn fn, void *data, bool per_thread)
+{
+    CUresult res;
+
+    if (fn == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    res = stream_call(PROTO_OP_STREAM_SYNCHRONIZE, stream, per_thread);
+    if (res == CUDA_SUCCESS)
+        fn(data);
+    return res;
+}
+
+static CUresult stream_callback(CUstream stream, CUstreamCallback cb, void *data,
+                                unsigned int flags, bool per_thread)
+{
+    CUresult res;
+
+    if (cb == NULL || flags != 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    res = stream_call(PROTO_OP_STREAM_SYNCHRONIZE, stream, per_thread);
+    cb(stream, res, data);
+    return CUDA_SUCCESS;
+}
+
+STREAM_PAIR(cuLaunchHostFunc, host_func, (CUstream s, CUhostFn fn, void *data), s, fn, data)
+STREAM_PAIR(cuStreamAddCallback, stream_callback,
+            (CUstream s, CUstreamCallback cb, void *data, unsigned int flags), s, cb, data, flags)

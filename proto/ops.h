@@ -109,7 +109,10 @@ enum proto_handle_type {
     X(OCC_MAX_CLUSTERS)          /* [f, gx,gy,gz, bx,by,bz, shmem, nattr] -> out[clusters]  */ \
                                  /*  data: nattr raw CUlaunchAttribute                       */ \
     X(OCC_AVAIL_DSMEM)           /* [f, blocks, block] -> out[bytes]                         */ \
-    X(OCC_MAX_POTENTIAL_BLOCK)   /* [f, dsmem, limit, flags] -> out[min_grid, block]         */
+    X(OCC_MAX_POTENTIAL_BLOCK)   /* [f, dsmem, limit, flags] -> out[min_grid, block]         */ \
+    X(MEM_ALLOC_ASYNC)           /* [size, stream] -> out[dptr]   (stream-ordered, default   */ \
+                                 /*  pool of the device)                                     */ \
+    X(MEM_FREE_ASYNC)            /* [dptr, stream]                                           */
 
 enum proto_op {
 #define PROTO_OP_ENUM(name) PROTO_OP_##name,

@@ -39,7 +39,8 @@
     X(cuEventCreate) X(cuEventDestroy) X(cuEventRecordWithFlags) X(cuEventSynchronize)          \
     X(cuEventQuery) X(cuEventElapsedTime)                                                       \
     X(cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags) X(cuOccupancyMaxActiveClusters)     \
-    X(cuOccupancyAvailableDynamicSMemPerBlock) X(cuOccupancyMaxPotentialBlockSizeWithFlags)
+    X(cuOccupancyAvailableDynamicSMemPerBlock) X(cuOccupancyMaxPotentialBlockSizeWithFlags)     \
+    X(cuMemAllocAsync) X(cuMemFreeAsync)
 
 struct srv_driver {
     void *dl;

@@ -245,12 +245,42 @@ static CUresult h_memset_2d(struct srv_session *s, struct srv_call *call)
     return CUDA_ERROR_INVALID_VALUE;
 }
 
+static CUresult h_mem_alloc_async(struct srv_session *s, struct srv_call *call)
+{
+    CUstream st;
+    CUdeviceptr d;
+    CUresult res;
+
+    if (!srv_stream(s, ARG(1), &st))
+        return CUDA_ERROR_INVALID_HANDLE;
+    res = s->drv.cuMemAllocAsync(&d, ARG(0), st);
+    if (res == CUDA_SUCCESS) {
+        srv_alloc_add(s, d, ARG(0));
+        call->out[call->nout++] = d;
+    }
+    return res;
+}
+
+static CUresult h_mem_free_async(struct srv_session *s, struct srv_call *call)
+{
+    CUstream st;
+    CUresult res;
+
+    if (!srv_stream(s, ARG(1), &st))
+        return CUDA_ERROR_INVALID_HANDLE;
+    res = s->drv.cuMemFreeAsync(ARG(0), st);
+    if (res == CUDA_SUCCESS)
+        srv_alloc_del(s, ARG(0));
+    return res;
+}
+
 /* Registered into the dispatch table by handlers_exec.c. */
 const srv_handler_fn srv_mem_handlers[] = {
     [PROTO_OP_MEM_ALLOC] = h_mem_alloc,         [PROTO_OP_MEM_ALLOC_PITCH] = h_mem_alloc_pitch,
     [PROTO_OP_MEM_FREE] = h_mem_free,           [PROTO_OP_MEM_GET_INFO] = h_mem_get_info,
     [PROTO_OP_MEMCPY_HTOD] = h_memcpy_htod,     [PROTO_OP_MEMCPY_DTOH] = h_memcpy_dtoh,
     [PROTO_OP_MEMCPY_DTOD] = h_memcpy_dtod,     [PROTO_OP_MEMSET] = h_memset,
-    [PROTO_OP_MEMSET_2D] = h_memset_2d,
+    [PROTO_OP_MEMSET_2D] = h_memset_2d,         [PROTO_OP_MEM_ALLOC_ASYNC] = h_mem_alloc_async,
+    [PROTO_OP_MEM_FREE_ASYNC] = h_mem_free_async,
 };
 const size_t srv_mem_handler_count = sizeof(srv_mem_handlers) / sizeof(srv_mem_handlers[0]);

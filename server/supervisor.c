@@ -28,6 +28,7 @@ static struct {
     const char *self_exe;
     struct event_base *base;
     struct transport_listener *listener;
+    struct event *ev_accept, *ev_resume; /* accepting pauses 1 s after a failed accept */
     struct worker workers[MAX_WORKERS];
     uint64_t next_session;
 } sup;
@@ -78,8 +79,14 @@ static void on_accept(evutil_socket_t lfd, short what, void *arg)
     char peer[64];
     pid_t pid;
 
-    if (sup.listener->ops->accept(sup.listener, &conn) != RG_OK)
+    if (sup.listener->ops->accept(sup.listener, &conn) != RG_OK) {
+        /* e.g. out of file descriptors: the listener stays readable, so do not spin on it */
+        struct timeval pause = {1, 0};
+        rg_warn("not accepting new sessions for 1 s after a failed accept");
+        event_del(sup.ev_accept);
+        evtimer_add(sup.ev_resume, &pause);
         return;
+    }
     peer_name(transport_fd(conn), peer, sizeof(peer));
     for (int i = 0; i < MAX_WORKERS && w == NULL; i++)
         if (sup.workers[i].pid == 0)
@@ -135,10 +142,15 @@ static void on_stop(evutil_socket_t sig, short what, void *arg)
     event_base_loopexit(sup.base, NULL);
 }
 
+static void resume_accept(evutil_socket_t fd, short what, void *arg)
+{
+    event_add(sup.ev_accept, NULL);
+}
+
 int srv_supervisor_run(const struct srv_config *cfg, const char *self_exe)
 {
     char addr[192], bound[192];
-    struct event *ev_accept, *ev_chld, *ev_int, *ev_term;
+    struct event *ev_chld, *ev_int, *ev_term;
 
     sup.cfg = cfg;
     sup.self_exe = self_exe;
@@ -150,18 +162,20 @@ int srv_supervisor_run(const struct srv_config *cfg, const char *self_exe)
     transport_tcp_ops.listener_addr(sup.listener, bound, sizeof(bound));
     signal(SIGPIPE, SIG_IGN);
     sup.base = event_base_new();
-    ev_accept = event_new(sup.base, transport_tcp_ops.listener_fd(sup.listener),
-                          EV_READ | EV_PERSIST, on_accept, NULL);
+    sup.ev_accept = event_new(sup.base, transport_tcp_ops.listener_fd(sup.listener),
+                              EV_READ | EV_PERSIST, on_accept, NULL);
+    sup.ev_resume = evtimer_new(sup.base, resume_accept, NULL);
     ev_chld = evsignal_new(sup.base, SIGCHLD, reap, NULL);
     ev_int = evsignal_new(sup.base, SIGINT, on_stop, NULL);
     ev_term = evsignal_new(sup.base, SIGTERM, on_stop, NULL);
-    event_add(ev_accept, NULL);
+    event_add(sup.ev_accept, NULL);
     event_add(ev_chld, NULL);
     event_add(ev_int, NULL);
     event_add(ev_term, NULL);
     rg_info("listening on %s", bound);
     event_base_dispatch(sup.base);
-    event_free(ev_accept);
+    event_free(sup.ev_accept);
+    event_free(sup.ev_resume);
     event_free(ev_chld);
     event_free(ev_int);
     event_free(ev_term);

@@ -437,3 +437,8 @@ CUresult cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int *n, CUfunction
 CUresult cuOccupancyMaxActiveClusters(int *n, CUfunction f, const CUlaunchConfig *c) { NEED_CTX(); if (!n || !c) return CUDA_ERROR_INVALID_VALUE; *n = 16; return CUDA_SUCCESS; }
 CUresult cuOccupancyAvailableDynamicSMemPerBlock(size_t *s, CUfunction f, int nb, int bs) { NEED_CTX(); if (!s || nb <= 0) return CUDA_ERROR_INVALID_VALUE; *s = 233472 / (size_t)nb; return CUDA_SUCCESS; }
 CUresult cuOccupancyMaxPotentialBlockSizeWithFlags(int *g, int *b, CUfunction f, CUoccupancyB2DSize cb, size_t sm, int lim, unsigned fl) { NEED_CTX(); if (!g || !b) return CUDA_ERROR_INVALID_VALUE; *b = lim > 0 && lim < 1024 ? lim : 1024; *g = 264; return CUDA_SUCCESS; }
+
+/* ---- stream-ordered allocation (runs at once, like everything here) ---- */
+
+CUresult cuMemAllocAsync(CUdeviceptr *d, size_t n, CUstream s) { STREAM_OK(s); return cuMemAlloc(d, n); }
+CUresult cuMemFreeAsync(CUdeviceptr d, CUstream s) { STREAM_OK(s); return cuMemFree(d); }

@@ -59,6 +59,38 @@ static void check_async_error(void)
     EXPECT(cuMemFree(d) == CUDA_SUCCESS, "free");
 }
 
+struct host_check {
+    unsigned char *pinned;
+    int ok;
+};
+
+static void host_fn(void *arg)
+{
+    struct host_check *c = arg;
+
+    /* Runs after the stream's earlier work: the async copy into pinned memory has landed. */
+    c->ok = c->pinned[0] == 0x3c && c->pinned[4095] == 0x3c;
+}
+
+static void check_stream_ordered(void)
+{
+    CUdeviceptr d;
+    CUstream s;
+    struct host_check c = {NULL, 0};
+
+    EXPECT(cuStreamCreate(&s, 0) == CUDA_SUCCESS, "stream");
+    EXPECT(cuMemHostAlloc((void **)&c.pinned, 4096, 0) == CUDA_SUCCESS, "pinned");
+    EXPECT(cuMemAllocAsync(&d, 4096, s) == CUDA_SUCCESS, "alloc async");
+    EXPECT(cuMemsetD8Async(d, 0x3c, 4096, s) == CUDA_SUCCESS, "memset");
+    EXPECT(cuMemcpyDtoHAsync(c.pinned, d, 4096, s) == CUDA_SUCCESS, "dtoh async");
+    EXPECT(cuLaunchHostFunc(s, host_fn, &c) == CUDA_SUCCESS, "host func");
+    EXPECT(c.ok == 1, "host function saw the copied data");
+    EXPECT(cuMemFreeAsync(d, s) == CUDA_SUCCESS, "free async");
+    EXPECT(cuStreamSynchronize(s) == CUDA_SUCCESS, "sync");
+    EXPECT(cuMemFreeHost(c.pinned) == CUDA_SUCCESS, "free host");
+    EXPECT(cuStreamDestroy(s) == CUDA_SUCCESS, "destroy");
+}
+
 static void check_local_answers(void)
 {
     CUdeviceptr d, base;
@@ -92,6 +124,7 @@ int main(void)
            "unsupported entry point, twice");
     check_async_error();
     check_local_answers();
+    check_stream_ordered();
     for (long i = 0; i < NTHREADS; i++)
         pthread_create(&t[i], NULL, worker, (void *)i);
     for (int i = 0; i < NTHREADS; i++)
