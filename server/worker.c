@@ -102,9 +102,15 @@ static int handshake(struct srv_session *s, const struct srv_config *cfg)
     Rgpu__Hello *hello;
     char reason[160];
     CUresult res;
+    rg_status_t st = proto_recv(s->conn, &hdr, s->msg_buf, PROTO_MSG_MAX);
 
-    if (proto_recv(s->conn, &hdr, s->msg_buf, PROTO_MSG_MAX) != RG_OK || hdr.type != PROTO_HELLO ||
-        hdr.bulk_len != 0 || (hello = rgpu__hello__unpack(NULL, hdr.msg_len, s->msg_buf)) == NULL) {
+    if (st == RG_ERR_CLOSED) { /* a port probe (load balancer, liveness check) */
+        rg_info("session %llu: %s closed the connection before its hello",
+                (unsigned long long)s->id, s->peer);
+        return 0;
+    }
+    if (st != RG_OK || hdr.type != PROTO_HELLO || hdr.bulk_len != 0 ||
+        (hello = rgpu__hello__unpack(NULL, hdr.msg_len, s->msg_buf)) == NULL) {
         rg_error("session %llu: malformed message from %s: expected a hello frame",
                  (unsigned long long)s->id, s->peer);
         return EXIT_MALFORMED;
