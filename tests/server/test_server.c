@@ -2,10 +2,10 @@
  * fake driver, spoken to directly with the wire protocol over TCP. Checks the handshake
  * snapshot, the version refusal, copies inline and as 32 MiB bulk, a module's kernel launched
  * (plain and with attributes) between events, bulk copies across context destruction and
- * reset, asynchronous errors, bad handles and ops,
- * malformed and oversized frames that end only their own session while another session keeps
- * working, a client vanishing mid-session, the config file, and the refusal to start without a
- * driver. The supervisor's log is read back from a file (RGPU_TEST_KEEP_LOG=1 keeps it). */
+ * reset, asynchronous errors, bad handles and ops, malformed and oversized frames that end
+ * only their own session while another session keeps working, a client vanishing
+ * mid-session, a port probe, the config file, and the refusal to start without a driver.
+ * The supervisor's log is read back from a file (RGPU_TEST_KEEP_LOG=1 keeps it). */
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <setjmp.h>
@@ -614,6 +614,22 @@ static void test_disconnect_frees_session(void **state)
     expect_ended(&c, "status 0");
 }
 
+/* A connection that closes before its hello (a load balancer's port probe) is no error. */
+static void test_port_probe(void **state)
+{
+    struct client c = {.session = 0};
+    struct transport_conn *conn;
+    char needle[128];
+
+    assert_int_equal(transport_tcp_ops.connect(srv.addr, NULL, &conn), RG_OK);
+    local_name(transport_fd(conn), c.local, sizeof(c.local));
+    transport_close(conn);
+    snprintf(needle, sizeof(needle), "%s closed the connection before its hello", c.local);
+    assert_true(wait_log(needle, NULL, 0));
+    snprintf(needle, sizeof(needle), "(peer %s) ended: worker exited with status 0", c.local);
+    assert_true(wait_log(needle, NULL, 0));
+}
+
 /* Without a usable driver the server says why and exits non-zero. */
 static void test_no_driver(void **state)
 {
@@ -645,6 +661,7 @@ int main(void)
         cmocka_unit_test(test_contexts_and_staging),
         cmocka_unit_test(test_malformed_ends_only_its_session),
         cmocka_unit_test(test_disconnect_frees_session),
+        cmocka_unit_test(test_port_probe),
         cmocka_unit_test(test_no_driver),
     };
 
