@@ -96,6 +96,10 @@ void cli_memory_forget_ctx(struct cli_ctx *ctx);
  * CU_STREAM_PER_THREAD (the _ptsz/_ptds entry points). Returns false for a bad handle. */
 bool cli_stream_id(CUstream stream, bool per_thread, uint64_t *id_p);
 
+/* Stream capture bookkeeping (graph.c, stream.c): 0 = not capturing. */
+bool cli_stream_set_capture(CUstream stream, uint64_t capture_id);
+uint64_t cli_stream_capture_id(CUstream stream);
+
 /* Pinned host memory known to the client (cuMemHostAlloc / cuMemHostRegister). */
 bool cli_host_pinned(const void *p, size_t len);
 /* Device allocation containing dptr; false if none. */

@@ -26,6 +26,9 @@ static CUresult copy_htod(CUdeviceptr dst, const void *src, size_t n, CUstream s
         return res;
     if (src == NULL)
         return CUDA_ERROR_INVALID_VALUE;
+    /* A captured copy would name client memory the GPU's host cannot read later. */
+    if (cli_stream_capture_id(stream) != 0)
+        return cli_unsupported("host<->device copies inside stream capture");
     call.args[0] = dst;
     call.args[1] = n;
     call.args[2] = sid;
@@ -45,6 +48,8 @@ static CUresult copy_dtoh(void *dst, CUdeviceptr src, size_t n, CUstream stream,
         return res;
     if (dst == NULL)
         return CUDA_ERROR_INVALID_VALUE;
+    if (cli_stream_capture_id(stream) != 0)
+        return cli_unsupported("host<->device copies inside stream capture");
     call.args[0] = src;
     call.args[1] = n;
     call.args[2] = sid;

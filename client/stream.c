@@ -10,7 +10,27 @@ struct cli_stream {
     struct cli_ctx *ctx;
     unsigned flags;
     int priority;
+    uint64_t capture_id; /* non-zero while the stream is capturing (graph.c) */
 };
+
+static struct cli_stream *stream_object(CUstream stream, CUresult *res_p);
+
+bool cli_stream_set_capture(CUstream stream, uint64_t capture_id)
+{
+    struct cli_stream *s = cli_handle_check(stream, PROTO_H_STREAM);
+
+    if (s == NULL)
+        return false;
+    s->capture_id = capture_id;
+    return true;
+}
+
+uint64_t cli_stream_capture_id(CUstream stream)
+{
+    struct cli_stream *s = cli_handle_check(stream, PROTO_H_STREAM);
+
+    return s != NULL ? s->capture_id : 0;
+}
 
 bool cli_stream_id(CUstream stream, bool per_thread, uint64_t *id_p)
 {
@@ -202,17 +222,17 @@ STREAM_PAIR(cuStreamGetCtx, stream_get_ctx, (CUstream s, CUcontext *c), s, c)
 STREAM_PAIR(cuStreamGetId, stream_get_id, (CUstream s, unsigned long long *id), s, id)
 STREAM_PAIR(cuStreamGetDevice, stream_get_device, (CUstream s, CUdevice *d), s, d)
 
-/* Capture is not offered yet (CUDA graphs come with a later issue): every stream reports that
- * it is not capturing, which is what libraries check before launching. */
+/* Capture status comes from the client's own record of BeginCapture/EndCapture (graph.c). */
 static CUresult capture_none(CUstream stream, CUstreamCaptureStatus *status, bool per_thread)
 {
     CUresult res;
+    struct cli_stream *s = stream_object(stream, &res);
 
-    stream_object(stream, &res);
     if (status == NULL)
         return CUDA_ERROR_INVALID_VALUE;
     if (res == CUDA_SUCCESS)
-        *status = CU_STREAM_CAPTURE_STATUS_NONE;
+        *status = s != NULL && s->capture_id != 0 ? CU_STREAM_CAPTURE_STATUS_ACTIVE
+                                                  : CU_STREAM_CAPTURE_STATUS_NONE;
     return res;
 }
 
@@ -223,7 +243,7 @@ static CUresult capture_info(CUstream s, CUstreamCaptureStatus *status, cuuint64
     CUresult res = capture_none(s, status, per_thread);
 
     if (res == CUDA_SUCCESS && id != NULL)
-        *id = 0;
+        *id = cli_stream_capture_id(s);
     if (res == CUDA_SUCCESS && graph != NULL)
         *graph = NULL;
     if (res == CUDA_SUCCESS && deps != NULL)

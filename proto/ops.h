@@ -32,6 +32,8 @@ enum proto_handle_type {
     PROTO_H_KERNEL = 5,
     PROTO_H_STREAM = 6,
     PROTO_H_EVENT = 7,
+    PROTO_H_GRAPH = 8,
+    PROTO_H_GRAPH_EXEC = 9,
 };
 #define PROTO_ID_TYPE(id) ((unsigned)((id) & 0xf))
 #define PROTO_ID_FIRST_COUNTER 1024u
@@ -112,7 +114,14 @@ enum proto_handle_type {
     X(OCC_MAX_POTENTIAL_BLOCK)   /* [f, dsmem, limit, flags] -> out[min_grid, block]         */ \
     X(MEM_ALLOC_ASYNC)           /* [size, stream] -> out[dptr]   (stream-ordered, default   */ \
                                  /*  pool of the device)                                     */ \
-    X(MEM_FREE_ASYNC)            /* [dptr, stream]                                           */
+    X(MEM_FREE_ASYNC)            /* [dptr, stream]                                           */ \
+    X(STREAM_BEGIN_CAPTURE)      /* [stream, mode]                                           */ \
+    X(STREAM_END_CAPTURE)        /* [stream, graph id]                                       */ \
+    X(GRAPH_INSTANTIATE)         /* [exec id, graph, flags]                                  */ \
+    X(GRAPH_LAUNCH)              /* [exec, stream]                                           */ \
+    X(GRAPH_UPLOAD)              /* [exec, stream]                                           */ \
+    X(GRAPH_EXEC_DESTROY)        /* [exec]                                                   */ \
+    X(GRAPH_DESTROY)             /* [graph]                                                  */
 
 enum proto_op {
 #define PROTO_OP_ENUM(name) PROTO_OP_##name,

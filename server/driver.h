@@ -40,7 +40,9 @@
     X(cuEventQuery) X(cuEventElapsedTime)                                                       \
     X(cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags) X(cuOccupancyMaxActiveClusters)     \
     X(cuOccupancyAvailableDynamicSMemPerBlock) X(cuOccupancyMaxPotentialBlockSizeWithFlags)     \
-    X(cuMemAllocAsync) X(cuMemFreeAsync)
+    X(cuMemAllocAsync) X(cuMemFreeAsync)                                                        \
+    X(cuStreamBeginCapture) X(cuStreamEndCapture) X(cuGraphInstantiateWithFlags)                \
+    X(cuGraphLaunch) X(cuGraphUpload) X(cuGraphExecDestroy) X(cuGraphDestroy)
 
 struct srv_driver {
     void *dl;

@@ -12,6 +12,7 @@
 
 extern const srv_handler_fn srv_mem_handlers[];
 extern const size_t srv_mem_handler_count;
+extern const srv_handler_fn srv_graph_handlers[PROTO_OP_COUNT];
 
 static void *handle_real(struct srv_session *s, uint64_t id, unsigned type)
 {
@@ -612,7 +613,9 @@ const uint8_t srv_min_args[PROTO_OP_COUNT] = {
     OP(EVENT_RECORD, h, 3), OP(EVENT_SYNCHRONIZE, h, 1), OP(EVENT_QUERY, h, 1),
     OP(EVENT_ELAPSED, h, 2), OP(OCC_MAX_BLOCKS, h, 4), OP(OCC_MAX_CLUSTERS, h, 9),
     OP(OCC_AVAIL_DSMEM, h, 3), OP(OCC_MAX_POTENTIAL_BLOCK, h, 4), OP(MEM_ALLOC_ASYNC, h, 2),
-    OP(MEM_FREE_ASYNC, h, 2),
+    OP(MEM_FREE_ASYNC, h, 2), OP(STREAM_BEGIN_CAPTURE, h, 2), OP(STREAM_END_CAPTURE, h, 2),
+    OP(GRAPH_INSTANTIATE, h, 3), OP(GRAPH_LAUNCH, h, 2), OP(GRAPH_UPLOAD, h, 2),
+    OP(GRAPH_EXEC_DESTROY, h, 1), OP(GRAPH_DESTROY, h, 1),
 };
 #undef OP
 
@@ -622,5 +625,7 @@ srv_handler_fn srv_handler(unsigned op)
         return NULL;
     if (op < srv_mem_handler_count && srv_mem_handlers[op] != NULL)
         return srv_mem_handlers[op];
+    if (srv_graph_handlers[op] != NULL)
+        return srv_graph_handlers[op];
     return exec_handlers[op];
 }

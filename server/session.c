@@ -185,6 +185,8 @@ static void teardown_type(struct srv_session *s, unsigned type)
         case PROTO_H_MODULE: s->drv.cuModuleUnload(h->real); break;
         case PROTO_H_LIBRARY: s->drv.cuLibraryUnload(h->real); break;
         case PROTO_H_CTX: s->drv.cuCtxDestroy(h->real); break;
+        case PROTO_H_GRAPH_EXEC: s->drv.cuGraphExecDestroy(h->real); break;
+        case PROTO_H_GRAPH: s->drv.cuGraphDestroy(h->real); break;
         }
     }
 }
@@ -203,7 +205,8 @@ static void free_tables(struct srv_session *s)
 void srv_session_teardown(struct srv_session *s)
 {
     size_t bytes = 0, n = s->nallocs;
-    static const unsigned order[] = {PROTO_H_STREAM, PROTO_H_EVENT, PROTO_H_MODULE,
+    static const unsigned order[] = {PROTO_H_GRAPH_EXEC, PROTO_H_GRAPH, PROTO_H_STREAM,
+                                     PROTO_H_EVENT, PROTO_H_MODULE,
                                      PROTO_H_LIBRARY, PROTO_H_CTX};
 
     for (int i = 0; i < 2; i++)

@@ -14,8 +14,35 @@
 #define MAX_ALLOCS 65536
 #define FK_MAGIC 0x46414b45u
 
-struct fk_obj { uint32_t magic; int kind; double t; unsigned flags; bool recorded; };
-enum { K_CTX = 1, K_MODULE, K_STREAM, K_EVENT };
+struct fk_graph;
+struct fk_obj { uint32_t magic; int kind; double t; unsigned flags; bool recorded; struct fk_graph *capture; };
+enum { K_CTX = 1, K_MODULE, K_STREAM, K_EVENT, K_GRAPH, K_EXEC };
+
+/* A captured graph: the operations recorded on a capturing stream, replayed on launch. */
+#define FK_MAX_NODES 256
+struct fk_node {
+    int kind; /* 0 launch, 1 fill, 2 dtod */
+    const struct fk_kernel *k;
+    unsigned g[3], b[3];
+    uint8_t params[256];
+    CUdeviceptr dst, src;
+    size_t pitch, w, h, n;
+    unsigned v, es;
+};
+struct fk_graph { struct fk_obj obj; int n; struct fk_node nodes[FK_MAX_NODES]; };
+
+static struct fk_graph *capturing(CUstream s)
+{
+    struct fk_obj *o = (s && s != CU_STREAM_LEGACY && s != CU_STREAM_PER_THREAD) ? (struct fk_obj *)s : NULL;
+    return o && o->magic == 0x46414b45u && o->kind == K_STREAM ? o->capture : NULL;
+}
+
+static CUresult record(struct fk_graph *g, const struct fk_node *node)
+{
+    if (g->n == FK_MAX_NODES) return CUDA_ERROR_OUT_OF_MEMORY;
+    g->nodes[g->n++] = *node;
+    return CUDA_SUCCESS;
+}
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static struct { void *p; size_t n; } allocs[MAX_ALLOCS];
@@ -225,9 +252,17 @@ CUresult cuMemFreeHost(void *p) { free(p); return CUDA_SUCCESS; }
 CUresult cuMemcpyHtoD(CUdeviceptr d, const void *h, size_t n) { NEED_CTX(); DEV(d, n); memcpy((void *)d, h, n); return CUDA_SUCCESS; }
 CUresult cuMemcpyDtoH(void *h, CUdeviceptr d, size_t n) { NEED_CTX(); DEV(d, n); memcpy(h, (void *)d, n); return CUDA_SUCCESS; }
 CUresult cuMemcpyDtoD(CUdeviceptr a, CUdeviceptr b, size_t n) { NEED_CTX(); DEV(a, n); DEV(b, n); memmove((void *)a, (void *)b, n); return CUDA_SUCCESS; }
-CUresult cuMemcpyHtoDAsync(CUdeviceptr d, const void *h, size_t n, CUstream s) { STREAM_OK(s); return cuMemcpyHtoD(d, h, n); }
-CUresult cuMemcpyDtoHAsync(void *h, CUdeviceptr d, size_t n, CUstream s) { STREAM_OK(s); return cuMemcpyDtoH(h, d, n); }
-CUresult cuMemcpyDtoDAsync(CUdeviceptr a, CUdeviceptr b, size_t n, CUstream s) { STREAM_OK(s); return cuMemcpyDtoD(a, b, n); }
+CUresult cuMemcpyHtoDAsync(CUdeviceptr d, const void *h, size_t n, CUstream s) { STREAM_OK(s); if (capturing(s)) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED; return cuMemcpyHtoD(d, h, n); }
+CUresult cuMemcpyDtoHAsync(void *h, CUdeviceptr d, size_t n, CUstream s) { STREAM_OK(s); if (capturing(s)) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED; return cuMemcpyDtoH(h, d, n); }
+CUresult cuMemcpyDtoDAsync(CUdeviceptr a, CUdeviceptr b, size_t n, CUstream s)
+{
+    STREAM_OK(s);
+    if (capturing(s)) {
+        struct fk_node node = {.kind = 2, .dst = a, .src = b, .n = n};
+        return record(capturing(s), &node);
+    }
+    return cuMemcpyDtoD(a, b, n);
+}
 
 static CUresult fill(CUdeviceptr d, size_t pitch, unsigned v, unsigned es, size_t w, size_t h)
 {
@@ -238,18 +273,27 @@ static CUresult fill(CUdeviceptr d, size_t pitch, unsigned v, unsigned es, size_
             memcpy((uint8_t *)d + r * pitch + i * es, &v, es); /* little endian */
     return CUDA_SUCCESS;
 }
+static CUresult fill_async(CUdeviceptr d, size_t pitch, unsigned v, unsigned es, size_t w, size_t h, CUstream s)
+{
+    STREAM_OK(s);
+    if (capturing(s)) {
+        struct fk_node node = {.kind = 1, .dst = d, .pitch = pitch, .v = v, .es = es, .w = w, .h = h};
+        return record(capturing(s), &node);
+    }
+    return fill(d, pitch, v, es, w, h);
+}
 CUresult cuMemsetD8(CUdeviceptr d, unsigned char v, size_t n) { return fill(d, n, v, 1, n, 1); }
 CUresult cuMemsetD16(CUdeviceptr d, unsigned short v, size_t n) { return fill(d, n * 2, v, 2, n, 1); }
 CUresult cuMemsetD32(CUdeviceptr d, unsigned int v, size_t n) { return fill(d, n * 4, v, 4, n, 1); }
-CUresult cuMemsetD8Async(CUdeviceptr d, unsigned char v, size_t n, CUstream s) { STREAM_OK(s); return cuMemsetD8(d, v, n); }
-CUresult cuMemsetD16Async(CUdeviceptr d, unsigned short v, size_t n, CUstream s) { STREAM_OK(s); return cuMemsetD16(d, v, n); }
-CUresult cuMemsetD32Async(CUdeviceptr d, unsigned int v, size_t n, CUstream s) { STREAM_OK(s); return cuMemsetD32(d, v, n); }
+CUresult cuMemsetD8Async(CUdeviceptr d, unsigned char v, size_t n, CUstream s) { return fill_async(d, n, v, 1, n, 1, s); }
+CUresult cuMemsetD16Async(CUdeviceptr d, unsigned short v, size_t n, CUstream s) { return fill_async(d, n * 2, v, 2, n, 1, s); }
+CUresult cuMemsetD32Async(CUdeviceptr d, unsigned int v, size_t n, CUstream s) { return fill_async(d, n * 4, v, 4, n, 1, s); }
 CUresult cuMemsetD2D8(CUdeviceptr d, size_t p, unsigned char v, size_t w, size_t h) { return fill(d, p, v, 1, w, h); }
 CUresult cuMemsetD2D16(CUdeviceptr d, size_t p, unsigned short v, size_t w, size_t h) { return fill(d, p, v, 2, w, h); }
 CUresult cuMemsetD2D32(CUdeviceptr d, size_t p, unsigned int v, size_t w, size_t h) { return fill(d, p, v, 4, w, h); }
-CUresult cuMemsetD2D8Async(CUdeviceptr d, size_t p, unsigned char v, size_t w, size_t h, CUstream s) { STREAM_OK(s); return fill(d, p, v, 1, w, h); }
-CUresult cuMemsetD2D16Async(CUdeviceptr d, size_t p, unsigned short v, size_t w, size_t h, CUstream s) { STREAM_OK(s); return fill(d, p, v, 2, w, h); }
-CUresult cuMemsetD2D32Async(CUdeviceptr d, size_t p, unsigned int v, size_t w, size_t h, CUstream s) { STREAM_OK(s); return fill(d, p, v, 4, w, h); }
+CUresult cuMemsetD2D8Async(CUdeviceptr d, size_t p, unsigned char v, size_t w, size_t h, CUstream s) { return fill_async(d, p, v, 1, w, h, s); }
+CUresult cuMemsetD2D16Async(CUdeviceptr d, size_t p, unsigned short v, size_t w, size_t h, CUstream s) { return fill_async(d, p, v, 2, w, h, s); }
+CUresult cuMemsetD2D32Async(CUdeviceptr d, size_t p, unsigned int v, size_t w, size_t h, CUstream s) { return fill_async(d, p, v, 4, w, h, s); }
 
 /* ---- modules, libraries, kernels ---- */
 
@@ -364,6 +408,13 @@ static CUresult launch(const struct fk_kernel *k, const unsigned g[3], const uns
         l.params = slots;
     }
     if (!l.params && k->nparams) return CUDA_ERROR_INVALID_VALUE;
+    if (capturing(s)) { /* the parameters are copied now, as the driver does */
+        struct fk_node node = {.kind = 0, .k = k, .g = {g[0], g[1], g[2]}, .b = {b[0], b[1], b[2]}};
+        for (unsigned i = 0; i < k->nparams; i++)
+            if (k->off[i] + k->size[i] <= sizeof(node.params))
+                memcpy(node.params + k->off[i], l.params[i], k->size[i]);
+        return record(capturing(s), &node);
+    }
     TRACE("launch %s <<<%u,%u>>>\n", k->name, g[0] * g[1] * g[2], b[0] * b[1] * b[2]);
     res = k->run(&l);
     if (res == CUDA_ERROR_ILLEGAL_ADDRESS)
@@ -442,3 +493,72 @@ CUresult cuOccupancyMaxPotentialBlockSizeWithFlags(int *g, int *b, CUfunction f,
 
 CUresult cuMemAllocAsync(CUdeviceptr *d, size_t n, CUstream s) { STREAM_OK(s); return cuMemAlloc(d, n); }
 CUresult cuMemFreeAsync(CUdeviceptr d, CUstream s) { STREAM_OK(s); return cuMemFree(d); }
+
+/* ---- stream capture and graphs ---- */
+
+CUresult cuStreamBeginCapture(CUstream s, CUstreamCaptureMode mode)
+{
+    struct fk_obj *o = obj_check(s, K_STREAM);
+    struct fk_graph *g;
+
+    NEED_CTX();
+    if (!o) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED; /* the NULL/legacy stream */
+    if (o->capture) return CUDA_ERROR_ILLEGAL_STATE;
+    if (!(g = calloc(1, sizeof(*g)))) return CUDA_ERROR_OUT_OF_MEMORY;
+    g->obj.magic = FK_MAGIC;
+    g->obj.kind = K_GRAPH;
+    o->capture = g;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuStreamEndCapture(CUstream s, CUgraph *graph)
+{
+    struct fk_obj *o = obj_check(s, K_STREAM);
+
+    NEED_CTX();
+    if (!o || !o->capture) return CUDA_ERROR_ILLEGAL_STATE;
+    if (!graph) return CUDA_ERROR_INVALID_VALUE;
+    *graph = (CUgraph)o->capture;
+    o->capture = NULL;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuGraphInstantiateWithFlags(CUgraphExec *exec, CUgraph graph, unsigned long long flags)
+{
+    struct fk_graph *g = (struct fk_graph *)obj_check(graph, K_GRAPH), *e;
+
+    NEED_CTX();
+    if (!g) return CUDA_ERROR_INVALID_HANDLE;
+    if (!exec) return CUDA_ERROR_INVALID_VALUE;
+    if (!(e = malloc(sizeof(*e)))) return CUDA_ERROR_OUT_OF_MEMORY;
+    *e = *g;
+    e->obj.kind = K_EXEC;
+    *exec = (CUgraphExec)e;
+    return CUDA_SUCCESS;
+}
+
+static CUresult replay(const struct fk_node *n)
+{
+    if (n->kind == 1) return fill(n->dst, n->pitch, n->v, n->es, n->w, n->h);
+    if (n->kind == 2) return cuMemcpyDtoD(n->dst, n->src, n->n);
+    void *params[8];
+    for (unsigned i = 0; i < n->k->nparams; i++) params[i] = (void *)(n->params + n->k->off[i]);
+    return launch(n->k, n->g, n->b, NULL, params, NULL);
+}
+
+CUresult cuGraphLaunch(CUgraphExec exec, CUstream s)
+{
+    struct fk_graph *e = (struct fk_graph *)obj_check(exec, K_EXEC);
+    CUresult res = CUDA_SUCCESS;
+
+    NEED_CTX();
+    STREAM_OK(s);
+    if (!e) return CUDA_ERROR_INVALID_HANDLE;
+    for (int i = 0; i < e->n && res == CUDA_SUCCESS; i++)
+        res = replay(&e->nodes[i]);
+    return res;
+}
+
+CUresult cuGraphUpload(CUgraphExec exec, CUstream s) { NEED_CTX(); return obj_check(exec, K_EXEC) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE; }
+CUresult cuGraphExecDestroy(CUgraphExec exec) { struct fk_obj *o = obj_check(exec, K_EXEC); if (!o) return CUDA_ERROR_INVALID_HANDLE; o->magic = 0; free(o); return CUDA_SUCCESS; }
+CUresult cuGraphDestroy(CUgraph graph) { struct fk_obj *o = obj_check(graph, K_GRAPH); if (!o) return CUDA_ERROR_INVALID_HANDLE; o->magic = 0; free(o); return CUDA_SUCCESS; }

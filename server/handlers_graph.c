@@ -1,0 +1,82 @@
+/* Stream capture and CUDA graphs: captured and instantiated by the real driver in the worker,
+ * so every kernel, memset and device copy of the captured stream is recorded as it would be
+ * locally; the client names graphs and executable graphs by ids it minted. */
+#include "server/session.h"
+
+#define ARG(i) (call->msg->args[i])
+
+static CUresult h_begin_capture(struct srv_session *s, struct srv_call *call)
+{
+    CUstream st;
+
+    if (!srv_stream(s, ARG(0), &st))
+        return CUDA_ERROR_INVALID_HANDLE;
+    return s->drv.cuStreamBeginCapture(st, (CUstreamCaptureMode)ARG(1));
+}
+
+static CUresult h_end_capture(struct srv_session *s, struct srv_call *call)
+{
+    CUstream st;
+    CUgraph g;
+    CUresult res;
+
+    if (!srv_stream(s, ARG(0), &st) || PROTO_ID_TYPE(ARG(1)) != PROTO_H_GRAPH)
+        return CUDA_ERROR_INVALID_HANDLE;
+    res = s->drv.cuStreamEndCapture(st, &g);
+    if (res == CUDA_SUCCESS && srv_handle_put(s, ARG(1), g) != RG_OK) {
+        s->drv.cuGraphDestroy(g);
+        res = CUDA_ERROR_INVALID_HANDLE;
+    }
+    return res;
+}
+
+static CUresult h_instantiate(struct srv_session *s, struct srv_call *call)
+{
+    struct srv_handle *g = srv_handle_get(s, ARG(1), PROTO_H_GRAPH);
+    CUgraphExec exec;
+    CUresult res;
+
+    if (g == NULL || PROTO_ID_TYPE(ARG(0)) != PROTO_H_GRAPH_EXEC)
+        return CUDA_ERROR_INVALID_HANDLE;
+    res = s->drv.cuGraphInstantiateWithFlags(&exec, g->real, ARG(2));
+    if (res == CUDA_SUCCESS && srv_handle_put(s, ARG(0), exec) != RG_OK) {
+        s->drv.cuGraphExecDestroy(exec);
+        res = CUDA_ERROR_INVALID_HANDLE;
+    }
+    return res;
+}
+
+static CUresult h_launch_upload(struct srv_session *s, struct srv_call *call)
+{
+    struct srv_handle *e = srv_handle_get(s, ARG(0), PROTO_H_GRAPH_EXEC);
+    CUstream st;
+
+    if (e == NULL || !srv_stream(s, ARG(1), &st))
+        return CUDA_ERROR_INVALID_HANDLE;
+    if (call->msg->op == PROTO_OP_GRAPH_UPLOAD)
+        return s->drv.cuGraphUpload(e->real, st);
+    return s->drv.cuGraphLaunch(e->real, st);
+}
+
+static CUresult h_destroy(struct srv_session *s, struct srv_call *call)
+{
+    unsigned type = call->msg->op == PROTO_OP_GRAPH_DESTROY ? PROTO_H_GRAPH : PROTO_H_GRAPH_EXEC;
+    struct srv_handle *h = srv_handle_get(s, ARG(0), type);
+    void *real;
+
+    if (h == NULL)
+        return CUDA_ERROR_INVALID_HANDLE;
+    real = h->real;
+    srv_handle_del(s, ARG(0));
+    return type == PROTO_H_GRAPH ? s->drv.cuGraphDestroy(real) : s->drv.cuGraphExecDestroy(real);
+}
+
+const srv_handler_fn srv_graph_handlers[PROTO_OP_COUNT] = {
+    [PROTO_OP_STREAM_BEGIN_CAPTURE] = h_begin_capture,
+    [PROTO_OP_STREAM_END_CAPTURE] = h_end_capture,
+    [PROTO_OP_GRAPH_INSTANTIATE] = h_instantiate,
+    [PROTO_OP_GRAPH_LAUNCH] = h_launch_upload,
+    [PROTO_OP_GRAPH_UPLOAD] = h_launch_upload,
+    [PROTO_OP_GRAPH_EXEC_DESTROY] = h_destroy,
+    [PROTO_OP_GRAPH_DESTROY] = h_destroy,
+};
