@@ -95,6 +95,11 @@ CLI_EXPORT CUresult cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode *mode)
     old = thread_capture_mode;
     thread_capture_mode = *mode;
     *mode = old;
+    if (cli_initialized() && thread_capture_mode != old) {
+        struct cli_call call = {.op = PROTO_OP_THREAD_CAPTURE_MODE, .nargs = 1,
+                                .args = {thread_capture_mode}};
+        return cli_call_async(&call);
+    }
     return CUDA_SUCCESS;
 }
 

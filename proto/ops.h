@@ -121,7 +121,9 @@ enum proto_handle_type {
     X(GRAPH_LAUNCH)              /* [exec, stream]                                           */ \
     X(GRAPH_UPLOAD)              /* [exec, stream]                                           */ \
     X(GRAPH_EXEC_DESTROY)        /* [exec]                                                   */ \
-    X(GRAPH_DESTROY)             /* [graph]                                                  */
+    X(GRAPH_DESTROY)             /* [graph]                                                  */ \
+    X(THREAD_CAPTURE_MODE)       /* [mode]: the calling thread's capture mode, applied to    */ \
+                                 /*  the worker's thread (cuThreadExchangeStreamCaptureMode) */
 
 enum proto_op {
 #define PROTO_OP_ENUM(name) PROTO_OP_##name,

@@ -42,7 +42,8 @@
     X(cuOccupancyAvailableDynamicSMemPerBlock) X(cuOccupancyMaxPotentialBlockSizeWithFlags)     \
     X(cuMemAllocAsync) X(cuMemFreeAsync)                                                        \
     X(cuStreamBeginCapture) X(cuStreamEndCapture) X(cuGraphInstantiateWithFlags)                \
-    X(cuGraphLaunch) X(cuGraphUpload) X(cuGraphExecDestroy) X(cuGraphDestroy)
+    X(cuGraphLaunch) X(cuGraphUpload) X(cuGraphExecDestroy) X(cuGraphDestroy)                  \
+    X(cuThreadExchangeStreamCaptureMode)
 
 struct srv_driver {
     void *dl;

@@ -71,6 +71,15 @@ static CUresult h_destroy(struct srv_session *s, struct srv_call *call)
     return type == PROTO_H_GRAPH ? s->drv.cuGraphDestroy(real) : s->drv.cuGraphExecDestroy(real);
 }
 
+/* The client thread's capture mode (e.g. PyTorch relaxes it around allocations it makes while
+ * another stream captures), applied to the worker's one thread. */
+static CUresult h_capture_mode(struct srv_session *s, struct srv_call *call)
+{
+    CUstreamCaptureMode mode = (CUstreamCaptureMode)ARG(0);
+
+    return s->drv.cuThreadExchangeStreamCaptureMode(&mode);
+}
+
 const srv_handler_fn srv_graph_handlers[PROTO_OP_COUNT] = {
     [PROTO_OP_STREAM_BEGIN_CAPTURE] = h_begin_capture,
     [PROTO_OP_STREAM_END_CAPTURE] = h_end_capture,
@@ -79,4 +88,5 @@ const srv_handler_fn srv_graph_handlers[PROTO_OP_COUNT] = {
     [PROTO_OP_GRAPH_UPLOAD] = h_launch_upload,
     [PROTO_OP_GRAPH_EXEC_DESTROY] = h_destroy,
     [PROTO_OP_GRAPH_DESTROY] = h_destroy,
+    [PROTO_OP_THREAD_CAPTURE_MODE] = h_capture_mode,
 };

@@ -15,7 +15,8 @@
 #define FK_MAGIC 0x46414b45u
 
 struct fk_graph;
-struct fk_obj { uint32_t magic; int kind; double t; unsigned flags; bool recorded; struct fk_graph *capture; };
+/* err: a context's sticky error (an illegal address reported by every later call). */
+struct fk_obj { uint32_t magic; int kind; double t; unsigned flags; bool recorded; struct fk_graph *capture; CUresult err; };
 enum { K_CTX = 1, K_MODULE, K_STREAM, K_EVENT, K_GRAPH, K_EXEC };
 
 /* A captured graph: the operations recorded on a capturing stream, replayed on launch. */
@@ -45,18 +46,26 @@ static CUresult record(struct fk_graph *g, const struct fk_node *node)
 }
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static struct { void *p; size_t n; } allocs[MAX_ALLOCS];
+static struct { void *p; size_t n; } allocs[MAX_ALLOCS]; /* sorted by address */
 static size_t nallocs, used;
 static bool initialized;
-static CUresult sticky = CUDA_SUCCESS;
 static struct fk_obj primary = {.magic = FK_MAGIC, .kind = K_CTX};
 static int primary_refs;
 static __thread CUcontext current;
-static int dev_counter_storage[64];
 
-#define TRACE(...) do { if (getenv("FAKECUDA_TRACE")) fprintf(stderr, "fakecuda: " __VA_ARGS__); } while (0)
-#define NEED_INIT() do { if (!initialized) return CUDA_ERROR_NOT_INITIALIZED; } while (0)
-#define NEED_CTX() do { NEED_INIT(); if (sticky) return sticky; if (!current) return CUDA_ERROR_INVALID_CONTEXT; } while (0)
+static bool tracing(void)
+{
+    static int on = -1;
+    if (on < 0) {
+        const char *e = getenv("FAKECUDA_TRACE");
+        on = e && *e && strcmp(e, "0") != 0;
+    }
+    return on;
+}
+#define TRACE(...) do { if (tracing()) fprintf(stderr, "fakecuda: " __VA_ARGS__); } while (0)
+/* Every entry point that needs cuInit starts here, so FAKECUDA_TRACE=1 names each call. */
+#define NEED_INIT() do { TRACE("%s\n", __func__); if (!initialized) return CUDA_ERROR_NOT_INITIALIZED; } while (0)
+#define NEED_CTX() do { NEED_INIT(); if (!current) return CUDA_ERROR_INVALID_CONTEXT; if (((struct fk_obj *)current)->err) return ((struct fk_obj *)current)->err; } while (0)
 
 static size_t total_mem(void)
 {
@@ -77,23 +86,37 @@ static struct fk_obj *obj_check(const void *h, int kind)
     return o && o->magic == FK_MAGIC && o->kind == kind ? (struct fk_obj *)o : NULL;
 }
 
+/* Index of the first allocation that starts above a (allocs is sorted); lock held. */
+static size_t alloc_after(uintptr_t a)
+{
+    size_t lo = 0, hi = nallocs;
+
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if ((uintptr_t)allocs[mid].p <= a) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
+}
+
 bool fk_valid(const void *p, size_t len)
 {
     uintptr_t a = (uintptr_t)p;
-    bool ok = a >= (uintptr_t)dev_counter_storage &&
-              a + len <= (uintptr_t)dev_counter_storage + sizeof(dev_counter_storage);
+    size_t i;
+    bool ok;
 
+    if (a + len < a) return false;
+    if (fk_global_valid(p, len)) return true;
     pthread_mutex_lock(&lock);
-    for (size_t i = 0; i < nallocs && !ok; i++)
-        ok = a >= (uintptr_t)allocs[i].p && a + len <= (uintptr_t)allocs[i].p + allocs[i].n &&
-             a + len >= a;
+    i = alloc_after(a);
+    ok = i > 0 && a + len <= (uintptr_t)allocs[i - 1].p + allocs[i - 1].n;
     pthread_mutex_unlock(&lock);
     return ok;
 }
 
 /* ---- init, errors, devices ---- */
 
-CUresult cuInit(unsigned int flags) { initialized = true; return CUDA_SUCCESS; }
+CUresult cuInit(unsigned int flags) { TRACE("cuInit\n"); initialized = true; return CUDA_SUCCESS; }
 CUresult cuDriverGetVersion(int *v) { if (!v) return CUDA_ERROR_INVALID_VALUE; *v = 13000; return CUDA_SUCCESS; }
 
 static const struct { CUresult r; const char *name, *text; } errors[] = {
@@ -178,7 +201,7 @@ CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute a, CUdevice d)
 
 CUresult cuDevicePrimaryCtxRetain(CUcontext *c, CUdevice d) { NEED_DEV(d); if (!c) return CUDA_ERROR_INVALID_VALUE; primary_refs++; *c = (CUcontext)&primary; return CUDA_SUCCESS; }
 CUresult cuDevicePrimaryCtxRelease(CUdevice d) { NEED_DEV(d); if (primary_refs > 0) primary_refs--; return CUDA_SUCCESS; }
-CUresult cuDevicePrimaryCtxReset(CUdevice d) { NEED_DEV(d); sticky = CUDA_SUCCESS; return CUDA_SUCCESS; }
+CUresult cuDevicePrimaryCtxReset(CUdevice d) { NEED_DEV(d); primary.err = CUDA_SUCCESS; return CUDA_SUCCESS; }
 CUresult cuDevicePrimaryCtxSetFlags(CUdevice d, unsigned f) { NEED_DEV(d); primary.flags = f; return CUDA_SUCCESS; }
 CUresult cuCtxCreate(CUcontext *c, CUctxCreateParams *p, unsigned f, CUdevice d)
 {
@@ -210,7 +233,10 @@ CUresult cuMemAlloc(CUdeviceptr *d, size_t n)
     if (used + n > total_mem() || nallocs == MAX_ALLOCS || posix_memalign(&p, 256, n) != 0)
         res = CUDA_ERROR_OUT_OF_MEMORY;
     else {
-        allocs[nallocs].p = p, allocs[nallocs++].n = n;
+        size_t i = alloc_after((uintptr_t)p);
+        memmove(&allocs[i + 1], &allocs[i], (nallocs - i) * sizeof(allocs[0]));
+        allocs[i].p = p, allocs[i].n = n;
+        nallocs++;
         used += n;
         *d = (CUdeviceptr)p;
     }
@@ -562,3 +588,14 @@ CUresult cuGraphLaunch(CUgraphExec exec, CUstream s)
 CUresult cuGraphUpload(CUgraphExec exec, CUstream s) { NEED_CTX(); return obj_check(exec, K_EXEC) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE; }
 CUresult cuGraphExecDestroy(CUgraphExec exec) { struct fk_obj *o = obj_check(exec, K_EXEC); if (!o) return CUDA_ERROR_INVALID_HANDLE; o->magic = 0; free(o); return CUDA_SUCCESS; }
 CUresult cuGraphDestroy(CUgraph graph) { struct fk_obj *o = obj_check(graph, K_GRAPH); if (!o) return CUDA_ERROR_INVALID_HANDLE; o->magic = 0; free(o); return CUDA_SUCCESS; }
+
+CUresult cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode *mode)
+{
+    static __thread CUstreamCaptureMode current_mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
+    CUstreamCaptureMode old = current_mode;
+
+    if (!mode) return CUDA_ERROR_INVALID_VALUE;
+    current_mode = *mode;
+    *mode = old;
+    return CUDA_SUCCESS;
+}
