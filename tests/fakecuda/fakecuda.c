@@ -257,14 +257,14 @@ CUresult cuMemFree(CUdeviceptr d)
 
     NEED_CTX();
     pthread_mutex_lock(&lock);
-    for (size_t i = 0; i < nallocs; i++)
-        if ((CUdeviceptr)allocs[i].p == d) {
-            free(allocs[i].p);
-            used -= allocs[i].n;
-            allocs[i] = allocs[--nallocs];
-            res = CUDA_SUCCESS;
-            break;
-        }
+    size_t i = alloc_after((uintptr_t)d);
+    if (i > 0 && (CUdeviceptr)allocs[i - 1].p == d) {
+        free(allocs[i - 1].p);
+        used -= allocs[i - 1].n;
+        memmove(&allocs[i - 1], &allocs[i], (nallocs - i) * sizeof(allocs[0]));
+        nallocs--;
+        res = CUDA_SUCCESS;
+    }
     pthread_mutex_unlock(&lock);
     return res;
 }
@@ -329,8 +329,14 @@ static CUresult image_ok(const void *image)
 
     if (!image) return CUDA_ERROR_INVALID_VALUE;
     memcpy(&magic, image, 4);
-    if (magic == 0xBA55ED50u || magic == 0x466243B1u || memcmp(image, "\x7f" "ELF", 4) == 0 ||
-        strstr(image, ".version") != NULL)
+    if (magic == 0x466243B1u) { /* __fatBinC_Wrapper_t: the fatbin pointer is at offset 8 */
+        const void *data;
+        memcpy(&data, (const char *)image + 8, sizeof(data));
+        if (!data) return CUDA_ERROR_INVALID_IMAGE;
+        memcpy(&magic, data, 4);
+    }
+    if (magic == 0xBA55ED50u || memcmp(image, "\x7f" "ELF", 4) == 0 ||
+        strstr(image, ".version") != NULL || strstr(image, ".entry") != NULL)
         return CUDA_SUCCESS;
     return CUDA_ERROR_INVALID_IMAGE;
 }
@@ -372,10 +378,13 @@ CUresult cuKernelGetFunction(CUfunction *f, CUkernel k) { NEED_CTX(); if (!f || 
 
 static CUresult global(CUdeviceptr *d, size_t *n, void *owner, const char *name)
 {
+    const struct fk_global *g;
+
     if (!obj_check(owner, K_MODULE)) return CUDA_ERROR_INVALID_HANDLE;
-    if (!name || strcmp(name, "dev_counter") != 0) return CUDA_ERROR_NOT_FOUND;
-    if (d) *d = (CUdeviceptr)dev_counter_storage;
-    if (n) *n = sizeof(int);
+    if (!name) return CUDA_ERROR_INVALID_VALUE;
+    if ((g = fk_global_find(name)) == NULL) return CUDA_ERROR_NOT_FOUND;
+    if (d) *d = (CUdeviceptr)g->storage;
+    if (n) *n = g->size;
     return CUDA_SUCCESS;
 }
 CUresult cuModuleGetGlobal(CUdeviceptr *d, size_t *n, CUmodule m, const char *name) { NEED_CTX(); return global(d, n, m, name); }
@@ -443,8 +452,8 @@ static CUresult launch(const struct fk_kernel *k, const unsigned g[3], const uns
     }
     TRACE("launch %s <<<%u,%u>>>\n", k->name, g[0] * g[1] * g[2], b[0] * b[1] * b[2]);
     res = k->run(&l);
-    if (res == CUDA_ERROR_ILLEGAL_ADDRESS)
-        sticky = res; /* reported by the next call, as a real GPU does */
+    if (res == CUDA_ERROR_ILLEGAL_ADDRESS) /* reported by the next call, as a real GPU does */
+        ((struct fk_obj *)current)->err = res;
     return CUDA_SUCCESS;
 }
 

@@ -20,7 +20,17 @@ struct fk_kernel {
     CUresult (*run)(const struct fk_launch *l);
 };
 
+/* A __device__ variable of the test programs, backed by host memory. */
+struct fk_global {
+    const char *name;
+    void *storage;
+    size_t size;
+};
+
 const struct fk_kernel *fk_kernel_find(const char *name);
+const struct fk_global *fk_global_find(const char *name);
+/* True when [p, p+len) lies inside one global's storage. */
+bool fk_global_valid(const void *p, size_t len);
 /* True when [p, p+len) lies inside live fake device memory. */
 bool fk_valid(const void *p, size_t len);
 

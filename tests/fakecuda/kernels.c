@@ -101,3 +101,28 @@ const struct fk_kernel *fk_kernel_find(const char *name)
             return &kernels[i];
     return NULL;
 }
+
+static int dev_counter; /* vadd.cu: __device__ int dev_counter */
+
+static const struct fk_global globals[] = {
+    {"dev_counter", &dev_counter, sizeof(dev_counter)},
+};
+
+const struct fk_global *fk_global_find(const char *name)
+{
+    for (size_t i = 0; i < sizeof(globals) / sizeof(globals[0]); i++)
+        if (strcmp(globals[i].name, name) == 0)
+            return &globals[i];
+    return NULL;
+}
+
+bool fk_global_valid(const void *p, size_t len)
+{
+    uintptr_t a = (uintptr_t)p;
+
+    for (size_t i = 0; i < sizeof(globals) / sizeof(globals[0]); i++)
+        if (a >= (uintptr_t)globals[i].storage &&
+            a + len <= (uintptr_t)globals[i].storage + globals[i].size)
+            return true;
+    return false;
+}

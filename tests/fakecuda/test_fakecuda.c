@@ -138,6 +138,20 @@ static void test_memory(void **state)
     assert_int_equal(out[64 * 3 + 15], 0xab);
     assert_int_equal(out[64 * 3 + 16], in[64 * 3 + 16]);
 
+    CUdeviceptr many[16];
+    for (int i = 0; i < 16; i++)
+        assert_int_equal(drv.cuMemAlloc(&many[i], 1000 + i), CUDA_SUCCESS);
+    for (int i = 0; i < 16; i += 2)
+        assert_int_equal(drv.cuMemFree(many[i]), CUDA_SUCCESS);
+    for (int i = 1; i < 16; i += 2) {
+        assert_int_equal(drv.cuMemsetD8(many[i], 1, 1000 + i), CUDA_SUCCESS);
+        assert_int_equal(drv.cuMemsetD8(many[i], 1, 1001 + i), CUDA_ERROR_INVALID_VALUE);
+        assert_int_equal(drv.cuMemsetD8(many[i - 1], 1, 1), CUDA_ERROR_INVALID_VALUE);
+    }
+    assert_int_equal(drv.cuMemFree(many[0]), CUDA_ERROR_INVALID_VALUE);
+    for (int i = 15; i > 0; i -= 2)
+        assert_int_equal(drv.cuMemFree(many[i]), CUDA_SUCCESS);
+
     assert_int_equal(drv.cuMemFree(d), CUDA_SUCCESS);
     assert_int_equal(drv.cuMemGetInfo(&free1, &total), CUDA_SUCCESS);
     assert_int_equal(free1, free0);
@@ -172,6 +186,8 @@ static void test_images(void **state)
     assert_int_equal(drv.cuModuleLoadData(&mod, "\x7f" "ELF\2\1\1\x33"), CUDA_SUCCESS);
     assert_int_equal(drv.cuModuleUnload(mod), CUDA_SUCCESS);
     assert_int_equal(drv.cuModuleLoadData(&mod, garbage), CUDA_ERROR_INVALID_IMAGE);
+    wrapper.data = NULL;
+    assert_int_equal(drv.cuModuleLoadData(&mod, &wrapper), CUDA_ERROR_INVALID_IMAGE);
 }
 
 static void test_vadd_launch(void **state)
@@ -315,24 +331,40 @@ static void test_streams_and_events(void **state)
     assert_int_equal(drv.cuStreamDestroy(s), CUDA_SUCCESS);
 }
 
-/* A kernel writing 4 TiB past its buffer: the launch succeeds, every later call on the context
- * reports the illegal address until the primary context is reset. */
+/* A kernel writing 4 TiB past its buffer: the launch succeeds, then every later call on that
+ * context reports the illegal address (until the primary context is reset); other contexts go
+ * on working. */
+static void fault(CUkernel k, CUdeviceptr d)
+{
+    void *params[] = {&d};
+
+    assert_int_equal(drv.cuLaunchKernel((CUfunction)k, 1, 1, 1, 1, 1, 1, 0, NULL, params, NULL),
+                     CUDA_SUCCESS);
+}
+
 static void test_fault_is_sticky(void **state)
 {
+    CUcontext primary, ctx;
     CUlibrary lib;
     CUkernel k;
     CUdeviceptr d, d2;
 
+    assert_int_equal(drv.cuCtxGetCurrent(&primary), CUDA_SUCCESS);
     assert_int_equal(drv.cuLibraryLoadData(&lib, fatbin, NULL, NULL, 0, NULL, NULL, 0), 0);
     assert_int_equal(drv.cuLibraryGetKernel(&k, lib, OOB_WRITE), CUDA_SUCCESS);
     assert_int_equal(drv.cuMemAlloc(&d, sizeof(int)), CUDA_SUCCESS);
-    void *params[] = {&d};
-    assert_int_equal(drv.cuLaunchKernel((CUfunction)k, 1, 1, 1, 1, 1, 1, 0, NULL, params, NULL),
-                     CUDA_SUCCESS);
+
+    assert_int_equal(drv.cuCtxCreate(&ctx, NULL, 0, 0), CUDA_SUCCESS);
+    fault(k, d);
     assert_int_equal(drv.cuCtxSynchronize(), CUDA_ERROR_ILLEGAL_ADDRESS);
     assert_int_equal(drv.cuMemAlloc(&d2, 4), CUDA_ERROR_ILLEGAL_ADDRESS);
     assert_int_equal(drv.cuCtxSynchronize(), CUDA_ERROR_ILLEGAL_ADDRESS);
+    assert_int_equal(drv.cuCtxSetCurrent(primary), CUDA_SUCCESS);
+    assert_int_equal(drv.cuCtxSynchronize(), CUDA_SUCCESS);
+    assert_int_equal(drv.cuCtxDestroy(ctx), CUDA_SUCCESS);
 
+    fault(k, d);
+    assert_int_equal(drv.cuMemAlloc(&d2, 4), CUDA_ERROR_ILLEGAL_ADDRESS);
     assert_int_equal(drv.cuDevicePrimaryCtxReset(0), CUDA_SUCCESS);
     assert_int_equal(primary_current(state), 0);
     assert_int_equal(drv.cuCtxSynchronize(), CUDA_SUCCESS);
