@@ -209,3 +209,26 @@ CLI_EXPORT CUresult cuGraphDestroy(CUgraph graph)
 {
     return graph_destroy(graph, PROTO_H_GRAPH, PROTO_OP_GRAPH_DESTROY);
 }
+
+/* Counting nodes (what frameworks ask, e.g. to warn about an empty capture) is answered; the
+ * node handles themselves are not offered yet. */
+CLI_EXPORT CUresult cuGraphGetNodes(CUgraph graph, CUgraphNode *nodes, size_t *num)
+{
+    struct cli_graph *g = cli_handle_check(graph, PROTO_H_GRAPH);
+    uint64_t out[1];
+    struct cli_call call = {.op = PROTO_OP_GRAPH_NODE_COUNT, .nargs = 1, .out = out,
+                            .out_cap = 1};
+    CUresult res;
+
+    if (g == NULL)
+        return CUDA_ERROR_INVALID_HANDLE;
+    if (num == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (nodes != NULL)
+        return cli_unsupported("cuGraphGetNodes (node handles)");
+    call.args[0] = g->h.id;
+    res = cli_call_sync(&call);
+    if (res == CUDA_SUCCESS && call.nout >= 1)
+        *num = (size_t)out[0];
+    return res;
+}

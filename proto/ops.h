@@ -122,6 +122,7 @@ enum proto_handle_type {
     X(GRAPH_UPLOAD)              /* [exec, stream]                                           */ \
     X(GRAPH_EXEC_DESTROY)        /* [exec]                                                   */ \
     X(GRAPH_DESTROY)             /* [graph]                                                  */ \
+    X(GRAPH_NODE_COUNT)          /* [graph] -> out[number of nodes]                          */ \
     X(THREAD_CAPTURE_MODE)       /* [mode]: the calling thread's capture mode, applied to    */ \
                                  /*  the worker's thread (cuThreadExchangeStreamCaptureMode) */
 

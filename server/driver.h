@@ -43,7 +43,7 @@
     X(cuMemAllocAsync) X(cuMemFreeAsync)                                                        \
     X(cuStreamBeginCapture) X(cuStreamEndCapture) X(cuGraphInstantiateWithFlags)                \
     X(cuGraphLaunch) X(cuGraphUpload) X(cuGraphExecDestroy) X(cuGraphDestroy)                  \
-    X(cuThreadExchangeStreamCaptureMode)
+    X(cuThreadExchangeStreamCaptureMode) X(cuGraphGetNodes)
 
 struct srv_driver {
     void *dl;

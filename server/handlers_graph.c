@@ -71,6 +71,20 @@ static CUresult h_destroy(struct srv_session *s, struct srv_call *call)
     return type == PROTO_H_GRAPH ? s->drv.cuGraphDestroy(real) : s->drv.cuGraphExecDestroy(real);
 }
 
+static CUresult h_node_count(struct srv_session *s, struct srv_call *call)
+{
+    struct srv_handle *g = srv_handle_get(s, ARG(0), PROTO_H_GRAPH);
+    size_t n = 0;
+    CUresult res;
+
+    if (g == NULL)
+        return CUDA_ERROR_INVALID_HANDLE;
+    res = s->drv.cuGraphGetNodes(g->real, NULL, &n);
+    if (res == CUDA_SUCCESS)
+        call->out[call->nout++] = n;
+    return res;
+}
+
 /* The client thread's capture mode (e.g. PyTorch relaxes it around allocations it makes while
  * another stream captures), applied to the worker's one thread. */
 static CUresult h_capture_mode(struct srv_session *s, struct srv_call *call)
@@ -89,4 +103,5 @@ const srv_handler_fn srv_graph_handlers[PROTO_OP_COUNT] = {
     [PROTO_OP_GRAPH_EXEC_DESTROY] = h_destroy,
     [PROTO_OP_GRAPH_DESTROY] = h_destroy,
     [PROTO_OP_THREAD_CAPTURE_MODE] = h_capture_mode,
+    [PROTO_OP_GRAPH_NODE_COUNT] = h_node_count,
 };

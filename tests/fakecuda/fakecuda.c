@@ -608,3 +608,14 @@ CUresult cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode *mode)
     *mode = old;
     return CUDA_SUCCESS;
 }
+
+CUresult cuGraphGetNodes(CUgraph graph, CUgraphNode *nodes, size_t *num)
+{
+    struct fk_graph *g = (struct fk_graph *)obj_check(graph, K_GRAPH);
+
+    if (!g) return CUDA_ERROR_INVALID_HANDLE;
+    if (!num) return CUDA_ERROR_INVALID_VALUE;
+    if (nodes) return CUDA_ERROR_NOT_SUPPORTED;
+    *num = (size_t)g->n;
+    return CUDA_SUCCESS;
+}
