@@ -65,6 +65,7 @@ compare() { # name cmd...
 }
 compare cublas_sgemm "$B/bin/cublas_sgemm"
 compare torch_smoke python3 "$ROOT/tests/gpu/torch_smoke.py"
+compare torch_graph python3 "$ROOT/tests/gpu/torch_graph.py"
 native "$B/bin/rgpu-demo-app" >"$LOGS/demo.native"; remote "$B/bin/rgpu-demo-app" >"$LOGS/demo.rgpu"
 cmp -s "$LOGS/demo.native" "$LOGS/demo.rgpu" && row demo PASS "$(tail -1 "$LOGS/demo.rgpu")" ||
     row demo FAIL "$(cat "$LOGS/demo.rgpu")"
