@@ -201,7 +201,20 @@ CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute a, CUdevice d)
 
 CUresult cuDevicePrimaryCtxRetain(CUcontext *c, CUdevice d) { NEED_DEV(d); if (!c) return CUDA_ERROR_INVALID_VALUE; primary_refs++; *c = (CUcontext)&primary; return CUDA_SUCCESS; }
 CUresult cuDevicePrimaryCtxRelease(CUdevice d) { NEED_DEV(d); if (primary_refs > 0) primary_refs--; return CUDA_SUCCESS; }
-CUresult cuDevicePrimaryCtxReset(CUdevice d) { NEED_DEV(d); primary.err = CUDA_SUCCESS; return CUDA_SUCCESS; }
+/* A reset destroys the primary context and its memory. The fake does not record which context
+ * owns an allocation, so it frees them all (tests reset only when the primary is the only one). */
+CUresult cuDevicePrimaryCtxReset(CUdevice d)
+{
+    NEED_DEV(d);
+    pthread_mutex_lock(&lock);
+    for (size_t i = 0; i < nallocs; i++)
+        free(allocs[i].p);
+    nallocs = 0;
+    used = 0;
+    pthread_mutex_unlock(&lock);
+    primary.err = CUDA_SUCCESS;
+    return CUDA_SUCCESS;
+}
 CUresult cuDevicePrimaryCtxSetFlags(CUdevice d, unsigned f) { NEED_DEV(d); primary.flags = f; return CUDA_SUCCESS; }
 CUresult cuCtxCreate(CUcontext *c, CUctxCreateParams *p, unsigned f, CUdevice d)
 {
