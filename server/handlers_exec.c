@@ -102,6 +102,7 @@ static CUresult h_primary_reset(struct srv_session *s, struct srv_call *call)
     if (ARG(0) >= (uint64_t)s->ndevices)
         return CUDA_ERROR_INVALID_DEVICE;
     s->nallocs = 0; /* the reset frees them all */
+    s->mem_used = 0;
     srv_staging_release(s, PROTO_PRIMARY_CTX_ID(ARG(0)));
     s->current_ctx = 0;
     return s->drv.cuDevicePrimaryCtxReset(s->devices[ARG(0)]);

@@ -41,7 +41,11 @@ void srv_staging_release(struct srv_session *s, uint64_t ctx_id)
 static CUresult h_mem_alloc(struct srv_session *s, struct srv_call *call)
 {
     CUdeviceptr d;
-    CUresult res = s->drv.cuMemAlloc(&d, ARG(0));
+    CUresult res;
+
+    if (!srv_quota_allows(s, ARG(0)))
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    res = s->drv.cuMemAlloc(&d, ARG(0));
 
     if (res == CUDA_SUCCESS) {
         srv_alloc_add(s, d, ARG(0));
@@ -56,6 +60,10 @@ static CUresult h_mem_alloc_pitch(struct srv_session *s, struct srv_call *call)
     size_t pitch;
     CUresult res = s->drv.cuMemAllocPitch(&d, &pitch, ARG(0), ARG(1), (unsigned)ARG(2));
 
+    if (res == CUDA_SUCCESS && !srv_quota_allows(s, (uint64_t)pitch * ARG(1))) {
+        s->drv.cuMemFree(d); /* the padded size is known only now */
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
     if (res == CUDA_SUCCESS) {
         srv_alloc_add(s, d, pitch * ARG(1));
         call->out[call->nout++] = d;
@@ -78,6 +86,11 @@ static CUresult h_mem_get_info(struct srv_session *s, struct srv_call *call)
     size_t free_b, total;
     CUresult res = s->drv.cuMemGetInfo(&free_b, &total);
 
+    if (res == CUDA_SUCCESS && s->mem_quota != 0) { /* frameworks size themselves to this */
+        uint64_t left = s->mem_quota > s->mem_used ? s->mem_quota - s->mem_used : 0;
+        free_b = left < free_b ? left : free_b;
+        total = s->mem_quota < total ? s->mem_quota : total;
+    }
     if (res == CUDA_SUCCESS) {
         call->out[call->nout++] = free_b;
         call->out[call->nout++] = total;
@@ -253,6 +266,8 @@ static CUresult h_mem_alloc_async(struct srv_session *s, struct srv_call *call)
 
     if (!srv_stream(s, ARG(1), &st))
         return CUDA_ERROR_INVALID_HANDLE;
+    if (!srv_quota_allows(s, ARG(0)))
+        return CUDA_ERROR_OUT_OF_MEMORY;
     res = s->drv.cuMemAllocAsync(&d, ARG(0), st);
     if (res == CUDA_SUCCESS) {
         srv_alloc_add(s, d, ARG(0));

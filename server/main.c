@@ -53,6 +53,13 @@ static rg_status_t set_key(struct srv_config *c, const char *key, const char *va
 
 static rg_status_t conf_key(void *arg, const char *section, const char *key, const char *value)
 {
+    struct srv_config *c = arg;
+
+    if (strncmp(section, "tenant ", 7) == 0) {
+        if (srv_tenant_key(&c->tenants, section + 7, key, value) != RG_OK)
+            rg_warn("config: bad key '%s' for tenant '%s' ignored", key, section + 7);
+        return RG_OK;
+    }
     if (strcmp(section, "server") != 0 && section[0] != '\0')
         return RG_OK;
     if (set_key(arg, key, value) != RG_OK)
@@ -79,7 +86,8 @@ static int parse_args(int argc, char **argv, struct srv_config *c, struct worker
     /* The config file first, so flags override it wherever they appear. */
     for (int i = 1; i + 1 < argc; i++)
         if (strcmp(argv[i], "--config") == 0 &&
-            rg_config_parse_file(argv[i + 1], conf_key, c) != RG_OK) {
+            (snprintf(c->config_path, sizeof(c->config_path), "%s", argv[i + 1]) < 0 ||
+             rg_config_parse_file(argv[i + 1], conf_key, c) != RG_OK)) {
             fprintf(stderr, "gpu-server: cannot read config file %s\n", argv[i + 1]);
             return 2;
         }

@@ -4,6 +4,8 @@
 
 #include <stdint.h>
 
+#include "server/tenants.h"
+
 #define SRV_DEFAULT_PORT 7070
 
 struct srv_config {
@@ -14,6 +16,8 @@ struct srv_config {
     char log_level[16];
     char name[64];      /* server name reported to clients */
     char busy_poll_us[16]; /* workers spin this long before blocking on a receive; "" = off */
+    char config_path[256]; /* the config file, passed on to workers */
+    struct srv_tenants tenants;
 };
 
 /* Supervisor: accept connections and fork/exec one worker per session. Returns exit status. */

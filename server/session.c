@@ -95,8 +95,14 @@ void *srv_scratch(struct srv_session *s, size_t len)
     return s->scratch;
 }
 
+bool srv_quota_allows(const struct srv_session *s, uint64_t size)
+{
+    return s->mem_quota == 0 || (size <= s->mem_quota && s->mem_used <= s->mem_quota - size);
+}
+
 void srv_alloc_add(struct srv_session *s, CUdeviceptr dptr, size_t size)
 {
+    s->mem_used += size;
     if (s->nallocs == s->alloc_cap) {
         size_t cap = s->alloc_cap ? s->alloc_cap * 2 : 64;
         struct srv_alloc *a = realloc(s->allocs, cap * sizeof(*a));
@@ -112,6 +118,7 @@ void srv_alloc_del(struct srv_session *s, CUdeviceptr dptr)
 {
     for (size_t i = 0; i < s->nallocs; i++) {
         if (s->allocs[i].dptr == dptr) {
+            s->mem_used -= s->allocs[i].size;
             s->allocs[i] = s->allocs[--s->nallocs];
             return;
         }

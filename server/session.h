@@ -39,6 +39,9 @@ struct srv_session {
     size_t handle_cap, nhandles;
     struct srv_alloc *allocs;
     size_t nallocs, alloc_cap;
+    char tenant[64];          /* "" when the server has no tenants */
+    uint64_t mem_quota;       /* bytes of device memory this session may hold; 0 = no limit */
+    uint64_t mem_used;        /* bytes it holds now (allocation table) */
     void *staging[2]; /* pinned chunks for bulk copies */
     size_t staging_len;
     uint64_t staging_ctx; /* the context they were allocated in (they die with it) */
@@ -71,7 +74,8 @@ struct srv_handle *srv_handle_get(struct srv_session *s, uint64_t id, unsigned t
 rg_status_t srv_handle_put(struct srv_session *s, uint64_t id, void *real);
 void srv_handle_del(struct srv_session *s, uint64_t id);
 
-/* Allocation table. */
+/* Allocation table. srv_quota_allows: may size more bytes be allocated under the quota? */
+bool srv_quota_allows(const struct srv_session *s, uint64_t size);
 void srv_alloc_add(struct srv_session *s, CUdeviceptr dptr, size_t size);
 void srv_alloc_del(struct srv_session *s, CUdeviceptr dptr);
 

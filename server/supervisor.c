@@ -63,8 +63,13 @@ static void exec_worker(int fd, uint64_t session, const char *peer)
     char *argv[] = {(char *)sup.self_exe, "--worker-fd", fdbuf, "--session", sid, "--peer",
                     (char *)peer, "--driver", (char *)c->driver, "--devices", (char *)c->devices,
                     "--log-level", (char *)c->log_level, "--name", (char *)c->name,
-                    "--busy-poll-us", (char *)c->busy_poll_us, NULL};
+                    "--busy-poll-us", (char *)c->busy_poll_us, NULL, NULL, NULL};
+    size_t n = sizeof(argv) / sizeof(argv[0]) - 3;
 
+    if (c->config_path[0] != '\0') { /* the worker reads its tenants from the same file */
+        argv[n] = "--config";
+        argv[n + 1] = (char *)c->config_path;
+    }
     snprintf(fdbuf, sizeof(fdbuf), "%d", wfd);
     snprintf(sid, sizeof(sid), "%llu", (unsigned long long)session);
     execv(sup.self_exe, argv);

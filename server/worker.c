@@ -53,7 +53,7 @@ static Rgpu__DeviceInfo *device_info(struct srv_session *s, int i, int32_t *attr
             attrs[a] = 0;
     info.name = name;
     info.uuid = (ProtobufCBinaryData){16, uuid};
-    info.total_mem = total;
+    info.total_mem = s->mem_quota != 0 && s->mem_quota < total ? s->mem_quota : total;
     info.n_attrs = CU_DEVICE_ATTRIBUTE_MAX;
     info.attrs = attrs;
     info.pci_bus_id = pci;
@@ -81,6 +81,7 @@ static rg_status_t send_welcome(struct srv_session *s, const struct srv_config *
     w.n_devices = (size_t)s->ndevices;
     w.devices = ptrs;
     w.server_name = (char *)cfg->name;
+    w.mem_quota = s->mem_quota;
     return proto_send(s->conn, PROTO_WELCOME, &w.base, NULL, 0);
 }
 
@@ -93,6 +94,25 @@ static void refuse(struct srv_session *s, CUresult status, const char *reason)
     w.reason = (char *)reason;
     rg_warn("session %llu (%s): refused: %s", (unsigned long long)s->id, s->peer, reason);
     proto_send(s->conn, PROTO_WELCOME, &w.base, NULL, 0);
+}
+
+/* With tenants configured, the Hello must name one and carry its token. 0 when admitted. */
+static int authenticate(struct srv_session *s, const struct srv_config *cfg,
+                        const Rgpu__Hello *hello)
+{
+    const struct srv_tenant *t;
+    const char *why = NULL;
+
+    if (cfg->tenants.n == 0)
+        return 0;
+    t = srv_tenant_auth(&cfg->tenants, hello->tenant, hello->token, &why);
+    if (t == NULL) {
+        refuse(s, CUDA_ERROR_NOT_PERMITTED, why);
+        return 1;
+    }
+    snprintf(s->tenant, sizeof(s->tenant), "%s", t->name);
+    s->mem_quota = t->mem_quota;
+    return 0;
 }
 
 /* Hello -> Welcome. Returns -1 to go on serving, or the worker's exit status. */
@@ -123,6 +143,10 @@ static int handshake(struct srv_session *s, const struct srv_config *cfg)
                  hello->proto_version, PROTO_VERSION);
         rgpu__hello__free_unpacked(hello, NULL);
         refuse(s, CUDA_ERROR_NOT_SUPPORTED, reason);
+        return 0;
+    }
+    if (authenticate(s, cfg, hello) != 0) {
+        rgpu__hello__free_unpacked(hello, NULL);
         return 0;
     }
     rgpu__hello__free_unpacked(hello, NULL);

@@ -24,12 +24,13 @@ struct peer {
     uint8_t buf[1 << 16];
 };
 
+static struct srv_config cfg = {.driver = FAKECUDA_PATH, .log_level = "error", .name = "test"};
+
 /* A worker in a child process, serving one TCP connection whose other end we keep. */
 static void start_worker(struct peer *p)
 {
     struct transport_listener *l;
     struct transport_conn *srv;
-    struct srv_config cfg = {.driver = FAKECUDA_PATH, .log_level = "error", .name = "test"};
     char addr[64];
 
     assert_int_equal(transport_tcp_ops.listen("127.0.0.1:0", &l), RG_OK);
@@ -54,16 +55,24 @@ static int finish(struct peer *p)
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
-static Rgpu__Welcome *hello(struct peer *p, uint32_t version)
+static Rgpu__Welcome *hello_as(struct peer *p, uint32_t version, const char *tenant,
+                               const char *token)
 {
     Rgpu__Hello h = RGPU__HELLO__INIT;
     struct proto_frame_hdr hdr;
 
     h.proto_version = version;
+    h.tenant = (char *)tenant;
+    h.token = (char *)token;
     assert_int_equal(proto_send(p->conn, PROTO_HELLO, &h.base, NULL, 0), RG_OK);
     assert_int_equal(proto_recv(p->conn, &hdr, p->buf, sizeof(p->buf)), RG_OK);
     assert_int_equal(hdr.type, PROTO_WELCOME);
     return rgpu__welcome__unpack(NULL, hdr.msg_len, p->buf);
+}
+
+static Rgpu__Welcome *hello(struct peer *p, uint32_t version)
+{
+    return hello_as(p, version, "", "");
 }
 
 static void send_call(struct peer *p, unsigned op, unsigned flags, const uint64_t *args,
@@ -230,6 +239,69 @@ static void test_malformed_ends_session(void **state)
     assert_int_equal(finish(&p), 2);
 }
 
+static uint64_t alloc_result(struct peer *p, uint64_t size, int *result)
+{
+    Rgpu__Reply *r;
+    uint64_t d = 0;
+
+    send_call(p, PROTO_OP_MEM_ALLOC, 0, &size, 1, NULL, 0, NULL, 0);
+    r = reply(p, NULL, 0);
+    *result = r->result;
+    if (r->n_out > 0)
+        d = r->out[0];
+    rgpu__reply__free_unpacked(r, NULL);
+    return d;
+}
+
+/* Tenants: a wrong token is refused with a reason; the right one gets its quota, which the
+ * snapshot and memory info report and allocations cannot exceed. */
+static void test_tenant_quota(void **state)
+{
+    struct peer p;
+    Rgpu__Welcome *w;
+    Rgpu__Reply *r;
+    int result;
+
+    assert_int_equal(srv_tenant_key(&cfg.tenants, "alice", "token", "s3cret"), RG_OK);
+    assert_int_equal(srv_tenant_key(&cfg.tenants, "alice", "mem_quota", "1 MiB"), RG_OK);
+    start_worker(&p);
+    w = hello_as(&p, PROTO_VERSION, "alice", "wrong");
+    assert_int_equal(w->status, CUDA_ERROR_NOT_PERMITTED);
+    assert_non_null(strstr(w->reason, "wrong token"));
+    rgpu__welcome__free_unpacked(w, NULL);
+    assert_int_equal(finish(&p), 0);
+
+    start_worker(&p);
+    w = hello_as(&p, PROTO_VERSION, "alice", "s3cret");
+    assert_int_equal(w->status, 0);
+    assert_int_equal(w->mem_quota, 1u << 20);
+    assert_int_equal(w->devices[0]->total_mem, 1u << 20);
+    rgpu__welcome__free_unpacked(w, NULL);
+    alloc_result(&p, 768u << 10, &result);
+    assert_int_equal(result, CUDA_SUCCESS);
+    alloc_result(&p, 512u << 10, &result);
+    assert_int_equal(result, CUDA_ERROR_OUT_OF_MEMORY); /* over quota; the session goes on */
+    send_call(&p, PROTO_OP_MEM_GET_INFO, 0, NULL, 0, NULL, 0, NULL, 0);
+    r = reply(&p, NULL, 0);
+    assert_int_equal(r->result, CUDA_SUCCESS);
+    assert_int_equal(r->out[0], 256u << 10);
+    assert_int_equal(r->out[1], 1u << 20);
+    rgpu__reply__free_unpacked(r, NULL);
+    assert_int_equal(finish(&p), 0);
+    memset(&cfg.tenants, 0, sizeof(cfg.tenants));
+}
+
+static void test_parse_size(void **state)
+{
+    uint64_t v;
+
+    assert_true(srv_parse_size("4GiB", &v) && v == 4ull << 30);
+    assert_true(srv_parse_size("512 MiB", &v) && v == 512ull << 20);
+    assert_true(srv_parse_size("4096", &v) && v == 4096);
+    assert_false(srv_parse_size("lots", &v));
+    assert_false(srv_parse_size("4 GB", &v));
+}
+
 static void test_handle_table(void **state)
 {
     struct srv_session s;
@@ -264,6 +336,8 @@ int main(void)
         cmocka_unit_test(test_copies),
         cmocka_unit_test(test_async_error_and_bad_calls),
         cmocka_unit_test(test_malformed_ends_session),
+        cmocka_unit_test(test_tenant_quota),
+        cmocka_unit_test(test_parse_size),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

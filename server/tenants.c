@@ -1,0 +1,81 @@
+#include "server/tenants.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+bool srv_parse_size(const char *text, uint64_t *bytes_p)
+{
+    static const struct { const char *suffix; uint64_t scale; } units[] = {
+        {"", 1}, {"KiB", 1ull << 10}, {"MiB", 1ull << 20}, {"GiB", 1ull << 30}, {"TiB", 1ull << 40},
+    };
+    char *end;
+    unsigned long long v = strtoull(text, &end, 10);
+
+    if (end == text)
+        return false;
+    while (*end == ' ')
+        end++;
+    for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
+        if (strcasecmp(end, units[i].suffix) == 0) {
+            *bytes_p = v * units[i].scale;
+            return true;
+        }
+    }
+    return false;
+}
+
+static struct srv_tenant *tenant_slot(struct srv_tenants *tenants, const char *name)
+{
+    for (int i = 0; i < tenants->n; i++)
+        if (strcmp(tenants->list[i].name, name) == 0)
+            return &tenants->list[i];
+    if (tenants->n == SRV_MAX_TENANTS || name[0] == '\0' || strlen(name) >= 64)
+        return NULL;
+    snprintf(tenants->list[tenants->n].name, sizeof(tenants->list[0].name), "%s", name);
+    return &tenants->list[tenants->n++];
+}
+
+rg_status_t srv_tenant_key(struct srv_tenants *tenants, const char *name, const char *key,
+                           const char *value)
+{
+    struct srv_tenant *t = tenant_slot(tenants, name);
+
+    if (t == NULL)
+        return RG_ERR_INVALID;
+    if (strcmp(key, "token") == 0 && strlen(value) < sizeof(t->token))
+        snprintf(t->token, sizeof(t->token), "%s", value);
+    else if (strcmp(key, "mem_quota") == 0 && srv_parse_size(value, &t->mem_quota))
+        return RG_OK;
+    else if (strcmp(key, "token") != 0)
+        return RG_ERR_INVALID;
+    return RG_OK;
+}
+
+/* Equal strings, in time that depends only on the length of the expected one. */
+static bool token_equal(const char *given, const char *expected)
+{
+    size_t n = strlen(expected), m = strlen(given);
+    unsigned char diff = (unsigned char)(n != m);
+
+    for (size_t i = 0; i < n; i++)
+        diff |= (unsigned char)(expected[i] ^ (i < m ? given[i] : 0));
+    return diff == 0;
+}
+
+const struct srv_tenant *srv_tenant_auth(const struct srv_tenants *tenants, const char *name,
+                                         const char *token, const char **why_p)
+{
+    for (int i = 0; i < tenants->n; i++) {
+        const struct srv_tenant *t = &tenants->list[i];
+        if (strcmp(t->name, name ? name : "") != 0)
+            continue;
+        if (token_equal(token ? token : "", t->token))
+            return t;
+        *why_p = "authentication failed: wrong token for the tenant";
+        return NULL;
+    }
+    *why_p = "authentication failed: unknown tenant (set RGPU_TENANT and RGPU_TOKEN)";
+    return NULL;
+}

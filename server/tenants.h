@@ -1,0 +1,34 @@
+/* Tenants from the server config: "[tenant NAME]" sections with a token and a memory quota.
+ * With no tenant configured the server is open (any client, no quota). */
+#ifndef RGPU_SERVER_TENANTS_H
+#define RGPU_SERVER_TENANTS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "common/status.h"
+
+#define SRV_MAX_TENANTS 64
+
+struct srv_tenant {
+    char name[64];
+    char token[128];
+    uint64_t mem_quota; /* bytes per GPU; 0 = the whole GPU */
+};
+
+struct srv_tenants {
+    struct srv_tenant list[SRV_MAX_TENANTS];
+    int n;
+};
+
+/* One "key = value" of section "tenant NAME" (section is the part after "tenant "). */
+rg_status_t srv_tenant_key(struct srv_tenants *tenants, const char *name, const char *key,
+                           const char *value);
+/* The tenant a Hello names, if its token matches (compared in constant time); NULL and a reason
+ * otherwise. */
+const struct srv_tenant *srv_tenant_auth(const struct srv_tenants *tenants, const char *name,
+                                         const char *token, const char **why_p);
+/* "4GiB", "512MiB", "64KiB" or plain bytes; false if malformed. */
+bool srv_parse_size(const char *text, uint64_t *bytes_p);
+
+#endif
