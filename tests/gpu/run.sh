@@ -99,7 +99,30 @@ else
     row "dead client frees memory" FAIL "used MiB before $before, holding $during, after kill $after"
 fi
 
-# 4. No server reachable.
+# 4. Tenants: a 4 GiB quota seen and enforced in PyTorch; a wrong token refused with the reason.
+cat >"$LOGS/tenants.conf" <<'CONF'
+[tenant quota-test]
+token = t0ken
+mem_quota = 4GiB
+CONF
+LD_LIBRARY_PATH=$DEPS "$B/bin/gpu-server" --listen 127.0.0.1 --port 7073 --config "$LOGS/tenants.conf" \
+    >"$LOGS/server-tenants.log" 2>&1 &
+PIDS+=($!)
+sleep 2
+RSERVER=127.0.0.1:7073 RGPU_TENANT=quota-test RGPU_TOKEN=t0ken remote python3 "$ROOT/tests/gpu/torch_quota.py" \
+    >"$LOGS/quota.out" 2>&1
+if grep -q PASS "$LOGS/quota.out"; then
+    row "tenant quota 4 GiB (PyTorch)" PASS "$(grep -E 'total|out of memory' "$LOGS/quota.out" | tr '\n' ' ')"
+else
+    row "tenant quota 4 GiB (PyTorch)" FAIL "$(tail -3 "$LOGS/quota.out" | tr '\n' ' ')"
+fi
+if RSERVER=127.0.0.1:7073 RGPU_TENANT=quota-test RGPU_TOKEN=bad remote "$B/bin/vadd_static" >"$LOGS/badtoken.out" 2>&1; then
+    row "wrong token refused" FAIL "the program ran"
+else
+    row "wrong token refused" PASS "$(grep -o 'refused the session: [^.]*' "$LOGS/badtoken.out" | head -1)"
+fi
+
+# 5. No server reachable.
 if RSERVER=127.0.0.1:1 remote "$B/bin/vadd_static" >"$LOGS/noserver.out" 2>&1; then
     row "no server" FAIL "succeeded?"
 else
@@ -107,7 +130,7 @@ else
 fi
 kill "$SERVER_PID"
 
-# 5. Two hosts: gpu-server in its own network namespace, client across a veth pair.
+# 6. Two hosts: gpu-server in its own network namespace, client across a veth pair.
 IP="env LD_LIBRARY_PATH=$DEPS $B/bin/ip"
 if $IP netns add rgpu-srv 2>"$LOGS/netns.err" &&
     $IP link add rgpu-c type veth peer name rgpu-s &&
