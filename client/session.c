@@ -38,6 +38,7 @@ static struct {
     CUresult async_error; /* first failure of an asynchronous call not yet reported */
     struct deferred *deferred; /* FIFO of DtoH replies still to come */
     size_t ndeferred, deferred_cap;
+    pid_t pid;                /* the process that opened the session (a forked child may not use it) */
     uint8_t *recv_buf;
     struct proto_arena arena; /* replies are unpacked here, reset after each */
     bool trace_calls;
@@ -244,6 +245,7 @@ static CUresult session_open(void)
     }
     if (getenv("RGPU_BUSY_POLL_US") != NULL)
         transport_set_busy_poll(sess.conn, (unsigned)atoi(getenv("RGPU_BUSY_POLL_US")));
+    sess.pid = getpid();
     res = handshake(&conf);
     if (res == CUDA_SUCCESS)
         res = batch_start();
@@ -338,6 +340,8 @@ static CUresult send_call(struct cli_call *call, unsigned flags, uint64_t *id_p)
 
     if (sess.dead)
         return CUDA_ERROR_DEVICE_UNAVAILABLE;
+    if (getpid() != sess.pid) /* as in CUDA: a forked child cannot use its parent's context */
+        return CUDA_ERROR_NOT_INITIALIZED;
     msg.id = sess.next_call_id++;
     msg.op = call->op;
     msg.ctx = call->ctx ? call->ctx : cli_ctx_current_id();
@@ -566,7 +570,8 @@ __attribute__((destructor)) static void session_close(void)
     while (pthread_mutex_trylock(&sess.lock) != 0)
         if (++tries > 100 || usleep(1000) != 0)
             return;
-    if (sess.conn != NULL && !sess.dead && batch_flush() == CUDA_SUCCESS)
+    /* A forked child exiting must not end its parent's session. */
+    if (sess.conn != NULL && !sess.dead && getpid() == sess.pid && batch_flush() == CUDA_SUCCESS)
         proto_send(sess.conn, PROTO_BYE, NULL, NULL, 0);
     pthread_mutex_unlock(&sess.lock);
 }

@@ -6,6 +6,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #define NTHREADS 8
 #define ITERS 200
@@ -91,6 +93,21 @@ static void check_stream_ordered(void)
     EXPECT(cuStreamDestroy(s) == CUDA_SUCCESS, "destroy");
 }
 
+/* A forked child cannot use the parent's session, and its exit must not end it. */
+static void check_fork(void)
+{
+    CUdeviceptr d;
+    int status = -1;
+    pid_t pid = fork();
+
+    if (pid == 0)
+        exit(cuMemAlloc(&d, 64) == CUDA_ERROR_NOT_INITIALIZED ? 0 : 1); /* runs destructors */
+    EXPECT(pid > 0 && waitpid(pid, &status, 0) == pid, "fork");
+    EXPECT(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child refused");
+    EXPECT(cuMemAlloc(&d, 64) == CUDA_SUCCESS && cuMemFree(d) == CUDA_SUCCESS,
+           "parent session survives the child");
+}
+
 static void check_local_answers(void)
 {
     CUdeviceptr d, base;
@@ -125,6 +142,7 @@ int main(void)
     check_async_error();
     check_local_answers();
     check_stream_ordered();
+    check_fork();
     for (long i = 0; i < NTHREADS; i++)
         pthread_create(&t[i], NULL, worker, (void *)i);
     for (int i = 0; i < NTHREADS; i++)
