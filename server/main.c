@@ -24,7 +24,8 @@ static void usage(FILE *out)
             "  Serves this host's GPUs to rgpu clients: one worker process, with its own CUDA\n"
             "  context, per client session. Defaults: --listen 0.0.0.0 --port %d, all GPUs,\n"
             "  the driver libcuda.so.1. Config file keys (section [server]) match the flags.\n"
-            "  --busy-poll-us N: workers spin up to N us for the next call before blocking.\n",
+            "  --busy-poll-us N: workers spin up to N us for the next call before blocking.\n"
+            "  gpu-server --hash-token TOKEN prints the token_sha256 value for a tenant.\n",
             SRV_DEFAULT_PORT);
 }
 
@@ -152,6 +153,12 @@ int main(int argc, char **argv)
     ssize_t n;
     int rc;
 
+    if (argc == 3 && strcmp(argv[1], "--hash-token") == 0) { /* for token_sha256 in the config */
+        char hex[65];
+        srv_token_hash_hex(argv[2], hex);
+        printf("%s\n", hex);
+        return 0;
+    }
     gethostname(cfg.name, sizeof(cfg.name) - 1);
     if ((rc = parse_args(argc, argv, &cfg, &w)) != 0)
         return rc;

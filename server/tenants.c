@@ -1,5 +1,7 @@
 #include "server/tenants.h"
 
+#include "server/sha256.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +28,28 @@ bool srv_parse_size(const char *text, uint64_t *bytes_p)
     return false;
 }
 
+void srv_token_hash_hex(const char *token, char hex[65])
+{
+    uint8_t d[SRV_SHA256_LEN];
+
+    srv_sha256(token, strlen(token), d);
+    for (int i = 0; i < SRV_SHA256_LEN; i++)
+        snprintf(hex + 2 * i, 3, "%02x", d[i]);
+}
+
+static bool parse_hex32(const char *text, uint8_t out[32])
+{
+    if (strlen(text) != 64)
+        return false;
+    for (int i = 0; i < 32; i++) {
+        unsigned v;
+        if (sscanf(text + 2 * i, "%2x", &v) != 1)
+            return false;
+        out[i] = (uint8_t)v;
+    }
+    return true;
+}
+
 static struct srv_tenant *tenant_slot(struct srv_tenants *tenants, const char *name)
 {
     for (int i = 0; i < tenants->n; i++)
@@ -44,13 +68,21 @@ rg_status_t srv_tenant_key(struct srv_tenants *tenants, const char *name, const 
 
     if (t == NULL)
         return RG_ERR_INVALID;
-    if (strcmp(key, "token") == 0 && strlen(value) < sizeof(t->token))
+    if (strcmp(key, "token") == 0) {
+        if (strlen(value) >= sizeof(t->token))
+            return RG_ERR_INVALID;
         snprintf(t->token, sizeof(t->token), "%s", value);
-    else if (strcmp(key, "mem_quota") == 0 && srv_parse_size(value, &t->mem_quota))
         return RG_OK;
-    else if (strcmp(key, "token") != 0)
-        return RG_ERR_INVALID;
-    return RG_OK;
+    }
+    if (strcmp(key, "token_sha256") == 0) {
+        if (!parse_hex32(value, t->token_sha256))
+            return RG_ERR_INVALID;
+        t->hashed = true;
+        return RG_OK;
+    }
+    if (strcmp(key, "mem_quota") == 0)
+        return srv_parse_size(value, &t->mem_quota) ? RG_OK : RG_ERR_INVALID;
+    return RG_ERR_INVALID;
 }
 
 /* Equal strings, in time that depends only on the length of the expected one. */
@@ -64,6 +96,16 @@ static bool token_equal(const char *given, const char *expected)
     return diff == 0;
 }
 
+static bool hash_equal(const char *given, const uint8_t expected[SRV_SHA256_LEN])
+{
+    uint8_t d[SRV_SHA256_LEN], diff = 0;
+
+    srv_sha256(given, strlen(given), d);
+    for (int i = 0; i < SRV_SHA256_LEN; i++)
+        diff |= (uint8_t)(d[i] ^ expected[i]);
+    return diff == 0;
+}
+
 const struct srv_tenant *srv_tenant_auth(const struct srv_tenants *tenants, const char *name,
                                          const char *token, const char **why_p)
 {
@@ -71,7 +113,8 @@ const struct srv_tenant *srv_tenant_auth(const struct srv_tenants *tenants, cons
         const struct srv_tenant *t = &tenants->list[i];
         if (strcmp(t->name, name ? name : "") != 0)
             continue;
-        if (token_equal(token ? token : "", t->token))
+        if (t->hashed ? hash_equal(token ? token : "", t->token_sha256)
+                      : token_equal(token ? token : "", t->token))
             return t;
         *why_p = "authentication failed: wrong token for the tenant";
         return NULL;

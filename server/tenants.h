@@ -12,7 +12,9 @@
 
 struct srv_tenant {
     char name[64];
-    char token[128];
+    char token[128];          /* plain token (accepted, but token_sha256 is preferred) */
+    uint8_t token_sha256[32]; /* SHA-256 of the token, from "token_sha256 = <hex>" */
+    bool hashed;
     uint64_t mem_quota; /* bytes per GPU; 0 = the whole GPU */
 };
 
@@ -28,6 +30,8 @@ rg_status_t srv_tenant_key(struct srv_tenants *tenants, const char *name, const 
  * otherwise. */
 const struct srv_tenant *srv_tenant_auth(const struct srv_tenants *tenants, const char *name,
                                          const char *token, const char **why_p);
+/* The hex SHA-256 of token (65 bytes with the NUL), for "token_sha256" in the config. */
+void srv_token_hash_hex(const char *token, char hex[65]);
 /* "4GiB", "512MiB", "64KiB" or plain bytes; false if malformed. */
 bool srv_parse_size(const char *text, uint64_t *bytes_p);
 

@@ -291,6 +291,28 @@ static void test_tenant_quota(void **state)
     memset(&cfg.tenants, 0, sizeof(cfg.tenants));
 }
 
+/* FIPS 180-4 examples, a two-block padding boundary, and a hashed token accepted. */
+static void test_token_hash(void **state)
+{
+    char hex[65];
+    const char *why = NULL;
+    struct srv_tenants ts;
+
+    srv_token_hash_hex("abc", hex);
+    assert_string_equal(hex, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+    srv_token_hash_hex("", hex);
+    assert_string_equal(hex, "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+    srv_token_hash_hex("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq", hex);
+    assert_string_equal(hex, "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
+    memset(&ts, 0, sizeof(ts));
+    srv_token_hash_hex("h4sh", hex);
+    assert_int_equal(srv_tenant_key(&ts, "bob", "token_sha256", hex), RG_OK);
+    assert_non_null(srv_tenant_auth(&ts, "bob", "h4sh", &why));
+    assert_null(srv_tenant_auth(&ts, "bob", "h4sh!", &why));
+    assert_null(srv_tenant_auth(&ts, "carol", "h4sh", &why));
+    assert_int_not_equal(srv_tenant_key(&ts, "bob", "token_sha256", "not-hex"), RG_OK);
+}
+
 static void test_parse_size(void **state)
 {
     uint64_t v;
@@ -338,6 +360,7 @@ int main(void)
         cmocka_unit_test(test_malformed_ends_session),
         cmocka_unit_test(test_tenant_quota),
         cmocka_unit_test(test_parse_size),
+        cmocka_unit_test(test_token_hash),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
