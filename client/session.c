@@ -20,6 +20,8 @@
 #define BATCH_SIZE (64u << 10)
 #define BATCH_FLUSH_AT (32u << 10)
 #define BATCH_DELAY_US 50
+/* Deferred DtoH replies carrying more than this are read before anything else is sent. */
+#define DEFERRED_DRAIN_AT (16u << 10)
 
 struct deferred {
     uint64_t id;
@@ -38,6 +40,7 @@ static struct {
     CUresult async_error; /* first failure of an asynchronous call not yet reported */
     struct deferred *deferred; /* FIFO of DtoH replies still to come */
     size_t ndeferred, deferred_cap;
+    size_t deferred_bytes;    /* data those replies still carry */
     pid_t pid;                /* the process that opened the session (a forked child may not use it) */
     uint8_t *recv_buf;
     struct proto_arena arena; /* replies are unpacked here, reset after each */
@@ -313,6 +316,17 @@ static void trace_call(const Rgpu__Call *msg, unsigned flags)
     fprintf(stderr, "%s data=%zu\n", line, msg->data.len);
 }
 
+static CUresult wait_reply(struct cli_call *call, uint64_t id, CUresult *result_p);
+
+/* Read the replies of deferred DtoH copies now. Needed before sending more once they carry
+ * much data: the worker blocks writing them while we would block writing to it. */
+static CUresult deferred_drain(void)
+{
+    CUresult res = batch_flush(), ignored;
+
+    return res == CUDA_SUCCESS ? wait_reply(NULL, 0, &ignored) : res;
+}
+
 /* Append an asynchronous frame to the batch; false if it does not fit even when empty. */
 static bool batch_append(const Rgpu__Call *msg, unsigned flags)
 {
@@ -342,6 +356,8 @@ static CUresult send_call(struct cli_call *call, unsigned flags, uint64_t *id_p)
         return CUDA_ERROR_DEVICE_UNAVAILABLE;
     if (getpid() != sess.pid) /* as in CUDA: a forked child cannot use its parent's context */
         return CUDA_ERROR_NOT_INITIALIZED;
+    if (sess.deferred_bytes > DEFERRED_DRAIN_AT && (res = deferred_drain()) != CUDA_SUCCESS)
+        return res;
     msg.id = sess.next_call_id++;
     msg.op = call->op;
     msg.ctx = call->ctx ? call->ctx : cli_ctx_current_id();
@@ -411,6 +427,7 @@ static CUresult take_deferred(const struct proto_frame_hdr *hdr, const Rgpu__Rep
     rg_status_t status = RG_OK;
 
     memmove(sess.deferred, sess.deferred + 1, --sess.ndeferred * sizeof(*sess.deferred));
+    sess.deferred_bytes -= d.len;
     if (r->data.len > 0)
         memcpy(d.dst, r->data.data, r->data.len < d.len ? r->data.len : d.len);
     if (hdr->bulk_len > 0)
@@ -527,6 +544,7 @@ static bool deferred_push(uint64_t id, void *dst, size_t len)
         sess.deferred_cap = cap;
     }
     sess.deferred[sess.ndeferred++] = (struct deferred){id, dst, len};
+    sess.deferred_bytes += len;
     return true;
 }
 

@@ -93,6 +93,31 @@ static void check_stream_ordered(void)
     EXPECT(cuStreamDestroy(s) == CUDA_SUCCESS, "destroy");
 }
 
+/* A large async DtoH into pinned memory, then a large async HtoD before any synchronization:
+ * both directions carry bulk at once, which must not deadlock the connection. */
+static void check_crossing_bulk(void)
+{
+    const size_t len = 64u << 20;
+    unsigned char *a, *b;
+    CUdeviceptr d1, d2;
+    CUstream s;
+
+    EXPECT(cuStreamCreate(&s, 0) == CUDA_SUCCESS, "stream");
+    EXPECT(cuMemHostAlloc((void **)&a, len, 0) == CUDA_SUCCESS, "pinned a");
+    EXPECT(cuMemHostAlloc((void **)&b, len, 0) == CUDA_SUCCESS, "pinned b");
+    EXPECT(cuMemAlloc(&d1, len) == CUDA_SUCCESS && cuMemAlloc(&d2, len) == CUDA_SUCCESS, "alloc");
+    memset(a, 0x11, len);
+    memset(b, 0x22, len);
+    EXPECT(cuMemcpyHtoD(d1, a, len) == CUDA_SUCCESS, "htod");
+    EXPECT(cuMemcpyDtoHAsync(b, d1, len, s) == CUDA_SUCCESS, "dtoh async");
+    EXPECT(cuMemcpyHtoDAsync(d2, a, len, s) == CUDA_SUCCESS, "htod async");
+    EXPECT(cuStreamSynchronize(s) == CUDA_SUCCESS, "sync");
+    EXPECT(b[0] == 0x11 && b[len - 1] == 0x11, "dtoh data");
+    EXPECT(cuMemFree(d1) == CUDA_SUCCESS && cuMemFree(d2) == CUDA_SUCCESS, "free");
+    EXPECT(cuMemFreeHost(a) == CUDA_SUCCESS && cuMemFreeHost(b) == CUDA_SUCCESS, "free host");
+    EXPECT(cuStreamDestroy(s) == CUDA_SUCCESS, "destroy");
+}
+
 /* A forked child cannot use the parent's session, and its exit must not end it. */
 static void check_fork(void)
 {
@@ -143,6 +168,7 @@ int main(void)
     check_local_answers();
     check_stream_ordered();
     check_fork();
+    check_crossing_bulk();
     for (long i = 0; i < NTHREADS; i++)
         pthread_create(&t[i], NULL, worker, (void *)i);
     for (int i = 0; i < NTHREADS; i++)
