@@ -472,6 +472,23 @@ static CUresult take_reply(const struct proto_frame_hdr *hdr, struct cli_call *c
     return res;
 }
 
+/* What the session's kernels printed (device printf): to this process's stdout, as locally. */
+static rg_status_t take_output(uint64_t len)
+{
+    char buf[16384];
+
+    while (len > 0) {
+        size_t n = len < sizeof(buf) ? (size_t)len : sizeof(buf);
+        rg_status_t st = transport_recv(sess.conn, buf, n);
+        if (st != RG_OK)
+            return st;
+        fwrite(buf, 1, n, stdout);
+        len -= n;
+    }
+    fflush(stdout);
+    return RG_OK;
+}
+
 /* Process frames until the reply to id arrives (id 0: until no deferred reply is pending). */
 static CUresult wait_reply(struct cli_call *call, uint64_t id, CUresult *result_p)
 {
@@ -484,6 +501,11 @@ static CUresult wait_reply(struct cli_call *call, uint64_t id, CUresult *result_
         status = proto_recv(sess.conn, &hdr, sess.recv_buf, RECV_BUF_SIZE);
         if (status != RG_OK)
             return session_lost("receive", status);
+        if (hdr.type == PROTO_OUTPUT) {
+            if (take_output(hdr.bulk_len) != RG_OK)
+                return session_lost("receive", RG_ERR_IO);
+            continue;
+        }
         if (hdr.type == PROTO_ASYNC_ERROR) {
             take_async_error(sess.recv_buf, hdr.msg_len);
             if (hdr.bulk_len > 0 && proto_discard(sess.conn, hdr.bulk_len) != RG_OK)

@@ -25,6 +25,7 @@ const char *proto_frame_type_name(unsigned type)
     case PROTO_REPLY: return "reply";
     case PROTO_ASYNC_ERROR: return "async-error";
     case PROTO_BYE: return "bye";
+    case PROTO_OUTPUT: return "output";
     }
     return "unknown";
 }

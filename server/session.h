@@ -47,6 +47,7 @@ struct srv_session {
     uint64_t staging_ctx; /* the context they were allocated in (they die with it) */
     uint8_t *msg_buf;
     struct proto_arena arena; /* unpacked calls live here until the next one */
+    int output_fd;            /* read end of the pipe that is the worker's stdout, or -1 */
     void *scratch;            /* launch parameters and their pointer array */
     size_t scratch_len;
 };

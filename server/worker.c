@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <unistd.h>
 
 #include "common/log.h"
@@ -199,6 +200,46 @@ static rg_status_t send_result(struct srv_session *s, struct srv_call *call, CUr
     return proto_send(s->conn, PROTO_REPLY, &r.base, NULL, 0);
 }
 
+/* Device printf: the driver writes what kernels print to the worker's stdout, which is a pipe;
+ * whatever is there is sent to the client (which writes it to its own stdout) before each
+ * reply, so it appears in order with the call that synchronized. */
+static void output_capture(struct srv_session *s)
+{
+    int fds[2];
+
+    s->output_fd = -1;
+    if (pipe(fds) != 0)
+        return;
+    fflush(stdout);
+    if (dup2(fds[1], STDOUT_FILENO) < 0) {
+        close(fds[0]);
+        close(fds[1]);
+        return;
+    }
+    close(fds[1]);
+    /* As large as CUDA's default printf FIFO (1 MiB), so a kernel's output fits before we read
+     * it; a larger cudaLimitPrintfFifoSize could fill the pipe (documented limit). */
+    fcntl(fds[0], F_SETPIPE_SZ, 1 << 20);
+    fcntl(fds[0], F_SETFL, O_NONBLOCK);
+    s->output_fd = fds[0];
+}
+
+static rg_status_t output_forward(struct srv_session *s)
+{
+    char buf[16384];
+    ssize_t n;
+
+    if (s->output_fd < 0)
+        return RG_OK;
+    fflush(stdout);
+    while ((n = read(s->output_fd, buf, sizeof(buf))) > 0) {
+        rg_status_t st = proto_send(s->conn, PROTO_OUTPUT, NULL, buf, (uint64_t)n);
+        if (st != RG_OK)
+            return st;
+    }
+    return RG_OK;
+}
+
 /* Execute one call. Returns false when the session must end (set *why for a bad message). */
 static bool execute(struct srv_session *s, const struct proto_frame_hdr *hdr, const char **why)
 {
@@ -223,6 +264,8 @@ static bool execute(struct srv_session *s, const struct proto_frame_hdr *hdr, co
     if (fn != NULL && res == CUDA_SUCCESS)
         res = fn(s, &call);
     if (hdr->bulk_len > 0 && !call.bulk_taken && proto_discard(s->conn, hdr->bulk_len) != RG_OK)
+        ok = false;
+    if (ok && !call.noreply && output_forward(s) != RG_OK)
         ok = false;
     if (ok && !call.replied && send_result(s, &call, res) != RG_OK)
         ok = false;
@@ -279,6 +322,7 @@ int srv_worker_run(const struct srv_config *cfg, int fd, uint64_t session_id, co
         transport_tcp_adopt_fd(fd, &s.conn) != RG_OK)
         return 1;
     transport_set_busy_poll(s.conn, (unsigned)atoi(cfg->busy_poll_us));
+    output_capture(&s);
     rc = handshake(&s, cfg);
     if (rc < 0) {
         rc = serve(&s);

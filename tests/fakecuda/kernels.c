@@ -1,5 +1,6 @@
 /* The test programs' kernels, implemented in C with the same results. */
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "fakecuda.h"
@@ -80,6 +81,14 @@ static CUresult k_oob_write(const struct fk_launch *l)
     return fk_valid(p, sizeof(int)) ? CUDA_SUCCESS : CUDA_ERROR_ILLEGAL_ADDRESS;
 }
 
+/* printf.cu: the driver prints device printf output on the process's stdout. */
+static CUresult k_hello(const struct fk_launch *l)
+{
+    printf("device says %d\n", P(l, 0, int));
+    fflush(stdout);
+    return CUDA_SUCCESS;
+}
+
 static CUresult k_empty(const struct fk_launch *l)
 {
     return CUDA_SUCCESS;
@@ -87,6 +96,7 @@ static CUresult k_empty(const struct fk_launch *l)
 
 static const struct fk_kernel kernels[] = {
     {"empty", 0, {0}, {0}, k_empty}, /* bench/micro.c */
+    {"_Z5helloi", 1, {0}, {4}, k_hello},
     {"_Z4vaddPKfS0_Pfi", 4, {0, 8, 16, 24}, {8, 8, 8, 4}, k_vadd},
     {"_Z6matmulPKfS0_Pfi", 4, {0, 8, 16, 24}, {8, 8, 8, 4}, k_matmul},
     {"_Z5scalePffi", 3, {0, 8, 12}, {8, 4, 4}, k_scale},

@@ -45,7 +45,7 @@ run_program() { # name args...
 
 start_server main
 export RGPU_SERVER=127.0.0.1:$PORT
-for prog in vadd matmul streams ptx_driver copies fault graph; do
+for prog in vadd matmul streams ptx_driver copies fault graph printf; do
     for kind in static shared; do
         exe=$PROGS/${prog}_$kind
         [ -x "$exe" ] || { fail "$prog $kind: $exe not built"; continue; }
@@ -53,6 +53,13 @@ for prog in vadd matmul streams ptx_driver copies fault graph; do
         run_program "${prog}_$kind" "$exe" "${args[@]}"
     done
 done
+
+# Device printf reaches the client's stdout, in order with the host's output.
+if [ "$(tr '\n' '|' <"$WORK/printf_static.out")" = "host before|device says 1|host after kernel 1|device says 2|host after kernel 2|device says 3|host after kernel 3|PASS|" ]; then
+    ok "device printf on the client's stdout, in order"
+else
+    fail "device printf"; cat "$WORK/printf_static.out"
+fi
 
 # Driver API: unsupported entry points, asynchronous errors, local answers, many threads.
 run_program driver_api "$TOOLS/driver_api"
