@@ -54,6 +54,14 @@ for prog in vadd matmul streams ptx_driver copies fault graph printf; do
     done
 done
 
+# The other two ways in: LD_PRELOAD (no library path) and `rgpu run --`.
+if (unset LD_LIBRARY_PATH; LD_PRELOAD=$BUILD/lib/libcuda.so.1 timeout 60 "$PROGS/vadd_shared" | grep -q PASS) &&
+    (unset LD_LIBRARY_PATH; timeout 60 "$BUILD/bin/rgpu" run -- "$PROGS/ptx_driver_static" | grep -q PASS); then
+    ok "LD_PRELOAD and rgpu run"
+else
+    fail "LD_PRELOAD or rgpu run"
+fi
+
 # Device printf reaches the client's stdout, in order with the host's output.
 if [ "$(tr '\n' '|' <"$WORK/printf_static.out")" = "host before|device says 1|host after kernel 1|device says 2|host after kernel 2|device says 3|host after kernel 3|PASS|" ]; then
     ok "device printf on the client's stdout, in order"
