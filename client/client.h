@@ -41,6 +41,10 @@ void cli_handle_init(struct cli_handle *h, enum proto_handle_type type);
 /* h if it is a live handle of that type, else NULL. */
 void *cli_handle_check(const void *h, enum proto_handle_type type);
 void cli_handle_kill(struct cli_handle *h);
+/* Tell the server to destroy the object (op with args [id], in ctx, without waiting), then kill
+ * the handle and free the client object it starts (allocated with malloc/calloc). */
+struct cli_ctx;
+CUresult cli_handle_destroy(struct cli_handle *h, unsigned op, const struct cli_ctx *ctx);
 
 struct cli_ctx {
     struct cli_handle h;

@@ -40,17 +40,10 @@ CLI_EXPORT CUresult cuEventCreate(CUevent *ph, unsigned int flags)
 CLI_EXPORT CUresult cuEventDestroy(CUevent event)
 {
     struct cli_event *e = cli_handle_check(event, PROTO_H_EVENT);
-    struct cli_call call = {.op = PROTO_OP_EVENT_DESTROY, .nargs = 1};
-    CUresult res;
 
     if (e == NULL)
         return CUDA_ERROR_INVALID_HANDLE;
-    call.args[0] = e->h.id;
-    call.ctx = e->ctx->h.id;
-    res = cli_call_async(&call);
-    cli_handle_kill(&e->h);
-    free(e);
-    return res;
+    return cli_handle_destroy(&e->h, PROTO_OP_EVENT_DESTROY, e->ctx);
 }
 
 CLI_EXPORT CUresult cli_cuEventDestroy_v1(CUevent e) __asm__("cuEventDestroy");

@@ -186,18 +186,10 @@ CAPTURE_PAIR(cuGraphUpload, graph_upload, (CUgraphExec e, CUstream s), e, s)
 static CUresult graph_destroy(void *handle, enum proto_handle_type type, unsigned op)
 {
     struct cli_graph *g = cli_handle_check(handle, type);
-    struct cli_call call = {.op = op, .nargs = 1};
-    CUresult res;
 
     if (g == NULL)
         return CUDA_ERROR_INVALID_HANDLE;
-    call.args[0] = g->h.id;
-    if (g->ctx != NULL)
-        call.ctx = g->ctx->h.id;
-    res = cli_call_async(&call);
-    cli_handle_kill(&g->h);
-    free(g);
-    return res;
+    return cli_handle_destroy(&g->h, op, g->ctx);
 }
 
 CLI_EXPORT CUresult cuGraphExecDestroy(CUgraphExec exec)

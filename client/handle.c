@@ -1,5 +1,7 @@
 /* Handles given to the application: pointers to client objects that start with struct
  * cli_handle. Ids are minted here, so creating an object never waits for the server. */
+#include <stdlib.h>
+
 #include "client.h"
 
 static uint64_t next_counter = PROTO_ID_FIRST_COUNTER;
@@ -25,4 +27,17 @@ void *cli_handle_check(const void *p, enum proto_handle_type type)
 void cli_handle_kill(struct cli_handle *h)
 {
     h->magic = 0;
+}
+
+CUresult cli_handle_destroy(struct cli_handle *h, unsigned op, const struct cli_ctx *ctx)
+{
+    struct cli_call call = {.op = op, .nargs = 1, .args = {h->id}};
+    CUresult res;
+
+    if (ctx != NULL)
+        call.ctx = ctx->h.id;
+    res = cli_call_async(&call);
+    cli_handle_kill(h);
+    free(h);
+    return res;
 }

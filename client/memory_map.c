@@ -96,7 +96,7 @@ bool mem_map_remove(enum mem_kind kind, uintptr_t base, struct mem_range *range_
     return found;
 }
 
-void mem_map_forget_ctx(struct cli_ctx *ctx)
+void cli_memory_forget_ctx(struct cli_ctx *ctx)
 {
     pthread_mutex_lock(&map_lock);
     for (int kind = 0; kind < 2; kind++) {
@@ -107,11 +107,6 @@ void mem_map_forget_ctx(struct cli_ctx *ctx)
         nranges[kind] = j;
     }
     pthread_mutex_unlock(&map_lock);
-}
-
-void cli_memory_forget_ctx(struct cli_ctx *ctx)
-{
-    mem_map_forget_ctx(ctx);
 }
 
 bool cli_host_pinned(const void *p, size_t len)

@@ -91,17 +91,10 @@ CLI_EXPORT CUresult cuStreamCreateWithPriority(CUstream *ph, unsigned int flags,
 CLI_EXPORT CUresult cuStreamDestroy(CUstream stream)
 {
     struct cli_stream *s = cli_handle_check(stream, PROTO_H_STREAM);
-    struct cli_call call = {.op = PROTO_OP_STREAM_DESTROY, .nargs = 1};
-    CUresult res;
 
     if (s == NULL)
         return CUDA_ERROR_INVALID_HANDLE;
-    call.args[0] = s->h.id;
-    call.ctx = s->ctx->h.id;
-    res = cli_call_async(&call);
-    cli_handle_kill(&s->h);
-    free(s);
-    return res;
+    return cli_handle_destroy(&s->h, PROTO_OP_STREAM_DESTROY, s->ctx);
 }
 
 CLI_EXPORT CUresult cli_cuStreamDestroy_v1(CUstream s) __asm__("cuStreamDestroy");

@@ -170,12 +170,8 @@ static CUresult h_library_load(struct srv_session *s, struct srv_call *call)
 static CUresult h_unload(struct srv_session *s, struct srv_call *call)
 {
     unsigned type = call->msg->op == PROTO_OP_MODULE_UNLOAD ? PROTO_H_MODULE : PROTO_H_LIBRARY;
-    void *real = handle_real(s, ARG(0), type);
 
-    if (real == NULL)
-        return CUDA_ERROR_INVALID_HANDLE;
-    srv_handle_del(s, ARG(0));
-    return type == PROTO_H_MODULE ? s->drv.cuModuleUnload(real) : s->drv.cuLibraryUnload(real);
+    return srv_handle_destroy(s, ARG(0), type);
 }
 
 /* Call.data as a NUL-terminated name. */
@@ -418,12 +414,7 @@ static CUresult h_stream_create(struct srv_session *s, struct srv_call *call)
 
 static CUresult h_stream_destroy(struct srv_session *s, struct srv_call *call)
 {
-    CUstream st = handle_real(s, ARG(0), PROTO_H_STREAM);
-
-    if (st == NULL)
-        return CUDA_ERROR_INVALID_HANDLE;
-    srv_handle_del(s, ARG(0));
-    return s->drv.cuStreamDestroy(st);
+    return srv_handle_destroy(s, ARG(0), PROTO_H_STREAM);
 }
 
 static CUresult h_stream_sync_query(struct srv_session *s, struct srv_call *call)
@@ -458,12 +449,7 @@ static CUresult h_event_create(struct srv_session *s, struct srv_call *call)
 
 static CUresult h_event_destroy(struct srv_session *s, struct srv_call *call)
 {
-    CUevent ev = handle_real(s, ARG(0), PROTO_H_EVENT);
-
-    if (ev == NULL)
-        return CUDA_ERROR_INVALID_HANDLE;
-    srv_handle_del(s, ARG(0));
-    return s->drv.cuEventDestroy(ev);
+    return srv_handle_destroy(s, ARG(0), PROTO_H_EVENT);
 }
 
 static CUresult h_event_record(struct srv_session *s, struct srv_call *call)

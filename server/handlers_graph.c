@@ -61,14 +61,8 @@ static CUresult h_launch_upload(struct srv_session *s, struct srv_call *call)
 static CUresult h_destroy(struct srv_session *s, struct srv_call *call)
 {
     unsigned type = call->msg->op == PROTO_OP_GRAPH_DESTROY ? PROTO_H_GRAPH : PROTO_H_GRAPH_EXEC;
-    struct srv_handle *h = srv_handle_get(s, ARG(0), type);
-    void *real;
 
-    if (h == NULL)
-        return CUDA_ERROR_INVALID_HANDLE;
-    real = h->real;
-    srv_handle_del(s, ARG(0));
-    return type == PROTO_H_GRAPH ? s->drv.cuGraphDestroy(real) : s->drv.cuGraphExecDestroy(real);
+    return srv_handle_destroy(s, ARG(0), type);
 }
 
 static CUresult h_node_count(struct srv_session *s, struct srv_call *call)

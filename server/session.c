@@ -179,22 +179,40 @@ bool srv_stream(struct srv_session *s, uint64_t id, CUstream *stream_p)
     return true;
 }
 
+/* The driver call that ends an object of the given handle type. */
+static CUresult destroy_real(struct srv_session *s, unsigned type, void *real)
+{
+    switch (type) {
+    case PROTO_H_STREAM: return s->drv.cuStreamDestroy(real);
+    case PROTO_H_EVENT: return s->drv.cuEventDestroy(real);
+    case PROTO_H_MODULE: return s->drv.cuModuleUnload(real);
+    case PROTO_H_LIBRARY: return s->drv.cuLibraryUnload(real);
+    case PROTO_H_CTX: return s->drv.cuCtxDestroy(real);
+    case PROTO_H_GRAPH_EXEC: return s->drv.cuGraphExecDestroy(real);
+    case PROTO_H_GRAPH: return s->drv.cuGraphDestroy(real);
+    }
+    return CUDA_ERROR_INVALID_HANDLE;
+}
+
+CUresult srv_handle_destroy(struct srv_session *s, uint64_t id, unsigned type)
+{
+    struct srv_handle *h = srv_handle_get(s, id, type);
+    void *real;
+
+    if (h == NULL)
+        return CUDA_ERROR_INVALID_HANDLE;
+    real = h->real;
+    srv_handle_del(s, id);
+    return destroy_real(s, type, real);
+}
+
 /* Destroy every object of one type (streams and events before modules, contexts last). */
 static void teardown_type(struct srv_session *s, unsigned type)
 {
     for (size_t i = 0; i < s->handle_cap; i++) {
         struct srv_handle *h = &s->handles[i];
-        if (h->id == 0 || PROTO_ID_TYPE(h->id) != type || h->borrowed)
-            continue;
-        switch (type) {
-        case PROTO_H_STREAM: s->drv.cuStreamDestroy(h->real); break;
-        case PROTO_H_EVENT: s->drv.cuEventDestroy(h->real); break;
-        case PROTO_H_MODULE: s->drv.cuModuleUnload(h->real); break;
-        case PROTO_H_LIBRARY: s->drv.cuLibraryUnload(h->real); break;
-        case PROTO_H_CTX: s->drv.cuCtxDestroy(h->real); break;
-        case PROTO_H_GRAPH_EXEC: s->drv.cuGraphExecDestroy(h->real); break;
-        case PROTO_H_GRAPH: s->drv.cuGraphDestroy(h->real); break;
-        }
+        if (h->id != 0 && PROTO_ID_TYPE(h->id) == type && !h->borrowed)
+            destroy_real(s, type, h->real);
     }
 }
 

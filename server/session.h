@@ -74,6 +74,9 @@ struct srv_call {
 struct srv_handle *srv_handle_get(struct srv_session *s, uint64_t id, unsigned type);
 rg_status_t srv_handle_put(struct srv_session *s, uint64_t id, void *real);
 void srv_handle_del(struct srv_session *s, uint64_t id);
+/* Drop the handle id of that type and destroy its object with the matching driver call
+ * (CUDA_ERROR_INVALID_HANDLE if there is none). */
+CUresult srv_handle_destroy(struct srv_session *s, uint64_t id, unsigned type);
 
 /* Allocation table. srv_quota_allows: may size more bytes be allocated under the quota? */
 bool srv_quota_allows(const struct srv_session *s, uint64_t size);
