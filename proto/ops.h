@@ -34,10 +34,15 @@ enum proto_handle_type {
     PROTO_H_EVENT = 7,
     PROTO_H_GRAPH = 8,
     PROTO_H_GRAPH_EXEC = 9,
+    PROTO_H_MEM_POOL = 10,   /* CUmemoryPool; the default pool of device d is PROTO_DEFAULT_POOL_ID */
+    PROTO_H_MEM_HANDLE = 11, /* CUmemGenericAllocationHandle (VMM physical memory): the id itself */
+    PROTO_H_GRAPH_NODE = 12, /* CUgraphNode; ids of nodes the server found have PROTO_ID_SERVER */
 };
 #define PROTO_ID_TYPE(id) ((unsigned)((id) & 0xf))
 #define PROTO_ID_FIRST_COUNTER 1024u
 #define PROTO_PRIMARY_CTX_ID(dev) ((((uint64_t)(dev) + 1) << 4) | PROTO_H_CTX)
+#define PROTO_DEFAULT_POOL_ID(dev) ((((uint64_t)(dev) + 1) << 4) | PROTO_H_MEM_POOL)
+#define PROTO_ID_SERVER (1ull << 63) /* ids minted by the server (nodes of captured graphs) */
 #define PROTO_STREAM_NULL 0u
 #define PROTO_STREAM_LEGACY 1u
 #define PROTO_STREAM_PER_THREAD 2u
@@ -48,6 +53,10 @@ enum proto_handle_type {
  * with a non-zero CUresult status and a reason (version mismatch names both versions), then
  * closes. After that: Call frames from the client, Reply / AsyncError frames from the server,
  * strictly in call order. BYE from the client ends the session cleanly.
+ *
+ * VMM and pools: device ordinals inside CUmemAllocationProp, CUmemAccessDesc, CUmemLocation and
+ * CUmemPoolProps (location.id of type DEVICE) are the client's; the server maps them to its own.
+ * Values of pool attributes travel as 64-bit integers whatever their C type.
  *
  * Images (MODULE_LOAD, LIBRARY_LOAD): the raw fatbin, cubin (ELF) or NUL-terminated PTX text;
  * the client unwraps a __fatBinC_Wrapper_t and sizes the image before sending it.
@@ -124,7 +133,24 @@ enum proto_handle_type {
     X(GRAPH_DESTROY)             /* [graph]                                                  */ \
     X(GRAPH_NODE_COUNT)          /* [graph] -> out[number of nodes]                          */ \
     X(THREAD_CAPTURE_MODE)       /* [mode]: the calling thread's capture mode, applied to    */ \
-                                 /*  the worker's thread (cuThreadExchangeStreamCaptureMode) */
+                                 /*  the worker's thread (cuThreadExchangeStreamCaptureMode) */ \
+    X(MEM_ADDRESS_RESERVE)       /* [size, alignment, addr, flags] -> out[ptr]               */ \
+    X(MEM_ADDRESS_FREE)          /* [ptr, size]                                              */ \
+    X(MEM_CREATE)                /* [id, size, flags]                data: CUmemAllocationProp*/ \
+    X(MEM_RELEASE)               /* [handle id]                                              */ \
+    X(MEM_MAP)                   /* [ptr, size, offset, handle id, flags]                    */ \
+    X(MEM_UNMAP)                 /* [ptr, size]                                              */ \
+    X(MEM_SET_ACCESS)            /* [ptr, size]               data: CUmemAccessDesc[count]   */ \
+    X(MEM_GET_ACCESS)            /* [ptr] -> out[flags]       data: CUmemLocation            */ \
+    X(MEM_GET_GRANULARITY)       /* [option] -> out[bytes]    data: CUmemAllocationProp      */ \
+    X(MEM_POOL_CREATE)           /* [id]                      data: CUmemPoolProps           */ \
+    X(MEM_POOL_DESTROY)          /* [pool]                                                   */ \
+    X(MEM_POOL_SET_ATTR)         /* [pool, attr, value]                                      */ \
+    X(MEM_POOL_GET_ATTR)         /* [pool, attr] -> out[value]                               */ \
+    X(MEM_POOL_TRIM)             /* [pool, min bytes to keep]                                */ \
+    X(MEM_POOL_SET_ACCESS)       /* [pool]                    data: CUmemAccessDesc[count]   */ \
+    X(MEM_ALLOC_FROM_POOL)       /* [size, pool, stream] -> out[dptr]                        */ \
+    X(DEVICE_SET_MEM_POOL)       /* [dev, pool]                                              */
 
 enum proto_op {
 #define PROTO_OP_ENUM(name) PROTO_OP_##name,

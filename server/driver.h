@@ -43,7 +43,12 @@
     X(cuMemAllocAsync) X(cuMemFreeAsync)                                                        \
     X(cuStreamBeginCapture) X(cuStreamEndCapture) X(cuGraphInstantiateWithFlags)                \
     X(cuGraphLaunch) X(cuGraphUpload) X(cuGraphExecDestroy) X(cuGraphDestroy)                  \
-    X(cuThreadExchangeStreamCaptureMode) X(cuGraphGetNodes)
+    X(cuThreadExchangeStreamCaptureMode) X(cuGraphGetNodes)                                    \
+    X(cuMemAddressReserve) X(cuMemAddressFree) X(cuMemCreate) X(cuMemRelease) X(cuMemMap)      \
+    X(cuMemUnmap) X(cuMemSetAccess) X(cuMemGetAccess) X(cuMemGetAllocationGranularity)         \
+    X(cuDeviceGetDefaultMemPool) X(cuDeviceSetMemPool) X(cuMemPoolCreate) X(cuMemPoolDestroy)  \
+    X(cuMemPoolSetAttribute) X(cuMemPoolGetAttribute) X(cuMemPoolTrimTo) X(cuMemPoolSetAccess) \
+    X(cuMemAllocFromPoolAsync)
 
 struct srv_driver {
     void *dl;

@@ -13,6 +13,7 @@
 extern const srv_handler_fn srv_mem_handlers[];
 extern const size_t srv_mem_handler_count;
 extern const srv_handler_fn srv_graph_handlers[PROTO_OP_COUNT];
+extern const srv_handler_fn srv_vmm_handlers[PROTO_OP_COUNT];
 
 static void *handle_real(struct srv_session *s, uint64_t id, unsigned type)
 {
@@ -603,7 +604,12 @@ const uint8_t srv_min_args[PROTO_OP_COUNT] = {
     OP(MEM_FREE_ASYNC, h, 2), OP(STREAM_BEGIN_CAPTURE, h, 2), OP(STREAM_END_CAPTURE, h, 2),
     OP(GRAPH_INSTANTIATE, h, 3), OP(GRAPH_LAUNCH, h, 2), OP(GRAPH_UPLOAD, h, 2),
     OP(GRAPH_EXEC_DESTROY, h, 1), OP(GRAPH_DESTROY, h, 1), OP(THREAD_CAPTURE_MODE, h, 1),
-    OP(GRAPH_NODE_COUNT, h, 1),
+    OP(GRAPH_NODE_COUNT, h, 1), OP(MEM_ADDRESS_RESERVE, h, 4), OP(MEM_ADDRESS_FREE, h, 2),
+    OP(MEM_CREATE, h, 3), OP(MEM_RELEASE, h, 1), OP(MEM_MAP, h, 5), OP(MEM_UNMAP, h, 2),
+    OP(MEM_SET_ACCESS, h, 2), OP(MEM_GET_ACCESS, h, 1), OP(MEM_GET_GRANULARITY, h, 1),
+    OP(MEM_POOL_CREATE, h, 1), OP(MEM_POOL_DESTROY, h, 1), OP(MEM_POOL_SET_ATTR, h, 3),
+    OP(MEM_POOL_GET_ATTR, h, 2), OP(MEM_POOL_TRIM, h, 2), OP(MEM_POOL_SET_ACCESS, h, 1),
+    OP(MEM_ALLOC_FROM_POOL, h, 3), OP(DEVICE_SET_MEM_POOL, h, 2),
 };
 #undef OP
 
@@ -615,5 +621,7 @@ srv_handler_fn srv_handler(unsigned op)
         return srv_mem_handlers[op];
     if (srv_graph_handlers[op] != NULL)
         return srv_graph_handlers[op];
+    if (srv_vmm_handlers[op] != NULL)
+        return srv_vmm_handlers[op];
     return exec_handlers[op];
 }

@@ -16,7 +16,9 @@ struct srv_handle {
     void *real;     /* CUcontext, CUmodule, CUstream, ... */
     uint32_t nparams; /* functions/kernels: cached parameter layout (0xffffffff = unknown) */
     uint32_t *layout; /* off0, size0, off1, size1, ... */
-    bool borrowed;    /* owned by another object (a library's module): never unloaded alone */
+    bool borrowed;    /* owned by another object (a library's module, the driver's default
+                       * pool): never destroyed alone */
+    uint64_t size;    /* VMM physical memory: bytes charged to the quota */
 };
 
 struct srv_alloc {

@@ -31,6 +31,8 @@ const struct fk_kernel *fk_kernel_find(const char *name);
 const struct fk_global *fk_global_find(const char *name);
 /* True when [p, p+len) lies inside one global's storage. */
 bool fk_global_valid(const void *p, size_t len);
+/* True when [p, p+len) lies inside mapped, accessible VMM memory (fake_vmm.c). */
+bool fk_vmm_valid(const void *p, size_t len);
 /* True when [p, p+len) lies inside live fake device memory. */
 bool fk_valid(const void *p, size_t len);
 

@@ -1,0 +1,243 @@
+/* Virtual memory management: address reservations, physical allocations and their mappings
+ * live on the server; the client mints the allocation handles (so cuMemGetAllocation-
+ * PropertiesFromHandle and cuMemRetainAllocationHandle are answered here) and records mapped
+ * ranges as device memory, so copies and pointer queries on them work like on cuMemAlloc'd
+ * memory. Every call waits for its reply: each can fail (out of memory, bad range) and callers
+ * such as PyTorch's expandable segments act on the error at once. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "memory_map.h"
+
+struct vmm_alloc {
+    uint64_t id; /* the CUmemGenericAllocationHandle the application holds */
+    size_t size;
+    CUmemAllocationProp prop;
+    unsigned refs; /* 1 + cuMemRetainAllocationHandle calls not yet released */
+};
+
+struct vmm_mapping {
+    CUdeviceptr va;
+    size_t size;
+    uint64_t handle;
+};
+
+static pthread_mutex_t vmm_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct vmm_alloc *allocs;
+static size_t nallocs, alloc_cap;
+static struct vmm_mapping *maps;
+static size_t nmaps, map_cap;
+
+static bool grow(void **arr, size_t *cap, size_t n, size_t elem)
+{
+    void *p;
+
+    if (n < *cap)
+        return true;
+    p = realloc(*arr, (*cap ? *cap * 2 : 16) * elem);
+    if (p == NULL)
+        return false;
+    *arr = p;
+    *cap = *cap ? *cap * 2 : 16;
+    return true;
+}
+
+/* Index of the allocation with that handle; lock held. */
+static struct vmm_alloc *alloc_find(uint64_t id)
+{
+    for (size_t i = 0; i < nallocs; i++)
+        if (allocs[i].id == id)
+            return &allocs[i];
+    return NULL;
+}
+
+static CUresult sync_call(unsigned op, unsigned nargs, const uint64_t *args, const void *data,
+                          size_t len, uint64_t *out)
+{
+    struct cli_call call = {.op = op, .nargs = nargs, .data = data, .data_len = len,
+                            .out = out, .out_cap = out ? 1 : 0};
+    CUresult res = cli_need_ctx();
+
+    if (res != CUDA_SUCCESS)
+        return res;
+    memcpy(call.args, args, nargs * sizeof(*args));
+    res = cli_call_sync(&call);
+    if (res == CUDA_SUCCESS && out != NULL && call.nout < 1)
+        res = CUDA_ERROR_UNKNOWN;
+    return res;
+}
+
+CLI_EXPORT CUresult cuMemGetAllocationGranularity(size_t *g, const CUmemAllocationProp *prop,
+                                                  CUmemAllocationGranularity_flags option)
+{
+    uint64_t args[1] = {option}, out;
+    CUresult res;
+
+    if (g == NULL || prop == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    res = sync_call(PROTO_OP_MEM_GET_GRANULARITY, 1, args, prop, sizeof(*prop), &out);
+    if (res == CUDA_SUCCESS)
+        *g = (size_t)out;
+    return res;
+}
+
+CLI_EXPORT CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t alignment,
+                                        CUdeviceptr addr, unsigned long long flags)
+{
+    uint64_t args[4] = {size, alignment, addr, flags}, out;
+    CUresult res;
+
+    if (ptr == NULL || size == 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    res = sync_call(PROTO_OP_MEM_ADDRESS_RESERVE, 4, args, NULL, 0, &out);
+    if (res == CUDA_SUCCESS)
+        *ptr = (CUdeviceptr)out;
+    return res;
+}
+
+CLI_EXPORT CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size)
+{
+    uint64_t args[2] = {ptr, size};
+
+    return sync_call(PROTO_OP_MEM_ADDRESS_FREE, 2, args, NULL, 0, NULL);
+}
+
+CLI_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
+                                const CUmemAllocationProp *prop, unsigned long long flags)
+{
+    struct cli_handle h;
+    uint64_t args[3];
+    CUresult res;
+
+    if (handle == NULL || prop == NULL || size == 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (prop->requestedHandleTypes != CU_MEM_HANDLE_TYPE_NONE)
+        return cli_unsupported("cuMemCreate with a shareable handle type (IPC)");
+    cli_handle_init(&h, PROTO_H_MEM_HANDLE);
+    args[0] = h.id, args[1] = size, args[2] = flags;
+    res = sync_call(PROTO_OP_MEM_CREATE, 3, args, prop, sizeof(*prop), NULL);
+    if (res != CUDA_SUCCESS)
+        return res;
+    pthread_mutex_lock(&vmm_lock);
+    if (grow((void **)&allocs, &alloc_cap, nallocs, sizeof(*allocs)))
+        allocs[nallocs++] = (struct vmm_alloc){h.id, size, *prop, 1};
+    pthread_mutex_unlock(&vmm_lock);
+    *handle = h.id;
+    return CUDA_SUCCESS;
+}
+
+CLI_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
+{
+    struct vmm_alloc *a;
+    bool last = false;
+    uint64_t args[1] = {handle};
+
+    pthread_mutex_lock(&vmm_lock);
+    a = alloc_find(handle);
+    if (a != NULL && --a->refs == 0) {
+        *a = allocs[--nallocs];
+        last = true;
+    }
+    pthread_mutex_unlock(&vmm_lock);
+    if (a == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    return last ? sync_call(PROTO_OP_MEM_RELEASE, 1, args, NULL, 0, NULL) : CUDA_SUCCESS;
+}
+
+CLI_EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
+                             CUmemGenericAllocationHandle handle, unsigned long long flags)
+{
+    uint64_t args[5] = {ptr, size, offset, handle, flags};
+    CUresult res = sync_call(PROTO_OP_MEM_MAP, 5, args, NULL, 0, NULL);
+
+    if (res != CUDA_SUCCESS)
+        return res;
+    pthread_mutex_lock(&vmm_lock);
+    if (grow((void **)&maps, &map_cap, nmaps, sizeof(*maps)))
+        maps[nmaps++] = (struct vmm_mapping){ptr, size, handle};
+    pthread_mutex_unlock(&vmm_lock);
+    mem_map_add(MEM_DEVICE, (uintptr_t)ptr, size, cli_ctx_current(), 0);
+    return CUDA_SUCCESS;
+}
+
+CLI_EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
+{
+    uint64_t args[2] = {ptr, size};
+    CUresult res = sync_call(PROTO_OP_MEM_UNMAP, 2, args, NULL, 0, NULL);
+
+    if (res != CUDA_SUCCESS)
+        return res;
+    pthread_mutex_lock(&vmm_lock);
+    for (size_t i = 0; i < nmaps;) {
+        if (maps[i].va >= ptr && maps[i].va + maps[i].size <= ptr + size) {
+            mem_map_remove(MEM_DEVICE, (uintptr_t)maps[i].va, NULL);
+            maps[i] = maps[--nmaps];
+        } else {
+            i++;
+        }
+    }
+    pthread_mutex_unlock(&vmm_lock);
+    return CUDA_SUCCESS;
+}
+
+CLI_EXPORT CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc,
+                                   size_t count)
+{
+    uint64_t args[2] = {ptr, size};
+
+    if (desc == NULL || count == 0 || count > 64)
+        return CUDA_ERROR_INVALID_VALUE;
+    return sync_call(PROTO_OP_MEM_SET_ACCESS, 2, args, desc, count * sizeof(*desc), NULL);
+}
+
+CLI_EXPORT CUresult cuMemGetAccess(unsigned long long *flags, const CUmemLocation *location,
+                                   CUdeviceptr ptr)
+{
+    uint64_t args[1] = {ptr}, out;
+    CUresult res;
+
+    if (flags == NULL || location == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    res = sync_call(PROTO_OP_MEM_GET_ACCESS, 1, args, location, sizeof(*location), &out);
+    if (res == CUDA_SUCCESS)
+        *flags = out;
+    return res;
+}
+
+CLI_EXPORT CUresult cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp *prop,
+                                                           CUmemGenericAllocationHandle handle)
+{
+    struct vmm_alloc *a;
+
+    if (prop == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&vmm_lock);
+    a = alloc_find(handle);
+    if (a != NULL)
+        *prop = a->prop;
+    pthread_mutex_unlock(&vmm_lock);
+    return a != NULL ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+CLI_EXPORT CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *handle, void *addr)
+{
+    CUdeviceptr p = (CUdeviceptr)(uintptr_t)addr;
+    CUresult res = CUDA_ERROR_INVALID_VALUE;
+
+    if (handle == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&vmm_lock);
+    for (size_t i = 0; i < nmaps; i++) {
+        struct vmm_alloc *a;
+        if (p < maps[i].va || p >= maps[i].va + maps[i].size)
+            continue;
+        if ((a = alloc_find(maps[i].handle)) != NULL) {
+            a->refs++;
+            *handle = a->id;
+            res = CUDA_SUCCESS;
+        }
+        break;
+    }
+    pthread_mutex_unlock(&vmm_lock);
+    return res;
+}

@@ -1,0 +1,281 @@
+/* Virtual memory management (cuMemAddressReserve / cuMemCreate / cuMemMap / cuMemSetAccess, as
+ * PyTorch's expandable segments use them) and memory pools (cuMemPoolCreate,
+ * cuMemAllocFromPoolAsync, the devices' default and current pools). Physical VMM memory counts
+ * against the session's quota from cuMemCreate to cuMemRelease; pool allocations from
+ * cuMemAllocFromPoolAsync to their free. Device ordinals inside the structures the client sends
+ * are the client's and are mapped to the server's here. */
+#include <string.h>
+
+#include "server/session.h"
+
+#define ARG(i) (call->msg->args[i])
+
+/* A CUmemLocation of type DEVICE names the client's ordinal: map it (false if out of range). */
+static bool location_map(struct srv_session *s, CUmemLocation *loc)
+{
+    if (loc->type != CU_MEM_LOCATION_TYPE_DEVICE)
+        return true;
+    if (loc->id < 0 || loc->id >= s->ndevices)
+        return false;
+    loc->id = s->devices[loc->id];
+    return true;
+}
+
+/* The call's data as one T (copied, so it can be rewritten); false if the size is wrong. */
+#define DATA_AS(call, var) \
+    ((call)->msg->data.len == sizeof(var) && memcpy(&(var), (call)->msg->data.data, sizeof(var)))
+
+/* The call's data as an array of CUmemAccessDesc with mapped locations, in session scratch. */
+static CUmemAccessDesc *access_descs(struct srv_session *s, struct srv_call *call, size_t *n_p)
+{
+    size_t n = call->msg->data.len / sizeof(CUmemAccessDesc);
+    CUmemAccessDesc *d;
+
+    if (n == 0 || n * sizeof(*d) != call->msg->data.len || (d = srv_scratch(s, n * sizeof(*d))) == NULL)
+        return NULL;
+    memcpy(d, call->msg->data.data, n * sizeof(*d));
+    for (size_t i = 0; i < n; i++)
+        if (!location_map(s, &d[i].location))
+            return NULL;
+    *n_p = n;
+    return d;
+}
+
+static CUresult h_address_reserve(struct srv_session *s, struct srv_call *call)
+{
+    CUdeviceptr p;
+    CUresult res = s->drv.cuMemAddressReserve(&p, ARG(0), ARG(1), ARG(2), ARG(3));
+
+    if (res == CUDA_SUCCESS)
+        call->out[call->nout++] = p;
+    return res;
+}
+
+static CUresult h_address_free(struct srv_session *s, struct srv_call *call)
+{
+    return s->drv.cuMemAddressFree(ARG(0), ARG(1));
+}
+
+static CUresult h_create(struct srv_session *s, struct srv_call *call)
+{
+    CUmemAllocationProp prop;
+    CUmemGenericAllocationHandle mh;
+    CUresult res;
+
+    if (PROTO_ID_TYPE(ARG(0)) != PROTO_H_MEM_HANDLE || !DATA_AS(call, prop))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!location_map(s, &prop.location))
+        return CUDA_ERROR_INVALID_DEVICE;
+    if (!srv_quota_allows(s, ARG(1)))
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    res = s->drv.cuMemCreate(&mh, ARG(1), &prop, ARG(2));
+    if (res != CUDA_SUCCESS)
+        return res;
+    if (srv_handle_put(s, ARG(0), (void *)(uintptr_t)mh) != RG_OK) {
+        s->drv.cuMemRelease(mh);
+        return CUDA_ERROR_INVALID_HANDLE;
+    }
+    srv_handle_get(s, ARG(0), PROTO_H_MEM_HANDLE)->size = ARG(1);
+    s->mem_used += ARG(1);
+    return CUDA_SUCCESS;
+}
+
+static CUresult h_release(struct srv_session *s, struct srv_call *call)
+{
+    return srv_handle_destroy(s, ARG(0), PROTO_H_MEM_HANDLE);
+}
+
+static CUresult h_map(struct srv_session *s, struct srv_call *call)
+{
+    struct srv_handle *h = srv_handle_get(s, ARG(3), PROTO_H_MEM_HANDLE);
+
+    if (h == NULL)
+        return CUDA_ERROR_INVALID_HANDLE;
+    return s->drv.cuMemMap(ARG(0), ARG(1), ARG(2), (CUmemGenericAllocationHandle)(uintptr_t)h->real,
+                           ARG(4));
+}
+
+static CUresult h_unmap(struct srv_session *s, struct srv_call *call)
+{
+    return s->drv.cuMemUnmap(ARG(0), ARG(1));
+}
+
+static CUresult h_set_access(struct srv_session *s, struct srv_call *call)
+{
+    size_t n;
+    CUmemAccessDesc *d = access_descs(s, call, &n);
+
+    return d ? s->drv.cuMemSetAccess(ARG(0), ARG(1), d, n) : CUDA_ERROR_INVALID_VALUE;
+}
+
+static CUresult h_get_access(struct srv_session *s, struct srv_call *call)
+{
+    CUmemLocation loc;
+    unsigned long long flags;
+    CUresult res;
+
+    if (!DATA_AS(call, loc) || !location_map(s, &loc))
+        return CUDA_ERROR_INVALID_VALUE;
+    res = s->drv.cuMemGetAccess(&flags, &loc, ARG(0));
+    if (res == CUDA_SUCCESS)
+        call->out[call->nout++] = flags;
+    return res;
+}
+
+static CUresult h_granularity(struct srv_session *s, struct srv_call *call)
+{
+    CUmemAllocationProp prop;
+    size_t g;
+    CUresult res;
+
+    if (!DATA_AS(call, prop) || !location_map(s, &prop.location))
+        return CUDA_ERROR_INVALID_VALUE;
+    res = s->drv.cuMemGetAllocationGranularity(&g, &prop, (CUmemAllocationGranularity_flags)ARG(0));
+    if (res == CUDA_SUCCESS)
+        call->out[call->nout++] = g;
+    return res;
+}
+
+/* ---- pools ---- */
+
+/* The driver pool for a wire id: a created pool, or a device's default pool (looked up once). */
+static CUresult pool_get(struct srv_session *s, uint64_t id, CUmemoryPool *pool_p)
+{
+    struct srv_handle *h;
+    uint64_t dev = (id >> 4) - 1;
+    CUresult res;
+
+    if (PROTO_ID_TYPE(id) != PROTO_H_MEM_POOL)
+        return CUDA_ERROR_INVALID_HANDLE;
+    if ((h = srv_handle_get(s, id, PROTO_H_MEM_POOL)) != NULL) {
+        *pool_p = h->real;
+        return CUDA_SUCCESS;
+    }
+    if (id >= ((uint64_t)PROTO_ID_FIRST_COUNTER << 4) || dev >= (uint64_t)s->ndevices)
+        return CUDA_ERROR_INVALID_HANDLE;
+    res = s->drv.cuDeviceGetDefaultMemPool(pool_p, s->devices[dev]);
+    if (res == CUDA_SUCCESS && srv_handle_put(s, id, *pool_p) == RG_OK)
+        srv_handle_get(s, id, PROTO_H_MEM_POOL)->borrowed = true; /* the driver's own */
+    return res;
+}
+
+static CUresult h_pool_create(struct srv_session *s, struct srv_call *call)
+{
+    CUmemPoolProps props;
+    CUmemoryPool pool;
+    CUresult res;
+
+    if (PROTO_ID_TYPE(ARG(0)) != PROTO_H_MEM_POOL || ARG(0) < ((uint64_t)PROTO_ID_FIRST_COUNTER << 4) ||
+        !DATA_AS(call, props))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!location_map(s, &props.location))
+        return CUDA_ERROR_INVALID_DEVICE;
+    res = s->drv.cuMemPoolCreate(&pool, &props);
+    if (res == CUDA_SUCCESS && srv_handle_put(s, ARG(0), pool) != RG_OK) {
+        s->drv.cuMemPoolDestroy(pool);
+        res = CUDA_ERROR_INVALID_HANDLE;
+    }
+    return res;
+}
+
+static CUresult h_pool_destroy(struct srv_session *s, struct srv_call *call)
+{
+    struct srv_handle *h = srv_handle_get(s, ARG(0), PROTO_H_MEM_POOL);
+
+    if (h == NULL || h->borrowed)
+        return CUDA_ERROR_INVALID_HANDLE;
+    return srv_handle_destroy(s, ARG(0), PROTO_H_MEM_POOL);
+}
+
+static bool attr_is_int(uint64_t attr)
+{
+    return attr == CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES ||
+           attr == CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC ||
+           attr == CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES;
+}
+
+static CUresult h_pool_attr(struct srv_session *s, struct srv_call *call)
+{
+    CUmemoryPool pool;
+    int iv = (int)ARG(2);
+    cuuint64_t v = ARG(2);
+    void *value = attr_is_int(ARG(1)) ? (void *)&iv : (void *)&v;
+    CUresult res = pool_get(s, ARG(0), &pool);
+
+    if (res != CUDA_SUCCESS)
+        return res;
+    if (call->msg->op == PROTO_OP_MEM_POOL_SET_ATTR)
+        return s->drv.cuMemPoolSetAttribute(pool, (CUmemPool_attribute)ARG(1), value);
+    if (call->msg->n_args < 2)
+        return CUDA_ERROR_INVALID_VALUE;
+    res = s->drv.cuMemPoolGetAttribute(pool, (CUmemPool_attribute)ARG(1), value);
+    if (res == CUDA_SUCCESS)
+        call->out[call->nout++] = attr_is_int(ARG(1)) ? (uint64_t)(int64_t)iv : v;
+    return res;
+}
+
+static CUresult h_pool_trim(struct srv_session *s, struct srv_call *call)
+{
+    CUmemoryPool pool;
+    CUresult res = pool_get(s, ARG(0), &pool);
+
+    return res == CUDA_SUCCESS ? s->drv.cuMemPoolTrimTo(pool, ARG(1)) : res;
+}
+
+static CUresult h_pool_set_access(struct srv_session *s, struct srv_call *call)
+{
+    CUmemoryPool pool;
+    size_t n;
+    CUmemAccessDesc *d;
+    CUresult res = pool_get(s, ARG(0), &pool);
+
+    if (res != CUDA_SUCCESS)
+        return res;
+    d = access_descs(s, call, &n);
+    return d ? s->drv.cuMemPoolSetAccess(pool, d, n) : CUDA_ERROR_INVALID_VALUE;
+}
+
+static CUresult h_alloc_from_pool(struct srv_session *s, struct srv_call *call)
+{
+    CUmemoryPool pool;
+    CUstream st;
+    CUdeviceptr d;
+    CUresult res = pool_get(s, ARG(1), &pool);
+
+    if (res != CUDA_SUCCESS)
+        return res;
+    if (!srv_stream(s, ARG(2), &st))
+        return CUDA_ERROR_INVALID_HANDLE;
+    if (!srv_quota_allows(s, ARG(0)))
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    res = s->drv.cuMemAllocFromPoolAsync(&d, ARG(0), pool, st);
+    if (res == CUDA_SUCCESS) {
+        srv_alloc_add(s, d, ARG(0));
+        call->out[call->nout++] = d;
+    }
+    return res;
+}
+
+static CUresult h_set_device_pool(struct srv_session *s, struct srv_call *call)
+{
+    CUmemoryPool pool;
+    CUresult res;
+
+    if (ARG(0) >= (uint64_t)s->ndevices)
+        return CUDA_ERROR_INVALID_DEVICE;
+    res = pool_get(s, ARG(1), &pool);
+    return res == CUDA_SUCCESS ? s->drv.cuDeviceSetMemPool(s->devices[ARG(0)], pool) : res;
+}
+
+#define OP(name, fn) [PROTO_OP_##name] = fn
+const srv_handler_fn srv_vmm_handlers[PROTO_OP_COUNT] = {
+    OP(MEM_ADDRESS_RESERVE, h_address_reserve), OP(MEM_ADDRESS_FREE, h_address_free),
+    OP(MEM_CREATE, h_create),                   OP(MEM_RELEASE, h_release),
+    OP(MEM_MAP, h_map),                         OP(MEM_UNMAP, h_unmap),
+    OP(MEM_SET_ACCESS, h_set_access),           OP(MEM_GET_ACCESS, h_get_access),
+    OP(MEM_GET_GRANULARITY, h_granularity),     OP(MEM_POOL_CREATE, h_pool_create),
+    OP(MEM_POOL_DESTROY, h_pool_destroy),       OP(MEM_POOL_SET_ATTR, h_pool_attr),
+    OP(MEM_POOL_GET_ATTR, h_pool_attr),         OP(MEM_POOL_TRIM, h_pool_trim),
+    OP(MEM_POOL_SET_ACCESS, h_pool_set_access), OP(MEM_ALLOC_FROM_POOL, h_alloc_from_pool),
+    OP(DEVICE_SET_MEM_POOL, h_set_device_pool),
+};
