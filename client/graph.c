@@ -1,27 +1,65 @@
 /* Stream capture and CUDA graphs. The real driver captures on the server (so kernels, memsets
  * and device copies are recorded exactly as locally); the client mints graph and executable
- * graph ids and keeps each stream's capture state to answer capture queries locally. */
+ * graph ids, keeps each stream's capture state to answer capture queries locally, and keeps
+ * each graph's host part (graph.h). */
 #include <stdlib.h>
+#include <string.h>
 
-#include "client.h"
-
-struct cli_graph {
-    struct cli_handle h; /* PROTO_H_GRAPH or PROTO_H_GRAPH_EXEC */
-    struct cli_ctx *ctx;
-};
+#include "graph.h"
 
 static __thread CUstreamCaptureMode thread_capture_mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
 static uint64_t next_capture_id = 1;
 
-static struct cli_graph *graph_new(enum proto_handle_type type)
+struct cli_graph *cli_graph_new(enum proto_handle_type type)
 {
     struct cli_graph *g = calloc(1, sizeof(*g));
 
     if (g != NULL) {
         cli_handle_init(&g->h, type);
         g->ctx = cli_ctx_current();
+        pthread_mutex_init(&g->lock, NULL);
     }
     return g;
+}
+
+/* Free the client object and what it holds (not the server's graph). */
+void cli_graph_free(struct cli_graph *g)
+{
+    graph_host_clear(&g->host);
+    for (size_t i = 0; i < g->nnodes; i++) {
+        cli_handle_kill(&g->nodes[i]->h);
+        free(g->nodes[i]);
+    }
+    free(g->nodes);
+    pthread_mutex_destroy(&g->lock);
+    cli_handle_kill(&g->h);
+    free(g);
+}
+
+struct cli_node *cli_graph_node(struct cli_graph *g, uint64_t id, CUgraphNodeType type)
+{
+    struct cli_node *n = NULL;
+
+    pthread_mutex_lock(&g->lock);
+    for (size_t i = 0; i < g->nnodes && n == NULL; i++)
+        if (g->nodes[i]->h.id == id)
+            n = g->nodes[i];
+    if (n == NULL && g->nnodes == g->node_cap) {
+        size_t cap = g->node_cap ? 2 * g->node_cap : 16;
+        struct cli_node **p = realloc(g->nodes, cap * sizeof(*p));
+        if (p != NULL) {
+            g->nodes = p;
+            g->node_cap = cap;
+        }
+    }
+    if (n == NULL && g->nnodes < g->node_cap && (n = calloc(1, sizeof(*n))) != NULL) {
+        n->h = (struct cli_handle){id, PROTO_H_GRAPH_NODE, CLI_HANDLE_MAGIC};
+        n->graph = g;
+        n->type = type;
+        g->nodes[g->nnodes++] = n;
+    }
+    pthread_mutex_unlock(&g->lock);
+    return n;
 }
 
 static CUresult begin_capture(CUstream stream, CUstreamCaptureMode mode, bool per_thread)
@@ -54,13 +92,14 @@ static CUresult end_capture(CUstream stream, CUgraph *graph, bool per_thread)
         return CUDA_ERROR_INVALID_VALUE;
     if (!cli_stream_id(stream, per_thread, &call.args[0]))
         return CUDA_ERROR_INVALID_HANDLE;
-    if ((g = graph_new(PROTO_H_GRAPH)) == NULL)
+    if ((g = cli_graph_new(PROTO_H_GRAPH)) == NULL)
         return CUDA_ERROR_OUT_OF_MEMORY;
     call.args[1] = g->h.id;
     res = cli_call_sync(&call);
+    cli_capture_take(cli_stream_capture_id(stream), &g->host);
     cli_stream_set_capture(stream, 0); /* capture ends either way, as in CUDA */
     if (res != CUDA_SUCCESS) {
-        free(g);
+        cli_graph_free(g);
         return res;
     }
     *graph = (CUgraph)g;
@@ -116,14 +155,16 @@ CLI_EXPORT CUresult cuGraphInstantiateWithFlags(CUgraphExec *exec, CUgraph graph
         return CUDA_ERROR_INVALID_HANDLE;
     if (exec == NULL)
         return CUDA_ERROR_INVALID_VALUE;
-    if ((e = graph_new(PROTO_H_GRAPH_EXEC)) == NULL)
+    if ((e = cli_graph_new(PROTO_H_GRAPH_EXEC)) == NULL)
         return CUDA_ERROR_OUT_OF_MEMORY;
     call.args[0] = e->h.id;
     call.args[1] = g->h.id;
     call.args[2] = flags;
     res = cli_call_sync(&call);
+    if (res == CUDA_SUCCESS && !graph_host_copy(&e->host, &g->host))
+        res = CUDA_ERROR_OUT_OF_MEMORY;
     if (res != CUDA_SUCCESS) {
-        free(e);
+        cli_graph_free(e);
         return res;
     }
     *exec = (CUgraphExec)e;
@@ -167,7 +208,12 @@ static CUresult exec_on_stream(unsigned op, CUgraphExec exec, CUstream stream, b
     if (e == NULL || !cli_stream_id(stream, per_thread, &call.args[1]))
         return CUDA_ERROR_INVALID_HANDLE;
     call.args[0] = e->h.id;
-    return cli_call_async(&call);
+    if (op == PROTO_OP_GRAPH_UPLOAD)
+        return cli_call_async(&call);
+    if ((res = graph_host_before(&e->host, call.args[1])) != CUDA_SUCCESS ||
+        (res = cli_call_async(&call)) != CUDA_SUCCESS)
+        return res;
+    return graph_host_after(&e->host, call.args[1]);
 }
 
 static CUresult graph_launch(CUgraphExec e, CUstream s, bool per_thread)
@@ -187,9 +233,16 @@ static CUresult graph_destroy(void *handle, enum proto_handle_type type, unsigne
 {
     struct cli_graph *g = cli_handle_check(handle, type);
 
+    struct cli_call call = {.op = op, .nargs = 1};
+    CUresult res;
+
     if (g == NULL)
         return CUDA_ERROR_INVALID_HANDLE;
-    return cli_handle_destroy(&g->h, op, g->ctx);
+    call.args[0] = g->h.id;
+    call.ctx = g->ctx != NULL ? g->ctx->h.id : 0;
+    res = cli_call_async(&call);
+    cli_graph_free(g);
+    return res;
 }
 
 CLI_EXPORT CUresult cuGraphExecDestroy(CUgraphExec exec)
@@ -202,25 +255,104 @@ CLI_EXPORT CUresult cuGraphDestroy(CUgraph graph)
     return graph_destroy(graph, PROTO_H_GRAPH, PROTO_OP_GRAPH_DESTROY);
 }
 
-/* Counting nodes (what frameworks ask, e.g. to warn about an empty capture) is answered; the
- * node handles themselves are not offered yet. */
+/* Node handles: the server lists the graph's nodes (with ids it mints for nodes the client
+ * never named, e.g. captured ones); counting alone is one small call. */
 CLI_EXPORT CUresult cuGraphGetNodes(CUgraph graph, CUgraphNode *nodes, size_t *num)
 {
     struct cli_graph *g = cli_handle_check(graph, PROTO_H_GRAPH);
-    uint64_t out[1];
-    struct cli_call call = {.op = PROTO_OP_GRAPH_NODE_COUNT, .nargs = 1, .out = out,
-                            .out_cap = 1};
+    uint64_t *out;
+    struct cli_call call = {.op = PROTO_OP_GRAPH_NODE_COUNT, .nargs = 1};
     CUresult res;
 
     if (g == NULL)
         return CUDA_ERROR_INVALID_HANDLE;
     if (num == NULL)
         return CUDA_ERROR_INVALID_VALUE;
-    if (nodes != NULL)
-        return cli_unsupported("cuGraphGetNodes (node handles)");
     call.args[0] = g->h.id;
+    call.out_cap = nodes == NULL ? 1 : 1 + 2 * 1024;
+    if ((out = calloc(call.out_cap, sizeof(*out))) == NULL)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    call.out = out;
+    if (nodes != NULL)
+        call.op = PROTO_OP_GRAPH_GET_NODES;
     res = cli_call_sync(&call);
-    if (res == CUDA_SUCCESS && call.nout >= 1)
+    if (res == CUDA_SUCCESS && (call.nout < 1 || (nodes != NULL && call.nout < 1 + 2 * out[0])))
+        res = CUDA_ERROR_UNKNOWN;
+    for (size_t i = 0; res == CUDA_SUCCESS && nodes != NULL && i < out[0] && i < *num; i++)
+        if ((nodes[i] = (CUgraphNode)cli_graph_node(g, out[1 + 2 * i],
+                                                    (CUgraphNodeType)out[2 + 2 * i])) == NULL)
+            res = CUDA_ERROR_OUT_OF_MEMORY;
+    if (res == CUDA_SUCCESS)
         *num = (size_t)out[0];
+    free(out);
+    return res;
+}
+
+CLI_EXPORT CUresult cuGraphClone(CUgraph *clone, CUgraph graph)
+{
+    struct cli_graph *g = cli_handle_check(graph, PROTO_H_GRAPH), *c;
+    struct cli_call call = {.op = PROTO_OP_GRAPH_CLONE, .nargs = 2};
+    CUresult res = cli_need_ctx();
+
+    if (res != CUDA_SUCCESS)
+        return res;
+    if (g == NULL)
+        return CUDA_ERROR_INVALID_HANDLE;
+    if (clone == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((c = cli_graph_new(PROTO_H_GRAPH)) == NULL)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    call.args[0] = c->h.id;
+    call.args[1] = g->h.id;
+    res = cli_call_sync(&call);
+    if (res == CUDA_SUCCESS && !graph_host_copy(&c->host, &g->host))
+        res = CUDA_ERROR_OUT_OF_MEMORY;
+    if (res != CUDA_SUCCESS) {
+        cli_graph_free(c);
+        return res;
+    }
+    *clone = (CUgraph)c;
+    return CUDA_SUCCESS;
+}
+
+CLI_EXPORT CUresult cuGraphExecUpdate_v2(CUgraphExec exec, CUgraph graph,
+                                         CUgraphExecUpdateResultInfo *info)
+{
+    struct cli_graph *e = cli_handle_check(exec, PROTO_H_GRAPH_EXEC);
+    struct cli_graph *g = cli_handle_check(graph, PROTO_H_GRAPH);
+    uint64_t out[1] = {CU_GRAPH_EXEC_UPDATE_ERROR};
+    struct cli_call call = {.op = PROTO_OP_GRAPH_EXEC_UPDATE, .nargs = 2, .out = out,
+                            .out_cap = 1};
+    CUresult res = cli_need_ctx();
+
+    if (res != CUDA_SUCCESS)
+        return res;
+    if (e == NULL || g == NULL)
+        return CUDA_ERROR_INVALID_HANDLE;
+    if (info == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    call.args[0] = e->h.id;
+    call.args[1] = g->h.id;
+    res = cli_call_sync(&call);
+    memset(info, 0, sizeof(*info));
+    info->result = (CUgraphExecUpdateResult)out[0];
+    if (res == CUDA_SUCCESS && !graph_host_copy(&e->host, &g->host))
+        res = CUDA_ERROR_OUT_OF_MEMORY;
+    return res;
+}
+
+CLI_EXPORT CUresult cli_exec_update_v1(CUgraphExec e, CUgraph g, CUgraphNode *err_node,
+                                       CUgraphExecUpdateResult *result)
+    __asm__("cuGraphExecUpdate");
+CLI_EXPORT CUresult cli_exec_update_v1(CUgraphExec e, CUgraph g, CUgraphNode *err_node,
+                                       CUgraphExecUpdateResult *result)
+{
+    CUgraphExecUpdateResultInfo info;
+    CUresult res = cuGraphExecUpdate_v2(e, g, &info);
+
+    if (err_node != NULL)
+        *err_node = NULL;
+    if (result != NULL)
+        *result = info.result;
     return res;
 }

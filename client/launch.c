@@ -109,6 +109,24 @@ static CUresult pack_params(struct cli_func *f, void **params, void **extra,
     return CUDA_SUCCESS;
 }
 
+CUresult cli_pack_kernel_params(void *func, void **params, void **extra, uint64_t *id_p,
+                                const uint8_t **buf_p, size_t *len_p)
+{
+    struct cli_func *f = cli_func_check(func);
+    uint8_t *buf;
+    size_t plen, len;
+    CUresult res;
+
+    if (f == NULL)
+        return CUDA_ERROR_INVALID_HANDLE;
+    if ((res = pack_params(f, params, extra, NULL, 0, &buf, &plen, &len)) != CUDA_SUCCESS)
+        return res;
+    *id_p = f->h.id;
+    *buf_p = buf;
+    *len_p = plen;
+    return CUDA_SUCCESS;
+}
+
 struct launch_dims {
     unsigned grid[3], block[3], shmem;
 };

@@ -4,7 +4,7 @@
  * Device-to-host into pinned memory completes later, at the next synchronizing call. */
 #include <string.h>
 
-#include "client.h"
+#include "graph.h"
 
 static CUresult stream_arg(CUstream stream, bool per_thread, uint64_t *id_p)
 {
@@ -26,9 +26,9 @@ static CUresult copy_htod(CUdeviceptr dst, const void *src, size_t n, CUstream s
         return res;
     if (src == NULL)
         return CUDA_ERROR_INVALID_VALUE;
-    /* A captured copy would name client memory the GPU's host cannot read later. */
+    /* Captured: the graph copies from a shadow that each launch fills from src. */
     if (cli_stream_capture_id(stream) != 0)
-        return cli_unsupported("host<->device copies inside stream capture");
+        return cli_capture_copy(stream, sid, 0, dst, (void *)src, n);
     call.args[0] = dst;
     call.args[1] = n;
     call.args[2] = sid;
@@ -49,7 +49,7 @@ static CUresult copy_dtoh(void *dst, CUdeviceptr src, size_t n, CUstream stream,
     if (dst == NULL)
         return CUDA_ERROR_INVALID_VALUE;
     if (cli_stream_capture_id(stream) != 0)
-        return cli_unsupported("host<->device copies inside stream capture");
+        return cli_capture_copy(stream, sid, 1, src, dst, n);
     call.args[0] = src;
     call.args[1] = n;
     call.args[2] = sid;

@@ -31,6 +31,11 @@ struct cli_func *cli_func_check(const void *handle);
 /* Fetch the parameter layout once (FUNC_GET_PARAM_LAYOUT). */
 CUresult cli_func_layout(struct cli_func *f);
 
+/* Kernel parameters (kernelParams or `extra`) of the function or kernel func packed by its
+ * layout into a per-thread buffer (valid until the thread's next launch or packing). */
+CUresult cli_pack_kernel_params(void *func, void **params, void **extra, uint64_t *id_p,
+                                const uint8_t **buf_p, size_t *len_p);
+
 /* Size of a module image: fatbin (header), __fatBinC_Wrapper_t (unwrapped: *start_p moves to
  * the fatbin), ELF cubin (section and program header extents) or PTX text (NUL included).
  * CUDA_ERROR_INVALID_IMAGE when it is none of these. */

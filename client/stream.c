@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "client.h"
+#include "graph.h"
 
 struct cli_stream {
     struct cli_handle h;
@@ -288,6 +288,8 @@ static CUresult host_func(CUstream stream, CUhostFn fn, void *data, bool per_thr
 
     if (fn == NULL)
         return CUDA_ERROR_INVALID_VALUE;
+    if (cli_stream_capture_id(stream) != 0) /* runs after each launch of the graph */
+        return cli_capture_host_fn(stream, fn, data);
     res = stream_call(PROTO_OP_STREAM_SYNCHRONIZE, stream, per_thread);
     if (res == CUDA_SUCCESS)
         fn(data);

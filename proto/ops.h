@@ -37,6 +37,7 @@ enum proto_handle_type {
     PROTO_H_MEM_POOL = 10,   /* CUmemoryPool; the default pool of device d is PROTO_DEFAULT_POOL_ID */
     PROTO_H_MEM_HANDLE = 11, /* CUmemGenericAllocationHandle (VMM physical memory): the id itself */
     PROTO_H_GRAPH_NODE = 12, /* CUgraphNode; ids of nodes the server found have PROTO_ID_SERVER */
+    PROTO_H_SHADOW = 13,     /* server-side pinned stand-in for client host memory in graphs */
 };
 #define PROTO_ID_TYPE(id) ((unsigned)((id) & 0xf))
 #define PROTO_ID_FIRST_COUNTER 1024u
@@ -150,7 +151,24 @@ enum proto_handle_type {
     X(MEM_POOL_TRIM)             /* [pool, min bytes to keep]                                */ \
     X(MEM_POOL_SET_ACCESS)       /* [pool]                    data: CUmemAccessDesc[count]   */ \
     X(MEM_ALLOC_FROM_POOL)       /* [size, pool, stream] -> out[dptr]                        */ \
-    X(DEVICE_SET_MEM_POOL)       /* [dev, pool]                                              */
+    X(DEVICE_SET_MEM_POOL)       /* [dev, pool]                                              */ \
+    X(SHADOW_ALLOC)              /* [id, size]                                               */ \
+    X(MEMCPY_SHADOW)             /* [dir 0=HtoD 1=DtoH, dptr, shadow, offset, len, stream]   */ \
+    X(SHADOW_WRITE)              /* [shadow, offset, len, stream]     data/bulk: bytes       */ \
+    X(SHADOW_READ)               /* [shadow, offset, len, stream] -> bulk: bytes             */ \
+    X(GRAPH_CREATE)              /* [id, flags]                                              */ \
+    X(GRAPH_ADD_NODE)            /* [graph, node id, CUgraphNodeType, ndeps, 12 type args]   */ \
+                                 /*  data: ndeps node ids, then kernel parameters; MEM_ALLOC */ \
+                                 /*  -> out[dptr]. Type args: KERNEL f,gx,gy,gz,bx,by,bz,    */ \
+                                 /*  shmem,params_len; MEMSET dst,pitch,value,elemsize,w,h;  */ \
+                                 /*  MEMCPY srckind,src,srcpitch,dstkind,dst,dstpitch,w,h    */ \
+                                 /*  (kind 0 device address, 1 shadow id); EVENT_* event;    */ \
+                                 /*  GRAPH child; MEM_ALLOC bytes,dev; MEM_FREE dptr         */ \
+    X(GRAPH_ADD_DEPS)            /* [graph, n]       data: n "from" ids, then n "to" ids     */ \
+    X(GRAPH_CLONE)               /* [new graph id, graph]                                    */ \
+    X(GRAPH_GET_NODES)           /* [graph] -> out[n, id0, type0, id1, type1, ...]           */ \
+    X(GRAPH_EXEC_KERNEL_SET)     /* [exec, node, f,gx,gy,gz,bx,by,bz,shmem,params_len] data  */ \
+    X(GRAPH_EXEC_UPDATE)         /* [exec, graph] -> out[CUgraphExecUpdateResult]            */
 
 enum proto_op {
 #define PROTO_OP_ENUM(name) PROTO_OP_##name,

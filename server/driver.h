@@ -48,7 +48,12 @@
     X(cuMemUnmap) X(cuMemSetAccess) X(cuMemGetAccess) X(cuMemGetAllocationGranularity)         \
     X(cuDeviceGetDefaultMemPool) X(cuDeviceSetMemPool) X(cuMemPoolCreate) X(cuMemPoolDestroy)  \
     X(cuMemPoolSetAttribute) X(cuMemPoolGetAttribute) X(cuMemPoolTrimTo) X(cuMemPoolSetAccess) \
-    X(cuMemAllocFromPoolAsync)
+    X(cuMemAllocFromPoolAsync)                                                                 \
+    X(cuGraphCreate) X(cuGraphAddKernelNode) X(cuGraphAddMemsetNode) X(cuGraphAddMemcpyNode)   \
+    X(cuGraphAddEmptyNode) X(cuGraphAddEventWaitNode) X(cuGraphAddEventRecordNode)             \
+    X(cuGraphAddChildGraphNode) X(cuGraphAddMemAllocNode) X(cuGraphAddMemFreeNode)             \
+    X(cuGraphAddDependencies) X(cuGraphClone) X(cuGraphNodeGetType)                            \
+    X(cuGraphExecKernelNodeSetParams) X(cuGraphExecUpdate)
 
 struct srv_driver {
     void *dl;

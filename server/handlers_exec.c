@@ -14,6 +14,7 @@ extern const srv_handler_fn srv_mem_handlers[];
 extern const size_t srv_mem_handler_count;
 extern const srv_handler_fn srv_graph_handlers[PROTO_OP_COUNT];
 extern const srv_handler_fn srv_vmm_handlers[PROTO_OP_COUNT];
+extern const srv_handler_fn srv_graph_node_handlers[PROTO_OP_COUNT];
 
 static void *handle_real(struct srv_session *s, uint64_t id, unsigned type)
 {
@@ -365,40 +366,58 @@ static CUresult launch_now(struct srv_session *s, struct srv_call *call, void *f
                                  NULL);
 }
 
-static CUresult h_launch(struct srv_session *s, struct srv_call *call)
+CUresult srv_param_pointers(struct srv_session *s, uint64_t func_id, const void *pbuf,
+                            size_t plen, void **f_p, void ***params_p)
 {
-    struct srv_handle *h = func_handle(s, ARG(0));
-    size_t plen = ARG(9), nattr = ARG(10), len;
+    struct srv_handle *h = func_handle(s, func_id);
+    size_t aligned = (plen + 15) & ~(size_t)15;
     void **params;
-    void *buf;
-    CUstream stream;
+    uint8_t *buf;
     CUresult res;
 
-    if (h == NULL || !srv_stream(s, ARG(8), &stream))
+    if (h == NULL)
         return CUDA_ERROR_INVALID_HANDLE;
-    len = call->hdr->bulk_len > 0 ? call->hdr->bulk_len : call->msg->data.len;
-    if (nattr > 32 || plen > len || len - plen != nattr * sizeof(CUlaunchAttribute))
-        return CUDA_ERROR_INVALID_VALUE;
     if ((res = layout_of(s, h)) != CUDA_SUCCESS)
         return res;
     for (unsigned i = 0; i < h->nparams; i++)
         if ((size_t)h->layout[2 * i] + h->layout[2 * i + 1] > plen)
             return CUDA_ERROR_INVALID_VALUE;
-    /* One scratch block: the parameter bytes (8-byte aligned), then the pointer array. */
-    buf = srv_scratch(s, ((len + 15) & ~(size_t)15) + (h->nparams + 1) * sizeof(*params));
-    if (buf == NULL)
+    /* One scratch block: the parameter bytes (16-byte aligned), then the pointer array. */
+    if ((buf = srv_scratch(s, aligned + (h->nparams + 1) * sizeof(*params))) == NULL)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    params = (void **)((uint8_t *)buf + ((len + 15) & ~(size_t)15));
-    if (srv_recv_input(s, call, buf, len) != RG_OK) {
-        res = CUDA_ERROR_DEVICE_UNAVAILABLE;
-    } else {
-        CUlaunchAttribute attrs[32];
-        memcpy(attrs, (uint8_t *)buf + plen, nattr * sizeof(*attrs));
-        for (unsigned i = 0; i < h->nparams; i++)
-            params[i] = (uint8_t *)buf + h->layout[2 * i];
-        res = launch_now(s, call, h->real, params, attrs, (unsigned)nattr, stream);
-    }
-    return res;
+    params = (void **)(buf + aligned);
+    if (pbuf != buf)
+        memmove(buf, pbuf, plen);
+    for (unsigned i = 0; i < h->nparams; i++)
+        params[i] = buf + h->layout[2 * i];
+    *f_p = h->real;
+    *params_p = params;
+    return CUDA_SUCCESS;
+}
+
+static CUresult h_launch(struct srv_session *s, struct srv_call *call)
+{
+    size_t plen = ARG(9), nattr = ARG(10), len;
+    CUlaunchAttribute attrs[32];
+    void **params, *f;
+    uint8_t *buf;
+    CUstream stream;
+    CUresult res;
+
+    if (func_handle(s, ARG(0)) == NULL || !srv_stream(s, ARG(8), &stream))
+        return CUDA_ERROR_INVALID_HANDLE;
+    len = call->hdr->bulk_len > 0 ? call->hdr->bulk_len : call->msg->data.len;
+    if (nattr > 32 || plen > len || len - plen != nattr * sizeof(CUlaunchAttribute))
+        return CUDA_ERROR_INVALID_VALUE;
+    /* Parameters arrive in the scratch block that srv_param_pointers then works in place. */
+    if ((buf = srv_scratch(s, len + 16)) == NULL)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    if (srv_recv_input(s, call, buf, len) != RG_OK)
+        return CUDA_ERROR_DEVICE_UNAVAILABLE;
+    memcpy(attrs, buf + plen, nattr * sizeof(*attrs));
+    if ((res = srv_param_pointers(s, ARG(0), buf, plen, &f, &params)) != CUDA_SUCCESS)
+        return res;
+    return launch_now(s, call, f, params, attrs, (unsigned)nattr, stream);
 }
 
 /* ---- streams and events ----------------------------------------------------------------- */
@@ -609,7 +628,11 @@ const uint8_t srv_min_args[PROTO_OP_COUNT] = {
     OP(MEM_SET_ACCESS, h, 2), OP(MEM_GET_ACCESS, h, 1), OP(MEM_GET_GRANULARITY, h, 1),
     OP(MEM_POOL_CREATE, h, 1), OP(MEM_POOL_DESTROY, h, 1), OP(MEM_POOL_SET_ATTR, h, 3),
     OP(MEM_POOL_GET_ATTR, h, 2), OP(MEM_POOL_TRIM, h, 2), OP(MEM_POOL_SET_ACCESS, h, 1),
-    OP(MEM_ALLOC_FROM_POOL, h, 3), OP(DEVICE_SET_MEM_POOL, h, 2),
+    OP(MEM_ALLOC_FROM_POOL, h, 3), OP(DEVICE_SET_MEM_POOL, h, 2), OP(SHADOW_ALLOC, h, 2),
+    OP(MEMCPY_SHADOW, h, 6), OP(SHADOW_WRITE, h, 4), OP(SHADOW_READ, h, 4),
+    OP(GRAPH_CREATE, h, 2), OP(GRAPH_ADD_NODE, h, 16), OP(GRAPH_ADD_DEPS, h, 2),
+    OP(GRAPH_CLONE, h, 2), OP(GRAPH_GET_NODES, h, 1), OP(GRAPH_EXEC_KERNEL_SET, h, 11),
+    OP(GRAPH_EXEC_UPDATE, h, 2),
 };
 #undef OP
 
@@ -623,5 +646,7 @@ srv_handler_fn srv_handler(unsigned op)
         return srv_graph_handlers[op];
     if (srv_vmm_handlers[op] != NULL)
         return srv_vmm_handlers[op];
+    if (srv_graph_node_handlers[op] != NULL)
+        return srv_graph_node_handlers[op];
     return exec_handlers[op];
 }

@@ -88,6 +88,8 @@ void *srv_scratch(struct srv_session *s, size_t len)
         void *p = aligned_alloc(16, cap);
         if (p == NULL)
             return NULL;
+        if (s->scratch != NULL) /* keep the contents: callers grow a block they filled */
+            memcpy(p, s->scratch, s->scratch_len);
         free(s->scratch);
         s->scratch = p;
         s->scratch_len = cap;
@@ -191,6 +193,7 @@ static CUresult destroy_real(struct srv_session *s, unsigned type, void *real)
     case PROTO_H_GRAPH_EXEC: return s->drv.cuGraphExecDestroy(real);
     case PROTO_H_GRAPH: return s->drv.cuGraphDestroy(real);
     case PROTO_H_MEM_POOL: return s->drv.cuMemPoolDestroy(real);
+    case PROTO_H_SHADOW: return s->drv.cuMemFreeHost(real);
     case PROTO_H_MEM_HANDLE: return s->drv.cuMemRelease((CUmemGenericAllocationHandle)(uintptr_t)real);
     }
     return CUDA_ERROR_INVALID_HANDLE;
@@ -204,7 +207,8 @@ CUresult srv_handle_destroy(struct srv_session *s, uint64_t id, unsigned type)
     if (h == NULL)
         return CUDA_ERROR_INVALID_HANDLE;
     real = h->real;
-    s->mem_used -= h->size < s->mem_used ? h->size : s->mem_used;
+    if (type == PROTO_H_MEM_HANDLE) /* VMM physical memory leaves the quota */
+        s->mem_used -= h->size < s->mem_used ? h->size : s->mem_used;
     srv_handle_del(s, id);
     return destroy_real(s, type, real);
 }
@@ -235,7 +239,8 @@ void srv_session_teardown(struct srv_session *s)
     size_t bytes = 0, n = s->nallocs;
     static const unsigned order[] = {PROTO_H_GRAPH_EXEC, PROTO_H_GRAPH,   PROTO_H_STREAM,
                                      PROTO_H_EVENT,      PROTO_H_MODULE,  PROTO_H_LIBRARY,
-                                     PROTO_H_MEM_HANDLE, PROTO_H_MEM_POOL, PROTO_H_CTX};
+                                     PROTO_H_MEM_HANDLE, PROTO_H_MEM_POOL, PROTO_H_SHADOW,
+                                     PROTO_H_CTX};
 
     for (int i = 0; i < 2; i++)
         if (s->staging[i] != NULL)

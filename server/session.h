@@ -18,7 +18,7 @@ struct srv_handle {
     uint32_t *layout; /* off0, size0, off1, size1, ... */
     bool borrowed;    /* owned by another object (a library's module, the driver's default
                        * pool): never destroyed alone */
-    uint64_t size;    /* VMM physical memory: bytes charged to the quota */
+    uint64_t size;    /* VMM physical memory: bytes charged to the quota; shadows: length */
 };
 
 struct srv_alloc {
@@ -54,7 +54,8 @@ struct srv_session {
     size_t scratch_len;
 };
 
-/* Session scratch memory of at least len bytes, 16-byte aligned (valid until the next call). */
+/* Session scratch memory of at least len bytes, 16-byte aligned (valid until the next call);
+ * growing it keeps its contents. */
 void *srv_scratch(struct srv_session *s, size_t len);
 
 /* The call being executed and its reply. */
@@ -84,6 +85,11 @@ CUresult srv_handle_destroy(struct srv_session *s, uint64_t id, unsigned type);
 bool srv_quota_allows(const struct srv_session *s, uint64_t size);
 void srv_alloc_add(struct srv_session *s, CUdeviceptr dptr, size_t size);
 void srv_alloc_del(struct srv_session *s, CUdeviceptr dptr);
+
+/* Kernel parameters: the function or kernel func_id (its real handle in *f_p) and the packed
+ * buffer pbuf of plen bytes (copied into session scratch) as a kernelParams array. */
+CUresult srv_param_pointers(struct srv_session *s, uint64_t func_id, const void *pbuf,
+                            size_t plen, void **f_p, void ***params_p);
 
 /* Make the call's context current (binding primary contexts lazily). */
 CUresult srv_use_ctx(struct srv_session *s, uint64_t ctx_id);

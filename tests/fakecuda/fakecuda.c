@@ -22,7 +22,9 @@ enum { K_CTX = 1, K_MODULE, K_STREAM, K_EVENT, K_GRAPH, K_EXEC };
 /* A captured graph: the operations recorded on a capturing stream, replayed on launch. */
 #define FK_MAX_NODES 256
 struct fk_node {
-    int kind; /* 0 launch, 1 fill, 2 dtod */
+    int kind; /* 0 launch, 1 fill, 2 dtod, 3 htod, 4 dtoh, 5 nothing (empty, event, free) */
+    int idx;  /* position in its graph (the same in clones and executable copies) */
+    CUgraphNodeType type;
     const struct fk_kernel *k;
     unsigned g[3], b[3];
     uint8_t params[256];
@@ -41,7 +43,9 @@ static struct fk_graph *capturing(CUstream s)
 static CUresult record(struct fk_graph *g, const struct fk_node *node)
 {
     if (g->n == FK_MAX_NODES) return CUDA_ERROR_OUT_OF_MEMORY;
-    g->nodes[g->n++] = *node;
+    g->nodes[g->n] = *node;
+    g->nodes[g->n].idx = g->n;
+    g->n++;
     return CUDA_SUCCESS;
 }
 
@@ -291,13 +295,23 @@ CUresult cuMemFreeHost(void *p) { free(p); return CUDA_SUCCESS; }
 CUresult cuMemcpyHtoD(CUdeviceptr d, const void *h, size_t n) { NEED_CTX(); DEV(d, n); memcpy((void *)d, h, n); return CUDA_SUCCESS; }
 CUresult cuMemcpyDtoH(void *h, CUdeviceptr d, size_t n) { NEED_CTX(); DEV(d, n); memcpy(h, (void *)d, n); return CUDA_SUCCESS; }
 CUresult cuMemcpyDtoD(CUdeviceptr a, CUdeviceptr b, size_t n) { NEED_CTX(); DEV(a, n); DEV(b, n); memmove((void *)a, (void *)b, n); return CUDA_SUCCESS; }
-CUresult cuMemcpyHtoDAsync(CUdeviceptr d, const void *h, size_t n, CUstream s) { STREAM_OK(s); if (capturing(s)) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED; return cuMemcpyHtoD(d, h, n); }
-CUresult cuMemcpyDtoHAsync(void *h, CUdeviceptr d, size_t n, CUstream s) { STREAM_OK(s); if (capturing(s)) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED; return cuMemcpyDtoH(h, d, n); }
+CUresult cuMemcpyHtoDAsync(CUdeviceptr d, const void *h, size_t n, CUstream s)
+{
+    STREAM_OK(s);
+    if (capturing(s)) { struct fk_node node = {.kind = 3, .type = CU_GRAPH_NODE_TYPE_MEMCPY, .dst = d, .src = (CUdeviceptr)(uintptr_t)h, .n = n}; DEV(d, n); return record(capturing(s), &node); }
+    return cuMemcpyHtoD(d, h, n);
+}
+CUresult cuMemcpyDtoHAsync(void *h, CUdeviceptr d, size_t n, CUstream s)
+{
+    STREAM_OK(s);
+    if (capturing(s)) { struct fk_node node = {.kind = 4, .type = CU_GRAPH_NODE_TYPE_MEMCPY, .dst = (CUdeviceptr)(uintptr_t)h, .src = d, .n = n}; DEV(d, n); return record(capturing(s), &node); }
+    return cuMemcpyDtoH(h, d, n);
+}
 CUresult cuMemcpyDtoDAsync(CUdeviceptr a, CUdeviceptr b, size_t n, CUstream s)
 {
     STREAM_OK(s);
     if (capturing(s)) {
-        struct fk_node node = {.kind = 2, .dst = a, .src = b, .n = n};
+        struct fk_node node = {.kind = 2, .type = CU_GRAPH_NODE_TYPE_MEMCPY, .dst = a, .src = b, .n = n};
         return record(capturing(s), &node);
     }
     return cuMemcpyDtoD(a, b, n);
@@ -316,7 +330,7 @@ static CUresult fill_async(CUdeviceptr d, size_t pitch, unsigned v, unsigned es,
 {
     STREAM_OK(s);
     if (capturing(s)) {
-        struct fk_node node = {.kind = 1, .dst = d, .pitch = pitch, .v = v, .es = es, .w = w, .h = h};
+        struct fk_node node = {.kind = 1, .type = CU_GRAPH_NODE_TYPE_MEMSET, .dst = d, .pitch = pitch, .v = v, .es = es, .w = w, .h = h};
         return record(capturing(s), &node);
     }
     return fill(d, pitch, v, es, w, h);
@@ -457,7 +471,7 @@ static CUresult launch(const struct fk_kernel *k, const unsigned g[3], const uns
     }
     if (!l.params && k->nparams) return CUDA_ERROR_INVALID_VALUE;
     if (capturing(s)) { /* the parameters are copied now, as the driver does */
-        struct fk_node node = {.kind = 0, .k = k, .g = {g[0], g[1], g[2]}, .b = {b[0], b[1], b[2]}};
+        struct fk_node node = {.kind = 0, .type = CU_GRAPH_NODE_TYPE_KERNEL, .k = k, .g = {g[0], g[1], g[2]}, .b = {b[0], b[1], b[2]}};
         for (unsigned i = 0; i < k->nparams; i++)
             if (k->off[i] + k->size[i] <= sizeof(node.params))
                 memcpy(node.params + k->off[i], l.params[i], k->size[i]);
@@ -589,6 +603,9 @@ static CUresult replay(const struct fk_node *n)
 {
     if (n->kind == 1) return fill(n->dst, n->pitch, n->v, n->es, n->w, n->h);
     if (n->kind == 2) return cuMemcpyDtoD(n->dst, n->src, n->n);
+    if (n->kind == 3) return cuMemcpyHtoD(n->dst, (const void *)n->src, n->n);
+    if (n->kind == 4) return cuMemcpyDtoH((void *)n->dst, n->src, n->n);
+    if (n->kind == 5) return CUDA_SUCCESS;
     void *params[8];
     for (unsigned i = 0; i < n->k->nparams; i++) params[i] = (void *)(n->params + n->k->off[i]);
     return launch(n->k, n->g, n->b, NULL, params, NULL);
@@ -628,7 +645,172 @@ CUresult cuGraphGetNodes(CUgraph graph, CUgraphNode *nodes, size_t *num)
 
     if (!g) return CUDA_ERROR_INVALID_HANDLE;
     if (!num) return CUDA_ERROR_INVALID_VALUE;
-    if (nodes) return CUDA_ERROR_NOT_SUPPORTED;
+    for (int i = 0; nodes && i < g->n && (size_t)i < *num; i++) nodes[i] = (CUgraphNode)&g->nodes[i];
     *num = (size_t)g->n;
+    return CUDA_SUCCESS;
+}
+
+/* ---- graphs built node by node: nodes run in the order they were added (dependencies can
+ * only name earlier nodes, so that order respects them) ---- */
+
+CUresult cuGraphCreate(CUgraph *graph, unsigned flags)
+{
+    struct fk_graph *g;
+
+    NEED_CTX();
+    if (!graph || flags) return CUDA_ERROR_INVALID_VALUE;
+    if (!(g = calloc(1, sizeof(*g)))) return CUDA_ERROR_OUT_OF_MEMORY;
+    g->obj.magic = FK_MAGIC;
+    g->obj.kind = K_GRAPH;
+    *graph = (CUgraph)g;
+    return CUDA_SUCCESS;
+}
+
+static bool nodes_in(struct fk_graph *g, const CUgraphNode *deps, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if ((struct fk_node *)deps[i] < g->nodes || (struct fk_node *)deps[i] >= g->nodes + g->n) return false;
+    return true;
+}
+
+static CUresult add(CUgraphNode *out, CUgraph graph, const CUgraphNode *deps, size_t ndeps, struct fk_node *node)
+{
+    struct fk_graph *g = (struct fk_graph *)obj_check(graph, K_GRAPH);
+    CUresult res;
+
+    NEED_CTX();
+    if (!g) return CUDA_ERROR_INVALID_HANDLE;
+    if (!out || (ndeps && !deps) || !nodes_in(g, deps, ndeps)) return CUDA_ERROR_INVALID_VALUE;
+    if ((res = record(g, node)) == CUDA_SUCCESS) *out = (CUgraphNode)&g->nodes[g->n - 1];
+    return res;
+}
+
+static CUresult kernel_node(struct fk_node *node, const CUDA_KERNEL_NODE_PARAMS *p)
+{
+    const struct fk_kernel *k = p ? (const struct fk_kernel *)(p->func ? (void *)p->func : (void *)p->kern) : NULL;
+
+    if (!k) return CUDA_ERROR_INVALID_VALUE;
+    if (!p->kernelParams && k->nparams) return CUDA_ERROR_INVALID_VALUE;
+    *node = (struct fk_node){.kind = 0, .type = CU_GRAPH_NODE_TYPE_KERNEL, .k = k, .g = {p->gridDimX, p->gridDimY, p->gridDimZ}, .b = {p->blockDimX, p->blockDimY, p->blockDimZ}};
+    for (unsigned i = 0; i < k->nparams; i++)
+        if (k->off[i] + k->size[i] <= sizeof(node->params)) memcpy(node->params + k->off[i], p->kernelParams[i], k->size[i]);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuGraphAddKernelNode(CUgraphNode *out, CUgraph g, const CUgraphNode *deps, size_t n, const CUDA_KERNEL_NODE_PARAMS *p)
+{
+    struct fk_node node;
+    CUresult res = kernel_node(&node, p);
+    return res == CUDA_SUCCESS ? add(out, g, deps, n, &node) : res;
+}
+
+CUresult cuGraphAddMemsetNode(CUgraphNode *out, CUgraph g, const CUgraphNode *deps, size_t n, const CUDA_MEMSET_NODE_PARAMS *p, CUcontext ctx)
+{
+    struct fk_node node;
+    if (!p || (p->elementSize != 1 && p->elementSize != 2 && p->elementSize != 4)) return CUDA_ERROR_INVALID_VALUE;
+    DEV(p->dst, p->pitch * (p->height - 1) + p->width * p->elementSize);
+    node = (struct fk_node){.kind = 1, .type = CU_GRAPH_NODE_TYPE_MEMSET, .dst = p->dst, .pitch = p->pitch ? p->pitch : p->width * p->elementSize, .v = p->value, .es = p->elementSize, .w = p->width, .h = p->height};
+    return add(out, g, deps, n, &node);
+}
+
+CUresult cuGraphAddMemcpyNode(CUgraphNode *out, CUgraph g, const CUgraphNode *deps, size_t n, const CUDA_MEMCPY3D *c, CUcontext ctx)
+{
+    struct fk_node node = {.type = CU_GRAPH_NODE_TYPE_MEMCPY};
+    bool sd = c && c->srcMemoryType == CU_MEMORYTYPE_DEVICE, dd = c && c->dstMemoryType == CU_MEMORYTYPE_DEVICE;
+
+    if (!c || c->Height != 1 || c->Depth != 1 || c->srcXInBytes || c->dstXInBytes || c->srcY || c->dstY) return CUDA_ERROR_INVALID_VALUE;
+    node.n = c->WidthInBytes;
+    node.kind = sd && dd ? 2 : dd ? 3 : sd ? 4 : -1;
+    if (node.kind < 0) return CUDA_ERROR_INVALID_VALUE;
+    node.src = sd ? c->srcDevice : (CUdeviceptr)(uintptr_t)c->srcHost;
+    node.dst = dd ? c->dstDevice : (CUdeviceptr)(uintptr_t)c->dstHost;
+    if (sd) DEV(node.src, node.n);
+    if (dd) DEV(node.dst, node.n);
+    return add(out, g, deps, n, &node);
+}
+
+static CUresult nothing(CUgraphNode *out, CUgraph g, const CUgraphNode *deps, size_t n, CUgraphNodeType type)
+{
+    struct fk_node node = {.kind = 5, .type = type};
+    return add(out, g, deps, n, &node);
+}
+CUresult cuGraphAddEmptyNode(CUgraphNode *out, CUgraph g, const CUgraphNode *deps, size_t n) { return nothing(out, g, deps, n, CU_GRAPH_NODE_TYPE_EMPTY); }
+CUresult cuGraphAddEventWaitNode(CUgraphNode *out, CUgraph g, const CUgraphNode *deps, size_t n, CUevent e) { return obj_check(e, K_EVENT) ? nothing(out, g, deps, n, CU_GRAPH_NODE_TYPE_WAIT_EVENT) : CUDA_ERROR_INVALID_HANDLE; }
+CUresult cuGraphAddEventRecordNode(CUgraphNode *out, CUgraph g, const CUgraphNode *deps, size_t n, CUevent e) { return obj_check(e, K_EVENT) ? nothing(out, g, deps, n, CU_GRAPH_NODE_TYPE_EVENT_RECORD) : CUDA_ERROR_INVALID_HANDLE; }
+CUresult cuGraphAddMemFreeNode(CUgraphNode *out, CUgraph g, const CUgraphNode *deps, size_t n, CUdeviceptr d) { return nothing(out, g, deps, n, CU_GRAPH_NODE_TYPE_MEM_FREE); }
+
+CUresult cuGraphAddMemAllocNode(CUgraphNode *out, CUgraph g, const CUgraphNode *deps, size_t n, CUDA_MEM_ALLOC_NODE_PARAMS *p)
+{
+    CUresult res;
+    if (!p) return CUDA_ERROR_INVALID_VALUE;
+    if ((res = cuMemAlloc(&p->dptr, p->bytesize)) != CUDA_SUCCESS) return res; /* lives as long as the process */
+    return nothing(out, g, deps, n, CU_GRAPH_NODE_TYPE_MEM_ALLOC);
+}
+
+CUresult cuGraphAddChildGraphNode(CUgraphNode *out, CUgraph graph, const CUgraphNode *deps, size_t n, CUgraph child)
+{
+    struct fk_graph *c = (struct fk_graph *)obj_check(child, K_GRAPH);
+    CUresult res = CUDA_SUCCESS;
+
+    if (!c) return CUDA_ERROR_INVALID_HANDLE;
+    for (int i = 0; i < c->n && res == CUDA_SUCCESS; i++) /* inlined: the child runs in place */
+        res = add(out, graph, i ? NULL : deps, i ? 0 : n, &c->nodes[i]);
+    return res == CUDA_SUCCESS ? nothing(out, graph, NULL, 0, CU_GRAPH_NODE_TYPE_GRAPH) : res;
+}
+
+CUresult cuGraphAddDependencies(CUgraph graph, const CUgraphNode *from, const CUgraphNode *to, const CUgraphEdgeData *e, size_t n)
+{
+    struct fk_graph *g = (struct fk_graph *)obj_check(graph, K_GRAPH);
+    if (!g) return CUDA_ERROR_INVALID_HANDLE;
+    if (!nodes_in(g, from, n) || !nodes_in(g, to, n)) return CUDA_ERROR_INVALID_VALUE;
+    for (size_t i = 0; i < n; i++) /* the order of addition must already respect each edge */
+        if (((struct fk_node *)from[i])->idx >= ((struct fk_node *)to[i])->idx) return CUDA_ERROR_NOT_SUPPORTED;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuGraphClone(CUgraph *out, CUgraph graph)
+{
+    struct fk_graph *g = (struct fk_graph *)obj_check(graph, K_GRAPH), *c;
+    if (!g) return CUDA_ERROR_INVALID_HANDLE;
+    if (!out) return CUDA_ERROR_INVALID_VALUE;
+    if (!(c = malloc(sizeof(*c)))) return CUDA_ERROR_OUT_OF_MEMORY;
+    *c = *g;
+    *out = (CUgraph)c;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuGraphNodeGetType(CUgraphNode node, CUgraphNodeType *type)
+{
+    if (!node || !type) return CUDA_ERROR_INVALID_VALUE;
+    *type = ((struct fk_node *)node)->type;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuGraphExecKernelNodeSetParams(CUgraphExec exec, CUgraphNode node, const CUDA_KERNEL_NODE_PARAMS *p)
+{
+    struct fk_graph *e = (struct fk_graph *)obj_check(exec, K_EXEC);
+    struct fk_node kn;
+    int i = node ? ((struct fk_node *)node)->idx : -1;
+    CUresult res;
+
+    if (!e) return CUDA_ERROR_INVALID_HANDLE;
+    if (i < 0 || i >= e->n || e->nodes[i].kind != 0) return CUDA_ERROR_INVALID_VALUE;
+    if ((res = kernel_node(&kn, p)) != CUDA_SUCCESS) return res;
+    kn.idx = i;
+    e->nodes[i] = kn;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuGraphExecUpdate(CUgraphExec exec, CUgraph graph, CUgraphExecUpdateResultInfo *info)
+{
+    struct fk_graph *e = (struct fk_graph *)obj_check(exec, K_EXEC), *g = (struct fk_graph *)obj_check(graph, K_GRAPH);
+    bool same = e && g && e->n == g->n;
+
+    if (!e || !g || !info) return CUDA_ERROR_INVALID_VALUE;
+    for (int i = 0; same && i < g->n; i++) same = e->nodes[i].type == g->nodes[i].type;
+    info->result = same ? CU_GRAPH_EXEC_UPDATE_SUCCESS : CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED;
+    info->errorNode = info->errorFromNode = NULL;
+    if (!same) return CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE;
+    memcpy(e->nodes, g->nodes, sizeof(g->nodes));
     return CUDA_SUCCESS;
 }

@@ -1,0 +1,73 @@
+/* CUDA graphs on the client (graph.c, graph_nodes.c, graph_host.c). A graph lives on the
+ * server; what it needs of the client's own memory and threads is kept here as its host part:
+ * the shadows that stand in for client host memory in its copies, and the host functions it
+ * runs. A launch fills the HtoD shadows first, reads the DtoH shadows after, then runs the host
+ * functions once the launch stream has drained (so they see the graph's effects; a host node
+ * inside a graph runs after all of its graph's device work, not between its neighbours). */
+#ifndef RGPU_CLIENT_GRAPH_H
+#define RGPU_CLIENT_GRAPH_H
+
+#include "client.h"
+
+struct shadow_use {
+    uint64_t shadow; /* server shadow id (PROTO_H_SHADOW) */
+    void *host;      /* client memory it stands for */
+    size_t len;
+    int dir;         /* 0: HtoD (filled before a launch), 1: DtoH (read after) */
+};
+
+struct host_call {
+    CUhostFn fn;
+    void *data;
+};
+
+struct graph_host {
+    struct shadow_use *uses;
+    size_t nuses;
+    struct host_call *fns;
+    size_t nfns;
+};
+
+struct cli_node;
+
+struct cli_graph {
+    struct cli_handle h; /* PROTO_H_GRAPH or PROTO_H_GRAPH_EXEC */
+    struct cli_ctx *ctx;
+    pthread_mutex_t lock;
+    struct graph_host host;
+    struct cli_node **nodes; /* node objects handed out for this graph */
+    size_t nnodes, node_cap;
+};
+
+struct cli_node {
+    struct cli_handle h; /* PROTO_H_GRAPH_NODE */
+    struct cli_graph *graph;
+    CUgraphNodeType type;
+};
+
+struct cli_graph *cli_graph_new(enum proto_handle_type type);
+void cli_graph_free(struct cli_graph *g);
+
+/* Host parts. */
+bool graph_host_add_use(struct graph_host *gh, const struct shadow_use *u);
+bool graph_host_add_fn(struct graph_host *gh, CUhostFn fn, void *data);
+bool graph_host_copy(struct graph_host *dst, const struct graph_host *src);
+void graph_host_clear(struct graph_host *gh);
+/* A new shadow of len bytes on the server (asynchronous); its id. */
+uint64_t graph_shadow_new(size_t len);
+/* Around a launch of an executable graph with that host part on stream sid. */
+CUresult graph_host_before(const struct graph_host *gh, uint64_t sid);
+CUresult graph_host_after(const struct graph_host *gh, uint64_t sid);
+
+/* Stream capture: copies between client host memory and the device, and host functions, on a
+ * capturing stream are recorded in the capture's host part (memcpy.c, stream.c). */
+CUresult cli_capture_copy(CUstream stream, uint64_t sid, int dir, CUdeviceptr dptr, void *host,
+                          size_t len);
+CUresult cli_capture_host_fn(CUstream stream, CUhostFn fn, void *data);
+/* The host part gathered by capture capture_id (moved out; empty if none). */
+void cli_capture_take(uint64_t capture_id, struct graph_host *out);
+
+/* A node object of g with that wire id (made on first sight). */
+struct cli_node *cli_graph_node(struct cli_graph *g, uint64_t id, CUgraphNodeType type);
+
+#endif

@@ -1,0 +1,407 @@
+/* Graphs built node by node: every node is created on the server at once (so the driver checks
+ * it and a memory node's address is known), with node ids minted here. Copies that touch
+ * client host memory go through shadows, and host nodes keep their function on the client
+ * (a placeholder node holds their place in the server's graph); see graph.h. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "graph.h"
+#include "memory_map.h"
+#include "module.h"
+
+#define MAX_DEPS 64
+
+CLI_EXPORT CUresult cuGraphCreate(CUgraph *graph, unsigned int flags)
+{
+    struct cli_graph *g;
+    struct cli_call call = {.op = PROTO_OP_GRAPH_CREATE, .nargs = 2};
+    CUresult res = cli_need_ctx();
+
+    if (res != CUDA_SUCCESS)
+        return res;
+    if (graph == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((g = cli_graph_new(PROTO_H_GRAPH)) == NULL)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    call.args[0] = g->h.id;
+    call.args[1] = flags;
+    if ((res = cli_call_sync(&call)) != CUDA_SUCCESS) {
+        cli_graph_free(g);
+        return res;
+    }
+    *graph = (CUgraph)g;
+    return CUDA_SUCCESS;
+}
+
+/* A node being added: its type, up to 12 type arguments and a payload. */
+struct node_spec {
+    CUgraphNodeType type;
+    uint64_t args[12];
+    const void *payload;
+    size_t payload_len;
+    uint64_t *out; /* MEM_ALLOC: the address */
+};
+
+static CUresult add_node(CUgraphNode *node_p, CUgraph graph, const CUgraphNode *deps,
+                         size_t ndeps, const struct node_spec *spec)
+{
+    struct cli_graph *g = cli_handle_check(graph, PROTO_H_GRAPH);
+    uint64_t ids[MAX_DEPS], out[1] = {0};
+    uint8_t *data;
+    struct cli_handle h;
+    struct cli_call call = {.op = PROTO_OP_GRAPH_ADD_NODE, .nargs = 16, .out = out,
+                            .out_cap = 1};
+    CUresult res = cli_need_ctx();
+
+    if (res != CUDA_SUCCESS)
+        return res;
+    if (g == NULL)
+        return CUDA_ERROR_INVALID_HANDLE;
+    if (node_p == NULL || ndeps > MAX_DEPS || (ndeps > 0 && deps == NULL))
+        return CUDA_ERROR_INVALID_VALUE;
+    for (size_t i = 0; i < ndeps; i++) {
+        struct cli_node *d = cli_handle_check(deps[i], PROTO_H_GRAPH_NODE);
+        if (d == NULL || d->graph != g)
+            return CUDA_ERROR_INVALID_VALUE;
+        ids[i] = d->h.id;
+    }
+    if ((data = malloc(8 * ndeps + spec->payload_len + 1)) == NULL)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    memcpy(data, ids, 8 * ndeps);
+    if (spec->payload_len > 0)
+        memcpy(data + 8 * ndeps, spec->payload, spec->payload_len);
+    cli_handle_init(&h, PROTO_H_GRAPH_NODE);
+    call.args[0] = g->h.id, call.args[1] = h.id, call.args[2] = spec->type;
+    call.args[3] = ndeps;
+    memcpy(&call.args[4], spec->args, sizeof(spec->args));
+    call.data = data;
+    call.data_len = 8 * ndeps + spec->payload_len;
+    res = cli_call_sync(&call);
+    free(data);
+    if (res != CUDA_SUCCESS)
+        return res;
+    if (spec->out != NULL)
+        *spec->out = out[0];
+    if ((*node_p = (CUgraphNode)cli_graph_node(g, h.id, spec->type)) == NULL)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    return CUDA_SUCCESS;
+}
+
+static CUresult kernel_spec(const CUDA_KERNEL_NODE_PARAMS *p, struct node_spec *spec)
+{
+    void *f;
+    CUresult res;
+
+    if (p == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    f = p->func != NULL ? (void *)p->func : (void *)p->kern;
+    res = cli_pack_kernel_params(f, p->kernelParams, p->extra, &spec->args[0],
+                                 (const uint8_t **)&spec->payload, &spec->payload_len);
+    if (res != CUDA_SUCCESS)
+        return res;
+    spec->type = CU_GRAPH_NODE_TYPE_KERNEL;
+    spec->args[1] = p->gridDimX, spec->args[2] = p->gridDimY, spec->args[3] = p->gridDimZ;
+    spec->args[4] = p->blockDimX, spec->args[5] = p->blockDimY, spec->args[6] = p->blockDimZ;
+    spec->args[7] = p->sharedMemBytes;
+    spec->args[8] = spec->payload_len;
+    return CUDA_SUCCESS;
+}
+
+CLI_EXPORT CUresult cuGraphAddKernelNode_v2(CUgraphNode *node, CUgraph graph,
+                                            const CUgraphNode *deps, size_t ndeps,
+                                            const CUDA_KERNEL_NODE_PARAMS *p)
+{
+    struct node_spec spec = {0};
+    CUresult res = kernel_spec(p, &spec);
+
+    return res == CUDA_SUCCESS ? add_node(node, graph, deps, ndeps, &spec) : res;
+}
+
+/* CUDA 11's parameters are a prefix of the v2 structure. */
+CLI_EXPORT CUresult cli_add_kernel_node_v1(CUgraphNode *node, CUgraph graph,
+                                           const CUgraphNode *deps, size_t ndeps,
+                                           const CUDA_KERNEL_NODE_PARAMS_v1 *p)
+    __asm__("cuGraphAddKernelNode");
+CLI_EXPORT CUresult cli_add_kernel_node_v1(CUgraphNode *node, CUgraph graph,
+                                           const CUgraphNode *deps, size_t ndeps,
+                                           const CUDA_KERNEL_NODE_PARAMS_v1 *p)
+{
+    CUDA_KERNEL_NODE_PARAMS v2 = {0};
+
+    if (p == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    memcpy(&v2, p, sizeof(*p));
+    return cuGraphAddKernelNode_v2(node, graph, deps, ndeps, &v2);
+}
+
+CLI_EXPORT CUresult cuGraphAddMemsetNode(CUgraphNode *node, CUgraph graph,
+                                         const CUgraphNode *deps, size_t ndeps,
+                                         const CUDA_MEMSET_NODE_PARAMS *p, CUcontext ctx)
+{
+    struct node_spec spec = {.type = CU_GRAPH_NODE_TYPE_MEMSET};
+
+    if (p == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    spec.args[0] = p->dst, spec.args[1] = p->pitch, spec.args[2] = p->value;
+    spec.args[3] = p->elementSize, spec.args[4] = p->width, spec.args[5] = p->height;
+    return add_node(node, graph, deps, ndeps, &spec);
+}
+
+/* One end of a copy as [kind, value, pitch]: a device address, or a shadow of the client host
+ * memory it covers (recorded in the graph's host part with direction dir). */
+static CUresult copy_end(struct cli_graph *g, CUmemorytype type, CUdeviceptr dev,
+                         const void *host, size_t x, size_t y, size_t pitch, size_t width,
+                         size_t height, int dir, uint64_t *out)
+{
+    if (type == CU_MEMORYTYPE_UNIFIED)
+        type = cli_dev_lookup(dev, NULL, NULL) ? CU_MEMORYTYPE_DEVICE : CU_MEMORYTYPE_HOST,
+        host = (const void *)(uintptr_t)dev;
+    if (type == CU_MEMORYTYPE_DEVICE) {
+        out[0] = 0, out[1] = dev + x + y * pitch, out[2] = pitch;
+        return CUDA_SUCCESS;
+    }
+    if (type != CU_MEMORYTYPE_HOST || host == NULL)
+        return cli_unsupported("graph copy nodes with CUDA arrays");
+    struct shadow_use u = {0, (uint8_t *)host + x + y * pitch,
+                           (height - 1) * pitch + width, dir};
+    bool ok;
+    if ((u.shadow = graph_shadow_new(u.len)) == 0)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    pthread_mutex_lock(&g->lock);
+    ok = graph_host_add_use(&g->host, &u);
+    pthread_mutex_unlock(&g->lock);
+    out[0] = 1, out[1] = u.shadow, out[2] = pitch;
+    return ok ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+CLI_EXPORT CUresult cuGraphAddMemcpyNode(CUgraphNode *node, CUgraph graph,
+                                         const CUgraphNode *deps, size_t ndeps,
+                                         const CUDA_MEMCPY3D *c, CUcontext ctx)
+{
+    struct cli_graph *g = cli_handle_check(graph, PROTO_H_GRAPH);
+    struct node_spec spec = {.type = CU_GRAPH_NODE_TYPE_MEMCPY};
+    size_t h;
+    CUresult res;
+
+    if (g == NULL)
+        return CUDA_ERROR_INVALID_HANDLE;
+    if (c == NULL || c->WidthInBytes == 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (c->Depth > 1 || c->srcZ != 0 || c->dstZ != 0)
+        return cli_unsupported("3D graph copy nodes");
+    h = c->Height ? c->Height : 1;
+    res = copy_end(g, c->srcMemoryType, c->srcDevice, c->srcHost, c->srcXInBytes, c->srcY,
+                   c->srcPitch ? c->srcPitch : c->WidthInBytes, c->WidthInBytes, h, 0,
+                   &spec.args[0]);
+    if (res == CUDA_SUCCESS)
+        res = copy_end(g, c->dstMemoryType, c->dstDevice, c->dstHost, c->dstXInBytes, c->dstY,
+                       c->dstPitch ? c->dstPitch : c->WidthInBytes, c->WidthInBytes, h, 1,
+                       &spec.args[3]);
+    if (res != CUDA_SUCCESS)
+        return res;
+    spec.args[6] = c->WidthInBytes;
+    spec.args[7] = h;
+    return add_node(node, graph, deps, ndeps, &spec);
+}
+
+CLI_EXPORT CUresult cuGraphAddHostNode(CUgraphNode *node, CUgraph graph,
+                                       const CUgraphNode *deps, size_t ndeps,
+                                       const CUDA_HOST_NODE_PARAMS *p)
+{
+    struct cli_graph *g = cli_handle_check(graph, PROTO_H_GRAPH);
+    struct node_spec spec = {.type = CU_GRAPH_NODE_TYPE_HOST};
+    CUresult res;
+
+    if (g == NULL)
+        return CUDA_ERROR_INVALID_HANDLE;
+    if (p == NULL || p->fn == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((res = add_node(node, graph, deps, ndeps, &spec)) != CUDA_SUCCESS)
+        return res;
+    pthread_mutex_lock(&g->lock);
+    res = graph_host_add_fn(&g->host, p->fn, p->userData) ? CUDA_SUCCESS
+                                                           : CUDA_ERROR_OUT_OF_MEMORY;
+    pthread_mutex_unlock(&g->lock);
+    return res;
+}
+
+CLI_EXPORT CUresult cuGraphAddEmptyNode(CUgraphNode *node, CUgraph graph,
+                                        const CUgraphNode *deps, size_t ndeps)
+{
+    struct node_spec spec = {.type = CU_GRAPH_NODE_TYPE_EMPTY};
+
+    return add_node(node, graph, deps, ndeps, &spec);
+}
+
+static CUresult event_node(CUgraphNode *node, CUgraph graph, const CUgraphNode *deps,
+                           size_t ndeps, CUevent event, CUgraphNodeType type)
+{
+    struct cli_handle *e = cli_handle_check(event, PROTO_H_EVENT);
+    struct node_spec spec = {.type = type};
+
+    if (e == NULL)
+        return CUDA_ERROR_INVALID_HANDLE;
+    spec.args[0] = e->id;
+    return add_node(node, graph, deps, ndeps, &spec);
+}
+
+CLI_EXPORT CUresult cuGraphAddEventRecordNode(CUgraphNode *node, CUgraph graph,
+                                              const CUgraphNode *deps, size_t ndeps, CUevent e)
+{
+    return event_node(node, graph, deps, ndeps, e, CU_GRAPH_NODE_TYPE_EVENT_RECORD);
+}
+
+CLI_EXPORT CUresult cuGraphAddEventWaitNode(CUgraphNode *node, CUgraph graph,
+                                            const CUgraphNode *deps, size_t ndeps, CUevent e)
+{
+    return event_node(node, graph, deps, ndeps, e, CU_GRAPH_NODE_TYPE_WAIT_EVENT);
+}
+
+CLI_EXPORT CUresult cuGraphAddChildGraphNode(CUgraphNode *node, CUgraph graph,
+                                             const CUgraphNode *deps, size_t ndeps,
+                                             CUgraph child)
+{
+    struct cli_graph *g = cli_handle_check(graph, PROTO_H_GRAPH);
+    struct cli_graph *c = cli_handle_check(child, PROTO_H_GRAPH);
+    struct node_spec spec = {.type = CU_GRAPH_NODE_TYPE_GRAPH};
+    struct graph_host merged = {0};
+    CUresult res;
+
+    if (g == NULL || c == NULL)
+        return CUDA_ERROR_INVALID_HANDLE;
+    spec.args[0] = c->h.id;
+    if ((res = add_node(node, graph, deps, ndeps, &spec)) != CUDA_SUCCESS)
+        return res;
+    /* The child's host part now belongs to the parent too (the child is copied into it). */
+    pthread_mutex_lock(&g->lock);
+    bool ok = graph_host_copy(&merged, &g->host);
+    for (size_t i = 0; ok && i < c->host.nuses; i++)
+        ok = graph_host_add_use(&merged, &c->host.uses[i]);
+    for (size_t i = 0; ok && i < c->host.nfns; i++)
+        ok = graph_host_add_fn(&merged, c->host.fns[i].fn, c->host.fns[i].data);
+    if (ok) {
+        graph_host_clear(&g->host);
+        g->host = merged;
+    } else {
+        graph_host_clear(&merged);
+    }
+    pthread_mutex_unlock(&g->lock);
+    return ok ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+CLI_EXPORT CUresult cuGraphAddMemAllocNode(CUgraphNode *node, CUgraph graph,
+                                           const CUgraphNode *deps, size_t ndeps,
+                                           CUDA_MEM_ALLOC_NODE_PARAMS *p)
+{
+    struct node_spec spec = {.type = CU_GRAPH_NODE_TYPE_MEM_ALLOC};
+    uint64_t dptr = 0;
+    CUresult res;
+
+    if (p == NULL || p->bytesize == 0 || p->poolProps.location.type != CU_MEM_LOCATION_TYPE_DEVICE)
+        return CUDA_ERROR_INVALID_VALUE;
+    spec.args[0] = p->bytesize;
+    spec.args[1] = (uint64_t)p->poolProps.location.id;
+    spec.out = &dptr;
+    if ((res = add_node(node, graph, deps, ndeps, &spec)) != CUDA_SUCCESS)
+        return res;
+    p->dptr = (CUdeviceptr)dptr;
+    mem_map_add(MEM_DEVICE, (uintptr_t)dptr, p->bytesize, cli_ctx_current(), 0);
+    return CUDA_SUCCESS;
+}
+
+CLI_EXPORT CUresult cuGraphAddMemFreeNode(CUgraphNode *node, CUgraph graph,
+                                          const CUgraphNode *deps, size_t ndeps, CUdeviceptr d)
+{
+    struct node_spec spec = {.type = CU_GRAPH_NODE_TYPE_MEM_FREE};
+
+    spec.args[0] = d;
+    return add_node(node, graph, deps, ndeps, &spec);
+}
+
+/* ---- dependencies, node queries, executable-graph parameters ---------------------------- */
+
+CLI_EXPORT CUresult cuGraphAddDependencies_v2(CUgraph graph, const CUgraphNode *from,
+                                              const CUgraphNode *to,
+                                              const CUgraphEdgeData *edges, size_t n)
+{
+    struct cli_graph *g = cli_handle_check(graph, PROTO_H_GRAPH);
+    uint64_t ids[2 * MAX_DEPS];
+    struct cli_call call = {.op = PROTO_OP_GRAPH_ADD_DEPS, .nargs = 2};
+
+    if (g == NULL)
+        return CUDA_ERROR_INVALID_HANDLE;
+    if (n > MAX_DEPS || (n > 0 && (from == NULL || to == NULL)))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (edges != NULL)
+        for (size_t i = 0; i < n; i++)
+            if (edges[i].type != CU_GRAPH_DEPENDENCY_TYPE_DEFAULT || edges[i].from_port != 0)
+                return cli_unsupported("programmatic graph edges");
+    for (size_t i = 0; i < n; i++) {
+        struct cli_node *a = cli_handle_check(from[i], PROTO_H_GRAPH_NODE);
+        struct cli_node *b = cli_handle_check(to[i], PROTO_H_GRAPH_NODE);
+        if (a == NULL || b == NULL || a->graph != g || b->graph != g)
+            return CUDA_ERROR_INVALID_VALUE;
+        ids[i] = a->h.id;
+        ids[n + i] = b->h.id;
+    }
+    call.args[0] = g->h.id;
+    call.args[1] = n;
+    call.data = ids;
+    call.data_len = 16 * n;
+    return cli_call_sync(&call);
+}
+
+CLI_EXPORT CUresult cli_add_deps_v1(CUgraph g, const CUgraphNode *from, const CUgraphNode *to,
+                                    size_t n) __asm__("cuGraphAddDependencies");
+CLI_EXPORT CUresult cli_add_deps_v1(CUgraph g, const CUgraphNode *from, const CUgraphNode *to,
+                                    size_t n)
+{
+    return cuGraphAddDependencies_v2(g, from, to, NULL, n);
+}
+
+CLI_EXPORT CUresult cuGraphNodeGetType(CUgraphNode node, CUgraphNodeType *type)
+{
+    struct cli_node *n = cli_handle_check(node, PROTO_H_GRAPH_NODE);
+
+    if (n == NULL)
+        return CUDA_ERROR_INVALID_HANDLE;
+    if (type == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    *type = n->type;
+    return CUDA_SUCCESS;
+}
+
+CLI_EXPORT CUresult cuGraphExecKernelNodeSetParams_v2(CUgraphExec exec, CUgraphNode node,
+                                                      const CUDA_KERNEL_NODE_PARAMS *p)
+{
+    struct cli_handle *e = cli_handle_check(exec, PROTO_H_GRAPH_EXEC);
+    struct cli_node *n = cli_handle_check(node, PROTO_H_GRAPH_NODE);
+    struct node_spec spec = {0};
+    struct cli_call call = {.op = PROTO_OP_GRAPH_EXEC_KERNEL_SET, .nargs = 11};
+    CUresult res;
+
+    if (e == NULL || n == NULL)
+        return CUDA_ERROR_INVALID_HANDLE;
+    if ((res = kernel_spec(p, &spec)) != CUDA_SUCCESS)
+        return res;
+    call.args[0] = e->id;
+    call.args[1] = n->h.id;
+    memcpy(&call.args[2], spec.args, 9 * sizeof(uint64_t));
+    call.data = spec.payload;
+    call.data_len = spec.payload_len;
+    return cli_call_async(&call);
+}
+
+CLI_EXPORT CUresult cli_exec_kernel_set_v1(CUgraphExec exec, CUgraphNode node,
+                                           const CUDA_KERNEL_NODE_PARAMS_v1 *p)
+    __asm__("cuGraphExecKernelNodeSetParams");
+CLI_EXPORT CUresult cli_exec_kernel_set_v1(CUgraphExec exec, CUgraphNode node,
+                                           const CUDA_KERNEL_NODE_PARAMS_v1 *p)
+{
+    CUDA_KERNEL_NODE_PARAMS v2 = {0};
+
+    if (p == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    memcpy(&v2, p, sizeof(*p));
+    return cuGraphExecKernelNodeSetParams_v2(exec, node, &v2);
+}

@@ -1,0 +1,364 @@
+/* Graphs built node by node (cuGraphCreate, cuGraphAdd*Node, dependencies, clone, node lists,
+ * executable-graph kernel parameters and update) and shadow buffers: pinned host memory on the
+ * server that stands in for the client's host memory in graph copies. A graph copy node (or a
+ * copy captured from a stream) names a shadow; the client fills HtoD shadows before each launch
+ * (SHADOW_WRITE) and reads DtoH shadows after it (SHADOW_READ), both ordered after the earlier
+ * work of the launch stream. */
+#include <string.h>
+
+#include "server/session.h"
+
+#define ARG(i) (call->msg->args[i])
+
+static uint64_t next_server_id = 1;
+
+/* ---- shadows ---------------------------------------------------------------------------- */
+
+static CUresult h_shadow_alloc(struct srv_session *s, struct srv_call *call)
+{
+    void *p;
+    CUresult res;
+
+    if (PROTO_ID_TYPE(ARG(0)) != PROTO_H_SHADOW || ARG(1) == 0 || ARG(1) > (1ull << 34))
+        return CUDA_ERROR_INVALID_VALUE;
+    res = s->drv.cuMemHostAlloc(&p, ARG(1), CU_MEMHOSTALLOC_PORTABLE);
+    if (res != CUDA_SUCCESS)
+        return res;
+    if (srv_handle_put(s, ARG(0), p) != RG_OK) {
+        s->drv.cuMemFreeHost(p);
+        return CUDA_ERROR_INVALID_HANDLE;
+    }
+    srv_handle_get(s, ARG(0), PROTO_H_SHADOW)->size = ARG(1);
+    return CUDA_SUCCESS;
+}
+
+/* [off, off+len) of a shadow, or NULL. */
+static uint8_t *shadow_range(struct srv_session *s, uint64_t id, uint64_t off, uint64_t len)
+{
+    struct srv_handle *h = srv_handle_get(s, id, PROTO_H_SHADOW);
+
+    if (h == NULL || off > h->size || len > h->size - off)
+        return NULL;
+    return (uint8_t *)h->real + off;
+}
+
+static CUresult h_memcpy_shadow(struct srv_session *s, struct srv_call *call)
+{
+    uint8_t *p = shadow_range(s, ARG(2), ARG(3), ARG(4));
+    CUstream st;
+
+    if (p == NULL || !srv_stream(s, ARG(5), &st))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (ARG(0) == 0)
+        return s->drv.cuMemcpyHtoDAsync(ARG(1), p, ARG(4), st);
+    return s->drv.cuMemcpyDtoHAsync(p, ARG(1), ARG(4), st);
+}
+
+static CUresult h_shadow_write(struct srv_session *s, struct srv_call *call)
+{
+    uint8_t *p = shadow_range(s, ARG(0), ARG(1), ARG(2));
+    CUstream st;
+    CUresult res;
+
+    if (p == NULL || !srv_stream(s, ARG(3), &st))
+        return CUDA_ERROR_INVALID_VALUE;
+    res = s->drv.cuStreamSynchronize(st); /* the previous launch may still read it */
+    if (srv_recv_input(s, call, p, ARG(2)) != RG_OK)
+        return call->bulk_taken ? CUDA_ERROR_DEVICE_UNAVAILABLE : CUDA_ERROR_INVALID_VALUE;
+    return res;
+}
+
+static CUresult h_shadow_read(struct srv_session *s, struct srv_call *call)
+{
+    Rgpu__Reply reply = RGPU__REPLY__INIT;
+    uint8_t *p = shadow_range(s, ARG(0), ARG(1), ARG(2));
+    CUstream st;
+    CUresult res;
+
+    if (p == NULL || !srv_stream(s, ARG(3), &st))
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((res = s->drv.cuStreamSynchronize(st)) != CUDA_SUCCESS)
+        return res;
+    reply.id = call->msg->id;
+    call->replied = true;
+    if (proto_send(s->conn, PROTO_REPLY, &reply.base, p, ARG(2)) != RG_OK)
+        return CUDA_ERROR_DEVICE_UNAVAILABLE;
+    return CUDA_SUCCESS;
+}
+
+/* ---- graphs built node by node ---------------------------------------------------------- */
+
+static CUresult h_graph_create(struct srv_session *s, struct srv_call *call)
+{
+    CUgraph g;
+    CUresult res;
+
+    if (PROTO_ID_TYPE(ARG(0)) != PROTO_H_GRAPH)
+        return CUDA_ERROR_INVALID_HANDLE;
+    res = s->drv.cuGraphCreate(&g, (unsigned)ARG(1));
+    if (res == CUDA_SUCCESS && srv_handle_put(s, ARG(0), g) != RG_OK) {
+        s->drv.cuGraphDestroy(g);
+        res = CUDA_ERROR_INVALID_HANDLE;
+    }
+    return res;
+}
+
+/* Bind a node the driver made to a wire id; nodes belong to their graph. */
+static CUresult node_bind(struct srv_session *s, uint64_t id, CUgraphNode node)
+{
+    if (PROTO_ID_TYPE(id) != PROTO_H_GRAPH_NODE || srv_handle_put(s, id, node) != RG_OK)
+        return CUDA_ERROR_INVALID_HANDLE;
+    srv_handle_get(s, id, PROTO_H_GRAPH_NODE)->borrowed = true;
+    return CUDA_SUCCESS;
+}
+
+/* Node ids in data -> driver nodes, in session scratch after `reserve` bytes. */
+static CUresult nodes_of(struct srv_session *s, const uint8_t *ids, size_t n, CUgraphNode *out)
+{
+    for (size_t i = 0; i < n; i++) {
+        uint64_t id;
+        struct srv_handle *h;
+        memcpy(&id, ids + 8 * i, 8);
+        if ((h = srv_handle_get(s, id, PROTO_H_GRAPH_NODE)) == NULL)
+            return CUDA_ERROR_INVALID_VALUE;
+        out[i] = h->real;
+    }
+    return CUDA_SUCCESS;
+}
+
+/* Kernel arguments [f, gx,gy,gz, bx,by,bz, shmem, params_len] at args[a] and the packed
+ * parameters at pbuf: a CUDA_KERNEL_NODE_PARAMS whose kernelParams live in session scratch. */
+static CUresult kernel_params(struct srv_session *s, const uint64_t *a, const uint8_t *pbuf,
+                              size_t plen, CUDA_KERNEL_NODE_PARAMS *kp)
+{
+    void *f;
+    CUresult res;
+
+    memset(kp, 0, sizeof(*kp));
+    if (a[8] != plen)
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((res = srv_param_pointers(s, a[0], pbuf, plen, &f, &kp->kernelParams)) != CUDA_SUCCESS)
+        return res;
+    if (PROTO_ID_TYPE(a[0]) == PROTO_H_KERNEL)
+        kp->kern = f; /* run in the current context */
+    else
+        kp->func = f;
+    kp->gridDimX = (unsigned)a[1], kp->gridDimY = (unsigned)a[2], kp->gridDimZ = (unsigned)a[3];
+    kp->blockDimX = (unsigned)a[4], kp->blockDimY = (unsigned)a[5], kp->blockDimZ = (unsigned)a[6];
+    kp->sharedMemBytes = (unsigned)a[7];
+    return CUDA_SUCCESS;
+}
+
+/* One copy endpoint: kind 0 = device address, 1 = shadow id. */
+static bool copy_end(struct srv_session *s, uint64_t kind, uint64_t v, size_t pitch,
+                     CUmemorytype *type, CUdeviceptr *dev, void **host, size_t *pitch_out)
+{
+    *pitch_out = pitch;
+    if (kind == 0) {
+        *type = CU_MEMORYTYPE_DEVICE;
+        *dev = v;
+        return true;
+    }
+    *type = CU_MEMORYTYPE_HOST;
+    return (*host = shadow_range(s, v, 0, 1)) != NULL;
+}
+
+static CUresult add_typed(struct srv_session *s, struct srv_call *call, CUgraph g,
+                          CUgraphNode *deps, size_t ndeps, const uint8_t *payload, size_t plen,
+                          CUgraphNode *node)
+{
+    const uint64_t *p = &call->msg->args[4];
+    struct srv_handle *h;
+
+    switch (ARG(2)) {
+    case CU_GRAPH_NODE_TYPE_KERNEL: {
+        CUDA_KERNEL_NODE_PARAMS kp;
+        CUresult res = kernel_params(s, p, payload, plen, &kp);
+        return res != CUDA_SUCCESS ? res : s->drv.cuGraphAddKernelNode(node, g, deps, ndeps, &kp);
+    }
+    case CU_GRAPH_NODE_TYPE_MEMSET: {
+        CUDA_MEMSET_NODE_PARAMS mp = {.dst = p[0], .pitch = p[1], .value = (unsigned)p[2],
+                                      .elementSize = (unsigned)p[3], .width = p[4], .height = p[5]};
+        CUcontext ctx;
+        s->drv.cuCtxGetCurrent(&ctx);
+        return s->drv.cuGraphAddMemsetNode(node, g, deps, ndeps, &mp, ctx);
+    }
+    case CU_GRAPH_NODE_TYPE_MEMCPY: {
+        CUDA_MEMCPY3D c = {.WidthInBytes = p[6], .Height = p[7], .Depth = 1};
+        CUcontext ctx;
+        if (!copy_end(s, p[0], p[1], p[2], &c.srcMemoryType, &c.srcDevice,
+                      (void **)&c.srcHost, &c.srcPitch) ||
+            !copy_end(s, p[3], p[4], p[5], &c.dstMemoryType, &c.dstDevice, &c.dstHost,
+                      &c.dstPitch))
+            return CUDA_ERROR_INVALID_VALUE;
+        s->drv.cuCtxGetCurrent(&ctx);
+        return s->drv.cuGraphAddMemcpyNode(node, g, deps, ndeps, &c, ctx);
+    }
+    case CU_GRAPH_NODE_TYPE_HOST: /* host functions run on the client: a placeholder here */
+    case CU_GRAPH_NODE_TYPE_EMPTY: return s->drv.cuGraphAddEmptyNode(node, g, deps, ndeps);
+    case CU_GRAPH_NODE_TYPE_WAIT_EVENT:
+    case CU_GRAPH_NODE_TYPE_EVENT_RECORD:
+        if ((h = srv_handle_get(s, p[0], PROTO_H_EVENT)) == NULL)
+            return CUDA_ERROR_INVALID_HANDLE;
+        return ARG(2) == CU_GRAPH_NODE_TYPE_WAIT_EVENT
+                   ? s->drv.cuGraphAddEventWaitNode(node, g, deps, ndeps, h->real)
+                   : s->drv.cuGraphAddEventRecordNode(node, g, deps, ndeps, h->real);
+    case CU_GRAPH_NODE_TYPE_GRAPH:
+        if ((h = srv_handle_get(s, p[0], PROTO_H_GRAPH)) == NULL)
+            return CUDA_ERROR_INVALID_HANDLE;
+        return s->drv.cuGraphAddChildGraphNode(node, g, deps, ndeps, h->real);
+    case CU_GRAPH_NODE_TYPE_MEM_ALLOC: {
+        CUDA_MEM_ALLOC_NODE_PARAMS ap = {.bytesize = p[0]};
+        CUresult res;
+        if (p[1] >= (uint64_t)s->ndevices)
+            return CUDA_ERROR_INVALID_DEVICE;
+        if (!srv_quota_allows(s, p[0]))
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        ap.poolProps.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+        ap.poolProps.location = (CUmemLocation){CU_MEM_LOCATION_TYPE_DEVICE, s->devices[p[1]]};
+        res = s->drv.cuGraphAddMemAllocNode(node, g, deps, ndeps, &ap);
+        if (res == CUDA_SUCCESS)
+            call->out[call->nout++] = ap.dptr;
+        return res;
+    }
+    case CU_GRAPH_NODE_TYPE_MEM_FREE: return s->drv.cuGraphAddMemFreeNode(node, g, deps, ndeps, p[0]);
+    }
+    return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+/* [graph, node id, CUgraphNodeType, ndeps, type args...]; data: ndeps node ids, then the
+ * type's payload (kernel parameters). */
+static CUresult h_graph_add_node(struct srv_session *s, struct srv_call *call)
+{
+    struct srv_handle *g = srv_handle_get(s, ARG(0), PROTO_H_GRAPH);
+    const ProtobufCBinaryData *d = &call->msg->data;
+    size_t ndeps = ARG(3);
+    CUgraphNode deps[64], node;
+    CUresult res;
+
+    if (g == NULL)
+        return CUDA_ERROR_INVALID_HANDLE;
+    if (ndeps > 64 || d->len < 8 * ndeps || call->msg->n_args < 16)
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((res = nodes_of(s, d->data, ndeps, deps)) != CUDA_SUCCESS)
+        return res;
+    res = add_typed(s, call, g->real, deps, ndeps, d->data + 8 * ndeps, d->len - 8 * ndeps, &node);
+    return res == CUDA_SUCCESS ? node_bind(s, ARG(1), node) : res;
+}
+
+/* [graph, n]; data: n "from" ids, then n "to" ids. */
+static CUresult h_graph_add_deps(struct srv_session *s, struct srv_call *call)
+{
+    struct srv_handle *g = srv_handle_get(s, ARG(0), PROTO_H_GRAPH);
+    size_t n = ARG(1);
+    CUgraphNode from[64], to[64];
+    CUresult res;
+
+    if (g == NULL)
+        return CUDA_ERROR_INVALID_HANDLE;
+    if (n > 64 || call->msg->data.len != 16 * n)
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((res = nodes_of(s, call->msg->data.data, n, from)) != CUDA_SUCCESS ||
+        (res = nodes_of(s, call->msg->data.data + 8 * n, n, to)) != CUDA_SUCCESS)
+        return res;
+    return s->drv.cuGraphAddDependencies(g->real, from, to, NULL, n);
+}
+
+static CUresult h_graph_clone(struct srv_session *s, struct srv_call *call)
+{
+    struct srv_handle *g = srv_handle_get(s, ARG(1), PROTO_H_GRAPH);
+    CUgraph clone;
+    CUresult res;
+
+    if (g == NULL || PROTO_ID_TYPE(ARG(0)) != PROTO_H_GRAPH)
+        return CUDA_ERROR_INVALID_HANDLE;
+    res = s->drv.cuGraphClone(&clone, g->real);
+    if (res == CUDA_SUCCESS && srv_handle_put(s, ARG(0), clone) != RG_OK) {
+        s->drv.cuGraphDestroy(clone);
+        res = CUDA_ERROR_INVALID_HANDLE;
+    }
+    return res;
+}
+
+/* The wire id of a driver node, minting a server id for nodes the client never named. */
+static uint64_t node_id(struct srv_session *s, CUgraphNode node)
+{
+    uint64_t id;
+
+    for (size_t i = 0; i < s->handle_cap; i++)
+        if (s->handles[i].id != 0 && PROTO_ID_TYPE(s->handles[i].id) == PROTO_H_GRAPH_NODE &&
+            s->handles[i].real == node)
+            return s->handles[i].id;
+    id = PROTO_ID_SERVER | (next_server_id++ << 4) | PROTO_H_GRAPH_NODE;
+    return node_bind(s, id, node) == CUDA_SUCCESS ? id : 0;
+}
+
+/* [graph] -> out[n, id0, type0, id1, type1, ...] (at most 1024 nodes). */
+static CUresult h_graph_get_nodes(struct srv_session *s, struct srv_call *call)
+{
+    struct srv_handle *g = srv_handle_get(s, ARG(0), PROTO_H_GRAPH);
+    size_t n = 0;
+    CUgraphNode *nodes;
+    CUresult res;
+
+    if (g == NULL)
+        return CUDA_ERROR_INVALID_HANDLE;
+    if ((res = s->drv.cuGraphGetNodes(g->real, NULL, &n)) != CUDA_SUCCESS)
+        return res;
+    if (n > 1024)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    nodes = srv_scratch(s, (n + 1) * sizeof(*nodes));
+    call->out_ext = calloc(1 + 2 * n, sizeof(uint64_t));
+    if (nodes == NULL || call->out_ext == NULL)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    if ((res = s->drv.cuGraphGetNodes(g->real, nodes, &n)) != CUDA_SUCCESS)
+        return res;
+    call->out_ext[0] = n;
+    for (size_t i = 0; i < n; i++) {
+        CUgraphNodeType type = CU_GRAPH_NODE_TYPE_EMPTY;
+        s->drv.cuGraphNodeGetType(nodes[i], &type);
+        call->out_ext[1 + 2 * i] = node_id(s, nodes[i]);
+        call->out_ext[2 + 2 * i] = type;
+    }
+    call->nout = 1 + 2 * n;
+    return CUDA_SUCCESS;
+}
+
+/* [exec, node, f, gx,gy,gz, bx,by,bz, shmem, params_len]; data: the packed parameters. */
+static CUresult h_exec_kernel_set(struct srv_session *s, struct srv_call *call)
+{
+    struct srv_handle *e = srv_handle_get(s, ARG(0), PROTO_H_GRAPH_EXEC);
+    struct srv_handle *n = srv_handle_get(s, ARG(1), PROTO_H_GRAPH_NODE);
+    CUDA_KERNEL_NODE_PARAMS kp;
+    CUresult res;
+
+    if (e == NULL || n == NULL)
+        return CUDA_ERROR_INVALID_HANDLE;
+    res = kernel_params(s, &call->msg->args[2], call->msg->data.data, call->msg->data.len, &kp);
+    return res != CUDA_SUCCESS ? res : s->drv.cuGraphExecKernelNodeSetParams(e->real, n->real, &kp);
+}
+
+/* [exec, graph] -> out[CUgraphExecUpdateResult]. */
+static CUresult h_exec_update(struct srv_session *s, struct srv_call *call)
+{
+    struct srv_handle *e = srv_handle_get(s, ARG(0), PROTO_H_GRAPH_EXEC);
+    struct srv_handle *g = srv_handle_get(s, ARG(1), PROTO_H_GRAPH);
+    CUgraphExecUpdateResultInfo info = {0};
+    CUresult res;
+
+    if (e == NULL || g == NULL)
+        return CUDA_ERROR_INVALID_HANDLE;
+    res = s->drv.cuGraphExecUpdate(e->real, g->real, &info);
+    call->out[call->nout++] = info.result;
+    return res;
+}
+
+#define OP(name, fn) [PROTO_OP_##name] = fn
+const srv_handler_fn srv_graph_node_handlers[PROTO_OP_COUNT] = {
+    OP(SHADOW_ALLOC, h_shadow_alloc),       OP(MEMCPY_SHADOW, h_memcpy_shadow),
+    OP(SHADOW_WRITE, h_shadow_write),       OP(SHADOW_READ, h_shadow_read),
+    OP(GRAPH_CREATE, h_graph_create),       OP(GRAPH_ADD_NODE, h_graph_add_node),
+    OP(GRAPH_ADD_DEPS, h_graph_add_deps),   OP(GRAPH_CLONE, h_graph_clone),
+    OP(GRAPH_GET_NODES, h_graph_get_nodes), OP(GRAPH_EXEC_KERNEL_SET, h_exec_kernel_set),
+    OP(GRAPH_EXEC_UPDATE, h_exec_update),
+};

@@ -1,0 +1,154 @@
+// CUDA graphs built node by node and captured with host memory: copies from and to host
+// memory, memsets, kernels, host nodes and host functions; node lists and types, clones,
+// kernel parameters changed in an executable graph, and executable-graph update. Host input
+// changes between launches, so each launch must read it anew.
+#include <vector>
+#include "common.h"
+
+__global__ void scale(float *x, float s, int n)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n)
+        x[i] *= s;
+}
+
+static int host_calls;
+static void CUDART_CB on_host(void *arg)
+{
+    host_calls++;
+    *(float *)arg += 0; // runs after the graph's copies: the value is there to read
+}
+
+static int bad;
+static void expect(const char *what, float got, float want)
+{
+    if (got != want) {
+        printf("FAIL %s: %.3f, expected %.3f\n", what, got, want);
+        bad++;
+    }
+}
+
+static cudaGraph_t build(float *in_h, float *out_h, float *d, float *z, int n, float s,
+                         cudaGraphNode_t *kernel_node)
+{
+    cudaGraph_t g;
+    cudaGraphNode_t h2d, ms, k, d2h, host;
+    cudaMemcpy3DParms cp = {};
+    cudaMemsetParams mp = {};
+    cudaKernelNodeParams kp = {};
+    cudaHostNodeParams hp = {};
+    void *args[] = {&d, &s, &n};
+
+    CHECK(cudaGraphCreate(&g, 0));
+    cp.srcPtr = make_cudaPitchedPtr(in_h, n * sizeof(float), n, 1);
+    cp.dstPtr = make_cudaPitchedPtr(d, n * sizeof(float), n, 1);
+    cp.extent = make_cudaExtent(n * sizeof(float), 1, 1);
+    cp.kind = cudaMemcpyHostToDevice;
+    CHECK(cudaGraphAddMemcpyNode(&h2d, g, NULL, 0, &cp));
+    mp.dst = z, mp.value = 0, mp.elementSize = 4, mp.width = n, mp.height = 1;
+    CHECK(cudaGraphAddMemsetNode(&ms, g, NULL, 0, &mp));
+    kp.func = (void *)scale, kp.gridDim = dim3((n + 255) / 256), kp.blockDim = dim3(256);
+    kp.kernelParams = args;
+    cudaGraphNode_t deps[] = {h2d, ms};
+    CHECK(cudaGraphAddKernelNode(&k, g, deps, 2, &kp));
+    cp.srcPtr = make_cudaPitchedPtr(d, n * sizeof(float), n, 1);
+    cp.dstPtr = make_cudaPitchedPtr(out_h, n * sizeof(float), n, 1);
+    cp.kind = cudaMemcpyDeviceToHost;
+    CHECK(cudaGraphAddMemcpyNode(&d2h, g, &k, 1, &cp));
+    hp.fn = on_host, hp.userData = out_h;
+    CHECK(cudaGraphAddHostNode(&host, g, &d2h, 1, &hp));
+    *kernel_node = k;
+    return g;
+}
+
+static void manual(cudaStream_t st, float *d, float *z, int n)
+{
+    std::vector<float> in(n), out(n);
+    cudaGraphNode_t k, k2, nodes[8];
+    size_t count = 0;
+    cudaGraphNodeType type;
+    cudaGraphExec_t exec, clone_exec;
+    cudaGraph_t g = build(in.data(), out.data(), d, z, n, 2.0f, &k), clone, g2;
+
+    CHECK(cudaGraphGetNodes(g, NULL, &count));
+    printf("manual graph: %zu nodes\n", count);
+    count = 8;
+    CHECK(cudaGraphGetNodes(g, nodes, &count));
+    CHECK(cudaGraphNodeGetType(nodes[2], &type));
+    printf("third node is a kernel: %s\n", type == cudaGraphNodeTypeKernel ? "yes" : "no");
+    CHECK(cudaGraphInstantiate(&exec, g, 0));
+    CHECK(cudaGraphClone(&clone, g));
+    CHECK(cudaGraphInstantiate(&clone_exec, clone, 0));
+    for (int it = 1; it <= 3; it++) {
+        for (int i = 0; i < n; i++)
+            in[i] = (float)(it * 10 + i % 7);
+        CHECK(cudaGraphLaunch(it == 2 ? clone_exec : exec, st));
+        CHECK(cudaStreamSynchronize(st));
+        expect("manual launch", out[5], 2.0f * (it * 10 + 5));
+    }
+    float s = 3.0f;
+    void *args[] = {&d, &s, &n};
+    cudaKernelNodeParams kp = {};
+    kp.func = (void *)scale, kp.gridDim = dim3((n + 255) / 256), kp.blockDim = dim3(256);
+    kp.kernelParams = args;
+    CHECK(cudaGraphExecKernelNodeSetParams(exec, k, &kp));
+    CHECK(cudaGraphLaunch(exec, st));
+    CHECK(cudaStreamSynchronize(st));
+    expect("kernel parameters set in the executable graph", out[5], 3.0f * (30 + 5));
+    g2 = build(in.data(), out.data(), d, z, n, 4.0f, &k2);
+    cudaGraphExecUpdateResultInfo info;
+    CHECK(cudaGraphExecUpdate(exec, g2, &info));
+    CHECK(cudaGraphLaunch(exec, st));
+    CHECK(cudaStreamSynchronize(st));
+    expect("updated executable graph", out[5], 4.0f * (30 + 5));
+    printf("host node ran %d times\n", host_calls);
+    CHECK(cudaGraphExecDestroy(exec));
+    CHECK(cudaGraphExecDestroy(clone_exec));
+    CHECK(cudaGraphDestroy(g));
+    CHECK(cudaGraphDestroy(g2));
+    CHECK(cudaGraphDestroy(clone));
+}
+
+static void captured(cudaStream_t st, float *d, int n)
+{
+    std::vector<float> in(n), out(n);
+    cudaGraph_t g;
+    cudaGraphExec_t exec;
+    int before = host_calls;
+
+    CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
+    CHECK(cudaMemcpyAsync(d, in.data(), n * sizeof(float), cudaMemcpyHostToDevice, st));
+    scale<<<(n + 255) / 256, 256, 0, st>>>(d, 0.5f, n);
+    CHECK(cudaMemcpyAsync(out.data(), d, n * sizeof(float), cudaMemcpyDeviceToHost, st));
+    CHECK(cudaLaunchHostFunc(st, on_host, out.data()));
+    CHECK(cudaStreamEndCapture(st, &g));
+    CHECK(cudaGraphInstantiate(&exec, g, 0));
+    for (int it = 1; it <= 2; it++) {
+        for (int i = 0; i < n; i++)
+            in[i] = (float)(it * 100 + i % 3);
+        CHECK(cudaGraphLaunch(exec, st));
+        CHECK(cudaStreamSynchronize(st));
+        expect("captured launch", out[4], 0.5f * (it * 100 + 1));
+    }
+    printf("captured host function ran %d times\n", host_calls - before);
+    CHECK(cudaGraphExecDestroy(exec));
+    CHECK(cudaGraphDestroy(g));
+}
+
+int main()
+{
+    const int n = 4096;
+    float *d, *z;
+    cudaStream_t st;
+
+    CHECK(cudaStreamCreate(&st));
+    CHECK(cudaMalloc(&d, n * sizeof(float)));
+    CHECK(cudaMalloc(&z, n * sizeof(float)));
+    manual(st, d, z, n);
+    captured(st, d, n);
+    CHECK(cudaFree(d));
+    CHECK(cudaFree(z));
+    CHECK(cudaStreamDestroy(st));
+    printf(bad == 0 ? "PASS\n" : "FAIL\n");
+    return bad != 0;
+}
