@@ -206,6 +206,33 @@ CLI_EXPORT CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig *c, CUfunction f,
     return launch_ex(c, f, params, extra, true);
 }
 
+/* Cooperative launches are launches with the cooperative attribute, as in cuLaunchKernelEx. */
+static CUresult launch_cooperative(CUfunction f, const struct launch_dims *d, CUstream s,
+                                   void **params, bool per_thread)
+{
+    CUlaunchAttribute attr = {.id = CU_LAUNCH_ATTRIBUTE_COOPERATIVE, .value.cooperative = 1};
+
+    return launch(f, d, s, params, NULL, &attr, 1, per_thread);
+}
+
+#define COOP_ARGS                                                                               \
+    CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, \
+        unsigned shmem, CUstream s, void **params
+
+CLI_EXPORT CUresult cuLaunchCooperativeKernel(COOP_ARGS)
+{
+    struct launch_dims d = LAUNCH_DIMS;
+
+    return launch_cooperative(f, &d, s, params, false);
+}
+
+CLI_EXPORT CUresult cuLaunchCooperativeKernel_ptsz(COOP_ARGS)
+{
+    struct launch_dims d = LAUNCH_DIMS;
+
+    return launch_cooperative(f, &d, s, params, true);
+}
+
 /* ---- parameter info and attributes ------------------------------------------------------ */
 
 static CUresult param_info(void *handle, size_t index, size_t *offset, size_t *size)

@@ -168,7 +168,10 @@ enum proto_handle_type {
     X(GRAPH_CLONE)               /* [new graph id, graph]                                    */ \
     X(GRAPH_GET_NODES)           /* [graph] -> out[n, id0, type0, id1, type1, ...]           */ \
     X(GRAPH_EXEC_KERNEL_SET)     /* [exec, node, f,gx,gy,gz,bx,by,bz,shmem,params_len] data  */ \
-    X(GRAPH_EXEC_UPDATE)         /* [exec, graph] -> out[CUgraphExecUpdateResult]            */
+    X(GRAPH_EXEC_UPDATE)         /* [exec, graph] -> out[CUgraphExecUpdateResult]            */ \
+    X(MEMCPY_2D)                 /* [dir 0=HtoD 1=DtoH 2=DtoD, dst, dpitch, src, spitch,     */ \
+                                 /*  width, height, stream, async]  host rows packed: data   */ \
+                                 /*  (HtoD) or reply bulk (DtoH)                             */
 
 enum proto_op {
 #define PROTO_OP_ENUM(name) PROTO_OP_##name,

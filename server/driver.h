@@ -53,7 +53,7 @@
     X(cuGraphAddEmptyNode) X(cuGraphAddEventWaitNode) X(cuGraphAddEventRecordNode)             \
     X(cuGraphAddChildGraphNode) X(cuGraphAddMemAllocNode) X(cuGraphAddMemFreeNode)             \
     X(cuGraphAddDependencies) X(cuGraphClone) X(cuGraphNodeGetType)                            \
-    X(cuGraphExecKernelNodeSetParams) X(cuGraphExecUpdate)
+    X(cuGraphExecKernelNodeSetParams) X(cuGraphExecUpdate) X(cuMemcpy2D) X(cuMemcpy2DAsync)
 
 struct srv_driver {
     void *dl;

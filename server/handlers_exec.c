@@ -15,6 +15,7 @@ extern const size_t srv_mem_handler_count;
 extern const srv_handler_fn srv_graph_handlers[PROTO_OP_COUNT];
 extern const srv_handler_fn srv_vmm_handlers[PROTO_OP_COUNT];
 extern const srv_handler_fn srv_graph_node_handlers[PROTO_OP_COUNT];
+extern const srv_handler_fn srv_memcpy_2d_handlers[PROTO_OP_COUNT];
 
 static void *handle_real(struct srv_session *s, uint64_t id, unsigned type)
 {
@@ -632,7 +633,7 @@ const uint8_t srv_min_args[PROTO_OP_COUNT] = {
     OP(MEMCPY_SHADOW, h, 6), OP(SHADOW_WRITE, h, 4), OP(SHADOW_READ, h, 4),
     OP(GRAPH_CREATE, h, 2), OP(GRAPH_ADD_NODE, h, 16), OP(GRAPH_ADD_DEPS, h, 2),
     OP(GRAPH_CLONE, h, 2), OP(GRAPH_GET_NODES, h, 1), OP(GRAPH_EXEC_KERNEL_SET, h, 11),
-    OP(GRAPH_EXEC_UPDATE, h, 2),
+    OP(GRAPH_EXEC_UPDATE, h, 2), OP(MEMCPY_2D, h, 9),
 };
 #undef OP
 
@@ -648,5 +649,7 @@ srv_handler_fn srv_handler(unsigned op)
         return srv_vmm_handlers[op];
     if (srv_graph_node_handlers[op] != NULL)
         return srv_graph_node_handlers[op];
+    if (srv_memcpy_2d_handlers[op] != NULL)
+        return srv_memcpy_2d_handlers[op];
     return exec_handlers[op];
 }

@@ -80,6 +80,9 @@ fi
 # Virtual memory management and memory pools.
 run_program vmm_pools "$TOOLS/vmm_pools"
 
+# Pitched copies in every direction.
+run_program copies_2d "$TOOLS/copies_2d"
+
 # No server reachable: a clear error naming the address, quickly, never a hang.
 if RGPU_SERVER=127.0.0.1:1 timeout 20 "$PROGS/vadd_static" >"$WORK/noserver.out" 2>&1; then
     fail "no server: the program succeeded"
