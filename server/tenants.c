@@ -1,6 +1,6 @@
 #include "server/tenants.h"
 
-#include "server/sha256.h"
+#include "common/sha256.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,10 +30,10 @@ bool srv_parse_size(const char *text, uint64_t *bytes_p)
 
 void srv_token_hash_hex(const char *token, char hex[65])
 {
-    uint8_t d[SRV_SHA256_LEN];
+    uint8_t d[RG_SHA256_LEN];
 
-    srv_sha256(token, strlen(token), d);
-    for (int i = 0; i < SRV_SHA256_LEN; i++)
+    rg_sha256(token, strlen(token), d);
+    for (int i = 0; i < RG_SHA256_LEN; i++)
         snprintf(hex + 2 * i, 3, "%02x", d[i]);
 }
 
@@ -96,12 +96,12 @@ static bool token_equal(const char *given, const char *expected)
     return diff == 0;
 }
 
-static bool hash_equal(const char *given, const uint8_t expected[SRV_SHA256_LEN])
+static bool hash_equal(const char *given, const uint8_t expected[RG_SHA256_LEN])
 {
-    uint8_t d[SRV_SHA256_LEN], diff = 0;
+    uint8_t d[RG_SHA256_LEN], diff = 0;
 
-    srv_sha256(given, strlen(given), d);
-    for (int i = 0; i < SRV_SHA256_LEN; i++)
+    rg_sha256(given, strlen(given), d);
+    for (int i = 0; i < RG_SHA256_LEN; i++)
         diff |= (uint8_t)(d[i] ^ expected[i]);
     return diff == 0;
 }
