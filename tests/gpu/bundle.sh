@@ -3,7 +3,9 @@
 #   client/  rgpu's libcuda.so.1 (only the client goes first in a program's library path)
 #   bin/     gpu-server, rgpu, the test programs (static and shared cudart), ip
 #   deps/    every shared library those need that is not part of glibc, plus libcudart.so.13
-# Usage: tests/gpu/bundle.sh [BUILD_DIR]   (default <repo>/build, built beforehand)
+#   samples.tar.xz  NVIDIA's cuda-samples, when SAMPLES_OUT holds them (tests/gpu/samples.sh build)
+# Usage: tests/gpu/bundle.sh [BUILD_DIR [SAMPLES_OUT]]   (default <repo>/build, built beforehand;
+#        SAMPLES_OUT defaults to $RGPU_SAMPLES_OUT, else <repo>/../samples-build)
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 BUILD=$(cd "${1:-$ROOT/build}" && pwd)
@@ -23,6 +25,12 @@ cp "$(command -v ip)" "$OUT/bin/ip"
 "$CUDA_HOME/bin/nvcc" -O2 -gencode arch=compute_90,code=sm_90 -o "$OUT/bin/cublas_sgemm" \
     "$ROOT/tests/gpu/cublas_sgemm.cu" -lcublas -Xlinker -rpath="$CUDA_HOME/lib64"
 cp -L "$CUDA_HOME"/lib64/libcudart.so.13 "$OUT/deps/"
+SAMPLES_OUT=${2:-${RGPU_SAMPLES_OUT:-$ROOT/../samples-build}}
+if [ -f "$SAMPLES_OUT/samples.tar.xz" ]; then
+    cp "$SAMPLES_OUT/samples.tar.xz" "$OUT/"
+else
+    echo "no cuda-samples in $SAMPLES_OUT (tests/gpu/samples.sh build makes them); bundling none"
+fi
 
 # Shared libraries outside glibc that the bundled binaries need.
 for f in "$OUT"/bin/* "$OUT"/client/*; do

@@ -66,6 +66,25 @@ compare() { # name cmd...
 compare cublas_sgemm "$B/bin/cublas_sgemm"
 compare torch_smoke python3 "$ROOT/tests/gpu/torch_smoke.py"
 compare torch_graph python3 "$ROOT/tests/gpu/torch_graph.py"
+compare torch_features python3 "$ROOT/tests/gpu/torch_features.py"
+compare torch_gpt2 python3 "$ROOT/tests/gpu/torch_gpt2.py"
+# Training losses: native and rgpu within a relative tolerance rather than as text.
+T=$ROOT/tests/gpu/torch_train.py; msg=
+native python3 "$T" --json >"$LOGS/torch_train.native" 2>"$LOGS/torch_train.native.err"; rn=$?
+remote python3 "$T" --json >"$LOGS/torch_train.rgpu" 2>"$LOGS/torch_train.rgpu.err"; rr=$?
+if [ $rn -eq 0 ] && [ $rr -eq 0 ] && msg=$(python3 "$T" --compare "$LOGS/torch_train.native" "$LOGS/torch_train.rgpu" --rtol 1e-3); then
+    row torch_train PASS "${msg#PASS }"
+else
+    row torch_train FAIL "exit native=$rn rgpu=$rr: ${msg:-$(tail -2 "$LOGS/torch_train.rgpu.err" | tr '\n' ' ')}"
+fi
+# NVIDIA's cuda-samples from the bundle (tests/gpu/samples.sh; its own gpu-server, one row each;
+# RGPU_GPU_SAMPLES=0 leaves them out).
+if [ "${RGPU_GPU_SAMPLES:-1}" != 0 ]; then
+    : >"$LOGS/samples.rows"
+    SAMPLES_ROWS=$LOGS/samples.rows "$ROOT/tests/gpu/samples.sh" run "$B" >"$LOGS/samples.out" 2>&1 ||
+        row cuda-samples FAIL "samples.sh: $(tail -1 "$LOGS/samples.out")"
+    while IFS=$'\t' read -r n s r; do row "sample $n" "$s" "$r"; done <"$LOGS/samples.rows"
+fi
 native "$B/bin/rgpu-demo-app" >"$LOGS/demo.native"; remote "$B/bin/rgpu-demo-app" >"$LOGS/demo.rgpu"
 cmp -s "$LOGS/demo.native" "$LOGS/demo.rgpu" && row demo PASS "$(tail -1 "$LOGS/demo.rgpu")" ||
     row demo FAIL "$(cat "$LOGS/demo.rgpu")"
