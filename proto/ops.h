@@ -17,6 +17,11 @@
 
 #define PROTO_FLAG_NOREPLY 0x1
 
+/* MODULE_LOAD / LIBRARY_LOAD image flags and the module cache's own result (see "Images"). */
+#define PROTO_IMAGE_BY_HASH 0x1u
+#define PROTO_IMAGE_CACHE 0x2u
+#define PROTO_RESULT_NOT_CACHED 0x10001 /* Reply.result: no cached image has that hash */
+
 /* Handle ids: (counter << 4) | type. The client's counter starts at PROTO_ID_FIRST_COUNTER;
  * smaller ids are reserved: the primary context of device d is PROTO_PRIMARY_CTX_ID(d) and the
  * server retains that primary context lazily on first use (and releases it at session end).
@@ -38,6 +43,7 @@ enum proto_handle_type {
     PROTO_H_MEM_HANDLE = 11, /* CUmemGenericAllocationHandle (VMM physical memory): the id itself */
     PROTO_H_GRAPH_NODE = 12, /* CUgraphNode; ids of nodes the server found have PROTO_ID_SERVER */
     PROTO_H_SHADOW = 13,     /* server-side pinned stand-in for client host memory in graphs */
+    PROTO_H_LINK = 14,       /* CUlinkState */
 };
 #define PROTO_ID_TYPE(id) ((unsigned)((id) & 0xf))
 #define PROTO_ID_FIRST_COUNTER 1024u
@@ -60,7 +66,11 @@ enum proto_handle_type {
  * Values of pool attributes travel as 64-bit integers whatever their C type.
  *
  * Images (MODULE_LOAD, LIBRARY_LOAD): the raw fatbin, cubin (ELF) or NUL-terminated PTX text;
- * the client unwraps a __fatBinC_Wrapper_t and sizes the image before sending it.
+ * the client unwraps a __fatBinC_Wrapper_t and sizes the image before sending it. Image flags
+ * (args[1], 0 when absent) ask for the server's module cache (server/module_cache.h): with
+ * PROTO_IMAGE_BY_HASH, data is the image's SHA-256, args[2] its length, and no bytes travel;
+ * the server loads its copy or answers PROTO_RESULT_NOT_CACHED, and the client sends the call
+ * again with the bytes and PROTO_IMAGE_CACHE, which asks the server to keep them.
  * LAUNCH params: a buffer of params_len bytes in which parameter i sits at offset off_i of the
  * function's layout (FUNC_GET_PARAM_LAYOUT, which the server also uses to rebuild
  * kernelParams[i] = buf + off_i). The `extra` form (CU_LAUNCH_PARAM_BUFFER_POINTER) has that
@@ -89,11 +99,11 @@ enum proto_handle_type {
     X(MEMCPY_DTOD)               /* [dst, src, size, stream, async]                          */ \
     X(MEMSET)                    /* [dst, value, elemsize, count, stream, async]             */ \
     X(MEMSET_2D)                 /* [dst, pitch, value, elemsize, width, height, stream, as] */ \
-    X(MODULE_LOAD)               /* [id]                                 data/bulk: image    */ \
+    X(MODULE_LOAD)               /* [id, image flags, image len]        data/bulk: image    */ \
     X(MODULE_UNLOAD)             /* [mod]                                                    */ \
     X(MODULE_GET_FUNCTION)       /* [id, mod]                            data: name          */ \
     X(MODULE_GET_GLOBAL)         /* [mod] -> out[dptr, size]             data: name          */ \
-    X(LIBRARY_LOAD)              /* [id]                                 data/bulk: image    */ \
+    X(LIBRARY_LOAD)              /* [id, image flags, image len]        data/bulk: image    */ \
     X(LIBRARY_UNLOAD)            /* [lib]                                                    */ \
     X(LIBRARY_GET_KERNEL)        /* [id, lib]                            data: name          */ \
     X(LIBRARY_GET_MODULE)        /* [id, lib]                                                */ \
@@ -171,7 +181,12 @@ enum proto_handle_type {
     X(GRAPH_EXEC_UPDATE)         /* [exec, graph] -> out[CUgraphExecUpdateResult]            */ \
     X(MEMCPY_2D)                 /* [dir 0=HtoD 1=DtoH 2=DtoD, dst, dpitch, src, spitch,     */ \
                                  /*  width, height, stream, async]  host rows packed: data   */ \
-                                 /*  (HtoD) or reply bulk (DtoH)                             */
+                                 /*  (HtoD) or reply bulk (DtoH)                             */ \
+    X(LINK_CREATE)               /* [id, verbose]   data: (option, value) integer pairs      */ \
+    X(LINK_ADD_DATA)             /* [link, input type]  data: name NUL input -> data: logs   */ \
+    X(LINK_COMPLETE)             /* [link] -> out[cubin len, wall ms float bits]             */ \
+                                 /*  data: cubin, then logs (info NUL error NUL)             */ \
+    X(LINK_DESTROY)              /* [link]                                                   */
 
 enum proto_op {
 #define PROTO_OP_ENUM(name) PROTO_OP_##name,

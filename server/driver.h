@@ -53,7 +53,8 @@
     X(cuGraphAddEmptyNode) X(cuGraphAddEventWaitNode) X(cuGraphAddEventRecordNode)             \
     X(cuGraphAddChildGraphNode) X(cuGraphAddMemAllocNode) X(cuGraphAddMemFreeNode)             \
     X(cuGraphAddDependencies) X(cuGraphClone) X(cuGraphNodeGetType)                            \
-    X(cuGraphExecKernelNodeSetParams) X(cuGraphExecUpdate) X(cuMemcpy2D) X(cuMemcpy2DAsync)
+    X(cuGraphExecKernelNodeSetParams) X(cuGraphExecUpdate) X(cuMemcpy2D) X(cuMemcpy2DAsync)  \
+    X(cuLinkCreate) X(cuLinkAddData) X(cuLinkComplete) X(cuLinkDestroy)
 
 struct srv_driver {
     void *dl;

@@ -4,10 +4,10 @@
 #include <string.h>
 
 #include "common/log.h"
+#include "server/module_cache.h"
 #include "server/session.h"
 
 #define ARG(i) (call->msg->args[i])
-#define IMAGE_MAX ((size_t)1 << 30)
 #define NAME_MAX_LEN 4096
 
 extern const srv_handler_fn srv_mem_handlers[];
@@ -16,6 +16,7 @@ extern const srv_handler_fn srv_graph_handlers[PROTO_OP_COUNT];
 extern const srv_handler_fn srv_vmm_handlers[PROTO_OP_COUNT];
 extern const srv_handler_fn srv_graph_node_handlers[PROTO_OP_COUNT];
 extern const srv_handler_fn srv_memcpy_2d_handlers[PROTO_OP_COUNT];
+extern const srv_handler_fn srv_link_handlers[PROTO_OP_COUNT];
 
 static void *handle_real(struct srv_session *s, uint64_t id, unsigned type)
 {
@@ -120,36 +121,18 @@ static CUresult h_primary_flags(struct srv_session *s, struct srv_call *call)
 
 /* ---- modules and libraries -------------------------------------------------------------- */
 
-/* The image (inline or bulk) in a NUL-terminated heap copy. */
-static CUresult take_image(struct srv_session *s, struct srv_call *call, void **image_p)
-{
-    size_t len = call->hdr->bulk_len > 0 ? call->hdr->bulk_len : call->msg->data.len;
-    void *image;
-
-    if (len == 0)
-        return CUDA_ERROR_INVALID_IMAGE;
-    if (len > IMAGE_MAX) /* the dispatcher drains the bulk */
-        return CUDA_ERROR_INVALID_VALUE;
-    if ((image = calloc(1, len + 1)) == NULL)
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    if (srv_recv_input(s, call, image, len) != RG_OK) {
-        free(image);
-        return CUDA_ERROR_DEVICE_UNAVAILABLE;
-    }
-    *image_p = image;
-    return CUDA_SUCCESS;
-}
-
+/* Images come inline, as bulk, or from the module cache by hash (server/module_cache.c). */
 static CUresult h_module_load(struct srv_session *s, struct srv_call *call)
 {
     void *image;
+    size_t len;
     CUmodule mod;
-    CUresult res = take_image(s, call, &image);
+    CUresult res = srv_image_take(s, call, &image, &len);
 
     if (res != CUDA_SUCCESS)
         return res;
     res = s->drv.cuModuleLoadData(&mod, image);
-    free(image);
+    srv_image_release(s, call, image, len, res == CUDA_SUCCESS);
     if (res == CUDA_SUCCESS && (res = bind_new(s, ARG(0), PROTO_H_MODULE, mod)) != CUDA_SUCCESS)
         s->drv.cuModuleUnload(mod);
     return res;
@@ -158,13 +141,14 @@ static CUresult h_module_load(struct srv_session *s, struct srv_call *call)
 static CUresult h_library_load(struct srv_session *s, struct srv_call *call)
 {
     void *image;
+    size_t len;
     CUlibrary lib;
-    CUresult res = take_image(s, call, &image);
+    CUresult res = srv_image_take(s, call, &image, &len);
 
     if (res != CUDA_SUCCESS)
         return res;
     res = s->drv.cuLibraryLoadData(&lib, image, NULL, NULL, 0, NULL, NULL, 0);
-    free(image);
+    srv_image_release(s, call, image, len, res == CUDA_SUCCESS);
     if (res == CUDA_SUCCESS && (res = bind_new(s, ARG(0), PROTO_H_LIBRARY, lib)) != CUDA_SUCCESS)
         s->drv.cuLibraryUnload(lib);
     return res;
@@ -633,7 +617,8 @@ const uint8_t srv_min_args[PROTO_OP_COUNT] = {
     OP(MEMCPY_SHADOW, h, 6), OP(SHADOW_WRITE, h, 4), OP(SHADOW_READ, h, 4),
     OP(GRAPH_CREATE, h, 2), OP(GRAPH_ADD_NODE, h, 16), OP(GRAPH_ADD_DEPS, h, 2),
     OP(GRAPH_CLONE, h, 2), OP(GRAPH_GET_NODES, h, 1), OP(GRAPH_EXEC_KERNEL_SET, h, 11),
-    OP(GRAPH_EXEC_UPDATE, h, 2), OP(MEMCPY_2D, h, 9),
+    OP(GRAPH_EXEC_UPDATE, h, 2), OP(MEMCPY_2D, h, 9), OP(LINK_CREATE, h, 2),
+    OP(LINK_ADD_DATA, h, 2), OP(LINK_COMPLETE, h, 1), OP(LINK_DESTROY, h, 1),
 };
 #undef OP
 
@@ -651,5 +636,7 @@ srv_handler_fn srv_handler(unsigned op)
         return srv_graph_node_handlers[op];
     if (srv_memcpy_2d_handlers[op] != NULL)
         return srv_memcpy_2d_handlers[op];
+    if (srv_link_handlers[op] != NULL)
+        return srv_link_handlers[op];
     return exec_handlers[op];
 }

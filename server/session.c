@@ -194,6 +194,7 @@ static CUresult destroy_real(struct srv_session *s, unsigned type, void *real)
     case PROTO_H_GRAPH: return s->drv.cuGraphDestroy(real);
     case PROTO_H_MEM_POOL: return s->drv.cuMemPoolDestroy(real);
     case PROTO_H_SHADOW: return s->drv.cuMemFreeHost(real);
+    case PROTO_H_LINK: srv_link_free(s, real); return CUDA_SUCCESS;
     case PROTO_H_MEM_HANDLE: return s->drv.cuMemRelease((CUmemGenericAllocationHandle)(uintptr_t)real);
     }
     return CUDA_ERROR_INVALID_HANDLE;
@@ -239,7 +240,7 @@ void srv_session_teardown(struct srv_session *s)
     size_t bytes = 0, n = s->nallocs;
     static const unsigned order[] = {PROTO_H_GRAPH_EXEC, PROTO_H_GRAPH,   PROTO_H_STREAM,
                                      PROTO_H_EVENT,      PROTO_H_MODULE,  PROTO_H_LIBRARY,
-                                     PROTO_H_MEM_HANDLE, PROTO_H_MEM_POOL, PROTO_H_SHADOW,
+                                     PROTO_H_MEM_HANDLE, PROTO_H_MEM_POOL, PROTO_H_SHADOW,   PROTO_H_LINK,
                                      PROTO_H_CTX};
 
     for (int i = 0; i < 2; i++)

@@ -91,6 +91,9 @@ void srv_alloc_del(struct srv_session *s, CUdeviceptr dptr);
 CUresult srv_param_pointers(struct srv_session *s, uint64_t func_id, const void *pbuf,
                             size_t plen, void **f_p, void ***params_p);
 
+/* End a JIT link (handlers_link.c). */
+void srv_link_free(struct srv_session *s, void *real);
+
 /* Make the call's context current (binding primary contexts lazily). */
 CUresult srv_use_ctx(struct srv_session *s, uint64_t ctx_id);
 /* The driver stream for a wire stream id; false if unknown. */

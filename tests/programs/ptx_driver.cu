@@ -96,11 +96,32 @@ int main()
     void *extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, &buf, CU_LAUNCH_PARAM_BUFFER_SIZE, &size,
                      CU_LAUNCH_PARAM_END};
     CHECK(cuLaunchKernel(f, (n + 127) / 128, 1, 1, 128, 1, 1, 0, NULL, NULL, extra));
+    // A third time from a module JIT-linked from the same PTX (cuLink*), with its logs.
+    CUlinkState link;
+    CUmodule linked;
+    CUfunction g;
+    char info[1024] = "unset", error[1024] = "unset";
+    void *cubin;
+    size_t cubin_len;
+    CUjit_option opts[] = {CU_JIT_INFO_LOG_BUFFER, CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES,
+                           CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
+    void *vals[] = {info, (void *)sizeof(info), error, (void *)sizeof(error)};
+    CHECK(cuLinkCreate(4, opts, vals, &link));
+    CHECK(cuLinkAddData(link, CU_JIT_INPUT_PTX, (void *)ptx, sizeof(ptx), "saxpy.ptx", 0, NULL,
+                        NULL));
+    CHECK(cuLinkComplete(link, &cubin, &cubin_len));
+    CHECK(cuModuleLoadData(&linked, cubin));
+    CHECK(cuLinkDestroy(link));
+    printf("linked a cubin: %s; error log empty: %s\n", cubin_len > 0 ? "yes" : "no",
+           error[0] == 0 ? "yes" : "no");
+    CHECK(cuModuleGetFunction(&g, linked, "saxpy_ptx"));
+    CHECK(cuLaunchKernel(g, (n + 127) / 128, 1, 1, 128, 1, 1, 0, NULL, params, NULL));
     CHECK(cuCtxSynchronize());
+    CHECK(cuModuleUnload(linked));
     CHECK(cuMemcpyDtoH(y.data(), dy, n * sizeof(float)));
     for (int i = 0; i < n; i++)
-        bad += y[i] != 1.0f + 2 * a * (float)(i % 100);
-    printf("ptx saxpy twice over %d floats: %d mismatches, y[99] = %.1f\n", n, bad, y[99]);
+        bad += y[i] != 1.0f + 3 * a * (float)(i % 100);
+    printf("ptx saxpy three times over %d floats: %d mismatches, y[99] = %.1f\n", n, bad, y[99]);
     CHECK(cuMemFree(dx));
     CHECK(cuMemFree(dy));
     CHECK(cuModuleUnload(mod));

@@ -1,0 +1,209 @@
+/* JIT linking runs in the worker (cuLinkCreate / AddData / AddFile / Complete / Destroy). As
+ * the driver does, the link keeps the application's option arrays and writes into them: the
+ * info and error logs into its buffers after each step, the wall time into its value slot. The
+ * linked cubin is held here until cuLinkDestroy. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "client.h"
+
+struct cli_link {
+    struct cli_handle h;
+    unsigned nopts;
+    CUjit_option *opts;
+    void **vals;
+    void *cubin;
+};
+
+static bool option_is_integer(CUjit_option o)
+{
+    switch (o) {
+    case CU_JIT_MAX_REGISTERS:
+    case CU_JIT_THREADS_PER_BLOCK:
+    case CU_JIT_OPTIMIZATION_LEVEL:
+    case CU_JIT_TARGET:
+    case CU_JIT_FALLBACK_STRATEGY:
+    case CU_JIT_GENERATE_DEBUG_INFO:
+    case CU_JIT_GENERATE_LINE_INFO:
+    case CU_JIT_CACHE_MODE:
+    case CU_JIT_POSITION_INDEPENDENT_CODE:
+    case CU_JIT_MIN_CTA_PER_SM:
+    case CU_JIT_MAX_THREADS_PER_BLOCK:
+    case CU_JIT_OVERRIDE_DIRECTIVE_VALUES: return true;
+    default: return false;
+    }
+}
+
+/* Copy the worker's logs (info NUL error NUL) into the application's buffers. */
+static void logs_out(struct cli_link *l, const char *logs, size_t len)
+{
+    const char *info = len > 0 ? logs : "", *error = "";
+    size_t ni = len > 0 ? strnlen(logs, len) : 0;
+    char *ibuf = NULL, *ebuf = NULL;
+    size_t icap = 0, ecap = 0;
+
+    if (ni + 1 < len)
+        error = logs + ni + 1;
+    for (unsigned i = 0; i < l->nopts; i++) {
+        uintptr_t v = (uintptr_t)l->vals[i];
+        switch (l->opts[i]) {
+        case CU_JIT_INFO_LOG_BUFFER: ibuf = (char *)v; break;
+        case CU_JIT_ERROR_LOG_BUFFER: ebuf = (char *)v; break;
+        case CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES: icap = v; break;
+        case CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES: ecap = v; break;
+        default: break;
+        }
+    }
+    if (ibuf != NULL && icap > 0)
+        snprintf(ibuf, icap, "%.*s", (int)ni, info);
+    if (ebuf != NULL && ecap > 0)
+        snprintf(ebuf, ecap, "%.*s", (int)strnlen(error, logs + len - error), error);
+}
+
+CLI_EXPORT CUresult cuLinkCreate_v2(unsigned int n, CUjit_option *opts, void **vals,
+                                    CUlinkState *state)
+{
+    struct cli_link *l;
+    uint64_t pairs[2 * 16];
+    unsigned npairs = 0;
+    struct cli_call call = {.op = PROTO_OP_LINK_CREATE, .nargs = 2};
+    CUresult res = cli_need_ctx();
+
+    if (res != CUDA_SUCCESS)
+        return res;
+    if (state == NULL || (n > 0 && (opts == NULL || vals == NULL)))
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((l = calloc(1, sizeof(*l))) == NULL)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    cli_handle_init(&l->h, PROTO_H_LINK);
+    l->nopts = n, l->opts = opts, l->vals = vals;
+    for (unsigned i = 0; i < n; i++) {
+        if (opts[i] == CU_JIT_LOG_VERBOSE)
+            call.args[1] = (uintptr_t)vals[i];
+        if (option_is_integer(opts[i]) && npairs < 16) {
+            pairs[2 * npairs] = opts[i];
+            pairs[2 * npairs++ + 1] = (uintptr_t)vals[i];
+        }
+    }
+    call.args[0] = l->h.id;
+    call.data = pairs;
+    call.data_len = 16 * npairs;
+    if ((res = cli_call_sync(&call)) != CUDA_SUCCESS) {
+        free(l);
+        return res;
+    }
+    *state = (CUlinkState)l;
+    return CUDA_SUCCESS;
+}
+
+CLI_EXPORT CUresult cuLinkAddData_v2(CUlinkState state, CUjitInputType type, void *data,
+                                     size_t size, const char *name, unsigned int n,
+                                     CUjit_option *opts, void **vals)
+{
+    struct cli_link *l = cli_handle_check(state, PROTO_H_LINK);
+    static const size_t logs_cap = 2 * 16384;
+    const char *nm = name != NULL ? name : "";
+    size_t nlen = strlen(nm) + 1;
+    struct cli_call call = {.op = PROTO_OP_LINK_ADD_DATA, .nargs = 2};
+    uint8_t *buf;
+    char *logs;
+    CUresult res;
+
+    if (l == NULL)
+        return CUDA_ERROR_INVALID_HANDLE;
+    if (data == NULL || size == 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((buf = malloc(nlen + size)) == NULL || (logs = malloc(logs_cap)) == NULL) {
+        free(buf);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    memcpy(buf, nm, nlen);
+    memcpy(buf + nlen, data, size);
+    call.args[0] = l->h.id;
+    call.args[1] = type;
+    call.data = buf;
+    call.data_len = nlen + size;
+    call.rdata = logs;
+    call.rdata_cap = logs_cap;
+    res = cli_call_sync(&call);
+    if (res != CUDA_ERROR_DEVICE_UNAVAILABLE)
+        logs_out(l, logs, call.rdata_len);
+    free(buf);
+    free(logs);
+    return res;
+}
+
+CLI_EXPORT CUresult cuLinkAddFile_v2(CUlinkState state, CUjitInputType type, const char *path,
+                                     unsigned int n, CUjit_option *opts, void **vals)
+{
+    FILE *f = path != NULL ? fopen(path, "rb") : NULL;
+    long len;
+    void *data = NULL;
+    CUresult res = CUDA_ERROR_FILE_NOT_FOUND;
+
+    if (f == NULL)
+        return path == NULL ? CUDA_ERROR_INVALID_VALUE : CUDA_ERROR_FILE_NOT_FOUND;
+    if (fseek(f, 0, SEEK_END) == 0 && (len = ftell(f)) > 0 && fseek(f, 0, SEEK_SET) == 0 &&
+        (data = malloc((size_t)len)) != NULL && fread(data, 1, (size_t)len, f) == (size_t)len)
+        res = cuLinkAddData_v2(state, type, data, (size_t)len, path, n, opts, vals);
+    fclose(f);
+    free(data);
+    return res;
+}
+
+CLI_EXPORT CUresult cuLinkComplete(CUlinkState state, void **cubin, size_t *size)
+{
+    struct cli_link *l = cli_handle_check(state, PROTO_H_LINK);
+    uint64_t out[2] = {0, 0};
+    struct cli_call call = {.op = PROTO_OP_LINK_COMPLETE, .nargs = 1, .out = out, .out_cap = 2};
+    size_t cap = 64u << 20;
+    uint8_t *buf;
+    CUresult res;
+
+    if (l == NULL)
+        return CUDA_ERROR_INVALID_HANDLE;
+    if (cubin == NULL || size == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((buf = malloc(cap)) == NULL)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    call.args[0] = l->h.id;
+    call.rdata = buf;
+    call.rdata_cap = cap;
+    res = cli_call_sync(&call);
+    if (res == CUDA_ERROR_DEVICE_UNAVAILABLE || out[0] > call.rdata_len) {
+        free(buf);
+        return res == CUDA_SUCCESS ? CUDA_ERROR_UNKNOWN : res;
+    }
+    logs_out(l, (char *)buf + out[0], call.rdata_len - out[0]);
+    for (unsigned i = 0; i < l->nopts; i++)
+        if (l->opts[i] == CU_JIT_WALL_TIME)
+            memcpy(&l->vals[i], &out[1], sizeof(float));
+    free(l->cubin);
+    l->cubin = res == CUDA_SUCCESS ? realloc(buf, out[0] ? out[0] : 1) : NULL;
+    if (res != CUDA_SUCCESS)
+        free(buf);
+    if (res == CUDA_SUCCESS && l->cubin == NULL) {
+        free(buf);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    *cubin = l->cubin;
+    *size = res == CUDA_SUCCESS ? (size_t)out[0] : 0;
+    return res;
+}
+
+CLI_EXPORT CUresult cuLinkDestroy(CUlinkState state)
+{
+    struct cli_link *l = cli_handle_check(state, PROTO_H_LINK);
+    struct cli_call call = {.op = PROTO_OP_LINK_DESTROY, .nargs = 1};
+    CUresult res;
+
+    if (l == NULL)
+        return CUDA_ERROR_INVALID_HANDLE;
+    call.args[0] = l->h.id;
+    res = cli_call_async(&call);
+    free(l->cubin);
+    cli_handle_kill(&l->h);
+    free(l);
+    return res;
+}
