@@ -311,3 +311,46 @@ static CUresult stream_callback(CUstream stream, CUstreamCallback cb, void *data
 STREAM_PAIR(cuLaunchHostFunc, host_func, (CUstream s, CUhostFn fn, void *data), s, fn, data)
 STREAM_PAIR(cuStreamAddCallback, stream_callback,
             (CUstream s, CUstreamCallback cb, void *data, unsigned int flags), s, cb, data, flags)
+
+/* Stream attributes are kept by the server's stream; the value travels raw. */
+static CUresult stream_attr(unsigned op, CUstream stream, CUstreamAttrID attr,
+                            CUstreamAttrValue *value, bool per_thread)
+{
+    struct cli_call call = {.op = op, .nargs = 2, .args = {0, attr}};
+    CUresult res = cli_need_ctx();
+
+    if (res != CUDA_SUCCESS)
+        return res;
+    if (value == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!cli_stream_id(stream, per_thread, &call.args[0]))
+        return CUDA_ERROR_INVALID_HANDLE;
+    if (op == PROTO_OP_STREAM_SET_ATTR) {
+        call.data = value;
+        call.data_len = sizeof(*value);
+    } else {
+        call.rdata = value;
+        call.rdata_cap = sizeof(*value);
+    }
+    res = cli_call_sync(&call);
+    if (res == CUDA_SUCCESS && op == PROTO_OP_STREAM_GET_ATTR && call.rdata_len != sizeof(*value))
+        res = CUDA_ERROR_UNKNOWN;
+    return res;
+}
+
+static CUresult stream_set_attr(CUstream s, CUstreamAttrID a, const CUstreamAttrValue *v,
+                                bool per_thread)
+{
+    return stream_attr(PROTO_OP_STREAM_SET_ATTR, s, a, (CUstreamAttrValue *)v, per_thread);
+}
+
+static CUresult stream_get_attr(CUstream s, CUstreamAttrID a, CUstreamAttrValue *v,
+                                bool per_thread)
+{
+    return stream_attr(PROTO_OP_STREAM_GET_ATTR, s, a, v, per_thread);
+}
+
+STREAM_PAIR(cuStreamSetAttribute, stream_set_attr,
+            (CUstream s, CUstreamAttrID a, const CUstreamAttrValue *v), s, a, v)
+STREAM_PAIR(cuStreamGetAttribute, stream_get_attr,
+            (CUstream s, CUstreamAttrID a, CUstreamAttrValue *v), s, a, v)

@@ -186,7 +186,9 @@ enum proto_handle_type {
     X(LINK_ADD_DATA)             /* [link, input type]  data: name NUL input -> data: logs   */ \
     X(LINK_COMPLETE)             /* [link] -> out[cubin len, wall ms float bits]             */ \
                                  /*  data: cubin, then logs (info NUL error NUL)             */ \
-    X(LINK_DESTROY)              /* [link]                                                   */
+    X(LINK_DESTROY)              /* [link]                                                   */ \
+    X(STREAM_SET_ATTR)           /* [stream, attr]            data: CUstreamAttrValue        */ \
+    X(STREAM_GET_ATTR)           /* [stream, attr] -> data: CUstreamAttrValue                */
 
 enum proto_op {
 #define PROTO_OP_ENUM(name) PROTO_OP_##name,

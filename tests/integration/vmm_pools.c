@@ -1,4 +1,4 @@
-/* Virtual memory management and memory pools through the client: reserve, create, map, set
+/* Virtual memory management, memory pools and stream attributes through the client: reserve, create, map, set
  * access, copy through the mapping (with the direction inferred by cuMemcpy), retain the
  * handle, unmap, release; default and created pools, their attributes, allocation from a pool,
  * the device's current pool. Prints PASS when everything matched. */
@@ -98,6 +98,17 @@ static void check_pools(CUstream st)
     EXPECT(cuMemPoolDestroy(def) != CUDA_SUCCESS, "the default pool cannot be destroyed");
 }
 
+/* Stream attributes travel to the server's stream and back. */
+static void check_stream_attrs(CUstream st)
+{
+    CUstreamAttrValue v = {0}, got = {0};
+
+    v.syncPolicy = CU_SYNC_POLICY_YIELD;
+    OK(cuStreamSetAttribute(st, CU_STREAM_ATTRIBUTE_SYNCHRONIZATION_POLICY, &v));
+    OK(cuStreamGetAttribute(st, CU_STREAM_ATTRIBUTE_SYNCHRONIZATION_POLICY, &got));
+    EXPECT(got.syncPolicy == CU_SYNC_POLICY_YIELD, "sync policy %d", (int)got.syncPolicy);
+}
+
 int main(void)
 {
     CUcontext ctx;
@@ -112,6 +123,7 @@ int main(void)
     }
     check_vmm();
     check_pools(st);
+    check_stream_attrs(st);
     OK(cuStreamDestroy(st));
     OK(cuDevicePrimaryCtxRelease(dev));
     if (failures == 0)
