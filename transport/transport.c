@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "common/log.h"
+#include "transport/rdma.h"
 #include "transport/sock.h"
 
 /* sendmsg takes at most this many iovecs per call (well under IOV_MAX). */
@@ -17,8 +18,8 @@
 
 const struct transport_ops *transport_find(const char *name)
 {
-    static const struct transport_ops *const backends[] = {&transport_tcp_ops,
-                                                           &transport_loop_ops};
+    static const struct transport_ops *const backends[] = {
+        &transport_tcp_ops, &transport_loop_ops, &transport_rdma_ops};
 
     if (name == NULL)
         return NULL;
@@ -163,6 +164,8 @@ void transport_set_busy_poll(struct transport_conn *conn, unsigned us)
 {
     if (conn->ops == &transport_tcp_ops || conn->ops == &transport_loop_ops)
         sock_conn_of(conn)->busy_poll_us = us;
+    else if (conn->ops == &transport_rdma_ops)
+        transport_rdma_set_busy_poll(conn, us);
 }
 
 static uint64_t now_us(void)

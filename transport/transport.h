@@ -1,4 +1,4 @@
-/* One connection API, several backends (tcp, loop; rdma later).
+/* One connection API, several backends (tcp, loop, rdma: see transport/rdma.h).
  *
  * A connection carries a reliable, ordered byte stream of frames (see proto/frame.h). Each
  * backend is a const ops table with every slot filled; slots a backend cannot offer return
@@ -93,14 +93,15 @@ struct transport_mr {
 
 extern const struct transport_ops transport_tcp_ops;
 extern const struct transport_ops transport_loop_ops;
+extern const struct transport_ops transport_rdma_ops;
 
-/* Find a backend by name ("tcp", "loop"); NULL if unknown. */
+/* Find a backend by name ("tcp", "loop", "rdma"); NULL if unknown. */
 const struct transport_ops *transport_find(const char *name);
 
 /* Wrap an already connected TCP socket (e.g. inherited across exec) as a connection. */
 rg_status_t transport_tcp_adopt_fd(int fd, struct transport_conn **conn_p);
 
-/* Busy polling (tcp and loop connections): a receive that finds no data spins for up to us
+/* Busy polling (every backend): a receive that finds no data spins for up to us
  * microseconds before it blocks, trading a CPU core for lower latency. 0 (default) = off. */
 void transport_set_busy_poll(struct transport_conn *conn, unsigned us);
 

@@ -1,6 +1,7 @@
 /* Transport conformance suite: the same cases over every backend named on the command line
- * (argv[1] = "tcp" | "loop"). Threads never call cmocka asserts; they record what they saw
- * and the main thread checks it. */
+ * (argv[1] = "tcp" | "loop" | "rdma"; rdma runs on tests/fakeverbs, found through
+ * LD_LIBRARY_PATH, with FAKEVERBS_DIR set). Threads never call cmocka asserts; they record what
+ * they saw and the main thread checks it. */
 #include <poll.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -37,6 +38,9 @@ static void capture_log(enum rg_log_level level, const char *line)
 }
 
 static int is_tcp(void) { return strcmp(ops->name, "tcp") == 0; }
+static int is_rdma(void) { return strcmp(ops->name, "rdma") == 0; }
+/* Backends addressed by host:port. */
+static int is_ip(void) { return is_tcp() || is_rdma(); }
 
 static int64_t now_ms(void)
 {
@@ -51,7 +55,7 @@ static struct transport_listener *listen_any(char *addr, size_t len)
     struct transport_listener *l = NULL;
     char want[64];
 
-    if (is_tcp())
+    if (is_ip())
         snprintf(want, sizeof(want), "127.0.0.1:0");
     else
         snprintf(want, sizeof(want), "conformance-%d", counter++);
@@ -60,18 +64,46 @@ static struct transport_listener *listen_any(char *addr, size_t len)
     return l;
 }
 
+struct connector {
+    const char *addr;
+    const struct transport_opts *opts;
+    struct transport_conn *conn;
+    rg_status_t status;
+};
+
+static void *connector_main(void *arg)
+{
+    struct connector *c = arg;
+    c->status = ops->connect(c->addr, c->opts, &c->conn);
+    return NULL;
+}
+
+/* Connect from another thread while this one accepts: an rdma connect completes only once the
+ * listener accepts (tcp and loop would not need it). */
+static void connect_accept(struct transport_listener *l, const char *addr,
+                           const struct transport_opts *opts, struct transport_conn **client,
+                           struct transport_conn **server)
+{
+    struct connector c = {.addr = addr, .opts = opts, .status = RG_ERR_IO};
+    struct pollfd pfd = {.fd = ops->listener_fd(l), .events = POLLIN};
+    pthread_t tid;
+
+    assert_int_equal(pthread_create(&tid, NULL, connector_main, &c), 0);
+    assert_int_equal(poll(&pfd, 1, 2000), 1);
+    assert_int_equal(ops->accept(l, server), RG_OK);
+    pthread_join(tid, NULL);
+    assert_int_equal(c.status, RG_OK);
+    *client = c.conn;
+}
+
 static int pair_setup(void **state)
 {
     struct transport_opts opts = {.connect_timeout_ms = 2000};
     struct pair *p = calloc(1, sizeof(*p));
-    struct pollfd pfd;
 
     assert_non_null(p);
     p->listener = listen_any(p->addr, sizeof(p->addr));
-    assert_int_equal(ops->connect(p->addr, &opts, &p->client), RG_OK);
-    pfd = (struct pollfd){.fd = ops->listener_fd(p->listener), .events = POLLIN};
-    assert_int_equal(poll(&pfd, 1, 2000), 1);
-    assert_int_equal(ops->accept(p->listener, &p->server), RG_OK);
+    connect_accept(p->listener, p->addr, &opts, &p->client, &p->server);
     *state = p;
     return 0;
 }
@@ -145,7 +177,7 @@ static void test_connect_accept(void **state)
     assert_true(transport_fd(p->server) >= 0);
     assert_true(transport_fd(p->client) != transport_fd(p->server));
     assert_true(ops->listener_fd(p->listener) >= 0);
-    if (is_tcp()) /* the bound port, not the requested 0 */
+    if (is_ip()) /* the bound port, not the requested 0 */
         assert_true(strncmp(p->addr, "127.0.0.1:", 10) == 0 && strcmp(p->addr + 10, "0") != 0);
 }
 
@@ -321,7 +353,7 @@ static void test_connect_fails_fast(void **state)
     char addr[128];
     int64_t start;
 
-    if (is_tcp()) { /* a port that was just bound and released: nobody listens on it */
+    if (is_ip()) { /* a port that was just bound and released: nobody listens on it */
         struct transport_listener *l = listen_any(addr, sizeof(addr));
         ops->listener_close(l);
     } else {
@@ -342,7 +374,7 @@ static void test_connect_bad_address(void **state)
 
     assert_int_not_equal(ops->connect(NULL, NULL, &conn), RG_OK);
     assert_int_not_equal(ops->connect("", NULL, &conn), RG_OK);
-    if (is_tcp())
+    if (is_ip())
         assert_int_not_equal(ops->connect("127.0.0.1", NULL, &conn), RG_OK); /* no port */
     assert_null(conn);
 }
@@ -356,8 +388,7 @@ static void test_io_timeout(void **state)
     int64_t start;
 
     l = listen_any(addr, sizeof(addr));
-    assert_int_equal(ops->connect(addr, &opts, &c), RG_OK);
-    assert_int_equal(ops->accept(l, &s), RG_OK);
+    connect_accept(l, addr, &opts, &c, &s);
     start = now_ms();
     assert_int_equal(transport_recv(c, buf, sizeof(buf)), RG_ERR_TIMEOUT);
     assert_true(now_ms() - start >= 100 && now_ms() - start < 2000);
@@ -416,6 +447,21 @@ static void test_one_sided_round_trip(void **state)
     ops->mem_dereg(rmr);
 }
 
+/* A refusal by the peer (key, range, access): RG_ERR_INVALID. Over rdma it also ends the
+ * connection, as a remote access error does on hardware: later calls fail, nothing hangs. */
+static void expect_remote_refusal(struct pair *p, rg_status_t got)
+{
+    struct iovec iov = {"x", 1};
+    char c;
+
+    assert_int_equal(got, RG_ERR_INVALID);
+    if (!is_rdma())
+        return;
+    assert_non_null(strstr(last_log, "remote access error"));
+    assert_int_not_equal(transport_sendv(p->client, &iov, 1), RG_OK);
+    assert_int_not_equal(transport_recv(p->server, &c, 1), RG_OK);
+}
+
 static void test_one_sided_refused(void **state)
 {
     struct pair *p = *state;
@@ -432,19 +478,60 @@ static void test_one_sided_refused(void **state)
                      RG_OK);
     key = rmr->key;
     assert_int_equal(ops->write(p->client, lmr, local, rb, key, 4096), RG_OK);
-    assert_int_equal(ops->write(p->client, lmr, local, rb, key, 4097), RG_ERR_INVALID);
-    assert_int_equal(ops->write(p->client, lmr, local, rb + 4000, key, 97), RG_ERR_INVALID);
-    assert_int_equal(ops->write(p->client, lmr, local, rb - 1, key, 10), RG_ERR_INVALID);
+    /* Refused locally, before anything reaches the peer: the connection goes on. */
     assert_int_equal(ops->write(p->client, lmr, local, UINT64_MAX - 8, key, 64), RG_ERR_INVALID);
-    assert_int_equal(ops->write(p->client, lmr, local, rb, key + 1000, 10), RG_ERR_INVALID);
-    /* No remote-read access on the region, no local-write access on the local buffer. */
+    /* No local-write access on the local buffer for a read. */
     assert_int_equal(ops->read(p->client, lmr, local, rb, key, 10), RG_ERR_INVALID);
     /* The local side must lie inside its registration too. */
     assert_int_equal(ops->write(p->client, lmr, local + 8190, rb, key, 10), RG_ERR_INVALID);
     assert_int_equal(ops->mem_reg(p->client, NULL, 10, 0, &lmr), RG_ERR_INVALID);
+    if (!is_rdma()) {
+        assert_int_equal(ops->write(p->client, lmr, local, rb, key, 4097), RG_ERR_INVALID);
+        assert_int_equal(ops->write(p->client, lmr, local, rb + 4000, key, 97), RG_ERR_INVALID);
+        assert_int_equal(ops->write(p->client, lmr, local, rb - 1, key, 10), RG_ERR_INVALID);
+        assert_int_equal(ops->write(p->client, lmr, local, rb, key + 1000, 10), RG_ERR_INVALID);
+    }
     ops->mem_dereg(rmr);
-    assert_int_equal(ops->write(p->client, lmr, local, rb, key, 10), RG_ERR_INVALID);
+    /* A region deregistered: its key is refused by the peer. */
+    expect_remote_refusal(p, ops->write(p->client, lmr, local, rb, key, 10));
     ops->mem_dereg(lmr);
+}
+
+/* Each refusal by the peer on a connection of its own (rdma ends the connection each time). */
+static void test_one_sided_remote_refusals(void **state)
+{
+    static uint8_t local[8192], remote[4096];
+    uint64_t rb = (uint64_t)(uintptr_t)remote;
+    const struct {
+        int read;
+        uint64_t raddr;
+        uint32_t key_delta;
+        size_t len;
+    } cases[] = {{0, rb, 0, 4097}, {0, rb + 4000, 0, 97}, {0, rb - 1, 0, 10},
+                 {0, rb, 1000, 10}, {1, rb, 0, 10}}; /* the last: no remote-read access */
+
+    if (!is_rdma()) {
+        print_message("covered by test_one_sided_refused on %s; skipping\n", ops->name);
+        skip();
+    }
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        struct transport_mr *lmr, *rmr;
+        void *st;
+        pair_setup(&st);
+        struct pair *p = st;
+        assert_int_equal(ops->mem_reg(p->client, local, sizeof(local),
+                                      TRANSPORT_ACCESS_LOCAL_WRITE, &lmr), RG_OK);
+        assert_int_equal(ops->mem_reg(p->server, remote, sizeof(remote),
+                                      TRANSPORT_ACCESS_REMOTE_WRITE, &rmr), RG_OK);
+        uint32_t key = rmr->key + cases[i].key_delta;
+        rg_status_t got = cases[i].read
+                              ? ops->read(p->client, lmr, local, cases[i].raddr, key, cases[i].len)
+                              : ops->write(p->client, lmr, local, cases[i].raddr, key, cases[i].len);
+        expect_remote_refusal(p, got);
+        ops->mem_dereg(lmr);
+        ops->mem_dereg(rmr);
+        pair_teardown(&st);
+    }
 }
 
 static void test_adopt_fd(void **state)
@@ -485,12 +572,13 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_io_timeout),
         cmocka_unit_test_setup_teardown(test_one_sided_round_trip, pair_setup, pair_teardown),
         cmocka_unit_test_setup_teardown(test_one_sided_refused, pair_setup, pair_teardown),
+        cmocka_unit_test(test_one_sided_remote_refusals),
         cmocka_unit_test_setup_teardown(test_adopt_fd, pair_setup, pair_teardown),
     };
     char group[64];
 
     if (argc != 2 || (ops = transport_find(argv[1])) == NULL) {
-        fprintf(stderr, "usage: %s tcp|loop\n", argv[0]);
+        fprintf(stderr, "usage: %s tcp|loop|rdma\n", argv[0]);
         return 2;
     }
     rg_log_set_callback(capture_log);

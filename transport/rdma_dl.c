@@ -1,0 +1,83 @@
+/* dlopen of rdma-core into a table of function pointers (see rdma_dl.h). */
+#include "transport/rdma_dl.h"
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+static struct rdma_dl rdl;
+static char rdl_why[256];
+static int rdl_ok;
+static pthread_once_t rdl_once = PTHREAD_ONCE_INIT;
+
+#define RDL_SYM(lib, field, name) {lib, #name, (void **)&rdl.field}
+
+static void rdl_load(void)
+{
+    static const char *const libs[] = {"libibverbs.so.1", "librdmacm.so.1"};
+    const struct {
+        int lib;
+        const char *name;
+        void **slot;
+    } syms[] = {
+        RDL_SYM(0, get_device_list, ibv_get_device_list),
+        RDL_SYM(0, free_device_list, ibv_free_device_list),
+        RDL_SYM(0, get_device_name, ibv_get_device_name),
+        RDL_SYM(0, alloc_pd, ibv_alloc_pd),
+        RDL_SYM(0, dealloc_pd, ibv_dealloc_pd),
+        RDL_SYM(0, reg_mr, ibv_reg_mr),
+        RDL_SYM(0, dereg_mr, ibv_dereg_mr),
+        RDL_SYM(0, create_comp_channel, ibv_create_comp_channel),
+        RDL_SYM(0, destroy_comp_channel, ibv_destroy_comp_channel),
+        RDL_SYM(0, create_cq, ibv_create_cq),
+        RDL_SYM(0, destroy_cq, ibv_destroy_cq),
+        RDL_SYM(0, get_cq_event, ibv_get_cq_event),
+        RDL_SYM(0, ack_cq_events, ibv_ack_cq_events),
+        RDL_SYM(0, wc_status_str, ibv_wc_status_str),
+        RDL_SYM(1, create_event_channel, rdma_create_event_channel),
+        RDL_SYM(1, destroy_event_channel, rdma_destroy_event_channel),
+        RDL_SYM(1, create_id, rdma_create_id),
+        RDL_SYM(1, destroy_id, rdma_destroy_id),
+        RDL_SYM(1, bind_addr, rdma_bind_addr),
+        RDL_SYM(1, resolve_addr, rdma_resolve_addr),
+        RDL_SYM(1, resolve_route, rdma_resolve_route),
+        RDL_SYM(1, create_qp, rdma_create_qp),
+        RDL_SYM(1, destroy_qp, rdma_destroy_qp),
+        RDL_SYM(1, connect, rdma_connect),
+        RDL_SYM(1, listen, rdma_listen),
+        RDL_SYM(1, accept, rdma_accept),
+        RDL_SYM(1, reject, rdma_reject),
+        RDL_SYM(1, disconnect, rdma_disconnect),
+        RDL_SYM(1, get_cm_event, rdma_get_cm_event),
+        RDL_SYM(1, ack_cm_event, rdma_ack_cm_event),
+        RDL_SYM(1, migrate_id, rdma_migrate_id),
+        RDL_SYM(1, get_src_port, rdma_get_src_port),
+        RDL_SYM(1, event_str, rdma_event_str),
+    };
+    void *handles[2];
+
+    for (int i = 0; i < 2; i++) {
+        handles[i] = dlopen(libs[i], RTLD_NOW | RTLD_LOCAL);
+        if (handles[i] == NULL) {
+            snprintf(rdl_why, sizeof(rdl_why), "rdma-core is not installed (%s)", dlerror());
+            return;
+        }
+    }
+    for (size_t i = 0; i < sizeof(syms) / sizeof(syms[0]); i++) {
+        *syms[i].slot = dlsym(handles[syms[i].lib], syms[i].name);
+        if (*syms[i].slot == NULL) {
+            snprintf(rdl_why, sizeof(rdl_why), "%s has no %s", libs[syms[i].lib], syms[i].name);
+            return;
+        }
+    }
+    rdl_ok = 1; /* the libraries stay loaded for the life of the process */
+}
+
+const struct rdma_dl *rdma_dl_get(char *why, size_t len)
+{
+    pthread_once(&rdl_once, rdl_load);
+    if (!rdl_ok && why != NULL && len > 0)
+        snprintf(why, len, "%s", rdl_why);
+    return rdl_ok ? &rdl : NULL;
+}
