@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/sha256.h"
 #include "module.h"
 
 CLI_EXPORT CUresult cuModuleGetLoadingMode(CUmoduleLoadingMode *mode)
@@ -24,11 +25,29 @@ static struct cli_module *module_new(enum proto_handle_type type)
     return m;
 }
 
-/* MODULE_LOAD / LIBRARY_LOAD: the image travels once, inline or as bulk. */
+/* Images at least this large are offered to the server's module cache by hash first. */
+#define IMAGE_CACHE_MIN (64u << 10)
+
+/* Send a large image's SHA-256 instead of its bytes: CUDA_SUCCESS when the server loaded its
+ * cached copy, PROTO_RESULT_NOT_CACHED when the bytes must follow, else the error. */
+static CUresult image_by_hash(unsigned op, uint64_t id, const void *image, size_t len)
+{
+    uint8_t hash[RG_SHA256_LEN];
+    struct cli_call call = {.op = op, .nargs = 3, .data = hash, .data_len = sizeof(hash)};
+
+    rg_sha256(image, len, hash);
+    call.args[0] = id;
+    call.args[1] = PROTO_IMAGE_BY_HASH;
+    call.args[2] = len;
+    return cli_call_sync(&call);
+}
+
+/* MODULE_LOAD / LIBRARY_LOAD: a large image goes by hash, then (not cached) once as bulk with
+ * PROTO_IMAGE_CACHE; a small one inline or as bulk. Only stack state: safe in any thread. */
 static CUresult image_load(unsigned op, enum proto_handle_type type, const void *image,
                            void **handle_p)
 {
-    struct cli_call call = {.op = op, .nargs = 1};
+    struct cli_call call = {.op = op, .nargs = 2};
     struct cli_module *m;
     CUresult res = type == PROTO_H_MODULE ? cli_need_ctx()
                    : cli_initialized()    ? CUDA_SUCCESS
@@ -44,7 +63,13 @@ static CUresult image_load(unsigned op, enum proto_handle_type type, const void 
     if ((m = module_new(type)) == NULL)
         return CUDA_ERROR_OUT_OF_MEMORY;
     call.args[0] = m->h.id;
-    res = cli_call_sync(&call);
+    res = PROTO_RESULT_NOT_CACHED;
+    if (call.data_len >= IMAGE_CACHE_MIN) {
+        res = image_by_hash(op, m->h.id, call.data, call.data_len);
+        call.args[1] = PROTO_IMAGE_CACHE;
+    }
+    if (res == (CUresult)PROTO_RESULT_NOT_CACHED)
+        res = cli_call_sync(&call);
     if (res != CUDA_SUCCESS) {
         free(m);
         return res;

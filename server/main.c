@@ -25,6 +25,8 @@ static void usage(FILE *out)
             "  context, per client session. Defaults: --listen 0.0.0.0 --port %d, all GPUs,\n"
             "  the driver libcuda.so.1. Config file keys (section [server]) match the flags.\n"
             "  --busy-poll-us N: workers spin up to N us for the next call before blocking.\n"
+            "  Config-only keys: module_cache = DIR|off (images kept by hash; default under\n"
+            "  $XDG_RUNTIME_DIR or /tmp/rgpu-cache-UID), module_cache_max = SIZE (4GiB).\n"
             "  gpu-server --hash-token TOKEN prints the token_sha256 value for a tenant.\n",
             SRV_DEFAULT_PORT);
 }
@@ -46,6 +48,10 @@ static rg_status_t set_key(struct srv_config *c, const char *key, const char *va
         SET(name);
     else if (strcmp(key, "busy_poll_us") == 0 || strcmp(key, "busy-poll-us") == 0)
         SET(busy_poll_us);
+    else if (strcmp(key, "module_cache") == 0)
+        SET(module_cache);
+    else if (strcmp(key, "module_cache_max") == 0)
+        SET(module_cache_max);
     else
         return RG_ERR_INVALID;
 #undef SET

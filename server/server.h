@@ -16,6 +16,8 @@ struct srv_config {
     char log_level[16];
     char name[64];      /* server name reported to clients */
     char busy_poll_us[16]; /* workers spin this long before blocking on a receive; "" = off */
+    char module_cache[256];    /* module cache directory; "" = default, "off" = none */
+    char module_cache_max[32]; /* its size bound ("4GiB"); "" = default */
     char config_path[256]; /* the config file, passed on to workers */
     struct srv_tenants tenants;
 };

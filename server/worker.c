@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "common/log.h"
+#include "server/module_cache.h"
 #include "server/server.h"
 #include "server/session.h"
 
@@ -322,6 +323,7 @@ int srv_worker_run(const struct srv_config *cfg, int fd, uint64_t session_id, co
         transport_tcp_adopt_fd(fd, &s.conn) != RG_OK)
         return 1;
     transport_set_busy_poll(s.conn, (unsigned)atoi(cfg->busy_poll_us));
+    srv_module_cache_configure(cfg);
     output_capture(&s);
     rc = handshake(&s, cfg);
     if (rc < 0) {

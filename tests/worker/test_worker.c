@@ -4,13 +4,16 @@
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
 
+#include "common/sha256.h"
 #include "proto/frame.h"
 #include "proto/ops.h"
 #include "server/server.h"
@@ -349,6 +352,158 @@ static void test_handle_table(void **state)
     free(s.handles);
 }
 
+/* ---- module cache ----------------------------------------------------------------------- */
+
+#define CACHED_MOD_ID ((3000ull << 4) | PROTO_H_MODULE)
+
+/* A PTX image of len bytes (NUL included) that the fake driver loads; seed varies the bytes. */
+static char *big_ptx(size_t len, char seed)
+{
+    static const char head[] = ".version 8.0\n.target sm_90\n.entry _Z5scalePffi()\n//";
+    char *ptx = malloc(len);
+
+    assert_non_null(ptx);
+    memset(ptx, 'a' + seed % 26, len - 1);
+    memcpy(ptx, head, sizeof(head) - 1);
+    ptx[len - 1] = '\0';
+    return ptx;
+}
+
+/* MODULE_LOAD with image flags: by hash (no bytes) or with the bytes as bulk. */
+static int load_image(struct peer *p, const char *image, size_t len, bool by_hash, bool cache)
+{
+    uint8_t hash[RG_SHA256_LEN];
+    uint64_t args[3] = {CACHED_MOD_ID, by_hash ? PROTO_IMAGE_BY_HASH : 0, len};
+    Rgpu__Reply *r;
+    int result;
+
+    if (cache)
+        args[1] |= PROTO_IMAGE_CACHE;
+    rg_sha256(image, len, hash);
+    if (by_hash)
+        send_call(p, PROTO_OP_MODULE_LOAD, 0, args, 3, hash, sizeof(hash), NULL, 0);
+    else
+        send_call(p, PROTO_OP_MODULE_LOAD, 0, args, 2, NULL, 0, image, len);
+    r = reply(p, NULL, 0);
+    result = r->result;
+    rgpu__reply__free_unpacked(r, NULL);
+    if (result == CUDA_SUCCESS) { /* the same id is loaded again later */
+        send_call(p, PROTO_OP_MODULE_UNLOAD, 0, args, 1, NULL, 0, NULL, 0);
+        r = reply(p, NULL, 0);
+        assert_int_equal(r->result, CUDA_SUCCESS);
+        rgpu__reply__free_unpacked(r, NULL);
+    }
+    return result;
+}
+
+/* One session of tenant (or of an open server when ""), running fn's loads. */
+static void session_as(const char *tenant, struct peer *p)
+{
+    Rgpu__Welcome *w;
+
+    start_worker(p);
+    w = hello_as(p, PROTO_VERSION, tenant, tenant[0] ? "tok" : "");
+    assert_int_equal(w->status, 0);
+    rgpu__welcome__free_unpacked(w, NULL);
+}
+
+static void cached_path(const char *dir, const char *sub, const char *image, size_t len,
+                        char *path, size_t cap)
+{
+    uint8_t hash[RG_SHA256_LEN];
+    char hex[2 * RG_SHA256_LEN + 1];
+
+    rg_sha256(image, len, hash);
+    rg_sha256_hex(hash, hex);
+    snprintf(path, cap, "%s/%s/%s", dir, sub, hex);
+}
+
+/* First load by hash misses, the bytes follow and are kept; a later session loads by hash with
+ * no bytes; a file that no longer matches its hash is refused and removed; another tenant never
+ * finds the first one's image. */
+static void test_module_cache(void **state)
+{
+    char dir[] = "/tmp/rgpu-test-cache-XXXXXX", path[512];
+    const size_t len = 100u << 10;
+    char *image = big_ptx(len, 1);
+    struct peer p;
+    struct stat st;
+    FILE *f;
+
+    assert_non_null(mkdtemp(dir));
+    snprintf(cfg.module_cache, sizeof(cfg.module_cache), "%s", dir);
+    session_as("", &p);
+    assert_int_equal(load_image(&p, image, len, true, false), PROTO_RESULT_NOT_CACHED);
+    assert_int_equal(load_image(&p, image, len, false, true), CUDA_SUCCESS);
+    assert_int_equal(finish(&p), 0);
+    cached_path(dir, "-", image, len, path, sizeof(path));
+    assert_int_equal(stat(path, &st), 0);
+    assert_int_equal(st.st_size, len);
+    assert_int_equal(st.st_mode & 0777, 0600);
+    assert_int_equal(stat(dir, &st), 0);
+    assert_int_equal(st.st_mode & 0777, 0700);
+
+    session_as("", &p); /* a second process: no bytes */
+    assert_int_equal(load_image(&p, image, len, true, false), CUDA_SUCCESS);
+    assert_int_equal(finish(&p), 0);
+
+    assert_non_null(f = fopen(path, "r+")); /* corrupted on disk: refused and removed */
+    fseek(f, 1000, SEEK_SET);
+    fputc('#', f);
+    fclose(f);
+    session_as("", &p);
+    assert_int_equal(load_image(&p, image, len, true, false), PROTO_RESULT_NOT_CACHED);
+    assert_int_equal(finish(&p), 0);
+    assert_int_not_equal(stat(path, &st), 0);
+
+    assert_int_equal(srv_tenant_key(&cfg.tenants, "bob", "token", "tok"), RG_OK);
+    assert_int_equal(srv_tenant_key(&cfg.tenants, "eve", "token", "tok"), RG_OK);
+    session_as("bob", &p);
+    assert_int_equal(load_image(&p, image, len, false, true), CUDA_SUCCESS);
+    assert_int_equal(load_image(&p, image, len, true, false), CUDA_SUCCESS);
+    assert_int_equal(finish(&p), 0);
+    session_as("eve", &p); /* bob's image, by its hash: not for eve */
+    assert_int_equal(load_image(&p, image, len, true, false), PROTO_RESULT_NOT_CACHED);
+    assert_int_equal(finish(&p), 0);
+    memset(&cfg.tenants, 0, sizeof(cfg.tenants));
+    cfg.module_cache[0] = '\0';
+    free(image);
+    snprintf(path, sizeof(path), "rm -rf %s", dir);
+    assert_int_equal(system(path), 0);
+}
+
+/* Over module_cache_max the least recently used image goes. */
+static void test_module_cache_evicts(void **state)
+{
+    char dir[] = "/tmp/rgpu-test-cache-XXXXXX", path[3][512];
+    const size_t len = 100u << 10;
+    char *image[3] = {big_ptx(len, 1), big_ptx(len, 2), big_ptx(len, 3)};
+    struct stat st;
+    struct peer p;
+
+    assert_non_null(mkdtemp(dir));
+    snprintf(cfg.module_cache, sizeof(cfg.module_cache), "%s", dir);
+    snprintf(cfg.module_cache_max, sizeof(cfg.module_cache_max), "250KiB");
+    session_as("", &p);
+    for (int i = 0; i < 2; i++)
+        assert_int_equal(load_image(&p, image[i], len, false, true), CUDA_SUCCESS);
+    usleep(20000); /* distinct use times */
+    assert_int_equal(load_image(&p, image[0], len, true, false), CUDA_SUCCESS); /* 0 used now */
+    usleep(20000);
+    assert_int_equal(load_image(&p, image[2], len, false, true), CUDA_SUCCESS);
+    assert_int_equal(finish(&p), 0);
+    for (int i = 0; i < 3; i++)
+        cached_path(dir, "-", image[i], len, path[i], sizeof(path[i]));
+    assert_int_equal(stat(path[0], &st), 0);
+    assert_int_not_equal(stat(path[1], &st), 0); /* least recently used */
+    assert_int_equal(stat(path[2], &st), 0);
+    cfg.module_cache[0] = cfg.module_cache_max[0] = '\0';
+    for (int i = 0; i < 3; i++)
+        free(image[i]);
+    snprintf(path[0], sizeof(path[0]), "rm -rf %s", dir);
+    assert_int_equal(system(path[0]), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -361,6 +516,8 @@ int main(void)
         cmocka_unit_test(test_tenant_quota),
         cmocka_unit_test(test_parse_size),
         cmocka_unit_test(test_token_hash),
+        cmocka_unit_test(test_module_cache),
+        cmocka_unit_test(test_module_cache_evicts),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

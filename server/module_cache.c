@@ -1,0 +1,314 @@
+/* The module cache (server/module_cache.h): images by content hash, per tenant, on disk. */
+#include "server/module_cache.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "common/sha256.h"
+
+#define IMAGE_MAX ((size_t)1 << 30)
+#define MAX_ENTRIES 4096 /* files looked at when evicting */
+
+static struct {
+    bool on;
+    char dir[256];
+    uint64_t max_bytes;
+    struct srv_module_cache_stats stats;
+} cache;
+
+/* Make path a directory only we can use: create it 0700, or accept an existing one we own
+ * (tightening its mode). False, with a log line, otherwise. */
+static bool private_dir(const char *path)
+{
+    struct stat st;
+
+    if (mkdir(path, 0700) != 0 && errno != EEXIST) {
+        rg_error("module cache: cannot create %s: %m; cache off", path);
+        return false;
+    }
+    if (lstat(path, &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid()) {
+        rg_error("module cache: %s is not a directory owned by uid %d; cache off", path,
+                 (int)geteuid());
+        return false;
+    }
+    if ((st.st_mode & 077) != 0 && chmod(path, 0700) != 0) {
+        rg_error("module cache: cannot make %s private (chmod 0700): %m; cache off", path);
+        return false;
+    }
+    return true;
+}
+
+void srv_module_cache_configure(const struct srv_config *cfg)
+{
+    const char *runtime = getenv("XDG_RUNTIME_DIR");
+
+    memset(&cache, 0, sizeof(cache));
+    if (strcmp(cfg->module_cache, "off") == 0)
+        return;
+    if (cfg->module_cache[0] != '\0')
+        snprintf(cache.dir, sizeof(cache.dir), "%s", cfg->module_cache);
+    else if (runtime != NULL && runtime[0] == '/')
+        snprintf(cache.dir, sizeof(cache.dir), "%s/rgpu-module-cache", runtime);
+    else
+        snprintf(cache.dir, sizeof(cache.dir), "/tmp/rgpu-cache-%d", (int)geteuid());
+    cache.max_bytes = SRV_MODULE_CACHE_DEFAULT_MAX;
+    if (cfg->module_cache_max[0] != '\0' &&
+        !srv_parse_size(cfg->module_cache_max, &cache.max_bytes))
+        rg_warn("module cache: bad module_cache_max '%s'; using %llu bytes",
+                cfg->module_cache_max, (unsigned long long)cache.max_bytes);
+    cache.on = private_dir(cache.dir);
+}
+
+void srv_module_cache_stats(struct srv_module_cache_stats *stats_p)
+{
+    *stats_p = cache.stats;
+}
+
+/* <dir>/<tenant>: the tenant's name when it is plain, else "h-" and part of its hash; "-" for a
+ * server without tenants. Created private on first use. */
+static bool tenant_dir(const char *tenant, char *out, size_t cap)
+{
+    bool plain = tenant[0] != '\0' && tenant[0] != '.';
+    char name[80];
+
+    for (const char *c = tenant; *c != '\0' && plain; c++)
+        plain = (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') ||
+                (*c >= '0' && *c <= '9') || *c == '_' || *c == '-' || *c == '.';
+    if (tenant[0] == '\0') {
+        snprintf(name, sizeof(name), "-");
+    } else if (plain) {
+        snprintf(name, sizeof(name), "t-%s", tenant);
+    } else {
+        uint8_t h[RG_SHA256_LEN];
+        char hex[2 * RG_SHA256_LEN + 1];
+        rg_sha256(tenant, strlen(tenant), h);
+        rg_sha256_hex(h, hex);
+        snprintf(name, sizeof(name), "h-%.32s", hex);
+    }
+    if ((size_t)snprintf(out, cap, "%s/%s", cache.dir, name) >= cap)
+        return false;
+    return private_dir(out);
+}
+
+static bool image_path(const char *tenant, const uint8_t hash[RG_SHA256_LEN], char *out,
+                       size_t cap)
+{
+    char dir[512], hex[2 * RG_SHA256_LEN + 1];
+
+    if (!tenant_dir(tenant, dir, sizeof(dir)))
+        return false;
+    rg_sha256_hex(hash, hex);
+    return (size_t)snprintf(out, cap, "%s/%s", dir, hex) < cap;
+}
+
+static bool read_all(int fd, void *buf, size_t len)
+{
+    for (size_t off = 0; off < len;) {
+        ssize_t n = read(fd, (uint8_t *)buf + off, len - off);
+        if (n <= 0)
+            return false;
+        off += (size_t)n;
+    }
+    return true;
+}
+
+/* The cached image with that hash and length, checked against the hash; NULL if none. */
+static void *cache_read(const char *tenant, const uint8_t hash[RG_SHA256_LEN], size_t len)
+{
+    char path[768];
+    uint8_t got[RG_SHA256_LEN];
+    struct stat st;
+    void *image = NULL;
+    int fd;
+
+    if (!cache.on || !image_path(tenant, hash, path, sizeof(path)) ||
+        (fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)) < 0)
+        return NULL;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || (size_t)st.st_size != len ||
+        (image = calloc(1, len + 1)) == NULL || !read_all(fd, image, len))
+        goto err_free;
+    rg_sha256(image, len, got);
+    if (memcmp(got, hash, RG_SHA256_LEN) != 0) {
+        rg_warn("module cache: %s does not match its hash; removed", path);
+        cache.stats.corrupt++;
+        unlink(path);
+        goto err_free;
+    }
+    futimens(fd, NULL); /* most recently used */
+    close(fd);
+    return image;
+err_free:
+    free(image);
+    close(fd);
+    return NULL;
+}
+
+CUresult srv_image_take(struct srv_session *s, struct srv_call *call, void **image_p,
+                        size_t *len_p)
+{
+    uint64_t flags = call->msg->n_args > 1 ? call->msg->args[1] : 0;
+    size_t len = call->hdr->bulk_len > 0 ? call->hdr->bulk_len : call->msg->data.len;
+    void *image;
+
+    if (flags & PROTO_IMAGE_BY_HASH) {
+        if (call->msg->n_args < 3 || call->hdr->bulk_len != 0 ||
+            call->msg->data.len != RG_SHA256_LEN || call->msg->args[2] == 0 ||
+            call->msg->args[2] > IMAGE_MAX)
+            return CUDA_ERROR_INVALID_VALUE;
+        len = (size_t)call->msg->args[2];
+        if ((image = cache_read(s->tenant, call->msg->data.data, len)) == NULL) {
+            cache.stats.misses++;
+            return PROTO_RESULT_NOT_CACHED;
+        }
+        cache.stats.hits++;
+        rg_info("module cache: hit, %zu image bytes not sent (tenant '%s')", len, s->tenant);
+        *image_p = image;
+        *len_p = len;
+        return CUDA_SUCCESS;
+    }
+    if (len == 0)
+        return CUDA_ERROR_INVALID_IMAGE;
+    if (len > IMAGE_MAX) /* the dispatcher drains the bulk */
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((image = calloc(1, len + 1)) == NULL)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    if (srv_recv_input(s, call, image, len) != RG_OK) {
+        free(image);
+        return CUDA_ERROR_DEVICE_UNAVAILABLE;
+    }
+    *image_p = image;
+    *len_p = len;
+    return CUDA_SUCCESS;
+}
+
+struct cache_entry {
+    struct timespec used;
+    uint64_t size;
+    char path[400];
+};
+
+static int older_first(const void *a, const void *b)
+{
+    const struct cache_entry *x = a, *y = b;
+
+    if (x->used.tv_sec != y->used.tv_sec)
+        return x->used.tv_sec < y->used.tv_sec ? -1 : 1;
+    return x->used.tv_nsec < y->used.tv_nsec ? -1 : x->used.tv_nsec > y->used.tv_nsec;
+}
+
+/* Add the images of one tenant directory to the list; returns their total size. */
+static uint64_t list_dir(const char *dir, struct cache_entry *list, size_t *n_p)
+{
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    uint64_t total = 0;
+
+    while (d != NULL && (e = readdir(d)) != NULL && *n_p < MAX_ENTRIES) {
+        struct cache_entry *c = &list[*n_p];
+        struct stat st;
+        if (strlen(e->d_name) != 2 * RG_SHA256_LEN ||
+            (size_t)snprintf(c->path, sizeof(c->path), "%s/%s", dir, e->d_name) >=
+                sizeof(c->path) ||
+            lstat(c->path, &st) != 0 || !S_ISREG(st.st_mode))
+            continue;
+        c->used = st.st_mtim;
+        c->size = (uint64_t)st.st_size;
+        total += c->size;
+        (*n_p)++;
+    }
+    if (d != NULL)
+        closedir(d);
+    return total;
+}
+
+/* Keep the whole cache (every tenant) within max_bytes: least recently used images go. */
+static void evict(void)
+{
+    struct cache_entry *list = calloc(MAX_ENTRIES, sizeof(*list));
+    DIR *d = opendir(cache.dir);
+    struct dirent *e;
+    uint64_t total = 0;
+    size_t n = 0;
+
+    while (list != NULL && d != NULL && (e = readdir(d)) != NULL) {
+        char sub[400];
+        if (e->d_name[0] == '.' ||
+            (size_t)snprintf(sub, sizeof(sub), "%s/%s", cache.dir, e->d_name) >= sizeof(sub))
+            continue;
+        total += list_dir(sub, list, &n);
+    }
+    if (d != NULL)
+        closedir(d);
+    if (list != NULL && total > cache.max_bytes) {
+        qsort(list, n, sizeof(*list), older_first);
+        for (size_t i = 0; i < n && total > cache.max_bytes; i++) {
+            if (unlink(list[i].path) == 0) {
+                total -= list[i].size;
+                cache.stats.evicted++;
+                rg_info("module cache: evicted %s (%llu bytes)", list[i].path,
+                        (unsigned long long)list[i].size);
+            }
+        }
+    }
+    free(list);
+}
+
+static bool write_all(int fd, const void *buf, size_t len)
+{
+    for (size_t off = 0; off < len;) {
+        ssize_t n = write(fd, (const uint8_t *)buf + off, len - off);
+        if (n <= 0)
+            return false;
+        off += (size_t)n;
+    }
+    return true;
+}
+
+/* Write the image under its hash in the tenant's directory (temporary name, then rename). */
+static void cache_store(const char *tenant, const void *image, size_t len)
+{
+    uint8_t hash[RG_SHA256_LEN];
+    char path[768], tmp[800];
+    bool ok;
+    int fd;
+
+    if (len > cache.max_bytes)
+        return;
+    rg_sha256(image, len, hash);
+    if (!image_path(tenant, hash, path, sizeof(path)))
+        return;
+    snprintf(tmp, sizeof(tmp), "%s.tmp-XXXXXX", path);
+    if ((fd = mkstemp(tmp)) < 0) {
+        rg_warn("module cache: cannot create %s: %m", tmp);
+        return;
+    }
+    ok = write_all(fd, image, len);
+    if (close(fd) != 0)
+        ok = false;
+    if (!ok || rename(tmp, path) != 0) {
+        rg_warn("module cache: cannot write %s: %m", path);
+        unlink(tmp);
+        return;
+    }
+    cache.stats.stored++;
+    rg_info("module cache: stored %.16s... (%zu bytes, tenant '%s')", strrchr(path, '/') + 1,
+            len, tenant);
+    evict();
+}
+
+void srv_image_release(struct srv_session *s, struct srv_call *call, void *image, size_t len,
+                       bool loaded)
+{
+    uint64_t flags = call->msg->n_args > 1 ? call->msg->args[1] : 0;
+
+    if (loaded && cache.on && (flags & PROTO_IMAGE_CACHE))
+        cache_store(s->tenant, image, len);
+    free(image);
+}

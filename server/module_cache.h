@@ -1,0 +1,44 @@
+/* The module cache: images that MODULE_LOAD / LIBRARY_LOAD brought, kept on disk by content
+ * hash (SHA-256) so that a later load, by this or another process of the same tenant, names the
+ * hash instead of sending the bytes again (proto/ops.h: PROTO_IMAGE_BY_HASH).
+ *
+ * Layout: <dir>/<tenant>/<64 hex digits>, directories mode 0700 and owned by the server's user,
+ * files 0600 written to a temporary name and renamed into place, so every worker of the server
+ * shares the cache and never sees a partial file. A tenant looks only in its own subdirectory,
+ * so it can never load another tenant's image by guessing a hash. A file's hash is checked each
+ * time it is used; a file that does not match is removed. The total size of the cache is bounded
+ * (module_cache_max); the least recently used images go first. */
+#ifndef RGPU_SERVER_MODULE_CACHE_H
+#define RGPU_SERVER_MODULE_CACHE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "server/server.h"
+#include "server/session.h"
+
+#define SRV_MODULE_CACHE_DEFAULT_MAX (4ull << 30)
+
+/* Set the cache up from cfg->module_cache ("" = the default directory under $XDG_RUNTIME_DIR,
+ * or /tmp/rgpu-cache-<uid>; "off" = no cache) and cfg->module_cache_max. Logs and disables the
+ * cache when the directory cannot be made private. */
+void srv_module_cache_configure(const struct srv_config *cfg);
+
+/* The image of a MODULE_LOAD / LIBRARY_LOAD call as a heap copy with a NUL after it: the bytes
+ * the call carries, or the tenant's cached image with the hash it names (PROTO_RESULT_NOT_CACHED
+ * when there is none). */
+CUresult srv_image_take(struct srv_session *s, struct srv_call *call, void **image_p,
+                        size_t *len_p);
+/* After the driver took (loaded) or refused the image: keep it in the cache when the call asked
+ * for that and it loaded, then free it. */
+void srv_image_release(struct srv_session *s, struct srv_call *call, void *image, size_t len,
+                       bool loaded);
+
+/* What this process's cache did (for logs and tests). */
+struct srv_module_cache_stats {
+    uint64_t hits, misses, stored, evicted, corrupt;
+};
+void srv_module_cache_stats(struct srv_module_cache_stats *stats_p);
+
+#endif
