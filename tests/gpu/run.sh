@@ -36,7 +36,7 @@ start_server 127.0.0.1 server
 head -5 "$LOGS/server.log"
 
 # 1. Programs: native vs rgpu, static and shared cudart.
-for prog in vadd matmul streams ptx_driver copies fault graph printf; do
+for prog in vadd matmul streams ptx_driver copies fault graph graph_nodes printf; do
     for kind in static shared; do
         exe=$B/bin/${prog}_$kind
         n=$LOGS/${prog}_$kind
@@ -64,6 +64,9 @@ compare() { # name cmd...
     fi
 }
 compare cublas_sgemm "$B/bin/cublas_sgemm"
+# Driver-API programs: virtual memory management, memory pools, stream attributes, 2D copies.
+compare vmm_pools "$B/bin/vmm_pools"
+compare copies_2d "$B/bin/copies_2d"
 compare torch_smoke python3 "$ROOT/tests/gpu/torch_smoke.py"
 compare torch_graph python3 "$ROOT/tests/gpu/torch_graph.py"
 compare torch_features python3 "$ROOT/tests/gpu/torch_features.py"
@@ -78,10 +81,11 @@ else
     row torch_train FAIL "exit native=$rn rgpu=$rr: ${msg:-$(tail -2 "$LOGS/torch_train.rgpu.err" | tr '\n' ' ')}"
 fi
 # NVIDIA's cuda-samples from the bundle (tests/gpu/samples.sh; its own gpu-server, one row each;
-# RGPU_GPU_SAMPLES=0 leaves them out).
+# RGPU_GPU_SAMPLES=0 leaves them out; past SAMPLES_BUDGET_S seconds the rest are SKIP rows).
 if [ "${RGPU_GPU_SAMPLES:-1}" != 0 ]; then
     : >"$LOGS/samples.rows"
-    SAMPLES_ROWS=$LOGS/samples.rows "$ROOT/tests/gpu/samples.sh" run "$B" >"$LOGS/samples.out" 2>&1 ||
+    SAMPLES_BUDGET_S=${SAMPLES_BUDGET_S:-300} SAMPLES_ROWS=$LOGS/samples.rows \
+        "$ROOT/tests/gpu/samples.sh" run "$B" >"$LOGS/samples.out" 2>&1 ||
         row cuda-samples FAIL "samples.sh: $(tail -1 "$LOGS/samples.out")"
     while IFS=$'\t' read -r n s r; do row "sample $n" "$s" "$r"; done <"$LOGS/samples.rows"
 fi

@@ -256,7 +256,7 @@ verdict() {
 
 # ---------------------------------------------------------------------------- run
 run_samples() { # BUNDLE_DIR
-    local B DEPS LOGS WORK PORT TN TR BUDGET start name path expect args
+    local B DEPS LOGS WORK PORT TN TR TREFUSED BUDGET start name path expect args
     B=$(cd "$1" && pwd) || die "no bundle at $1"
     DEPS=$B/deps
     LOGS=${OUT:-/tmp}/rgpu-gpu-logs/samples
@@ -264,6 +264,7 @@ run_samples() { # BUNDLE_DIR
     PORT=${SAMPLES_PORT:-7075}
     TN=${SAMPLES_TIMEOUT_NATIVE:-60}
     TR=${SAMPLES_TIMEOUT_RGPU:-120}
+    TREFUSED=${SAMPLES_TIMEOUT_REFUSED:-30}
     BUDGET=${SAMPLES_BUDGET_S:-480}
     local -a ROWS=()
     emit() { # name status reason
@@ -278,7 +279,12 @@ run_samples() { # BUNDLE_DIR
     fi
     command -v timeout >/dev/null || die "timeout (coreutils) is needed"
     rm -rf "$WORK" "$LOGS" && mkdir -p "$WORK" "$LOGS"
-    tar -C "$WORK" -xJf "$B/samples.tar.xz" || die "cannot unpack $B/samples.tar.xz"
+    if command -v xz >/dev/null; then
+        tar -C "$WORK" -xJf "$B/samples.tar.xz"
+    else # no xz-utils: Python's lzma
+        python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1], "r:xz").extractall(sys.argv[2])' \
+            "$B/samples.tar.xz" "$WORK"
+    fi || die "cannot unpack $B/samples.tar.xz"
 
     LD_LIBRARY_PATH=$DEPS "$B/bin/gpu-server" --listen 127.0.0.1 --port "$PORT" --log-level info \
         >"$LOGS/server.log" 2>&1 &
@@ -305,28 +311,42 @@ run_samples() { # BUNDLE_DIR
     printf '%s\n' "${ROWS[@]}" | awk '{n[$2]++} END {printf "total %d:", NR; for (s in n) printf " %s %d", s, n[s]; print ""}'
 }
 
+# Runs a sample in its directory under a time limit; afterwards kills what it left behind in its
+# process group (timeout makes one), e.g. children it forked that wait for a parent that failed.
+run_limited() { # dir limit stdout stderr env-assignments... -- command args...
+    local dir=$1 lim=$2 o=$3 e=$4 pid rc
+    local -a envs=()
+    shift 4
+    while [ "$1" != -- ]; do envs+=("$1"); shift; done
+    shift
+    (cd "$dir" && exec env "${envs[@]}" timeout -k 5 "$lim" "$@" >"$o" 2>"$e" </dev/null) &
+    pid=$!
+    wait "$pid"
+    rc=$?
+    kill -9 -- "-$pid" 2>/dev/null
+    return $rc
+}
+
 run_one() { # name expect args
-    local name=$1 expect=$2 args=$3 dir=$WORK/$1 l=$LOGS/$1 rn rr t0 t1 t2 v
-    # Word splitting of args is wanted: they are plain options from the list.
-    # shellcheck disable=SC2086
-    (cd "$dir" && LD_LIBRARY_PATH=$DEPS:$CUDA_HOME/lib64:$WORK/_lib timeout -k 5 "$TN" "./$name" $args \
-        >"$l.native" 2>"$l.native.err" </dev/null)
+    local name=$1 expect=$2 args=$3 dir=$WORK/$1 l=$LOGS/$1 rn rr t1 t2 v lim=$TR
+    local -a argv=() nenv=(LD_LIBRARY_PATH="$DEPS:$CUDA_HOME/lib64:$WORK/_lib")
+    local -a renv=(LD_LIBRARY_PATH="$B/client:$DEPS:$CUDA_HOME/lib64:$WORK/_lib" RGPU_SERVER="127.0.0.1:$PORT")
+    read -r -a argv <<<"$args"
+    # A sample refused by design may hang waiting for a forked peer: shorter limit.
+    [ "$expect" != pass ] && [ "$lim" -gt "$TREFUSED" ] && lim=$TREFUSED
+    run_limited "$dir" "$TN" "$l.native" "$l.native.err" "${nenv[@]}" -- "./$name" "${argv[@]}"
     rn=$?
     t1=$(date +%s.%N)
-    # shellcheck disable=SC2086
-    (cd "$dir" && LD_LIBRARY_PATH=$B/client:$DEPS:$CUDA_HOME/lib64:$WORK/_lib RGPU_SERVER=127.0.0.1:$PORT \
-        timeout -k 5 "$TR" "./$name" $args >"$l.rgpu" 2>"$l.rgpu.err" </dev/null)
+    run_limited "$dir" "$lim" "$l.rgpu" "$l.rgpu.err" "${renv[@]}" -- "./$name" "${argv[@]}"
     rr=$?
     t2=$(date +%s.%N)
-    v=$(verdict "$expect" "$rn" "$rr" "$l.native" "$l.rgpu" "$l.rgpu.err" "$TR")
+    v=$(verdict "$expect" "$rn" "$rr" "$l.native" "$l.rgpu" "$l.rgpu.err" "$lim")
     if [ "${v%%$'\t'*}" == FAIL ] && [ "$rr" -eq "$rn" ]; then
         # Same status, different output: a second native run tells volatile lines apart.
-        (cd "$dir" && LD_LIBRARY_PATH=$DEPS:$CUDA_HOME/lib64:$WORK/_lib timeout -k 5 "$TN" "./$name" $args \
-            >"$l.native2" 2>/dev/null </dev/null)
-        v=$(verdict "$expect" "$rn" "$rr" "$l.native" "$l.rgpu" "$l.rgpu.err" "$TR" "$l.native2")
+        run_limited "$dir" "$TN" "$l.native2" /dev/null "${nenv[@]}" -- "./$name" "${argv[@]}"
+        v=$(verdict "$expect" "$rn" "$rr" "$l.native" "$l.rgpu" "$l.rgpu.err" "$lim" "$l.native2")
     fi
-    t0=$(awk -v a="$t1" -v b="$t2" 'BEGIN{printf "rgpu %.1fs", b-a}')
-    emit "$name" "${v%%$'\t'*}" "${v#*$'\t'}; $t0"
+    emit "$name" "${v%%$'\t'*}" "${v#*$'\t'}; $(awk -v a="$t1" -v b="$t2" 'BEGIN{printf "rgpu %.1fs", b-a}')"
 }
 
 # ---------------------------------------------------------------------------- selftest
@@ -352,15 +372,17 @@ selftest_run() { # tmpdir
     fake hang '[ $rgpu = 1 ] && sleep 30; echo PASSED'
     fake crash '[ $rgpu = 1 ] && kill -SEGV $$; echo PASSED'
     fake waived 'echo "Waiving: needs two GPUs"; exit 2'
+    fake forks '[ $rgpu = 1 ] && { (exec -a rgpu-selftest-orphan sleep 300) & echo "cuIpcOpenMemHandle is not supported" >&2; exit 1; }; echo PASSED'
+    fake refusedhang '[ $rgpu = 1 ] && sleep 30; echo PASSED'
     printf '%s\n' "ok p pass" "volatile p pass" "args p pass -n=3 --x" "differs p pass" \
         "refused p refused:ipc" "unsupported p pass" "hang p pass" "crash p pass" "waived p pass" \
-        >"$s/samples_list.txt"
+        "forks p refused:ipc" "refusedhang p refused:ipc" >"$s/samples_list.txt"
     echo "missing p" >"$s/not_built.txt"
     tar -C "$s" -cJf "$b/samples.tar.xz" .
-    OUT=$d/out SAMPLES_WORK=$d/work SAMPLES_ROWS=$d/rows SAMPLES_TIMEOUT_RGPU=3 SAMPLES_PORT=1 \
-        run_samples "$b" >"$d/run.out" 2>&1
+    OUT=$d/out SAMPLES_WORK=$d/work SAMPLES_ROWS=$d/rows SAMPLES_TIMEOUT_RGPU=4 SAMPLES_PORT=1 \
+        SAMPLES_TIMEOUT_REFUSED=2 run_samples "$b" >"$d/run.out" 2>&1
     for want in ok:PASS volatile:PASS args:PASS differs:FAIL refused:XFAIL unsupported:FAIL hang:FAIL \
-        crash:FAIL waived:SKIP missing:SKIP; do
+        crash:FAIL waived:SKIP forks:XFAIL refusedhang:FAIL missing:SKIP; do
         n=${want%%:*}
         got=$(awk -F'\t' -v n="$n" '$1 == n { print $2 "\t" $3 }' "$d/rows")
         if [ "${got%%$'\t'*}" == "${want#*:}" ]; then
@@ -372,7 +394,14 @@ selftest_run() { # tmpdir
     done
     grep -q 'args: -n=3 --x' "$d/out/rgpu-gpu-logs/samples/args.rgpu" ||
         { echo "FAIL run args: arguments or data/ not passed"; fails=$((fails + 1)); }
-    grep -q '^total 10:' "$d/run.out" || { echo "FAIL run summary: $(tail -1 "$d/run.out")"; fails=$((fails + 1)); }
+    grep -q '^total 12:' "$d/run.out" || { echo "FAIL run summary: $(tail -1 "$d/run.out")"; fails=$((fails + 1)); }
+    grep -q 'timed out after 4s' "$d/rows" && grep -q 'refusedhang.*timed out after 2s' "$d/rows" ||
+        { echo "FAIL run limits: rgpu 4 s, refused 2 s not applied"; fails=$((fails + 1)); }
+    # The process the fake "forks" left behind was killed with its process group.
+    if pgrep -f rgpu-selftest-orphan >/dev/null; then
+        echo "FAIL run forks: a forked child outlived its sample"
+        fails=$((fails + 1))
+    fi
 }
 
 selftest() {
