@@ -188,7 +188,9 @@ enum proto_handle_type {
                                  /*  data: cubin, then logs (info NUL error NUL)             */ \
     X(LINK_DESTROY)              /* [link]                                                   */ \
     X(STREAM_SET_ATTR)           /* [stream, attr]            data: CUstreamAttrValue        */ \
-    X(STREAM_GET_ATTR)           /* [stream, attr] -> data: CUstreamAttrValue                */
+    X(STREAM_GET_ATTR)           /* [stream, attr] -> data: CUstreamAttrValue                */ \
+    X(DEVICE_STATUS)             /* [dev] -> out[mem total, used, free, util valid, util gpu */ \
+                                 /*  %, util memory %] (the NVML shim; client/rgpu_ext.h)    */
 
 enum proto_op {
 #define PROTO_OP_ENUM(name) PROTO_OP_##name,

@@ -17,6 +17,7 @@ extern const srv_handler_fn srv_vmm_handlers[PROTO_OP_COUNT];
 extern const srv_handler_fn srv_graph_node_handlers[PROTO_OP_COUNT];
 extern const srv_handler_fn srv_memcpy_2d_handlers[PROTO_OP_COUNT];
 extern const srv_handler_fn srv_link_handlers[PROTO_OP_COUNT];
+extern const srv_handler_fn srv_status_handlers[PROTO_OP_COUNT];
 extern const srv_handler_fn srv_stream_attr_handlers[PROTO_OP_COUNT];
 
 static void *handle_real(struct srv_session *s, uint64_t id, unsigned type)
@@ -620,7 +621,7 @@ const uint8_t srv_min_args[PROTO_OP_COUNT] = {
     OP(GRAPH_CLONE, h, 2), OP(GRAPH_GET_NODES, h, 1), OP(GRAPH_EXEC_KERNEL_SET, h, 11),
     OP(GRAPH_EXEC_UPDATE, h, 2), OP(MEMCPY_2D, h, 9), OP(LINK_CREATE, h, 2),
     OP(LINK_ADD_DATA, h, 2), OP(LINK_COMPLETE, h, 1), OP(LINK_DESTROY, h, 1),
-    OP(STREAM_SET_ATTR, h, 2), OP(STREAM_GET_ATTR, h, 2),
+    OP(STREAM_SET_ATTR, h, 2), OP(STREAM_GET_ATTR, h, 2), OP(DEVICE_STATUS, h, 1),
 };
 #undef OP
 
@@ -640,6 +641,8 @@ srv_handler_fn srv_handler(unsigned op)
         return srv_memcpy_2d_handlers[op];
     if (srv_link_handlers[op] != NULL)
         return srv_link_handlers[op];
+    if (srv_status_handlers[op] != NULL)
+        return srv_status_handlers[op];
     if (srv_stream_attr_handlers[op] != NULL)
         return srv_stream_attr_handlers[op];
     return exec_handlers[op];

@@ -1,6 +1,7 @@
 #!/bin/bash
 # Bundle what the GPU host lacks into <repo>/.bundle (ignored by git; carried to the GPU host):
-#   client/  rgpu's libcuda.so.1 (only the client goes first in a program's library path)
+#   client/  rgpu's libcuda.so.1 and NVML shim libnvidia-ml.so.1 (only these go first in a
+#            program's library path)
 #   bin/     gpu-server, rgpu, the test programs (static and shared cudart), ip
 #   deps/    every shared library those need that is not part of glibc, plus libcudart.so.13
 #   samples.tar.xz  NVIDIA's cuda-samples, when SAMPLES_OUT holds them (tests/gpu/samples.sh build)
@@ -15,6 +16,7 @@ CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
 rm -rf "$OUT"
 mkdir -p "$OUT/client" "$OUT/bin" "$OUT/deps"
 cp -L "$BUILD/lib/libcuda.so.1" "$OUT/client/"
+cp -L "$BUILD/lib/libnvidia-ml.so.1" "$OUT/client/" # the NVML shim
 cp "$BUILD/bin/gpu-server" "$BUILD/bin/rgpu" "$BUILD/bin/rgpu-demo-app" "$OUT/bin/"
 cp "$BUILD"/tests/programs/*_static "$BUILD"/tests/programs/*_shared "$OUT/bin/"
 cp "$BUILD/bin/rgpu-bench-micro" "$BUILD/bin/rgpu-bench-tcp" "$OUT/bin/"

@@ -36,7 +36,7 @@ start_server 127.0.0.1 server
 head -5 "$LOGS/server.log"
 
 # 1. Programs: native vs rgpu, static and shared cudart.
-for prog in vadd matmul streams ptx_driver copies fault graph graph_nodes printf; do
+for prog in vadd matmul streams ptx_driver copies fault graph graph_nodes printf device_assert; do
     for kind in static shared; do
         exe=$B/bin/${prog}_$kind
         n=$LOGS/${prog}_$kind
@@ -71,6 +71,12 @@ compare torch_smoke python3 "$ROOT/tests/gpu/torch_smoke.py"
 compare torch_graph python3 "$ROOT/tests/gpu/torch_graph.py"
 compare torch_features python3 "$ROOT/tests/gpu/torch_features.py"
 compare torch_gpt2 python3 "$ROOT/tests/gpu/torch_gpt2.py"
+# The NVML shim: what PyTorch and monitoring read through libnvidia-ml.so.1, from the server.
+if remote python3 "$ROOT/tests/gpu/nvml_smoke.py" >"$LOGS/nvml_smoke.out" 2>&1; then
+    row nvml_smoke PASS "$(grep -E 'memory total|utilization' "$LOGS/nvml_smoke.out" | head -2 | tr '\n' ' ')"
+else
+    row nvml_smoke FAIL "$(grep -E 'FAIL|Error' "$LOGS/nvml_smoke.out" | head -3 | tr '\n' ' ')"
+fi
 # Training losses: native and rgpu within a relative tolerance rather than as text.
 T=$ROOT/tests/gpu/torch_train.py; msg=
 native python3 "$T" --json >"$LOGS/torch_train.native" 2>"$LOGS/torch_train.native.err"; rn=$?

@@ -22,8 +22,10 @@ for _ in $(seq 100); do
     sleep 0.1
 done
 
+# Under LeakSanitizer: the client keeps unloaded modules' objects on purpose (functions may
+# still point at them), so leak checking is for the server side here.
 for run in 1 2; do
-    RGPU_SERVER=127.0.0.1:$PORT RGPU_TRACE_CALLS=1 LD_LIBRARY_PATH=$LIBDIR timeout 60 "$PROG" \
+    ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0 RGPU_SERVER=127.0.0.1:$PORT RGPU_TRACE_CALLS=1 LD_LIBRARY_PATH=$LIBDIR timeout 60 "$PROG" \
         >"$WORK/run$run.out" 2>"$WORK/run$run.trace" || fail "run $run: $(cat "$WORK/run$run.trace")"
     grep -q PASS "$WORK/run$run.out" || fail "run $run did not pass"
 done

@@ -1,0 +1,38 @@
+/* DEVICE_STATUS: memory and utilization of one device for the NVML shim. Memory is the
+ * session's view (its quota and what it holds, as cuMemGetInfo reports them); utilization is
+ * the whole GPU's, from the host's NVML when there is one. Needs no context. */
+#include "server/host_nvml.h"
+#include "server/session.h"
+
+static CUresult h_device_status(struct srv_session *s, struct srv_call *call)
+{
+    struct srv_gpu_usage usage;
+    char pci[32];
+    size_t card = 0;
+    uint64_t total, free_b;
+    CUdevice dev;
+    CUresult res;
+
+    if (call->msg->args[0] >= (uint64_t)s->ndevices)
+        return CUDA_ERROR_INVALID_DEVICE;
+    dev = s->devices[call->msg->args[0]];
+    if ((res = s->drv.cuDeviceTotalMem(&card, dev)) != CUDA_SUCCESS ||
+        (res = s->drv.cuDeviceGetPCIBusId(pci, sizeof(pci), dev)) != CUDA_SUCCESS)
+        return res;
+    srv_host_nvml_usage(pci, &usage);
+    total = s->mem_quota != 0 && s->mem_quota < card ? s->mem_quota : card;
+    free_b = total > s->mem_used ? total - s->mem_used : 0;
+    if (usage.mem_valid && usage.mem_free < free_b) /* other tenants hold the rest */
+        free_b = usage.mem_free;
+    call->out[call->nout++] = total;
+    call->out[call->nout++] = total - free_b;
+    call->out[call->nout++] = free_b;
+    call->out[call->nout++] = usage.util_valid;
+    call->out[call->nout++] = usage.util_gpu;
+    call->out[call->nout++] = usage.util_mem;
+    return CUDA_SUCCESS;
+}
+
+const srv_handler_fn srv_status_handlers[PROTO_OP_COUNT] = {
+    [PROTO_OP_DEVICE_STATUS] = h_device_status,
+};
