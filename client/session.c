@@ -12,6 +12,7 @@
 #include "common/config.h"
 #include "proto/arena.h"
 #include "proto/frame.h"
+#include "transport/rdma.h"
 
 #define DEFAULT_SERVER "127.0.0.1:7070"
 #define RECV_BUF_SIZE (256u << 10)
@@ -34,6 +35,8 @@ static struct {
     bool tried;
     CUresult init_result;
     struct transport_conn *conn;
+    struct transport_conn *tcp_ctl; /* the TCP connection kept once frames moved to RDMA */
+    char transport[8];              /* what the Hello asks for: tcp | rdma | auto */
     bool dead;
     char server[256];
     uint64_t next_call_id;
@@ -57,6 +60,7 @@ static struct {
 
 struct client_conf {
     char server[256];
+    char transport[8]; /* auto (default) | rdma | tcp */
     char tenant[128];
     char token[256];
 };
@@ -73,6 +77,8 @@ static rg_status_t conf_key(void *arg, const char *section, const char *key, con
         snprintf(conf->tenant, sizeof(conf->tenant), "%s", value);
     else if (strcmp(key, "token") == 0)
         snprintf(conf->token, sizeof(conf->token), "%s", value);
+    else if (strcmp(key, "transport") == 0)
+        snprintf(conf->transport, sizeof(conf->transport), "%s", value);
     return RG_OK;
 }
 
@@ -90,8 +96,12 @@ static void conf_load(struct client_conf *conf)
         snprintf(conf->tenant, sizeof(conf->tenant), "%s", env);
     if ((env = getenv("RGPU_TOKEN")) != NULL)
         snprintf(conf->token, sizeof(conf->token), "%s", env);
+    if ((env = getenv("RGPU_TRANSPORT")) != NULL && env[0] != '\0')
+        snprintf(conf->transport, sizeof(conf->transport), "%s", env);
     if (conf->server[0] == '\0')
         snprintf(conf->server, sizeof(conf->server), "%s", DEFAULT_SERVER);
+    if (conf->transport[0] == '\0')
+        snprintf(conf->transport, sizeof(conf->transport), "auto");
 }
 
 /* ---- handshake -------------------------------------------------------------------------- */
@@ -109,7 +119,7 @@ static rg_status_t send_hello(const struct client_conf *conf)
     hello.client_pid = (uint32_t)getpid();
     hello.tenant = (char *)conf->tenant;
     hello.token = (char *)conf->token;
-    hello.transport = "tcp";
+    hello.transport = sess.transport;
     return proto_send(sess.conn, PROTO_HELLO, &hello.base, NULL, 0);
 }
 
@@ -149,7 +159,67 @@ static CUresult take_welcome(const Rgpu__Welcome *w)
     return sess.ndevices > 0 ? CUDA_SUCCESS : CUDA_ERROR_NO_DEVICE;
 }
 
-static CUresult handshake(const struct client_conf *conf)
+/* ---- transport: tcp, or a move to RDMA after the handshake ------------------------------ */
+
+/* What to ask the server for. auto without RDMA here asks for tcp, saying why in one line. */
+static CUresult transport_choose(const char *want)
+{
+    char why[256];
+
+    if (strcmp(want, "tcp") != 0 && strcmp(want, "rdma") != 0 && strcmp(want, "auto") != 0) {
+        rg_error("transport = %s is not one of auto, rdma, tcp (RGPU_TRANSPORT or the config)",
+                 want);
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    snprintf(sess.transport, sizeof(sess.transport), "%s", want);
+    if (strcmp(want, "tcp") == 0 || transport_rdma_probe(why, sizeof(why)) == RG_OK)
+        return CUDA_SUCCESS;
+    if (strcmp(want, "rdma") == 0) {
+        rg_error("transport = rdma, but this host cannot use RDMA: %s", why);
+        return CUDA_ERROR_NO_DEVICE;
+    }
+    rg_info("transport: tcp to %s (auto: %s here)", sess.server, why);
+    snprintf(sess.transport, sizeof(sess.transport), "tcp");
+    return CUDA_SUCCESS;
+}
+
+/* After the Welcome: take the server's RDMA offer, or say in one line why not. */
+static CUresult transport_upgrade(const Rgpu__Welcome *w, const struct transport_opts *opts)
+{
+    bool required = strcmp(sess.transport, "rdma") == 0;
+    struct transport_conn *rconn;
+    rg_status_t st;
+
+    if (strcmp(sess.transport, "tcp") == 0)
+        return CUDA_SUCCESS;
+    if (w->rdma_addr == NULL || w->rdma_addr[0] == '\0') {
+        const char *note = w->transport_note && w->transport_note[0] ? w->transport_note
+                                                                     : "no RDMA offer";
+        if (required)
+            rg_error("transport = rdma, but gpu-server at %s offers no RDMA: %s", sess.server,
+                     note);
+        else
+            rg_info("transport: tcp to %s (auto: %s)", sess.server, note);
+        return required ? CUDA_ERROR_NO_DEVICE : CUDA_SUCCESS;
+    }
+    st = transport_rdma_upgrade(w->rdma_addr, w->rdma_secret.data, w->rdma_secret.len,
+                                transport_fd(sess.conn), opts, &rconn);
+    if (st != RG_OK) {
+        if (required)
+            rg_error("transport = rdma, but connecting to %s over RDMA failed: %s",
+                     w->rdma_addr, rg_status_str(st));
+        else
+            rg_info("transport: tcp to %s (auto: RDMA connect to %s failed: %s)", sess.server,
+                    w->rdma_addr, rg_status_str(st));
+        return required ? CUDA_ERROR_NO_DEVICE : CUDA_SUCCESS;
+    }
+    sess.tcp_ctl = sess.conn;
+    sess.conn = rconn;
+    rg_info("transport: rdma to %s (session with %s)", w->rdma_addr, sess.server);
+    return CUDA_SUCCESS;
+}
+
+static CUresult handshake(const struct client_conf *conf, const struct transport_opts *opts)
 {
     struct proto_frame_hdr hdr;
     Rgpu__Welcome *w;
@@ -168,6 +238,8 @@ static CUresult handshake(const struct client_conf *conf)
         return CUDA_ERROR_NO_DEVICE;
     }
     res = take_welcome(w);
+    if (res == CUDA_SUCCESS)
+        res = transport_upgrade(w, opts);
     rgpu__welcome__free_unpacked(w, NULL);
     return res;
 }
@@ -238,6 +310,8 @@ static CUresult session_open(void)
     sess.recv_buf = malloc(RECV_BUF_SIZE);
     if (sess.recv_buf == NULL || proto_arena_init(&sess.arena, 64u << 10) != RG_OK)
         return CUDA_ERROR_OUT_OF_MEMORY;
+    if ((res = transport_choose(conf.transport)) != CUDA_SUCCESS)
+        return res;
     status = transport_tcp_ops.connect(conf.server, &opts, &sess.conn);
     if (status != RG_OK) {
         rg_error("cannot reach gpu-server at %s: %s. Start gpu-server there, or point "
@@ -246,15 +320,17 @@ static CUresult session_open(void)
                  conf.server, rg_status_str(status));
         return CUDA_ERROR_NO_DEVICE;
     }
-    if (getenv("RGPU_BUSY_POLL_US") != NULL)
-        transport_set_busy_poll(sess.conn, (unsigned)atoi(getenv("RGPU_BUSY_POLL_US")));
     sess.pid = getpid();
-    res = handshake(&conf);
+    res = handshake(&conf, &opts);
+    if (res == CUDA_SUCCESS && getenv("RGPU_BUSY_POLL_US") != NULL)
+        transport_set_busy_poll(sess.conn, (unsigned)atoi(getenv("RGPU_BUSY_POLL_US")));
     if (res == CUDA_SUCCESS)
         res = batch_start();
     if (res != CUDA_SUCCESS) {
         transport_close(sess.conn);
-        sess.conn = NULL;
+        if (sess.tcp_ctl != NULL)
+            transport_close(sess.tcp_ctl);
+        sess.conn = sess.tcp_ctl = NULL;
     }
     return res;
 }

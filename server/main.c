@@ -25,9 +25,10 @@ static void usage(FILE *out)
             "  context, per client session. Defaults: --listen 0.0.0.0 --port %d, all GPUs,\n"
             "  the driver libcuda.so.1. Config file keys (section [server]) match the flags.\n"
             "  --busy-poll-us N: workers spin up to N us for the next call before blocking.\n"
+            "  --transport auto|rdma|tcp: auto (default) moves a session to RDMA when the client\n"
+            "  asks and both hosts can; rdma requires it; tcp never offers it.\n"
             "  Config-only keys: module_cache = DIR|off (images kept by hash; default under\n"
             "  $XDG_RUNTIME_DIR or /tmp/rgpu-cache-UID), module_cache_max = SIZE (4GiB).\n"
-            "  host_nvml = PATH|off: the NVML that GPU utilization is read from.\n"
             "  gpu-server --hash-token TOKEN prints the token_sha256 value for a tenant.\n",
             SRV_DEFAULT_PORT);
 }
@@ -49,12 +50,14 @@ static rg_status_t set_key(struct srv_config *c, const char *key, const char *va
         SET(name);
     else if (strcmp(key, "busy_poll_us") == 0 || strcmp(key, "busy-poll-us") == 0)
         SET(busy_poll_us);
+    else if (strcmp(key, "transport") == 0 && (strcmp(value, "auto") == 0 ||
+                                               strcmp(value, "rdma") == 0 ||
+                                               strcmp(value, "tcp") == 0))
+        SET(transport);
     else if (strcmp(key, "module_cache") == 0)
         SET(module_cache);
     else if (strcmp(key, "module_cache_max") == 0)
         SET(module_cache_max);
-    else if (strcmp(key, "host_nvml") == 0)
-        SET(host_nvml);
     else
         return RG_ERR_INVALID;
 #undef SET
@@ -89,7 +92,8 @@ static int parse_args(int argc, char **argv, struct srv_config *c, struct worker
         {"config", 1, 0, 'c'}, {"listen", 1, 0, 'l'}, {"port", 1, 0, 'p'},
         {"devices", 1, 0, 'd'}, {"driver", 1, 0, 'D'}, {"log-level", 1, 0, 'L'},
         {"name", 1, 0, 'n'}, {"worker-fd", 1, 0, 'W'}, {"session", 1, 0, 'S'},
-        {"peer", 1, 0, 'P'}, {"busy-poll-us", 1, 0, 'B'}, {"help", 0, 0, 'h'},
+        {"peer", 1, 0, 'P'}, {"busy-poll-us", 1, 0, 'B'}, {"transport", 1, 0, 'T'},
+        {"help", 0, 0, 'h'},
         {0, 0, 0, 0}};
     int o;
 
@@ -111,6 +115,12 @@ static int parse_args(int argc, char **argv, struct srv_config *c, struct worker
         case 'L': set_key(c, "log_level", optarg); break;
         case 'n': set_key(c, "name", optarg); break;
         case 'B': set_key(c, "busy_poll_us", optarg); break;
+        case 'T':
+            if (set_key(c, "transport", optarg) != RG_OK) {
+                fprintf(stderr, "gpu-server: --transport takes auto, rdma or tcp\n");
+                return 2;
+            }
+            break;
         case 'W': w->fd = atoi(optarg); break;
         case 'S': w->session = strtoull(optarg, NULL, 10); break;
         case 'P': snprintf(w->peer, sizeof(w->peer), "%s", optarg); break;
@@ -156,7 +166,8 @@ int srv_driver_check(const struct srv_config *cfg)
 
 int main(int argc, char **argv)
 {
-    struct srv_config cfg = {.listen = "0.0.0.0", .port = SRV_DEFAULT_PORT, .log_level = "info"};
+    struct srv_config cfg = {.listen = "0.0.0.0", .port = SRV_DEFAULT_PORT, .log_level = "info",
+                             .transport = "auto"};
     struct worker_args w = {.fd = -1};
     char self[4096];
     ssize_t n;

@@ -13,6 +13,7 @@
 
 #include "common/log.h"
 #include "server/server.h"
+#include "transport/rdma.h"
 #include "transport/transport.h"
 
 #define MAX_WORKERS 1024
@@ -63,7 +64,8 @@ static void exec_worker(int fd, uint64_t session, const char *peer)
     char *argv[] = {(char *)sup.self_exe, "--worker-fd", fdbuf, "--session", sid, "--peer",
                     (char *)peer, "--driver", (char *)c->driver, "--devices", (char *)c->devices,
                     "--log-level", (char *)c->log_level, "--name", (char *)c->name,
-                    "--busy-poll-us", (char *)c->busy_poll_us, NULL, NULL, NULL};
+                    "--busy-poll-us", (char *)c->busy_poll_us, "--transport",
+                    (char *)c->transport, NULL, NULL, NULL};
     size_t n = sizeof(argv) / sizeof(argv[0]) - 3;
 
     if (c->config_path[0] != '\0') { /* the worker reads its tenants from the same file */
@@ -152,6 +154,27 @@ static void resume_accept(evutil_socket_t fd, short what, void *arg)
     event_add(sup.ev_accept, NULL);
 }
 
+/* One line on what clients can use; with transport = rdma and no RDMA here, an error. */
+static int transport_check(const struct srv_config *cfg)
+{
+    char why[256] = "";
+
+    if (strcmp(cfg->transport, "tcp") == 0) {
+        rg_info("transport tcp: sessions stay on TCP");
+        return 0;
+    }
+    if (transport_rdma_probe(why, sizeof(why)) == RG_OK) {
+        rg_info("transport %s: sessions whose client asks move to RDMA", cfg->transport);
+        return 0;
+    }
+    if (strcmp(cfg->transport, "rdma") == 0) {
+        rg_error("transport = rdma but this host cannot use RDMA: %s", why);
+        return 1;
+    }
+    rg_info("transport auto: TCP only (%s)", why);
+    return 0;
+}
+
 int srv_supervisor_run(const struct srv_config *cfg, const char *self_exe)
 {
     char addr[192], bound[192];
@@ -165,6 +188,10 @@ int srv_supervisor_run(const struct srv_config *cfg, const char *self_exe)
         return 1;
     }
     transport_tcp_ops.listener_addr(sup.listener, bound, sizeof(bound));
+    if (transport_check(cfg) != 0) {
+        transport_tcp_ops.listener_close(sup.listener);
+        return 1;
+    }
     signal(SIGPIPE, SIG_IGN);
     sup.base = event_base_new();
     sup.ev_accept = event_new(sup.base, transport_tcp_ops.listener_fd(sup.listener),

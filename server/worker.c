@@ -8,13 +8,20 @@
 #include <unistd.h>
 
 #include "common/log.h"
-#include "server/host_nvml.h"
 #include "server/module_cache.h"
 #include "server/server.h"
 #include "server/session.h"
 
+#include "transport/rdma.h"
 #define EXIT_MALFORMED 2
 
+#define RDMA_UPGRADE_WAIT_MS 10000
+
+/* The session's move to RDMA (a worker serves one session): the offer named in the Welcome,
+ * why there is none, and the TCP connection kept once frames flow over RDMA. */
+static struct transport_rdma_offer rdma_offer;
+static char rdma_note[200];
+static struct transport_conn *tcp_ctl;
 static int parse_devices(struct srv_session *s, const char *list)
 {
     int count = 0;
@@ -86,6 +93,12 @@ static rg_status_t send_welcome(struct srv_session *s, const struct srv_config *
     w.server_name = (char *)cfg->name;
     w.mem_quota = s->mem_quota;
     return proto_send(s->conn, PROTO_WELCOME, &w.base, NULL, 0);
+    if (rdma_offer.listener != NULL) {
+        w.rdma_addr = rdma_offer.addr;
+        w.rdma_secret = (ProtobufCBinaryData){sizeof(rdma_offer.secret), rdma_offer.secret};
+    } else {
+        w.transport_note = rdma_note;
+    }
 }
 
 static void refuse(struct srv_session *s, CUresult status, const char *reason)
@@ -119,6 +132,65 @@ static int authenticate(struct srv_session *s, const struct srv_config *cfg,
 }
 
 /* Hello -> Welcome. Returns -1 to go on serving, or the worker's exit status. */
+/* Before the Welcome: open an RDMA offer when the client asks and this server allows. 0 to go
+ * on (with or without an offer), 1 when refused (transport = rdma and no RDMA). */
+static int transport_offer(struct srv_session *s, const struct srv_config *cfg, const char *want)
+{
+    bool client_rdma = strcmp(want, "rdma") == 0 || strcmp(want, "auto") == 0;
+    char why[160] = "", reason[256];
+
+    if (strcmp(cfg->transport, "tcp") == 0)
+        snprintf(rdma_note, sizeof(rdma_note), "the server is configured for tcp");
+    else if (!client_rdma)
+        snprintf(rdma_note, sizeof(rdma_note), "the client asked for tcp");
+    else if (transport_rdma_offer_open(transport_fd(s->conn), &rdma_offer, why, sizeof(why)) ==
+             RG_OK)
+        return 0;
+    else
+        snprintf(rdma_note, sizeof(rdma_note), "the server cannot use RDMA: %s", why);
+    if (strcmp(cfg->transport, "rdma") == 0) {
+        snprintf(reason, sizeof(reason), "this server requires RDMA (transport = rdma); %s",
+                 rdma_note);
+        refuse(s, CUDA_ERROR_NOT_SUPPORTED, reason);
+        return 1;
+    }
+    if (client_rdma)
+        rg_info("session %llu: transport tcp (%s)", (unsigned long long)s->id, rdma_note);
+    return 0;
+}
+
+/* After the Welcome: wait for the client's RDMA connection. -1 to serve, else exit status. */
+static int transport_upgrade(struct srv_session *s, const struct srv_config *cfg)
+{
+    struct transport_conn *rconn;
+    rg_status_t st;
+
+    if (rdma_offer.listener == NULL)
+        return -1;
+    st = transport_rdma_offer_accept(&rdma_offer, transport_fd(s->conn), RDMA_UPGRADE_WAIT_MS,
+                                     &rconn);
+    transport_rdma_offer_close(&rdma_offer);
+    if (st == RG_OK) {
+        tcp_ctl = s->conn;
+        s->conn = rconn;
+        transport_set_busy_poll(rconn, (unsigned)atoi(cfg->busy_poll_us));
+        rg_info("session %llu: transport rdma", (unsigned long long)s->id);
+        return -1;
+    }
+    if (st == RG_ERR_CLOSED) {
+        rg_info("session %llu: %s left before moving to RDMA", (unsigned long long)s->id, s->peer);
+        return 0;
+    }
+    if (strcmp(cfg->transport, "rdma") == 0) {
+        rg_error("session %llu: the client did not connect over RDMA (%s); transport = rdma "
+                 "ends the session", (unsigned long long)s->id, rg_status_str(st));
+        return 1;
+    }
+    rg_info("session %llu: transport tcp (the client stayed on TCP: %s)",
+            (unsigned long long)s->id, rg_status_str(st));
+    return -1;
+}
+
 static int handshake(struct srv_session *s, const struct srv_config *cfg)
 {
     struct proto_frame_hdr hdr;
@@ -148,7 +220,7 @@ static int handshake(struct srv_session *s, const struct srv_config *cfg)
         refuse(s, CUDA_ERROR_NOT_SUPPORTED, reason);
         return 0;
     }
-    if (authenticate(s, cfg, hello) != 0) {
+    if (authenticate(s, cfg, hello) != 0 || transport_offer(s, cfg, hello->transport) != 0) {
         rgpu__hello__free_unpacked(hello, NULL);
         return 0;
     }
@@ -158,7 +230,7 @@ static int handshake(struct srv_session *s, const struct srv_config *cfg)
         refuse(s, CUDA_ERROR_NO_DEVICE, "the server cannot open its GPUs");
         return 1;
     }
-    return send_welcome(s, cfg) == RG_OK ? -1 : 1;
+    return send_welcome(s, cfg) == RG_OK ? transport_upgrade(s, cfg) : 1;
 }
 
 rg_status_t srv_recv_input(struct srv_session *s, struct srv_call *call, void *dst, size_t len)
@@ -294,6 +366,8 @@ static int serve(struct srv_session *s)
             why = "a frame with a bad header or an oversized message";
         else if (st != RG_OK)
             why = NULL;
+    if (tcp_ctl != NULL)
+        transport_close(tcp_ctl);
         else if (hdr.type != PROTO_CALL)
             why = "an unexpected frame type";
         else if (execute(s, &hdr, &why))
@@ -325,7 +399,6 @@ int srv_worker_run(const struct srv_config *cfg, int fd, uint64_t session_id, co
         return 1;
     transport_set_busy_poll(s.conn, (unsigned)atoi(cfg->busy_poll_us));
     srv_module_cache_configure(cfg);
-    srv_host_nvml_configure(cfg->host_nvml);
     output_capture(&s);
     rc = handshake(&s, cfg);
     if (rc < 0) {

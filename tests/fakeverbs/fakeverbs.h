@@ -19,8 +19,8 @@
  *   FAKEVERBS_DELAY_US=N             every incoming packet is processed N us late
  *   FAKEVERBS_REMOTE_ACCESS_ERROR=N  the Nth request received is refused with a remote access
  *                                    error (requester: IBV_WC_REM_ACCESS_ERR; both QPs to error)
- *   FAKEVERBS_LOSE_RECV=N            the Nth ibv_post_recv is accepted but lost, so a sender
- *                                    eventually finds no posted buffer (RNR)
+ *   FAKEVERBS_LOSE_RECV=N            from the Nth ibv_post_recv on, receives are accepted but
+ *                                    lost, so a sender soon finds no posted buffer (RNR)
  */
 #ifndef RGPU_FAKEVERBS_H
 #define RGPU_FAKEVERBS_H

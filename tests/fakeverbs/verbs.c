@@ -368,8 +368,8 @@ static int fv_post_recv(struct ibv_qp *ibv, struct ibv_recv_wr *wr, struct ibv_r
             fv_complete(ibv->recv_cq, qp, wr->wr_id, IBV_WC_RECV, IBV_WC_WR_FLUSH_ERR, 0);
             continue;
         }
-        if (++qp->recvs == qp->lose_recv)
-            continue; /* fault injection: this buffer never reaches the queue */
+        if (qp->lose_recv != 0 && ++qp->recvs >= qp->lose_recv)
+            continue; /* fault injection: from the Nth on, buffers never reach the queue */
         struct fv_recv_wr *r = &qp->rq[(qp->rq_head + qp->rq_count++) % qp->rq_cap];
         r->wr_id = wr->wr_id;
         r->num_sge = wr->num_sge;

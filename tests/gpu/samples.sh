@@ -15,11 +15,13 @@
 #       prints one row per sample: PASS, FAIL, XFAIL (refused by design, as the list expects) or
 #       SKIP (waived or failing natively, not built, out of time). Rows are also appended, tab
 #       separated, to $SAMPLES_ROWS when set (tests/gpu/run.sh reads them).
-#   samples.sh check OUTDIR
+#   samples.sh check OUTDIR [CLIENT_LIBCUDA]
 #       What can be checked without a GPU, per staged sample: how it reaches CUDA (static or
 #       shared cudart, driver API only), the device code it carries or loads (sm_/ptx_ from the
 #       fatbin headers: this toolkit has no cuobjdump), the libraries it needs, and the APIs in
-#       its sources that rgpu refuses or does not implement. Written to OUTDIR/check.txt.
+#       its sources that rgpu refuses or does not implement. With rgpu's libcuda.so.1, also the
+#       driver entry points the sample reaches (imported, or behind the runtime calls in its
+#       sources) that are still the client's generated NOT_SUPPORTED stubs. To OUTDIR/check.txt.
 #   samples.sh selftest
 #       Checks the output comparison on canned outputs (no GPU needed).
 #
@@ -143,12 +145,78 @@ PY
 # API names in a sample's sources that rgpu refuses by design or does not serve (yet).
 NOTABLE='cudaHostGetDevicePointer|cudaHostAllocMapped|cudaHostRegisterMapped|cuMemHostGetDevicePointer|cudaMallocManaged|__managed__|cuMemAllocManaged|cudaIpc[A-Za-z]+|cuIpc[A-Za-z]+|cuMemCreate|cuMemMap|cuMemExportToShareableHandle|cudaLaunchCooperativeKernel|cuLaunchCooperativeKernel|cudaMalloc3?D?Array|cuArray3?D?Create|cudaCreateTextureObject|cuTexObjectCreate|cudaCreateSurfaceObject|cudaMemcpy[23]D[A-Za-z]*|cuMemcpy[23]D|cudaMallocPitch|cuLinkCreate|cudaGraphCreate|cudaGraphAdd[A-Za-z]+Node|cudaGraphConditionalHandleCreate|cudaMallocAsync|cudaMemPool[A-Za-z]+|cudaDeviceEnablePeerAccess|fork\('
 
-check_samples() { # OUTDIR
-    local out name path expect rest f rt libs apis
+# Runtime API calls and the driver entry points cudart serves them with (for the stub check).
+RUNTIME_TO_DRIVER='
+cudaMallocManaged cuMemAllocManaged
+cudaMallocArray cuArrayCreate_v2
+cudaMalloc3DArray cuArray3DCreate_v2
+cudaMallocMipmappedArray cuMipmappedArrayCreate
+cudaCreateTextureObject cuTexObjectCreate
+cudaCreateSurfaceObject cuSurfObjectCreate
+cudaMemcpy2D cuMemcpy2DUnaligned_v2
+cudaMemcpy2DToArray cuMemcpy2DUnaligned_v2
+cudaMemcpy3D cuMemcpy3D_v2
+cudaMallocPitch cuMemAllocPitch_v2
+cudaLaunchCooperativeKernel cuLaunchCooperativeKernel
+cudaGraphCreate cuGraphCreate
+cudaGraphAddKernelNode cuGraphAddKernelNode_v2
+cudaGraphAddMemcpyNode cuGraphAddMemcpyNode
+cudaGraphAddMemsetNode cuGraphAddMemsetNode
+cudaGraphAddHostNode cuGraphAddHostNode
+cudaGraphAddMemAllocNode cuGraphAddMemAllocNode
+cudaGraphAddMemFreeNode cuGraphAddMemFreeNode
+cudaGraphAddNode cuGraphAddNode_v2
+cudaGraphConditionalHandleCreate cuGraphConditionalHandleCreate
+cudaDeviceGetGraphMemAttribute cuDeviceGetGraphMemAttribute
+cudaDeviceGraphMemTrim cuDeviceGraphMemTrim
+cudaGraphExecUpdate cuGraphExecUpdate_v2
+cudaGraphClone cuGraphClone
+cudaMallocAsync cuMemAllocAsync
+cudaMemPoolSetAttribute cuMemPoolSetAttribute
+cudaDeviceGetDefaultMemPool cuDeviceGetDefaultMemPool
+cudaIpcGetMemHandle cuIpcGetMemHandle
+cudaIpcOpenMemHandle cuIpcOpenMemHandle_v2
+cudaIpcGetEventHandle cuIpcGetEventHandle
+cudaHostGetDevicePointer cuMemHostGetDevicePointer_v2
+cudaHostRegister cuMemHostRegister_v2
+cudaStreamAttachMemAsync cuStreamAttachMemAsync
+cudaMemPrefetchAsync cuMemPrefetchAsync_v2
+cudaMemAdvise cuMemAdvise_v2
+cudaDeviceEnablePeerAccess cuCtxEnablePeerAccess
+cudaStreamBeginCapture cuStreamBeginCapture_v2
+cudaGraphInstantiate cuGraphInstantiateWithFlags
+cudaGraphLaunch cuGraphLaunch
+cudaLaunchHostFunc cuLaunchHostFunc
+cudaStreamAddCallback cuStreamAddCallback
+cudaDeviceSetLimit cuCtxSetLimit
+cudaFuncGetAttributes cuFuncGetAttribute
+cudaMemset2D cuMemsetD2D8_v2
+cudaStreamCreateWithPriority cuStreamCreateWithPriority
+'
+
+# Driver entry points a staged sample reaches that the client only has as NOT_SUPPORTED stubs.
+client_stubs_reached() { # out path name stubs-file
+    local bin=$1/build/$2/$3
+    {
+        nm -D --undefined-only "$bin" 2>/dev/null | awk '{sub(/@.*/, "", $2); print $2}'
+        cat "$1/src/$2"/*.c* "$1/src/$2"/*.h* 2>/dev/null | grep -oE '\bcuda[A-Z][A-Za-z0-9]+' | sort -u |
+            awk 'NR == FNR { if (NF == 2) map[$1] = $2; next } $1 in map { print map[$1] }' \
+                <(printf '%s' "$RUNTIME_TO_DRIVER") -
+    } | grep -E '^cu[A-Z]' | sort -u | grep -Fxf "$4" | paste -sd' ' -
+}
+
+check_samples() { # OUTDIR [CLIENT_LIBCUDA]
+    local out name path expect rest f rt libs apis stubs="" lacks=""
     out=$(cd "$1" && pwd) || die "no build output at $1"
     [ -f "$out/stage/samples_list.txt" ] || die "$out has no stage/ (run samples.sh build first)"
+    if [ -n "${2:-}" ]; then
+        stubs=$(mktemp)
+        # The generated stubs are weak; the client's own entry points override them.
+        nm -D --defined-only "$2" | awk '$2 == "W" { print $3 }' >"$stubs" || die "cannot read $2"
+        [ -s "$stubs" ] || die "$2 has no weak stubs: not rgpu's client?"
+    fi
     {
-        printf '%-29s %-13s %-27s %-14s %-30s %s\n' SAMPLE CUDA EXPECT DEVICE-CODE LIBRARIES "NOTABLE APIS (sources)"
+        printf '%-29s %-13s %-27s %-14s %-30s %s\n' SAMPLE CUDA EXPECT DEVICE-CODE LIBRARIES "NOTABLE APIS (sources)${stubs:+ | CLIENT STUBS REACHED}"
         while read -r name path expect rest; do
             f=$out/stage/$name/$name
             # Stripped: no symbols; static cudart leaves its error strings in the binary.
@@ -165,9 +233,12 @@ check_samples() { # OUTDIR
             libs=$(ldd "$f" | awk '/=>/{print $1}' | grep -E 'cublas|cufft|curand|cusolver|cusparse|nvrtc|nvJitLink|gomp' |
                 sed 's/\.so.*//; s/^lib//' | sort -u | paste -sd, -)
             apis=$(cat "$out/src/$path"/*.c* "$out/src/$path"/*.h* 2>/dev/null | grep -oE "\b($NOTABLE)" | sort -u | paste -sd' ' -)
-            printf '%-29s %-13s %-27s %-14s %-30s %s\n' "$name" "$rt" "$expect" "${code:-none}" "${libs:--}" "${apis:--}"
+            [ -n "$stubs" ] && lacks=" | $(client_stubs_reached "$out" "$path" "$name" "$stubs")"
+            printf '%-29s %-13s %-27s %-14s %-30s %s\n' "$name" "$rt" "$expect" "${code:-none}" "${libs:--}" "${apis:--}$lacks"
         done < <(list_entries "$out/stage/samples_list.txt")
     } | tee "$out/check.txt"
+    [ -n "$stubs" ] && rm -f "$stubs"
+    return 0
 }
 
 # ---------------------------------------------------------------------------- compare
@@ -463,7 +534,7 @@ selftest() {
 case ${1:-} in
     build) [ $# -eq 3 ] || die "usage: samples.sh build CUDA_SAMPLES_DIR OUTDIR"; build_samples "$2" "$3" ;;
     run) [ $# -eq 2 ] || die "usage: samples.sh run BUNDLE_DIR"; run_samples "$2" ;;
-    check) [ $# -eq 2 ] || die "usage: samples.sh check OUTDIR"; check_samples "$2" ;;
+    check) [ $# -ge 2 ] && [ $# -le 3 ] || die "usage: samples.sh check OUTDIR [CLIENT_LIBCUDA]"; check_samples "$2" "${3:-}" ;;
     selftest) selftest ;;
-    *) die "usage: samples.sh build CUDA_SAMPLES_DIR OUTDIR | check OUTDIR | run BUNDLE_DIR | selftest" ;;
+    *) die "usage: samples.sh build CUDA_SAMPLES_DIR OUTDIR | check OUTDIR [CLIENT_LIBCUDA] | run BUNDLE_DIR | selftest" ;;
 esac

@@ -10,10 +10,20 @@ PROGS=$BUILD/tests/programs
 TOOLS=$BUILD/tests/integration
 WORK=$(mktemp -d)
 export LD_LIBRARY_PATH=$BUILD/lib
+# RGPU_TEST_TRANSPORT=rdma: the same suite with every client session moved to RDMA on
+# tests/fakeverbs (clients require rdma; the server offers it, and still serves the raw-socket
+# checks, which ask for tcp, on TCP).
+VERBS_PATH=""
+FAKEVERBS_DIR=""
+if [ "${RGPU_TEST_TRANSPORT:-tcp}" = rdma ]; then
+    VERBS_PATH=$BUILD/tests/fakeverbs/lib
+    FAKEVERBS_DIR=$(mktemp -d /tmp/fakeverbs.XXXXXX)
+    export FAKEVERBS_DIR RGPU_TRANSPORT=rdma LD_LIBRARY_PATH=$VERBS_PATH:$LD_LIBRARY_PATH
+fi
 FAILS=0
 PIDS=()
 
-cleanup() { for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null; done; rm -rf "$WORK"; }
+cleanup() { for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null; done; rm -rf "$WORK" ${FAKEVERBS_DIR:+"$FAKEVERBS_DIR"}; }
 trap cleanup EXIT
 
 free_port() { python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])'; }
@@ -55,8 +65,8 @@ for prog in vadd matmul streams ptx_driver copies fault graph graph_nodes printf
 done
 
 # The other two ways in: LD_PRELOAD (no library path) and `rgpu run --`.
-if (unset LD_LIBRARY_PATH; LD_PRELOAD=$BUILD/lib/libcuda.so.1 timeout 60 "$PROGS/vadd_shared" | grep -q PASS) &&
-    (unset LD_LIBRARY_PATH; timeout 60 "$BUILD/bin/rgpu" run -- "$PROGS/ptx_driver_static" | grep -q PASS); then
+if (export LD_LIBRARY_PATH=$VERBS_PATH; LD_PRELOAD=$BUILD/lib/libcuda.so.1 timeout 60 "$PROGS/vadd_shared" | grep -q PASS) &&
+    (export LD_LIBRARY_PATH=$VERBS_PATH; timeout 60 "$BUILD/bin/rgpu" run -- "$PROGS/ptx_driver_static" | grep -q PASS); then
     ok "LD_PRELOAD and rgpu run"
 else
     fail "LD_PRELOAD or rgpu run"
@@ -174,6 +184,15 @@ if timeout 60 tail --pid="$VICTIM" -f /dev/null && wait "$VICTIM"; then
     ok "server death: $(tail -1 "$WORK/death.out")"
 else
     fail "server death"; cat "$WORK/death.out"
+fi
+
+if [ -n "$VERBS_PATH" ]; then # every program's session really ran on RDMA
+    n=$(grep -c "transport rdma" "$WORK/main.log")
+    if [ "$n" -ge 20 ] && ! grep -q "transport tcp (the client" "$WORK/main.log"; then
+        ok "rdma: $n sessions moved to RDMA"
+    else
+        fail "rdma: only $n sessions moved to RDMA"; grep "transport" "$WORK/main.log" | head
+    fi
 fi
 
 echo "$FAILS failure(s)"
