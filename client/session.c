@@ -549,8 +549,9 @@ static CUresult take_reply(const struct proto_frame_hdr *hdr, struct cli_call *c
 }
 
 /* What the session's kernels printed (device printf): to this process's stdout, as locally. */
-static rg_status_t take_output(uint64_t len)
+static rg_status_t take_output(uint64_t len, unsigned flags)
 {
+    FILE *to = (flags & PROTO_OUTPUT_STDERR) ? stderr : stdout;
     char buf[16384];
 
     while (len > 0) {
@@ -558,10 +559,10 @@ static rg_status_t take_output(uint64_t len)
         rg_status_t st = transport_recv(sess.conn, buf, n);
         if (st != RG_OK)
             return st;
-        fwrite(buf, 1, n, stdout);
+        fwrite(buf, 1, n, to);
         len -= n;
     }
-    fflush(stdout);
+    fflush(to);
     return RG_OK;
 }
 
@@ -578,7 +579,7 @@ static CUresult wait_reply(struct cli_call *call, uint64_t id, CUresult *result_
         if (status != RG_OK)
             return session_lost("receive", status);
         if (hdr.type == PROTO_OUTPUT) {
-            if (take_output(hdr.bulk_len) != RG_OK)
+            if (take_output(hdr.bulk_len, hdr.flags) != RG_OK)
                 return session_lost("receive", RG_ERR_IO);
             continue;
         }

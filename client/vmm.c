@@ -111,8 +111,6 @@ CLI_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t siz
 
     if (handle == NULL || prop == NULL || size == 0)
         return CUDA_ERROR_INVALID_VALUE;
-    if (prop->requestedHandleTypes != CU_MEM_HANDLE_TYPE_NONE)
-        return cli_unsupported("cuMemCreate with a shareable handle type (IPC)");
     cli_handle_init(&h, PROTO_H_MEM_HANDLE);
     args[0] = h.id, args[1] = size, args[2] = flags;
     res = sync_call(PROTO_OP_MEM_CREATE, 3, args, prop, sizeof(*prop), NULL);

@@ -26,7 +26,8 @@ enum proto_frame_type {
     PROTO_REPLY = 4,
     PROTO_ASYNC_ERROR = 5,
     PROTO_BYE = 6,
-    PROTO_OUTPUT = 7, /* server -> client: text the session's kernels printed (bulk) */
+    PROTO_OUTPUT = 7, /* server -> client: text the session's kernels printed (bulk); flag */
+                      /* PROTO_OUTPUT_STDERR: for stderr (device assert), else stdout   */
 };
 
 struct proto_frame_hdr {

@@ -16,6 +16,7 @@
 #include <stdint.h>
 
 #define PROTO_FLAG_NOREPLY 0x1
+#define PROTO_OUTPUT_STDERR 0x2 /* an OUTPUT frame carries stderr text */
 
 /* MODULE_LOAD / LIBRARY_LOAD image flags and the module cache's own result (see "Images"). */
 #define PROTO_IMAGE_BY_HASH 0x1u

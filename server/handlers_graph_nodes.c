@@ -16,12 +16,17 @@ static uint64_t next_server_id = 1;
 
 static CUresult h_shadow_alloc(struct srv_session *s, struct srv_call *call)
 {
+    CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
     void *p;
     CUresult res;
 
     if (PROTO_ID_TYPE(ARG(0)) != PROTO_H_SHADOW || ARG(1) == 0 || ARG(1) > (1ull << 34))
         return CUDA_ERROR_INVALID_VALUE;
+    /* Shadows are made while a stream captures, where a global-mode capture would forbid
+     * (and be invalidated by) an allocation: relax this thread's mode around it. */
+    s->drv.cuThreadExchangeStreamCaptureMode(&mode);
     res = s->drv.cuMemHostAlloc(&p, ARG(1), CU_MEMHOSTALLOC_PORTABLE);
+    s->drv.cuThreadExchangeStreamCaptureMode(&mode);
     if (res != CUDA_SUCCESS)
         return res;
     if (srv_handle_put(s, ARG(0), p) != RG_OK) {

@@ -49,7 +49,7 @@ struct srv_session {
     uint64_t staging_ctx; /* the context they were allocated in (they die with it) */
     uint8_t *msg_buf;
     struct proto_arena arena; /* unpacked calls live here until the next one */
-    int output_fd;            /* read end of the pipe that is the worker's stdout, or -1 */
+    int output_fd[2];         /* read ends of the pipes that are stdout and stderr, or -1 */
     void *scratch;            /* launch parameters and their pointer array */
     size_t scratch_len;
 };
@@ -113,6 +113,10 @@ void srv_staging_release(struct srv_session *s, uint64_t ctx_id);
 
 /* Bulk input of a call: inline data or frame bulk received into dst (at most cap). */
 rg_status_t srv_recv_input(struct srv_session *s, struct srv_call *call, void *dst, size_t len);
+/* Kernel output (output.c): make stdout and stderr pipes; send what is in them to the client. */
+void srv_output_capture(struct srv_session *s);
+rg_status_t srv_output_forward(struct srv_session *s);
+
 /* Free everything the session holds. */
 void srv_session_teardown(struct srv_session *s);
 

@@ -8,13 +8,13 @@
 #include <unistd.h>
 
 #include "common/log.h"
+#include "server/host_nvml.h"
 #include "server/module_cache.h"
 #include "server/server.h"
 #include "server/session.h"
-
 #include "transport/rdma.h"
-#define EXIT_MALFORMED 2
 
+#define EXIT_MALFORMED 2
 #define RDMA_UPGRADE_WAIT_MS 10000
 
 /* The session's move to RDMA (a worker serves one session): the offer named in the Welcome,
@@ -22,6 +22,7 @@
 static struct transport_rdma_offer rdma_offer;
 static char rdma_note[200];
 static struct transport_conn *tcp_ctl;
+
 static int parse_devices(struct srv_session *s, const char *list)
 {
     int count = 0;
@@ -92,13 +93,13 @@ static rg_status_t send_welcome(struct srv_session *s, const struct srv_config *
     w.devices = ptrs;
     w.server_name = (char *)cfg->name;
     w.mem_quota = s->mem_quota;
-    return proto_send(s->conn, PROTO_WELCOME, &w.base, NULL, 0);
     if (rdma_offer.listener != NULL) {
         w.rdma_addr = rdma_offer.addr;
         w.rdma_secret = (ProtobufCBinaryData){sizeof(rdma_offer.secret), rdma_offer.secret};
     } else {
         w.transport_note = rdma_note;
     }
+    return proto_send(s->conn, PROTO_WELCOME, &w.base, NULL, 0);
 }
 
 static void refuse(struct srv_session *s, CUresult status, const char *reason)
@@ -131,7 +132,6 @@ static int authenticate(struct srv_session *s, const struct srv_config *cfg,
     return 0;
 }
 
-/* Hello -> Welcome. Returns -1 to go on serving, or the worker's exit status. */
 /* Before the Welcome: open an RDMA offer when the client asks and this server allows. 0 to go
  * on (with or without an offer), 1 when refused (transport = rdma and no RDMA). */
 static int transport_offer(struct srv_session *s, const struct srv_config *cfg, const char *want)
@@ -191,6 +191,7 @@ static int transport_upgrade(struct srv_session *s, const struct srv_config *cfg
     return -1;
 }
 
+/* Hello -> Welcome. Returns -1 to go on serving, or the worker's exit status. */
 static int handshake(struct srv_session *s, const struct srv_config *cfg)
 {
     struct proto_frame_hdr hdr;
@@ -274,46 +275,6 @@ static rg_status_t send_result(struct srv_session *s, struct srv_call *call, CUr
     return proto_send(s->conn, PROTO_REPLY, &r.base, NULL, 0);
 }
 
-/* Device printf: the driver writes what kernels print to the worker's stdout, which is a pipe;
- * whatever is there is sent to the client (which writes it to its own stdout) before each
- * reply, so it appears in order with the call that synchronized. */
-static void output_capture(struct srv_session *s)
-{
-    int fds[2];
-
-    s->output_fd = -1;
-    if (pipe(fds) != 0)
-        return;
-    fflush(stdout);
-    if (dup2(fds[1], STDOUT_FILENO) < 0) {
-        close(fds[0]);
-        close(fds[1]);
-        return;
-    }
-    close(fds[1]);
-    /* As large as CUDA's default printf FIFO (1 MiB), so a kernel's output fits before we read
-     * it; a larger cudaLimitPrintfFifoSize could fill the pipe (documented limit). */
-    fcntl(fds[0], F_SETPIPE_SZ, 1 << 20);
-    fcntl(fds[0], F_SETFL, O_NONBLOCK);
-    s->output_fd = fds[0];
-}
-
-static rg_status_t output_forward(struct srv_session *s)
-{
-    char buf[16384];
-    ssize_t n;
-
-    if (s->output_fd < 0)
-        return RG_OK;
-    fflush(stdout);
-    while ((n = read(s->output_fd, buf, sizeof(buf))) > 0) {
-        rg_status_t st = proto_send(s->conn, PROTO_OUTPUT, NULL, buf, (uint64_t)n);
-        if (st != RG_OK)
-            return st;
-    }
-    return RG_OK;
-}
-
 /* Execute one call. Returns false when the session must end (set *why for a bad message). */
 static bool execute(struct srv_session *s, const struct proto_frame_hdr *hdr, const char **why)
 {
@@ -339,7 +300,7 @@ static bool execute(struct srv_session *s, const struct proto_frame_hdr *hdr, co
         res = fn(s, &call);
     if (hdr->bulk_len > 0 && !call.bulk_taken && proto_discard(s->conn, hdr->bulk_len) != RG_OK)
         ok = false;
-    if (ok && !call.noreply && output_forward(s) != RG_OK)
+    if (ok && !call.noreply && srv_output_forward(s) != RG_OK)
         ok = false;
     if (ok && !call.replied && send_result(s, &call, res) != RG_OK)
         ok = false;
@@ -366,8 +327,6 @@ static int serve(struct srv_session *s)
             why = "a frame with a bad header or an oversized message";
         else if (st != RG_OK)
             why = NULL;
-    if (tcp_ctl != NULL)
-        transport_close(tcp_ctl);
         else if (hdr.type != PROTO_CALL)
             why = "an unexpected frame type";
         else if (execute(s, &hdr, &why))
@@ -399,13 +358,16 @@ int srv_worker_run(const struct srv_config *cfg, int fd, uint64_t session_id, co
         return 1;
     transport_set_busy_poll(s.conn, (unsigned)atoi(cfg->busy_poll_us));
     srv_module_cache_configure(cfg);
-    output_capture(&s);
+    srv_host_nvml_configure(cfg->host_nvml);
+    srv_output_capture(&s);
     rc = handshake(&s, cfg);
     if (rc < 0) {
         rc = serve(&s);
         srv_session_teardown(&s);
     }
     transport_close(s.conn);
+    if (tcp_ctl != NULL)
+        transport_close(tcp_ctl);
     proto_arena_destroy(&s.arena);
     free(s.scratch);
     free(s.msg_buf);

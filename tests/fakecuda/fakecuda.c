@@ -479,7 +479,7 @@ static CUresult launch(const struct fk_kernel *k, const unsigned g[3], const uns
     }
     TRACE("launch %s <<<%u,%u>>>\n", k->name, g[0] * g[1] * g[2], b[0] * b[1] * b[2]);
     res = k->run(&l);
-    if (res == CUDA_ERROR_ILLEGAL_ADDRESS) /* reported by the next call, as a real GPU does */
+    if (res == CUDA_ERROR_ILLEGAL_ADDRESS || res == CUDA_ERROR_ASSERT) /* sticky, reported by the next call as a GPU does */
         ((struct fk_obj *)current)->err = res;
     return CUDA_SUCCESS;
 }

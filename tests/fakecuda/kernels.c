@@ -89,6 +89,18 @@ static CUresult k_hello(const struct fk_launch *l)
     return CUDA_SUCCESS;
 }
 
+/* assert(x > 0) in every thread: the driver prints each failing thread to stderr. */
+static CUresult k_check_positive(const struct fk_launch *l)
+{
+    if (P(l, 0, int) > 0)
+        return CUDA_SUCCESS;
+    for (size_t t = 0; t < threads(l); t++)
+        fprintf(stderr, "device_assert.cu:9: void check_positive(int): block: [0,0,0], thread: "
+                        "[%zu,0,0] Assertion `x > 0` failed.\n", t);
+    fflush(stderr);
+    return CUDA_ERROR_ASSERT;
+}
+
 static CUresult k_empty(const struct fk_launch *l)
 {
     return CUDA_SUCCESS;
@@ -97,6 +109,7 @@ static CUresult k_empty(const struct fk_launch *l)
 static const struct fk_kernel kernels[] = {
     {"empty", 0, {0}, {0}, k_empty}, /* bench/micro.c */
     {"_Z5helloi", 1, {0}, {4}, k_hello},
+    {"_Z14check_positivei", 1, {0}, {4}, k_check_positive},
     {"_Z4vaddPKfS0_Pfi", 4, {0, 8, 16, 24}, {8, 8, 8, 4}, k_vadd},
     {"_Z6matmulPKfS0_Pfi", 4, {0, 8, 16, 24}, {8, 8, 8, 4}, k_matmul},
     {"_Z5scalePffi", 3, {0, 8, 12}, {8, 4, 4}, k_scale},

@@ -55,7 +55,7 @@ run_program() { # name args...
 
 start_server main
 export RGPU_SERVER=127.0.0.1:$PORT
-for prog in vadd matmul streams ptx_driver copies fault graph graph_nodes printf; do
+for prog in vadd matmul streams ptx_driver copies fault graph graph_nodes printf device_assert; do
     for kind in static shared; do
         exe=$PROGS/${prog}_$kind
         [ -x "$exe" ] || { fail "$prog $kind: $exe not built"; continue; }
@@ -77,6 +77,13 @@ if [ "$(tr '\n' '|' <"$WORK/printf_static.out")" = "host before|device says 1|ho
     ok "device printf on the client's stdout, in order"
 else
     fail "device printf"; cat "$WORK/printf_static.out"
+fi
+
+# A device assert's message reaches the client's stderr, once per failing thread.
+if [ "$(grep -c 'Assertion `x > 0` failed' "$WORK/device_assert_static.err")" = 2 ]; then
+    ok "device assert message on the client's stderr"
+else
+    fail "device assert message"; cat "$WORK/device_assert_static.err"
 fi
 
 # Driver API: unsupported entry points, asynchronous errors, local answers, many threads.

@@ -1,0 +1,74 @@
+/* What kernels print: device printf goes to the worker's stdout and device assert messages to
+ * its stderr, as locally. Both are pipes; whatever is in them is sent to the client (flagged
+ * with the stream it came from) before each reply, so it appears in order with the call that
+ * synchronized. The worker's own log lines keep going to the original stderr. */
+#include <fcntl.h>
+#include <stdio.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "server/session.h"
+
+static int log_fd = STDERR_FILENO;
+
+static void log_to_original_stderr(enum rg_log_level level, const char *line)
+{
+    (void)level;
+    dprintf(log_fd, "%s\n", line);
+}
+
+/* Make fd (1 or 2) the write end of a pipe; the read end, or -1. */
+static int capture_fd(int fd)
+{
+    int fds[2];
+
+    if (pipe(fds) != 0)
+        return -1;
+    if (dup2(fds[1], fd) < 0) {
+        close(fds[0]);
+        close(fds[1]);
+        return -1;
+    }
+    close(fds[1]);
+    /* As large as CUDA's default printf FIFO (1 MiB), so a kernel's output fits before we read
+     * it; a larger cudaLimitPrintfFifoSize could fill the pipe (documented limit). */
+    fcntl(fds[0], F_SETPIPE_SZ, 1 << 20);
+    fcntl(fds[0], F_SETFL, O_NONBLOCK);
+    return fds[0];
+}
+
+void srv_output_capture(struct srv_session *s)
+{
+    int saved = dup(STDERR_FILENO);
+
+    fflush(stdout);
+    fflush(stderr);
+    s->output_fd[0] = capture_fd(STDOUT_FILENO);
+    s->output_fd[1] = -1;
+    if (saved < 0)
+        return;
+    fcntl(saved, F_SETFD, FD_CLOEXEC);
+    log_fd = saved;
+    rg_log_set_callback(log_to_original_stderr);
+    s->output_fd[1] = capture_fd(STDERR_FILENO);
+}
+
+rg_status_t srv_output_forward(struct srv_session *s)
+{
+    char buf[16384];
+    ssize_t n;
+
+    fflush(stdout);
+    fflush(stderr);
+    for (int i = 0; i < 2; i++) {
+        if (s->output_fd[i] < 0)
+            continue;
+        while ((n = read(s->output_fd[i], buf, sizeof(buf))) > 0) {
+            rg_status_t st = proto_send_flags(s->conn, PROTO_OUTPUT, i ? PROTO_OUTPUT_STDERR : 0,
+                                              NULL, buf, (uint64_t)n);
+            if (st != RG_OK)
+                return st;
+        }
+    }
+    return RG_OK;
+}
