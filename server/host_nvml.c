@@ -38,6 +38,8 @@ static bool host_nvml_open(void)
     if (hn.tried)
         return hn.usable;
     hn.tried = true;
+    if (hn.path[0] == '\0') /* never configured */
+        snprintf(hn.path, sizeof(hn.path), "libnvidia-ml.so.1");
     if (strcmp(hn.path, "off") == 0 || (hn.dl = dlopen(hn.path, RTLD_NOW | RTLD_LOCAL)) == NULL) {
         rg_debug("host NVML %s not available: GPU utilization is not reported", hn.path);
         return false;

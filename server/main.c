@@ -29,6 +29,7 @@ static void usage(FILE *out)
             "  asks and both hosts can; rdma requires it; tcp never offers it.\n"
             "  Config-only keys: module_cache = DIR|off (images kept by hash; default under\n"
             "  $XDG_RUNTIME_DIR or /tmp/rgpu-cache-UID), module_cache_max = SIZE (4GiB).\n"
+            "  host_nvml = PATH|off: the NVML that GPU utilization is read from.\n"
             "  gpu-server --hash-token TOKEN prints the token_sha256 value for a tenant.\n",
             SRV_DEFAULT_PORT);
 }
@@ -58,6 +59,8 @@ static rg_status_t set_key(struct srv_config *c, const char *key, const char *va
         SET(module_cache);
     else if (strcmp(key, "module_cache_max") == 0)
         SET(module_cache_max);
+    else if (strcmp(key, "host_nvml") == 0)
+        SET(host_nvml);
     else
         return RG_ERR_INVALID;
 #undef SET

@@ -19,6 +19,7 @@ struct srv_config {
     char transport[8];  /* auto | rdma | tcp: whether sessions may move to RDMA (docs/ARCHITECTURE.md) */
     char module_cache[256];    /* module cache directory; "" = default, "off" = none */
     char module_cache_max[32]; /* its size bound ("4GiB"); "" = default */
+    char host_nvml[256];       /* the host's NVML library; "" = libnvidia-ml.so.1, "off" */
     char config_path[256]; /* the config file, passed on to workers */
     struct srv_tenants tenants;
 };
