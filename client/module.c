@@ -84,9 +84,35 @@ CLI_EXPORT CUresult cuModuleLoadData(CUmodule *module, const void *image)
 }
 
 /* JIT options are advisory; the server JIT-compiles with its defaults and no log buffers. */
+/* JIT options are not sent: the server's driver compiles with its defaults. The logs the
+ * application asked for are left empty (what the driver writes when it has nothing to say)
+ * rather than untouched. */
+static void jit_logs_empty(unsigned int n, const CUjit_option *options, void **values)
+{
+    char *info = NULL, *error = NULL;
+    size_t info_cap = 0, error_cap = 0;
+
+    for (unsigned i = 0; options != NULL && values != NULL && i < n; i++) {
+        uintptr_t v = (uintptr_t)values[i];
+        if (options[i] == CU_JIT_INFO_LOG_BUFFER)
+            info = (char *)v;
+        else if (options[i] == CU_JIT_ERROR_LOG_BUFFER)
+            error = (char *)v;
+        else if (options[i] == CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES)
+            info_cap = v;
+        else if (options[i] == CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES)
+            error_cap = v;
+    }
+    if (info != NULL && info_cap > 0)
+        info[0] = '\0';
+    if (error != NULL && error_cap > 0)
+        error[0] = '\0';
+}
+
 CLI_EXPORT CUresult cuModuleLoadDataEx(CUmodule *module, const void *image, unsigned int n,
                                        CUjit_option *options, void **values)
 {
+    jit_logs_empty(n, options, values);
     return cuModuleLoadData(module, image);
 }
 
