@@ -26,3 +26,26 @@ add_custom_command(
   VERBATIM)
 # procaddr.c includes procaddr_table.h.
 include_directories(${RGPU_GEN_DIR})
+
+# docs/api-coverage.md from client/api_coverage.txt and the built library's symbols (strong =
+# hand-written, weak = generated stub): regenerated into the build tree with every build,
+# rewritten in the source tree by the api-coverage-update target, and compared with the committed
+# copy by the api_coverage test (tests/api_coverage), which also fails when the table and the
+# code disagree.
+set(RGPU_COVERAGE_ARGS
+    ${CMAKE_SOURCE_DIR}/tools/gen_driver_api.py --cuda-include ${CUDA_HOME}/include
+    --stub ${RGPU_CUDA_STUB} --nm ${RGPU_NM}
+    --coverage-table ${CMAKE_CURRENT_SOURCE_DIR}/api_coverage.txt --lib $<TARGET_FILE:rgpu_client>
+    CACHE INTERNAL "gen_driver_api.py arguments for the coverage document (tests use them too)")
+add_custom_target(api_coverage_doc ALL
+  COMMAND Python3::Interpreter ${RGPU_COVERAGE_ARGS}
+          --coverage-out ${CMAKE_BINARY_DIR}/docs/api-coverage.md || true
+  DEPENDS rgpu_client ${CMAKE_CURRENT_SOURCE_DIR}/api_coverage.txt
+  COMMENT "Generating docs/api-coverage.md in the build tree"
+  VERBATIM)
+add_custom_target(api-coverage-update
+  COMMAND Python3::Interpreter ${RGPU_COVERAGE_ARGS}
+          --coverage-out ${CMAKE_SOURCE_DIR}/docs/api-coverage.md
+  DEPENDS rgpu_client
+  COMMENT "Rewriting docs/api-coverage.md"
+  VERBATIM)
