@@ -158,6 +158,12 @@ FV_EXPORT void fv_link_down(struct fv_cm_id *cid);
 FV_EXPORT uint64_t fv_now_ms(void);
 /* Queue the output of an id and write what the socket takes now. */
 FV_EXPORT void fv_flush(struct fv_cm_id *cid);
+/* CPU time this thread spent inside the fake's data-path entry points (post_send, post_recv,
+ * poll_cq, req_notify_cq, get_cq_event), in ns: lets a measurement tell the provider's share
+ * from the caller's (tests/transport/rdma_cost.c finds it with dlsym). */
+FV_EXPORT uint64_t fv_thread_ns_spent(void);
+FV_EXPORT uint64_t fv_thread_ns(void);
+FV_EXPORT void fv_thread_ns_add(uint64_t start);
 /* From verbs.c. */
 FV_EXPORT extern struct ibv_device fv_device;
 FV_EXPORT extern struct ibv_context_ops fv_ops;

@@ -445,6 +445,7 @@ static int fv_post_one(struct fv_qp *qp, struct ibv_send_wr *wr)
 FV_EXPORT int fv_post_send(struct ibv_qp *ibv, struct ibv_send_wr *wr, struct ibv_send_wr **bad)
 {
     struct fv_qp *qp = (struct fv_qp *)ibv;
+    uint64_t t0 = fv_thread_ns();
     int rc = 0;
 
     fv_lock();
@@ -455,6 +456,7 @@ FV_EXPORT int fv_post_send(struct ibv_qp *ibv, struct ibv_send_wr *wr, struct ib
         fv_flush(qp->cm);
     fv_unlock();
     fv_kick();
+    fv_thread_ns_add(t0);
     return rc;
 }
 

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "fakeverbs.h"
@@ -17,6 +18,17 @@ struct fv_mr {
 };
 
 static struct fv_mr *fv_mrs; /* under fv_lock */
+static __thread uint64_t fv_spent_ns;
+
+FV_EXPORT uint64_t fv_thread_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+FV_EXPORT void fv_thread_ns_add(uint64_t start) { fv_spent_ns += fv_thread_ns() - start; }
+FV_EXPORT uint64_t fv_thread_ns_spent(void) { return fv_spent_ns; }
 static uint32_t fv_next_key;
 
 /* ---- device and context ----------------------------------------------------------------- */
@@ -203,9 +215,12 @@ FV_EXPORT int ibv_destroy_comp_channel(struct ibv_comp_channel *channel)
 FV_EXPORT int ibv_get_cq_event(struct ibv_comp_channel *channel, struct ibv_cq **cq,
                                void **cq_context)
 {
+    uint64_t t0 = fv_thread_ns();
     struct ibv_cq *got;
+    ssize_t n = read(channel->fd, &got, sizeof(got));
 
-    if (read(channel->fd, &got, sizeof(got)) != (ssize_t)sizeof(got))
+    fv_thread_ns_add(t0);
+    if (n != (ssize_t)sizeof(got))
         return -1;
     *cq = got;
     *cq_context = got->cq_context;
@@ -235,6 +250,7 @@ FV_EXPORT void fv_cq_push(struct ibv_cq *ibv, const struct ibv_wc *wc)
 static int fv_poll_cq(struct ibv_cq *ibv, int num_entries, struct ibv_wc *wc)
 {
     struct fv_cq *cq = (struct fv_cq *)ibv;
+    uint64_t t0 = fv_thread_ns();
     int n = 0;
 
     fv_lock();
@@ -243,14 +259,18 @@ static int fv_poll_cq(struct ibv_cq *ibv, int num_entries, struct ibv_wc *wc)
         cq->head = (cq->head + 1) % cq->cap;
     }
     fv_unlock();
+    fv_thread_ns_add(t0);
     return n;
 }
 
 static int fv_req_notify_cq(struct ibv_cq *ibv, int solicited_only)
 {
+    uint64_t t0 = fv_thread_ns();
+
     fv_lock();
     ((struct fv_cq *)ibv)->armed = 1;
     fv_unlock();
+    fv_thread_ns_add(t0);
     return 0;
 }
 
@@ -355,6 +375,7 @@ FV_EXPORT void fv_complete(struct ibv_cq *cq, struct fv_qp *qp, uint64_t wr_id,
 static int fv_post_recv(struct ibv_qp *ibv, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad)
 {
     struct fv_qp *qp = (struct fv_qp *)ibv;
+    uint64_t t0 = fv_thread_ns();
     int rc = 0;
 
     fv_lock();
@@ -377,6 +398,7 @@ static int fv_post_recv(struct ibv_qp *ibv, struct ibv_recv_wr *wr, struct ibv_r
     }
     fv_unlock();
     fv_kick(); /* a SEND may be waiting for this buffer */
+    fv_thread_ns_add(t0);
     return rc;
 }
 
