@@ -411,3 +411,23 @@ CLI_EXPORT CUresult cuCtxGetStreamPriorityRange(int *least, int *greatest)
         *greatest = -5;
     return CUDA_SUCCESS;
 }
+
+CLI_EXPORT CUresult cuCtxResetPersistingL2Cache(void)
+{
+    struct cli_call call = {.op = PROTO_OP_CTX_RESET_L2};
+    CUresult res = cli_need_ctx();
+
+    return res == CUDA_SUCCESS ? cli_call_sync(&call) : res;
+}
+
+/* Profiling ranges: a remote GPU is profiled on its own host (e.g. nsys attached to
+ * gpu-server's workers); here they are accepted and do nothing. */
+CLI_EXPORT CUresult cuProfilerStart(void)
+{
+    return cli_initialized() ? CUDA_SUCCESS : CUDA_ERROR_NOT_INITIALIZED;
+}
+
+CLI_EXPORT CUresult cuProfilerStop(void)
+{
+    return cli_initialized() ? CUDA_SUCCESS : CUDA_ERROR_NOT_INITIALIZED;
+}

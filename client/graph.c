@@ -356,3 +356,44 @@ CLI_EXPORT CUresult cli_exec_update_v1(CUgraphExec e, CUgraph g, CUgraphNode *er
         *result = info.result;
     return res;
 }
+
+/* ---- graph memory of a device (what graphs' memory nodes hold) -------------------------- */
+
+static CUresult graph_mem_call(unsigned op, CUdevice dev, uint64_t attr, bool set, uint64_t *v)
+{
+    uint64_t out[1] = {0};
+    struct cli_call call = {.op = op, .nargs = op == PROTO_OP_GRAPH_MEM_TRIM ? 1 : 4,
+                            .args = {(uint64_t)dev, attr, set, v ? *v : 0}, .out = out,
+                            .out_cap = 1};
+    CUresult res = cli_need_ctx();
+
+    if (res != CUDA_SUCCESS)
+        return res;
+    if (dev < 0 || dev >= cli_device_count())
+        return CUDA_ERROR_INVALID_DEVICE;
+    res = cli_call_sync(&call);
+    if (res == CUDA_SUCCESS && v != NULL && !set)
+        *v = out[0];
+    return res;
+}
+
+CLI_EXPORT CUresult cuDeviceGetGraphMemAttribute(CUdevice dev, CUgraphMem_attribute attr,
+                                                 void *value)
+{
+    if (value == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    return graph_mem_call(PROTO_OP_GRAPH_MEM_ATTR, dev, attr, false, value);
+}
+
+CLI_EXPORT CUresult cuDeviceSetGraphMemAttribute(CUdevice dev, CUgraphMem_attribute attr,
+                                                 void *value)
+{
+    if (value == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    return graph_mem_call(PROTO_OP_GRAPH_MEM_ATTR, dev, attr, true, value);
+}
+
+CLI_EXPORT CUresult cuDeviceGraphMemTrim(CUdevice dev)
+{
+    return graph_mem_call(PROTO_OP_GRAPH_MEM_TRIM, dev, 0, false, NULL);
+}

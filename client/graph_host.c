@@ -153,10 +153,17 @@ CUresult cli_capture_host_fn(CUstream stream, CUhostFn fn, void *data)
     struct graph_host *gh;
     bool ok;
 
+    struct cli_call call = {.op = PROTO_OP_HOST_PLACEHOLDER, .nargs = 1};
+
     pthread_mutex_lock(&capture_lock);
     ok = (gh = capture_rec(capture)) != NULL && graph_host_add_fn(gh, fn, data);
     pthread_mutex_unlock(&capture_lock);
-    return ok ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+    if (!ok)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    /* The captured graph gets a host node of its own, so it has the shape it has locally. */
+    if (!cli_stream_id(stream, false, &call.args[0]))
+        return CUDA_ERROR_INVALID_HANDLE;
+    return cli_call_async(&call);
 }
 
 void cli_capture_take(uint64_t capture_id, struct graph_host *out)

@@ -191,7 +191,11 @@ enum proto_handle_type {
     X(STREAM_SET_ATTR)           /* [stream, attr]            data: CUstreamAttrValue        */ \
     X(STREAM_GET_ATTR)           /* [stream, attr] -> data: CUstreamAttrValue                */ \
     X(DEVICE_STATUS)             /* [dev] -> out[mem total, used, free, util valid, util gpu */ \
-                                 /*  %, util memory %] (the NVML shim; client/rgpu_ext.h)    */
+                                 /*  %, util memory %] (the NVML shim; client/rgpu_ext.h)    */ \
+    X(CTX_RESET_L2)              /* []  cuCtxResetPersistingL2Cache                          */ \
+    X(GRAPH_MEM_ATTR)            /* [dev, attr, set, value] -> out[value]                    */ \
+    X(GRAPH_MEM_TRIM)            /* [dev]                                                    */ \
+    X(HOST_PLACEHOLDER)          /* [stream]  a do-nothing host function (see graph.h)      */
 
 enum proto_op {
 #define PROTO_OP_ENUM(name) PROTO_OP_##name,

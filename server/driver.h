@@ -55,7 +55,9 @@
     X(cuGraphAddDependencies) X(cuGraphClone) X(cuGraphNodeGetType)                            \
     X(cuGraphExecKernelNodeSetParams) X(cuGraphExecUpdate) X(cuMemcpy2D) X(cuMemcpy2DAsync)  \
     X(cuLinkCreate) X(cuLinkAddData) X(cuLinkComplete) X(cuLinkDestroy)            \
-    X(cuStreamSetAttribute) X(cuStreamGetAttribute)
+    X(cuStreamSetAttribute) X(cuStreamGetAttribute) X(cuCtxResetPersistingL2Cache)            \
+    X(cuDeviceGetGraphMemAttribute) X(cuDeviceSetGraphMemAttribute) X(cuDeviceGraphMemTrim)    \
+    X(cuLaunchHostFunc) X(cuGraphAddHostNode)
 
 struct srv_driver {
     void *dl;

@@ -6,6 +6,7 @@
 #include "common/log.h"
 #include "server/module_cache.h"
 #include "server/session.h"
+#include "server/tenancy.h"
 
 #define ARG(i) (call->msg->args[i])
 #define NAME_MAX_LEN 4096
@@ -19,6 +20,7 @@ extern const srv_handler_fn srv_memcpy_2d_handlers[PROTO_OP_COUNT];
 extern const srv_handler_fn srv_link_handlers[PROTO_OP_COUNT];
 extern const srv_handler_fn srv_status_handlers[PROTO_OP_COUNT];
 extern const srv_handler_fn srv_stream_attr_handlers[PROTO_OP_COUNT];
+extern const srv_handler_fn srv_device_handlers[PROTO_OP_COUNT];
 
 static void *handle_real(struct srv_session *s, uint64_t id, unsigned type)
 {
@@ -62,6 +64,7 @@ static CUresult h_ctx_create(struct srv_session *s, struct srv_call *call)
         s->drv.cuCtxDestroy(ctx);
         return res;
     }
+    srv_handle_get(s, ARG(0), PROTO_H_CTX)->size = ARG(2); /* its device, for the gate */
     s->current_ctx = ARG(0);
     return CUDA_SUCCESS;
 }
@@ -72,6 +75,7 @@ static CUresult h_ctx_destroy(struct srv_session *s, struct srv_call *call)
 
     if (ctx == NULL)
         return CUDA_ERROR_INVALID_CONTEXT;
+    srv_gate_forget_context(s);
     srv_handle_del(s, ARG(0));
     srv_staging_release(s, ARG(0));
     s->current_ctx = 0;
@@ -107,6 +111,7 @@ static CUresult h_primary_reset(struct srv_session *s, struct srv_call *call)
 {
     if (ARG(0) >= (uint64_t)s->ndevices)
         return CUDA_ERROR_INVALID_DEVICE;
+    srv_gate_forget_context(s);
     s->nallocs = 0; /* the reset frees them all */
     s->mem_used = 0;
     srv_staging_release(s, PROTO_PRIMARY_CTX_ID(ARG(0)));
@@ -123,37 +128,64 @@ static CUresult h_primary_flags(struct srv_session *s, struct srv_call *call)
 
 /* ---- modules and libraries -------------------------------------------------------------- */
 
+/* Device memory free now (cuMemGetInfo of the current context's device). */
+static size_t mem_free_now(struct srv_session *s)
+{
+    size_t free_b = 0, total;
+
+    return s->drv.cuMemGetInfo(&free_b, &total) == CUDA_SUCCESS ? free_b : 0;
+}
+
+/* A module's globals (and its code) count against the quota: the device memory that loading it
+ * took, measured around the load (one worker is one process, so the difference is this load's
+ * unless another process allocated at the same moment). Charged to the handle, given back when
+ * it is unloaded; CUDA_ERROR_OUT_OF_MEMORY (and the module unloaded) when it does not fit. */
+static CUresult module_charge(struct srv_session *s, uint64_t id, unsigned type, size_t before)
+{
+    size_t after = mem_free_now(s);
+    uint64_t took = before > after ? before - after : 0;
+
+    if (!srv_quota_charge(s, took)) {
+        srv_handle_destroy(s, id, type);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    srv_handle_get(s, id, type)->size = took;
+    return CUDA_SUCCESS;
+}
+
 /* Images come inline, as bulk, or from the module cache by hash (server/module_cache.c). */
 static CUresult h_module_load(struct srv_session *s, struct srv_call *call)
 {
     void *image;
-    size_t len;
+    size_t len, before;
     CUmodule mod;
     CUresult res = srv_image_take(s, call, &image, &len);
 
     if (res != CUDA_SUCCESS)
         return res;
+    before = mem_free_now(s);
     res = s->drv.cuModuleLoadData(&mod, image);
     srv_image_release(s, call, image, len, res == CUDA_SUCCESS);
     if (res == CUDA_SUCCESS && (res = bind_new(s, ARG(0), PROTO_H_MODULE, mod)) != CUDA_SUCCESS)
         s->drv.cuModuleUnload(mod);
-    return res;
+    return res == CUDA_SUCCESS ? module_charge(s, ARG(0), PROTO_H_MODULE, before) : res;
 }
 
 static CUresult h_library_load(struct srv_session *s, struct srv_call *call)
 {
     void *image;
-    size_t len;
+    size_t len, before;
     CUlibrary lib;
     CUresult res = srv_image_take(s, call, &image, &len);
 
     if (res != CUDA_SUCCESS)
         return res;
+    before = mem_free_now(s);
     res = s->drv.cuLibraryLoadData(&lib, image, NULL, NULL, 0, NULL, NULL, 0);
     srv_image_release(s, call, image, len, res == CUDA_SUCCESS);
     if (res == CUDA_SUCCESS && (res = bind_new(s, ARG(0), PROTO_H_LIBRARY, lib)) != CUDA_SUCCESS)
         s->drv.cuLibraryUnload(lib);
-    return res;
+    return res == CUDA_SUCCESS ? module_charge(s, ARG(0), PROTO_H_LIBRARY, before) : res;
 }
 
 static CUresult h_unload(struct srv_session *s, struct srv_call *call)
@@ -345,12 +377,18 @@ static CUresult launch_now(struct srv_session *s, struct srv_call *call, void *f
         .blockDimX = (unsigned)ARG(4), .blockDimY = (unsigned)ARG(5),
         .blockDimZ = (unsigned)ARG(6), .sharedMemBytes = (unsigned)ARG(7), .hStream = stream,
         .attrs = (CUlaunchAttribute *)attrs, .numAttrs = nattr};
+    struct srv_gate_ticket tk;
+    CUresult res;
 
+    srv_gate_begin(s, stream, &tk); /* the tenant's compute share (server/compute_gate.c) */
     if (nattr > 0)
-        return s->drv.cuLaunchKernelEx(&cfg, f, params, NULL);
-    return s->drv.cuLaunchKernel(f, cfg.gridDimX, cfg.gridDimY, cfg.gridDimZ, cfg.blockDimX,
-                                 cfg.blockDimY, cfg.blockDimZ, cfg.sharedMemBytes, stream, params,
-                                 NULL);
+        res = s->drv.cuLaunchKernelEx(&cfg, f, params, NULL);
+    else
+        res = s->drv.cuLaunchKernel(f, cfg.gridDimX, cfg.gridDimY, cfg.gridDimZ, cfg.blockDimX,
+                                    cfg.blockDimY, cfg.blockDimZ, cfg.sharedMemBytes, stream,
+                                    params, NULL);
+    srv_gate_end(s, stream, &tk, res);
+    return res;
 }
 
 CUresult srv_param_pointers(struct srv_session *s, uint64_t func_id, const void *pbuf,
@@ -621,7 +659,8 @@ const uint8_t srv_min_args[PROTO_OP_COUNT] = {
     OP(GRAPH_CLONE, h, 2), OP(GRAPH_GET_NODES, h, 1), OP(GRAPH_EXEC_KERNEL_SET, h, 11),
     OP(GRAPH_EXEC_UPDATE, h, 2), OP(MEMCPY_2D, h, 9), OP(LINK_CREATE, h, 2),
     OP(LINK_ADD_DATA, h, 2), OP(LINK_COMPLETE, h, 1), OP(LINK_DESTROY, h, 1),
-    OP(STREAM_SET_ATTR, h, 2), OP(STREAM_GET_ATTR, h, 2), OP(DEVICE_STATUS, h, 1),
+    OP(STREAM_SET_ATTR, h, 2), OP(STREAM_GET_ATTR, h, 2), OP(GRAPH_MEM_ATTR, h, 4),
+    OP(GRAPH_MEM_TRIM, h, 1), OP(HOST_PLACEHOLDER, h, 1), OP(DEVICE_STATUS, h, 1),
 };
 #undef OP
 
@@ -645,5 +684,7 @@ srv_handler_fn srv_handler(unsigned op)
         return srv_status_handlers[op];
     if (srv_stream_attr_handlers[op] != NULL)
         return srv_stream_attr_handlers[op];
+    if (srv_device_handlers[op] != NULL)
+        return srv_device_handlers[op];
     return exec_handlers[op];
 }

@@ -199,7 +199,8 @@ static CUresult add_typed(struct srv_session *s, struct srv_call *call, CUgraph 
         s->drv.cuCtxGetCurrent(&ctx);
         return s->drv.cuGraphAddMemcpyNode(node, g, deps, ndeps, &c, ctx);
     }
-    case CU_GRAPH_NODE_TYPE_HOST: /* host functions run on the client: a placeholder here */
+    case CU_GRAPH_NODE_TYPE_HOST: /* the function runs on the client: a placeholder here */
+        return srv_add_host_placeholder(s, node, g, deps, ndeps);
     case CU_GRAPH_NODE_TYPE_EMPTY: return s->drv.cuGraphAddEmptyNode(node, g, deps, ndeps);
     case CU_GRAPH_NODE_TYPE_WAIT_EVENT:
     case CU_GRAPH_NODE_TYPE_EVENT_RECORD:

@@ -44,6 +44,7 @@ struct srv_session {
     char tenant[64];          /* "" when the server has no tenants */
     uint64_t mem_quota;       /* bytes of device memory this session may hold; 0 = no limit */
     uint64_t mem_used;        /* bytes it holds now (allocation table) */
+    struct srv_tenancy *tenancy; /* shared table slot and compute gate (server/tenancy.h) */
     void *staging[2]; /* pinned chunks for bulk copies */
     size_t staging_len;
     uint64_t staging_ctx; /* the context they were allocated in (they die with it) */
@@ -81,8 +82,14 @@ void srv_handle_del(struct srv_session *s, uint64_t id);
  * (CUDA_ERROR_INVALID_HANDLE if there is none). */
 CUresult srv_handle_destroy(struct srv_session *s, uint64_t id, unsigned type);
 
-/* Allocation table. srv_quota_allows: may size more bytes be allocated under the quota? */
+/* Memory quota. Every allocation path charges through srv_quota_charge (or srv_alloc_add,
+ * which charges) and gives back through srv_quota_release (or srv_alloc_del);
+ * srv_quota_allows: may size more bytes be allocated under the quota? srv_quota_charge: charge
+ * them if they fit (false, nothing charged, if not). */
 bool srv_quota_allows(const struct srv_session *s, uint64_t size);
+bool srv_quota_charge(struct srv_session *s, uint64_t size);
+void srv_quota_release(struct srv_session *s, uint64_t size);
+/* Allocation table (device pointers freed by cuMemFree at teardown). */
 void srv_alloc_add(struct srv_session *s, CUdeviceptr dptr, size_t size);
 void srv_alloc_del(struct srv_session *s, CUdeviceptr dptr);
 
@@ -90,6 +97,10 @@ void srv_alloc_del(struct srv_session *s, CUdeviceptr dptr);
  * buffer pbuf of plen bytes (copied into session scratch) as a kernelParams array. */
 CUresult srv_param_pointers(struct srv_session *s, uint64_t func_id, const void *pbuf,
                             size_t plen, void **f_p, void ***params_p);
+
+/* A do-nothing host node standing for a client host function (handlers_device.c). */
+CUresult srv_add_host_placeholder(struct srv_session *s, CUgraphNode *node, CUgraph g,
+                                  const CUgraphNode *deps, size_t ndeps);
 
 /* End a JIT link (handlers_link.c). */
 void srv_link_free(struct srv_session *s, void *real);

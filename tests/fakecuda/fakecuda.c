@@ -818,3 +818,28 @@ CUresult cuGraphExecUpdate(CUgraphExec exec, CUgraph graph, CUgraphExecUpdateRes
     memcpy(e->nodes, g->nodes, sizeof(g->nodes));
     return CUDA_SUCCESS;
 }
+
+/* ---- host functions, device-wide odds and ends ---- */
+
+CUresult cuLaunchHostFunc(CUstream s, CUhostFn fn, void *data)
+{
+    struct fk_node node = {.kind = 5, .type = CU_GRAPH_NODE_TYPE_HOST};
+
+    NEED_CTX();
+    STREAM_OK(s);
+    if (!fn) return CUDA_ERROR_INVALID_VALUE;
+    if (capturing(s)) return record(capturing(s), &node); /* the fake's graphs skip it */
+    fn(data);
+    return CUDA_SUCCESS;
+}
+CUresult cuGraphAddHostNode(CUgraphNode *out, CUgraph g, const CUgraphNode *deps, size_t n, const CUDA_HOST_NODE_PARAMS *p)
+{
+    struct fk_node node = {.kind = 5, .type = CU_GRAPH_NODE_TYPE_HOST};
+    if (!p || !p->fn) return CUDA_ERROR_INVALID_VALUE;
+    return add(out, g, deps, n, &node);
+}
+CUresult cuCtxResetPersistingL2Cache(void) { NEED_CTX(); return CUDA_SUCCESS; }
+static cuuint64_t graph_mem_attrs[4];
+CUresult cuDeviceGetGraphMemAttribute(CUdevice d, CUgraphMem_attribute a, void *v) { NEED_INIT(); if (d != 0) return CUDA_ERROR_INVALID_DEVICE; if (!v || (unsigned)a >= 4) return CUDA_ERROR_INVALID_VALUE; *(cuuint64_t *)v = graph_mem_attrs[a]; return CUDA_SUCCESS; }
+CUresult cuDeviceSetGraphMemAttribute(CUdevice d, CUgraphMem_attribute a, void *v) { NEED_INIT(); if (d != 0) return CUDA_ERROR_INVALID_DEVICE; if (!v || (a != CU_GRAPH_MEM_ATTR_USED_MEM_HIGH && a != CU_GRAPH_MEM_ATTR_RESERVED_MEM_HIGH) || *(cuuint64_t *)v != 0) return CUDA_ERROR_INVALID_VALUE; graph_mem_attrs[a] = 0; return CUDA_SUCCESS; }
+CUresult cuDeviceGraphMemTrim(CUdevice d) { NEED_INIT(); return d == 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_DEVICE; }

@@ -244,7 +244,7 @@ check_samples() { # OUTDIR [CLIENT_LIBCUDA]
 # ---------------------------------------------------------------------------- compare
 # Stable view of a sample's stdout: hex masked, lines with timings, rates and sizes per second
 # dropped, trailing blanks trimmed.
-VOLATILE='[0-9.]+ ?(s|ms|msec|us|usec|sec|seconds)\b|\btime|\belapsed|throughput|bandwidth|[GMKT]B/s|[GMKT]Bytes/s|flop|gflops|tflops|perf|speedup|per second|/sec|iterations while|clocks|ops/s|samples/s|options/s|GPix'
+VOLATILE='^(memcopy|kernel|non-streamed|[0-9]+ streams):[[:space:]]|[0-9.]+ ?(s|ms|msec|us|usec|sec|seconds)\b|\btime|\belapsed|throughput|bandwidth|[GMKT]B/s|[GMKT]Bytes/s|flop|gflops|tflops|perf|speedup|per second|/sec|iterations while|clocks|ops/s|samples/s|options/s|GPix'
 normalize() { sed -E 's/0x[0-9a-fA-F]+/0x?/g; s/[[:space:]]+$//' "$1" | grep -viE "$VOLATILE"; }
 
 # Prints the first difference between a native and an rgpu output, nothing when they agree on
