@@ -21,7 +21,7 @@ static double gib(uint64_t bytes)
     return bytes / 1073741824.0;
 }
 
-bool sched_admit(const struct sched_request *req, const struct sched_gpu *gpus, int ngpus,
+enum sched_verdict sched_admit(const struct sched_request *req, const struct sched_gpu *gpus, int ngpus,
                  char *why, size_t why_len)
 {
     if (req->max_sessions > 0 && req->tenant_sessions >= req->max_sessions) {
@@ -29,7 +29,7 @@ bool sched_admit(const struct sched_request *req, const struct sched_gpu *gpus, 
                  "session limit reached: tenant '%s' already has %d session(s) (max_sessions = "
                  "%d)",
                  req->tenant, req->tenant_sessions, req->max_sessions);
-        return false;
+        return SCHED_SESSION_LIMIT;
     }
     for (int i = 0; i < ngpus && req->quota > 0; i++) {
         const struct sched_gpu *g = &gpus[i];
@@ -41,7 +41,7 @@ bool sched_admit(const struct sched_request *req, const struct sched_gpu *gpus, 
                  "%.2f GiB left (%.2f GiB total, %.2f GiB reserved by %d session(s))",
                  req->tenant, gib(req->quota), i, gib(left), gib(g->total_mem),
                  gib(g->reserved), g->sessions);
-        return false;
+        return SCHED_NO_MEMORY;
     }
-    return true;
+    return SCHED_ADMIT;
 }

@@ -27,10 +27,16 @@ struct sched_request {
  * is smaller (0 from either side means "no limit" from that side). */
 uint64_t sched_grant_quota(uint64_t tenant_quota, uint64_t requested);
 
+enum sched_verdict {
+    SCHED_ADMIT = 0,
+    SCHED_SESSION_LIMIT, /* the tenant has max_sessions sessions already */
+    SCHED_NO_MEMORY,     /* the quota does not fit a GPU's unreserved memory */
+};
+
 /* Admit when the tenant is under its session limit and the quota fits into what is left
- * (total - reserved) of every GPU in gpus[]. true to admit; false with the reason (for the
- * client's Welcome and the log) written to why. */
-bool sched_admit(const struct sched_request *req, const struct sched_gpu *gpus, int ngpus,
+ * (total - reserved) of every GPU in gpus[]. SCHED_ADMIT, or the refusal with its reason (for
+ * the client's Welcome and the log) written to why. */
+enum sched_verdict sched_admit(const struct sched_request *req, const struct sched_gpu *gpus, int ngpus,
                  char *why, size_t why_len);
 
 /* Whether size more bytes fit under quota with used already taken (0 quota = no limit), without

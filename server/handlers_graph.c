@@ -2,6 +2,7 @@
  * so every kernel, memset and device copy of the captured stream is recorded as it would be
  * locally; the client names graphs and executable graphs by ids it minted. */
 #include "server/session.h"
+#include "server/tenancy.h"
 
 #define ARG(i) (call->msg->args[i])
 
@@ -49,13 +50,18 @@ static CUresult h_instantiate(struct srv_session *s, struct srv_call *call)
 static CUresult h_launch_upload(struct srv_session *s, struct srv_call *call)
 {
     struct srv_handle *e = srv_handle_get(s, ARG(0), PROTO_H_GRAPH_EXEC);
+    struct srv_gate_ticket tk;
     CUstream st;
+    CUresult res;
 
     if (e == NULL || !srv_stream(s, ARG(1), &st))
         return CUDA_ERROR_INVALID_HANDLE;
     if (call->msg->op == PROTO_OP_GRAPH_UPLOAD)
         return s->drv.cuGraphUpload(e->real, st);
-    return s->drv.cuGraphLaunch(e->real, st);
+    srv_gate_begin(s, st, &tk); /* a graph's kernels count like launches */
+    res = s->drv.cuGraphLaunch(e->real, st);
+    srv_gate_end(s, st, &tk, res);
+    return res;
 }
 
 static CUresult h_destroy(struct srv_session *s, struct srv_call *call)

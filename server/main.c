@@ -14,13 +14,14 @@
 #include "common/log.h"
 #include "server/server.h"
 #include "server/session.h"
+#include "server/session_table.h"
 
 static void usage(FILE *out)
 {
     fprintf(out,
             "usage: gpu-server [--config FILE] [--listen ADDR] [--port N] [--devices LIST]\n"
             "                  [--driver PATH] [--log-level error|warn|info|debug] [--name NAME]\n"
-            "                  [--busy-poll-us N]\n"
+            "                  [--busy-poll-us N] [--metrics-listen ADDR:PORT]\n"
             "  Serves this host's GPUs to rgpu clients: one worker process, with its own CUDA\n"
             "  context, per client session. Defaults: --listen 0.0.0.0 --port %d, all GPUs,\n"
             "  the driver libcuda.so.1. Config file keys (section [server]) match the flags.\n"
@@ -30,6 +31,10 @@ static void usage(FILE *out)
             "  Config-only keys: module_cache = DIR|off (images kept by hash; default under\n"
             "  $XDG_RUNTIME_DIR or /tmp/rgpu-cache-UID), module_cache_max = SIZE (4GiB).\n"
             "  host_nvml = PATH|off: the NVML that GPU utilization is read from.\n"
+            "  --metrics-listen ADDR:PORT: serve /metrics (Prometheus) and /status (JSON) there.\n"
+            "  Tenants: [tenant NAME] sections with token_sha256 (or token), mem_quota = SIZE,\n"
+            "  weight = N, cap = PERCENT, class = guaranteed|best-effort, max_sessions = N.\n"
+            "  SIGHUP reloads the tenants; running sessions go on.\n"
             "  gpu-server --hash-token TOKEN prints the token_sha256 value for a tenant.\n",
             SRV_DEFAULT_PORT);
 }
@@ -61,6 +66,8 @@ static rg_status_t set_key(struct srv_config *c, const char *key, const char *va
         SET(module_cache_max);
     else if (strcmp(key, "host_nvml") == 0)
         SET(host_nvml);
+    else if (strcmp(key, "metrics_listen") == 0 || strcmp(key, "metrics-listen") == 0)
+        SET(metrics_listen);
     else
         return RG_ERR_INVALID;
 #undef SET
@@ -85,6 +92,7 @@ static rg_status_t conf_key(void *arg, const char *section, const char *key, con
 
 struct worker_args {
     int fd;
+    int table_fd; /* the supervisor's session table, -1 = none */
     uint64_t session;
     char peer[64];
 };
@@ -96,7 +104,7 @@ static int parse_args(int argc, char **argv, struct srv_config *c, struct worker
         {"devices", 1, 0, 'd'}, {"driver", 1, 0, 'D'}, {"log-level", 1, 0, 'L'},
         {"name", 1, 0, 'n'}, {"worker-fd", 1, 0, 'W'}, {"session", 1, 0, 'S'},
         {"peer", 1, 0, 'P'}, {"busy-poll-us", 1, 0, 'B'}, {"transport", 1, 0, 'T'},
-        {"help", 0, 0, 'h'},
+        {"table-fd", 1, 0, 'F'}, {"metrics-listen", 1, 0, 'M'}, {"help", 0, 0, 'h'},
         {0, 0, 0, 0}};
     int o;
 
@@ -125,6 +133,8 @@ static int parse_args(int argc, char **argv, struct srv_config *c, struct worker
             }
             break;
         case 'W': w->fd = atoi(optarg); break;
+        case 'F': w->table_fd = atoi(optarg); break;
+        case 'M': set_key(c, "metrics_listen", optarg); break;
         case 'S': w->session = strtoull(optarg, NULL, 10); break;
         case 'P': snprintf(w->peer, sizeof(w->peer), "%s", optarg); break;
         case 'h': usage(stdout); exit(0);
@@ -171,7 +181,7 @@ int main(int argc, char **argv)
 {
     struct srv_config cfg = {.listen = "0.0.0.0", .port = SRV_DEFAULT_PORT, .log_level = "info",
                              .transport = "auto"};
-    struct worker_args w = {.fd = -1};
+    struct worker_args w = {.fd = -1, .table_fd = -1};
     char self[4096];
     ssize_t n;
     int rc;
@@ -186,8 +196,11 @@ int main(int argc, char **argv)
     if ((rc = parse_args(argc, argv, &cfg, &w)) != 0)
         return rc;
     rg_log_set_level_str(cfg.log_level);
-    if (w.fd >= 0)
+    if (w.fd >= 0) {
+        if (w.table_fd >= 0 && srv_table_map(w.table_fd, &cfg.table) != RG_OK)
+            return 1;
         return srv_worker_run(&cfg, w.fd, w.session, w.peer);
+    }
     rg_log_set_prefix("gpu-server");
     if (srv_driver_check(&cfg) != 0) {
         rg_error("no usable CUDA driver or GPU here: gpu-server must run on a host with an "

@@ -6,6 +6,8 @@
 
 #include "server/tenants.h"
 
+struct srv_table;
+
 #define SRV_DEFAULT_PORT 7070
 
 struct srv_config {
@@ -21,7 +23,9 @@ struct srv_config {
     char module_cache_max[32]; /* its size bound ("4GiB"); "" = default */
     char host_nvml[256];       /* the host's NVML library; "" = libnvidia-ml.so.1, "off" */
     char config_path[256]; /* the config file, passed on to workers */
+    char metrics_listen[128]; /* "ADDR:PORT" of /metrics and /status; "" = not served */
     struct srv_tenants tenants;
+    struct srv_table *table; /* workers: the supervisor's shared session table; NULL = none */
 };
 
 /* Supervisor: accept connections and fork/exec one worker per session. Returns exit status. */

@@ -4,6 +4,7 @@
 #include <sys/resource.h>
 
 #include "common/log.h"
+#include "scheduler/admission.h"
 #include "server/session.h"
 
 static size_t slot_of(uint64_t id, size_t cap)
@@ -99,12 +100,25 @@ void *srv_scratch(struct srv_session *s, size_t len)
 
 bool srv_quota_allows(const struct srv_session *s, uint64_t size)
 {
-    return s->mem_quota == 0 || (size <= s->mem_quota && s->mem_used <= s->mem_quota - size);
+    return sched_quota_fits(s->mem_quota, s->mem_used, size);
+}
+
+bool srv_quota_charge(struct srv_session *s, uint64_t size)
+{
+    if (!sched_quota_fits(s->mem_quota, s->mem_used, size))
+        return false;
+    s->mem_used += size;
+    return true;
+}
+
+void srv_quota_release(struct srv_session *s, uint64_t size)
+{
+    s->mem_used -= size < s->mem_used ? size : s->mem_used;
 }
 
 void srv_alloc_add(struct srv_session *s, CUdeviceptr dptr, size_t size)
 {
-    s->mem_used += size;
+    s->mem_used += size; /* the caller checked srv_quota_allows before allocating */
     if (s->nallocs == s->alloc_cap) {
         size_t cap = s->alloc_cap ? s->alloc_cap * 2 : 64;
         struct srv_alloc *a = realloc(s->allocs, cap * sizeof(*a));
@@ -120,7 +134,7 @@ void srv_alloc_del(struct srv_session *s, CUdeviceptr dptr)
 {
     for (size_t i = 0; i < s->nallocs; i++) {
         if (s->allocs[i].dptr == dptr) {
-            s->mem_used -= s->allocs[i].size;
+            srv_quota_release(s, s->allocs[i].size);
             s->allocs[i] = s->allocs[--s->nallocs];
             return;
         }
@@ -208,8 +222,9 @@ CUresult srv_handle_destroy(struct srv_session *s, uint64_t id, unsigned type)
     if (h == NULL)
         return CUDA_ERROR_INVALID_HANDLE;
     real = h->real;
-    if (type == PROTO_H_MEM_HANDLE) /* VMM physical memory leaves the quota */
-        s->mem_used -= h->size < s->mem_used ? h->size : s->mem_used;
+    /* VMM physical memory and modules' globals leave the quota */
+    if (type == PROTO_H_MEM_HANDLE || type == PROTO_H_MODULE || type == PROTO_H_LIBRARY)
+        srv_quota_release(s, h->size);
     srv_handle_del(s, id);
     return destroy_real(s, type, real);
 }

@@ -1,5 +1,7 @@
 #include "server/tenants.h"
 
+#include "common/config.h"
+#include "common/log.h"
 #include "common/sha256.h"
 
 #include <stdio.h>
@@ -57,8 +59,57 @@ static struct srv_tenant *tenant_slot(struct srv_tenants *tenants, const char *n
             return &tenants->list[i];
     if (tenants->n == SRV_MAX_TENANTS || name[0] == '\0' || strlen(name) >= 64)
         return NULL;
+    memset(&tenants->list[tenants->n], 0, sizeof(tenants->list[0]));
     snprintf(tenants->list[tenants->n].name, sizeof(tenants->list[0].name), "%s", name);
+    tenants->list[tenants->n].weight = 1;
     return &tenants->list[tenants->n++];
+}
+
+/* "20%", "0.2" or "20" (percent when above 1) as permille in 1..1000. */
+static bool parse_cap(const char *text, uint32_t *permille_p)
+{
+    char *end;
+    double v = strtod(text, &end);
+
+    while (*end == ' ')
+        end++;
+    if (end == text || (*end != '\0' && strcmp(end, "%") != 0))
+        return false;
+    if (*end == '\0' && v <= 1)
+        v *= 100;
+    if (!(v > 0 && v <= 100))
+        return false;
+    *permille_p = (uint32_t)(v * 10 + 0.5);
+    return true;
+}
+
+static bool parse_uint(const char *text, uint32_t min, uint32_t *v_p)
+{
+    char *end;
+    unsigned long v = strtoul(text, &end, 10);
+
+    if (end == text || *end != '\0' || v < min || v > 1000000)
+        return false;
+    *v_p = (uint32_t)v;
+    return true;
+}
+
+/* The compute and admission keys of a tenant. */
+static rg_status_t policy_key(struct srv_tenant *t, const char *key, const char *value)
+{
+    if (strcmp(key, "weight") == 0)
+        return parse_uint(value, 1, &t->weight) ? RG_OK : RG_ERR_INVALID;
+    if (strcmp(key, "cap") == 0)
+        return parse_cap(value, &t->cap_permille) ? RG_OK : RG_ERR_INVALID;
+    if (strcmp(key, "max_sessions") == 0)
+        return parse_uint(value, 1, &t->max_sessions) ? RG_OK : RG_ERR_INVALID;
+    if (strcmp(key, "class") == 0) {
+        if (strcmp(value, "guaranteed") != 0 && strcmp(value, "best-effort") != 0)
+            return RG_ERR_INVALID;
+        t->best_effort = strcmp(value, "best-effort") == 0;
+        return RG_OK;
+    }
+    return RG_ERR_INVALID;
 }
 
 rg_status_t srv_tenant_key(struct srv_tenants *tenants, const char *name, const char *key,
@@ -82,7 +133,21 @@ rg_status_t srv_tenant_key(struct srv_tenants *tenants, const char *name, const 
     }
     if (strcmp(key, "mem_quota") == 0)
         return srv_parse_size(value, &t->mem_quota) ? RG_OK : RG_ERR_INVALID;
-    return RG_ERR_INVALID;
+    return policy_key(t, key, value);
+}
+
+static rg_status_t tenant_section_key(void *arg, const char *section, const char *key,
+                                      const char *value)
+{
+    if (strncmp(section, "tenant ", 7) == 0 && srv_tenant_key(arg, section + 7, key, value) != RG_OK)
+        rg_warn("config: bad key '%s' for tenant '%s' ignored", key, section + 7);
+    return RG_OK;
+}
+
+rg_status_t srv_tenants_load(const char *path, struct srv_tenants *tenants)
+{
+    memset(tenants, 0, sizeof(*tenants));
+    return rg_config_parse_file(path, tenant_section_key, tenants);
 }
 
 /* Equal strings, in time that depends only on the length of the expected one. */

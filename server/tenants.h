@@ -1,5 +1,6 @@
-/* Tenants from the server config: "[tenant NAME]" sections with a token and a memory quota.
- * With no tenant configured the server is open (any client, no quota). */
+/* Tenants from the server config: "[tenant NAME]" sections with a token, a memory quota per GPU,
+ * a compute weight, an optional cap on its GPU-time share, a class and a session limit.
+ * With no tenant configured the server is open (any client, no quota, one class). */
 #ifndef RGPU_SERVER_TENANTS_H
 #define RGPU_SERVER_TENANTS_H
 
@@ -16,6 +17,10 @@ struct srv_tenant {
     uint8_t token_sha256[32]; /* SHA-256 of the token, from "token_sha256 = <hex>" */
     bool hashed;
     uint64_t mem_quota; /* bytes per GPU; 0 = the whole GPU */
+    uint32_t weight;       /* compute weight (default 1) */
+    uint32_t cap_permille; /* hard cap on its GPU-time share ("cap = 20%"); 0 = none */
+    bool best_effort;      /* "class = best-effort" (default guaranteed) */
+    uint32_t max_sessions; /* 0 = no limit */
 };
 
 struct srv_tenants {
@@ -26,6 +31,9 @@ struct srv_tenants {
 /* One "key = value" of section "tenant NAME" (section is the part after "tenant "). */
 rg_status_t srv_tenant_key(struct srv_tenants *tenants, const char *name, const char *key,
                            const char *value);
+/* Every "[tenant NAME]" section of the config file at path (other sections ignored), for the
+ * supervisor's start and its reload on SIGHUP. Bad keys are logged and skipped. */
+rg_status_t srv_tenants_load(const char *path, struct srv_tenants *tenants);
 /* The tenant a Hello names, if its token matches (compared in constant time); NULL and a reason
  * otherwise. */
 const struct srv_tenant *srv_tenant_auth(const struct srv_tenants *tenants, const char *name,

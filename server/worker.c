@@ -13,6 +13,8 @@
 #include "server/module_cache.h"
 #include "server/server.h"
 #include "server/session.h"
+#include "server/tenancy.h"
+#include "scheduler/admission.h"
 #include "transport/rdma.h"
 
 #define EXIT_MALFORMED 2
@@ -114,13 +116,25 @@ static void refuse(struct srv_session *s, CUresult status, const char *reason)
     proto_send(s->conn, PROTO_WELCOME, &w.base, NULL, 0);
 }
 
+/* Every log line of the worker names its session, and its tenant once known. */
+static void log_prefix(const struct srv_session *s)
+{
+    char prefix[128];
+
+    snprintf(prefix, sizeof(prefix), "gpu-server[%d]%s%s session %llu", (int)getpid(),
+             s->tenant[0] ? " tenant=" : "", s->tenant, (unsigned long long)s->id);
+    rg_log_set_prefix(prefix);
+}
+
 /* With tenants configured, the Hello must name one and carry its token. 0 when admitted. */
 static int authenticate(struct srv_session *s, const struct srv_config *cfg,
-                        const Rgpu__Hello *hello)
+                        const Rgpu__Hello *hello, const struct srv_tenant **tenant_p)
 {
     const struct srv_tenant *t;
     const char *why = NULL;
 
+    *tenant_p = NULL;
+    s->mem_quota = hello->mem_quota; /* what the client asks, within the tenant's quota */
     if (cfg->tenants.n == 0)
         return 0;
     t = srv_tenant_auth(&cfg->tenants, hello->tenant, hello->token, &why);
@@ -129,7 +143,9 @@ static int authenticate(struct srv_session *s, const struct srv_config *cfg,
         return 1;
     }
     snprintf(s->tenant, sizeof(s->tenant), "%s", t->name);
-    s->mem_quota = t->mem_quota;
+    s->mem_quota = sched_grant_quota(t->mem_quota, hello->mem_quota);
+    *tenant_p = t;
+    log_prefix(s);
     return 0;
 }
 
@@ -197,7 +213,8 @@ static int handshake(struct srv_session *s, const struct srv_config *cfg)
 {
     struct proto_frame_hdr hdr;
     Rgpu__Hello *hello;
-    char reason[160];
+    char reason[320], client[64];
+    const struct srv_tenant *tenant;
     CUresult res;
     rg_status_t st = proto_recv(s->conn, &hdr, s->msg_buf, PROTO_MSG_MAX);
 
@@ -222,7 +239,10 @@ static int handshake(struct srv_session *s, const struct srv_config *cfg)
         refuse(s, CUDA_ERROR_NOT_SUPPORTED, reason);
         return 0;
     }
-    if (authenticate(s, cfg, hello) != 0 || transport_offer(s, cfg, hello->transport) != 0) {
+    snprintf(client, sizeof(client), "%s pid %u on %s", hello->client_name, hello->client_pid,
+             hello->client_host);
+    if (authenticate(s, cfg, hello, &tenant) != 0 ||
+        transport_offer(s, cfg, hello->transport) != 0) {
         rgpu__hello__free_unpacked(hello, NULL);
         return 0;
     }
@@ -231,6 +251,12 @@ static int handshake(struct srv_session *s, const struct srv_config *cfg)
         (res = s->drv.cuInit(0)) != CUDA_SUCCESS || parse_devices(s, cfg->devices) != 0) {
         refuse(s, CUDA_ERROR_NO_DEVICE, "the server cannot open its GPUs");
         return 1;
+    }
+    if (cfg->table != NULL && /* admission: session limit, quota against free capacity */
+        (res = srv_tenancy_admit(s, cfg->table, tenant, client, reason, sizeof(reason))) !=
+            CUDA_SUCCESS) {
+        refuse(s, res, reason);
+        return 0;
     }
     return send_welcome(s, cfg) == RG_OK ? transport_upgrade(s, cfg) : 1;
 }
@@ -276,6 +302,16 @@ static rg_status_t send_result(struct srv_session *s, struct srv_call *call, CUr
     return proto_send(s->conn, PROTO_REPLY, &r.base, NULL, 0);
 }
 
+/* Bytes of copied data a call sends back to the client (for the session's counters). */
+static uint64_t reply_bytes(const struct srv_call *call, CUresult res)
+{
+    if (res != CUDA_SUCCESS)
+        return 0;
+    if (call->replied && call->msg->op == PROTO_OP_MEMCPY_DTOH)
+        return call->msg->args[1]; /* streamed as bulk */
+    return call->rdata_len;
+}
+
 /* Execute one call. Returns false when the session must end (set *why for a bad message). */
 static bool execute(struct srv_session *s, const struct proto_frame_hdr *hdr, const char **why)
 {
@@ -299,6 +335,8 @@ static bool execute(struct srv_session *s, const struct proto_frame_hdr *hdr, co
     res = fn == NULL ? CUDA_ERROR_NOT_SUPPORTED : srv_use_ctx(s, m->ctx);
     if (fn != NULL && res == CUDA_SUCCESS)
         res = fn(s, &call);
+    srv_tenancy_count(s, hdr->msg_len + hdr->bulk_len, reply_bytes(&call, res),
+                      res != CUDA_SUCCESS);
     if (hdr->bulk_len > 0 && !call.bulk_taken && proto_discard(s->conn, hdr->bulk_len) != RG_OK)
         ok = false;
     if (ok && !call.noreply && srv_output_forward(s) != RG_OK)
@@ -360,11 +398,11 @@ int srv_worker_run(const struct srv_config *cfg, int fd, uint64_t session_id, co
     transport_set_busy_poll(s.conn, (unsigned)atoi(cfg->busy_poll_us));
     srv_module_cache_configure(cfg);
     srv_host_nvml_configure(cfg->host_nvml);
-    srv_host_nvml_configure(cfg->host_nvml);
     srv_output_capture(&s);
     rc = handshake(&s, cfg);
     if (rc < 0) {
         rc = serve(&s);
+        srv_tenancy_end(&s);
         srv_session_teardown(&s);
     }
     transport_close(s.conn);

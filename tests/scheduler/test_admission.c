@@ -36,10 +36,10 @@ static void test_admit_fits(void **state)
     struct sched_request r = {.tenant = "a", .quota = 20 * GIB};
     char why[256] = "";
 
-    assert_true(sched_admit(&r, g, 2, why, sizeof(why)));
+    assert_int_equal(sched_admit(&r, g, 2, why, sizeof(why)), SCHED_ADMIT);
     r.quota = 0; /* no quota reserves nothing */
     g[0].reserved = 80 * GIB;
-    assert_true(sched_admit(&r, g, 2, why, sizeof(why)));
+    assert_int_equal(sched_admit(&r, g, 2, why, sizeof(why)), SCHED_ADMIT);
     assert_string_equal(why, "");
 }
 
@@ -49,13 +49,13 @@ static void test_admit_over_capacity(void **state)
     struct sched_request r = {.tenant = "big", .quota = 20 * GIB};
     char why[256];
 
-    assert_false(sched_admit(&r, g, 2, why, sizeof(why)));
+    assert_int_equal(sched_admit(&r, g, 2, why, sizeof(why)), SCHED_NO_MEMORY);
     assert_non_null(strstr(why, "insufficient GPU memory"));
     assert_non_null(strstr(why, "tenant 'big' needs a 20.00 GiB quota but GPU 1 has 16.00 GiB"));
     assert_non_null(strstr(why, "reserved by 2 session(s)"));
     g[1].reserved = 90 * GIB; /* over-reserved (after a reload): nothing left, no underflow */
     r.quota = 1;
-    assert_false(sched_admit(&r, g, 2, why, sizeof(why)));
+    assert_int_equal(sched_admit(&r, g, 2, why, sizeof(why)), SCHED_NO_MEMORY);
     assert_non_null(strstr(why, "has 0.00 GiB left"));
 }
 
@@ -65,13 +65,13 @@ static void test_admit_session_limit(void **state)
     struct sched_request r = {.tenant = "t", .tenant_sessions = 1, .max_sessions = 2};
     char why[256];
 
-    assert_true(sched_admit(&r, g, 1, why, sizeof(why)));
+    assert_int_equal(sched_admit(&r, g, 1, why, sizeof(why)), SCHED_ADMIT);
     r.tenant_sessions = 2;
-    assert_false(sched_admit(&r, g, 1, why, sizeof(why)));
+    assert_int_equal(sched_admit(&r, g, 1, why, sizeof(why)), SCHED_SESSION_LIMIT);
     assert_string_equal(why, "session limit reached: tenant 't' already has 2 session(s) "
                              "(max_sessions = 2)");
     r.max_sessions = 0;
-    assert_true(sched_admit(&r, g, 1, why, sizeof(why)));
+    assert_int_equal(sched_admit(&r, g, 1, why, sizeof(why)), SCHED_ADMIT);
 }
 
 int main(void)

@@ -1,0 +1,384 @@
+/* The compute gate: kernel-granular time sharing of a GPU between the sessions on it.
+ *
+ * Measuring. Each launch (kernel or graph) is bracketed by two events on its stream; a meter
+ * thread waits for the end event (blocking sync, so it sleeps), reads the elapsed time and
+ * charges it to the session's slot in the shared table: in total, and in the current
+ * accounting window (CLOCK_MONOTONIC / window_ns, the same for every process).
+ *
+ * Gating. One session per GPU is the owner: the one allowed to launch. A launch by the owner
+ * while nobody waits (and its tenant is uncapped, and it is not best effort beside an active
+ * guaranteed session) passes after a few atomic loads. Otherwise the session waits at its gate,
+ * polling every 50 us: under the table's lock it asks sched_pick (scheduler/share.h) which
+ * session should run, and takes ownership when the answer is itself and the previous owner's
+ * launches have all completed. So while sessions contend, only one has kernels on the GPU,
+ * and the elapsed time of its launches is its own GPU time; the contended owner keeps only
+ * about 2 ms of work queued so that handing over is quick. The mechanism's costs are in
+ * docs/ARCHITECTURE.md ("Compute share"). */
+#include <dlfcn.h>
+#include <pthread.h>
+#include <semaphore.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "common/log.h"
+#include "scheduler/share.h"
+#include "server/compute_gate.h"
+#include "server/session.h"
+
+#define RING 256
+#define POLL_NS 50000
+#define QUEUE_TARGET_NS 2000000ull
+
+typedef CUresult (*is_capturing_fn)(CUstream, CUstreamCaptureStatus *);
+
+struct gate_entry {
+    CUevent start, end;
+    CUcontext ctx; /* the context the events belong to */
+};
+
+struct srv_gate {
+    struct srv_session *s; /* for its driver table only (immutable once open) */
+    struct srv_table *t;
+    int slot;
+    struct gate_entry ring[RING];
+    _Atomic uint32_t head, tail; /* head: published by the worker; tail: done by the meter */
+    _Atomic bool stop;
+    _Atomic uint64_t avg_ns; /* running mean of one launch's GPU time */
+    sem_t ready;
+    pthread_t meter;
+    CUcontext meter_ctx; /* the meter thread's current context */
+    is_capturing_fn is_capturing;
+};
+
+static void sleep_ns(long ns)
+{
+    struct timespec ts = {0, ns};
+
+    nanosleep(&ts, NULL);
+}
+
+static struct srv_table_slot *my_slot(struct srv_gate *g)
+{
+    return &g->t->slots[g->slot];
+}
+
+static const struct srv_table_tenant *my_tenant(struct srv_gate *g)
+{
+    int k = my_slot(g)->tenant;
+
+    return k >= 0 && k < g->t->ntenants ? &g->t->tenants[k] : NULL;
+}
+
+/* ---- the meter thread -------------------------------------------------------------------- */
+
+static void charge(struct srv_gate *g, uint64_t ns)
+{
+    struct srv_table_slot *sl = my_slot(g);
+    const struct srv_table_tenant *ten = my_tenant(g);
+    uint64_t now = srv_now_ns(), epoch = now / g->t->window_ns;
+    int gpu = atomic_load(&sl->gate_gpu);
+
+    if (atomic_load(&sl->win_epoch) != epoch) { /* only this thread writes the window */
+        atomic_store(&sl->win_used_ns, 0);
+        atomic_store(&sl->win_epoch, epoch);
+    }
+    atomic_fetch_add(&sl->win_used_ns, ns);
+    atomic_fetch_add(&sl->gpu_ns, ns);
+    atomic_store(&g->avg_ns, (atomic_load(&g->avg_ns) * 7 + ns) / 8);
+    if ((ten == NULL || !ten->best_effort) && gpu >= 0)
+        atomic_store(&g->t->gpus[gpu].last_guaranteed_ns, now);
+}
+
+static void measure(struct srv_gate *g, struct gate_entry *e)
+{
+    const struct srv_driver *d = &g->s->drv;
+    float ms = 0;
+
+    if (e->ctx != g->meter_ctx && d->cuCtxSetCurrent(e->ctx) == CUDA_SUCCESS)
+        g->meter_ctx = e->ctx;
+    if (d->cuEventSynchronize(e->end) == CUDA_SUCCESS &&
+        d->cuEventElapsedTime(&ms, e->start, e->end) == CUDA_SUCCESS && ms > 0)
+        charge(g, (uint64_t)((double)ms * 1e6));
+}
+
+static void *meter_main(void *arg)
+{
+    struct srv_gate *g = arg;
+
+    for (;;) {
+        uint32_t tail = atomic_load(&g->tail);
+        if (tail == atomic_load(&g->head)) {
+            if (atomic_load(&g->stop))
+                return NULL;
+            while (sem_wait(&g->ready) != 0)
+                ;
+            continue;
+        }
+        measure(g, &g->ring[tail % RING]);
+        atomic_store(&g->tail, tail + 1);
+        atomic_fetch_sub(&my_slot(g)->inflight, 1);
+    }
+}
+
+/* ---- the gate ------------------------------------------------------------------------------ */
+
+/* The server GPU of the current context. */
+static int current_gpu(struct srv_session *s)
+{
+    uint64_t id = s->current_ctx, dev = 0;
+    struct srv_handle *h;
+
+    if (id != 0 && id < ((uint64_t)PROTO_ID_FIRST_COUNTER << 4))
+        dev = (id >> 4) - 1;
+    else if (id != 0 && (h = srv_handle_get(s, id, PROTO_H_CTX)) != NULL)
+        dev = h->size; /* the device index h_ctx_create kept */
+    if (dev >= (uint64_t)s->ndevices)
+        dev = 0;
+    return s->devices[dev] >= 0 && s->devices[dev] < SRV_TABLE_GPUS ? s->devices[dev] : 0;
+}
+
+/* Under the lock: whether session `me` should launch on gpu now. */
+static bool decide(struct srv_table *t, int me, int gpu, uint64_t now)
+{
+    static struct sched_session ss[SRV_TABLE_SLOTS];
+    struct sched_tenant tens[SCHED_MAX_TENANTS];
+    struct sched_params p = {.window_ns = t->window_ns, .quantum_ns = t->quantum_ns};
+    int nt = t->ntenants < SCHED_MAX_TENANTS - 1 ? t->ntenants : SCHED_MAX_TENANTS - 1;
+    int n = 0, mine = -1, hi = atomic_load(&t->hiwater), owner = atomic_load(&t->gpus[gpu].owner);
+    uint64_t epoch = now / t->window_ns;
+
+    for (int k = 0; k < nt; k++)
+        tens[k] = (struct sched_tenant){t->tenants[k].weight, t->tenants[k].cap_permille,
+                                        t->tenants[k].best_effort};
+    tens[nt] = (struct sched_tenant){.weight = 1}; /* sessions of a server without tenants */
+    for (int i = 0; i < hi; i++) {
+        struct srv_table_slot *sl = &t->slots[i];
+        bool busy = atomic_load(&sl->waiting) || atomic_load(&sl->inflight) > 0;
+        if (atomic_load(&sl->pid) == 0 || atomic_load(&sl->gate_gpu) != gpu)
+            continue;
+        if (i == me)
+            mine = n;
+        ss[n++] = (struct sched_session){
+            .tenant = sl->tenant >= 0 && sl->tenant < nt ? sl->tenant : nt,
+            .active = busy || now - atomic_load(&sl->last_launch_ns) < t->horizon_ns,
+            .wants = busy,
+            .owner = i == owner,
+            .used_ns = atomic_load(&sl->win_epoch) == epoch ? atomic_load(&sl->win_used_ns) : 0};
+    }
+    if (mine < 0 || sched_pick(tens, nt + 1, ss, n, &p, NULL) != mine)
+        return false;
+    return owner < 0 || owner == me || atomic_load(&t->slots[owner].pid) == 0 ||
+           atomic_load(&t->slots[owner].inflight) == 0;
+}
+
+static void set_waiting(struct srv_table *t, struct srv_table_slot *sl, int gpu, bool on)
+{
+    if (atomic_load(&sl->waiting) == (uint32_t)on)
+        return;
+    atomic_store(&sl->waiting, on);
+    if (on)
+        atomic_fetch_add(&t->gpus[gpu].nwaiting, 1);
+    else
+        atomic_fetch_sub(&t->gpus[gpu].nwaiting, 1);
+}
+
+/* Hold the caller until it is the session to run on gpu. */
+static void wait_turn(struct srv_gate *g, int gpu, uint64_t now)
+{
+    struct srv_table *t = g->t;
+    struct srv_table_slot *sl = my_slot(g);
+    uint64_t t0 = now;
+    bool go;
+
+    for (;;) {
+        srv_table_lock(t);
+        set_waiting(t, sl, gpu, true);
+        go = decide(t, g->slot, gpu, now);
+        if (go) {
+            atomic_store(&t->gpus[gpu].owner, g->slot);
+            set_waiting(t, sl, gpu, false);
+        }
+        srv_table_unlock(t);
+        if (go)
+            break;
+        sleep_ns(POLL_NS);
+        now = srv_now_ns();
+    }
+    if (now > t0)
+        atomic_fetch_add(&sl->held_ns, now - t0);
+}
+
+/* Keep at most `limit` measured launches in flight. */
+static void wait_room(struct srv_gate *g, uint32_t limit)
+{
+    while (atomic_load(&g->head) - atomic_load(&g->tail) >= limit)
+        sleep_ns(POLL_NS / 2);
+}
+
+static void hold(struct srv_gate *g, int gpu)
+{
+    struct srv_table *t = g->t;
+    struct srv_table_gpu *G = &t->gpus[gpu];
+    const struct srv_table_tenant *ten = my_tenant(g);
+    bool best_effort = ten != NULL && ten->best_effort;
+    bool capped = ten != NULL && ten->cap_permille != 0;
+    uint64_t now = srv_now_ns(), avg;
+    uint32_t limit = RING - 1;
+
+    atomic_store(&my_slot(g)->gate_gpu, gpu);
+    if (atomic_load(&G->owner) != g->slot || atomic_load(&G->nwaiting) != 0 || capped ||
+        (best_effort && now - atomic_load(&G->last_guaranteed_ns) < t->horizon_ns))
+        wait_turn(g, gpu, now);
+    if (capped || atomic_load(&G->nwaiting) != 0) { /* contended: keep the queue short */
+        avg = atomic_load(&g->avg_ns);
+        limit = avg == 0 ? 2 : (uint32_t)(QUEUE_TARGET_NS / avg);
+        limit = limit < 2 ? 2 : limit > RING - 1 ? RING - 1 : limit;
+    }
+    wait_room(g, limit);
+}
+
+static bool capturing(struct srv_gate *g, CUstream st)
+{
+    CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
+
+    if (g->is_capturing == NULL)
+        return false;
+    return g->is_capturing(st, &cs) != CUDA_SUCCESS || cs != CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
+/* The next ring entry with events in the current context; -1 if they cannot be made. */
+static int entry_ready(struct srv_gate *g)
+{
+    const struct srv_driver *d = &g->s->drv;
+    uint32_t head = atomic_load(&g->head);
+    struct gate_entry *e = &g->ring[head % RING];
+    CUcontext cur = NULL;
+
+    if (d->cuCtxGetCurrent(&cur) != CUDA_SUCCESS || cur == NULL)
+        return -1;
+    if (e->ctx != cur) {
+        if (e->ctx != NULL) {
+            d->cuEventDestroy(e->start);
+            d->cuEventDestroy(e->end);
+            e->ctx = NULL;
+        }
+        if (d->cuEventCreate(&e->start, CU_EVENT_DEFAULT) != CUDA_SUCCESS)
+            return -1;
+        if (d->cuEventCreate(&e->end, CU_EVENT_BLOCKING_SYNC) != CUDA_SUCCESS) {
+            d->cuEventDestroy(e->start);
+            return -1;
+        }
+        e->ctx = cur;
+    }
+    return (int)(head % RING);
+}
+
+void srv_gate_begin(struct srv_session *s, CUstream st, struct srv_gate_ticket *tk)
+{
+    struct srv_gate *g = s->tenancy != NULL ? s->tenancy->gate : NULL;
+
+    tk->entry = -1;
+    if (g == NULL || capturing(g, st))
+        return;
+    hold(g, current_gpu(s));
+    tk->entry = entry_ready(g);
+    if (tk->entry >= 0 &&
+        s->drv.cuEventRecordWithFlags(g->ring[tk->entry].start, st, 0) != CUDA_SUCCESS)
+        tk->entry = -1;
+}
+
+void srv_gate_end(struct srv_session *s, CUstream st, struct srv_gate_ticket *tk, CUresult res)
+{
+    struct srv_gate *g = s->tenancy != NULL ? s->tenancy->gate : NULL;
+    const struct srv_table_tenant *ten;
+    struct srv_table_slot *sl;
+    uint64_t now;
+
+    if (g == NULL || tk->entry < 0 || res != CUDA_SUCCESS)
+        return;
+    sl = my_slot(g);
+    now = srv_now_ns();
+    atomic_fetch_add(&sl->launches, 1);
+    atomic_store(&sl->last_launch_ns, now);
+    ten = my_tenant(g);
+    if (ten == NULL || !ten->best_effort)
+        atomic_store(&g->t->gpus[atomic_load(&sl->gate_gpu)].last_guaranteed_ns, now);
+    if (s->drv.cuEventRecordWithFlags(g->ring[tk->entry].end, st, 0) != CUDA_SUCCESS)
+        return;
+    atomic_fetch_add(&sl->inflight, 1);
+    atomic_fetch_add(&g->head, 1);
+    sem_post(&g->ready);
+}
+
+/* Wait (at most about timeout_ns) for every published launch to be measured. */
+static bool drain(struct srv_gate *g, uint64_t timeout_ns)
+{
+    uint64_t end = srv_now_ns() + timeout_ns;
+
+    while (atomic_load(&g->tail) != atomic_load(&g->head)) {
+        if (srv_now_ns() > end)
+            return false;
+        sleep_ns(POLL_NS);
+    }
+    return true;
+}
+
+static void drop_events(struct srv_gate *g)
+{
+    for (int i = 0; i < RING; i++) {
+        struct gate_entry *e = &g->ring[i];
+        if (e->ctx == NULL)
+            continue;
+        g->s->drv.cuEventDestroy(e->start);
+        g->s->drv.cuEventDestroy(e->end);
+        e->ctx = NULL;
+    }
+}
+
+void srv_gate_forget_context(struct srv_session *s)
+{
+    struct srv_gate *g = s->tenancy != NULL ? s->tenancy->gate : NULL;
+
+    if (g == NULL)
+        return;
+    drain(g, UINT64_MAX / 2); /* cuCtxDestroy would wait for the work as well */
+    drop_events(g);
+    g->meter_ctx = NULL; /* the meter is idle: it set nothing since the drain */
+}
+
+struct srv_gate *srv_gate_create(struct srv_session *s, struct srv_table *table, int slot)
+{
+    struct srv_gate *g = calloc(1, sizeof(*g));
+
+    if (g == NULL)
+        return NULL;
+    g->s = s;
+    g->t = table;
+    g->slot = slot;
+    g->is_capturing = (is_capturing_fn)dlsym(s->drv.dl, "cuStreamIsCapturing");
+    if (sem_init(&g->ready, 0, 0) != 0 || pthread_create(&g->meter, NULL, meter_main, g) != 0) {
+        rg_error("cannot start the compute meter thread: %m; launches go unmeasured");
+        free(g);
+        return NULL;
+    }
+    return g;
+}
+
+void srv_gate_destroy(struct srv_session *s, struct srv_gate *g)
+{
+    struct timespec until;
+
+    if (g == NULL)
+        return;
+    atomic_store(&g->stop, true);
+    sem_post(&g->ready);
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += 1;
+    if (pthread_timedjoin_np(g->meter, NULL, &until) != 0) {
+        rg_warn("launches still running at the end of the session; not waiting for them");
+        return; /* the thread and its events go with the process */
+    }
+    drop_events(g);
+    sem_destroy(&g->ready);
+    free(g);
+}

@@ -1,0 +1,384 @@
+#include "server/metrics.h"
+
+#include <event2/http.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/config.h"
+#include "common/log.h"
+
+/* What a 1 s timer remembers of each slot, to turn GPU time into a share of the last second. */
+struct sample {
+    int32_t pid;
+    uint64_t session, gpu_ns;
+    double share; /* of one GPU over the last sampling period */
+};
+
+struct srv_metrics {
+    struct evhttp *http;
+    struct event *tick;
+    struct srv_table *t;
+    char name[64];
+    uint64_t last_tick_ns;
+    struct sample samples[SRV_TABLE_SLOTS];
+    double gpu_util[SRV_TABLE_GPUS];
+};
+
+/* ---- sampling --------------------------------------------------------------------------- */
+
+static void on_tick(evutil_socket_t fd, short what, void *arg)
+{
+    struct srv_metrics *m = arg;
+    uint64_t now = srv_now_ns(), dt = now - m->last_tick_ns;
+    int hi = atomic_load(&m->t->hiwater);
+
+    memset(m->gpu_util, 0, sizeof(m->gpu_util));
+    for (int i = 0; i < hi; i++) {
+        struct srv_table_slot *sl = &m->t->slots[i];
+        struct sample *p = &m->samples[i];
+        int32_t pid = atomic_load(&sl->pid);
+        uint64_t ns = atomic_load(&sl->gpu_ns);
+        int gpu = atomic_load(&sl->gate_gpu);
+        if (pid == 0 || pid != p->pid || sl->session != p->session) { /* new or gone */
+            *p = (struct sample){.pid = pid, .session = sl->session, .gpu_ns = ns};
+            continue;
+        }
+        p->share = dt > 0 ? (double)(ns - p->gpu_ns) / (double)dt : 0;
+        p->gpu_ns = ns;
+        if (gpu >= 0 && gpu < SRV_TABLE_GPUS)
+            m->gpu_util[gpu] += p->share;
+    }
+    m->last_tick_ns = now;
+}
+
+/* ---- reading the table ------------------------------------------------------------------- */
+
+enum field { F_MEM_USED, F_MEM_QUOTA, F_GPU_S, F_SHARE, F_LAUNCHES, F_BYTES_IN, F_BYTES_OUT,
+             F_CALLS, F_ERRORS, F_HELD_S, F_COUNT };
+
+static const struct {
+    const char *name, *type, *help;
+} fields[F_COUNT] = {
+    [F_MEM_USED] = {"memory_used_bytes", "gauge", "device memory held, every allocation path"},
+    [F_MEM_QUOTA] = {"memory_quota_bytes", "gauge", "memory quota per GPU (0 = none)"},
+    [F_GPU_S] = {"gpu_seconds_total", "counter", "measured GPU time of kernel and graph launches"},
+    [F_SHARE] = {"gpu_share", "gauge", "fraction of a GPU's time used over the last second"},
+    [F_LAUNCHES] = {"launches_total", "counter", "kernel and graph launches"},
+    [F_BYTES_IN] = {"received_bytes_total", "counter", "bytes received from the client"},
+    [F_BYTES_OUT] = {"sent_bytes_total", "counter", "bytes of copies sent to the client"},
+    [F_CALLS] = {"calls_total", "counter", "driver calls executed"},
+    [F_ERRORS] = {"errors_total", "counter", "driver calls that returned an error"},
+    [F_HELD_S] = {"gate_held_seconds_total", "counter",
+                  "time launches waited at the compute gate"},
+};
+
+static double field_of(struct srv_metrics *m, int i, enum field f)
+{
+    struct srv_table_slot *sl = &m->t->slots[i];
+
+    switch (f) {
+    case F_MEM_USED: return (double)atomic_load(&sl->mem_used);
+    case F_MEM_QUOTA: return (double)sl->quota;
+    case F_GPU_S: return atomic_load(&sl->gpu_ns) / 1e9;
+    case F_SHARE: return m->samples[i].pid == atomic_load(&sl->pid) ? m->samples[i].share : 0;
+    case F_LAUNCHES: return (double)atomic_load(&sl->launches);
+    case F_BYTES_IN: return (double)atomic_load(&sl->bytes_in);
+    case F_BYTES_OUT: return (double)atomic_load(&sl->bytes_out);
+    case F_CALLS: return (double)atomic_load(&sl->calls);
+    case F_ERRORS: return (double)atomic_load(&sl->errors);
+    case F_HELD_S: return atomic_load(&sl->held_ns) / 1e9;
+    case F_COUNT: break;
+    }
+    return 0;
+}
+
+static const char *tenant_label(struct srv_metrics *m, int i)
+{
+    const char *n = srv_table_tenant_name(m->t, i);
+
+    return n[0] ? n : "(none)";
+}
+
+/* A string as a JSON string body or a Prometheus label value (the same escapes do for the
+ * names found here: backslash, quote, control characters). */
+static void put_escaped(struct evbuffer *out, const char *s)
+{
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\')
+            evbuffer_add_printf(out, "\\%c", c);
+        else if (c < 0x20)
+            evbuffer_add_printf(out, "\\u%04x", c);
+        else
+            evbuffer_add(out, s, 1);
+    }
+}
+
+/* Tenant k's sum of field f over its live sessions (k = -1: sessions without a tenant). */
+static double tenant_sum(struct srv_metrics *m, int k, enum field f, int *sessions)
+{
+    int hi = atomic_load(&m->t->hiwater);
+    double v = 0;
+
+    *sessions = 0;
+    for (int i = 0; i < hi; i++) {
+        if (atomic_load(&m->t->slots[i].pid) == 0 || m->t->slots[i].tenant != k)
+            continue;
+        (*sessions)++;
+        v += field_of(m, i, f);
+    }
+    return v;
+}
+
+/* ---- /metrics ---------------------------------------------------------------------------- */
+
+static void prom_sessions(struct srv_metrics *m, struct evbuffer *out, enum field f)
+{
+    int hi = atomic_load(&m->t->hiwater);
+
+    evbuffer_add_printf(out, "# HELP rgpu_session_%s Per session: %s.\n# TYPE rgpu_session_%s %s\n",
+                        fields[f].name, fields[f].help, fields[f].name, fields[f].type);
+    for (int i = 0; i < hi; i++) {
+        if (atomic_load(&m->t->slots[i].pid) == 0)
+            continue;
+        evbuffer_add_printf(out, "rgpu_session_%s{tenant=\"", fields[f].name);
+        put_escaped(out, tenant_label(m, i));
+        evbuffer_add_printf(out, "\",session=\"%llu\"} %.17g\n",
+                            (unsigned long long)m->t->slots[i].session, field_of(m, i, f));
+    }
+}
+
+static void prom_tenants(struct srv_metrics *m, struct evbuffer *out, enum field f)
+{
+    int n;
+
+    evbuffer_add_printf(out, "# HELP rgpu_tenant_%s Per tenant (its sessions summed): %s.\n"
+                             "# TYPE rgpu_tenant_%s %s\n",
+                        fields[f].name, fields[f].help, fields[f].name, fields[f].type);
+    for (int k = -1; k < m->t->ntenants; k++) {
+        double v = tenant_sum(m, k, f, &n);
+        if (k < 0 && n == 0)
+            continue;
+        evbuffer_add_printf(out, "rgpu_tenant_%s{tenant=\"", fields[f].name);
+        put_escaped(out, k < 0 ? "(none)" : m->t->tenants[k].name);
+        evbuffer_add_printf(out, "\"} %.17g\n", v);
+    }
+}
+
+static void prom_gpus(struct srv_metrics *m, struct evbuffer *out)
+{
+    static const char *names[] = {"memory_total_bytes", "memory_reserved_bytes",
+                                  "memory_used_bytes", "utilization"};
+    int hi = atomic_load(&m->t->hiwater);
+
+    for (int f = 0; f < 4; f++) {
+        evbuffer_add_printf(out, "# TYPE rgpu_gpu_%s gauge\n", names[f]);
+        for (int g = 0; g < SRV_TABLE_GPUS; g++) {
+            double v = 0;
+            if (atomic_load(&m->t->gpus[g].total_mem) == 0)
+                continue;
+            for (int i = 0; i < hi && (f == 1 || f == 2); i++) {
+                struct srv_table_slot *sl = &m->t->slots[i];
+                if (atomic_load(&sl->pid) != 0 && (sl->gpu_mask & (1u << g)))
+                    v += f == 1 ? (double)sl->quota : (double)atomic_load(&sl->mem_used);
+            }
+            if (f == 0)
+                v = (double)atomic_load(&m->t->gpus[g].total_mem);
+            if (f == 3)
+                v = m->gpu_util[g];
+            evbuffer_add_printf(out, "rgpu_gpu_%s{gpu=\"%d\"} %.17g\n", names[f], g, v);
+        }
+    }
+}
+
+void srv_metrics_prometheus(struct srv_metrics *m, struct evbuffer *out)
+{
+    int n;
+
+    evbuffer_add_printf(out, "# TYPE rgpu_tenant_sessions gauge\n");
+    for (int k = 0; k < m->t->ntenants; k++) {
+        tenant_sum(m, k, F_CALLS, &n);
+        evbuffer_add_printf(out, "rgpu_tenant_sessions{tenant=\"");
+        put_escaped(out, m->t->tenants[k].name);
+        evbuffer_add_printf(out, "\"} %d\n", n);
+    }
+    for (int f = 0; f < F_COUNT; f++)
+        prom_tenants(m, out, f);
+    for (int f = 0; f < F_COUNT; f++)
+        prom_sessions(m, out, f);
+    prom_gpus(m, out);
+}
+
+/* ---- /status ----------------------------------------------------------------------------- */
+
+static void json_fields(struct srv_metrics *m, struct evbuffer *out, int slot, int tenant)
+{
+    int n;
+
+    for (int f = 0; f < F_COUNT; f++) {
+        double v = slot >= 0 ? field_of(m, slot, f) : tenant_sum(m, tenant, f, &n);
+        evbuffer_add_printf(out, ",\"%s\":%.17g", fields[f].name, v);
+    }
+}
+
+static void json_tenants(struct srv_metrics *m, struct evbuffer *out)
+{
+    int n;
+
+    evbuffer_add_printf(out, "\"tenants\":[");
+    for (int k = 0; k < m->t->ntenants; k++) {
+        const struct srv_table_tenant *e = &m->t->tenants[k];
+        tenant_sum(m, k, F_CALLS, &n);
+        evbuffer_add_printf(out, "%s{\"name\":\"", k ? "," : "");
+        put_escaped(out, e->name);
+        evbuffer_add_printf(out,
+                            "\",\"in_config\":%s,\"weight\":%u,\"cap\":%.3f,\"class\":\"%s\","
+                            "\"max_sessions\":%u,\"mem_quota\":%llu,\"sessions\":%d",
+                            e->in_config ? "true" : "false", e->weight, e->cap_permille / 1000.0,
+                            e->best_effort ? "best-effort" : "guaranteed", e->max_sessions,
+                            (unsigned long long)e->mem_quota, n);
+        json_fields(m, out, -1, k);
+        evbuffer_add_printf(out, "}");
+    }
+    evbuffer_add_printf(out, "]");
+}
+
+static void json_sessions(struct srv_metrics *m, struct evbuffer *out)
+{
+    int hi = atomic_load(&m->t->hiwater);
+    bool first = true;
+
+    evbuffer_add_printf(out, "\"sessions\":[");
+    for (int i = 0; i < hi; i++) {
+        struct srv_table_slot *sl = &m->t->slots[i];
+        int32_t pid = atomic_load(&sl->pid);
+        if (pid == 0)
+            continue;
+        evbuffer_add_printf(out, "%s{\"id\":%llu,\"pid\":%d,\"tenant\":\"", first ? "" : ",",
+                            (unsigned long long)sl->session, (int)pid);
+        put_escaped(out, srv_table_tenant_name(m->t, i));
+        evbuffer_add_printf(out, "\",\"peer\":\"");
+        put_escaped(out, sl->peer);
+        evbuffer_add_printf(out, "\",\"client\":\"");
+        put_escaped(out, sl->client);
+        evbuffer_add_printf(out, "\",\"started\":%llu,\"gpu_mask\":%u,\"gpu\":%d",
+                            (unsigned long long)sl->started, sl->gpu_mask,
+                            (int)atomic_load(&sl->gate_gpu));
+        json_fields(m, out, i, -1);
+        evbuffer_add_printf(out, "}");
+        first = false;
+    }
+    evbuffer_add_printf(out, "]");
+}
+
+void srv_metrics_json(struct srv_metrics *m, struct evbuffer *out)
+{
+    bool first = true;
+
+    evbuffer_add_printf(out, "{\"server\":\"");
+    put_escaped(out, m->name);
+    evbuffer_add_printf(out, "\",\"gpus\":[");
+    for (int g = 0; g < SRV_TABLE_GPUS; g++) {
+        uint64_t total = atomic_load(&m->t->gpus[g].total_mem);
+        if (total == 0)
+            continue;
+        evbuffer_add_printf(out, "%s{\"index\":%d,\"memory_total\":%llu,\"utilization\":%.4f}",
+                            first ? "" : ",", g, (unsigned long long)total, m->gpu_util[g]);
+        first = false;
+    }
+    evbuffer_add_printf(out, "],");
+    json_tenants(m, out);
+    evbuffer_add_printf(out, ",");
+    json_sessions(m, out);
+    evbuffer_add_printf(out, "}\n");
+}
+
+/* ---- HTTP -------------------------------------------------------------------------------- */
+
+static void on_request(struct evhttp_request *req, void *arg)
+{
+    struct srv_metrics *m = arg;
+    const char *path = evhttp_uri_get_path(evhttp_request_get_evhttp_uri(req));
+    struct evbuffer *out = evbuffer_new();
+    struct evkeyvalq *h = evhttp_request_get_output_headers(req);
+
+    if (out == NULL) {
+        evhttp_send_error(req, HTTP_INTERNAL, NULL);
+        return;
+    }
+    if (path != NULL && strcmp(path, "/metrics") == 0) {
+        srv_metrics_prometheus(m, out);
+        evhttp_add_header(h, "Content-Type", "text/plain; version=0.0.4");
+    } else if (path != NULL && strcmp(path, "/status") == 0) {
+        srv_metrics_json(m, out);
+        evhttp_add_header(h, "Content-Type", "application/json");
+    } else {
+        evbuffer_free(out);
+        evhttp_send_error(req, HTTP_NOTFOUND, "try /metrics or /status");
+        return;
+    }
+    evhttp_send_reply(req, HTTP_OK, "OK", out);
+    evbuffer_free(out);
+}
+
+static void log_bound(struct evhttp_bound_socket *bs)
+{
+    struct sockaddr_storage ss;
+    socklen_t len = sizeof(ss);
+    char host[64] = "?";
+    int port = 0;
+
+    if (getsockname(evhttp_bound_socket_get_fd(bs), (struct sockaddr *)&ss, &len) == 0 &&
+        ss.ss_family == AF_INET) {
+        struct sockaddr_in *sin = (struct sockaddr_in *)&ss;
+        evutil_inet_ntop(AF_INET, &sin->sin_addr, host, sizeof(host));
+        port = ntohs(sin->sin_port);
+    }
+    rg_info("metrics on http://%s:%d/metrics and /status", host, port);
+}
+
+rg_status_t srv_metrics_start(struct event_base *base, const char *listen,
+                              struct srv_table *table, const char *server_name,
+                              struct srv_metrics **m_p)
+{
+    struct srv_metrics *m = calloc(1, sizeof(*m));
+    struct evhttp_bound_socket *bs;
+    struct timeval second = {1, 0};
+    char host[128], port[16];
+
+    if (m == NULL || rg_split_hostport(listen, host, sizeof(host), port, sizeof(port), "9400") !=
+                         RG_OK) {
+        rg_error("metrics_listen '%s': expected ADDR:PORT", listen);
+        free(m);
+        return RG_ERR_INVALID;
+    }
+    m->t = table;
+    snprintf(m->name, sizeof(m->name), "%s", server_name);
+    m->http = evhttp_new(base);
+    if (m->http == NULL ||
+        (bs = evhttp_bind_socket_with_handle(m->http, host, (uint16_t)atoi(port))) == NULL) {
+        rg_error("cannot serve metrics on %s: %m", listen);
+        if (m->http != NULL)
+            evhttp_free(m->http);
+        free(m);
+        return RG_ERR_IO;
+    }
+    evhttp_set_allowed_methods(m->http, EVHTTP_REQ_GET | EVHTTP_REQ_HEAD);
+    evhttp_set_gencb(m->http, on_request, m);
+    log_bound(bs);
+    m->last_tick_ns = srv_now_ns();
+    m->tick = event_new(base, -1, EV_PERSIST, on_tick, m);
+    event_add(m->tick, &second);
+    *m_p = m;
+    return RG_OK;
+}
+
+void srv_metrics_stop(struct srv_metrics *m)
+{
+    if (m == NULL)
+        return;
+    event_free(m->tick);
+    evhttp_free(m->http);
+    free(m);
+}

@@ -1,0 +1,27 @@
+/* The supervisor's HTTP endpoint (libevent evhttp): /metrics in Prometheus text format and
+ * /status in JSON, both read from the shared session table. Per session and per tenant:
+ * memory used and quota, GPU time and share of the GPU over the last second, launches, bytes
+ * each way, calls, errors, time held by the compute gate; per GPU: memory (total, reserved by
+ * quotas, used) and utilization (measured kernel time over the last second). */
+#ifndef RGPU_SERVER_METRICS_H
+#define RGPU_SERVER_METRICS_H
+
+#include <event2/buffer.h>
+#include <event2/event.h>
+
+#include "common/status.h"
+#include "server/session_table.h"
+
+struct srv_metrics;
+
+/* Serve on listen ("ADDR:PORT"; port 0 picks one, logged as "metrics on http://..."). */
+rg_status_t srv_metrics_start(struct event_base *base, const char *listen,
+                              struct srv_table *table, const char *server_name,
+                              struct srv_metrics **m_p);
+void srv_metrics_stop(struct srv_metrics *m);
+
+/* The two documents (for the handlers and the tests). */
+void srv_metrics_prometheus(struct srv_metrics *m, struct evbuffer *out);
+void srv_metrics_json(struct srv_metrics *m, struct evbuffer *out);
+
+#endif

@@ -1,0 +1,120 @@
+/* The shared session table: one memfd-backed mapping created by the supervisor before it
+ * accepts anything and inherited by every worker (--table-fd), with one slot per session.
+ *
+ * Who writes what:
+ *  - the supervisor writes the tenants' settings (at start and on SIGHUP) and frees the slot of
+ *    a worker it reaps;
+ *  - a worker claims its slot at admission and frees it at exit, both under the table's lock
+ *    (a process-shared robust mutex: a worker that dies holding it does not wedge the others);
+ *  - a slot's counters are written only by their own worker (relaxed atomics) and read by
+ *    anyone: the supervisor for /metrics and /status, the other workers' compute gates.
+ * The compute gate's per-GPU state (who may launch, who waits) lives here too and is changed
+ * under the lock (server/compute_gate.c). */
+#ifndef RGPU_SERVER_SESSION_TABLE_H
+#define RGPU_SERVER_SESSION_TABLE_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/status.h"
+#include "server/tenants.h"
+
+#define SRV_TABLE_SLOTS 1024
+#define SRV_TABLE_GPUS 16
+#define SRV_TABLE_MAGIC 0x52475354u /* "RGST" */
+
+struct srv_table_tenant {
+    char name[64];
+    uint64_t mem_quota;
+    uint32_t weight, cap_permille, max_sessions;
+    uint8_t best_effort;
+    uint8_t in_config; /* 0 once a reload dropped it (its sessions go on) */
+};
+
+/* A session. pid == 0: free. Identity fields are written under the lock at claim; the
+ * counters by the owning worker only. */
+struct srv_table_slot {
+    _Atomic int32_t pid;
+    int32_t tenant; /* index into tenants[], -1 when the server has none */
+    uint64_t session;
+    uint64_t started; /* CLOCK_REALTIME seconds */
+    char peer[64];
+    char client[64];
+    uint32_t gpu_mask; /* server GPUs (driver ordinals) the session holds a reservation on */
+    uint64_t quota;    /* bytes reserved on each of them; 0 = none */
+    _Atomic uint64_t mem_used, gpu_ns, launches, calls, errors, bytes_in, bytes_out;
+    /* compute gate */
+    _Atomic int32_t gate_gpu;       /* GPU of its last launch, -1 before any */
+    _Atomic uint64_t win_epoch;     /* accounting window of win_used_ns */
+    _Atomic uint64_t win_used_ns;   /* GPU time charged in that window */
+    _Atomic uint64_t last_launch_ns;
+    _Atomic uint32_t inflight;      /* measured launches not yet complete */
+    _Atomic uint32_t waiting;       /* held at its gate now */
+    _Atomic uint64_t held_ns;       /* time spent held at the gate, in total */
+};
+
+struct srv_table_gpu {
+    _Atomic uint64_t total_mem; /* written by the first worker that opens it */
+    _Atomic int32_t owner;      /* slot allowed to launch on it, -1 = none */
+    _Atomic uint32_t nwaiting;  /* sessions held at their gate for it */
+    _Atomic uint64_t last_guaranteed_ns; /* last launch or completion of a guaranteed session */
+};
+
+struct srv_table {
+    uint32_t magic;
+    pthread_mutex_t lock;
+    uint64_t window_ns, quantum_ns, horizon_ns; /* compute gate settings (see docs) */
+    int32_t ntenants;
+    _Atomic int32_t hiwater; /* 1 + the highest slot ever claimed: scans stop there */
+    struct srv_table_tenant tenants[SRV_MAX_TENANTS];
+    struct srv_table_gpu gpus[SRV_TABLE_GPUS];
+    struct srv_table_slot slots[SRV_TABLE_SLOTS];
+};
+
+/* Supervisor: create the table in a memfd (not close-on-exec: workers inherit it). */
+rg_status_t srv_table_create(int *fd_p, struct srv_table **table_p);
+/* Worker: map the table the supervisor passed as fd. */
+rg_status_t srv_table_map(int fd, struct srv_table **table_p);
+
+/* The lock; a holder that died leaves the table consistent (every change under it is a few
+ * stores), so it is marked consistent and taken. */
+void srv_table_lock(struct srv_table *t);
+void srv_table_unlock(struct srv_table *t);
+
+/* Copy the tenants' settings in (by name; a tenant no longer configured keeps its entry, marked
+ * not in_config, for the sessions it still has). Takes the lock. */
+void srv_table_set_tenants(struct srv_table *t, const struct srv_tenants *tenants);
+
+/* The session asking to start. */
+struct srv_admission {
+    const struct srv_tenant *tenant; /* NULL when the server has no tenants */
+    uint64_t quota;                  /* granted quota, bytes per GPU (0 = none) */
+    const int *gpus;                 /* server GPU ordinals it would use */
+    const uint64_t *gpu_total;       /* their memory */
+    int ngpus;
+    uint64_t session;
+    const char *peer, *client;
+};
+
+/* Admission under the lock: the tenant's session limit and the quota against every GPU's
+ * unreserved memory (scheduler/admission.h). The claimed slot index, or -1 with the verdict
+ * (enum sched_verdict) in *verdict_p and the reason in why. */
+int srv_table_admit(struct srv_table *t, const struct srv_admission *a, int *verdict_p,
+                    char *why, size_t why_len);
+/* The worker at its end: hand back the GPUs slot i owns and stop waiting. The slot itself (and
+ * its memory reservation) stays until the supervisor reaps the worker. */
+void srv_table_yield(struct srv_table *t, int i);
+/* The supervisor, for a worker it reaped: free its slot (however the worker ended), with the
+ * tenant's name copied to tenant ("" when none or no slot). */
+void srv_table_release_pid(struct srv_table *t, int32_t pid, char *tenant, size_t len);
+
+/* The tenant's name for slot i ("" when none). */
+const char *srv_table_tenant_name(const struct srv_table *t, int i);
+
+/* Now, on CLOCK_MONOTONIC (one clock for every process of the host), in ns. */
+uint64_t srv_now_ns(void);
+
+#endif

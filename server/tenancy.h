@@ -1,0 +1,51 @@
+/* A worker's side of the shared session table (server/session_table.h): its admission and
+ * slot, the counters it publishes for /metrics, and the compute gate around its launches.
+ * Every function is a no-op when the session has no tenancy (a worker started without a
+ * table, as the worker unit tests do). */
+#ifndef RGPU_SERVER_TENANCY_H
+#define RGPU_SERVER_TENANCY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cuda.h>
+
+#include "server/session_table.h"
+
+struct srv_session;
+struct srv_tenancy;
+
+/* Admission (under the table's lock): claim a slot for the session if its tenant is under its
+ * session limit and its quota fits every GPU it is served. CUDA_SUCCESS when admitted
+ * (s->tenancy set), else the refusal (CUDA_ERROR_NOT_PERMITTED for the session limit,
+ * CUDA_ERROR_OUT_OF_MEMORY for memory) with the reason in why. Nothing is allocated on the GPU
+ * either way. */
+CUresult srv_tenancy_admit(struct srv_session *s, struct srv_table *table,
+                      const struct srv_tenant *tenant, const char *client, char *why,
+                      size_t why_len);
+/* End of the session: stop measuring (waiting a bounded time for launches in flight) and free
+ * the slot. */
+void srv_tenancy_end(struct srv_session *s);
+
+/* After each call: the call and its error, bytes received from and sent to the client, and the
+ * session's memory in use. */
+void srv_tenancy_count(struct srv_session *s, uint64_t bytes_in, uint64_t bytes_out,
+                       bool error);
+
+/* A launch in flight through the gate. */
+struct srv_gate_ticket {
+    int entry; /* measurement ring entry, -1 when the launch is not measured */
+};
+
+/* Before a kernel or graph launch on stream st of the current context: hold it while the
+ * session's tenant is not the one to run on this GPU (server/compute_gate.c), then record the
+ * start of its measured interval. Launches into a capturing stream pass unmeasured. */
+void srv_gate_begin(struct srv_session *s, CUstream st, struct srv_gate_ticket *tk);
+/* After it: record the end (if the launch succeeded) and hand it to the meter thread. */
+void srv_gate_end(struct srv_session *s, CUstream st, struct srv_gate_ticket *tk, CUresult res);
+/* Before the current context is destroyed or reset: wait for its measured launches and drop
+ * the measurement events that belong to it. */
+void srv_gate_forget_context(struct srv_session *s);
+
+#endif
