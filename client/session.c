@@ -277,6 +277,11 @@ static void *batch_flusher(void *arg)
     return NULL;
 }
 
+/* A child forked while the flusher held the lock (over RDMA a flush holds it longer, while the
+ * slot is posted) must not inherit it held: the child takes it only to learn that it cannot use
+ * the session (CUDA_ERROR_NOT_INITIALIZED). */
+static void session_atfork_child(void) { pthread_mutex_init(&sess.lock, NULL); }
+
 static CUresult batch_start(void)
 {
     pthread_t thread;
@@ -285,6 +290,7 @@ static CUresult batch_start(void)
 
     if ((sess.batch = malloc(BATCH_SIZE)) == NULL)
         return CUDA_ERROR_OUT_OF_MEMORY;
+    pthread_atfork(NULL, NULL, session_atfork_child);
     pthread_attr_init(&attr);
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
     rc = pthread_create(&thread, &attr, batch_flusher, NULL);

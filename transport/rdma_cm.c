@@ -149,7 +149,8 @@ static rg_status_t rdma_conn_setup(struct rdma_conn *c)
     struct ibv_qp_init_attr qa = {.qp_type = IBV_QPT_RC, .sq_sig_all = 0,
                                   .cap = {.max_send_wr = RDMA_SQ_DEPTH,
                                           .max_recv_wr = RDMA_RECV_DEPTH, .max_send_sge = 1,
-                                          .max_recv_sge = 1}};
+                                          .max_recv_sge = 1,
+                                          .max_inline_data = RDMA_INLINE_MAX}};
     rg_status_t st;
 
     c->super.ops = &transport_rdma_ops;
@@ -169,6 +170,7 @@ static rg_status_t rdma_conn_setup(struct rdma_conn *c)
         rg_error("creating an rdma queue pair for %s failed: %s", c->peer, strerror(errno));
         return RG_ERR_IO;
     }
+    c->max_inline = qa.cap.max_inline_data; /* what the provider granted */
     if ((st = rdma_alloc_slots(c)) != RG_OK)
         return st;
     for (unsigned i = 0; i < RDMA_RECV_DEPTH && st == RG_OK; i++)

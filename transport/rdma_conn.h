@@ -14,6 +14,7 @@
 #define RDMA_CQ_DEPTH (RDMA_SQ_DEPTH + RDMA_RECV_DEPTH)
 #define RDMA_RNR_RETRY 6       /* finite: a peer without a posted buffer is an error, not a hang */
 #define RDMA_CM_TIMEOUT_MS 5000
+#define RDMA_INLINE_MAX 256    /* small messages ride in the work request (no DMA read of the slot) */
 
 /* wr_id = kind << 32 | slot */
 enum rdma_wr_kind { RDMA_WR_SEND = 1, RDMA_WR_CREDIT, RDMA_WR_ONESIDED, RDMA_WR_RECV };
@@ -31,6 +32,7 @@ struct rdma_conn {
     int wake_fd;                  /* eventfd: one waiting thread wakes another */
     int watch_fd;                 /* transport_rdma_set_watch_fd; -1: none */
     int io_timeout_ms;
+    uint32_t max_inline;
     unsigned busy_poll_us;
     char peer[TRANSPORT_PEER_MAX];
 

@@ -286,6 +286,8 @@ static rg_status_t rdma_send_slot(struct rdma_conn *c, unsigned slot, uint32_t l
                              .send_flags = IBV_SEND_SIGNALED};
 
     wr.imm_data = htonl(c->unreturned);
+    if (len <= c->max_inline)
+        wr.send_flags |= IBV_SEND_INLINE;
     if (rdma_post(c, &wr, "a send") != RG_OK)
         return RG_ERR_IO;
     c->unreturned = 0;

@@ -71,6 +71,11 @@ static void rdl_load(void)
             return;
         }
     }
+    /* Registered memory must stay with this process across fork (a CUDA program may fork);
+     * with kernels that handle it themselves this is a no-op. Before any other verbs call. */
+    int (*fork_init)(void) = (int (*)(void))dlsym(handles[0], "ibv_fork_init");
+    if (fork_init != NULL && fork_init() != 0)
+        snprintf(rdl_why, sizeof(rdl_why), "ibv_fork_init failed");
     rdl_ok = 1; /* the libraries stay loaded for the life of the process */
 }
 

@@ -71,6 +71,9 @@ FV_EXPORT struct ibv_context *ibv_open_device(struct ibv_device *device)
 
 FV_EXPORT int ibv_close_device(struct ibv_context *context) { return 0; }
 
+/* The fake moves no memory by DMA: fork needs nothing. */
+FV_EXPORT int ibv_fork_init(void) { return 0; }
+
 FV_EXPORT const char *ibv_wc_status_str(enum ibv_wc_status status)
 {
     static const char *const names[] = {
