@@ -120,6 +120,12 @@ void cli_cls_destroy(struct cli_ctx *ctx);
 /* The export table with that UUID (export_tables.c), or NULL if we serve none. */
 const void *cli_export_table(const CUuuid *id);
 
+/* Walk the functions of a module (the tools module export table's slot 7, module.c): for each,
+ * visit(user, function, its name, 0) until a call returns non-zero; then 1, else a CUresult. */
+typedef uintptr_t (*cli_function_visitor)(void *user, CUfunction f, const char *name,
+                                          uintptr_t zero);
+CUresult cli_module_walk(CUcontext ctx, CUmodule mod, cli_function_visitor visit, void *user);
+
 /* Log an unsupported entry point once by name; returns CUDA_ERROR_NOT_SUPPORTED. */
 CUresult cli_unsupported(const char *name);
 

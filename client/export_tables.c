@@ -379,6 +379,29 @@ static void et_lt_fill(void)
         et_lt[i] = ET_FN(et_lt_unknown);
 }
 
+/* ---- the tools module table (CU_ETID_ToolsModule) --------------------------------------- */
+
+/* 6e163fbe-b958-444d-835c-e182aff1991e, 99 slots. cuFFT walks the functions of the modules it
+ * loads through slot 7 (observed on driver 580): (ctx, module, callback, user) calls
+ * callback(user, function, name, 0) for each function of the module until one call returns
+ * non-zero, then returns 1. The other slots' meanings are not known: they refuse. */
+static CUresult et_tools_module_unknown(void)
+{
+    return cli_unsupported("export table 6e163fbe (tools module), a slot other than 7");
+}
+
+#define ET_TOOLS_MODULE_SLOTS 99
+static const void *et_tools_module[ET_TOOLS_MODULE_SLOTS];
+static pthread_once_t et_tools_module_once = PTHREAD_ONCE_INIT;
+
+static void et_tools_module_fill(void)
+{
+    et_tools_module[0] = ET_SIZE(ET_TOOLS_MODULE_SLOTS);
+    for (int i = 1; i < ET_TOOLS_MODULE_SLOTS; i++)
+        et_tools_module[i] = ET_FN(et_tools_module_unknown);
+    et_tools_module[7] = ET_FN(cli_module_walk);
+}
+
 /* ---- lookup by UUID --------------------------------------------------------------------- */
 
 struct et_entry {
@@ -400,12 +423,14 @@ static const struct et_entry et_tables[] = {
     {ET_UUID(d4, 08, 20, 55, bd, e6, 70, 4b, 8d, 34, ba, 12, 3c, 66, e1, f2), et_integrity_check},
     {ET_UUID(21, 31, 8c, 60, 97, 14, 32, 48, 8c, a6, 41, ff, 73, 24, c8, f2), et_tools_ctx},
     {ET_UUID(17, 34, dc, 26, 80, 0d, 47, 45, 87, 26, c0, f1, e7, dd, 8b, ca), et_lt},
+    {ET_UUID(6e, 16, 3f, be, b9, 58, 44, 4d, 83, 5c, e1, 82, af, f1, 99, 1e), et_tools_module},
 };
 
 const void *cli_export_table(const CUuuid *id)
 {
     pthread_once(&et_tools_ctx_once, et_tools_ctx_fill);
     pthread_once(&et_lt_once, et_lt_fill);
+    pthread_once(&et_tools_module_once, et_tools_module_fill);
     for (size_t i = 0; i < sizeof(et_tables) / sizeof(et_tables[0]); i++)
         if (memcmp(et_tables[i].uuid, id->bytes, sizeof(et_tables[i].uuid)) == 0)
             return et_tables[i].table;

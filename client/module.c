@@ -440,3 +440,35 @@ CLI_EXPORT CUresult cuLibraryGetGlobal(CUdeviceptr *dptr, size_t *bytes, CUlibra
     return get_global(PROTO_OP_LIBRARY_GET_GLOBAL, cli_handle_check(library, PROTO_H_LIBRARY),
                       name, dptr, bytes);
 }
+
+CUresult cli_module_walk(CUcontext ctx, CUmodule mod, cli_function_visitor visit, void *user)
+{
+    struct cli_handle *m = cli_handle_check(mod, PROTO_H_MODULE);
+    static const size_t cap = 1 << 16;
+    struct cli_call call = {.op = PROTO_OP_MODULE_FUNCTION_NAMES, .nargs = 1};
+    char *names;
+    CUresult res;
+
+    (void)ctx; /* the module's functions belong to the module's own context */
+    if (m == NULL || visit == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((names = malloc(cap)) == NULL)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    call.args[0] = m->id;
+    call.rdata = names;
+    call.rdata_cap = cap;
+    res = cli_call_sync(&call);
+    for (size_t off = 0; res == CUDA_SUCCESS && off < call.rdata_len;) {
+        const char *name = names + off;
+        CUfunction f;
+        off += strnlen(name, call.rdata_len - off) + 1;
+        if ((res = cuModuleGetFunction(&f, mod, name)) != CUDA_SUCCESS)
+            break;
+        if (visit(user, f, cli_func_check(f)->name, 0) != 0) {
+            res = (CUresult)1; /* stopped by the visitor, reported as the driver does */
+            break;
+        }
+    }
+    free(names);
+    return res;
+}

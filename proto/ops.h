@@ -195,7 +195,9 @@ enum proto_handle_type {
     X(CTX_RESET_L2)              /* []  cuCtxResetPersistingL2Cache                          */ \
     X(GRAPH_MEM_ATTR)            /* [dev, attr, set, value] -> out[value]                    */ \
     X(GRAPH_MEM_TRIM)            /* [dev]                                                    */ \
-    X(HOST_PLACEHOLDER)          /* [stream]  a do-nothing host function (see graph.h)      */
+    X(HOST_PLACEHOLDER)          /* [stream]  a do-nothing host function (see graph.h)      */ \
+    X(MODULE_FUNCTION_NAMES)     /* [module] -> data: the module's function names, NUL after */ \
+                                 /*  each                                                    */
 
 enum proto_op {
 #define PROTO_OP_ENUM(name) PROTO_OP_##name,

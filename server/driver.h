@@ -57,7 +57,8 @@
     X(cuLinkCreate) X(cuLinkAddData) X(cuLinkComplete) X(cuLinkDestroy)            \
     X(cuStreamSetAttribute) X(cuStreamGetAttribute) X(cuCtxResetPersistingL2Cache)            \
     X(cuDeviceGetGraphMemAttribute) X(cuDeviceSetGraphMemAttribute) X(cuDeviceGraphMemTrim)    \
-    X(cuLaunchHostFunc) X(cuGraphAddHostNode)
+    X(cuLaunchHostFunc) X(cuGraphAddHostNode) X(cuModuleGetFunctionCount)                     \
+    X(cuModuleEnumerateFunctions) X(cuFuncGetName)
 
 struct srv_driver {
     void *dl;

@@ -16,3 +16,11 @@ struct cli_ctx *cli_ctx_current(void) { return standin_current; }
 struct cli_ctx *cli_primary_ctx(int dev) { return dev == 0 ? &standin_primary : NULL; }
 int cli_device_count(void) { return standin_ndev; }
 const struct cli_device *cli_device(int i) { return i == 0 ? &standin_dev : NULL; }
+
+/* The module walk (module.c) visits two functions of any module; the second visit stops it. */
+CUresult cli_module_walk(CUcontext ctx, CUmodule mod, cli_function_visitor visit, void *user)
+{
+    if (visit(user, (CUfunction)0x10, "first", 0) != 0)
+        return (CUresult)1;
+    return visit(user, (CUfunction)0x20, "second", 0) != 0 ? (CUresult)1 : CUDA_SUCCESS;
+}

@@ -25,6 +25,9 @@ static const CUuuid uuid_integrity = {{0xd4, 0x08, 0x20, 0x55, 0xbd, 0xe6, 0x70,
 static const CUuuid uuid_tools_ctx = {{0x21, 0x31, 0x8c, 0x60, 0x97, 0x14, 0x32, 0x48,
                                        0x8c, 0xa6, 0x41, 0xff, 0x73, 0x24, 0xc8, 0xf2}};
 
+static const CUuuid uuid_tools_module = {{0x6e, 0x16, 0x3f, 0xbe, 0xb9, 0x58, 0x44, 0x4d,
+                                          0x83, 0x5c, 0xe1, 0x82, 0xaf, 0xf1, 0x99, 0x1e}};
+
 static void *const *table(const CUuuid *id)
 {
     void *const *t = (void *const *)cli_export_table(id);
@@ -196,6 +199,30 @@ static void test_integrity_hmac(void **state)
     standin_ndev = 1;
 }
 
+/* Slot 7 of the tools module table walks a module's functions with the caller's visitor. */
+static int visits;
+static uintptr_t visitor(void *user, CUfunction f, const char *name, uintptr_t zero)
+{
+    visits++;
+    return strcmp(name, (const char *)user) == 0;
+}
+
+static void test_tools_module_walk(void **state)
+{
+    typedef CUresult (*walk_fn)(CUcontext, CUmodule, cli_function_visitor, void *);
+    void *const *t = table(&uuid_tools_module);
+    walk_fn walk = (walk_fn)t[7];
+
+    assert_int_equal((uintptr_t)t[0], 99 * 8);
+    visits = 0;
+    assert_int_equal(walk(NULL, NULL, visitor, "second"), 1);
+    assert_int_equal(visits, 2);
+    visits = 0;
+    assert_int_equal(walk(NULL, NULL, visitor, "none"), CUDA_SUCCESS);
+    assert_int_equal(visits, 2);
+    assert_int_equal(((CUresult(*)(void))t[3])(), CUDA_ERROR_NOT_SUPPORTED);
+}
+
 static void test_unsupported(void **state)
 {
     assert_int_equal(cli_unsupported("cuFakeEntryPoint"), CUDA_ERROR_NOT_SUPPORTED);
@@ -209,6 +236,7 @@ int main(void)
         cmocka_unit_test(test_hooks_and_checks), cmocka_unit_test(test_tls_and_tools_ctx),
         cmocka_unit_test(test_cls),            cmocka_unit_test(test_integrity_fixed),
         cmocka_unit_test(test_integrity_hmac), cmocka_unit_test(test_unsupported),
+        cmocka_unit_test(test_tools_module_walk),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

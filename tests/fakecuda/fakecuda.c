@@ -400,6 +400,31 @@ static CUresult find(void **f, void *owner, const char *name)
     return CUDA_SUCCESS;
 }
 CUresult cuModuleGetFunction(CUfunction *f, CUmodule m, const char *name) { NEED_CTX(); return find((void **)f, m, name); }
+CUresult cuModuleGetFunctionCount(unsigned *n, CUmodule m)
+{
+    unsigned i = 0;
+    NEED_CTX();
+    if (!obj_check(m, K_MODULE)) return CUDA_ERROR_INVALID_HANDLE;
+    if (!n) return CUDA_ERROR_INVALID_VALUE;
+    while (fk_kernel_at(i)) i++;
+    *n = i;
+    return CUDA_SUCCESS;
+}
+CUresult cuModuleEnumerateFunctions(CUfunction *fs, unsigned n, CUmodule m)
+{
+    NEED_CTX();
+    if (!obj_check(m, K_MODULE)) return CUDA_ERROR_INVALID_HANDLE;
+    if (!fs) return CUDA_ERROR_INVALID_VALUE;
+    for (unsigned i = 0; i < n; i++)
+        if (!(fs[i] = (CUfunction)fk_kernel_at(i))) return CUDA_ERROR_INVALID_VALUE;
+    return CUDA_SUCCESS;
+}
+CUresult cuFuncGetName(const char **name, CUfunction f)
+{
+    if (!name || !f) return CUDA_ERROR_INVALID_VALUE;
+    *name = ((const struct fk_kernel *)f)->name;
+    return CUDA_SUCCESS;
+}
 CUresult cuLibraryGetKernel(CUkernel *k, CUlibrary l, const char *name) { NEED_INIT(); return find((void **)k, l, name); }
 CUresult cuKernelGetFunction(CUfunction *f, CUkernel k) { NEED_CTX(); if (!f || !k) return CUDA_ERROR_INVALID_VALUE; *f = (CUfunction)k; return CUDA_SUCCESS; }
 

@@ -28,6 +28,8 @@ struct fk_global {
 };
 
 const struct fk_kernel *fk_kernel_find(const char *name);
+/* The i-th test kernel, NULL past the last (every fake module holds them all). */
+const struct fk_kernel *fk_kernel_at(unsigned i);
 const struct fk_global *fk_global_find(const char *name);
 /* True when [p, p+len) lies inside one global's storage. */
 bool fk_global_valid(const void *p, size_t len);

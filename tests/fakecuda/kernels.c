@@ -125,6 +125,11 @@ const struct fk_kernel *fk_kernel_find(const char *name)
     return NULL;
 }
 
+const struct fk_kernel *fk_kernel_at(unsigned i)
+{
+    return i < sizeof(kernels) / sizeof(kernels[0]) ? &kernels[i] : NULL;
+}
+
 static int dev_counter; /* vadd.cu: __device__ int dev_counter */
 
 static const struct fk_global globals[] = {
