@@ -153,6 +153,7 @@ static bool decide(struct srv_table *t, int me, int gpu, uint64_t now)
     tens[nt] = (struct sched_tenant){.weight = 1}; /* sessions of a server without tenants */
     for (int i = 0; i < hi; i++) {
         struct srv_table_slot *sl = &t->slots[i];
+        uint64_t since = now - atomic_load(&sl->last_launch_ns);
         bool busy = atomic_load(&sl->waiting) || atomic_load(&sl->inflight) > 0;
         if (atomic_load(&sl->pid) == 0 || atomic_load(&sl->gate_gpu) != gpu)
             continue;
@@ -160,8 +161,8 @@ static bool decide(struct srv_table *t, int me, int gpu, uint64_t now)
             mine = n;
         ss[n++] = (struct sched_session){
             .tenant = sl->tenant >= 0 && sl->tenant < nt ? sl->tenant : nt,
-            .active = busy || now - atomic_load(&sl->last_launch_ns) < t->horizon_ns,
-            .wants = busy,
+            .active = busy || since < t->horizon_ns,
+            .wants = busy || since < t->grace_ns,
             .owner = i == owner,
             .used_ns = atomic_load(&sl->win_epoch) == epoch ? atomic_load(&sl->win_used_ns) : 0};
     }
@@ -281,10 +282,14 @@ void srv_gate_begin(struct srv_session *s, CUstream st, struct srv_gate_ticket *
     if (g == NULL || capturing(g, st))
         return;
     hold(g, current_gpu(s));
+    /* In flight from now: a launch the driver runs before returning keeps others off too. */
+    atomic_fetch_add(&my_slot(g)->inflight, 1);
     tk->entry = entry_ready(g);
     if (tk->entry >= 0 &&
         s->drv.cuEventRecordWithFlags(g->ring[tk->entry].start, st, 0) != CUDA_SUCCESS)
         tk->entry = -1;
+    if (tk->entry < 0)
+        atomic_fetch_sub(&my_slot(g)->inflight, 1);
 }
 
 void srv_gate_end(struct srv_session *s, CUstream st, struct srv_gate_ticket *tk, CUresult res)
@@ -294,18 +299,23 @@ void srv_gate_end(struct srv_session *s, CUstream st, struct srv_gate_ticket *tk
     struct srv_table_slot *sl;
     uint64_t now;
 
-    if (g == NULL || tk->entry < 0 || res != CUDA_SUCCESS)
+    if (g == NULL || tk->entry < 0)
         return;
     sl = my_slot(g);
+    if (res != CUDA_SUCCESS) {
+        atomic_fetch_sub(&sl->inflight, 1);
+        return;
+    }
     now = srv_now_ns();
     atomic_fetch_add(&sl->launches, 1);
     atomic_store(&sl->last_launch_ns, now);
     ten = my_tenant(g);
     if (ten == NULL || !ten->best_effort)
         atomic_store(&g->t->gpus[atomic_load(&sl->gate_gpu)].last_guaranteed_ns, now);
-    if (s->drv.cuEventRecordWithFlags(g->ring[tk->entry].end, st, 0) != CUDA_SUCCESS)
+    if (s->drv.cuEventRecordWithFlags(g->ring[tk->entry].end, st, 0) != CUDA_SUCCESS) {
+        atomic_fetch_sub(&sl->inflight, 1);
         return;
-    atomic_fetch_add(&sl->inflight, 1);
+    }
     atomic_fetch_add(&g->head, 1);
     sem_post(&g->ready);
 }

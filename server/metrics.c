@@ -115,11 +115,27 @@ static void put_escaped(struct evbuffer *out, const char *s)
     }
 }
 
-/* Tenant k's sum of field f over its live sessions (k = -1: sessions without a tenant). */
+/* Counters of the tenant's sessions that have ended. */
+static double tenant_ended(const struct srv_table_tenant *e, enum field f)
+{
+    switch (f) {
+    case F_GPU_S: return e->ended_gpu_ns / 1e9;
+    case F_LAUNCHES: return (double)e->ended_launches;
+    case F_BYTES_IN: return (double)e->ended_bytes_in;
+    case F_BYTES_OUT: return (double)e->ended_bytes_out;
+    case F_CALLS: return (double)e->ended_calls;
+    case F_ERRORS: return (double)e->ended_errors;
+    case F_HELD_S: return e->ended_held_ns / 1e9;
+    default: return 0; /* gauges: live sessions only */
+    }
+}
+
+/* Tenant k's sum of field f over its live sessions, plus what its ended sessions counted (k =
+ * -1: sessions without a tenant, live ones only). */
 static double tenant_sum(struct srv_metrics *m, int k, enum field f, int *sessions)
 {
     int hi = atomic_load(&m->t->hiwater);
-    double v = 0;
+    double v = k >= 0 ? tenant_ended(&m->t->tenants[k], f) : 0;
 
     *sessions = 0;
     for (int i = 0; i < hi; i++) {

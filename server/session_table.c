@@ -11,11 +11,13 @@
 #include "scheduler/admission.h"
 
 /* Compute gate defaults: a 1 s accounting window (caps are fractions of it), turns of about
- * 10 ms of share-normalized time, and 10 ms of quiet before a guaranteed session counts as
- * idle (docs/ARCHITECTURE.md, "Compute share"). */
+ * 10 ms of share-normalized time, 10 ms of quiet before a guaranteed session counts as idle,
+ * and 2 ms after its last launch during which a session still contends (a client's round trip
+ * between its synchronize and its next launch). See docs/ARCHITECTURE.md, "Compute share". */
 #define WINDOW_NS 1000000000ull
 #define QUANTUM_NS 10000000ull
 #define HORIZON_NS 10000000ull
+#define GRACE_NS 2000000ull
 
 uint64_t srv_now_ns(void)
 {
@@ -58,6 +60,7 @@ rg_status_t srv_table_create(int *fd_p, struct srv_table **table_p)
     t->window_ns = WINDOW_NS;
     t->quantum_ns = QUANTUM_NS;
     t->horizon_ns = HORIZON_NS;
+    t->grace_ns = GRACE_NS;
     for (int g = 0; g < SRV_TABLE_GPUS; g++)
         atomic_store(&t->gpus[g].owner, -1);
     t->magic = SRV_TABLE_MAGIC;
@@ -228,6 +231,23 @@ void srv_table_yield(struct srv_table *t, int i)
     srv_table_unlock(t);
 }
 
+/* Keep an ending session's counters in its tenant's totals. */
+static void tenant_add_ended(struct srv_table *t, struct srv_table_slot *s)
+{
+    struct srv_table_tenant *e;
+
+    if (s->tenant < 0 || s->tenant >= t->ntenants)
+        return;
+    e = &t->tenants[s->tenant];
+    e->ended_gpu_ns += atomic_load(&s->gpu_ns);
+    e->ended_launches += atomic_load(&s->launches);
+    e->ended_calls += atomic_load(&s->calls);
+    e->ended_errors += atomic_load(&s->errors);
+    e->ended_bytes_in += atomic_load(&s->bytes_in);
+    e->ended_bytes_out += atomic_load(&s->bytes_out);
+    e->ended_held_ns += atomic_load(&s->held_ns);
+}
+
 void srv_table_release_pid(struct srv_table *t, int32_t pid, char *tenant, size_t len)
 {
     tenant[0] = '\0';
@@ -236,6 +256,7 @@ void srv_table_release_pid(struct srv_table *t, int32_t pid, char *tenant, size_
         if (atomic_load(&t->slots[i].pid) != pid)
             continue;
         snprintf(tenant, len, "%s", srv_table_tenant_name(t, i));
+        tenant_add_ended(t, &t->slots[i]);
         yield_locked(t, i);
         atomic_store(&t->slots[i].pid, 0);
     }

@@ -32,6 +32,9 @@ struct srv_table_tenant {
     uint32_t weight, cap_permille, max_sessions;
     uint8_t best_effort;
     uint8_t in_config; /* 0 once a reload dropped it (its sessions go on) */
+    /* counters of its sessions that have ended (the supervisor adds them at release) */
+    uint64_t ended_gpu_ns, ended_launches, ended_calls, ended_errors, ended_bytes_in,
+        ended_bytes_out, ended_held_ns;
 };
 
 /* A session. pid == 0: free. Identity fields are written under the lock at claim; the
@@ -66,7 +69,7 @@ struct srv_table_gpu {
 struct srv_table {
     uint32_t magic;
     pthread_mutex_t lock;
-    uint64_t window_ns, quantum_ns, horizon_ns; /* compute gate settings (see docs) */
+    uint64_t window_ns, quantum_ns, horizon_ns, grace_ns; /* compute gate settings (docs) */
     int32_t ntenants;
     _Atomic int32_t hiwater; /* 1 + the highest slot ever claimed: scans stop there */
     struct srv_table_tenant tenants[SRV_MAX_TENANTS];

@@ -10,6 +10,7 @@ BUILD=$(cd "$1" && pwd)
 SERVER=$BUILD/bin/gpu-server
 FAKE=$BUILD/tests/fakecuda/libfakecuda.so
 HOLD=$BUILD/tests/integration/hold_memory
+LOAD=$BUILD/tests/worker/share_load
 WORK=$(mktemp -d)
 export LD_LIBRARY_PATH=$BUILD/lib FAKECUDA_MEM_MB=5120
 FAILS=0
@@ -66,7 +67,7 @@ PIDS+=("$SERVER_PID")
 wait_for "$WORK/server.log" "metrics on http" || exit 1
 
 # alpha holds 64 MiB; a second alpha session breaches max_sessions = 1.
-as alpha alpha-secret "$HOLD" 64 6 >"$WORK/alpha1.out" 2>&1 &
+as alpha alpha-secret "$HOLD" 64 8 >"$WORK/alpha1.out" 2>&1 &
 A1=$!
 PIDS+=("$A1")
 wait_for "$WORK/alpha1.out" ready || exit 1
@@ -128,6 +129,21 @@ for _ in $(seq 50); do [ "$(status 'len(s["sessions"])')" = 0 ] && break; sleep 
 check "killed client's slot and reservation freed ($(status '[x["tenant"] for x in s["sessions"]]'))" test "$(status 'len(s["sessions"])')" = 0
 as gamma gamma-secret "$HOLD" 16 0 >"$WORK/gamma2.out" 2>&1
 check "gamma admitted once the memory is free" grep -q PASS "$WORK/gamma2.out"
+
+# The compute gate: alpha (weight 3) and gamma (weight 1) both saturate for 3 s; the fake runs
+# kernels on the CPU, one worker at a time as the gate allows, so launches divide about 3:1.
+as alpha alpha-secret "$LOAD" 3 >"$WORK/load.alpha" 2>&1 &
+LA=$!
+as gamma gamma-secret "$LOAD" 3 >"$WORK/load.gamma" 2>&1
+wait "$LA"
+la=$(sed -n 's/launches=//p' "$WORK/load.alpha"); lg=$(sed -n 's/launches=//p' "$WORK/load.gamma")
+share=$(python3 -c "print(round(100 * ${la:-0} / max(1, ${la:-0} + ${lg:-0})))")
+check "weights 3:1 divide the launches: alpha ${la:-?}, gamma ${lg:-?} (${share}% for alpha, 75 +-10)" \
+    test "$share" -ge 65 -a "$share" -le 85
+get metrics >"$WORK/metrics2.txt"
+grep -q '^rgpu_tenant_gpu_seconds_total{tenant="alpha"} [0-9.e-]*[1-9]' "$WORK/metrics2.txt" &&
+    grep -q '^rgpu_tenant_gate_held_seconds_total{tenant="gamma"} [0-9.e-]*[1-9]' "$WORK/metrics2.txt" ||
+    fail "GPU seconds and gate time in /metrics: $(grep -E 'gpu_seconds|held' "$WORK/metrics2.txt" | head -4)"
 
 kill "$SERVER_PID"
 wait "$SERVER_PID"

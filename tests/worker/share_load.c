@@ -1,0 +1,63 @@
+/* A saturating client for the compute gate on the fake driver: launches the fake's matmul
+ * kernel (128x128, a couple of ms of CPU per launch) back to back for argv[1] seconds,
+ * synchronizing every 4 launches, and prints "launches=N". Through the real client library. */
+#include <cuda.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+#define N 128
+#define CHECK(x)                                                                               \
+    do {                                                                                       \
+        CUresult r_ = (x);                                                                     \
+        if (r_ != CUDA_SUCCESS) {                                                              \
+            const char *n_ = "?";                                                              \
+            cuGetErrorName(r_, &n_);                                                           \
+            printf("%s failed: %s\n", #x, n_);                                                 \
+            return 1;                                                                          \
+        }                                                                                      \
+    } while (0)
+
+static const char ptx[] = ".version 8.0\n.target sm_90\n.address_size 64\n"
+                          ".visible .entry _Z6matmulPKfS0_Pfi()\n{\n ret;\n}\n";
+
+static double now_s(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+int main(int argc, char **argv)
+{
+    double secs = argc > 1 ? atof(argv[1]) : 3, t0;
+    CUdevice dev;
+    CUcontext ctx;
+    CUmodule mod;
+    CUfunction f;
+    CUdeviceptr a, b, c;
+    int n = N;
+    long launches = 0;
+    void *params[] = {&a, &b, &c, &n};
+
+    CHECK(cuInit(0));
+    CHECK(cuDeviceGet(&dev, 0));
+    CHECK(cuDevicePrimaryCtxRetain(&ctx, dev));
+    CHECK(cuCtxSetCurrent(ctx));
+    CHECK(cuModuleLoadData(&mod, ptx));
+    CHECK(cuModuleGetFunction(&f, mod, "_Z6matmulPKfS0_Pfi"));
+    CHECK(cuMemAlloc(&a, N * N * 4));
+    CHECK(cuMemAlloc(&b, N * N * 4));
+    CHECK(cuMemAlloc(&c, N * N * 4));
+    printf("ready\n");
+    fflush(stdout);
+    for (t0 = now_s(); now_s() - t0 < secs;) {
+        for (int i = 0; i < 4; i++)
+            CHECK(cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, NULL, params, NULL));
+        CHECK(cuCtxSynchronize());
+        launches += 4;
+    }
+    printf("launches=%ld\n", launches);
+    return 0;
+}
