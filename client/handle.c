@@ -19,7 +19,8 @@ void *cli_handle_check(const void *p, enum proto_handle_type type)
 {
     const struct cli_handle *h = p;
 
-    if (h == NULL || h->magic != CLI_HANDLE_MAGIC || h->type != type)
+    /* Small values are never ours: NULL, CU_STREAM_LEGACY (1), CU_STREAM_PER_THREAD (2)... */
+    if ((uintptr_t)h < 4096 || h->magic != CLI_HANDLE_MAGIC || h->type != type)
         return NULL;
     return (void *)h;
 }

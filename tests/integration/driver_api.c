@@ -149,6 +149,30 @@ static void check_local_answers(void)
     EXPECT(cuMemFree(d) == CUDA_SUCCESS, "free");
 }
 
+/* The special stream handles (thrust and cudart pass cudaStreamPerThread as 0x2) work in
+ * every call that takes a stream, including host copies and host functions. */
+static int host_fn_runs;
+static void count_run(void *arg) { host_fn_runs += arg != NULL; }
+
+static void check_special_streams(void)
+{
+    unsigned char in[256], out[256];
+    CUdeviceptr d;
+
+    memset(in, 0x3c, sizeof(in));
+    EXPECT(cuMemAlloc(&d, sizeof(in)) == CUDA_SUCCESS, "alloc");
+    EXPECT(cuMemcpyHtoDAsync(d, in, sizeof(in), CU_STREAM_PER_THREAD) == CUDA_SUCCESS,
+           "HtoD on the per-thread stream");
+    EXPECT(cuMemcpyDtoHAsync(out, d, sizeof(out), CU_STREAM_LEGACY) == CUDA_SUCCESS,
+           "DtoH on the legacy stream");
+    EXPECT(cuLaunchHostFunc(CU_STREAM_PER_THREAD, count_run, out) == CUDA_SUCCESS,
+           "host function on the per-thread stream");
+    EXPECT(cuStreamSynchronize(CU_STREAM_PER_THREAD) == CUDA_SUCCESS &&
+               cuStreamSynchronize(CU_STREAM_LEGACY) == CUDA_SUCCESS, "synchronize");
+    EXPECT(memcmp(in, out, sizeof(in)) == 0 && host_fn_runs == 1, "special streams");
+    EXPECT(cuMemFree(d) == CUDA_SUCCESS, "free");
+}
+
 int main(void)
 {
     pthread_t t[NTHREADS];
@@ -166,6 +190,7 @@ int main(void)
            "unsupported entry point, twice");
     check_async_error();
     check_local_answers();
+    check_special_streams();
     check_stream_ordered();
     check_fork();
     check_crossing_bulk();
