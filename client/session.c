@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include "client.h"
@@ -63,7 +64,23 @@ struct client_conf {
     char transport[8]; /* auto (default) | rdma | tcp */
     char tenant[128];
     char token[256];
+    uint64_t mem_quota; /* requested quota per GPU (mem_quota / RGPU_MEM_QUOTA), 0 = the tenant's */
 };
+
+/* "4GiB", "512MiB", "64KiB" or bytes; 0 if malformed (then the tenant's quota applies). */
+static uint64_t parse_size(const char *text)
+{
+    char *end;
+    unsigned long long v = strtoull(text, &end, 10);
+    int shift = strcasecmp(end, "KiB") == 0 ? 10 : strcasecmp(end, "MiB") == 0 ? 20
+              : strcasecmp(end, "GiB") == 0 ? 30 : *end == '\0' ? 0 : -1;
+
+    if (end == text || shift < 0) {
+        rg_error("mem_quota '%s' is not a size (e.g. 4GiB); asking for the tenant's quota", text);
+        return 0;
+    }
+    return (uint64_t)v << shift;
+}
 
 static rg_status_t conf_key(void *arg, const char *section, const char *key, const char *value)
 {
@@ -79,6 +96,8 @@ static rg_status_t conf_key(void *arg, const char *section, const char *key, con
         snprintf(conf->token, sizeof(conf->token), "%s", value);
     else if (strcmp(key, "transport") == 0)
         snprintf(conf->transport, sizeof(conf->transport), "%s", value);
+    else if (strcmp(key, "mem_quota") == 0)
+        conf->mem_quota = parse_size(value);
     return RG_OK;
 }
 
@@ -96,6 +115,8 @@ static void conf_load(struct client_conf *conf)
         snprintf(conf->tenant, sizeof(conf->tenant), "%s", env);
     if ((env = getenv("RGPU_TOKEN")) != NULL)
         snprintf(conf->token, sizeof(conf->token), "%s", env);
+    if ((env = getenv("RGPU_MEM_QUOTA")) != NULL && env[0] != '\0')
+        conf->mem_quota = parse_size(env);
     if ((env = getenv("RGPU_TRANSPORT")) != NULL && env[0] != '\0')
         snprintf(conf->transport, sizeof(conf->transport), "%s", env);
     if (conf->server[0] == '\0')
@@ -119,6 +140,7 @@ static rg_status_t send_hello(const struct client_conf *conf)
     hello.client_pid = (uint32_t)getpid();
     hello.tenant = (char *)conf->tenant;
     hello.token = (char *)conf->token;
+    hello.mem_quota = conf->mem_quota;
     hello.transport = sess.transport;
     return proto_send(sess.conn, PROTO_HELLO, &hello.base, NULL, 0);
 }

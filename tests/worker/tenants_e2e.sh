@@ -86,12 +86,15 @@ wait_for "$WORK/beta.out" ready || exit 1
 as gamma gamma-secret "$HOLD" 16 0 >"$WORK/gamma.out" 2>&1
 check "over-quota admission refused with the reason" \
     grep -q "refused the session: insufficient GPU memory: tenant 'gamma' needs a 2.00 GiB quota but GPU 0 has 1.00 GiB left (5.00 GiB total, 4.00 GiB reserved by 2 session(s))" "$WORK/gamma.out"
+RGPU_MEM_QUOTA=512MiB as gamma gamma-secret "$HOLD" 16 0 >"$WORK/gamma-small.out" 2>&1
+check "a client asking for less (RGPU_MEM_QUOTA=512MiB) is admitted in what is left" \
+    grep -q PASS "$WORK/gamma-small.out"
 as alpha wrong-secret "$HOLD" 16 0 >"$WORK/badtoken.out" 2>&1
 check "wrong token refused with the reason" \
     grep -q "refused the session: authentication failed: wrong token for the tenant" "$WORK/badtoken.out"
 # Refused sessions allocated nothing: their workers never made a context and freed nothing.
 check "refused sessions left nothing allocated" \
-    test "$(grep -c 'refused:' "$WORK/server.log")" = 3 -a "$(grep -c 'freed ' "$WORK/server.log")" = 0
+    test "$(grep -c 'refused:' "$WORK/server.log")" = 3 -a "$(grep -c 'freed ' "$WORK/server.log")" = 1
 check "log lines name tenant and session" \
     grep -q "tenant=gamma session [0-9]* warn: .*refused: insufficient GPU memory" "$WORK/server.log"
 
