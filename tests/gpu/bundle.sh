@@ -25,6 +25,8 @@ cp "$BUILD/bin/rgpu-bench-micro" "$BUILD/bin/rgpu-bench-tcp" "$OUT/bin/"
 cp "$BUILD"/tests/integration/hold_memory "$BUILD"/tests/integration/server_death "$OUT/bin/"
 cp "$BUILD"/tests/integration/vmm_pools "$BUILD"/tests/integration/copies_2d "$OUT/bin/"
 cp "$(command -v ip)" "$OUT/bin/ip"
+"$CUDA_HOME/bin/nvcc" -O2 -gencode arch=compute_90,code=sm_90 -o "$OUT/bin/tenant_load" \
+    "$ROOT/tests/gpu/tenant_load.cu" # saturating, latency and long loads for tenant_*.sh
 "$CUDA_HOME/bin/nvcc" -O2 -gencode arch=compute_90,code=sm_90 -o "$OUT/bin/cublas_sgemm" \
     "$ROOT/tests/gpu/cublas_sgemm.cu" -lcublas -Xlinker -rpath="$CUDA_HOME/lib64"
 cp -L "$CUDA_HOME"/lib64/libcudart.so.13 "$OUT/deps/"

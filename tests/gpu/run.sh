@@ -151,6 +151,20 @@ else
     row "wrong token refused" PASS "$(grep -o 'refused the session: [^.]*' "$LOGS/badtoken.out" | head -1)"
 fi
 
+# 4b. Tenants on the GPU (tests/gpu/tenant_*.sh, each with its own gpu-server; RGPU_GPU_TENANTS=0
+# leaves them out): admission refusals, weights 1:3, a 20% cap, a guaranteed tenant's latency
+# beside best effort, faults beside a long computation. One row each, from the script's last line.
+if [ "${RGPU_GPU_TENANTS:-1}" != 0 ]; then
+    for t in admission share cap latency faults; do
+        LOGS=$LOGS "$ROOT/tests/gpu/tenant_$t.sh" "$B" >"$LOGS/tenant_$t.out" 2>&1
+        last=$(tail -1 "$LOGS/tenant_$t.out")
+        case $last in
+            PASS*) row "tenant $t" PASS "${last#PASS }" ;;
+            *) row "tenant $t" FAIL "${last#FAIL }" ;;
+        esac
+    done
+fi
+
 # 5. No server reachable.
 if RSERVER=127.0.0.1:1 remote "$B/bin/vadd_static" >"$LOGS/noserver.out" 2>&1; then
     row "no server" FAIL "succeeded?"
