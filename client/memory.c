@@ -3,6 +3,7 @@
  * pointer attributes answered from the client's own records. */
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "memory_map.h"
 
@@ -98,6 +99,21 @@ CLI_EXPORT CUresult cuMemGetAddressRange(CUdeviceptr *pbase, size_t *psize, CUde
 
 /* ---- host memory ------------------------------------------------------------------------ */
 
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_READ 22 /* Linux 5.14 */
+#define MADV_POPULATE_WRITE 23
+#endif
+
+/* Page-locked memory is resident: fault it in now (contents kept), as pinning does, so the first
+ * copy into it does not pay a page fault per page. Best effort on older kernels. */
+static void prefault(void *p, size_t len, bool read_only)
+{
+    uintptr_t a = (uintptr_t)p & ~(uintptr_t)4095;
+
+    madvise((void *)a, len + ((uintptr_t)p - a),
+            read_only ? MADV_POPULATE_READ : MADV_POPULATE_WRITE);
+}
+
 CLI_EXPORT CUresult cuMemHostAlloc(void **pp, size_t bytesize, unsigned int flags)
 {
     void *p;
@@ -112,6 +128,7 @@ CLI_EXPORT CUresult cuMemHostAlloc(void **pp, size_t bytesize, unsigned int flag
         free(p);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
+    prefault(p, bytesize, false);
     *pp = p;
     return CUDA_SUCCESS;
 }
@@ -143,8 +160,10 @@ CLI_EXPORT CUresult cuMemHostRegister(void *p, size_t bytesize, unsigned int fla
         return CUDA_ERROR_INVALID_VALUE;
     if (mem_map_find(MEM_HOST, (uintptr_t)p, &r))
         return CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
-    return mem_map_add(MEM_HOST, (uintptr_t)p, bytesize, NULL, flags) ? CUDA_SUCCESS
-                                                                       : CUDA_ERROR_OUT_OF_MEMORY;
+    if (!mem_map_add(MEM_HOST, (uintptr_t)p, bytesize, NULL, flags))
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    prefault(p, bytesize, flags & CU_MEMHOSTREGISTER_READ_ONLY);
+    return CUDA_SUCCESS;
 }
 
 CLI_EXPORT CUresult cuMemHostUnregister(void *p)
