@@ -61,5 +61,10 @@ for mode in $MODES; do
     run_mode $mode "$B/bin/rgpu-bench-gemm" >>"$RES/$mode.jsonl" 2>>"$RES/$mode.err"
     [ -z "$QUICK" ] && [ $mode != lo-poll ] && run_mode $mode python3 "$ROOT/bench/torch_models.py" >>"$RES/$mode.jsonl" 2>>"$RES/$mode.err"
 done
-grep -h "peak RSS" "$RES"/server-*.log | sed 's/.*worker peak RSS/worker peak RSS/' | sort | tail -1 >"$RES/worker_rss.txt"
+# Worker host memory per client program (loopback server): its peak RSS at session end.
+awk '/session [0-9]+: client /{for(i=1;i<=NF;i++) if($i=="client") {k=$(i-1); sub(":","",k); name[k]=$(i+1)}}
+     /worker peak RSS/{for(i=1;i<=NF;i++) if($i=="session") s=$(i+1); sub(":","",s);
+        r=$0; sub(/.*worker peak RSS /,"",r); out[name[s] " " s]=r}
+     END{n=0; for(k in out){split(k,a," "); line=line (n++?", ":"") a[1] " " out[k]}; print "worker peak RSS: " line}' \
+    "$RES/server-lo.log" >"$RES/worker_rss.txt"
 python3 "$ROOT/bench/table.py" "$RES" $MODES

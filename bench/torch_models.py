@@ -50,3 +50,8 @@ if __name__ == "__main__":
         except Exception as e:  # report and go on: the table shows what failed
             print(json.dumps({"bench": fn.__name__, "error": str(e)[:200]}), flush=True)
             sys.stderr.write(f"{fn.__name__}: {e}\n")
+    # Host memory of this process (natively it includes the driver's own; through rgpu the
+    # client's instead): the difference is what rgpu adds to a PyTorch process.
+    import resource
+    report("torch_process_peak_rss", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+           "MiB")
