@@ -19,7 +19,7 @@
 
 #include "transport/transport.h"
 
-#define RDMA_SLOT_SIZE (64u << 10)
+#define RDMA_SLOT_SIZE  (64u << 10)
 #define RDMA_RECV_DEPTH 32
 #define RDMA_SEND_DEPTH 32
 #define RDMA_SECRET_LEN 16
@@ -46,7 +46,7 @@ void transport_rdma_set_busy_poll(struct transport_conn *conn, unsigned us);
  * random secret; the client connects to it proving the secret in private data. */
 struct transport_rdma_offer {
     struct transport_listener *listener;
-    char addr[128];                 /* "ip:port" to name in the Welcome */
+    char addr[128]; /* "ip:port" to name in the Welcome */
     uint8_t secret[RDMA_SECRET_LEN];
 };
 /* ctl_fd: the session's connected TCP socket (its local address is where we listen). On

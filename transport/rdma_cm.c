@@ -25,6 +25,22 @@ struct rdma_listener {
     char host[NI_MAXHOST];
 };
 
+/* Set while a caller that reports failures itself (the session upgrade) connects or listens:
+ * the transport's own failure lines go to debug, so a fallback is logged once, by the caller. */
+static __thread bool rdma_quiet;
+#define RDMA_FAIL_LOG(...)                                                                         \
+    do {                                                                                           \
+        if (rdma_quiet)                                                                            \
+            rg_debug(__VA_ARGS__);                                                                 \
+        else                                                                                       \
+            rg_warn(__VA_ARGS__);                                                                  \
+    } while (0)
+
+void rdma_set_quiet(bool quiet)
+{
+    rdma_quiet = quiet;
+}
+
 static struct rdma_listener *rdma_listener_of(struct transport_listener *l)
 {
     return (struct rdma_listener *)((char *)l - offsetof(struct rdma_listener, super));
@@ -61,11 +77,11 @@ static rg_status_t rdma_cm_errno(const char *what, const char *peer)
     int err = errno;
 
     if (err == ENODEV || err == EADDRNOTAVAIL || err == EAFNOSUPPORT) {
-        rg_warn("rdma %s %s failed: no RDMA device for that address (%s)", what, peer,
-                strerror(err));
+        RDMA_FAIL_LOG("rdma %s %s failed: no RDMA device for that address (%s)", what, peer,
+                      strerror(err));
         return RG_ERR_UNSUPPORTED;
     }
-    rg_warn("rdma %s %s failed: %s", what, peer, strerror(err));
+    RDMA_FAIL_LOG("rdma %s %s failed: %s", what, peer, strerror(err));
     return transport_errno_status(err);
 }
 
@@ -82,8 +98,8 @@ rg_status_t rdma_cm_wait(const struct rdma_dl *dl, struct rdma_event_channel *ch
         if (errno != EAGAIN && errno != EINTR)
             return rdma_cm_errno("waiting for an event from", peer);
         if (left <= 0 || (poll(&p, 1, left) == 0)) {
-            rg_warn("rdma connection with %s: no %s within %d ms", peer, dl->event_str(want),
-                    timeout_ms);
+            RDMA_FAIL_LOG("rdma connection with %s: no %s within %d ms", peer, dl->event_str(want),
+                          timeout_ms);
             return RG_ERR_TIMEOUT;
         }
     }
@@ -100,8 +116,8 @@ rg_status_t rdma_cm_wait(const struct rdma_dl *dl, struct rdma_event_channel *ch
     dl->ack_cm_event(ev);
     if (got == want)
         return RG_OK;
-    rg_warn("rdma connection with %s: %s (status %d) while waiting for %s", peer,
-            dl->event_str(got), status, dl->event_str(want));
+    RDMA_FAIL_LOG("rdma connection with %s: %s (status %d) while waiting for %s", peer,
+                  dl->event_str(got), status, dl->event_str(want));
     if (got == RDMA_CM_EVENT_REJECTED)
         return RG_ERR_REFUSED;
     if (got == RDMA_CM_EVENT_ADDR_ERROR || got == RDMA_CM_EVENT_ROUTE_ERROR ||
@@ -146,9 +162,11 @@ static rg_status_t rdma_alloc_slots(struct rdma_conn *c)
 static rg_status_t rdma_conn_setup(struct rdma_conn *c)
 {
     struct ibv_context *verbs = c->id->verbs;
-    struct ibv_qp_init_attr qa = {.qp_type = IBV_QPT_RC, .sq_sig_all = 0,
+    struct ibv_qp_init_attr qa = {.qp_type = IBV_QPT_RC,
+                                  .sq_sig_all = 0,
                                   .cap = {.max_send_wr = RDMA_SQ_DEPTH,
-                                          .max_recv_wr = RDMA_RECV_DEPTH, .max_send_sge = 1,
+                                          .max_recv_wr = RDMA_RECV_DEPTH,
+                                          .max_send_sge = 1,
                                           .max_recv_sge = 1,
                                           .max_inline_data = RDMA_INLINE_MAX}};
     rg_status_t st;
@@ -223,18 +241,18 @@ static struct rdma_conn *rdma_conn_new(const struct rdma_dl *dl, const char *pee
 static rg_status_t rdma_resolve(const char *addr, int passive, struct sockaddr_storage *ss,
                                 char *host, size_t hlen)
 {
-    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
-                             .ai_flags = passive ? AI_PASSIVE : 0};
+    struct addrinfo hints = {
+        .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = passive ? AI_PASSIVE : 0};
     struct addrinfo *res;
     char port[NI_MAXSERV];
     int rc;
 
     if (addr == NULL || rg_split_hostport(addr, host, hlen, port, sizeof(port), NULL) != RG_OK) {
-        rg_warn("rdma address %s: expected host:port", addr != NULL ? addr : "(null)");
+        RDMA_FAIL_LOG("rdma address %s: expected host:port", addr != NULL ? addr : "(null)");
         return RG_ERR_INVALID;
     }
     if ((rc = getaddrinfo(host[0] ? host : NULL, port, &hints, &res)) != 0) {
-        rg_warn("rdma address %s: %s", addr, gai_strerror(rc));
+        RDMA_FAIL_LOG("rdma address %s: %s", addr, gai_strerror(rc));
         return RG_ERR_NOT_FOUND;
     }
     memcpy(ss, res->ai_addr, res->ai_addrlen);
@@ -246,28 +264,30 @@ static rg_status_t rdma_resolve(const char *addr, int passive, struct sockaddr_s
 static rg_status_t rdma_connect_id(struct rdma_conn *c, struct sockaddr *dst, int timeout,
                                    const void *pdata, size_t pdata_len)
 {
-    struct rdma_conn_param cp = {.private_data = pdata, .private_data_len = (uint8_t)pdata_len,
-                                 .responder_resources = 1, .initiator_depth = 1,
-                                 .retry_count = 7, .rnr_retry_count = RDMA_RNR_RETRY};
+    struct rdma_conn_param cp = {.private_data = pdata,
+                                 .private_data_len = (uint8_t)pdata_len,
+                                 .responder_resources = 1,
+                                 .initiator_depth = 1,
+                                 .retry_count = 7,
+                                 .rnr_retry_count = RDMA_RNR_RETRY};
     const struct rdma_dl *dl = c->dl;
     rg_status_t st;
 
     if (dl->resolve_addr(c->id, NULL, dst, timeout) != 0)
         return rdma_cm_errno("connect to", c->peer);
-    if ((st = rdma_cm_wait(dl, c->ech, RDMA_CM_EVENT_ADDR_RESOLVED, timeout, c->peer, NULL,
-                           NULL, NULL)) != RG_OK)
+    if ((st = rdma_cm_wait(dl, c->ech, RDMA_CM_EVENT_ADDR_RESOLVED, timeout, c->peer, NULL, NULL,
+                           NULL)) != RG_OK)
         return st;
     if (dl->resolve_route(c->id, timeout) != 0)
         return rdma_cm_errno("route to", c->peer);
-    if ((st = rdma_cm_wait(dl, c->ech, RDMA_CM_EVENT_ROUTE_RESOLVED, timeout, c->peer, NULL,
-                           NULL, NULL)) != RG_OK)
+    if ((st = rdma_cm_wait(dl, c->ech, RDMA_CM_EVENT_ROUTE_RESOLVED, timeout, c->peer, NULL, NULL,
+                           NULL)) != RG_OK)
         return st;
     if ((st = rdma_conn_setup(c)) != RG_OK)
         return st;
     if (dl->connect(c->id, &cp) != 0)
         return rdma_cm_errno("connect to", c->peer);
-    return rdma_cm_wait(dl, c->ech, RDMA_CM_EVENT_ESTABLISHED, timeout, c->peer, NULL, NULL,
-                        NULL);
+    return rdma_cm_wait(dl, c->ech, RDMA_CM_EVENT_ESTABLISHED, timeout, c->peer, NULL, NULL, NULL);
 }
 
 rg_status_t transport_rdma_connect_pdata(const char *addr, const struct transport_opts *opts,
@@ -283,7 +303,7 @@ rg_status_t transport_rdma_connect_pdata(const char *addr, const struct transpor
     rg_status_t st;
 
     if (dl == NULL) {
-        rg_warn("rdma connect to %s failed: %s", addr != NULL ? addr : "(null)", why);
+        RDMA_FAIL_LOG("rdma connect to %s failed: %s", addr != NULL ? addr : "(null)", why);
         return RG_ERR_UNSUPPORTED;
     }
     if (pdata_len > 56 || (st = rdma_resolve(addr, 0, &ss, host, sizeof(host))) != RG_OK)
@@ -297,7 +317,7 @@ rg_status_t transport_rdma_connect_pdata(const char *addr, const struct transpor
         st = rdma_connect_id(c, (struct sockaddr *)&ss, timeout, pdata, pdata_len);
     if (st != RG_OK) {
         if (st == RG_ERR_REFUSED)
-            rg_warn("rdma connect to %s failed: refused", addr);
+            RDMA_FAIL_LOG("rdma connect to %s failed: refused", addr);
         rdma_conn_free(c);
         return st;
     }
@@ -306,7 +326,7 @@ rg_status_t transport_rdma_connect_pdata(const char *addr, const struct transpor
 }
 
 static rg_status_t trdma_connect(const char *addr, const struct transport_opts *opts,
-                                struct transport_conn **conn_p)
+                                 struct transport_conn **conn_p)
 {
     return transport_rdma_connect_pdata(addr, opts, NULL, 0, conn_p);
 }
@@ -336,7 +356,7 @@ static rg_status_t trdma_listen(const char *addr, struct transport_listener **li
     rg_status_t st;
 
     if (dl == NULL) {
-        rg_warn("rdma listen on %s failed: %s", addr != NULL ? addr : "(null)", why);
+        RDMA_FAIL_LOG("rdma listen on %s failed: %s", addr != NULL ? addr : "(null)", why);
         return RG_ERR_UNSUPPORTED;
     }
     if ((l = calloc(1, sizeof(*l))) == NULL)
@@ -347,8 +367,8 @@ static rg_status_t trdma_listen(const char *addr, struct transport_listener **li
         ((l->ech = rdma_new_channel(dl)) == NULL ||
          dl->create_id(l->ech, &l->id, l, RDMA_PS_TCP) != 0))
         st = RG_ERR_IO;
-    if (st == RG_OK && (dl->bind_addr(l->id, (struct sockaddr *)&ss) != 0 ||
-                        dl->listen(l->id, 16) != 0))
+    if (st == RG_OK &&
+        (dl->bind_addr(l->id, (struct sockaddr *)&ss) != 0 || dl->listen(l->id, 16) != 0))
         st = rdma_cm_errno("listen on", addr);
     if (st != RG_OK) {
         rdma_listener_close(&l->super);
@@ -363,8 +383,7 @@ static int rdma_listener_fd(struct transport_listener *listener)
     return rdma_listener_of(listener)->ech->fd;
 }
 
-static rg_status_t rdma_listener_addr(struct transport_listener *listener, char *buf,
-                                      size_t len)
+static rg_status_t rdma_listener_addr(struct transport_listener *listener, char *buf, size_t len)
 {
     struct rdma_listener *l = rdma_listener_of(listener);
     int n = snprintf(buf, len, strchr(l->host, ':') ? "[%s]:%u" : "%s:%u",
@@ -387,16 +406,16 @@ static int rdma_secret_ok(const uint8_t *pdata, size_t n, const void *secret, si
 static rg_status_t rdma_accept_id(struct rdma_listener *l, struct rdma_cm_id *id,
                                   struct rdma_conn **c_p)
 {
-    struct rdma_conn_param cp = {.responder_resources = 1, .initiator_depth = 1,
-                                 .rnr_retry_count = RDMA_RNR_RETRY};
+    struct rdma_conn_param cp = {
+        .responder_resources = 1, .initiator_depth = 1, .rnr_retry_count = RDMA_RNR_RETRY};
     char peer[TRANSPORT_PEER_MAX], host[NI_MAXHOST] = "?", port[NI_MAXSERV] = "?";
     struct sockaddr *sa = rdma_get_peer_addr(id);
     struct rdma_conn *c;
     rg_status_t st;
 
-    getnameinfo(sa, sa->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6)
-                                              : sizeof(struct sockaddr_in),
-                host, sizeof(host), port, sizeof(port), NI_NUMERICHOST | NI_NUMERICSERV);
+    getnameinfo(
+        sa, sa->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in),
+        host, sizeof(host), port, sizeof(port), NI_NUMERICHOST | NI_NUMERICSERV);
     snprintf(peer, sizeof(peer), "rdma peer %s:%s", host, port);
     if ((c = rdma_conn_new(l->dl, peer)) == NULL) {
         l->dl->reject(id, NULL, 0);
@@ -409,8 +428,8 @@ static rg_status_t rdma_accept_id(struct rdma_listener *l, struct rdma_cm_id *id
     else if ((st = rdma_conn_setup(c)) == RG_OK && l->dl->accept(id, &cp) != 0)
         st = rdma_cm_errno("accept from", peer);
     if (st == RG_OK)
-        st = rdma_cm_wait(l->dl, c->ech, RDMA_CM_EVENT_ESTABLISHED, RDMA_CM_TIMEOUT_MS, peer,
-                          NULL, NULL, NULL);
+        st = rdma_cm_wait(l->dl, c->ech, RDMA_CM_EVENT_ESTABLISHED, RDMA_CM_TIMEOUT_MS, peer, NULL,
+                          NULL, NULL);
     if (st != RG_OK) {
         rdma_conn_free(c);
         return st;
@@ -429,8 +448,8 @@ rg_status_t transport_rdma_accept_secret(struct transport_listener *listener, co
     struct rdma_conn *c;
     rg_status_t st;
 
-    st = rdma_cm_wait(l->dl, l->ech, RDMA_CM_EVENT_CONNECT_REQUEST, 24 * 3600 * 1000,
-                      "listener", &id, pdata, &plen);
+    st = rdma_cm_wait(l->dl, l->ech, RDMA_CM_EVENT_CONNECT_REQUEST, 24 * 3600 * 1000, "listener",
+                      &id, pdata, &plen);
     if (st != RG_OK)
         return st;
     if (secret != NULL && !rdma_secret_ok(pdata, plen, secret, secret_len)) {
@@ -452,7 +471,10 @@ static rg_status_t trdma_accept(struct transport_listener *listener, struct tran
 
 /* ---- the rest of the connection slots ---------------------------------------------------- */
 
-static int rdma_fd(struct transport_conn *conn) { return rdma_conn_of(conn)->cch->fd; }
+static int rdma_fd(struct transport_conn *conn)
+{
+    return rdma_conn_of(conn)->cch->fd;
+}
 
 static void rdma_shutdown(struct transport_conn *conn)
 {

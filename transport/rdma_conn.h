@@ -10,11 +10,11 @@
 #include "transport/rdma_dl.h"
 #include "transport/sock.h"
 
-#define RDMA_SQ_DEPTH (RDMA_SEND_DEPTH + 8) /* + credit updates and one-sided operations */
-#define RDMA_CQ_DEPTH (RDMA_SQ_DEPTH + RDMA_RECV_DEPTH)
-#define RDMA_RNR_RETRY 6       /* finite: a peer without a posted buffer is an error, not a hang */
+#define RDMA_SQ_DEPTH      (RDMA_SEND_DEPTH + 8) /* + credit updates and one-sided operations */
+#define RDMA_CQ_DEPTH      (RDMA_SQ_DEPTH + RDMA_RECV_DEPTH)
+#define RDMA_RNR_RETRY     6 /* finite: a peer without a posted buffer is an error, not a hang */
 #define RDMA_CM_TIMEOUT_MS 5000
-#define RDMA_INLINE_MAX 256    /* small messages ride in the work request (no DMA read of the slot) */
+#define RDMA_INLINE_MAX    256 /* sent inside the work request: no DMA read of the slot */
 
 /* wr_id = kind << 32 | slot */
 enum rdma_wr_kind { RDMA_WR_SEND = 1, RDMA_WR_CREDIT, RDMA_WR_ONESIDED, RDMA_WR_RECV };
@@ -38,19 +38,19 @@ struct rdma_conn {
 
     pthread_mutex_t lock; /* guards everything below */
     unsigned waiters;
-    unsigned send_next, send_busy; /* send slots, used and completed in order */
-    unsigned sq_used;              /* work requests in the send queue */
-    unsigned credits;              /* peer receive buffers we may fill */
-    unsigned unreturned;           /* our receive buffers reposted, not yet told to the peer */
+    unsigned send_next, send_busy;    /* send slots, used and completed in order */
+    unsigned sq_used;                 /* work requests in the send queue */
+    unsigned credits;                 /* peer receive buffers we may fill */
+    unsigned unreturned;              /* our receive buffers reposted, not yet told to the peer */
     unsigned ready_head, ready_count; /* received slots not yet read, in arrival order */
     struct {
         uint32_t slot, len;
     } ready[RDMA_RECV_DEPTH];
-    uint32_t ready_off;            /* bytes of the head slot already read */
-    bool os_done;                  /* the one-sided operation in flight completed */
+    uint32_t ready_off; /* bytes of the head slot already read */
+    bool os_done;       /* the one-sided operation in flight completed */
     enum ibv_wc_status os_status;
     bool shut;
-    rg_status_t broken;            /* RG_OK while usable */
+    rg_status_t broken; /* RG_OK while usable */
 };
 
 struct rdma_mr {
@@ -79,6 +79,8 @@ rg_status_t rdma_read(struct transport_conn *conn, struct transport_mr *local, v
 /* Wait (lock held) until every send slot completed or deadline_ms passed. */
 void rdma_drain_sends(struct rdma_conn *c, int timeout_ms);
 
+/* rdma_cm.c: this thread's connect/listen failures logged at debug (the caller logs them). */
+void rdma_set_quiet(bool quiet);
 /* rdma_cm.c: wait for one cm event on ch, of type want; RG_OK or an error, logged. The event's
  * private data is copied to pdata (up to *pdata_len bytes; *pdata_len updated) when asked. */
 rg_status_t rdma_cm_wait(const struct rdma_dl *dl, struct rdma_event_channel *ch,

@@ -16,7 +16,7 @@
 #include "transport/rdma_conn.h"
 
 #define RDMA_WR_ID(kind, slot) (((uint64_t)(kind) << 32) | (slot))
-#define RDMA_ONESIDED_MAX (1u << 30) /* one work request moves at most this much */
+#define RDMA_ONESIDED_MAX      (1u << 30) /* one work request moves at most this much */
 
 static int64_t rdma_now_ms(void)
 {
@@ -52,9 +52,10 @@ void rdma_mark_broken(struct rdma_conn *c, rg_status_t status, const char *what)
 rg_status_t rdma_post_recv_slot(struct rdma_conn *c, unsigned slot)
 {
     struct ibv_sge sge = {.addr = (uintptr_t)(c->recv_buf + (size_t)slot * RDMA_SLOT_SIZE),
-                          .length = RDMA_SLOT_SIZE, .lkey = c->recv_mr->lkey};
-    struct ibv_recv_wr wr = {.wr_id = RDMA_WR_ID(RDMA_WR_RECV, slot), .sg_list = &sge,
-                             .num_sge = 1};
+                          .length = RDMA_SLOT_SIZE,
+                          .lkey = c->recv_mr->lkey};
+    struct ibv_recv_wr wr = {
+        .wr_id = RDMA_WR_ID(RDMA_WR_RECV, slot), .sg_list = &sge, .num_sge = 1};
     struct ibv_recv_wr *bad;
     int rc = ibv_post_recv(c->id->qp, &wr, &bad);
 
@@ -232,7 +233,8 @@ static rg_status_t rdma_post(struct rdma_conn *c, struct ibv_send_wr *wr, const 
 static void rdma_return_credits(struct rdma_conn *c)
 {
     struct ibv_send_wr wr = {.wr_id = RDMA_WR_ID(RDMA_WR_CREDIT, 0),
-                             .opcode = IBV_WR_SEND_WITH_IMM, .send_flags = IBV_SEND_SIGNALED};
+                             .opcode = IBV_WR_SEND_WITH_IMM,
+                             .send_flags = IBV_SEND_SIGNALED};
 
     if (c->unreturned < RDMA_RECV_DEPTH / 2 || c->credits < 1 || c->sq_used >= RDMA_SQ_DEPTH ||
         c->broken != RG_OK)
@@ -245,8 +247,8 @@ static void rdma_return_credits(struct rdma_conn *c)
 }
 
 /* Copy the next bytes of iov into dst (at most cap); advances (*idx, *off). */
-static uint32_t rdma_gather(uint8_t *dst, size_t cap, const struct iovec *iov, int iovcnt,
-                            int *idx, size_t *off)
+static uint32_t rdma_gather(uint8_t *dst, size_t cap, const struct iovec *iov, int iovcnt, int *idx,
+                            size_t *off)
 {
     size_t n = 0;
 
@@ -280,9 +282,12 @@ static rg_status_t rdma_wait_send_room(struct rdma_conn *c, int64_t deadline)
 static rg_status_t rdma_send_slot(struct rdma_conn *c, unsigned slot, uint32_t len)
 {
     struct ibv_sge sge = {.addr = (uintptr_t)(c->send_buf + (size_t)slot * RDMA_SLOT_SIZE),
-                          .length = len, .lkey = c->send_mr->lkey};
-    struct ibv_send_wr wr = {.wr_id = RDMA_WR_ID(RDMA_WR_SEND, slot), .sg_list = &sge,
-                             .num_sge = 1, .opcode = IBV_WR_SEND_WITH_IMM,
+                          .length = len,
+                          .lkey = c->send_mr->lkey};
+    struct ibv_send_wr wr = {.wr_id = RDMA_WR_ID(RDMA_WR_SEND, slot),
+                             .sg_list = &sge,
+                             .num_sge = 1,
+                             .opcode = IBV_WR_SEND_WITH_IMM,
                              .send_flags = IBV_SEND_SIGNALED};
 
     wr.imm_data = htonl(c->unreturned);
@@ -316,8 +321,8 @@ rg_status_t rdma_sendv(struct transport_conn *conn, const struct iovec *iov, int
         c->send_busy++;
         /* The slot is ours until its completion: fill it without the lock. */
         pthread_mutex_unlock(&c->lock);
-        uint32_t len = rdma_gather(c->send_buf + (size_t)slot * RDMA_SLOT_SIZE, RDMA_SLOT_SIZE,
-                                   iov, iovcnt, &idx, &off);
+        uint32_t len = rdma_gather(c->send_buf + (size_t)slot * RDMA_SLOT_SIZE, RDMA_SLOT_SIZE, iov,
+                                   iovcnt, &idx, &off);
         while (idx < iovcnt && iov[idx].iov_len == 0)
             idx++;
         pthread_mutex_lock(&c->lock);
@@ -407,8 +412,8 @@ rg_status_t rdma_mem_reg(struct transport_conn *conn, void *addr, size_t len, un
         free(m);
         return RG_ERR_IO;
     }
-    m->super = (struct transport_mr){.ops = conn->ops, .addr = addr, .len = len,
-                                     .key = m->mr->rkey};
+    m->super =
+        (struct transport_mr){.ops = conn->ops, .addr = addr, .len = len, .key = m->mr->rkey};
     m->access = access;
     *mr_p = &m->super;
     return RG_OK;
@@ -430,8 +435,11 @@ void rdma_mem_dereg(struct transport_mr *mr)
 static rg_status_t rdma_onesided_one(struct rdma_conn *c, enum ibv_wr_opcode op,
                                      struct ibv_sge *sge, uint64_t raddr, uint32_t rkey)
 {
-    struct ibv_send_wr wr = {.wr_id = RDMA_WR_ID(RDMA_WR_ONESIDED, 0), .sg_list = sge,
-                             .num_sge = 1, .opcode = op, .send_flags = IBV_SEND_SIGNALED};
+    struct ibv_send_wr wr = {.wr_id = RDMA_WR_ID(RDMA_WR_ONESIDED, 0),
+                             .sg_list = sge,
+                             .num_sge = 1,
+                             .opcode = op,
+                             .send_flags = IBV_SEND_SIGNALED};
     rg_status_t st = RG_OK;
 
     wr.wr.rdma.remote_addr = raddr;
@@ -457,9 +465,8 @@ static rg_status_t rdma_onesided(struct transport_conn *conn, enum ibv_wr_opcode
                                  uint32_t rkey, size_t len)
 {
     struct rdma_conn *c = rdma_conn_of(conn);
-    struct rdma_mr *m = local != NULL ? (struct rdma_mr *)((char *)local -
-                                                           offsetof(struct rdma_mr, super))
-                                      : NULL;
+    struct rdma_mr *m =
+        local != NULL ? (struct rdma_mr *)((char *)local - offsetof(struct rdma_mr, super)) : NULL;
     uintptr_t la = (uintptr_t)laddr, base = m != NULL ? (uintptr_t)local->addr : 0;
     rg_status_t st = RG_OK;
 

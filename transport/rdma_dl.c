@@ -11,7 +11,10 @@ static char rdl_why[256];
 static int rdl_ok;
 static pthread_once_t rdl_once = PTHREAD_ONCE_INIT;
 
-#define RDL_SYM(lib, field, name) {lib, #name, (void **)&rdl.field}
+#define RDL_SYM(lib, field, name)                                                                  \
+    {                                                                                              \
+        lib, #name, (void **)&rdl.field                                                            \
+    }
 
 static const char *const rdl_libs[] = {"libibverbs.so.1", "librdmacm.so.1"};
 /* Every symbol the backend needs: library (0 libibverbs, 1 librdmacm), name, slot. */

@@ -30,7 +30,10 @@ rg_status_t transport_rdma_offer_open(int ctl_fd, struct transport_rdma_offer *o
         return RG_ERR_IO;
     }
     snprintf(addr, sizeof(addr), ss.ss_family == AF_INET6 ? "[%s]:0" : "%s:0", host);
-    if ((st = transport_rdma_ops.listen(addr, &offer->listener)) != RG_OK) {
+    rdma_set_quiet(true);
+    st = transport_rdma_ops.listen(addr, &offer->listener);
+    rdma_set_quiet(false);
+    if (st != RG_OK) {
         snprintf(why, len, "no RDMA listener on %s (%s)", host, rg_status_str(st));
         return st;
     }
@@ -62,8 +65,7 @@ rg_status_t transport_rdma_offer_accept(struct transport_rdma_offer *offer, int 
                                         int timeout_ms, struct transport_conn **conn_p)
 {
     int64_t deadline = offer_now_ms() + timeout_ms;
-    struct pollfd p[2] = {{.fd = transport_rdma_ops.listener_fd(offer->listener),
-                           .events = POLLIN},
+    struct pollfd p[2] = {{.fd = transport_rdma_ops.listener_fd(offer->listener), .events = POLLIN},
                           {.fd = ctl_fd, .events = POLLIN}};
     rg_status_t st;
     char b;
@@ -92,8 +94,11 @@ rg_status_t transport_rdma_upgrade(const char *addr, const void *secret, size_t 
                                    int ctl_fd, const struct transport_opts *opts,
                                    struct transport_conn **conn_p)
 {
-    rg_status_t st = transport_rdma_connect_pdata(addr, opts, secret, secret_len, conn_p);
+    rg_status_t st;
 
+    rdma_set_quiet(true); /* the session logs the outcome in one line */
+    st = transport_rdma_connect_pdata(addr, opts, secret, secret_len, conn_p);
+    rdma_set_quiet(false);
     if (st == RG_OK)
         transport_rdma_set_watch_fd(*conn_p, ctl_fd);
     return st;

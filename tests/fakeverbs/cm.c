@@ -14,7 +14,10 @@
 
 #include "fakeverbs.h"
 
-static struct fv_cm_id *fv_cid(struct rdma_cm_id *id) { return (struct fv_cm_id *)id; }
+static struct fv_cm_id *fv_cid(struct rdma_cm_id *id)
+{
+    return (struct fv_cm_id *)id;
+}
 
 static int fv_fail(int err)
 {
@@ -68,15 +71,14 @@ FV_EXPORT int rdma_ack_cm_event(struct rdma_cm_event *event)
 FV_EXPORT const char *rdma_event_str(enum rdma_cm_event_type event)
 {
     static const char *const names[] = {
-        "RDMA_CM_EVENT_ADDR_RESOLVED",  "RDMA_CM_EVENT_ADDR_ERROR",
-        "RDMA_CM_EVENT_ROUTE_RESOLVED", "RDMA_CM_EVENT_ROUTE_ERROR",
+        "RDMA_CM_EVENT_ADDR_RESOLVED",   "RDMA_CM_EVENT_ADDR_ERROR",
+        "RDMA_CM_EVENT_ROUTE_RESOLVED",  "RDMA_CM_EVENT_ROUTE_ERROR",
         "RDMA_CM_EVENT_CONNECT_REQUEST", "RDMA_CM_EVENT_CONNECT_RESPONSE",
-        "RDMA_CM_EVENT_CONNECT_ERROR",  "RDMA_CM_EVENT_UNREACHABLE",
-        "RDMA_CM_EVENT_REJECTED",       "RDMA_CM_EVENT_ESTABLISHED",
-        "RDMA_CM_EVENT_DISCONNECTED",   "RDMA_CM_EVENT_DEVICE_REMOVAL",
+        "RDMA_CM_EVENT_CONNECT_ERROR",   "RDMA_CM_EVENT_UNREACHABLE",
+        "RDMA_CM_EVENT_REJECTED",        "RDMA_CM_EVENT_ESTABLISHED",
+        "RDMA_CM_EVENT_DISCONNECTED",    "RDMA_CM_EVENT_DEVICE_REMOVAL",
     };
-    return (unsigned)event < sizeof(names) / sizeof(names[0]) ? names[event]
-                                                              : "UNKNOWN EVENT";
+    return (unsigned)event < sizeof(names) / sizeof(names[0]) ? names[event] : "UNKNOWN EVENT";
 }
 
 FV_EXPORT int rdma_create_id(struct rdma_event_channel *channel, struct rdma_cm_id **id,
@@ -130,8 +132,7 @@ static int fv_sun(const struct sockaddr_in *sin, struct sockaddr_un *sun)
         return -1;
     memset(sun, 0, sizeof(*sun));
     sun->sun_family = AF_UNIX;
-    snprintf(sun->sun_path, sizeof(sun->sun_path), "%s/%s:%u", fv_dir(), ip,
-             ntohs(sin->sin_port));
+    snprintf(sun->sun_path, sizeof(sun->sun_path), "%s/%s:%u", fv_dir(), ip, ntohs(sin->sin_port));
     return 0;
 }
 
@@ -297,8 +298,7 @@ FV_EXPORT int rdma_accept(struct rdma_cm_id *id, struct rdma_conn_param *param)
     return rc;
 }
 
-FV_EXPORT int rdma_reject(struct rdma_cm_id *id, const void *private_data,
-                          uint8_t private_data_len)
+FV_EXPORT int rdma_reject(struct rdma_cm_id *id, const void *private_data, uint8_t private_data_len)
 {
     struct fv_cm_id *cid = fv_cid(id);
     struct fv_hdr h = {.type = FV_CONN_REJ, .len = private_data_len};

@@ -30,8 +30,8 @@
 #include <rdma/rdma_cma.h>
 #include <stdint.h>
 
-#define FV_EXPORT __attribute__((visibility("default")))
-#define FV_PDATA_MAX 196
+#define FV_EXPORT      __attribute__((visibility("default")))
+#define FV_PDATA_MAX   196
 #define FV_RNR_STEP_MS 20 /* one RNR retry; rnr_retry_count 7 means retry forever */
 
 enum fv_pkt_type {
@@ -49,7 +49,7 @@ struct fv_hdr {
     uint8_t type, status, has_imm, pad;
     uint32_t imm; /* network order, as in ibv_send_wr */
     uint64_t raddr;
-    uint32_t rkey, len; /* len: payload bytes that follow this header */
+    uint32_t rkey, len;  /* len: payload bytes that follow this header */
     uint32_t rlen, pad2; /* READ: bytes wanted */
 };
 
@@ -87,10 +87,10 @@ struct fv_qp;
 
 struct fv_cm_id {
     struct rdma_cm_id id;
-    struct fv_cm_id *next;       /* every id of the process */
-    struct fv_cm_id *listen_id;  /* for a request: the listener it came through */
-    uint64_t serial;             /* tells a reused address from the same id */
-    int fd;                      /* the link's socket, -1 when none */
+    struct fv_cm_id *next;      /* every id of the process */
+    struct fv_cm_id *listen_id; /* for a request: the listener it came through */
+    uint64_t serial;            /* tells a reused address from the same id */
+    int fd;                     /* the link's socket, -1 when none */
     enum fv_link_state state;
     struct fv_buf in, out;
     struct fv_qp *qp;

@@ -24,9 +24,18 @@ static struct fv_cm_id *fv_ids;
 static uint64_t fv_next_serial = 1;
 static char fv_dirname[108];
 
-FV_EXPORT void fv_lock(void) { pthread_mutex_lock(&fv_mutex); }
-FV_EXPORT void fv_unlock(void) { pthread_mutex_unlock(&fv_mutex); }
-FV_EXPORT const char *fv_dir(void) { return fv_dirname; }
+FV_EXPORT void fv_lock(void)
+{
+    pthread_mutex_lock(&fv_mutex);
+}
+FV_EXPORT void fv_unlock(void)
+{
+    pthread_mutex_unlock(&fv_mutex);
+}
+FV_EXPORT const char *fv_dir(void)
+{
+    return fv_dirname;
+}
 
 FV_EXPORT uint64_t fv_now_ms(void)
 {
@@ -202,8 +211,8 @@ static enum ibv_wc_status fv_scatter(struct fv_qp *qp, const struct ibv_sge *sge
 {
     for (int i = 0; i < n && len > 0; i++) {
         uint32_t take = sge[i].length < len ? sge[i].length : len;
-        if (fv_mr_check(qp->ibv.pd, sge[i].lkey, 0, sge[i].addr, take,
-                        IBV_ACCESS_LOCAL_WRITE) == NULL)
+        if (fv_mr_check(qp->ibv.pd, sge[i].lkey, 0, sge[i].addr, take, IBV_ACCESS_LOCAL_WRITE) ==
+            NULL)
             return IBV_WC_LOC_PROT_ERR;
         memcpy((void *)(uintptr_t)sge[i].addr, src, take);
         src += take;
@@ -254,9 +263,9 @@ static int fv_request(struct fv_cm_id *cid, const struct fv_hdr *h, const uint8_
     if (needs_recv && qp->rq_count == 0) {
         uint64_t now = fv_now_ms();
         if (qp->rnr_deadline_ms == 0)
-            qp->rnr_deadline_ms =
-                cid->peer_rnr_retry >= 7 ? UINT64_MAX
-                                         : now + FV_RNR_STEP_MS * (1 + (uint64_t)cid->peer_rnr_retry);
+            qp->rnr_deadline_ms = cid->peer_rnr_retry >= 7
+                                      ? UINT64_MAX
+                                      : now + FV_RNR_STEP_MS * (1 + (uint64_t)cid->peer_rnr_retry);
         if (now < qp->rnr_deadline_ms)
             return 1;
         qp->rnr_deadline_ms = 0;
@@ -363,11 +372,18 @@ static enum fv_pkt_type fv_pkt_of(enum ibv_wr_opcode op, enum ibv_wc_opcode *wc_
 {
     switch (op) {
     case IBV_WR_SEND:
-    case IBV_WR_SEND_WITH_IMM: *wc_op = IBV_WC_SEND; return FV_SEND;
+    case IBV_WR_SEND_WITH_IMM:
+        *wc_op = IBV_WC_SEND;
+        return FV_SEND;
     case IBV_WR_RDMA_WRITE:
-    case IBV_WR_RDMA_WRITE_WITH_IMM: *wc_op = IBV_WC_RDMA_WRITE; return FV_WRITE;
-    case IBV_WR_RDMA_READ: *wc_op = IBV_WC_RDMA_READ; return FV_READ;
-    default: return 0;
+    case IBV_WR_RDMA_WRITE_WITH_IMM:
+        *wc_op = IBV_WC_RDMA_WRITE;
+        return FV_WRITE;
+    case IBV_WR_RDMA_READ:
+        *wc_op = IBV_WC_RDMA_READ;
+        return FV_READ;
+    default:
+        return 0;
     }
 }
 
@@ -427,7 +443,9 @@ static int fv_post_one(struct fv_qp *qp, struct ibv_send_wr *wr)
         h.rkey = wr->wr.rdma.rkey;
     }
     w = &qp->sq[(qp->sq_head + qp->sq_count) % qp->sq_cap];
-    *w = (struct fv_send_wr){.wr_id = wr->wr_id, .opcode = wc_op, .len = h.len + h.rlen,
+    *w = (struct fv_send_wr){.wr_id = wr->wr_id,
+                             .opcode = wc_op,
+                             .len = h.len + h.rlen,
                              .num_sge = wr->num_sge,
                              .signaled = qp->sq_sig_all || (wr->send_flags & IBV_SEND_SIGNALED)};
     memcpy(w->sge, wr->sg_list, (size_t)wr->num_sge * sizeof(*wr->sg_list));
@@ -473,9 +491,13 @@ static void fv_accept_one(struct fv_cm_id *l)
         close(fd);
         return;
     }
-    cid->id = (struct rdma_cm_id){.verbs = l->id.verbs, .channel = l->id.channel,
-                                  .context = l->id.context, .ps = l->id.ps, .port_num = 1,
-                                  .qp_type = IBV_QPT_RC, .route = l->id.route};
+    cid->id = (struct rdma_cm_id){.verbs = l->id.verbs,
+                                  .channel = l->id.channel,
+                                  .context = l->id.context,
+                                  .ps = l->id.ps,
+                                  .port_num = 1,
+                                  .qp_type = IBV_QPT_RC,
+                                  .route = l->id.route};
     cid->listen_id = l;
     cid->fd = fd;
     cid->state = FV_L_REQ_WAIT;
@@ -491,8 +513,8 @@ static void fv_readable(struct fv_cm_id *cid)
     for (;;) {
         if (fv_buf_reserve(&cid->in, 65536) != 0)
             return;
-        ssize_t n = recv(cid->fd, cid->in.data + cid->in.len, cid->in.cap - cid->in.len,
-                         MSG_DONTWAIT);
+        ssize_t n =
+            recv(cid->fd, cid->in.data + cid->in.len, cid->in.cap - cid->in.len, MSG_DONTWAIT);
         if (n > 0) {
             cid->in.len += (size_t)n;
             continue;
@@ -525,11 +547,13 @@ static int fv_poll_set(struct pollfd *pfd, struct fv_cm_id **who, uint64_t *seri
             fv_process_input(c); /* a receive may have been posted since */
             uint64_t d = c->qp->rnr_deadline_ms;
             if (d != 0)
-                *timeout = d <= now ? 0 : (d - now < (uint64_t)*timeout ? (int)(d - now) : *timeout);
+                *timeout =
+                    d <= now ? 0 : (d - now < (uint64_t)*timeout ? (int)(d - now) : *timeout);
         }
         if (c->fd < 0 || c->state == FV_L_DOWN || c->state == FV_L_IDLE)
             continue;
-        short ev = (short)((fv_wants_input(c) ? POLLIN : 0) | (c->out.off < c->out.len ? POLLOUT : 0));
+        short ev =
+            (short)((fv_wants_input(c) ? POLLIN : 0) | (c->out.off < c->out.len ? POLLOUT : 0));
         who[n] = c;
         serial[n] = c->serial;
         pfd[n++] = (struct pollfd){.fd = c->fd, .events = ev};

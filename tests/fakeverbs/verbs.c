@@ -27,8 +27,14 @@ FV_EXPORT uint64_t fv_thread_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-FV_EXPORT void fv_thread_ns_add(uint64_t start) { fv_spent_ns += fv_thread_ns() - start; }
-FV_EXPORT uint64_t fv_thread_ns_spent(void) { return fv_spent_ns; }
+FV_EXPORT void fv_thread_ns_add(uint64_t start)
+{
+    fv_spent_ns += fv_thread_ns() - start;
+}
+FV_EXPORT uint64_t fv_thread_ns_spent(void)
+{
+    return fv_spent_ns;
+}
 static uint32_t fv_next_key;
 
 /* ---- device and context ----------------------------------------------------------------- */
@@ -56,9 +62,15 @@ FV_EXPORT struct ibv_device **(ibv_get_device_list)(int *num_devices)
     return list;
 }
 
-FV_EXPORT void ibv_free_device_list(struct ibv_device **list) { free(list); }
+FV_EXPORT void ibv_free_device_list(struct ibv_device **list)
+{
+    free(list);
+}
 
-FV_EXPORT const char *ibv_get_device_name(struct ibv_device *device) { return device->name; }
+FV_EXPORT const char *ibv_get_device_name(struct ibv_device *device)
+{
+    return device->name;
+}
 
 FV_EXPORT struct ibv_context *ibv_open_device(struct ibv_device *device)
 {
@@ -69,10 +81,16 @@ FV_EXPORT struct ibv_context *ibv_open_device(struct ibv_device *device)
     return ctx;
 }
 
-FV_EXPORT int ibv_close_device(struct ibv_context *context) { return 0; }
+FV_EXPORT int ibv_close_device(struct ibv_context *context)
+{
+    return 0;
+}
 
 /* The fake moves no memory by DMA: fork needs nothing. */
-FV_EXPORT int ibv_fork_init(void) { return 0; }
+FV_EXPORT int ibv_fork_init(void)
+{
+    return 0;
+}
 
 FV_EXPORT const char *ibv_wc_status_str(enum ibv_wc_status status)
 {
@@ -370,7 +388,10 @@ FV_EXPORT int ibv_destroy_qp(struct ibv_qp *ibv)
 FV_EXPORT void fv_complete(struct ibv_cq *cq, struct fv_qp *qp, uint64_t wr_id,
                            enum ibv_wc_opcode opcode, enum ibv_wc_status status, uint32_t len)
 {
-    struct ibv_wc wc = {.wr_id = wr_id, .status = status, .opcode = opcode, .byte_len = len,
+    struct ibv_wc wc = {.wr_id = wr_id,
+                        .status = status,
+                        .opcode = opcode,
+                        .byte_len = len,
                         .qp_num = qp->ibv.qp_num};
     fv_cq_push(cq, &wc);
 }

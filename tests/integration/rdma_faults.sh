@@ -106,6 +106,16 @@ if RGPU_LOG_LEVEL=info RGPU_TRANSPORT=auto RGPU_SERVER=127.0.0.1:$PORT timeout 3
 else
     fail "auto with a device"; cat "$WORK/auto2.err"
 fi
+# An offer the client cannot take (its fake fabric does not reach the server's): auto goes on
+# over TCP, both sides say so.
+if FAKEVERBS_DIR=$WORK RGPU_LOG_LEVEL=info RGPU_TRANSPORT=auto RGPU_SERVER=127.0.0.1:$PORT \
+    timeout 30 "$PROGS/vadd_static" 2>"$WORK/unreach.err" | grep -q PASS &&
+    grep -q "transport: tcp to 127.0.0.1:$PORT (auto: RDMA connect to .* failed" "$WORK/unreach.err" &&
+    grep -q "transport tcp (the client stayed on TCP" "$WORK/main.log"; then
+    ok "auto, RDMA offered but unreachable: $(grep -m1 'transport: tcp' "$WORK/unreach.err" | cut -d' ' -f3-)"
+else
+    fail "auto, RDMA offered but unreachable"; cat "$WORK/unreach.err"; grep transport "$WORK/main.log"
+fi
 if (unset FAKEVERBS_DIR; RGPU_TRANSPORT=rdma RGPU_SERVER=127.0.0.1:$PORT timeout 30 \
     "$PROGS/vadd_static" >/dev/null 2>"$WORK/nodev.err"); then
     fail "rdma without a device: the program succeeded"

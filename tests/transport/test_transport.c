@@ -524,9 +524,9 @@ static void test_one_sided_remote_refusals(void **state)
         assert_int_equal(ops->mem_reg(p->server, remote, sizeof(remote),
                                       TRANSPORT_ACCESS_REMOTE_WRITE, &rmr), RG_OK);
         uint32_t key = rmr->key + cases[i].key_delta;
-        rg_status_t got = cases[i].read
-                              ? ops->read(p->client, lmr, local, cases[i].raddr, key, cases[i].len)
-                              : ops->write(p->client, lmr, local, cases[i].raddr, key, cases[i].len);
+        uint64_t ra = cases[i].raddr;
+        rg_status_t got = cases[i].read ? ops->read(p->client, lmr, local, ra, key, cases[i].len)
+                                        : ops->write(p->client, lmr, local, ra, key, cases[i].len);
         expect_remote_refusal(p, got);
         ops->mem_dereg(lmr);
         ops->mem_dereg(rmr);
