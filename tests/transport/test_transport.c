@@ -285,6 +285,71 @@ static void test_big_transfer(void **state)
     free(b.buf);
 }
 
+/* Receive len bytes in chunks and checksum them (thread). */
+struct summer {
+    pthread_t tid;
+    struct transport_conn *conn;
+    uint64_t len, sum;
+    rg_status_t status;
+};
+
+static void *summer_main(void *arg)
+{
+    struct summer *s = arg;
+    static __thread uint8_t chunk[1u << 16];
+
+    s->sum = 0xcbf29ce484222325ull;
+    s->status = RG_OK;
+    for (uint64_t got = 0; got < s->len && s->status == RG_OK; got += sizeof(chunk)) {
+        s->status = transport_recv(s->conn, chunk, sizeof(chunk));
+        s->sum = checksum(s->sum, chunk, sizeof(chunk));
+    }
+    return NULL;
+}
+
+/* Both sides send and receive at once, more than any window holds: flow control must let both
+ * streams finish (over rdma: credits returned while the other direction is full). */
+static void test_both_directions(void **state)
+{
+    enum { LEN = 16u << 20 };
+    struct pair *p = *state;
+    uint8_t *a = malloc(LEN), *b = malloc(LEN);
+    struct iovec ia = {a, LEN}, ib = {b, LEN};
+    struct summer ra = {.conn = p->server, .len = LEN}, rb = {.conn = p->client, .len = LEN};
+    struct sender sa, sb;
+
+    assert_non_null(a);
+    assert_non_null(b);
+    for (size_t i = 0; i < LEN; i++) {
+        a[i] = (uint8_t)(i * 13);
+        b[i] = (uint8_t)(i * 7 + 1);
+    }
+    assert_int_equal(pthread_create(&ra.tid, NULL, summer_main, &ra), 0);
+    assert_int_equal(pthread_create(&rb.tid, NULL, summer_main, &rb), 0);
+    sender_start(&sa, p->client, &ia, 1);
+    sender_start(&sb, p->server, &ib, 1);
+    assert_int_equal(sender_join(&sa), RG_OK);
+    assert_int_equal(sender_join(&sb), RG_OK);
+    pthread_join(ra.tid, NULL);
+    pthread_join(rb.tid, NULL);
+    assert_int_equal(ra.status, RG_OK);
+    assert_int_equal(rb.status, RG_OK);
+    assert_int_equal(ra.sum, checksum(0xcbf29ce484222325ull, a, LEN));
+    assert_int_equal(rb.sum, checksum(0xcbf29ce484222325ull, b, LEN));
+    free(a);
+    free(b);
+}
+
+/* With busy polling on both ends the stream behaves the same. */
+static void test_busy_poll_ping_pong(void **state)
+{
+    struct pair *p = *state;
+
+    transport_set_busy_poll(p->client, 200);
+    transport_set_busy_poll(p->server, 200);
+    test_ping_pong(state);
+}
+
 static void test_orderly_close(void **state)
 {
     struct pair *p = *state;
@@ -564,6 +629,8 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_ping_pong, pair_setup, pair_teardown),
         cmocka_unit_test_setup_teardown(test_sendv_many_iovecs, pair_setup, pair_teardown),
         cmocka_unit_test_setup_teardown(test_big_transfer, pair_setup, pair_teardown),
+        cmocka_unit_test_setup_teardown(test_both_directions, pair_setup, pair_teardown),
+        cmocka_unit_test_setup_teardown(test_busy_poll_ping_pong, pair_setup, pair_teardown),
         cmocka_unit_test_setup_teardown(test_orderly_close, pair_setup, pair_teardown),
         cmocka_unit_test_setup_teardown(test_close_mid_message, pair_setup, pair_teardown),
         cmocka_unit_test_setup_teardown(test_shutdown_unblocks_recv, pair_setup, pair_teardown),
