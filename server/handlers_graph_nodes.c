@@ -218,13 +218,17 @@ static CUresult add_typed(struct srv_session *s, struct srv_call *call, CUgraph 
         CUresult res;
         if (p[1] >= (uint64_t)s->ndevices)
             return CUDA_ERROR_INVALID_DEVICE;
-        if (!srv_quota_allows(s, p[0]))
+        if (!srv_quota_charge(s, p[0])) /* released with the graph (srv_handle_destroy) */
             return CUDA_ERROR_OUT_OF_MEMORY;
         ap.poolProps.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
         ap.poolProps.location = (CUmemLocation){CU_MEM_LOCATION_TYPE_DEVICE, s->devices[p[1]]};
         res = s->drv.cuGraphAddMemAllocNode(node, g, deps, ndeps, &ap);
-        if (res == CUDA_SUCCESS)
-            call->out[call->nout++] = ap.dptr;
+        if (res != CUDA_SUCCESS) {
+            srv_quota_release(s, p[0]);
+            return res;
+        }
+        srv_handle_get(s, ARG(0), PROTO_H_GRAPH)->size += p[0];
+        call->out[call->nout++] = ap.dptr;
         return res;
     }
     case CU_GRAPH_NODE_TYPE_MEM_FREE: return s->drv.cuGraphAddMemFreeNode(node, g, deps, ndeps, p[0]);

@@ -66,17 +66,18 @@ static CUresult h_create(struct srv_session *s, struct srv_call *call)
         return CUDA_ERROR_INVALID_VALUE;
     if (!location_map(s, &prop.location))
         return CUDA_ERROR_INVALID_DEVICE;
-    if (!srv_quota_allows(s, ARG(1)))
+    if (!srv_quota_charge(s, ARG(1)))
         return CUDA_ERROR_OUT_OF_MEMORY;
     res = s->drv.cuMemCreate(&mh, ARG(1), &prop, ARG(2));
-    if (res != CUDA_SUCCESS)
-        return res;
-    if (srv_handle_put(s, ARG(0), (void *)(uintptr_t)mh) != RG_OK) {
+    if (res == CUDA_SUCCESS && srv_handle_put(s, ARG(0), (void *)(uintptr_t)mh) != RG_OK) {
         s->drv.cuMemRelease(mh);
-        return CUDA_ERROR_INVALID_HANDLE;
+        res = CUDA_ERROR_INVALID_HANDLE;
+    }
+    if (res != CUDA_SUCCESS) {
+        srv_quota_release(s, ARG(1));
+        return res;
     }
     srv_handle_get(s, ARG(0), PROTO_H_MEM_HANDLE)->size = ARG(1);
-    s->mem_used += ARG(1);
     return CUDA_SUCCESS;
 }
 

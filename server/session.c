@@ -222,8 +222,9 @@ CUresult srv_handle_destroy(struct srv_session *s, uint64_t id, unsigned type)
     if (h == NULL)
         return CUDA_ERROR_INVALID_HANDLE;
     real = h->real;
-    /* VMM physical memory and modules' globals leave the quota */
-    if (type == PROTO_H_MEM_HANDLE || type == PROTO_H_MODULE || type == PROTO_H_LIBRARY)
+    /* VMM physical memory, modules' globals and graphs' memory nodes leave the quota */
+    if (type == PROTO_H_MEM_HANDLE || type == PROTO_H_MODULE || type == PROTO_H_LIBRARY ||
+        type == PROTO_H_GRAPH)
         srv_quota_release(s, h->size);
     srv_handle_del(s, id);
     return destroy_real(s, type, real);

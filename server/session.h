@@ -18,7 +18,8 @@ struct srv_handle {
     uint32_t *layout; /* off0, size0, off1, size1, ... */
     bool borrowed;    /* owned by another object (a library's module, the driver's default
                        * pool): never destroyed alone */
-    uint64_t size;    /* VMM physical memory: bytes charged to the quota; shadows: length */
+    uint64_t size;    /* bytes charged to the quota (VMM memory, module globals, graph memory
+                       * nodes); shadows: their length */
 };
 
 struct srv_alloc {
