@@ -268,6 +268,12 @@ FV_EXPORT int rdma_connect(struct rdma_cm_id *id, struct rdma_conn_param *param)
         h.status = param->rnr_retry_count;
         h.len = param->private_data_len;
     }
+    if (id->route.addr.src_sin.sin_addr.s_addr == 0) /* as a kernel would pick them */
+        id->route.addr.src_sin.sin_addr = id->route.addr.dst_sin.sin_addr;
+    if (id->route.addr.src_sin.sin_port == 0)
+        id->route.addr.src_sin.sin_port = htons((uint16_t)(20000 + (unsigned)rand() % 40000));
+    h.raddr = id->route.addr.src_sin.sin_addr.s_addr; /* the listener learns who connects */
+    h.rkey = id->route.addr.src_sin.sin_port;
     fv_queue_pkt(cid, &h, param != NULL ? param->private_data : NULL);
     fv_unlock();
     fv_kick();

@@ -323,6 +323,9 @@ static void fv_cm_packet(struct fv_cm_id *cid, const struct fv_hdr *h, const uin
         cid->pdata_len = (uint8_t)(h->len < FV_PDATA_MAX ? h->len : FV_PDATA_MAX);
         memcpy(cid->pdata, data, cid->pdata_len);
         cid->peer_rnr_retry = h->status;
+        cid->id.route.addr.dst_sin.sin_family = AF_INET;
+        cid->id.route.addr.dst_sin.sin_addr.s_addr = (uint32_t)h->raddr;
+        cid->id.route.addr.dst_sin.sin_port = (uint16_t)h->rkey;
         cid->state = FV_L_REQ_PENDING;
         fv_post_event(cid, RDMA_CM_EVENT_CONNECT_REQUEST, 0, cid->pdata, cid->pdata_len);
     } else if (cid->state == FV_L_CONNECTING && h->type == FV_CONN_ACC) {
@@ -510,20 +513,24 @@ static void fv_readable(struct fv_cm_id *cid)
         fv_accept_one(cid);
         return;
     }
-    for (;;) {
+    int gone = 0;
+
+    while (!gone) {
         if (fv_buf_reserve(&cid->in, 65536) != 0)
             return;
         ssize_t n =
             recv(cid->fd, cid->in.data + cid->in.len, cid->in.cap - cid->in.len, MSG_DONTWAIT);
-        if (n > 0) {
+        if (n > 0)
             cid->in.len += (size_t)n;
-            continue;
-        }
-        if (n == 0 || (errno != EAGAIN && errno != EINTR))
-            fv_link_down(cid);
-        break;
+        else if (n == 0 || (errno != EAGAIN && errno != EINTR))
+            gone = 1;
+        else
+            break;
     }
+    /* What arrived before the end is delivered first, as on a fabric. */
     fv_process_input(cid);
+    if (gone)
+        fv_link_down(cid);
 }
 
 static int fv_wants_input(const struct fv_cm_id *cid)

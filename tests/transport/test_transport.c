@@ -18,6 +18,7 @@
 #include <cmocka.h>
 
 #include "common/log.h"
+#include "transport/rdma.h"
 #include "transport/transport.h"
 
 #define BIG_LEN (64u << 20)
@@ -621,6 +622,119 @@ static void test_adopt_fd(void **state)
     assert_int_equal(transport_tcp_adopt_fd(-1, &accepted), RG_ERR_INVALID);
 }
 
+/* rdma: the session's TCP socket as the watch fd. Its peer closing ends the connection (a
+ * receive returns RG_ERR_CLOSED at once); data arriving on it is a protocol error. */
+static void test_watch_fd(void **state)
+{
+    struct pair *p = *state;
+    int sv[2];
+    char c;
+
+    if (!is_rdma()) {
+        print_message("the watch fd is rdma only; skipping\n");
+        skip();
+    }
+    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+    transport_rdma_set_watch_fd(p->server, sv[0]);
+    transport_rdma_set_watch_fd(p->client, sv[1]);
+    assert_int_equal(write(sv[1], "x", 1), 1); /* the client side's peer "sends" on TCP */
+    assert_int_equal(transport_recv(p->server, &c, 1), RG_ERR_PROTO);
+    close(sv[0]);                               /* the client side's peer is gone */
+    int64_t start = now_ms();
+    assert_int_equal(transport_recv(p->client, &c, 1), RG_ERR_CLOSED);
+    assert_true(now_ms() - start < 1000);
+    close(sv[1]);
+}
+
+struct upgrader {
+    const char *addr;
+    const void *secret;
+    size_t len;
+    int ctl_fd;
+    struct transport_conn *conn;
+    rg_status_t status;
+};
+
+static void *upgrader_main(void *arg)
+{
+    struct upgrader *u = arg;
+    struct transport_opts opts = {.connect_timeout_ms = 2000};
+
+    u->status = transport_rdma_upgrade(u->addr, u->secret, u->len, u->ctl_fd, &opts, &u->conn);
+    return NULL;
+}
+
+struct offer_waiter {
+    struct transport_rdma_offer *offer;
+    int ctl_fd;
+    struct transport_conn *conn;
+    rg_status_t status;
+};
+
+static void *offer_waiter_main(void *arg)
+{
+    struct offer_waiter *w = arg;
+    w->status = transport_rdma_offer_accept(w->offer, w->ctl_fd, 5000, &w->conn);
+    return NULL;
+}
+
+/* The TCP-to-RDMA upgrade: a connection without the offer's secret is rejected and the offer
+ * keeps waiting; the right secret is accepted; data on TCP means the client stayed there. */
+static void test_rdma_upgrade_secret(void **state)
+{
+    struct transport_listener *tl;
+    struct transport_conn *tc, *ts, *rs = NULL;
+    struct transport_rdma_offer offer;
+    struct upgrader bad, good;
+    uint8_t wrong[RDMA_SECRET_LEN] = {0};
+    char addr[128], why[160];
+    pthread_t t1, t2, tw;
+
+    if (!is_rdma()) {
+        print_message("the upgrade is rdma only; skipping\n");
+        skip();
+    }
+    const struct transport_ops *rdma = ops;
+    ops = &transport_tcp_ops; /* the session's TCP connection */
+    tl = listen_any(addr, sizeof(addr));
+    connect_accept(tl, addr, NULL, &tc, &ts);
+    ops = rdma;
+    assert_int_equal(transport_rdma_offer_open(transport_fd(ts), &offer, why, sizeof(why)), RG_OK);
+    assert_true(strncmp(offer.addr, "127.0.0.1:", 10) == 0);
+    bad = (struct upgrader){.addr = offer.addr, .secret = wrong, .len = sizeof(wrong),
+                            .ctl_fd = transport_fd(tc)};
+    good = (struct upgrader){.addr = offer.addr, .secret = offer.secret,
+                             .len = sizeof(offer.secret), .ctl_fd = transport_fd(tc)};
+    struct offer_waiter w = {.offer = &offer, .ctl_fd = transport_fd(ts)};
+    assert_int_equal(pthread_create(&tw, NULL, offer_waiter_main, &w), 0);
+    assert_int_equal(pthread_create(&t1, NULL, upgrader_main, &bad), 0);
+    pthread_join(t1, NULL);
+    assert_int_equal(bad.status, RG_ERR_REFUSED); /* rejected; the offer keeps waiting */
+    assert_int_equal(pthread_create(&t2, NULL, upgrader_main, &good), 0);
+    pthread_join(t2, NULL);
+    pthread_join(tw, NULL);
+    assert_int_equal(w.status, RG_OK);
+    rs = w.conn;
+    assert_int_equal(good.status, RG_OK);
+    struct iovec iov = {"up", 2};
+    char buf[2];
+    assert_int_equal(transport_sendv(good.conn, &iov, 1), RG_OK);
+    assert_int_equal(transport_recv(rs, buf, 2), RG_OK);
+    assert_memory_equal(buf, "up", 2);
+    transport_close(good.conn);
+    transport_close(rs);
+    transport_rdma_offer_close(&offer);
+    /* A client that goes on over TCP instead: the offer ends with RG_ERR_NOT_FOUND. */
+    assert_int_equal(transport_rdma_offer_open(transport_fd(ts), &offer, why, sizeof(why)), RG_OK);
+    assert_int_equal(transport_sendv(tc, &iov, 1), RG_OK);
+    assert_int_equal(transport_rdma_offer_accept(&offer, transport_fd(ts), 3000, &rs),
+                     RG_ERR_NOT_FOUND);
+    transport_rdma_offer_close(&offer);
+    transport_close(tc);
+    transport_close(ts);
+    transport_tcp_ops.listener_close(tl);
+}
+
 int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
@@ -641,6 +755,8 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_one_sided_refused, pair_setup, pair_teardown),
         cmocka_unit_test(test_one_sided_remote_refusals),
         cmocka_unit_test_setup_teardown(test_adopt_fd, pair_setup, pair_teardown),
+        cmocka_unit_test_setup_teardown(test_watch_fd, pair_setup, pair_teardown),
+        cmocka_unit_test(test_rdma_upgrade_secret),
     };
     char group[64];
 
