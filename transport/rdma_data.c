@@ -211,8 +211,9 @@ static rg_status_t rdma_wait(struct rdma_conn *c, int64_t deadline_ms)
     return RG_OK;
 }
 
-/* Post one work request (lock held). */
-static rg_status_t rdma_post(struct rdma_conn *c, struct ibv_send_wr *wr, const char *what)
+/* Post one work request (lock held) taking a send-queue entry (already taken if reserved). */
+static rg_status_t rdma_post_wr(struct rdma_conn *c, struct ibv_send_wr *wr, const char *what,
+                                bool reserved)
 {
     struct ibv_send_wr *bad;
     int rc = ibv_post_send(c->id->qp, wr, &bad);
@@ -223,8 +224,14 @@ static rg_status_t rdma_post(struct rdma_conn *c, struct ibv_send_wr *wr, const 
         rdma_mark_broken(c, RG_ERR_IO, msg);
         return RG_ERR_IO;
     }
-    c->sq_used++;
+    if (!reserved)
+        c->sq_used++;
     return RG_OK;
+}
+
+static rg_status_t rdma_post(struct rdma_conn *c, struct ibv_send_wr *wr, const char *what)
+{
+    return rdma_post_wr(c, wr, what, false);
 }
 
 /* Hand back the receive buffers freed so far once half the queue is waiting for it (a message
@@ -293,10 +300,9 @@ static rg_status_t rdma_send_slot(struct rdma_conn *c, unsigned slot, uint32_t l
     wr.imm_data = htonl(c->unreturned);
     if (len <= c->max_inline)
         wr.send_flags |= IBV_SEND_INLINE;
-    if (rdma_post(c, &wr, "a send") != RG_OK)
+    if (rdma_post_wr(c, &wr, "a send", true) != RG_OK)
         return RG_ERR_IO;
     c->unreturned = 0;
-    c->credits--;
     return RG_OK;
 }
 
@@ -319,6 +325,8 @@ rg_status_t rdma_sendv(struct transport_conn *conn, const struct iovec *iov, int
         unsigned slot = c->send_next;
         c->send_next = (c->send_next + 1) % RDMA_SEND_DEPTH;
         c->send_busy++;
+        c->credits--; /* taken now: a credit update sent while we copy must not use them */
+        c->sq_used++;
         /* The slot is ours until its completion: fill it without the lock. */
         pthread_mutex_unlock(&c->lock);
         uint32_t len = rdma_gather(c->send_buf + (size_t)slot * RDMA_SLOT_SIZE, RDMA_SLOT_SIZE, iov,
