@@ -104,7 +104,12 @@ static void measure(struct srv_gate *g, struct gate_entry *e)
 static void *meter_main(void *arg)
 {
     struct srv_gate *g = arg;
+    CUstreamCaptureMode relaxed = CU_STREAM_CAPTURE_MODE_RELAXED;
 
+    /* This thread waits on events while the session's thread may be capturing a graph in global
+     * mode (PyTorch's default), where such calls from any other thread would invalidate the
+     * capture; in relaxed mode they do not. */
+    g->s->drv.cuThreadExchangeStreamCaptureMode(&relaxed);
     for (;;) {
         uint32_t tail = atomic_load(&g->tail);
         if (tail == atomic_load(&g->head)) {

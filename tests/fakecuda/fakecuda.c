@@ -32,7 +32,36 @@ struct fk_node {
     size_t pitch, w, h, n;
     unsigned v, es;
 };
-struct fk_graph { struct fk_obj obj; int n; struct fk_node nodes[FK_MAX_NODES]; };
+struct fk_graph { struct fk_obj obj; int n; bool global, invalidated; struct fk_node nodes[FK_MAX_NODES]; };
+
+/* Capture safety as the driver enforces it: while any stream captures in global mode, a
+ * potentially unsafe call (synchronizing, allocating) from a thread not in relaxed mode
+ * invalidates those captures and fails (their end-capture then fails too). */
+#define FK_MAX_CAPTURES 16
+static struct fk_graph *global_captures[FK_MAX_CAPTURES];
+static pthread_mutex_t capture_lock = PTHREAD_MUTEX_INITIALIZER;
+static __thread CUstreamCaptureMode thread_mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
+
+static bool unsafe_during_capture(void)
+{
+    bool hit = false;
+
+    if (thread_mode == CU_STREAM_CAPTURE_MODE_RELAXED) return false;
+    pthread_mutex_lock(&capture_lock);
+    for (int i = 0; i < FK_MAX_CAPTURES; i++)
+        if (global_captures[i]) { global_captures[i]->invalidated = true; hit = true; }
+    pthread_mutex_unlock(&capture_lock);
+    return hit;
+}
+#define CAPTURE_SAFE() do { if (unsafe_during_capture()) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED; } while (0)
+
+static void global_capture_track(struct fk_graph *g, bool on)
+{
+    pthread_mutex_lock(&capture_lock);
+    for (int i = 0; i < FK_MAX_CAPTURES; i++)
+        if (on ? !global_captures[i] : global_captures[i] == g) { global_captures[i] = on ? g : NULL; break; }
+    pthread_mutex_unlock(&capture_lock);
+}
 
 static struct fk_graph *capturing(CUstream s)
 {
@@ -231,7 +260,7 @@ CUresult cuCtxCreate(CUcontext *c, CUctxCreateParams *p, unsigned f, CUdevice d)
 CUresult cuCtxDestroy(CUcontext c) { struct fk_obj *o = obj_check(c, K_CTX); if (!o || o == &primary) return CUDA_ERROR_INVALID_CONTEXT; if (current == c) current = NULL; o->magic = 0; free(o); return CUDA_SUCCESS; }
 CUresult cuCtxSetCurrent(CUcontext c) { NEED_INIT(); if (c && !obj_check(c, K_CTX)) return CUDA_ERROR_INVALID_CONTEXT; current = c; return CUDA_SUCCESS; }
 CUresult cuCtxGetCurrent(CUcontext *c) { NEED_INIT(); if (!c) return CUDA_ERROR_INVALID_VALUE; *c = current; return CUDA_SUCCESS; }
-CUresult cuCtxSynchronize(void) { NEED_CTX(); return CUDA_SUCCESS; }
+CUresult cuCtxSynchronize(void) { NEED_CTX(); CAPTURE_SAFE(); return CUDA_SUCCESS; }
 static size_t limits[16];
 CUresult cuCtxSetLimit(CUlimit l, size_t v) { NEED_CTX(); if ((unsigned)l >= 16) return CUDA_ERROR_INVALID_VALUE; limits[l] = v; return CUDA_SUCCESS; }
 CUresult cuCtxGetLimit(size_t *v, CUlimit l) { NEED_CTX(); if (!v || (unsigned)l >= 16) return CUDA_ERROR_INVALID_VALUE; *v = limits[l]; return CUDA_SUCCESS; }
@@ -287,7 +316,7 @@ CUresult cuMemFree(CUdeviceptr d)
 }
 
 CUresult cuMemGetInfo(size_t *f, size_t *t) { NEED_CTX(); if (!f || !t) return CUDA_ERROR_INVALID_VALUE; *t = total_mem(); *f = *t - used; return CUDA_SUCCESS; }
-CUresult cuMemHostAlloc(void **p, size_t n, unsigned f) { NEED_CTX(); if (!p) return CUDA_ERROR_INVALID_VALUE; return (*p = malloc(n)) ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY; }
+CUresult cuMemHostAlloc(void **p, size_t n, unsigned f) { NEED_CTX(); CAPTURE_SAFE(); if (!p) return CUDA_ERROR_INVALID_VALUE; return (*p = malloc(n)) ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY; }
 CUresult cuMemFreeHost(void *p) { free(p); return CUDA_SUCCESS; }
 
 #define DEV(d, n) do { if (!fk_valid((const void *)(uintptr_t)(d), (n))) return CUDA_ERROR_INVALID_VALUE; } while (0)
@@ -559,7 +588,7 @@ CUresult cuEventRecordWithFlags(CUevent e, CUstream s, unsigned f)
     o->recorded = true;
     return CUDA_SUCCESS;
 }
-CUresult cuEventSynchronize(CUevent e) { NEED_CTX(); return obj_check(e, K_EVENT) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE; }
+CUresult cuEventSynchronize(CUevent e) { NEED_CTX(); CAPTURE_SAFE(); return obj_check(e, K_EVENT) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE; }
 CUresult cuEventQuery(CUevent e) { NEED_CTX(); return obj_check(e, K_EVENT) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE; }
 CUresult cuEventElapsedTime(float *ms, CUevent a, CUevent b)
 {
@@ -598,6 +627,8 @@ CUresult cuStreamBeginCapture(CUstream s, CUstreamCaptureMode mode)
     if (!(g = calloc(1, sizeof(*g)))) return CUDA_ERROR_OUT_OF_MEMORY;
     g->obj.magic = FK_MAGIC;
     g->obj.kind = K_GRAPH;
+    g->global = mode == CU_STREAM_CAPTURE_MODE_GLOBAL;
+    if (g->global) global_capture_track(g, true);
     o->capture = g;
     return CUDA_SUCCESS;
 }
@@ -609,8 +640,14 @@ CUresult cuStreamEndCapture(CUstream s, CUgraph *graph)
     NEED_CTX();
     if (!o || !o->capture) return CUDA_ERROR_ILLEGAL_STATE;
     if (!graph) return CUDA_ERROR_INVALID_VALUE;
-    *graph = (CUgraph)o->capture;
+    struct fk_graph *g = o->capture;
     o->capture = NULL;
+    if (g->global) global_capture_track(g, false);
+    if (g->invalidated) {
+        free(g);
+        return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+    }
+    *graph = (CUgraph)g;
     return CUDA_SUCCESS;
 }
 
@@ -659,11 +696,10 @@ CUresult cuGraphDestroy(CUgraph graph) { struct fk_obj *o = obj_check(graph, K_G
 
 CUresult cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode *mode)
 {
-    static __thread CUstreamCaptureMode current_mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
-    CUstreamCaptureMode old = current_mode;
+    CUstreamCaptureMode old = thread_mode;
 
     if (!mode) return CUDA_ERROR_INVALID_VALUE;
-    current_mode = *mode;
+    thread_mode = *mode;
     *mode = old;
     return CUDA_SUCCESS;
 }
