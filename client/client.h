@@ -106,6 +106,8 @@ uint64_t cli_stream_capture_id(CUstream stream);
 
 /* Pinned host memory known to the client (cuMemHostAlloc / cuMemHostRegister). */
 bool cli_host_pinned(const void *p, size_t len);
+/* The wire id of a CUDA array handle (array.c); false if it is not a live array. */
+bool cli_array_id(CUarray array, uint64_t *id_p);
 /* Device allocation containing dptr; false if none. */
 bool cli_dev_lookup(CUdeviceptr dptr, CUdeviceptr *base_p, size_t *size_p);
 

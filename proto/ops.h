@@ -45,6 +45,8 @@ enum proto_handle_type {
     PROTO_H_GRAPH_NODE = 12, /* CUgraphNode; ids of nodes the server found have PROTO_ID_SERVER */
     PROTO_H_SHADOW = 13,     /* server-side pinned stand-in for client host memory in graphs */
     PROTO_H_LINK = 14,       /* CUlinkState */
+    PROTO_H_IMAGE = 15,      /* CUarray, CUtexObject or CUsurfObject (the server's record says
+                              * which; the last free type value, so the three share it) */
 };
 #define PROTO_ID_TYPE(id) ((unsigned)((id) & 0xf))
 #define PROTO_ID_FIRST_COUNTER 1024u
@@ -65,6 +67,11 @@ enum proto_handle_type {
  * VMM and pools: device ordinals inside CUmemAllocationProp, CUmemAccessDesc, CUmemLocation and
  * CUmemPoolProps (location.id of type DEVICE) are the client's; the server maps them to its own.
  * Values of pool attributes travel as 64-bit integers whatever their C type.
+ *
+ * Arrays, texture and surface objects (PROTO_H_IMAGE ids): a CUDA array is named by its id; a
+ * texture or surface object's value is the server's real CUtexObject / CUsurfObject (kernels
+ * take it as a parameter), returned by the create call, while destroy names the object's id.
+ * Resource descriptors travel raw with the array handle zeroed and the array's id in args.
  *
  * Images (MODULE_LOAD, LIBRARY_LOAD): the raw fatbin, cubin (ELF) or NUL-terminated PTX text;
  * the client unwraps a __fatBinC_Wrapper_t and sizes the image before sending it. Image flags
@@ -197,7 +204,22 @@ enum proto_handle_type {
     X(GRAPH_MEM_TRIM)            /* [dev]                                                    */ \
     X(HOST_PLACEHOLDER)          /* [stream]  a do-nothing host function (see graph.h)      */ \
     X(MODULE_FUNCTION_NAMES)     /* [module] -> data: the module's function names, NUL after */ \
-                                 /*  each                                                    */
+                                 /*  each                                                    */ \
+    X(ARRAY_CREATE)              /* [id]                   data: CUDA_ARRAY3D_DESCRIPTOR     */ \
+    X(ARRAY_DESTROY)             /* [array]                                                  */ \
+    X(MEMCPY_3D)                 /* [skind, s0, s1, s2, s3, dkind, d0, d1, d2, d3, width,    */ \
+                                 /*  height, depth, stream, async]  kind 0 host: rows packed */ \
+                                 /*  (width bytes, height rows per slice, depth slices) in   */ \
+                                 /*  data or reply bulk; 1 device: (address of the first     */ \
+                                 /*  byte, pitch, rows per slice, 0); 2 array: (id, x bytes, */ \
+                                 /*  y, z). Not both host.                                   */ \
+    X(TEX_OBJECT_CREATE)         /* [id, array id or 0, has view] -> out[CUtexObject]        */ \
+                                 /*  data: CUDA_RESOURCE_DESC (hArray 0), CUDA_TEXTURE_DESC, */ \
+                                 /*  then CUDA_RESOURCE_VIEW_DESC if has view                */ \
+    X(TEX_OBJECT_DESTROY)        /* [id]                                                     */ \
+    X(SURF_OBJECT_CREATE)        /* [id, array id] -> out[CUsurfObject]                      */ \
+                                 /*  data: CUDA_RESOURCE_DESC (hArray 0)                     */ \
+    X(SURF_OBJECT_DESTROY)       /* [id]                                                     */
 
 enum proto_op {
 #define PROTO_OP_ENUM(name) PROTO_OP_##name,

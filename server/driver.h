@@ -58,7 +58,9 @@
     X(cuStreamSetAttribute) X(cuStreamGetAttribute) X(cuCtxResetPersistingL2Cache)            \
     X(cuDeviceGetGraphMemAttribute) X(cuDeviceSetGraphMemAttribute) X(cuDeviceGraphMemTrim)    \
     X(cuLaunchHostFunc) X(cuGraphAddHostNode) X(cuModuleGetFunctionCount)                     \
-    X(cuModuleEnumerateFunctions) X(cuFuncGetName)
+    X(cuModuleEnumerateFunctions) X(cuFuncGetName)                                              \
+    X(cuArray3DCreate) X(cuArrayDestroy) X(cuMemcpy3D) X(cuMemcpy3DAsync) X(cuTexObjectCreate) \
+    X(cuTexObjectDestroy) X(cuSurfObjectCreate) X(cuSurfObjectDestroy)
 
 struct srv_driver {
     void *dl;

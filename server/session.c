@@ -209,6 +209,7 @@ static CUresult destroy_real(struct srv_session *s, unsigned type, void *real)
     case PROTO_H_MEM_POOL: return s->drv.cuMemPoolDestroy(real);
     case PROTO_H_SHADOW: return s->drv.cuMemFreeHost(real);
     case PROTO_H_LINK: srv_link_free(s, real); return CUDA_SUCCESS;
+    case PROTO_H_IMAGE: return srv_image_free(s, real);
     case PROTO_H_MEM_HANDLE: return s->drv.cuMemRelease((CUmemGenericAllocationHandle)(uintptr_t)real);
     }
     return CUDA_ERROR_INVALID_HANDLE;
@@ -267,6 +268,7 @@ void srv_session_teardown(struct srv_session *s)
         s->drv.cuMemFree(s->allocs[i].dptr);
     }
     s->nallocs = 0;
+    srv_images_teardown(s); /* before streams and contexts; objects before their arrays */
     for (size_t t = 0; t < sizeof(order) / sizeof(order[0]); t++)
         teardown_type(s, order[t]);
     for (int d = 0; d < s->ndevices; d++)

@@ -105,6 +105,10 @@ CUresult srv_add_host_placeholder(struct srv_session *s, CUgraphNode *node, CUgr
 
 /* End a JIT link (handlers_link.c). */
 void srv_link_free(struct srv_session *s, void *real);
+/* Arrays, texture and surface objects (handlers_array.c): destroy one (a PROTO_H_IMAGE
+ * handle's real pointer); destroy all of the session's, objects before arrays. */
+CUresult srv_image_free(struct srv_session *s, void *real);
+void srv_images_teardown(struct srv_session *s);
 
 /* Make the call's context current (binding primary contexts lazily). */
 CUresult srv_use_ctx(struct srv_session *s, uint64_t ctx_id);

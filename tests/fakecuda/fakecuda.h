@@ -38,4 +38,12 @@ bool fk_vmm_valid(const void *p, size_t len);
 /* True when [p, p+len) lies inside live fake device memory. */
 bool fk_valid(const void *p, size_t len);
 
+/* The memory a texture (surf false) or surface object reads or writes (fake_array.c): an
+ * array's rows (pitch = bytes per row, rows per slice, slices), or a linear or pitched range. */
+struct fk_image {
+    unsigned char *data;
+    size_t pitch, rows, slices;
+};
+bool fk_image_of(unsigned long long object, bool surf, struct fk_image *im);
+
 #endif

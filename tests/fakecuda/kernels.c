@@ -106,6 +106,67 @@ static CUresult k_empty(const struct fk_launch *l)
     return CUDA_SUCCESS;
 }
 
+/* textures.cu: point sampling at texel centres reads element (x, y[, layer]) of the image. */
+static bool image_fits(const struct fk_image *im, size_t row_bytes, size_t rows, size_t slices)
+{
+    return im->pitch >= row_bytes && im->rows >= rows && im->slices >= slices;
+}
+
+static CUresult k_tex_to_surf(const struct fk_launch *l)
+{
+    struct fk_image t, s;
+    int w = P(l, 2, int), h = P(l, 3, int);
+
+    if (w < 0 || h < 0 || !fk_image_of(P(l, 0, unsigned long long), false, &t) ||
+        !fk_image_of(P(l, 1, unsigned long long), true, &s) ||
+        !image_fits(&t, (size_t)w * 4, h, 1) || !image_fits(&s, (size_t)w * 4, h, 1))
+        return CUDA_ERROR_ILLEGAL_ADDRESS;
+    for (int y = 0; y < h; y++)
+        for (int x = 0; x < w; x++) {
+            float v;
+            memcpy(&v, t.data + y * t.pitch + x * 4, 4);
+            v = v * 2.0f + 1.0f;
+            memcpy(s.data + y * s.pitch + x * 4, &v, 4);
+        }
+    return CUDA_SUCCESS;
+}
+
+static CUresult k_layered_read(const struct fk_launch *l)
+{
+    struct fk_image t;
+    float *out = P(l, 1, float *);
+    int w = P(l, 2, int), h = P(l, 3, int), layers = P(l, 4, int);
+
+    if (w < 0 || h < 0 || layers < 0 || !fk_image_of(P(l, 0, unsigned long long), false, &t) ||
+        !image_fits(&t, (size_t)w * 4, h, layers) || !fk_valid(out, (size_t)w * h * layers * 4))
+        return CUDA_ERROR_ILLEGAL_ADDRESS;
+    for (int z = 0; z < layers; z++)
+        for (int y = 0; y < h; y++)
+            for (int x = 0; x < w; x++) {
+                float v;
+                memcpy(&v, t.data + (z * t.rows + y) * t.pitch + x * 4, 4);
+                out[(z * h + y) * w + x] = v + z;
+            }
+    return CUDA_SUCCESS;
+}
+
+static CUresult k_linear_fetch(const struct fk_launch *l)
+{
+    struct fk_image t;
+    float *out = P(l, 1, float *);
+    int n = P(l, 2, int);
+
+    if (n < 0 || !fk_image_of(P(l, 0, unsigned long long), false, &t) ||
+        t.pitch < (size_t)n * 4 || !fk_valid(out, (size_t)n * 4))
+        return CUDA_ERROR_ILLEGAL_ADDRESS;
+    for (int i = 0; i < n; i++) {
+        float v;
+        memcpy(&v, t.data + i * 4, 4);
+        out[i] = v * 3.0f;
+    }
+    return CUDA_SUCCESS;
+}
+
 static const struct fk_kernel kernels[] = {
     {"empty", 0, {0}, {0}, k_empty}, /* bench/micro.c */
     {"_Z5helloi", 1, {0}, {4}, k_hello},
@@ -115,6 +176,9 @@ static const struct fk_kernel kernels[] = {
     {"_Z5scalePffi", 3, {0, 8, 12}, {8, 4, 4}, k_scale},
     {"saxpy_ptx", 4, {0, 8, 16, 24}, {4, 8, 8, 4}, k_saxpy},
     {"_Z9oob_writePi", 1, {0}, {8}, k_oob_write},
+    {"_Z11tex_to_surfyyii", 4, {0, 8, 16, 20}, {8, 8, 4, 4}, k_tex_to_surf},
+    {"_Z12layered_readyPfiii", 5, {0, 8, 16, 20, 24}, {8, 8, 4, 4, 4}, k_layered_read},
+    {"_Z12linear_fetchyPfi", 3, {0, 8, 16}, {8, 8, 4}, k_linear_fetch},
 };
 
 const struct fk_kernel *fk_kernel_find(const char *name)

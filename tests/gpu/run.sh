@@ -36,7 +36,7 @@ start_server 127.0.0.1 server
 head -5 "$LOGS/server.log"
 
 # 1. Programs: native vs rgpu, static and shared cudart.
-for prog in vadd matmul streams ptx_driver copies fault graph graph_nodes printf device_assert; do
+for prog in vadd matmul streams ptx_driver copies fault graph graph_nodes printf device_assert textures; do
     for kind in static shared; do
         exe=$B/bin/${prog}_$kind
         n=$LOGS/${prog}_$kind
@@ -67,6 +67,7 @@ compare cublas_sgemm "$B/bin/cublas_sgemm"
 # Driver-API programs: virtual memory management, memory pools, stream attributes, 2D copies.
 compare vmm_pools "$B/bin/vmm_pools"
 compare copies_2d "$B/bin/copies_2d"
+compare arrays "$B/bin/arrays"
 compare torch_smoke python3 "$ROOT/tests/gpu/torch_smoke.py"
 compare torch_graph python3 "$ROOT/tests/gpu/torch_graph.py"
 compare torch_features python3 "$ROOT/tests/gpu/torch_features.py"

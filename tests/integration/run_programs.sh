@@ -55,7 +55,7 @@ run_program() { # name args...
 
 start_server main
 export RGPU_SERVER=127.0.0.1:$PORT
-for prog in vadd matmul streams ptx_driver copies fault graph graph_nodes printf device_assert; do
+for prog in vadd matmul streams ptx_driver copies fault graph graph_nodes printf device_assert textures; do
     for kind in static shared; do
         exe=$PROGS/${prog}_$kind
         [ -x "$exe" ] || { fail "$prog $kind: $exe not built"; continue; }
@@ -99,6 +99,16 @@ run_program vmm_pools "$TOOLS/vmm_pools"
 
 # Pitched copies in every direction.
 run_program copies_2d "$TOOLS/copies_2d"
+
+# CUDA arrays, texture and surface objects; objects left behind are freed at session end.
+run_program arrays "$TOOLS/arrays" --rgpu
+run_program arrays_leak "$TOOLS/arrays" --leak
+sleep 0.5
+if grep -q "destroyed 2 texture/surface object(s) and 1 array(s)" "$WORK/main.log"; then
+    ok "arrays and texture/surface objects left by a client freed at session end"
+else
+    fail "arrays left by a client not freed"; grep -E "destroyed|freed" "$WORK/main.log" | tail -3
+fi
 
 # No server reachable: a clear error naming the address, quickly, never a hang.
 if RGPU_SERVER=127.0.0.1:1 timeout 20 "$PROGS/vadd_static" >"$WORK/noserver.out" 2>&1; then

@@ -1,0 +1,300 @@
+/* CUDA arrays, texture and surface objects, and copies with array, layered or multi-slice
+ * endpoints (MEMCPY_3D). The three kinds of object share the PROTO_H_IMAGE handle type; each
+ * handle's real pointer is a struct srv_image that says which it is. Arrays count against the
+ * session's quota (their nominal size) from creation to destruction. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/log.h"
+#include "server/session.h"
+
+#define ARG(i) (call->msg->args[i])
+
+enum image_kind { IMAGE_ARRAY, IMAGE_TEX, IMAGE_SURF };
+
+struct srv_image {
+    enum image_kind kind;
+    CUarray array;
+    uint64_t object; /* CUtexObject or CUsurfObject */
+    uint64_t bytes;  /* arrays: charged to the quota */
+};
+
+static struct srv_image *image_get(struct srv_session *s, uint64_t id, enum image_kind kind)
+{
+    struct srv_handle *h = srv_handle_get(s, id, PROTO_H_IMAGE);
+    struct srv_image *im = h ? h->real : NULL;
+
+    return im != NULL && im->kind == kind ? im : NULL;
+}
+
+CUresult srv_image_free(struct srv_session *s, void *real)
+{
+    struct srv_image *im = real;
+    CUresult res;
+
+    switch (im->kind) {
+    case IMAGE_ARRAY: res = s->drv.cuArrayDestroy(im->array); break;
+    case IMAGE_TEX: res = s->drv.cuTexObjectDestroy(im->object); break;
+    default: res = s->drv.cuSurfObjectDestroy(im->object); break;
+    }
+    free(im);
+    return res;
+}
+
+/* Texture and surface objects first (they name arrays), then the arrays. */
+void srv_images_teardown(struct srv_session *s)
+{
+    unsigned done[2] = {0, 0};
+
+    for (int pass = 0; pass < 2; pass++)
+        for (size_t i = 0; i < s->handle_cap; i++) {
+            struct srv_handle *h = &s->handles[i];
+            struct srv_image *im = h->id && PROTO_ID_TYPE(h->id) == PROTO_H_IMAGE ? h->real : NULL;
+            if (im == NULL || (im->kind == IMAGE_ARRAY) != (pass == 1))
+                continue;
+            done[pass] += srv_image_free(s, im) == CUDA_SUCCESS;
+            h->real = NULL;
+            h->borrowed = true; /* gone: the generic teardown must not touch it again */
+        }
+    if (done[0] + done[1] != 0)
+        rg_info("session %llu: destroyed %u texture/surface object(s) and %u array(s)",
+                (unsigned long long)s->id, done[0], done[1]);
+}
+
+/* Bytes of one element of an array format (a quota estimate for the formats not listed). */
+static unsigned format_bytes(CUarray_format f)
+{
+    switch (f) {
+    case CU_AD_FORMAT_UNSIGNED_INT8:
+    case CU_AD_FORMAT_SIGNED_INT8: return 1;
+    case CU_AD_FORMAT_UNSIGNED_INT16:
+    case CU_AD_FORMAT_SIGNED_INT16:
+    case CU_AD_FORMAT_HALF: return 2;
+    default: return 4;
+    }
+}
+
+static rg_status_t image_put(struct srv_session *s, uint64_t id, struct srv_image *im)
+{
+    if (srv_handle_put(s, id, im) == RG_OK)
+        return RG_OK;
+    srv_image_free(s, im);
+    return RG_ERR_INVALID;
+}
+
+/* [id]  data: CUDA_ARRAY3D_DESCRIPTOR */
+static CUresult h_array_create(struct srv_session *s, struct srv_call *call)
+{
+    CUDA_ARRAY3D_DESCRIPTOR d;
+    struct srv_image *im;
+    uint64_t bytes;
+    CUresult res;
+
+    if (PROTO_ID_TYPE(ARG(0)) != PROTO_H_IMAGE || call->msg->data.len != sizeof(d))
+        return CUDA_ERROR_INVALID_VALUE;
+    memcpy(&d, call->msg->data.data, sizeof(d));
+    if (d.Width == 0 || d.Width > (1u << 20) || d.Height > (1u << 20) || d.Depth > (1u << 20) ||
+        d.NumChannels == 0 || d.NumChannels > 4 ||
+        __builtin_mul_overflow((uint64_t)d.Width * format_bytes(d.Format) * d.NumChannels,
+                               (uint64_t)(d.Height ? d.Height : 1) * (d.Depth ? d.Depth : 1),
+                               &bytes))
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((im = calloc(1, sizeof(*im))) == NULL)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    if (!srv_quota_charge(s, bytes)) {
+        free(im);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    res = s->drv.cuArray3DCreate(&im->array, &d);
+    if (res != CUDA_SUCCESS) {
+        srv_quota_release(s, bytes);
+        free(im);
+        return res;
+    }
+    im->kind = IMAGE_ARRAY;
+    im->bytes = bytes;
+    if (image_put(s, ARG(0), im) != RG_OK) {
+        srv_quota_release(s, bytes);
+        return CUDA_ERROR_INVALID_HANDLE;
+    }
+    return CUDA_SUCCESS;
+}
+
+static CUresult image_destroy(struct srv_session *s, uint64_t id, enum image_kind kind)
+{
+    struct srv_image *im = image_get(s, id, kind);
+
+    if (im == NULL)
+        return CUDA_ERROR_INVALID_HANDLE;
+    srv_quota_release(s, im->bytes);
+    srv_handle_del(s, id);
+    return srv_image_free(s, im);
+}
+
+static CUresult h_array_destroy(struct srv_session *s, struct srv_call *call)
+{
+    return image_destroy(s, ARG(0), IMAGE_ARRAY);
+}
+
+static CUresult h_tex_destroy(struct srv_session *s, struct srv_call *call)
+{
+    return image_destroy(s, ARG(0), IMAGE_TEX);
+}
+
+static CUresult h_surf_destroy(struct srv_session *s, struct srv_call *call)
+{
+    return image_destroy(s, ARG(0), IMAGE_SURF);
+}
+
+/* The resource descriptor at the head of the call's data with its array (args[1]) resolved. */
+static CUresult resource_of(struct srv_session *s, struct srv_call *call, CUDA_RESOURCE_DESC *r)
+{
+    struct srv_image *arr = NULL;
+
+    memcpy(r, call->msg->data.data, sizeof(*r));
+    if (r->resType == CU_RESOURCE_TYPE_ARRAY) {
+        if ((arr = image_get(s, ARG(1), IMAGE_ARRAY)) == NULL)
+            return CUDA_ERROR_INVALID_HANDLE;
+        r->res.array.hArray = arr->array;
+        return CUDA_SUCCESS;
+    }
+    /* linear and pitch2D resources name device addresses, which pass through */
+    return ARG(1) == 0 && (r->resType == CU_RESOURCE_TYPE_LINEAR ||
+                           r->resType == CU_RESOURCE_TYPE_PITCH2D)
+               ? CUDA_SUCCESS
+               : CUDA_ERROR_INVALID_VALUE;
+}
+
+static CUresult object_bind(struct srv_session *s, struct srv_call *call, enum image_kind kind,
+                            uint64_t object)
+{
+    struct srv_image *im = calloc(1, sizeof(*im));
+
+    if (im == NULL) {
+        if (kind == IMAGE_TEX)
+            s->drv.cuTexObjectDestroy(object);
+        else
+            s->drv.cuSurfObjectDestroy(object);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    *im = (struct srv_image){.kind = kind, .object = object};
+    if (image_put(s, ARG(0), im) != RG_OK)
+        return CUDA_ERROR_INVALID_HANDLE;
+    call->out[call->nout++] = object;
+    return CUDA_SUCCESS;
+}
+
+/* [id, array id or 0, has view] -> out[object]  data: resource, texture [, view] */
+static CUresult h_tex_create(struct srv_session *s, struct srv_call *call)
+{
+    size_t want = sizeof(CUDA_RESOURCE_DESC) + sizeof(CUDA_TEXTURE_DESC) +
+                  (ARG(2) ? sizeof(CUDA_RESOURCE_VIEW_DESC) : 0);
+    CUDA_RESOURCE_DESC r;
+    CUDA_TEXTURE_DESC t;
+    CUDA_RESOURCE_VIEW_DESC v;
+    CUtexObject obj;
+    CUresult res;
+
+    if (PROTO_ID_TYPE(ARG(0)) != PROTO_H_IMAGE || call->msg->data.len != want)
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((res = resource_of(s, call, &r)) != CUDA_SUCCESS)
+        return res;
+    memcpy(&t, call->msg->data.data + sizeof(r), sizeof(t));
+    if (ARG(2))
+        memcpy(&v, call->msg->data.data + sizeof(r) + sizeof(t), sizeof(v));
+    res = s->drv.cuTexObjectCreate(&obj, &r, &t, ARG(2) ? &v : NULL);
+    return res == CUDA_SUCCESS ? object_bind(s, call, IMAGE_TEX, obj) : res;
+}
+
+/* [id, array id] -> out[object]  data: resource */
+static CUresult h_surf_create(struct srv_session *s, struct srv_call *call)
+{
+    CUDA_RESOURCE_DESC r;
+    CUsurfObject obj;
+    CUresult res;
+
+    if (PROTO_ID_TYPE(ARG(0)) != PROTO_H_IMAGE || call->msg->data.len != sizeof(r))
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((res = resource_of(s, call, &r)) != CUDA_SUCCESS)
+        return res;
+    res = s->drv.cuSurfObjectCreate(&obj, &r);
+    return res == CUDA_SUCCESS ? object_bind(s, call, IMAGE_SURF, obj) : res;
+}
+
+/* ---- MEMCPY_3D ---- */
+
+/* One end of a 3D copy from its five wire values; a host end points into buf. */
+static CUresult end_of(struct srv_session *s, const uint64_t *a, void *buf, size_t w, size_t h,
+                       bool src, CUDA_MEMCPY3D *c)
+{
+    struct srv_image *arr = NULL;
+    CUmemorytype type = a[0] == 0   ? CU_MEMORYTYPE_HOST
+                        : a[0] == 1 ? CU_MEMORYTYPE_DEVICE
+                                    : CU_MEMORYTYPE_ARRAY;
+
+    if (a[0] > 2)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (a[0] == 2 && (arr = image_get(s, a[1], IMAGE_ARRAY)) == NULL)
+        return CUDA_ERROR_INVALID_HANDLE;
+#define END_SET(p)                                                                              \
+    c->p##MemoryType = type;                                                                    \
+    if (a[0] == 0)                                                                              \
+        c->p##Host = buf, c->p##Pitch = w, c->p##Height = h;                                    \
+    else if (a[0] == 1)                                                                         \
+        c->p##Device = a[1], c->p##Pitch = a[2], c->p##Height = a[3];                           \
+    else                                                                                        \
+        c->p##Array = arr->array, c->p##XInBytes = a[2], c->p##Y = a[3], c->p##Z = a[4];
+    if (src) {
+        END_SET(src)
+    } else {
+        END_SET(dst)
+    }
+#undef END_SET
+    return CUDA_SUCCESS;
+}
+
+/* [skind, s0..s3, dkind, d0..d3, width, height, depth, stream, async] */
+static CUresult h_memcpy_3d(struct srv_session *s, struct srv_call *call)
+{
+    CUDA_MEMCPY3D c = {.WidthInBytes = ARG(10), .Height = ARG(11), .Depth = ARG(12)};
+    bool up = ARG(0) == 0, down = ARG(5) == 0;
+    uint64_t len = 0;
+    void *buf = NULL;
+    CUstream st;
+    CUresult res;
+
+    if (!srv_stream(s, ARG(13), &st))
+        return CUDA_ERROR_INVALID_HANDLE;
+    if ((up && down) || ARG(10) == 0 || ARG(11) == 0 || ARG(12) == 0 ||
+        __builtin_mul_overflow(ARG(10), ARG(11), &len) || __builtin_mul_overflow(len, ARG(12), &len))
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((up || down) && (len > (4ull << 30) || (buf = srv_scratch(s, len)) == NULL))
+        return len > (4ull << 30) ? CUDA_ERROR_INVALID_VALUE : CUDA_ERROR_OUT_OF_MEMORY;
+    if ((res = end_of(s, &call->msg->args[0], buf, ARG(10), ARG(11), true, &c)) != CUDA_SUCCESS ||
+        (res = end_of(s, &call->msg->args[5], buf, ARG(10), ARG(11), false, &c)) != CUDA_SUCCESS)
+        return res;
+    if (up && srv_recv_input(s, call, buf, len) != RG_OK)
+        return call->bulk_taken ? CUDA_ERROR_DEVICE_UNAVAILABLE : CUDA_ERROR_INVALID_VALUE;
+    /* Host scratch is reused by the next call: copies through it complete here. */
+    res = ARG(14) ? s->drv.cuMemcpy3DAsync(&c, st) : s->drv.cuMemcpy3D(&c);
+    if (res == CUDA_SUCCESS && ARG(14) && (up || down))
+        res = s->drv.cuStreamSynchronize(st);
+    if (res != CUDA_SUCCESS || !down)
+        return res;
+    Rgpu__Reply reply = RGPU__REPLY__INIT;
+    reply.id = call->msg->id;
+    call->replied = true;
+    return proto_send(s->conn, PROTO_REPLY, &reply.base, buf, len) == RG_OK
+               ? CUDA_SUCCESS
+               : CUDA_ERROR_DEVICE_UNAVAILABLE;
+}
+
+const srv_handler_fn srv_array_handlers[PROTO_OP_COUNT] = {
+    [PROTO_OP_ARRAY_CREATE] = h_array_create,
+    [PROTO_OP_ARRAY_DESTROY] = h_array_destroy,
+    [PROTO_OP_MEMCPY_3D] = h_memcpy_3d,
+    [PROTO_OP_TEX_OBJECT_CREATE] = h_tex_create,
+    [PROTO_OP_TEX_OBJECT_DESTROY] = h_tex_destroy,
+    [PROTO_OP_SURF_OBJECT_CREATE] = h_surf_create,
+    [PROTO_OP_SURF_OBJECT_DESTROY] = h_surf_destroy,
+};
