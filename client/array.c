@@ -1,11 +1,13 @@
 /* CUDA arrays, texture objects and surface objects. Arrays live on the server; the application
  * holds a client object (a PROTO_H_IMAGE handle with the descriptor it was created with, so the
- * descriptor queries are answered here). A texture or surface object's value is the server's
+ * descriptor queries are answered here; a list of the live ones refuses a destroyed CUarray
+ * without reading freed memory). A texture or surface object's value is the server's
  * real object, because kernels take it as a parameter: creation waits for it, and the client
  * keeps a record per object (its id for the destroy call, and the descriptors for the queries).
  * Mipmapped arrays are not supported. */
 #include <stdlib.h>
 #include <string.h>
+#include <sys/types.h>
 
 #include "client.h"
 
@@ -27,14 +29,55 @@ struct image_object {
 static pthread_mutex_t obj_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct image_object *objs;
 static size_t nobjs, obj_cap;
+/* Live arrays, so a destroyed CUarray is refused without touching freed memory. */
+static struct cli_array **live;
+static size_t nlive, live_cap;
+
+static bool grow(void **arr, size_t *cap, size_t n, size_t elem)
+{
+    void *p;
+
+    if (n < *cap)
+        return true;
+    if ((p = realloc(*arr, (*cap ? *cap * 2 : 16) * elem)) == NULL)
+        return false;
+    *arr = p;
+    *cap = *cap ? *cap * 2 : 16;
+    return true;
+}
+
+/* Index of a live array in live[] (obj_lock held), or -1. */
+static ssize_t live_index(CUarray array)
+{
+    for (size_t i = 0; i < nlive; i++)
+        if (live[i] == (struct cli_array *)array)
+            return (ssize_t)i;
+    return -1;
+}
+
+/* Copy out a live array's record (false if it is not one); remove it if asked. */
+static bool array_get(CUarray array, bool remove, struct cli_array *copy)
+{
+    ssize_t i;
+
+    pthread_mutex_lock(&obj_lock);
+    i = live_index(array);
+    if (i >= 0) {
+        *copy = *live[i];
+        if (remove)
+            live[i] = live[--nlive];
+    }
+    pthread_mutex_unlock(&obj_lock);
+    return i >= 0;
+}
 
 bool cli_array_id(CUarray array, uint64_t *id_p)
 {
-    struct cli_array *a = cli_handle_check(array, PROTO_H_IMAGE);
+    struct cli_array a;
 
-    if (a == NULL)
+    if (!array_get(array, false, &a))
         return false;
-    *id_p = a->h.id;
+    *id_p = a.h.id;
     return true;
 }
 
@@ -55,11 +98,18 @@ static CUresult array_create(CUarray *out, const CUDA_ARRAY3D_DESCRIPTOR *d)
     a->desc = *d;
     a->ctx = cli_ctx_current();
     call.args[0] = a->h.id;
-    res = cli_call_sync(&call);
-    if (res != CUDA_SUCCESS) {
-        cli_handle_kill(&a->h);
+    if ((res = cli_call_sync(&call)) != CUDA_SUCCESS) {
         free(a);
         return res;
+    }
+    pthread_mutex_lock(&obj_lock);
+    bool recorded = grow((void **)&live, &live_cap, nlive, sizeof(*live));
+    if (recorded)
+        live[nlive++] = a;
+    pthread_mutex_unlock(&obj_lock);
+    if (!recorded) { /* created on the server but unknown here: undo it */
+        cli_handle_destroy(&a->h, PROTO_OP_ARRAY_DESTROY, a->ctx);
+        return CUDA_ERROR_OUT_OF_MEMORY;
     }
     *out = (CUarray)a;
     return CUDA_SUCCESS;
@@ -83,18 +133,18 @@ CLI_EXPORT CUresult cuArray3DCreate_v2(CUarray *out, const CUDA_ARRAY3D_DESCRIPT
 
 CLI_EXPORT CUresult cuArrayDestroy(CUarray array)
 {
-    struct cli_array *a = cli_handle_check(array, PROTO_H_IMAGE);
+    struct cli_array a;
 
-    if (a == NULL)
+    if (!array_get(array, true, &a))
         return CUDA_ERROR_INVALID_HANDLE;
-    return cli_handle_destroy(&a->h, PROTO_OP_ARRAY_DESTROY, a->ctx);
+    return cli_handle_destroy((struct cli_handle *)array, PROTO_OP_ARRAY_DESTROY, a.ctx);
 }
 
 CLI_EXPORT CUresult cuArrayGetDescriptor_v2(CUDA_ARRAY_DESCRIPTOR *d, CUarray array)
 {
-    struct cli_array *a = cli_handle_check(array, PROTO_H_IMAGE);
+    struct cli_array arr, *a = &arr;
 
-    if (a == NULL)
+    if (!array_get(array, false, &arr))
         return CUDA_ERROR_INVALID_HANDLE;
     if (d == NULL || a->desc.Depth != 0) /* a 3D or layered array has no 2D descriptor */
         return CUDA_ERROR_INVALID_VALUE;
@@ -105,9 +155,9 @@ CLI_EXPORT CUresult cuArrayGetDescriptor_v2(CUDA_ARRAY_DESCRIPTOR *d, CUarray ar
 
 CLI_EXPORT CUresult cuArray3DGetDescriptor_v2(CUDA_ARRAY3D_DESCRIPTOR *d, CUarray array)
 {
-    struct cli_array *a = cli_handle_check(array, PROTO_H_IMAGE);
+    struct cli_array arr, *a = &arr;
 
-    if (a == NULL)
+    if (!array_get(array, false, &arr))
         return CUDA_ERROR_INVALID_HANDLE;
     if (d == NULL)
         return CUDA_ERROR_INVALID_VALUE;
@@ -141,13 +191,7 @@ static CUresult object_record(const struct image_object *o)
     CUresult res = CUDA_SUCCESS;
 
     pthread_mutex_lock(&obj_lock);
-    if (nobjs == obj_cap) {
-        size_t cap = obj_cap ? obj_cap * 2 : 16;
-        struct image_object *p = realloc(objs, cap * sizeof(*p));
-        if (p != NULL)
-            objs = p, obj_cap = cap;
-    }
-    if (nobjs < obj_cap)
+    if (grow((void **)&objs, &obj_cap, nobjs, sizeof(*objs)))
         objs[nobjs++] = *o;
     else
         res = CUDA_ERROR_OUT_OF_MEMORY;

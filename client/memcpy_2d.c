@@ -181,10 +181,10 @@ static CUresult memcpy2d(const CUDA_MEMCPY2D *c, CUstream stream, bool per_threa
     if (c == NULL)
         return CUDA_ERROR_INVALID_VALUE;
     res = end_of(c->srcMemoryType, c->srcDevice, c->srcHost, c->srcArray, c->srcXInBytes,
-                 c->srcY, 0, c->srcPitch ? c->srcPitch : c->WidthInBytes, 0, &s);
+                 c->srcY, 0, c->srcPitch ? c->srcPitch : c->WidthInBytes, c->Height, &s);
     if (res == CUDA_SUCCESS)
         res = end_of(c->dstMemoryType, c->dstDevice, c->dstHost, c->dstArray, c->dstXInBytes,
-                     c->dstY, 0, c->dstPitch ? c->dstPitch : c->WidthInBytes, 0, &d);
+                     c->dstY, 0, c->dstPitch ? c->dstPitch : c->WidthInBytes, c->Height, &d);
     if (res != CUDA_SUCCESS)
         return res;
     if (s.type == CU_MEMORYTYPE_ARRAY || d.type == CU_MEMORYTYPE_ARRAY)

@@ -280,7 +280,7 @@ static void refusals(void)
     CUDA_ARRAY_DESCRIPTOR d;
     CUtexObject t;
     CUsurfObject s;
-    static unsigned char host[H2][ROW2];
+    static unsigned char host[H2 + 1][ROW2];
 
     OK(cuArrayDestroy(gone));
     EXPECT(cuArrayDestroy(gone), CUDA_ERROR_INVALID_HANDLE);
