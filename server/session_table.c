@@ -171,6 +171,7 @@ static void slot_claim(struct srv_table *t, int i, const struct srv_admission *a
     s->quota = a->quota;
     atomic_store(&s->gate_gpu, -1);
     atomic_store(&s->pid, (int32_t)getpid());
+    atomic_fetch_add(&t->live, 1);
     if (atomic_load(&t->hiwater) <= i)
         atomic_store(&t->hiwater, i + 1);
 }
@@ -259,6 +260,7 @@ void srv_table_release_pid(struct srv_table *t, int32_t pid, char *tenant, size_
         tenant_add_ended(t, &t->slots[i]);
         yield_locked(t, i);
         atomic_store(&t->slots[i].pid, 0);
+        atomic_fetch_sub(&t->live, 1);
     }
     srv_table_unlock(t);
 }

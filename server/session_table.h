@@ -72,6 +72,7 @@ struct srv_table {
     uint64_t window_ns, quantum_ns, horizon_ns, grace_ns; /* compute gate settings (docs) */
     int32_t ntenants;
     _Atomic int32_t hiwater; /* 1 + the highest slot ever claimed: scans stop there */
+    _Atomic int32_t live;    /* sessions admitted and not yet released */
     struct srv_table_tenant tenants[SRV_MAX_TENANTS];
     struct srv_table_gpu gpus[SRV_TABLE_GPUS];
     struct srv_table_slot slots[SRV_TABLE_SLOTS];

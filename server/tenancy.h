@@ -34,8 +34,10 @@ void srv_tenancy_count(struct srv_session *s, uint64_t bytes_in, uint64_t bytes_
                        bool error);
 
 /* A launch in flight through the gate. */
+#define SRV_GATE_FAST (-2)
 struct srv_gate_ticket {
-    int entry; /* measurement ring entry, -1 when the launch is not measured */
+    int entry;       /* measurement ring entry; -1: not counted; SRV_GATE_FAST: counted only */
+    uint32_t weight; /* launches its measurement stands for (sampled when uncontended) */
 };
 
 /* Before a kernel or graph launch on stream st of the current context: hold it while the
