@@ -281,12 +281,7 @@ static CUresult h_memcpy_3d(struct srv_session *s, struct srv_call *call)
         res = s->drv.cuStreamSynchronize(st);
     if (res != CUDA_SUCCESS || !down)
         return res;
-    Rgpu__Reply reply = RGPU__REPLY__INIT;
-    reply.id = call->msg->id;
-    call->replied = true;
-    return proto_send(s->conn, PROTO_REPLY, &reply.base, buf, len) == RG_OK
-               ? CUDA_SUCCESS
-               : CUDA_ERROR_DEVICE_UNAVAILABLE;
+    return srv_reply_bulk(s, call, buf, len);
 }
 
 const srv_handler_fn srv_array_handlers[PROTO_OP_COUNT] = {

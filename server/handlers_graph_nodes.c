@@ -75,7 +75,6 @@ static CUresult h_shadow_write(struct srv_session *s, struct srv_call *call)
 
 static CUresult h_shadow_read(struct srv_session *s, struct srv_call *call)
 {
-    Rgpu__Reply reply = RGPU__REPLY__INIT;
     uint8_t *p = shadow_range(s, ARG(0), ARG(1), ARG(2));
     CUstream st;
     CUresult res;
@@ -84,11 +83,7 @@ static CUresult h_shadow_read(struct srv_session *s, struct srv_call *call)
         return CUDA_ERROR_INVALID_VALUE;
     if ((res = s->drv.cuStreamSynchronize(st)) != CUDA_SUCCESS)
         return res;
-    reply.id = call->msg->id;
-    call->replied = true;
-    if (proto_send(s->conn, PROTO_REPLY, &reply.base, p, ARG(2)) != RG_OK)
-        return CUDA_ERROR_DEVICE_UNAVAILABLE;
-    return CUDA_SUCCESS;
+    return srv_reply_bulk(s, call, p, ARG(2));
 }
 
 /* ---- graphs built node by node ---------------------------------------------------------- */

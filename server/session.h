@@ -127,6 +127,10 @@ extern const uint8_t srv_min_args[PROTO_OP_COUNT];
  * belong to it (they would go with it), so the next bulk copy allocates new ones. */
 void srv_staging_release(struct srv_session *s, uint64_t ctx_id);
 
+/* Reply to the call now, successfully, with len bytes of bulk from buf (the handler's result;
+ * CUDA_ERROR_DEVICE_UNAVAILABLE when the connection failed). */
+CUresult srv_reply_bulk(struct srv_session *s, struct srv_call *call, const void *buf, size_t len);
+
 /* Bulk input of a call: inline data or frame bulk received into dst (at most cap). */
 rg_status_t srv_recv_input(struct srv_session *s, struct srv_call *call, void *dst, size_t len);
 /* Kernel output (output.c): make stdout and stderr pipes; send what is in them to the client. */

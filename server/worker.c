@@ -9,7 +9,6 @@
 
 #include "common/log.h"
 #include "server/host_nvml.h"
-#include "server/host_nvml.h"
 #include "server/module_cache.h"
 #include "server/server.h"
 #include "server/session.h"
@@ -259,6 +258,17 @@ static int handshake(struct srv_session *s, const struct srv_config *cfg)
         return 0;
     }
     return send_welcome(s, cfg) == RG_OK ? transport_upgrade(s, cfg) : 1;
+}
+
+CUresult srv_reply_bulk(struct srv_session *s, struct srv_call *call, const void *buf, size_t len)
+{
+    Rgpu__Reply reply = RGPU__REPLY__INIT;
+
+    reply.id = call->msg->id;
+    call->replied = true;
+    return proto_send(s->conn, PROTO_REPLY, &reply.base, buf, len) == RG_OK
+               ? CUDA_SUCCESS
+               : CUDA_ERROR_DEVICE_UNAVAILABLE;
 }
 
 rg_status_t srv_recv_input(struct srv_session *s, struct srv_call *call, void *dst, size_t len)
