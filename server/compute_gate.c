@@ -362,7 +362,7 @@ void srv_gate_end(struct srv_session *s, CUstream st, struct srv_gate_ticket *tk
             atomic_fetch_sub(&sl->inflight, 1);
         return;
     }
-    now = srv_now_ns();
+    now = tk->entry == SRV_GATE_FAST ? srv_coarse_now_ns() : srv_now_ns();
     atomic_fetch_add(&sl->launches, 1);
     atomic_store(&sl->last_launch_ns, now);
     ten = my_tenant(g);

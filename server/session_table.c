@@ -19,6 +19,14 @@
 #define HORIZON_NS 10000000ull
 #define GRACE_NS 2000000ull
 
+uint64_t srv_coarse_now_ns(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
 uint64_t srv_now_ns(void)
 {
     struct timespec ts;

@@ -120,5 +120,7 @@ const char *srv_table_tenant_name(const struct srv_table *t, int i);
 
 /* Now, on CLOCK_MONOTONIC (one clock for every process of the host), in ns. */
 uint64_t srv_now_ns(void);
+/* The same clock at tick resolution (a few ms), never a system call: per-launch stamps. */
+uint64_t srv_coarse_now_ns(void);
 
 #endif
