@@ -131,6 +131,22 @@ CUresult cli_module_walk(CUcontext ctx, CUmodule mod, cli_function_visitor visit
 /* Log an unsupported entry point once by name; returns CUDA_ERROR_NOT_SUPPORTED. */
 CUresult cli_unsupported(const char *name);
 
+/* Wait until the server has executed every call sent so far (deferred replies read); a
+ * pending asynchronous error stays for the next synchronous call. */
+CUresult cli_session_fence(void);
+/* The session's connection when it runs on RDMA (for registering memory with it), else NULL.
+ * It stays valid for the life of the process. */
+struct transport_conn;
+struct transport_conn *cli_session_rdma_conn(void);
+/* One-sided bulk copies of pinned memory on RDMA sessions (rdma_copy.c). CLI_RDMA_NOT_TAKEN
+ * when the copy must go the ordinary way (not RDMA, not pinned, too small, not registrable). */
+#define CLI_RDMA_NOT_TAKEN ((CUresult)-1)
+CUresult cli_rdma_htod(CUdeviceptr dst, const void *src, size_t n, uint64_t stream, bool async);
+CUresult cli_rdma_dtoh(void *dst, CUdeviceptr src, size_t n, uint64_t stream, bool async);
+/* Pinned memory leaves the client's records: wait until the server no longer needs its
+ * registration, then drop it (mr from struct mem_range; NULL: nothing to do). */
+void cli_rdma_forget(void *mr);
+
 /* Translate an internal status at the client's edge. */
 CUresult cli_status_to_cu(rg_status_t status);
 

@@ -1,7 +1,8 @@
 /* Copies and memsets in every direction, synchronous and asynchronous, and their per-thread
  * default stream variants (_ptds / _ptsz). Host-to-device data leaves the caller's buffer
  * during the call (it is written to the connection), so asynchronous HtoD never waits.
- * Device-to-host into pinned memory completes later, at the next synchronizing call. */
+ * Device-to-host into pinned memory completes later, at the next synchronizing call. On RDMA
+ * sessions large copies of pinned memory go one-sided instead (rdma_copy.c). */
 #include <string.h>
 
 #include "graph.h"
@@ -29,6 +30,8 @@ static CUresult copy_htod(CUdeviceptr dst, const void *src, size_t n, CUstream s
     /* Captured: the graph copies from a shadow that each launch fills from src. */
     if (cli_stream_capture_id(stream) != 0)
         return cli_capture_copy(stream, sid, 0, dst, (void *)src, n);
+    if ((res = cli_rdma_htod(dst, src, n, sid, async)) != CLI_RDMA_NOT_TAKEN)
+        return res;
     call.args[0] = dst;
     call.args[1] = n;
     call.args[2] = sid;
@@ -50,6 +53,8 @@ static CUresult copy_dtoh(void *dst, CUdeviceptr src, size_t n, CUstream stream,
         return CUDA_ERROR_INVALID_VALUE;
     if (cli_stream_capture_id(stream) != 0)
         return cli_capture_copy(stream, sid, 1, src, dst, n);
+    if ((res = cli_rdma_dtoh(dst, src, n, sid, async)) != CLI_RDMA_NOT_TAKEN)
+        return res;
     call.args[0] = src;
     call.args[1] = n;
     call.args[2] = sid;

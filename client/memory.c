@@ -145,7 +145,8 @@ CLI_EXPORT CUresult cuMemFreeHost(void *p)
     if (!mem_map_find(MEM_HOST, (uintptr_t)p, &r) || r.base != (uintptr_t)p ||
         !(r.flags & 0x80000000u))
         return CUDA_ERROR_INVALID_VALUE;
-    mem_map_remove(MEM_HOST, (uintptr_t)p, NULL);
+    mem_map_remove(MEM_HOST, (uintptr_t)p, &r);
+    cli_rdma_forget(r.mr);
     free(p);
     return CUDA_SUCCESS;
 }
@@ -173,7 +174,8 @@ CLI_EXPORT CUresult cuMemHostUnregister(void *p)
     if (!mem_map_find(MEM_HOST, (uintptr_t)p, &r) || r.base != (uintptr_t)p ||
         (r.flags & 0x80000000u))
         return CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
-    mem_map_remove(MEM_HOST, (uintptr_t)p, NULL);
+    mem_map_remove(MEM_HOST, (uintptr_t)p, &r);
+    cli_rdma_forget(r.mr);
     return CUDA_SUCCESS;
 }
 

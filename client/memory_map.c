@@ -45,7 +45,7 @@ bool mem_map_add(enum mem_kind kind, uintptr_t base, size_t size, struct cli_ctx
     }
     i = upper_bound(kind, base);
     memmove(&ranges[kind][i + 1], &ranges[kind][i], (nranges[kind] - i) * sizeof(**ranges));
-    ranges[kind][i] = (struct mem_range){base, size, ctx, flags, next_buffer_id++};
+    ranges[kind][i] = (struct mem_range){base, size, ctx, flags, next_buffer_id++, NULL};
     nranges[kind]++;
 out:
     pthread_mutex_unlock(&map_lock);
@@ -74,6 +74,22 @@ bool mem_map_find(enum mem_kind kind, uintptr_t addr, struct mem_range *range_p)
     found = find_locked(kind, addr, &i);
     if (found)
         *range_p = ranges[kind][i];
+    pthread_mutex_unlock(&map_lock);
+    return found;
+}
+
+bool mem_map_attach_mr(enum mem_kind kind, uintptr_t base, void *mr, void **mr_p)
+{
+    size_t i;
+    bool found;
+
+    pthread_mutex_lock(&map_lock);
+    found = find_locked(kind, base, &i) && ranges[kind][i].base == base;
+    if (found) {
+        if (ranges[kind][i].mr == NULL)
+            ranges[kind][i].mr = mr;
+        *mr_p = ranges[kind][i].mr;
+    }
     pthread_mutex_unlock(&map_lock);
     return found;
 }

@@ -12,12 +12,16 @@ struct mem_range {
     struct cli_ctx *ctx; /* owning context (device memory) */
     unsigned flags;      /* cuMemHostAlloc / cuMemHostRegister flags (host memory) */
     uint64_t buffer_id;  /* CU_POINTER_ATTRIBUTE_BUFFER_ID */
+    void *mr;            /* pinned host memory on an RDMA session: its registration (rdma_copy.c) */
 };
 
 bool mem_map_add(enum mem_kind kind, uintptr_t base, size_t size, struct cli_ctx *ctx,
                  unsigned flags);
 /* The range containing addr. */
 bool mem_map_find(enum mem_kind kind, uintptr_t addr, struct mem_range *range_p);
+/* Attach mr to the range starting exactly at base unless one is attached already; the
+ * attached one (mr, or the earlier one) in *mr_p. False if there is no such range. */
+bool mem_map_attach_mr(enum mem_kind kind, uintptr_t base, void *mr, void **mr_p);
 /* Remove the range starting exactly at base. */
 bool mem_map_remove(enum mem_kind kind, uintptr_t base, struct mem_range *range_p);
 

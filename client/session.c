@@ -694,6 +694,30 @@ CUresult cli_call_deferred(struct cli_call *call, void *dst, size_t len)
     return res;
 }
 
+CUresult cli_session_fence(void)
+{
+    struct cli_call call = {.op = PROTO_OP_NOP};
+    CUresult res, result = CUDA_SUCCESS;
+    uint64_t id = 0;
+
+    pthread_mutex_lock(&sess.lock);
+    res = send_call(&call, 0, &id);
+    if (res == CUDA_SUCCESS)
+        res = wait_reply(&call, id, &result);
+    pthread_mutex_unlock(&sess.lock);
+    return res;
+}
+
+/* sess.conn never changes once the session is open; a session lost meanwhile is noticed by
+ * the call that follows. */
+struct transport_conn *cli_session_rdma_conn(void)
+{
+    if (!cli_initialized() || getpid() != sess.pid || sess.conn == NULL ||
+        sess.conn->ops != &transport_rdma_ops)
+        return NULL;
+    return sess.conn;
+}
+
 CUresult cli_status_to_cu(rg_status_t status)
 {
     switch (status) {

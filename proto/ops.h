@@ -219,7 +219,13 @@ enum proto_handle_type {
     X(TEX_OBJECT_DESTROY)        /* [id]                                                     */ \
     X(SURF_OBJECT_CREATE)        /* [id, array id] -> out[CUsurfObject]                      */ \
                                  /*  data: CUDA_RESOURCE_DESC (hArray 0)                     */ \
-    X(SURF_OBJECT_DESTROY)       /* [id]                                                     */
+    X(SURF_OBJECT_DESTROY)       /* [id]                                                     */ \
+    X(MEMCPY_HTOD_RDMA)          /* [dst, size, stream, async, raddr, rkey]  rdma sessions:  */ \
+                                 /*  the server RDMA-READs size bytes at the client's raddr  */ \
+                                 /*  (registered, rkey) and copies them to dst; no bulk      */ \
+    X(MEMCPY_DTOH_RDMA)          /* [src, size, stream, async, raddr, rkey]  the server      */ \
+                                 /*  RDMA-WRITEs the bytes to raddr before it answers; async */ \
+                                 /*  ones are sent with NOREPLY                              */
 
 enum proto_op {
 #define PROTO_OP_ENUM(name) PROTO_OP_##name,

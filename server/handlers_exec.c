@@ -23,6 +23,7 @@ extern const srv_handler_fn srv_stream_attr_handlers[PROTO_OP_COUNT];
 extern const srv_handler_fn srv_device_handlers[PROTO_OP_COUNT];
 extern const srv_handler_fn srv_module_names_handlers[PROTO_OP_COUNT];
 extern const srv_handler_fn srv_array_handlers[PROTO_OP_COUNT];
+extern const srv_handler_fn srv_rdma_copy_handlers[PROTO_OP_COUNT];
 
 static void *handle_real(struct srv_session *s, uint64_t id, unsigned type)
 {
@@ -665,7 +666,7 @@ const uint8_t srv_min_args[PROTO_OP_COUNT] = {
     OP(GRAPH_MEM_TRIM, h, 1), OP(HOST_PLACEHOLDER, h, 1), OP(MODULE_FUNCTION_NAMES, h, 1), OP(DEVICE_STATUS, h, 1),
     OP(ARRAY_CREATE, h, 1), OP(ARRAY_DESTROY, h, 1), OP(MEMCPY_3D, h, 15),
     OP(TEX_OBJECT_CREATE, h, 3), OP(TEX_OBJECT_DESTROY, h, 1), OP(SURF_OBJECT_CREATE, h, 2),
-    OP(SURF_OBJECT_DESTROY, h, 1),
+    OP(SURF_OBJECT_DESTROY, h, 1), OP(MEMCPY_HTOD_RDMA, h, 6), OP(MEMCPY_DTOH_RDMA, h, 6),
 };
 #undef OP
 
@@ -695,5 +696,7 @@ srv_handler_fn srv_handler(unsigned op)
         return srv_module_names_handlers[op];
     if (srv_array_handlers[op] != NULL)
         return srv_array_handlers[op];
+    if (srv_rdma_copy_handlers[op] != NULL)
+        return srv_rdma_copy_handlers[op];
     return exec_handlers[op];
 }

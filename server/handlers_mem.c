@@ -11,7 +11,7 @@
 
 /* Portable, so copies in any of the session's contexts use them as pinned memory; they still
  * belong to the context current here and are freed before it goes (srv_staging_release). */
-static CUresult staging_ready(struct srv_session *s)
+CUresult srv_staging_ready(struct srv_session *s)
 {
     if (s->staging[0] == NULL && s->staging[1] == NULL)
         s->staging_ctx = s->current_ctx;
@@ -31,6 +31,7 @@ void srv_staging_release(struct srv_session *s, uint64_t ctx_id)
 {
     if (s->staging_ctx != ctx_id)
         return;
+    srv_rdma_staging_release(s);
     for (int i = 0; i < 2; i++)
         if (s->staging[i] != NULL)
             s->drv.cuMemFreeHost(s->staging[i]);
@@ -102,7 +103,7 @@ static CUresult h_mem_get_info(struct srv_session *s, struct srv_call *call)
 static CUresult htod_bulk(struct srv_session *s, struct srv_call *call, CUdeviceptr dst,
                           size_t len, CUstream stream)
 {
-    CUresult res = staging_ready(s);
+    CUresult res = srv_staging_ready(s);
     size_t off = 0, n;
 
     call->bulk_taken = true;
@@ -157,7 +158,7 @@ static CUresult dtoh_bulk(struct srv_session *s, struct srv_call *call, CUdevice
                           size_t len, CUstream stream)
 {
     Rgpu__Reply reply = RGPU__REPLY__INIT;
-    CUresult res = staging_ready(s);
+    CUresult res = srv_staging_ready(s);
     size_t n = len < STAGING_CHUNK ? len : STAGING_CHUNK, next;
 
     if (res == CUDA_SUCCESS)

@@ -260,6 +260,8 @@ void srv_session_teardown(struct srv_session *s)
                                      PROTO_H_MEM_HANDLE, PROTO_H_MEM_POOL, PROTO_H_SHADOW,   PROTO_H_LINK,
                                      PROTO_H_CTX};
 
+    srv_rdma_copy_report(s);
+    srv_rdma_staging_release(s);
     for (int i = 0; i < 2; i++)
         if (s->staging[i] != NULL)
             s->drv.cuMemFreeHost(s->staging[i]);

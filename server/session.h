@@ -49,6 +49,9 @@ struct srv_session {
     void *staging[2]; /* pinned chunks for bulk copies */
     size_t staging_len;
     uint64_t staging_ctx; /* the context they were allocated in (they die with it) */
+    struct transport_mr *staging_mr[2]; /* their registration with an RDMA connection */
+    uint64_t rdma_reads, rdma_writes;           /* one-sided copies done (handlers_rdma_copy.c) */
+    uint64_t rdma_read_bytes, rdma_write_bytes; /* and the bytes they moved */
     uint8_t *msg_buf;
     struct proto_arena arena; /* unpacked calls live here until the next one */
     int output_fd[2];         /* read ends of the pipes that are stdout and stderr, or -1 */
@@ -126,6 +129,12 @@ extern const uint8_t srv_min_args[PROTO_OP_COUNT];
 /* The context ctx_id is about to be destroyed or reset: free the staging buffers if they
  * belong to it (they would go with it), so the next bulk copy allocates new ones. */
 void srv_staging_release(struct srv_session *s, uint64_t ctx_id);
+/* Allocate the staging buffers if they are not (CUDA_SUCCESS or the allocation's error). */
+CUresult srv_staging_ready(struct srv_session *s);
+/* One-sided copies (handlers_rdma_copy.c): drop the staging buffers' registration (before they
+ * are freed); log what the session moved one-sided. */
+void srv_rdma_staging_release(struct srv_session *s);
+void srv_rdma_copy_report(const struct srv_session *s);
 
 /* Reply to the call now, successfully, with len bytes of bulk from buf (the handler's result;
  * CUDA_ERROR_DEVICE_UNAVAILABLE when the connection failed). */

@@ -317,9 +317,19 @@ static uint64_t reply_bytes(const struct srv_call *call, CUresult res)
 {
     if (res != CUDA_SUCCESS)
         return 0;
-    if (call->replied && call->msg->op == PROTO_OP_MEMCPY_DTOH)
-        return call->msg->args[1]; /* streamed as bulk */
+    if ((call->replied && call->msg->op == PROTO_OP_MEMCPY_DTOH) ||
+        call->msg->op == PROTO_OP_MEMCPY_DTOH_RDMA)
+        return call->msg->args[1]; /* streamed as bulk, or written one-sided */
     return call->rdata_len;
+}
+
+/* Bytes a call brought in: the frame, or what the worker read one-sided. */
+static uint64_t call_bytes(const struct proto_frame_hdr *hdr, const struct srv_call *call,
+                           CUresult res)
+{
+    if (call->msg->op == PROTO_OP_MEMCPY_HTOD_RDMA && res == CUDA_SUCCESS)
+        return hdr->msg_len + call->msg->args[1];
+    return hdr->msg_len + hdr->bulk_len;
 }
 
 /* Execute one call. Returns false when the session must end (set *why for a bad message). */
@@ -345,7 +355,7 @@ static bool execute(struct srv_session *s, const struct proto_frame_hdr *hdr, co
     res = fn == NULL ? CUDA_ERROR_NOT_SUPPORTED : srv_use_ctx(s, m->ctx);
     if (fn != NULL && res == CUDA_SUCCESS)
         res = fn(s, &call);
-    srv_tenancy_count(s, hdr->msg_len + hdr->bulk_len, reply_bytes(&call, res),
+    srv_tenancy_count(s, call_bytes(hdr, &call, res), reply_bytes(&call, res),
                       res != CUDA_SUCCESS);
     if (hdr->bulk_len > 0 && !call.bulk_taken && proto_discard(s->conn, hdr->bulk_len) != RG_OK)
         ok = false;

@@ -100,6 +100,9 @@ run_program vmm_pools "$TOOLS/vmm_pools"
 # Pitched copies in every direction.
 run_program copies_2d "$TOOLS/copies_2d"
 
+# Pinned memory copies (one-sided on RDMA sessions): every size, direction and kind of pinning.
+run_program pinned_copies "$TOOLS/pinned_copies"
+
 # CUDA arrays, texture and surface objects; objects left behind are freed at session end.
 run_program arrays "$TOOLS/arrays" --rgpu
 run_program arrays_leak "$TOOLS/arrays" --leak
@@ -201,6 +204,23 @@ if timeout 60 tail --pid="$VICTIM" -f /dev/null && wait "$VICTIM"; then
     ok "server death: $(tail -1 "$WORK/death.out")"
 else
     fail "server death"; cat "$WORK/death.out"
+fi
+
+# Large pinned copies went one-sided on RDMA (the worker's count for the pinned_copies session
+# equals what the program expects), and never on TCP.
+want=$(sed -n 's/^expect one-sided: //p' "$WORK/pinned_copies.out")
+sid=$(sed -n 's/.*session \([0-9]*\): client pinned_copies .*/\1/p' "$WORK/main.log" | head -1)
+got=$(sed -n "s/.*session $sid: one-sided copies: //p" "$WORK/main.log")
+if [ -z "$VERBS_PATH" ]; then
+    if ! grep -q "one-sided copies" "$WORK/main.log"; then
+        ok "tcp: no copy went one-sided"
+    else
+        fail "tcp: one-sided copies on a TCP session"; grep "one-sided" "$WORK/main.log"
+    fi
+elif [ -n "$want" ] && [ "$got" = "$want" ]; then
+    ok "rdma: pinned copies one-sided: $got"
+else
+    fail "rdma: one-sided copies of session $sid: '$got', expected '$want'"
 fi
 
 if [ -n "$VERBS_PATH" ]; then # every program's session really ran on RDMA
