@@ -78,7 +78,9 @@ static CUresult remote_io(struct srv_session *s, struct srv_call *call, bool wri
         rg_error("session %llu: RDMA %s of the client's memory at %#llx (+%zu, key %#x) failed: "
                  "%s; ending the session",
                  (unsigned long long)s->id, write ? "WRITE" : "READ", (unsigned long long)raddr, n,
-                 rkey, rg_status_str(st));
+                 rkey,
+                 st == RG_ERR_INVALID ? "the client refused the key, range or access"
+                                      : rg_status_str(st));
         return CUDA_ERROR_DEVICE_UNAVAILABLE;
     }
     return CUDA_SUCCESS;

@@ -19,6 +19,8 @@
  *   FAKEVERBS_DELAY_US=N             every incoming packet is processed N us late
  *   FAKEVERBS_REMOTE_ACCESS_ERROR=N  the Nth request received is refused with a remote access
  *                                    error (requester: IBV_WC_REM_ACCESS_ERR; both QPs to error)
+ *   FAKEVERBS_READ_ACCESS_ERROR=N    the same for the Nth RDMA READ request received (a bulk
+ *                                    read of this process's registered memory)
  *   FAKEVERBS_LOSE_RECV=N            from the Nth ibv_post_recv on, receives are accepted but
  *                                    lost, so a sender soon finds no posted buffer (RNR)
  */
@@ -110,6 +112,7 @@ struct fv_qp {
     uint64_t rnr_deadline_ms; /* a SEND waits for a receive until then; 0: not waiting */
     /* fault injection */
     unsigned long posts, fail_post, sent, drop_after, reqs, access_error, recvs, lose_recv;
+    unsigned long reads, read_error;
     unsigned delay_us;
 };
 

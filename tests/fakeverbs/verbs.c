@@ -363,6 +363,7 @@ FV_EXPORT struct ibv_qp *ibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_att
     qp->drop_after = fv_env("FAKEVERBS_DROP_AFTER");
     qp->delay_us = (unsigned)fv_env("FAKEVERBS_DELAY_US");
     qp->access_error = fv_env("FAKEVERBS_REMOTE_ACCESS_ERROR");
+    qp->read_error = fv_env("FAKEVERBS_READ_ACCESS_ERROR");
     qp->lose_recv = fv_env("FAKEVERBS_LOSE_RECV");
     fv_lock();
     qp->ibv.qp_num = next_qpn++;

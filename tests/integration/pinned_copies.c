@@ -28,6 +28,14 @@ static pthread_mutex_t count_lock = PTHREAD_MUTEX_INITIALIZER;
             failures++;                                                                            \
         }                                                                                          \
     } while (0)
+#define NEED(call)                                                                                 \
+    do {                                                                                           \
+        CUresult r_ = (call);                                                                      \
+        if (r_ != CUDA_SUCCESS) {                                                                  \
+            printf("FAIL %s:%d: %s = %d\n", __FILE__, __LINE__, #call, r_);                        \
+            exit(1);                                                                               \
+        }                                                                                          \
+    } while (0)
 #define EXPECT(cond, what)                                                                         \
     do {                                                                                           \
         if (!(cond)) {                                                                             \
@@ -94,9 +102,9 @@ static void check_sizes(CUstream st)
     unsigned char *a, *b;
     CUdeviceptr d;
 
-    OK(cuMemHostAlloc((void **)&a, BIG, 0));
-    OK(cuMemAllocHost((void **)&b, BIG));
-    OK(cuMemAlloc(&d, BIG));
+    NEED(cuMemHostAlloc((void **)&a, BIG, 0));
+    NEED(cuMemAllocHost((void **)&b, BIG));
+    NEED(cuMemAlloc(&d, BIG));
     for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++)
         round_trip(a + 4097, b + 13, d, sizes[i], st, (unsigned)i); /* not at the ranges' starts */
     OK(cuMemFree(d));
@@ -111,7 +119,7 @@ static void check_registered(CUstream st)
     unsigned char *a = malloc(2 * n), *ro = malloc(n), *back = malloc(n);
     CUdeviceptr d;
 
-    OK(cuMemAlloc(&d, n));
+    NEED(cuMemAlloc(&d, n));
     OK(cuMemHostRegister(a, 2 * n, 0));
     round_trip(a, a + n, d, n, st, 7);
     fill(ro, n, 9);
@@ -139,8 +147,8 @@ static void check_release_after_async(CUstream st)
     unsigned char *p, *q = malloc(n), *back = malloc(n);
     CUdeviceptr d;
 
-    OK(cuMemAlloc(&d, n));
-    OK(cuMemHostAlloc((void **)&p, n, 0));
+    NEED(cuMemAlloc(&d, n));
+    NEED(cuMemHostAlloc((void **)&p, n, 0));
     fill(p, n, 21);
     OK(cuMemcpyHtoDAsync(d, p, n, st));
     expect_one_sided(n, 1, 1);
@@ -166,8 +174,8 @@ static void check_errors(CUstream st)
     unsigned char *p;
     CUdeviceptr d;
 
-    OK(cuMemAlloc(&d, n / 2));
-    OK(cuMemHostAlloc((void **)&p, n, 0));
+    NEED(cuMemAlloc(&d, n / 2));
+    NEED(cuMemHostAlloc((void **)&p, n, 0));
     EXPECT(cuMemcpyHtoD(d, p, n) != CUDA_SUCCESS, "HtoD beyond the allocation refused");
     EXPECT(cuMemcpyDtoH(p, d, n) != CUDA_SUCCESS, "DtoH beyond the allocation refused");
     OK(cuMemcpyDtoHAsync(p, d, n, st)); /* its error comes at the next synchronizing call */
@@ -210,8 +218,8 @@ static void measure(void)
     unsigned char *pinned, *pageable = malloc(n);
     CUdeviceptr d;
 
-    OK(cuMemAlloc(&d, n));
-    OK(cuMemHostAlloc((void **)&pinned, n, 0));
+    NEED(cuMemAlloc(&d, n));
+    NEED(cuMemHostAlloc((void **)&pinned, n, 0));
     memset(pageable, 1, n);
     memset(pinned, 1, n);
     for (int kind = 0; kind < 4; kind++) {
