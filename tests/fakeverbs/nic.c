@@ -451,7 +451,8 @@ static int fv_post_one(struct fv_qp *qp, struct ibv_send_wr *wr)
                              .len = h.len + h.rlen,
                              .num_sge = wr->num_sge,
                              .signaled = qp->sq_sig_all || (wr->send_flags & IBV_SEND_SIGNALED)};
-    memcpy(w->sge, wr->sg_list, (size_t)wr->num_sge * sizeof(*wr->sg_list));
+    if (wr->num_sge > 0) /* a zero-length SEND (credit update) may have no list */
+        memcpy(w->sge, wr->sg_list, (size_t)wr->num_sge * sizeof(*wr->sg_list));
     if ((st = fv_gather(qp, wr, &h)) != IBV_WC_SUCCESS) {
         fv_complete(qp->ibv.send_cq, qp, wr->wr_id, wc_op, st, 0);
         fv_qp_error(qp);
