@@ -39,6 +39,7 @@ static struct {
     struct transport_conn *tcp_ctl; /* the TCP connection kept once frames moved to RDMA */
     char transport[8];              /* what the Hello asks for: tcp | rdma | auto */
     bool dead;
+    bool said_bye;            /* the exit-time goodbye went: no more calls */
     char server[256];
     uint64_t next_call_id;
     CUresult async_error; /* first failure of an asynchronous call not yet reported */
@@ -701,7 +702,7 @@ CUresult cli_session_fence(void)
     uint64_t id = 0;
 
     pthread_mutex_lock(&sess.lock);
-    res = send_call(&call, 0, &id);
+    res = sess.said_bye ? CUDA_ERROR_DEINITIALIZED : send_call(&call, 0, &id);
     if (res == CUDA_SUCCESS)
         res = wait_reply(&call, id, &result);
     pthread_mutex_unlock(&sess.lock);
@@ -740,7 +741,9 @@ __attribute__((destructor)) static void session_close(void)
         if (++tries > 100 || usleep(1000) != 0)
             return;
     /* A forked child exiting must not end its parent's session. */
-    if (sess.conn != NULL && !sess.dead && getpid() == sess.pid && batch_flush() == CUDA_SUCCESS)
+    if (sess.conn != NULL && !sess.dead && getpid() == sess.pid && batch_flush() == CUDA_SUCCESS) {
         proto_send(sess.conn, PROTO_BYE, NULL, NULL, 0);
+        sess.said_bye = true; /* pinned memory freed by later destructors needs no fence */
+    }
     pthread_mutex_unlock(&sess.lock);
 }
