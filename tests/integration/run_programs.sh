@@ -194,6 +194,64 @@ else
     fail "protocol checks"; cat "$WORK/proto.out"; grep -i "oversized\|mismatch" "$WORK/main.log"
 fi
 
+# A one-sided copy named on a TCP session is refused (NOT_SUPPORTED) without touching anything,
+# and the session goes on.
+python3 - "$PORT" "$(dirname "$0")/../../proto/ops.h" >"$WORK/rdma_on_tcp.out" 2>&1 <<'PY'
+import re, socket, struct, sys
+port, ops_h = int(sys.argv[1]), open(sys.argv[2]).read()
+ops = re.findall(r"^\s*X\((\w+)\)", ops_h, re.M)
+def varint(v):
+    out = b""
+    while True:
+        b, v = v & 0x7f, v >> 7
+        out += bytes([b | (0x80 if v else 0)])
+        if not v:
+            return out
+def call(cid, op, args):
+    packed = b"".join(varint(a) for a in args)
+    return (b"\x08" + varint(cid) + b"\x10" + varint(op) +
+            (b"\x22" + varint(len(packed)) + packed if args else b""))
+def frame(ftype, msg):
+    return struct.pack("<IHHIIQ", 0x55504752, ftype, 0, len(msg), 0, 0) + msg
+def read_frame(s):
+    buf = b""
+    while len(buf) < 24:
+        buf += s.recv(24 - len(buf))
+    _, ftype, _, n, _, bulk = struct.unpack("<IHHIIQ", buf)
+    body = b""
+    while len(body) < n:
+        body += s.recv(n - len(body))
+    return ftype, body
+def result(body):  # Reply.result (field 2, sint32)
+    i = 0
+    while i < len(body):
+        key, i = body[i], i + 1
+        v = shift = 0
+        while True:
+            b, i = body[i], i + 1
+            v |= (b & 0x7f) << shift
+            shift += 7
+            if not b & 0x80:
+                break
+        if key == 0x10:
+            return (v >> 1) ^ -(v & 1)
+    return 0
+s = socket.create_connection(("127.0.0.1", port))
+s.settimeout(10)
+s.sendall(frame(1, bytes([0x08, 1])))
+print("welcome type", read_frame(s)[0])
+s.sendall(frame(3, call(1, ops.index("MEMCPY_HTOD_RDMA"), [0, 1 << 20, 0, 0, 0x10000, 5])))
+print("htod_rdma result", result(read_frame(s)[1]))
+s.sendall(frame(3, call(2, ops.index("NOP"), [])))
+print("nop result", result(read_frame(s)[1]))
+PY
+if grep -q "htod_rdma result 801" "$WORK/rdma_on_tcp.out" && grep -q "nop result 0" "$WORK/rdma_on_tcp.out" &&
+    grep -q "MEMCPY_HTOD_RDMA on a session that does not run on RDMA" "$WORK/main.log"; then
+    ok "one-sided copy on a TCP session: refused with NOT_SUPPORTED, the session goes on"
+else
+    fail "one-sided copy on a TCP session"; cat "$WORK/rdma_on_tcp.out"
+fi
+
 # The server dies mid-run: pending and later calls fail within a bounded time.
 start_server dying
 RGPU_SERVER=127.0.0.1:$PORT "$TOOLS/server_death" >"$WORK/death.out" 2>&1 &
