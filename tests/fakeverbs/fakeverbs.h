@@ -21,6 +21,7 @@
  *                                    error (requester: IBV_WC_REM_ACCESS_ERR; both QPs to error)
  *   FAKEVERBS_READ_ACCESS_ERROR=N    the same for the Nth RDMA READ request received (a bulk
  *                                    read of this process's registered memory)
+ *   FAKEVERBS_WRITE_ACCESS_ERROR=N   the same for the Nth RDMA WRITE without immediate
  *   FAKEVERBS_LOSE_RECV=N            from the Nth ibv_post_recv on, receives are accepted but
  *                                    lost, so a sender soon finds no posted buffer (RNR)
  */
@@ -112,7 +113,7 @@ struct fv_qp {
     uint64_t rnr_deadline_ms; /* a SEND waits for a receive until then; 0: not waiting */
     /* fault injection */
     unsigned long posts, fail_post, sent, drop_after, reqs, access_error, recvs, lose_recv;
-    unsigned long reads, read_error;
+    unsigned long reads, read_error, writes, write_error;
     unsigned delay_us;
 };
 

@@ -273,7 +273,8 @@ static int fv_request(struct fv_cm_id *cid, const struct fv_hdr *h, const uint8_
         return 0; /* the requester's queue pair goes to error; ours stays */
     }
     qp->rnr_deadline_ms = 0;
-    if (++qp->reqs == qp->access_error || (h->type == FV_READ && ++qp->reads == qp->read_error)) {
+    if (++qp->reqs == qp->access_error || (h->type == FV_READ && ++qp->reads == qp->read_error) ||
+        (h->type == FV_WRITE && !h->has_imm && ++qp->writes == qp->write_error)) {
         fv_refuse(cid, h, IBV_WC_REM_ACCESS_ERR);
         return 0;
     }

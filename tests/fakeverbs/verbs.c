@@ -364,6 +364,7 @@ FV_EXPORT struct ibv_qp *ibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_att
     qp->delay_us = (unsigned)fv_env("FAKEVERBS_DELAY_US");
     qp->access_error = fv_env("FAKEVERBS_REMOTE_ACCESS_ERROR");
     qp->read_error = fv_env("FAKEVERBS_READ_ACCESS_ERROR");
+    qp->write_error = fv_env("FAKEVERBS_WRITE_ACCESS_ERROR");
     qp->lose_recv = fv_env("FAKEVERBS_LOSE_RECV");
     fv_lock();
     qp->ibv.qp_num = next_qpn++;

@@ -68,32 +68,37 @@ expect_fault "queue pair error (failed post)" "" FAKEVERBS_FAIL_POST=7 "posting 
 expect_fault "receiver without a posted buffer" FAKEVERBS_LOSE_RECV=40 "" "RNR retry counter exceeded"
 expect_fault "link cut (peer gone)" "" FAKEVERBS_DROP_AFTER=30 "lost the gpu-server"
 
-# A remote access error on a one-sided bulk READ (the client's NIC refuses the worker's READ of
-# its pinned memory): that session ends with a log line naming the READ, a concurrent RDMA
-# session passes, and the server serves the next one.
-start_server bulkread --
-RGPU_TRANSPORT=rdma RGPU_SERVER=127.0.0.1:$PORT "$BUILD/tests/integration/hold_memory" 16 3 \
-    >"$WORK/bystander.out" 2>&1 &
-BY=$!
-PIDS+=("$BY")
-for _ in $(seq 100); do grep -q ready "$WORK/bystander.out" && break; sleep 0.1; done
-start=$SECONDS
-if FAKEVERBS_READ_ACCESS_ERROR=2 RGPU_TRANSPORT=rdma RGPU_SERVER=127.0.0.1:$PORT timeout 30 \
-    "$BUILD/tests/integration/pinned_copies" >"$WORK/bulkread.out" 2>"$WORK/bulkread.err"; then
-    fail "bulk READ refused: the program succeeded"
-elif [ $? -eq 124 ] || ! took=$((SECONDS - start)); then
-    fail "bulk READ refused: hung (timeout)"
-elif ! grep -q "lost the gpu-server" "$WORK/bulkread.err" ||
-    ! grep -q "RDMA READ of the client's memory .* failed" "$WORK/bulkread.log" ||
-    ! grep -q "remote access error" "$WORK/bulkread.log"; then
-    fail "bulk READ refused: no clear error"; tail -3 "$WORK/bulkread.err" "$WORK/bulkread.log"
-elif ! wait "$BY" || ! grep -q PASS "$WORK/bystander.out" ||
-    ! RGPU_TRANSPORT=rdma RGPU_SERVER=127.0.0.1:$PORT timeout 30 "$PROGS/vadd_static" | grep -q PASS; then
-    fail "bulk READ refused: other sessions were affected"; cat "$WORK/bystander.out"
-else
-    ok "remote access error on a bulk READ: that session ended in $took s ($(grep -m1 -o "RDMA READ of the client's memory.*" "$WORK/bulkread.log" | cut -c1-110)), the others passed"
-fi
-kill "$SERVER_PID"
+# A remote access error on a one-sided bulk READ or WRITE (the client's NIC refuses the worker's
+# READ or WRITE of its pinned memory): that session ends with a log line naming the operation, a
+# concurrent RDMA session passes, and the server serves the next one.
+bulk_fault() { # OP (READ | WRITE)
+    local op=$1 took
+    start_server "bulk$op" --
+    RGPU_TRANSPORT=rdma RGPU_SERVER=127.0.0.1:$PORT "$BUILD/tests/integration/hold_memory" 16 3 \
+        >"$WORK/bystander.out" 2>&1 &
+    BY=$!
+    PIDS+=("$BY")
+    for _ in $(seq 100); do grep -q ready "$WORK/bystander.out" && break; sleep 0.1; done
+    start=$SECONDS
+    if env "FAKEVERBS_${op}_ACCESS_ERROR=2" RGPU_TRANSPORT=rdma RGPU_SERVER=127.0.0.1:$PORT timeout 30 \
+        "$BUILD/tests/integration/pinned_copies" >"$WORK/bulk$op.out" 2>"$WORK/bulk$op.err"; then
+        fail "bulk $op refused: the program succeeded"
+    elif [ $? -eq 124 ] || ! took=$((SECONDS - start)); then
+        fail "bulk $op refused: hung (timeout)"
+    elif ! grep -q "lost the gpu-server" "$WORK/bulk$op.err" ||
+        ! grep -q "RDMA $op of the client's memory .* failed" "$WORK/bulk$op.log" ||
+        ! grep -q "remote access error" "$WORK/bulk$op.log"; then
+        fail "bulk $op refused: no clear error"; tail -3 "$WORK/bulk$op.err" "$WORK/bulk$op.log"
+    elif ! wait "$BY" || ! grep -q PASS "$WORK/bystander.out" ||
+        ! RGPU_TRANSPORT=rdma RGPU_SERVER=127.0.0.1:$PORT timeout 30 "$PROGS/vadd_static" | grep -q PASS; then
+        fail "bulk $op refused: other sessions were affected"; cat "$WORK/bystander.out"
+    else
+        ok "remote access error on a bulk $op: that session ended in $took s ($(grep -m1 -o "RDMA $op of the client's memory.*" "$WORK/bulk$op.log" | cut -c1-150)), the others passed"
+    fi
+    kill "$SERVER_PID"
+}
+bulk_fault READ
+bulk_fault WRITE
 
 # Slow completions: everything still works, only later.
 start_server slow FAKEVERBS_DELAY_US=300 --
