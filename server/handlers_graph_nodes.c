@@ -163,6 +163,45 @@ static bool copy_end(struct srv_session *s, uint64_t kind, uint64_t v, size_t pi
     return (*host = shadow_range(s, v, 0, 1)) != NULL;
 }
 
+/* MEMCPY node: [srckind, src, srcpitch, dstkind, dst, dstpitch, width, height]. */
+static CUresult add_memcpy(struct srv_session *s, const uint64_t *p, CUgraph g, CUgraphNode *deps,
+                           size_t ndeps, CUgraphNode *node)
+{
+    CUDA_MEMCPY3D c = {.WidthInBytes = p[6], .Height = p[7], .Depth = 1};
+    CUcontext ctx;
+
+    if (!copy_end(s, p[0], p[1], p[2], &c.srcMemoryType, &c.srcDevice, (void **)&c.srcHost,
+                  &c.srcPitch) ||
+        !copy_end(s, p[3], p[4], p[5], &c.dstMemoryType, &c.dstDevice, &c.dstHost, &c.dstPitch))
+        return CUDA_ERROR_INVALID_VALUE;
+    s->drv.cuCtxGetCurrent(&ctx);
+    return s->drv.cuGraphAddMemcpyNode(node, g, deps, ndeps, &c, ctx);
+}
+
+/* MEM_ALLOC node: [bytes, dev] -> out[dptr]; charged to the quota, released with the graph. */
+static CUresult add_mem_alloc(struct srv_session *s, struct srv_call *call, CUgraph g,
+                              CUgraphNode *deps, size_t ndeps, CUgraphNode *node)
+{
+    const uint64_t *p = &call->msg->args[4];
+    CUDA_MEM_ALLOC_NODE_PARAMS ap = {.bytesize = p[0]};
+    CUresult res;
+
+    if (p[1] >= (uint64_t)s->ndevices)
+        return CUDA_ERROR_INVALID_DEVICE;
+    if (!srv_quota_charge(s, p[0])) /* released with the graph (srv_handle_destroy) */
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    ap.poolProps.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+    ap.poolProps.location = (CUmemLocation){CU_MEM_LOCATION_TYPE_DEVICE, s->devices[p[1]]};
+    res = s->drv.cuGraphAddMemAllocNode(node, g, deps, ndeps, &ap);
+    if (res != CUDA_SUCCESS) {
+        srv_quota_release(s, p[0]);
+        return res;
+    }
+    srv_handle_get(s, ARG(0), PROTO_H_GRAPH)->size += p[0];
+    call->out[call->nout++] = ap.dptr;
+    return res;
+}
+
 static CUresult add_typed(struct srv_session *s, struct srv_call *call, CUgraph g,
                           CUgraphNode *deps, size_t ndeps, const uint8_t *payload, size_t plen,
                           CUgraphNode *node)
@@ -183,17 +222,7 @@ static CUresult add_typed(struct srv_session *s, struct srv_call *call, CUgraph 
         s->drv.cuCtxGetCurrent(&ctx);
         return s->drv.cuGraphAddMemsetNode(node, g, deps, ndeps, &mp, ctx);
     }
-    case CU_GRAPH_NODE_TYPE_MEMCPY: {
-        CUDA_MEMCPY3D c = {.WidthInBytes = p[6], .Height = p[7], .Depth = 1};
-        CUcontext ctx;
-        if (!copy_end(s, p[0], p[1], p[2], &c.srcMemoryType, &c.srcDevice,
-                      (void **)&c.srcHost, &c.srcPitch) ||
-            !copy_end(s, p[3], p[4], p[5], &c.dstMemoryType, &c.dstDevice, &c.dstHost,
-                      &c.dstPitch))
-            return CUDA_ERROR_INVALID_VALUE;
-        s->drv.cuCtxGetCurrent(&ctx);
-        return s->drv.cuGraphAddMemcpyNode(node, g, deps, ndeps, &c, ctx);
-    }
+    case CU_GRAPH_NODE_TYPE_MEMCPY: return add_memcpy(s, p, g, deps, ndeps, node);
     case CU_GRAPH_NODE_TYPE_HOST: /* the function runs on the client: a placeholder here */
         return srv_add_host_placeholder(s, node, g, deps, ndeps);
     case CU_GRAPH_NODE_TYPE_EMPTY: return s->drv.cuGraphAddEmptyNode(node, g, deps, ndeps);
@@ -208,24 +237,7 @@ static CUresult add_typed(struct srv_session *s, struct srv_call *call, CUgraph 
         if ((h = srv_handle_get(s, p[0], PROTO_H_GRAPH)) == NULL)
             return CUDA_ERROR_INVALID_HANDLE;
         return s->drv.cuGraphAddChildGraphNode(node, g, deps, ndeps, h->real);
-    case CU_GRAPH_NODE_TYPE_MEM_ALLOC: {
-        CUDA_MEM_ALLOC_NODE_PARAMS ap = {.bytesize = p[0]};
-        CUresult res;
-        if (p[1] >= (uint64_t)s->ndevices)
-            return CUDA_ERROR_INVALID_DEVICE;
-        if (!srv_quota_charge(s, p[0])) /* released with the graph (srv_handle_destroy) */
-            return CUDA_ERROR_OUT_OF_MEMORY;
-        ap.poolProps.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
-        ap.poolProps.location = (CUmemLocation){CU_MEM_LOCATION_TYPE_DEVICE, s->devices[p[1]]};
-        res = s->drv.cuGraphAddMemAllocNode(node, g, deps, ndeps, &ap);
-        if (res != CUDA_SUCCESS) {
-            srv_quota_release(s, p[0]);
-            return res;
-        }
-        srv_handle_get(s, ARG(0), PROTO_H_GRAPH)->size += p[0];
-        call->out[call->nout++] = ap.dptr;
-        return res;
-    }
+    case CU_GRAPH_NODE_TYPE_MEM_ALLOC: return add_mem_alloc(s, call, g, deps, ndeps, node);
     case CU_GRAPH_NODE_TYPE_MEM_FREE: return s->drv.cuGraphAddMemFreeNode(node, g, deps, ndeps, p[0]);
     }
     return CUDA_ERROR_NOT_SUPPORTED;
