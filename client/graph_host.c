@@ -18,9 +18,54 @@ static bool grow(void **arr, size_t n, size_t elem)
     return true;
 }
 
+/* How many host parts (graphs, executable graphs, captures) name each shadow: the last one to
+ * let go frees it on the server. */
+struct shadow_ref {
+    uint64_t shadow;
+    unsigned refs;
+};
+static pthread_mutex_t ref_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct shadow_ref *refs;
+static size_t nrefs;
+
+static bool shadow_hold(uint64_t shadow)
+{
+    bool ok = true;
+
+    pthread_mutex_lock(&ref_lock);
+    for (size_t i = 0; i < nrefs; i++)
+        if (refs[i].shadow == shadow) {
+            refs[i].refs++;
+            goto out;
+        }
+    if ((ok = grow((void **)&refs, nrefs, sizeof(*refs))))
+        refs[nrefs++] = (struct shadow_ref){shadow, 1};
+out:
+    pthread_mutex_unlock(&ref_lock);
+    return ok;
+}
+
+static void shadow_drop(uint64_t shadow)
+{
+    bool last = false;
+
+    pthread_mutex_lock(&ref_lock);
+    for (size_t i = 0; i < nrefs; i++)
+        if (refs[i].shadow == shadow) {
+            if ((last = --refs[i].refs == 0))
+                refs[i] = refs[--nrefs];
+            break;
+        }
+    pthread_mutex_unlock(&ref_lock);
+    if (last && cli_initialized()) {
+        struct cli_call call = {.op = PROTO_OP_SHADOW_FREE, .nargs = 1, .args = {shadow}};
+        cli_call_async(&call);
+    }
+}
+
 bool graph_host_add_use(struct graph_host *gh, const struct shadow_use *u)
 {
-    if (!grow((void **)&gh->uses, gh->nuses, sizeof(*u)))
+    if (!grow((void **)&gh->uses, gh->nuses, sizeof(*u)) || !shadow_hold(u->shadow))
         return false;
     gh->uses[gh->nuses++] = *u;
     return true;
@@ -54,6 +99,8 @@ fail:
 
 void graph_host_clear(struct graph_host *gh)
 {
+    for (size_t i = 0; i < gh->nuses; i++)
+        shadow_drop(gh->uses[i].shadow);
     free(gh->uses);
     free(gh->fns);
     *gh = (struct graph_host){0};

@@ -225,7 +225,8 @@ enum proto_handle_type {
                                  /*  (registered, rkey) and copies them to dst; no bulk      */ \
     X(MEMCPY_DTOH_RDMA)          /* [src, size, stream, async, raddr, rkey]  the server      */ \
                                  /*  RDMA-WRITEs the bytes to raddr before it answers; async */ \
-                                 /*  ones are sent with NOREPLY                              */
+                                 /*  ones are sent with NOREPLY                              */ \
+    X(SHADOW_FREE)               /* [shadow]  no graph or executable graph uses it any more  */
 
 enum proto_op {
 #define PROTO_OP_ENUM(name) PROTO_OP_##name,

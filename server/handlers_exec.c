@@ -667,6 +667,7 @@ const uint8_t srv_min_args[PROTO_OP_COUNT] = {
     OP(ARRAY_CREATE, h, 1), OP(ARRAY_DESTROY, h, 1), OP(MEMCPY_3D, h, 15),
     OP(TEX_OBJECT_CREATE, h, 3), OP(TEX_OBJECT_DESTROY, h, 1), OP(SURF_OBJECT_CREATE, h, 2),
     OP(SURF_OBJECT_DESTROY, h, 1), OP(MEMCPY_HTOD_RDMA, h, 6), OP(MEMCPY_DTOH_RDMA, h, 6),
+    OP(SHADOW_FREE, h, 1),
 };
 #undef OP
 

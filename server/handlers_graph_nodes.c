@@ -37,6 +37,11 @@ static CUresult h_shadow_alloc(struct srv_session *s, struct srv_call *call)
     return CUDA_SUCCESS;
 }
 
+static CUresult h_shadow_free(struct srv_session *s, struct srv_call *call)
+{
+    return srv_handle_destroy(s, ARG(0), PROTO_H_SHADOW);
+}
+
 /* [off, off+len) of a shadow, or NULL. */
 static uint8_t *shadow_range(struct srv_session *s, uint64_t id, uint64_t off, uint64_t len)
 {
@@ -374,6 +379,7 @@ static CUresult h_exec_update(struct srv_session *s, struct srv_call *call)
 const srv_handler_fn srv_graph_node_handlers[PROTO_OP_COUNT] = {
     OP(SHADOW_ALLOC, h_shadow_alloc),       OP(MEMCPY_SHADOW, h_memcpy_shadow),
     OP(SHADOW_WRITE, h_shadow_write),       OP(SHADOW_READ, h_shadow_read),
+    OP(SHADOW_FREE, h_shadow_free),
     OP(GRAPH_CREATE, h_graph_create),       OP(GRAPH_ADD_NODE, h_graph_add_node),
     OP(GRAPH_ADD_DEPS, h_graph_add_deps),   OP(GRAPH_CLONE, h_graph_clone),
     OP(GRAPH_GET_NODES, h_graph_get_nodes), OP(GRAPH_EXEC_KERNEL_SET, h_exec_kernel_set),
