@@ -226,6 +226,65 @@ static void test_async_error_and_bad_calls(void **state)
     assert_int_equal(finish(&p), 0);
 }
 
+/* One call and the result of its reply. */
+static CUresult call_result(struct peer *p, unsigned op, const uint64_t *args, size_t nargs,
+                            const void *data, size_t len)
+{
+    Rgpu__Reply *r;
+    CUresult res;
+
+    send_call(p, op, 0, args, nargs, data, len, NULL, 0);
+    r = reply(p, NULL, 0);
+    res = (CUresult)r->result;
+    rgpu__reply__free_unpacked(r, NULL);
+    return res;
+}
+
+/* The newer ops check what the wire names: unknown or mistyped handles, ranges outside a
+ * shadow, a link input without its name, a pitched copy larger than it can be; each is refused
+ * with CUDA's error and the session goes on. */
+static void test_hostile_arguments(void **state)
+{
+    struct peer p;
+    const uint64_t no_graph = (777ull << 4) | PROTO_H_GRAPH, no_node = (778ull << 4) | PROTO_H_GRAPH_NODE;
+    const uint64_t shadow = (779ull << 4) | PROTO_H_SHADOW, link = (780ull << 4) | PROTO_H_LINK;
+    uint64_t a[16] = {0};
+    static const char input[] = "no name terminator";
+
+    start_worker(&p);
+    rgpu__welcome__free_unpacked(hello(&p, PROTO_VERSION), NULL);
+    a[0] = no_graph, a[1] = no_node, a[2] = CU_GRAPH_NODE_TYPE_EMPTY;
+    assert_int_equal(call_result(&p, PROTO_OP_GRAPH_ADD_NODE, a, 16, NULL, 0), CUDA_ERROR_INVALID_HANDLE);
+    a[0] = (781ull << 4) | PROTO_H_GRAPH, a[1] = 0;
+    assert_int_equal(call_result(&p, PROTO_OP_GRAPH_CREATE, a, 2, NULL, 0), CUDA_SUCCESS);
+    a[1] = no_node, a[3] = 1; /* one dependency that does not exist */
+    assert_int_equal(call_result(&p, PROTO_OP_GRAPH_ADD_NODE, a, 16, &no_node, 8), CUDA_ERROR_INVALID_VALUE);
+    a[3] = 65; /* more dependencies than a node may have */
+    assert_int_equal(call_result(&p, PROTO_OP_GRAPH_ADD_NODE, a, 16, NULL, 0), CUDA_ERROR_INVALID_VALUE);
+    a[0] = shadow, a[1] = 4096;
+    assert_int_equal(call_result(&p, PROTO_OP_SHADOW_ALLOC, a, 2, NULL, 0), CUDA_SUCCESS);
+    a[1] = 4000, a[2] = 200, a[3] = PROTO_STREAM_NULL; /* [4000, 4200) of 4096 bytes */
+    assert_int_equal(call_result(&p, PROTO_OP_SHADOW_READ, a, 4, NULL, 0), CUDA_ERROR_INVALID_VALUE);
+    a[1] = UINT64_MAX - 8, a[2] = 16; /* wraps */
+    assert_int_equal(call_result(&p, PROTO_OP_SHADOW_READ, a, 4, NULL, 0), CUDA_ERROR_INVALID_VALUE);
+    a[0] = (782ull << 4) | PROTO_H_MEM_HANDLE, a[1] = a[2] = 0;
+    assert_int_equal(call_result(&p, PROTO_OP_MEM_CREATE, a, 3, "short", 5), CUDA_ERROR_INVALID_VALUE);
+    a[0] = 0x10000, a[1] = 1 << 21, a[2] = 0, a[3] = (783ull << 4) | PROTO_H_MEM_HANDLE, a[4] = 0;
+    assert_int_equal(call_result(&p, PROTO_OP_MEM_MAP, a, 5, NULL, 0), CUDA_ERROR_INVALID_HANDLE);
+    a[0] = (784ull << 4) | PROTO_H_MEM_POOL; /* a created pool that was never created */
+    assert_int_equal(call_result(&p, PROTO_OP_MEM_POOL_TRIM, a, 2, NULL, 0), CUDA_ERROR_INVALID_HANDLE);
+    a[0] = link, a[1] = 0;
+    assert_int_equal(call_result(&p, PROTO_OP_LINK_CREATE, a, 2, NULL, 0), CUDA_SUCCESS);
+    a[1] = CU_JIT_INPUT_PTX;
+    assert_int_equal(call_result(&p, PROTO_OP_LINK_ADD_DATA, a, 2, input, sizeof(input) - 1),
+                     CUDA_ERROR_INVALID_VALUE);
+    a[0] = 0, a[1] = alloc(&p, 4096), a[2] = 64, a[3] = 0, a[4] = 64, a[5] = 64;
+    a[6] = 1ull << 40, a[7] = PROTO_STREAM_NULL, a[8] = 0; /* 2^46 bytes of rows */
+    assert_int_equal(call_result(&p, PROTO_OP_MEMCPY_2D, a, 9, NULL, 0), CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(call_result(&p, PROTO_OP_NOP, NULL, 0, NULL, 0), CUDA_SUCCESS);
+    assert_int_equal(finish(&p), 0);
+}
+
 static void test_malformed_ends_session(void **state)
 {
     struct peer p;
@@ -512,7 +571,7 @@ int main(void)
         cmocka_unit_test(test_version_mismatch),
         cmocka_unit_test(test_copies),
         cmocka_unit_test(test_async_error_and_bad_calls),
-        cmocka_unit_test(test_malformed_ends_session),
+        cmocka_unit_test(test_hostile_arguments), cmocka_unit_test(test_malformed_ends_session),
         cmocka_unit_test(test_tenant_quota),
         cmocka_unit_test(test_parse_size),
         cmocka_unit_test(test_token_hash),
