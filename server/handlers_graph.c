@@ -68,6 +68,8 @@ static CUresult h_destroy(struct srv_session *s, struct srv_call *call)
 {
     unsigned type = call->msg->op == PROTO_OP_GRAPH_DESTROY ? PROTO_H_GRAPH : PROTO_H_GRAPH_EXEC;
 
+    if (type == PROTO_H_GRAPH)
+        srv_graph_nodes_forget(s, ARG(0)); /* its nodes go with it */
     return srv_handle_destroy(s, ARG(0), type);
 }
 

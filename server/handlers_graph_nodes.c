@@ -109,12 +109,28 @@ static CUresult h_graph_create(struct srv_session *s, struct srv_call *call)
 }
 
 /* Bind a node the driver made to a wire id; nodes belong to their graph. */
-static CUresult node_bind(struct srv_session *s, uint64_t id, CUgraphNode node)
+static CUresult node_bind(struct srv_session *s, uint64_t id, CUgraphNode node, uint64_t graph)
 {
+    struct srv_handle *h;
+
     if (PROTO_ID_TYPE(id) != PROTO_H_GRAPH_NODE || srv_handle_put(s, id, node) != RG_OK)
         return CUDA_ERROR_INVALID_HANDLE;
-    srv_handle_get(s, id, PROTO_H_GRAPH_NODE)->borrowed = true;
+    h = srv_handle_get(s, id, PROTO_H_GRAPH_NODE);
+    h->borrowed = true;
+    h->size = graph; /* node handles record their graph (srv_graph_nodes_forget) */
     return CUDA_SUCCESS;
+}
+
+void srv_graph_nodes_forget(struct srv_session *s, uint64_t graph)
+{
+    /* A deletion shifts a later entry of the probe chain into slot i: look at i again. */
+    for (size_t i = 0; i < s->handle_cap;) {
+        struct srv_handle *h = &s->handles[i];
+        if (h->id != 0 && PROTO_ID_TYPE(h->id) == PROTO_H_GRAPH_NODE && h->size == graph)
+            srv_handle_del(s, h->id);
+        else
+            i++;
+    }
 }
 
 /* Node ids in data -> driver nodes, in session scratch after `reserve` bytes. */
@@ -265,7 +281,7 @@ static CUresult h_graph_add_node(struct srv_session *s, struct srv_call *call)
     if ((res = nodes_of(s, d->data, ndeps, deps)) != CUDA_SUCCESS)
         return res;
     res = add_typed(s, call, g->real, deps, ndeps, d->data + 8 * ndeps, d->len - 8 * ndeps, &node);
-    return res == CUDA_SUCCESS ? node_bind(s, ARG(1), node) : res;
+    return res == CUDA_SUCCESS ? node_bind(s, ARG(1), node, ARG(0)) : res;
 }
 
 /* [graph, n]; data: n "from" ids, then n "to" ids. */
@@ -303,16 +319,16 @@ static CUresult h_graph_clone(struct srv_session *s, struct srv_call *call)
 }
 
 /* The wire id of a driver node, minting a server id for nodes the client never named. */
-static uint64_t node_id(struct srv_session *s, CUgraphNode node)
+static uint64_t node_id(struct srv_session *s, CUgraphNode node, uint64_t graph)
 {
     uint64_t id;
 
     for (size_t i = 0; i < s->handle_cap; i++)
         if (s->handles[i].id != 0 && PROTO_ID_TYPE(s->handles[i].id) == PROTO_H_GRAPH_NODE &&
-            s->handles[i].real == node)
+            s->handles[i].real == node && s->handles[i].size == graph)
             return s->handles[i].id;
     id = PROTO_ID_SERVER | (next_server_id++ << 4) | PROTO_H_GRAPH_NODE;
-    return node_bind(s, id, node) == CUDA_SUCCESS ? id : 0;
+    return node_bind(s, id, node, graph) == CUDA_SUCCESS ? id : 0;
 }
 
 /* [graph] -> out[n, id0, type0, id1, type1, ...] (at most 1024 nodes). */
@@ -339,7 +355,7 @@ static CUresult h_graph_get_nodes(struct srv_session *s, struct srv_call *call)
     for (size_t i = 0; i < n; i++) {
         CUgraphNodeType type = CU_GRAPH_NODE_TYPE_EMPTY;
         s->drv.cuGraphNodeGetType(nodes[i], &type);
-        call->out_ext[1 + 2 * i] = node_id(s, nodes[i]);
+        call->out_ext[1 + 2 * i] = node_id(s, nodes[i], ARG(0));
         call->out_ext[2 + 2 * i] = type;
     }
     call->nout = 1 + 2 * n;

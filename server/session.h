@@ -102,6 +102,9 @@ void srv_alloc_del(struct srv_session *s, CUdeviceptr dptr);
 CUresult srv_param_pointers(struct srv_session *s, uint64_t func_id, const void *pbuf,
                             size_t plen, void **f_p, void ***params_p);
 
+/* Drop the node handles of a graph that is being destroyed (handlers_graph_nodes.c). */
+void srv_graph_nodes_forget(struct srv_session *s, uint64_t graph);
+
 /* A do-nothing host node standing for a client host function (handlers_device.c). */
 CUresult srv_add_host_placeholder(struct srv_session *s, CUgraphNode *node, CUgraph g,
                                   const CUgraphNode *deps, size_t ndeps);
