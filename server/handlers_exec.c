@@ -11,8 +11,8 @@
 #define ARG(i) (call->msg->args[i])
 #define NAME_MAX_LEN 4096
 
-extern const srv_handler_fn srv_mem_handlers[];
-extern const size_t srv_mem_handler_count;
+/* The handler tables of the other handlers_*.c files (each op is in exactly one table). */
+extern const srv_handler_fn srv_mem_handlers[PROTO_OP_COUNT];
 extern const srv_handler_fn srv_graph_handlers[PROTO_OP_COUNT];
 extern const srv_handler_fn srv_vmm_handlers[PROTO_OP_COUNT];
 extern const srv_handler_fn srv_graph_node_handlers[PROTO_OP_COUNT];
@@ -24,6 +24,7 @@ extern const srv_handler_fn srv_device_handlers[PROTO_OP_COUNT];
 extern const srv_handler_fn srv_module_names_handlers[PROTO_OP_COUNT];
 extern const srv_handler_fn srv_array_handlers[PROTO_OP_COUNT];
 extern const srv_handler_fn srv_rdma_copy_handlers[PROTO_OP_COUNT];
+
 
 static void *handle_real(struct srv_session *s, uint64_t id, unsigned type)
 {
@@ -673,31 +674,18 @@ const uint8_t srv_min_args[PROTO_OP_COUNT] = {
 
 srv_handler_fn srv_handler(unsigned op)
 {
+    static const srv_handler_fn *const tables[] = {
+        exec_handlers,           srv_mem_handlers,          srv_graph_handlers,
+        srv_vmm_handlers,        srv_graph_node_handlers,   srv_memcpy_2d_handlers,
+        srv_link_handlers,       srv_status_handlers,       srv_stream_attr_handlers,
+        srv_device_handlers,     srv_module_names_handlers, srv_array_handlers,
+        srv_rdma_copy_handlers,
+    };
+
     if (op >= PROTO_OP_COUNT)
         return NULL;
-    if (op < srv_mem_handler_count && srv_mem_handlers[op] != NULL)
-        return srv_mem_handlers[op];
-    if (srv_graph_handlers[op] != NULL)
-        return srv_graph_handlers[op];
-    if (srv_vmm_handlers[op] != NULL)
-        return srv_vmm_handlers[op];
-    if (srv_graph_node_handlers[op] != NULL)
-        return srv_graph_node_handlers[op];
-    if (srv_memcpy_2d_handlers[op] != NULL)
-        return srv_memcpy_2d_handlers[op];
-    if (srv_link_handlers[op] != NULL)
-        return srv_link_handlers[op];
-    if (srv_status_handlers[op] != NULL)
-        return srv_status_handlers[op];
-    if (srv_stream_attr_handlers[op] != NULL)
-        return srv_stream_attr_handlers[op];
-    if (srv_device_handlers[op] != NULL)
-        return srv_device_handlers[op];
-    if (srv_module_names_handlers[op] != NULL)
-        return srv_module_names_handlers[op];
-    if (srv_array_handlers[op] != NULL)
-        return srv_array_handlers[op];
-    if (srv_rdma_copy_handlers[op] != NULL)
-        return srv_rdma_copy_handlers[op];
-    return exec_handlers[op];
+    for (size_t i = 0; i < sizeof(tables) / sizeof(tables[0]); i++)
+        if (tables[i][op] != NULL)
+            return tables[i][op];
+    return NULL;
 }

@@ -291,7 +291,7 @@ static CUresult h_mem_free_async(struct srv_session *s, struct srv_call *call)
 }
 
 /* Registered into the dispatch table by handlers_exec.c. */
-const srv_handler_fn srv_mem_handlers[] = {
+const srv_handler_fn srv_mem_handlers[PROTO_OP_COUNT] = {
     [PROTO_OP_MEM_ALLOC] = h_mem_alloc,         [PROTO_OP_MEM_ALLOC_PITCH] = h_mem_alloc_pitch,
     [PROTO_OP_MEM_FREE] = h_mem_free,           [PROTO_OP_MEM_GET_INFO] = h_mem_get_info,
     [PROTO_OP_MEMCPY_HTOD] = h_memcpy_htod,     [PROTO_OP_MEMCPY_DTOH] = h_memcpy_dtoh,
@@ -299,4 +299,3 @@ const srv_handler_fn srv_mem_handlers[] = {
     [PROTO_OP_MEMSET_2D] = h_memset_2d,         [PROTO_OP_MEM_ALLOC_ASYNC] = h_mem_alloc_async,
     [PROTO_OP_MEM_FREE_ASYNC] = h_mem_free_async,
 };
-const size_t srv_mem_handler_count = sizeof(srv_mem_handlers) / sizeof(srv_mem_handlers[0]);
