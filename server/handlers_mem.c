@@ -47,12 +47,7 @@ static CUresult h_mem_alloc(struct srv_session *s, struct srv_call *call)
     if (!srv_quota_allows(s, ARG(0)))
         return CUDA_ERROR_OUT_OF_MEMORY;
     res = s->drv.cuMemAlloc(&d, ARG(0));
-
-    if (res == CUDA_SUCCESS) {
-        srv_alloc_add(s, d, ARG(0));
-        call->out[call->nout++] = d;
-    }
-    return res;
+    return srv_alloc_answer(s, call, res, d, ARG(0));
 }
 
 static CUresult h_mem_alloc_pitch(struct srv_session *s, struct srv_call *call)
@@ -270,11 +265,7 @@ static CUresult h_mem_alloc_async(struct srv_session *s, struct srv_call *call)
     if (!srv_quota_allows(s, ARG(0)))
         return CUDA_ERROR_OUT_OF_MEMORY;
     res = s->drv.cuMemAllocAsync(&d, ARG(0), st);
-    if (res == CUDA_SUCCESS) {
-        srv_alloc_add(s, d, ARG(0));
-        call->out[call->nout++] = d;
-    }
-    return res;
+    return srv_alloc_answer(s, call, res, d, ARG(0));
 }
 
 static CUresult h_mem_free_async(struct srv_session *s, struct srv_call *call)

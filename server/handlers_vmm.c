@@ -250,11 +250,7 @@ static CUresult h_alloc_from_pool(struct srv_session *s, struct srv_call *call)
     if (!srv_quota_allows(s, ARG(0)))
         return CUDA_ERROR_OUT_OF_MEMORY;
     res = s->drv.cuMemAllocFromPoolAsync(&d, ARG(0), pool, st);
-    if (res == CUDA_SUCCESS) {
-        srv_alloc_add(s, d, ARG(0));
-        call->out[call->nout++] = d;
-    }
-    return res;
+    return srv_alloc_answer(s, call, res, d, ARG(0));
 }
 
 static CUresult h_set_device_pool(struct srv_session *s, struct srv_call *call)

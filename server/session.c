@@ -130,6 +130,16 @@ void srv_alloc_add(struct srv_session *s, CUdeviceptr dptr, size_t size)
     s->allocs[s->nallocs++] = (struct srv_alloc){dptr, size};
 }
 
+CUresult srv_alloc_answer(struct srv_session *s, struct srv_call *call, CUresult res,
+                          CUdeviceptr d, size_t size)
+{
+    if (res == CUDA_SUCCESS) {
+        srv_alloc_add(s, d, size);
+        call->out[call->nout++] = d;
+    }
+    return res;
+}
+
 void srv_alloc_del(struct srv_session *s, CUdeviceptr dptr)
 {
     for (size_t i = 0; i < s->nallocs; i++) {

@@ -96,6 +96,9 @@ void srv_quota_release(struct srv_session *s, uint64_t size);
 /* Allocation table (device pointers freed by cuMemFree at teardown). */
 void srv_alloc_add(struct srv_session *s, CUdeviceptr dptr, size_t size);
 void srv_alloc_del(struct srv_session *s, CUdeviceptr dptr);
+/* After an allocation call returned res: on success record d (size bytes) and answer it. */
+CUresult srv_alloc_answer(struct srv_session *s, struct srv_call *call, CUresult res,
+                          CUdeviceptr d, size_t size);
 
 /* Kernel parameters: the function or kernel func_id (its real handle in *f_p) and the packed
  * buffer pbuf of plen bytes (copied into session scratch) as a kernelParams array. */
