@@ -62,12 +62,8 @@ static CUresult h_ctx_create(struct srv_session *s, struct srv_call *call)
     if (ARG(2) >= (uint64_t)s->ndevices)
         return CUDA_ERROR_INVALID_DEVICE;
     res = s->drv.cuCtxCreate(&ctx, NULL, (unsigned)ARG(1), s->devices[ARG(2)]);
-    if (res != CUDA_SUCCESS)
+    if ((res = srv_handle_adopt(s, ARG(0), PROTO_H_CTX, res, ctx)) != CUDA_SUCCESS)
         return res;
-    if ((res = bind_new(s, ARG(0), PROTO_H_CTX, ctx)) != CUDA_SUCCESS) {
-        s->drv.cuCtxDestroy(ctx);
-        return res;
-    }
     srv_handle_get(s, ARG(0), PROTO_H_CTX)->size = ARG(2); /* its device, for the gate */
     s->current_ctx = ARG(0);
     return CUDA_SUCCESS;
@@ -170,8 +166,7 @@ static CUresult h_module_load(struct srv_session *s, struct srv_call *call)
     before = mem_free_now(s);
     res = s->drv.cuModuleLoadData(&mod, image);
     srv_image_release(s, call, image, len, res == CUDA_SUCCESS);
-    if (res == CUDA_SUCCESS && (res = bind_new(s, ARG(0), PROTO_H_MODULE, mod)) != CUDA_SUCCESS)
-        s->drv.cuModuleUnload(mod);
+    res = srv_handle_adopt(s, ARG(0), PROTO_H_MODULE, res, mod);
     return res == CUDA_SUCCESS ? module_charge(s, ARG(0), PROTO_H_MODULE, before) : res;
 }
 
@@ -187,8 +182,7 @@ static CUresult h_library_load(struct srv_session *s, struct srv_call *call)
     before = mem_free_now(s);
     res = s->drv.cuLibraryLoadData(&lib, image, NULL, NULL, 0, NULL, NULL, 0);
     srv_image_release(s, call, image, len, res == CUDA_SUCCESS);
-    if (res == CUDA_SUCCESS && (res = bind_new(s, ARG(0), PROTO_H_LIBRARY, lib)) != CUDA_SUCCESS)
-        s->drv.cuLibraryUnload(lib);
+    res = srv_handle_adopt(s, ARG(0), PROTO_H_LIBRARY, res, lib);
     return res == CUDA_SUCCESS ? module_charge(s, ARG(0), PROTO_H_LIBRARY, before) : res;
 }
 
@@ -456,9 +450,7 @@ static CUresult h_stream_create(struct srv_session *s, struct srv_call *call)
     CUstream st;
     CUresult res = s->drv.cuStreamCreateWithPriority(&st, (unsigned)ARG(1), (int)(int64_t)ARG(2));
 
-    if (res == CUDA_SUCCESS && (res = bind_new(s, ARG(0), PROTO_H_STREAM, st)) != CUDA_SUCCESS)
-        s->drv.cuStreamDestroy(st);
-    return res;
+    return srv_handle_adopt(s, ARG(0), PROTO_H_STREAM, res, st);
 }
 
 static CUresult h_stream_destroy(struct srv_session *s, struct srv_call *call)
@@ -491,9 +483,7 @@ static CUresult h_event_create(struct srv_session *s, struct srv_call *call)
     CUevent ev;
     CUresult res = s->drv.cuEventCreate(&ev, (unsigned)ARG(1));
 
-    if (res == CUDA_SUCCESS && (res = bind_new(s, ARG(0), PROTO_H_EVENT, ev)) != CUDA_SUCCESS)
-        s->drv.cuEventDestroy(ev);
-    return res;
+    return srv_handle_adopt(s, ARG(0), PROTO_H_EVENT, res, ev);
 }
 
 static CUresult h_event_destroy(struct srv_session *s, struct srv_call *call)

@@ -24,11 +24,7 @@ static CUresult h_end_capture(struct srv_session *s, struct srv_call *call)
     if (!srv_stream(s, ARG(0), &st) || PROTO_ID_TYPE(ARG(1)) != PROTO_H_GRAPH)
         return CUDA_ERROR_INVALID_HANDLE;
     res = s->drv.cuStreamEndCapture(st, &g);
-    if (res == CUDA_SUCCESS && srv_handle_put(s, ARG(1), g) != RG_OK) {
-        s->drv.cuGraphDestroy(g);
-        res = CUDA_ERROR_INVALID_HANDLE;
-    }
-    return res;
+    return srv_handle_adopt(s, ARG(1), PROTO_H_GRAPH, res, g);
 }
 
 static CUresult h_instantiate(struct srv_session *s, struct srv_call *call)
@@ -40,11 +36,7 @@ static CUresult h_instantiate(struct srv_session *s, struct srv_call *call)
     if (g == NULL || PROTO_ID_TYPE(ARG(0)) != PROTO_H_GRAPH_EXEC)
         return CUDA_ERROR_INVALID_HANDLE;
     res = s->drv.cuGraphInstantiateWithFlags(&exec, g->real, ARG(2));
-    if (res == CUDA_SUCCESS && srv_handle_put(s, ARG(0), exec) != RG_OK) {
-        s->drv.cuGraphExecDestroy(exec);
-        res = CUDA_ERROR_INVALID_HANDLE;
-    }
-    return res;
+    return srv_handle_adopt(s, ARG(0), PROTO_H_GRAPH_EXEC, res, exec);
 }
 
 static CUresult h_launch_upload(struct srv_session *s, struct srv_call *call)

@@ -27,12 +27,8 @@ static CUresult h_shadow_alloc(struct srv_session *s, struct srv_call *call)
     s->drv.cuThreadExchangeStreamCaptureMode(&mode);
     res = s->drv.cuMemHostAlloc(&p, ARG(1), CU_MEMHOSTALLOC_PORTABLE);
     s->drv.cuThreadExchangeStreamCaptureMode(&mode);
-    if (res != CUDA_SUCCESS)
+    if ((res = srv_handle_adopt(s, ARG(0), PROTO_H_SHADOW, res, p)) != CUDA_SUCCESS)
         return res;
-    if (srv_handle_put(s, ARG(0), p) != RG_OK) {
-        s->drv.cuMemFreeHost(p);
-        return CUDA_ERROR_INVALID_HANDLE;
-    }
     srv_handle_get(s, ARG(0), PROTO_H_SHADOW)->size = ARG(1);
     return CUDA_SUCCESS;
 }
@@ -101,11 +97,7 @@ static CUresult h_graph_create(struct srv_session *s, struct srv_call *call)
     if (PROTO_ID_TYPE(ARG(0)) != PROTO_H_GRAPH)
         return CUDA_ERROR_INVALID_HANDLE;
     res = s->drv.cuGraphCreate(&g, (unsigned)ARG(1));
-    if (res == CUDA_SUCCESS && srv_handle_put(s, ARG(0), g) != RG_OK) {
-        s->drv.cuGraphDestroy(g);
-        res = CUDA_ERROR_INVALID_HANDLE;
-    }
-    return res;
+    return srv_handle_adopt(s, ARG(0), PROTO_H_GRAPH, res, g);
 }
 
 /* Bind a node the driver made to a wire id; nodes belong to their graph. */
@@ -311,11 +303,7 @@ static CUresult h_graph_clone(struct srv_session *s, struct srv_call *call)
     if (g == NULL || PROTO_ID_TYPE(ARG(0)) != PROTO_H_GRAPH)
         return CUDA_ERROR_INVALID_HANDLE;
     res = s->drv.cuGraphClone(&clone, g->real);
-    if (res == CUDA_SUCCESS && srv_handle_put(s, ARG(0), clone) != RG_OK) {
-        s->drv.cuGraphDestroy(clone);
-        res = CUDA_ERROR_INVALID_HANDLE;
-    }
-    return res;
+    return srv_handle_adopt(s, ARG(0), PROTO_H_GRAPH, res, clone);
 }
 
 /* The wire id of a driver node, minting a server id for nodes the client never named. */

@@ -61,11 +61,7 @@ static CUresult h_link_create(struct srv_session *s, struct srv_call *call)
         free(l);
         return res;
     }
-    if (srv_handle_put(s, ARG(0), l) != RG_OK) {
-        srv_link_free(s, l);
-        return CUDA_ERROR_INVALID_HANDLE;
-    }
-    return CUDA_SUCCESS;
+    return srv_handle_adopt(s, ARG(0), PROTO_H_LINK, res, l);
 }
 
 /* The logs as reply data: info text, NUL, error text, NUL (in session scratch). */

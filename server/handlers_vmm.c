@@ -69,10 +69,7 @@ static CUresult h_create(struct srv_session *s, struct srv_call *call)
     if (!srv_quota_charge(s, ARG(1)))
         return CUDA_ERROR_OUT_OF_MEMORY;
     res = s->drv.cuMemCreate(&mh, ARG(1), &prop, ARG(2));
-    if (res == CUDA_SUCCESS && srv_handle_put(s, ARG(0), (void *)(uintptr_t)mh) != RG_OK) {
-        s->drv.cuMemRelease(mh);
-        res = CUDA_ERROR_INVALID_HANDLE;
-    }
+    res = srv_handle_adopt(s, ARG(0), PROTO_H_MEM_HANDLE, res, (void *)(uintptr_t)mh);
     if (res != CUDA_SUCCESS) {
         srv_quota_release(s, ARG(1));
         return res;
@@ -172,11 +169,7 @@ static CUresult h_pool_create(struct srv_session *s, struct srv_call *call)
     if (!location_map(s, &props.location))
         return CUDA_ERROR_INVALID_DEVICE;
     res = s->drv.cuMemPoolCreate(&pool, &props);
-    if (res == CUDA_SUCCESS && srv_handle_put(s, ARG(0), pool) != RG_OK) {
-        s->drv.cuMemPoolDestroy(pool);
-        res = CUDA_ERROR_INVALID_HANDLE;
-    }
-    return res;
+    return srv_handle_adopt(s, ARG(0), PROTO_H_MEM_POOL, res, pool);
 }
 
 static CUresult h_pool_destroy(struct srv_session *s, struct srv_call *call)

@@ -241,6 +241,17 @@ CUresult srv_handle_destroy(struct srv_session *s, uint64_t id, unsigned type)
     return destroy_real(s, type, real);
 }
 
+CUresult srv_handle_adopt(struct srv_session *s, uint64_t id, unsigned type, CUresult res,
+                          void *real)
+{
+    if (res != CUDA_SUCCESS)
+        return res;
+    if (PROTO_ID_TYPE(id) == type && srv_handle_put(s, id, real) == RG_OK)
+        return CUDA_SUCCESS;
+    destroy_real(s, type, real);
+    return CUDA_ERROR_INVALID_HANDLE;
+}
+
 /* Destroy every object of one type (streams and events before modules, contexts last). */
 static void teardown_type(struct srv_session *s, unsigned type)
 {

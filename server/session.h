@@ -85,6 +85,11 @@ void srv_handle_del(struct srv_session *s, uint64_t id);
 /* Drop the handle id of that type and destroy its object with the matching driver call
  * (CUDA_ERROR_INVALID_HANDLE if there is none). */
 CUresult srv_handle_destroy(struct srv_session *s, uint64_t id, unsigned type);
+/* After a driver call that made real for the client's id returned res: bind it (CUDA_SUCCESS),
+ * or, when the id is not of that type or already bound, destroy it with the matching driver call
+ * (CUDA_ERROR_INVALID_HANDLE); a failed res is returned as it is. */
+CUresult srv_handle_adopt(struct srv_session *s, uint64_t id, unsigned type, CUresult res,
+                          void *real);
 
 /* Memory quota. Every allocation path charges through srv_quota_charge (or srv_alloc_add,
  * which charges) and gives back through srv_quota_release (or srv_alloc_del);
