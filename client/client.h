@@ -75,6 +75,10 @@ struct cli_call {
 /* Send and wait for the reply; returns the call's CUresult, or a pending asynchronous error,
  * or CUDA_ERROR_DEVICE_UNAVAILABLE when the server is gone. */
 CUresult cli_call_sync(struct cli_call *call);
+/* A synchronous call in the current context with at most one output value (out may be NULL;
+ * CUDA_ERROR_UNKNOWN when the reply lacks it). */
+CUresult cli_call_simple(unsigned op, unsigned nargs, const uint64_t *args, const void *data,
+                         size_t len, uint64_t *out);
 /* Send without waiting (PROTO_FLAG_NOREPLY); failures come back at the next synchronous call. */
 CUresult cli_call_async(struct cli_call *call);
 /* Send a call whose reply data (len bytes) is written to dst when it arrives, later, while the

@@ -24,8 +24,7 @@ static struct cli_pool *default_pool(int dev)
 
     pthread_mutex_lock(&pool_lock);
     if (p->h.magic != CLI_HANDLE_MAGIC) {
-        p->h = (struct cli_handle){PROTO_DEFAULT_POOL_ID(dev), PROTO_H_MEM_POOL,
-                                   CLI_HANDLE_MAGIC};
+        p->h = (struct cli_handle){PROTO_DEFAULT_POOL_ID(dev), PROTO_H_MEM_POOL, CLI_HANDLE_MAGIC};
         p->device = dev;
     }
     pthread_mutex_unlock(&pool_lock);
@@ -35,21 +34,6 @@ static struct cli_pool *default_pool(int dev)
 static bool device_ok(CUdevice dev)
 {
     return cli_initialized() && dev >= 0 && dev < cli_device_count() && dev < MAX_POOL_DEVICES;
-}
-
-static CUresult pool_call(unsigned op, unsigned nargs, uint64_t a0, uint64_t a1, uint64_t a2,
-                          const void *data, size_t len, uint64_t *out)
-{
-    struct cli_call call = {.op = op, .nargs = nargs, .args = {a0, a1, a2}, .data = data,
-                            .data_len = len, .out = out, .out_cap = out ? 1 : 0};
-    CUresult res = cli_need_ctx();
-
-    if (res != CUDA_SUCCESS)
-        return res;
-    res = cli_call_sync(&call);
-    if (res == CUDA_SUCCESS && out != NULL && call.nout < 1)
-        res = CUDA_ERROR_UNKNOWN;
-    return res;
 }
 
 CLI_EXPORT CUresult cuDeviceGetDefaultMemPool(CUmemoryPool *pool, CUdevice dev)
@@ -86,7 +70,8 @@ CLI_EXPORT CUresult cuDeviceSetMemPool(CUdevice dev, CUmemoryPool pool)
         return cli_initialized() ? CUDA_ERROR_INVALID_DEVICE : CUDA_ERROR_NOT_INITIALIZED;
     if (p == NULL || p->device != dev)
         return CUDA_ERROR_INVALID_VALUE;
-    res = pool_call(PROTO_OP_DEVICE_SET_MEM_POOL, 2, (uint64_t)dev, p->h.id, 0, NULL, 0, NULL);
+    res = cli_call_simple(PROTO_OP_DEVICE_SET_MEM_POOL, 2,
+                          (const uint64_t[]){(uint64_t)dev, p->h.id}, NULL, 0, NULL);
     if (res == CUDA_SUCCESS) {
         pthread_mutex_lock(&pool_lock);
         current_pools[dev] = p;
@@ -108,7 +93,8 @@ CLI_EXPORT CUresult cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *pr
         return CUDA_ERROR_OUT_OF_MEMORY;
     cli_handle_init(&p->h, PROTO_H_MEM_POOL);
     p->device = props->location.type == CU_MEM_LOCATION_TYPE_DEVICE ? props->location.id : -1;
-    res = pool_call(PROTO_OP_MEM_POOL_CREATE, 1, p->h.id, 0, 0, props, sizeof(*props), NULL);
+    res = cli_call_simple(PROTO_OP_MEM_POOL_CREATE, 1, (const uint64_t[]){p->h.id}, props,
+                          sizeof(*props), NULL);
     if (res != CUDA_SUCCESS) {
         free(p);
         return res;
@@ -124,7 +110,7 @@ CLI_EXPORT CUresult cuMemPoolDestroy(CUmemoryPool pool)
 
     if (p == NULL || (p >= default_pools && p < default_pools + MAX_POOL_DEVICES))
         return CUDA_ERROR_INVALID_VALUE;
-    res = pool_call(PROTO_OP_MEM_POOL_DESTROY, 1, p->h.id, 0, 0, NULL, 0, NULL);
+    res = cli_call_simple(PROTO_OP_MEM_POOL_DESTROY, 1, (const uint64_t[]){p->h.id}, NULL, 0, NULL);
     if (res != CUDA_SUCCESS)
         return res;
     pthread_mutex_lock(&pool_lock);
@@ -143,8 +129,7 @@ static bool attr_is_int(CUmemPool_attribute attr)
            attr == CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES;
 }
 
-CLI_EXPORT CUresult cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute attr,
-                                          void *value)
+CLI_EXPORT CUresult cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value)
 {
     struct cli_pool *p = cli_handle_check(pool, PROTO_H_MEM_POOL);
     uint64_t v;
@@ -152,11 +137,11 @@ CLI_EXPORT CUresult cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute
     if (p == NULL || value == NULL)
         return CUDA_ERROR_INVALID_VALUE;
     v = attr_is_int(attr) ? (uint64_t)(int64_t) * (int *)value : *(cuuint64_t *)value;
-    return pool_call(PROTO_OP_MEM_POOL_SET_ATTR, 3, p->h.id, attr, v, NULL, 0, NULL);
+    return cli_call_simple(PROTO_OP_MEM_POOL_SET_ATTR, 3, (const uint64_t[]){p->h.id, attr, v},
+                           NULL, 0, NULL);
 }
 
-CLI_EXPORT CUresult cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute attr,
-                                          void *value)
+CLI_EXPORT CUresult cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value)
 {
     struct cli_pool *p = cli_handle_check(pool, PROTO_H_MEM_POOL);
     uint64_t v;
@@ -164,7 +149,8 @@ CLI_EXPORT CUresult cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute
 
     if (p == NULL || value == NULL)
         return CUDA_ERROR_INVALID_VALUE;
-    res = pool_call(PROTO_OP_MEM_POOL_GET_ATTR, 2, p->h.id, attr, 0, NULL, 0, &v);
+    res = cli_call_simple(PROTO_OP_MEM_POOL_GET_ATTR, 2, (const uint64_t[]){p->h.id, attr}, NULL, 0,
+                          &v);
     if (res != CUDA_SUCCESS)
         return res;
     if (attr_is_int(attr))
@@ -180,22 +166,22 @@ CLI_EXPORT CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t min_keep)
 
     if (p == NULL)
         return CUDA_ERROR_INVALID_VALUE;
-    return pool_call(PROTO_OP_MEM_POOL_TRIM, 2, p->h.id, min_keep, 0, NULL, 0, NULL);
+    return cli_call_simple(PROTO_OP_MEM_POOL_TRIM, 2, (const uint64_t[]){p->h.id, min_keep}, NULL,
+                           0, NULL);
 }
 
-CLI_EXPORT CUresult cuMemPoolSetAccess(CUmemoryPool pool, const CUmemAccessDesc *map,
-                                       size_t count)
+CLI_EXPORT CUresult cuMemPoolSetAccess(CUmemoryPool pool, const CUmemAccessDesc *map, size_t count)
 {
     struct cli_pool *p = cli_handle_check(pool, PROTO_H_MEM_POOL);
 
     if (p == NULL || map == NULL || count == 0 || count > 64)
         return CUDA_ERROR_INVALID_VALUE;
-    return pool_call(PROTO_OP_MEM_POOL_SET_ACCESS, 1, p->h.id, 0, 0, map,
-                     count * sizeof(*map), NULL);
+    return cli_call_simple(PROTO_OP_MEM_POOL_SET_ACCESS, 1, (const uint64_t[]){p->h.id}, map,
+                           count * sizeof(*map), NULL);
 }
 
-static CUresult alloc_from_pool(CUdeviceptr *dptr, size_t size, CUmemoryPool pool,
-                                CUstream stream, bool per_thread)
+static CUresult alloc_from_pool(CUdeviceptr *dptr, size_t size, CUmemoryPool pool, CUstream stream,
+                                bool per_thread)
 {
     struct cli_pool *p = cli_handle_check(pool, PROTO_H_MEM_POOL);
     uint64_t sid, out;
@@ -205,7 +191,8 @@ static CUresult alloc_from_pool(CUdeviceptr *dptr, size_t size, CUmemoryPool poo
         return CUDA_ERROR_INVALID_VALUE;
     if (!cli_stream_id(stream, per_thread, &sid))
         return CUDA_ERROR_INVALID_HANDLE;
-    res = pool_call(PROTO_OP_MEM_ALLOC_FROM_POOL, 3, size, p->h.id, sid, NULL, 0, &out);
+    res = cli_call_simple(PROTO_OP_MEM_ALLOC_FROM_POOL, 3, (const uint64_t[]){size, p->h.id, sid},
+                          NULL, 0, &out);
     if (res == CUDA_SUCCESS) {
         mem_map_add(MEM_DEVICE, (uintptr_t)out, size, cli_ctx_current(), 0);
         *dptr = (CUdeviceptr)out;
@@ -213,8 +200,7 @@ static CUresult alloc_from_pool(CUdeviceptr *dptr, size_t size, CUmemoryPool poo
     return res;
 }
 
-CLI_EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr *d, size_t n, CUmemoryPool pool,
-                                            CUstream s)
+CLI_EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr *d, size_t n, CUmemoryPool pool, CUstream s)
 {
     return alloc_from_pool(d, n, pool, s, false);
 }

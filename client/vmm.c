@@ -51,22 +51,6 @@ static struct vmm_alloc *alloc_find(uint64_t id)
     return NULL;
 }
 
-static CUresult sync_call(unsigned op, unsigned nargs, const uint64_t *args, const void *data,
-                          size_t len, uint64_t *out)
-{
-    struct cli_call call = {.op = op, .nargs = nargs, .data = data, .data_len = len,
-                            .out = out, .out_cap = out ? 1 : 0};
-    CUresult res = cli_need_ctx();
-
-    if (res != CUDA_SUCCESS)
-        return res;
-    memcpy(call.args, args, nargs * sizeof(*args));
-    res = cli_call_sync(&call);
-    if (res == CUDA_SUCCESS && out != NULL && call.nout < 1)
-        res = CUDA_ERROR_UNKNOWN;
-    return res;
-}
-
 CLI_EXPORT CUresult cuMemGetAllocationGranularity(size_t *g, const CUmemAllocationProp *prop,
                                                   CUmemAllocationGranularity_flags option)
 {
@@ -75,7 +59,7 @@ CLI_EXPORT CUresult cuMemGetAllocationGranularity(size_t *g, const CUmemAllocati
 
     if (g == NULL || prop == NULL)
         return CUDA_ERROR_INVALID_VALUE;
-    res = sync_call(PROTO_OP_MEM_GET_GRANULARITY, 1, args, prop, sizeof(*prop), &out);
+    res = cli_call_simple(PROTO_OP_MEM_GET_GRANULARITY, 1, args, prop, sizeof(*prop), &out);
     if (res == CUDA_SUCCESS)
         *g = (size_t)out;
     return res;
@@ -89,7 +73,7 @@ CLI_EXPORT CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t al
 
     if (ptr == NULL || size == 0)
         return CUDA_ERROR_INVALID_VALUE;
-    res = sync_call(PROTO_OP_MEM_ADDRESS_RESERVE, 4, args, NULL, 0, &out);
+    res = cli_call_simple(PROTO_OP_MEM_ADDRESS_RESERVE, 4, args, NULL, 0, &out);
     if (res == CUDA_SUCCESS)
         *ptr = (CUdeviceptr)out;
     return res;
@@ -99,7 +83,7 @@ CLI_EXPORT CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size)
 {
     uint64_t args[2] = {ptr, size};
 
-    return sync_call(PROTO_OP_MEM_ADDRESS_FREE, 2, args, NULL, 0, NULL);
+    return cli_call_simple(PROTO_OP_MEM_ADDRESS_FREE, 2, args, NULL, 0, NULL);
 }
 
 CLI_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
@@ -113,7 +97,7 @@ CLI_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t siz
         return CUDA_ERROR_INVALID_VALUE;
     cli_handle_init(&h, PROTO_H_MEM_HANDLE);
     args[0] = h.id, args[1] = size, args[2] = flags;
-    res = sync_call(PROTO_OP_MEM_CREATE, 3, args, prop, sizeof(*prop), NULL);
+    res = cli_call_simple(PROTO_OP_MEM_CREATE, 3, args, prop, sizeof(*prop), NULL);
     if (res != CUDA_SUCCESS)
         return res;
     pthread_mutex_lock(&vmm_lock);
@@ -139,14 +123,14 @@ CLI_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
     pthread_mutex_unlock(&vmm_lock);
     if (a == NULL)
         return CUDA_ERROR_INVALID_VALUE;
-    return last ? sync_call(PROTO_OP_MEM_RELEASE, 1, args, NULL, 0, NULL) : CUDA_SUCCESS;
+    return last ? cli_call_simple(PROTO_OP_MEM_RELEASE, 1, args, NULL, 0, NULL) : CUDA_SUCCESS;
 }
 
 CLI_EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
                              CUmemGenericAllocationHandle handle, unsigned long long flags)
 {
     uint64_t args[5] = {ptr, size, offset, handle, flags};
-    CUresult res = sync_call(PROTO_OP_MEM_MAP, 5, args, NULL, 0, NULL);
+    CUresult res = cli_call_simple(PROTO_OP_MEM_MAP, 5, args, NULL, 0, NULL);
 
     if (res != CUDA_SUCCESS)
         return res;
@@ -161,7 +145,7 @@ CLI_EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
 CLI_EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
 {
     uint64_t args[2] = {ptr, size};
-    CUresult res = sync_call(PROTO_OP_MEM_UNMAP, 2, args, NULL, 0, NULL);
+    CUresult res = cli_call_simple(PROTO_OP_MEM_UNMAP, 2, args, NULL, 0, NULL);
 
     if (res != CUDA_SUCCESS)
         return res;
@@ -185,7 +169,7 @@ CLI_EXPORT CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAcce
 
     if (desc == NULL || count == 0 || count > 64)
         return CUDA_ERROR_INVALID_VALUE;
-    return sync_call(PROTO_OP_MEM_SET_ACCESS, 2, args, desc, count * sizeof(*desc), NULL);
+    return cli_call_simple(PROTO_OP_MEM_SET_ACCESS, 2, args, desc, count * sizeof(*desc), NULL);
 }
 
 CLI_EXPORT CUresult cuMemGetAccess(unsigned long long *flags, const CUmemLocation *location,
@@ -196,7 +180,7 @@ CLI_EXPORT CUresult cuMemGetAccess(unsigned long long *flags, const CUmemLocatio
 
     if (flags == NULL || location == NULL)
         return CUDA_ERROR_INVALID_VALUE;
-    res = sync_call(PROTO_OP_MEM_GET_ACCESS, 1, args, location, sizeof(*location), &out);
+    res = cli_call_simple(PROTO_OP_MEM_GET_ACCESS, 1, args, location, sizeof(*location), &out);
     if (res == CUDA_SUCCESS)
         *flags = out;
     return res;
