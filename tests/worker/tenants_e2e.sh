@@ -67,7 +67,7 @@ PIDS+=("$SERVER_PID")
 wait_for "$WORK/server.log" "metrics on http" || exit 1
 
 # alpha holds 64 MiB; a second alpha session breaches max_sessions = 1.
-as alpha alpha-secret "$HOLD" 64 8 >"$WORK/alpha1.out" 2>&1 &
+as alpha alpha-secret "$HOLD" 64 20 >"$WORK/alpha1.out" 2>&1 &
 A1=$!
 PIDS+=("$A1")
 wait_for "$WORK/alpha1.out" ready || exit 1
