@@ -75,6 +75,10 @@ struct cli_call {
 /* Send and wait for the reply; returns the call's CUresult, or a pending asynchronous error,
  * or CUDA_ERROR_DEVICE_UNAVAILABLE when the server is gone. */
 CUresult cli_call_sync(struct cli_call *call);
+/* RGPU_STATS=1 (client/call_stats.c): calls on the wire per operation, printed at exit.
+ * cli_stats_now_us is 0 when the statistics are off. */
+double cli_stats_now_us(void);
+void cli_stats_count(unsigned op, bool sync, double since_us);
 /* A synchronous call in the current context with at most one output value (out may be NULL;
  * CUDA_ERROR_UNKNOWN when the reply lacks it). */
 CUresult cli_call_simple(unsigned op, unsigned nargs, const uint64_t *args, const void *data,

@@ -646,12 +646,14 @@ CUresult cli_call_simple(unsigned op, unsigned nargs, const uint64_t *args, cons
 CUresult cli_call_sync(struct cli_call *call)
 {
     CUresult res, result = CUDA_SUCCESS;
+    double since = cli_stats_now_us();
     uint64_t id = 0;
 
     pthread_mutex_lock(&sess.lock);
     res = send_call(call, 0, &id);
     if (res == CUDA_SUCCESS)
         res = wait_reply(call, id, &result);
+    cli_stats_count(call->op, true, since);
     if (res == CUDA_SUCCESS) {
         res = result;
         if (res != CUDA_SUCCESS)
@@ -673,6 +675,7 @@ CUresult cli_call_async(struct cli_call *call)
 
     pthread_mutex_lock(&sess.lock);
     res = send_call(call, PROTO_FLAG_NOREPLY, &id);
+    cli_stats_count(call->op, false, 0);
     pthread_mutex_unlock(&sess.lock);
     return res;
 }
@@ -699,6 +702,7 @@ CUresult cli_call_deferred(struct cli_call *call, void *dst, size_t len)
 
     pthread_mutex_lock(&sess.lock);
     res = send_call(call, 0, &id);
+    cli_stats_count(call->op, false, 0);
     if (res == CUDA_SUCCESS && !deferred_push(id, dst, len)) {
         /* No room to remember it: wait for it now instead. */
         call->rdata = dst;
@@ -717,10 +721,13 @@ CUresult cli_session_fence(void)
     CUresult res, result = CUDA_SUCCESS;
     uint64_t id = 0;
 
+    double since = cli_stats_now_us();
+
     pthread_mutex_lock(&sess.lock);
     res = sess.said_bye ? CUDA_ERROR_DEINITIALIZED : send_call(&call, 0, &id);
     if (res == CUDA_SUCCESS)
         res = wait_reply(&call, id, &result);
+    cli_stats_count(call.op, true, since);
     pthread_mutex_unlock(&sess.lock);
     return res;
 }

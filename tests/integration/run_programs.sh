@@ -72,6 +72,15 @@ else
     fail "LD_PRELOAD or rgpu run"
 fi
 
+# RGPU_STATS=1 counts the calls on the wire: vadd's launch went asynchronously, its frees waited.
+RGPU_STATS=1 timeout 60 "$PROGS/vadd_shared" >/dev/null 2>"$WORK/stats.err"
+if grep -Eq '^rgpu stats: LAUNCH +0 +0.000 +1$' "$WORK/stats.err" &&
+    grep -Eq '^rgpu stats: MEM_FREE +3 ' "$WORK/stats.err"; then
+    ok "RGPU_STATS: calls per operation at exit"
+else
+    fail "RGPU_STATS"; cat "$WORK/stats.err"
+fi
+
 # Device printf reaches the client's stdout, in order with the host's output.
 if [ "$(tr '\n' '|' <"$WORK/printf_static.out")" = "host before|device says 1|host after kernel 1|device says 2|host after kernel 2|device says 3|host after kernel 3|PASS|" ]; then
     ok "device printf on the client's stdout, in order"
