@@ -32,6 +32,12 @@ struct srv_config {
 int srv_supervisor_run(const struct srv_config *cfg, const char *self_exe);
 /* Worker: serve one session on the connected socket fd. Returns exit status. */
 int srv_worker_run(const struct srv_config *cfg, int fd, uint64_t session_id, const char *peer);
+
+/* RGPU_WORKER_STATS=1 (server/worker_stats.c): time per operation, logged at the session's
+ * end. srv_worker_stats_now is 0 when off; srv_worker_stats_add(op, 0) does nothing. */
+uint64_t srv_worker_stats_now(void);
+void srv_worker_stats_add(unsigned op, uint64_t since_ns);
+void srv_worker_stats_report(void);
 /* In a short-lived child: open the driver, log the GPUs served. 0 when usable. */
 int srv_driver_check(const struct srv_config *cfg);
 

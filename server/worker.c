@@ -339,6 +339,7 @@ static bool execute(struct srv_session *s, const struct proto_frame_hdr *hdr, co
     struct srv_call call = {.msg = m, .hdr = hdr, .noreply = hdr->flags & PROTO_FLAG_NOREPLY};
     srv_handler_fn fn;
     CUresult res;
+    uint64_t t0;
     bool ok = true;
 
     if (m == NULL) {
@@ -352,9 +353,11 @@ static bool execute(struct srv_session *s, const struct proto_frame_hdr *hdr, co
         proto_arena_reset(&s->arena);
         return false;
     }
+    t0 = srv_worker_stats_now();
     res = fn == NULL ? CUDA_ERROR_NOT_SUPPORTED : srv_use_ctx(s, m->ctx);
     if (fn != NULL && res == CUDA_SUCCESS)
         res = fn(s, &call);
+    srv_worker_stats_add(m->op, t0);
     srv_tenancy_count(s, call_bytes(hdr, &call, res), reply_bytes(&call, res),
                       res != CUDA_SUCCESS);
     if (hdr->bulk_len > 0 && !call.bulk_taken && proto_discard(s->conn, hdr->bulk_len) != RG_OK)
@@ -422,6 +425,7 @@ int srv_worker_run(const struct srv_config *cfg, int fd, uint64_t session_id, co
     rc = handshake(&s, cfg);
     if (rc < 0) {
         rc = serve(&s);
+        srv_worker_stats_report();
         srv_tenancy_end(&s);
         srv_session_teardown(&s);
     }
