@@ -60,7 +60,8 @@
     X(cuLaunchHostFunc) X(cuGraphAddHostNode) X(cuModuleGetFunctionCount)                     \
     X(cuModuleEnumerateFunctions) X(cuFuncGetName)                                              \
     X(cuArray3DCreate) X(cuArrayDestroy) X(cuMemcpy3D) X(cuMemcpy3DAsync) X(cuTexObjectCreate) \
-    X(cuTexObjectDestroy) X(cuSurfObjectCreate) X(cuSurfObjectDestroy)
+    X(cuTexObjectDestroy) X(cuSurfObjectCreate) X(cuSurfObjectDestroy)                        \
+    X(cuMemGetHandleForAddressRange) X(cuFlushGPUDirectRDMAWrites)
 
 struct srv_driver {
     void *dl;

@@ -70,7 +70,10 @@ static CUresult h_mem_alloc_pitch(struct srv_session *s, struct srv_call *call)
 
 static CUresult h_mem_free(struct srv_session *s, struct srv_call *call)
 {
-    CUresult res = s->drv.cuMemFree(ARG(0));
+    CUresult res;
+
+    srv_rdma_direct_forget(s, ARG(0)); /* before the memory goes */
+    res = s->drv.cuMemFree(ARG(0));
 
     if (res == CUDA_SUCCESS)
         srv_alloc_del(s, ARG(0));
@@ -275,6 +278,7 @@ static CUresult h_mem_free_async(struct srv_session *s, struct srv_call *call)
 
     if (!srv_stream(s, ARG(1), &st))
         return CUDA_ERROR_INVALID_HANDLE;
+    srv_rdma_direct_forget(s, ARG(0)); /* no copy in flight uses it: they complete in the call */
     res = s->drv.cuMemFreeAsync(ARG(0), st);
     if (res == CUDA_SUCCESS)
         srv_alloc_del(s, ARG(0));

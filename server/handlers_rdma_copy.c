@@ -1,14 +1,29 @@
 /* One-sided bulk copies on sessions that run on RDMA (proto/ops.h MEMCPY_HTOD_RDMA and
- * MEMCPY_DTOH_RDMA). The client names its registered pinned memory [address, key, length];
- * the worker moves the bytes with RDMA READ / WRITE through its two staging buffers, which are
- * registered with the session's connection once, so that the NIC moving chunk k overlaps the
- * copy engine moving chunk k-1 (HtoD) or k+1 (DtoH). The reply follows the last READ or WRITE,
- * so a synchronous copy is complete when the client sees it.
+ * MEMCPY_DTOH_RDMA). The client names its registered pinned memory [address, key, length].
+ *
+ * GPUDirect RDMA, where the host can: the worker registers the device allocation itself with
+ * the connection (a dmabuf from cuMemGetHandleForAddressRange, ibv_reg_dmabuf_mr through the
+ * transport's mem_reg_dmabuf) and RDMA-READs the client's memory straight into device memory
+ * or RDMA-WRITEs it from there: no staging, no device copy. The NIC's access bypasses the
+ * GPU's streams, so the copy first waits until the work it follows in stream order has
+ * completed (direct_fence). Registrations are kept per allocation until it is freed.
+ *
+ * Otherwise through the two staging buffers, which are registered with the session's
+ * connection once, so that the NIC moving chunk k overlaps the copy engine moving chunk k-1
+ * (HtoD) or k+1 (DtoH). Either way the reply follows the last READ or WRITE, so a synchronous
+ * copy is complete when the client sees it.
  *
  * The NIC checks the key, bounds and access of every request against the client's
  * registration; a refusal breaks the connection (transport/rdma.h), which ends this session
  * only (the worker's next send fails). Here the call itself is checked: a size that is 0,
- * an address range that wraps, a key wider than 32 bits. */
+ * an address range that wraps, a key wider than 32 bits. Device memory is registered for
+ * local access only: the client never gets a key to it. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
 #include "common/log.h"
 #include "server/session.h"
 #include "transport/transport.h"
@@ -30,13 +45,213 @@ static CUresult staging_registered(struct srv_session *s)
     return res;
 }
 
+/* ---- GPUDirect RDMA: device allocations registered with the connection ------------------ */
+
+static int direct_config = 1; /* srv_rdma_direct_configure */
+static const char *direct_off_by;
+
+void srv_rdma_direct_configure(const char *value)
+{
+    const char *env = getenv("RGPU_RDMA_DIRECT");
+
+    if (value != NULL && strcmp(value, "off") == 0)
+        direct_off_by = "rdma_direct = off in the config";
+    else if (env != NULL && (strcmp(env, "0") == 0 || strcmp(env, "off") == 0))
+        direct_off_by = "RGPU_RDMA_DIRECT=0";
+    direct_config = direct_off_by == NULL;
+}
+
+static void direct_drop(struct srv_direct_reg *r)
+{
+    if (r->mr != NULL)
+        r->mr->ops->mem_dereg(r->mr);
+}
+
+void srv_rdma_direct_forget(struct srv_session *s, CUdeviceptr dptr)
+{
+    for (size_t i = 0; i < s->ndirect; i++)
+        if (s->direct_regs[i].dptr == dptr) {
+            direct_drop(&s->direct_regs[i]);
+            s->direct_regs[i] = s->direct_regs[--s->ndirect];
+            return;
+        }
+}
+
+static void direct_release_all(struct srv_session *s)
+{
+    for (size_t i = 0; i < s->ndirect; i++)
+        direct_drop(&s->direct_regs[i]);
+    free(s->direct_regs);
+    s->direct_regs = NULL;
+    s->ndirect = s->direct_cap = 0;
+}
+
 void srv_rdma_staging_release(struct srv_session *s)
 {
+    direct_release_all(s);
     for (int i = 0; i < 2; i++) {
         if (s->staging_mr[i] != NULL)
             s->staging_mr[i]->ops->mem_dereg(s->staging_mr[i]);
         s->staging_mr[i] = NULL;
     }
+}
+
+/* Can GPU i export device memory, and are the NIC's writes into it visible to the device's
+ * later work once they completed (ordered by the device, or by cuFlushGPUDirectRDMAWrites,
+ * then called after each direct HtoD)? NULL if so, else why not. */
+static const char *direct_gpu_refused(struct srv_session *s, int i, char *why, size_t len)
+{
+    int dmabuf = 0, order = 0, flush = 0;
+    CUdevice dev = s->devices[i];
+
+    if (s->drv.cuDeviceGetAttribute(&dmabuf, CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED, dev) ||
+        s->drv.cuDeviceGetAttribute(&order, CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WRITES_ORDERING,
+                                    dev) ||
+        s->drv.cuDeviceGetAttribute(&flush,
+                                    CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_FLUSH_WRITES_OPTIONS, dev))
+        dmabuf = 0;
+    if (dmabuf == 0)
+        snprintf(why, len, "GPU %d cannot export device memory as a dmabuf "
+                 "(CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED is 0)", i);
+    else if (order < CU_GPU_DIRECT_RDMA_WRITES_ORDERING_OWNER &&
+             !(flush & CU_FLUSH_GPU_DIRECT_RDMA_WRITES_OPTION_HOST))
+        snprintf(why, len, "GPU %d neither orders remote writes nor can flush them", i);
+    else {
+        s->direct_flush |= order < CU_GPU_DIRECT_RDMA_WRITES_ORDERING_OWNER;
+        return NULL;
+    }
+    return why;
+}
+
+/* Why this session cannot go direct before trying a registration; NULL if it may. */
+static const char *direct_refused(struct srv_session *s, char *why, size_t len)
+{
+    const char *refused = NULL;
+
+    if (!direct_config)
+        return direct_off_by;
+    for (int i = 0; i < s->ndevices && refused == NULL; i++)
+        refused = direct_gpu_refused(s, i, why, len);
+    return refused;
+}
+
+/* Register allocation a (the dmabuf covers its host pages; the region exactly the allocation,
+ * addressed by its device addresses). NULL with the reason in why. */
+static struct transport_mr *direct_register(struct srv_session *s, const struct srv_alloc *a,
+                                            char *why, size_t len)
+{
+    CUdeviceptr page = (CUdeviceptr)sysconf(_SC_PAGESIZE);
+    CUdeviceptr lo = a->dptr & ~(page - 1), hi = (a->dptr + a->size + page - 1) & ~(page - 1);
+    struct transport_mr *mr = NULL;
+    const char *name = "?";
+    int fd = -1, err;
+    rg_status_t st;
+    CUresult res = s->drv.cuMemGetHandleForAddressRange(&fd, lo, hi - lo,
+                                                       CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD, 0);
+
+    if (res != CUDA_SUCCESS) {
+        s->drv.cuGetErrorName(res, &name);
+        snprintf(why, len, "cuMemGetHandleForAddressRange gave no dmabuf for %#llx+%llu: %s",
+                 (unsigned long long)lo, (unsigned long long)(hi - lo), name);
+        return NULL;
+    }
+    st = s->conn->ops->mem_reg_dmabuf(s->conn, fd, a->dptr - lo, a->size, a->dptr,
+                                      TRANSPORT_ACCESS_LOCAL_WRITE, &mr);
+    err = errno;
+    close(fd); /* the registration holds the dmabuf */
+    if (st == RG_ERR_UNSUPPORTED)
+        snprintf(why, len, "this host's libibverbs has no ibv_reg_dmabuf_mr");
+    else if (st != RG_OK)
+        snprintf(why, len, "ibv_reg_dmabuf_mr of %zu bytes of device memory failed: %s",
+                 a->size, strerror(err));
+    return st == RG_OK ? mr : NULL;
+}
+
+/* The session's allocation holding [d, d + len), NULL if none (VMM, graph memory, a bad
+ * range: those go through staging, where the driver checks the range). */
+static const struct srv_alloc *direct_alloc(const struct srv_session *s, CUdeviceptr d,
+                                            size_t len)
+{
+    for (size_t i = 0; i < s->nallocs; i++) {
+        const struct srv_alloc *a = &s->allocs[i];
+        if (d >= a->dptr && d - a->dptr <= a->size && len <= a->size - (d - a->dptr))
+            return a;
+    }
+    return NULL;
+}
+
+static bool direct_add(struct srv_session *s, const struct srv_alloc *a, struct transport_mr *mr)
+{
+    if (s->ndirect == s->direct_cap) {
+        size_t cap = s->direct_cap ? s->direct_cap * 2 : 16;
+        struct srv_direct_reg *r = realloc(s->direct_regs, cap * sizeof(*r));
+        if (r == NULL)
+            return false;
+        s->direct_regs = r;
+        s->direct_cap = cap;
+    }
+    s->direct_regs[s->ndirect++] = (struct srv_direct_reg){a->dptr, a->size, mr};
+    return true;
+}
+
+/* The session's first one-sided copy decides whether it can go direct at all: one line. */
+static void direct_decide(struct srv_session *s, const char *why)
+{
+    s->rdma_direct = why == NULL ? 1 : -1;
+    if (why == NULL)
+        rg_info("session %llu: one-sided copies go straight to and from device memory "
+                "(GPUDirect RDMA: device memory registered with the NIC as a dmabuf)",
+                (unsigned long long)s->id);
+    else
+        rg_info("session %llu: one-sided copies go through host staging (no GPUDirect RDMA: "
+                "%s)", (unsigned long long)s->id, why);
+}
+
+/* The registration covering [d, d + len) when this copy can go direct, else NULL. */
+static struct transport_mr *direct_mr(struct srv_session *s, CUdeviceptr d, size_t len)
+{
+    const struct srv_alloc *a;
+    const char *refused;
+    struct transport_mr *mr;
+    char why[200];
+
+    if (s->rdma_direct == 0 && (refused = direct_refused(s, why, sizeof(why))) != NULL)
+        direct_decide(s, refused);
+    if (s->rdma_direct < 0 || (a = direct_alloc(s, d, len)) == NULL)
+        return NULL;
+    for (size_t i = 0; i < s->ndirect; i++)
+        if (s->direct_regs[i].dptr == a->dptr && s->direct_regs[i].size == a->size)
+            return s->direct_regs[i].mr;
+    mr = direct_register(s, a, why, sizeof(why));
+    if (s->rdma_direct == 0)
+        direct_decide(s, mr != NULL ? NULL : why);
+    else if (mr == NULL)
+        rg_debug("session %llu: allocation %#llx (%zu bytes) goes through staging: %s",
+                 (unsigned long long)s->id, (unsigned long long)a->dptr, a->size, why);
+    if (s->rdma_direct > 0 && !direct_add(s, a, mr)) { /* a failure is remembered too */
+        if (mr != NULL)
+            mr->ops->mem_dereg(mr);
+        mr = NULL;
+    }
+    return mr;
+}
+
+/* Until the work that a copy issued on stream now would follow has completed: an event
+ * recorded there takes the stream's own dependencies (the legacy stream's on every blocking
+ * stream, a blocking stream's on the legacy stream), which cuStreamSynchronize alone would
+ * not wait for. */
+static CUresult direct_fence(struct srv_session *s, CUstream stream)
+{
+    CUevent ev;
+    CUresult res = s->drv.cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING);
+
+    if (res != CUDA_SUCCESS)
+        return res;
+    res = s->drv.cuEventRecordWithFlags(ev, stream, 0);
+    if (res == CUDA_SUCCESS)
+        res = s->drv.cuEventSynchronize(ev);
+    s->drv.cuEventDestroy(ev);
+    return res;
 }
 
 void srv_rdma_copy_report(const struct srv_session *s)
@@ -47,6 +262,14 @@ void srv_rdma_copy_report(const struct srv_session *s)
                 (unsigned long long)s->id, (unsigned long long)s->rdma_reads,
                 (unsigned long long)s->rdma_read_bytes, (unsigned long long)s->rdma_writes,
                 (unsigned long long)s->rdma_write_bytes);
+    if (s->rdma_direct > 0)
+        rg_info("session %llu: GPUDirect RDMA: %llu HtoD (%llu bytes) and %llu DtoH (%llu bytes) "
+                "straight to and from device memory; %llu bytes through staging",
+                (unsigned long long)s->id, (unsigned long long)s->direct_reads,
+                (unsigned long long)s->direct_read_bytes, (unsigned long long)s->direct_writes,
+                (unsigned long long)s->direct_write_bytes,
+                (unsigned long long)(s->rdma_read_bytes + s->rdma_write_bytes -
+                                     s->direct_read_bytes - s->direct_write_bytes));
 }
 
 /* Checks common to both directions; the stream in *stream_p. */
@@ -62,6 +285,21 @@ static CUresult rdma_call_ok(struct srv_session *s, struct srv_call *call, CUstr
     return srv_stream(s, ARG(2), stream_p) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
 }
 
+/* A READ or WRITE of the client's memory failed: the connection is gone, so is the session. */
+static CUresult io_result(struct srv_session *s, bool write, bool direct, uint64_t raddr,
+                          uint32_t rkey, size_t n, rg_status_t st)
+{
+    if (st == RG_OK)
+        return CUDA_SUCCESS;
+    rg_error("session %llu: RDMA %s of the client's memory at %#llx (+%zu, key %#x%s) failed: "
+             "%s; ending the session",
+             (unsigned long long)s->id, write ? "WRITE" : "READ", (unsigned long long)raddr, n,
+             rkey, direct ? ", direct to device memory" : "",
+             st == RG_ERR_INVALID ? "the client refused the key, range or access"
+                                  : rg_status_str(st));
+    return CUDA_ERROR_DEVICE_UNAVAILABLE;
+}
+
 /* A READ or WRITE of n bytes at offset off of the client's range the call named. */
 static CUresult remote_io(struct srv_session *s, struct srv_call *call, bool write, int k,
                           size_t off, size_t n)
@@ -74,16 +312,41 @@ static CUresult remote_io(struct srv_session *s, struct srv_call *call, bool wri
         return CUDA_ERROR_INVALID_VALUE;
     st = write ? s->conn->ops->write(s->conn, s->staging_mr[k], s->staging[k], raddr, rkey, n)
                : s->conn->ops->read(s->conn, s->staging_mr[k], s->staging[k], raddr, rkey, n);
-    if (st != RG_OK) {
-        rg_error("session %llu: RDMA %s of the client's memory at %#llx (+%zu, key %#x) failed: "
-                 "%s; ending the session",
-                 (unsigned long long)s->id, write ? "WRITE" : "READ", (unsigned long long)raddr, n,
-                 rkey,
-                 st == RG_ERR_INVALID ? "the client refused the key, range or access"
-                                      : rg_status_str(st));
-        return CUDA_ERROR_DEVICE_UNAVAILABLE;
+    return io_result(s, write, false, raddr, rkey, n, st);
+}
+
+/* The whole copy between the client's memory and device memory, after its stream's earlier
+ * work. An HtoD's bytes are made visible to the device's later work before the reply (a no-op
+ * where the device orders remote writes itself). */
+static CUresult direct_copy(struct srv_session *s, struct srv_call *call, CUstream stream,
+                            struct transport_mr *mr, bool write)
+{
+    void *dev = (void *)(uintptr_t)ARG(0);
+    size_t len = ARG(1);
+    rg_status_t st;
+    CUresult res = direct_fence(s, stream);
+
+    if (res != CUDA_SUCCESS)
+        return res;
+    st = write ? s->conn->ops->write(s->conn, mr, dev, ARG(4), (uint32_t)ARG(5), len)
+               : s->conn->ops->read(s->conn, mr, dev, ARG(4), (uint32_t)ARG(5), len);
+    if ((res = io_result(s, write, true, ARG(4), (uint32_t)ARG(5), len, st)) != CUDA_SUCCESS)
+        return res;
+    if (!write && s->direct_flush)
+        res = s->drv.cuFlushGPUDirectRDMAWrites(CU_FLUSH_GPU_DIRECT_RDMA_WRITES_TARGET_CURRENT_CTX,
+                                                CU_FLUSH_GPU_DIRECT_RDMA_WRITES_TO_OWNER);
+    if (res == CUDA_SUCCESS && write) {
+        s->direct_writes++;
+        s->direct_write_bytes += len;
+        s->rdma_writes++;
+        s->rdma_write_bytes += len;
+    } else if (res == CUDA_SUCCESS) {
+        s->direct_reads++;
+        s->direct_read_bytes += len;
+        s->rdma_reads++;
+        s->rdma_read_bytes += len;
     }
-    return CUDA_SUCCESS;
+    return res;
 }
 
 /* [dst, size, stream, async, raddr, rkey]: READ chunk k while chunk k-1 is copied to the
@@ -94,7 +357,10 @@ static CUresult h_memcpy_htod_rdma(struct srv_session *s, struct srv_call *call)
     size_t len = ARG(1), n;
     CUstream stream;
     CUresult res = rdma_call_ok(s, call, &stream);
+    struct transport_mr *dev_mr;
 
+    if (res == CUDA_SUCCESS && (dev_mr = direct_mr(s, dst, len)) != NULL)
+        return direct_copy(s, call, stream, dev_mr, false);
     if (res == CUDA_SUCCESS)
         res = staging_registered(s);
     for (size_t off = 0, k = 0; res == CUDA_SUCCESS && off < len; off += n, k ^= 1) {
@@ -122,7 +388,10 @@ static CUresult h_memcpy_dtoh_rdma(struct srv_session *s, struct srv_call *call)
     size_t len = ARG(1), n = 0, next;
     CUstream stream;
     CUresult res = rdma_call_ok(s, call, &stream);
+    struct transport_mr *dev_mr;
 
+    if (res == CUDA_SUCCESS && (dev_mr = direct_mr(s, src, len)) != NULL)
+        return direct_copy(s, call, stream, dev_mr, true);
     if (res == CUDA_SUCCESS && (res = staging_registered(s)) == CUDA_SUCCESS) {
         n = len < s->staging_len ? len : s->staging_len;
         res = s->drv.cuMemcpyDtoHAsync(s->staging[0], src, n, stream);

@@ -31,6 +31,8 @@ static void usage(FILE *out)
             "  Config-only keys: module_cache = DIR|off (images kept by hash; default under\n"
             "  $XDG_RUNTIME_DIR or /tmp/rgpu-cache-UID), module_cache_max = SIZE (4GiB).\n"
             "  host_nvml = PATH|off: the NVML that GPU utilization is read from.\n"
+            "  rdma_direct = on|off: one-sided copies of RDMA sessions go straight to device\n"
+            "  memory where the host can (GPUDirect RDMA; default on; RGPU_RDMA_DIRECT=0 too).\n"
             "  --metrics-listen ADDR:PORT: serve /metrics (Prometheus) and /status (JSON) there.\n"
             "  Tenants: [tenant NAME] sections with token_sha256 (or token), mem_quota = SIZE,\n"
             "  weight = N, cap = PERCENT, class = guaranteed|best-effort, max_sessions = N.\n"
@@ -68,6 +70,9 @@ static rg_status_t set_key(struct srv_config *c, const char *key, const char *va
         SET(host_nvml);
     else if (strcmp(key, "metrics_listen") == 0 || strcmp(key, "metrics-listen") == 0)
         SET(metrics_listen);
+    else if (strcmp(key, "rdma_direct") == 0 &&
+             (strcmp(value, "on") == 0 || strcmp(value, "off") == 0))
+        SET(rdma_direct);
     else
         return RG_ERR_INVALID;
 #undef SET
@@ -199,6 +204,7 @@ int main(int argc, char **argv)
     if (w.fd >= 0) {
         if (w.table_fd >= 0 && srv_table_map(w.table_fd, &cfg.table) != RG_OK)
             return 1;
+        srv_rdma_direct_configure(cfg.rdma_direct);
         return srv_worker_run(&cfg, w.fd, w.session, w.peer);
     }
     rg_log_set_prefix("gpu-server");

@@ -24,6 +24,7 @@ struct srv_config {
     char host_nvml[256];       /* the host's NVML library; "" = libnvidia-ml.so.1, "off" */
     char config_path[256]; /* the config file, passed on to workers */
     char metrics_listen[128]; /* "ADDR:PORT" of /metrics and /status; "" = not served */
+    char rdma_direct[8];      /* on | off: GPUDirect RDMA for one-sided copies; "" = on */
     struct srv_tenants tenants;
     struct srv_table *table; /* workers: the supervisor's shared session table; NULL = none */
 };

@@ -27,6 +27,14 @@ struct srv_alloc {
     size_t size;
 };
 
+/* A device allocation registered with the session's RDMA connection for GPUDirect RDMA
+ * (handlers_rdma_copy.c); mr NULL: it could not be, its copies go through staging. */
+struct srv_direct_reg {
+    CUdeviceptr dptr;
+    size_t size;
+    struct transport_mr *mr;
+};
+
 #define SRV_MAX_DEVICES 16
 
 struct srv_session {
@@ -52,6 +60,12 @@ struct srv_session {
     struct transport_mr *staging_mr[2]; /* their registration with an RDMA connection */
     uint64_t rdma_reads, rdma_writes;           /* one-sided copies done (handlers_rdma_copy.c) */
     uint64_t rdma_read_bytes, rdma_write_bytes; /* and the bytes they moved */
+    int rdma_direct; /* GPUDirect RDMA: 0 not decided yet (first one-sided copy), 1 on, -1 off */
+    bool direct_flush; /* a GPU needs cuFlushGPUDirectRDMAWrites after the NIC wrote into it */
+    struct srv_direct_reg *direct_regs; /* registered allocations */
+    size_t ndirect, direct_cap;
+    uint64_t direct_reads, direct_writes;           /* of the one-sided copies: those that went */
+    uint64_t direct_read_bytes, direct_write_bytes; /* straight to or from device memory */
     uint8_t *msg_buf;
     struct proto_arena arena; /* unpacked calls live here until the next one */
     int output_fd[2];         /* read ends of the pipes that are stdout and stderr, or -1 */
@@ -142,10 +156,17 @@ extern const uint8_t srv_min_args[PROTO_OP_COUNT];
 void srv_staging_release(struct srv_session *s, uint64_t ctx_id);
 /* Allocate the staging buffers if they are not (CUDA_SUCCESS or the allocation's error). */
 CUresult srv_staging_ready(struct srv_session *s);
-/* One-sided copies (handlers_rdma_copy.c): drop the staging buffers' registration (before they
- * are freed); log what the session moved one-sided. */
+/* One-sided copies (handlers_rdma_copy.c): drop the registrations with the connection, the
+ * staging buffers' and the device allocations' (before the staging buffers, a context or the
+ * session's allocations are freed); log what the session moved one-sided. */
 void srv_rdma_staging_release(struct srv_session *s);
 void srv_rdma_copy_report(const struct srv_session *s);
+/* GPUDirect RDMA: the allocation at dptr is about to be freed; deregister it (and close its
+ * dmabuf) so that memory allocated there later is never reached through a stale
+ * registration. */
+void srv_rdma_direct_forget(struct srv_session *s, CUdeviceptr dptr);
+/* Process-wide switch, from the config's rdma_direct (on | off) and RGPU_RDMA_DIRECT=0. */
+void srv_rdma_direct_configure(const char *value);
 
 /* Reply to the call now, successfully, with len bytes of bulk from buf (the handler's result;
  * CUDA_ERROR_DEVICE_UNAVAILABLE when the connection failed). */

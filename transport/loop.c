@@ -359,4 +359,5 @@ const struct transport_ops transport_loop_ops = {
     .mem_dereg = loop_mem_dereg,
     .write = loop_write,
     .read = loop_read,
+    .mem_reg_dmabuf = transport_nomem_reg_dmabuf, /* no device memory in one process's loop */
 };

@@ -535,4 +535,5 @@ const struct transport_ops transport_rdma_ops = {
     .mem_dereg = rdma_mem_dereg,
     .write = rdma_write,
     .read = rdma_read,
+    .mem_reg_dmabuf = rdma_mem_reg_dmabuf,
 };

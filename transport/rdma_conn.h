@@ -72,6 +72,8 @@ rg_status_t rdma_recv(struct transport_conn *conn, void *buf, size_t len);
 rg_status_t rdma_mem_reg(struct transport_conn *conn, void *addr, size_t len, unsigned access,
                          struct transport_mr **mr_p);
 void rdma_mem_dereg(struct transport_mr *mr);
+rg_status_t rdma_mem_reg_dmabuf(struct transport_conn *conn, int fd, uint64_t offset, size_t len,
+                                uint64_t iova, unsigned access, struct transport_mr **mr_p);
 rg_status_t rdma_write(struct transport_conn *conn, struct transport_mr *local, void *laddr,
                        uint64_t raddr, uint32_t rkey, size_t len);
 rg_status_t rdma_read(struct transport_conn *conn, struct transport_mr *local, void *laddr,

@@ -398,31 +398,70 @@ void rdma_drain_sends(struct rdma_conn *c, int timeout_ms)
 
 /* ---- one-sided -------------------------------------------------------------------------- */
 
-rg_status_t rdma_mem_reg(struct transport_conn *conn, void *addr, size_t len, unsigned access,
-                         struct transport_mr **mr_p)
+static int rdma_access_flags(unsigned access)
 {
-    struct rdma_conn *c = rdma_conn_of(conn);
-    struct rdma_mr *m;
     int flags = 0;
 
-    if (addr == NULL || len == 0)
-        return RG_ERR_INVALID;
     if (access & TRANSPORT_ACCESS_LOCAL_WRITE)
         flags |= IBV_ACCESS_LOCAL_WRITE;
     if (access & TRANSPORT_ACCESS_REMOTE_READ)
         flags |= IBV_ACCESS_REMOTE_READ;
     if (access & TRANSPORT_ACCESS_REMOTE_WRITE) /* verbs requires local write with it */
         flags |= IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_LOCAL_WRITE;
+    return flags;
+}
+
+static void rdma_mr_init(struct rdma_mr *m, struct transport_conn *conn, void *addr, size_t len,
+                         unsigned access)
+{
+    m->super =
+        (struct transport_mr){.ops = conn->ops, .addr = addr, .len = len, .key = m->mr->rkey};
+    m->access = access;
+}
+
+rg_status_t rdma_mem_reg(struct transport_conn *conn, void *addr, size_t len, unsigned access,
+                         struct transport_mr **mr_p)
+{
+    struct rdma_conn *c = rdma_conn_of(conn);
+    struct rdma_mr *m;
+
+    if (addr == NULL || len == 0)
+        return RG_ERR_INVALID;
     if ((m = calloc(1, sizeof(*m))) == NULL)
         return RG_ERR_NOMEM;
-    if ((m->mr = c->dl->reg_mr(c->pd, addr, len, flags)) == NULL) {
+    if ((m->mr = c->dl->reg_mr(c->pd, addr, len, rdma_access_flags(access))) == NULL) {
         rg_error("registering %zu bytes at %p for rdma failed: %s", len, addr, strerror(errno));
         free(m);
         return RG_ERR_IO;
     }
-    m->super =
-        (struct transport_mr){.ops = conn->ops, .addr = addr, .len = len, .key = m->mr->rkey};
-    m->access = access;
+    rdma_mr_init(m, conn, addr, len, access);
+    *mr_p = &m->super;
+    return RG_OK;
+}
+
+/* GPUDirect RDMA: the region's addresses are the iova the caller chose (the device address),
+ * which the adapter translates through the dmabuf's pages; nothing here dereferences them. */
+rg_status_t rdma_mem_reg_dmabuf(struct transport_conn *conn, int fd, uint64_t offset, size_t len,
+                                uint64_t iova, unsigned access, struct transport_mr **mr_p)
+{
+    struct rdma_conn *c = rdma_conn_of(conn);
+    struct rdma_mr *m;
+    int err;
+
+    if (fd < 0 || len == 0 || iova == 0 || iova + len < iova)
+        return RG_ERR_INVALID;
+    if (c->dl->reg_dmabuf_mr == NULL)
+        return RG_ERR_UNSUPPORTED;
+    if ((m = calloc(1, sizeof(*m))) == NULL)
+        return RG_ERR_NOMEM;
+    m->mr = c->dl->reg_dmabuf_mr(c->pd, offset, len, iova, fd, rdma_access_flags(access));
+    if (m->mr == NULL) {
+        err = errno;
+        free(m);
+        errno = err;
+        return RG_ERR_IO;
+    }
+    rdma_mr_init(m, conn, (void *)(uintptr_t)iova, len, access);
     *mr_p = &m->super;
     return RG_OK;
 }

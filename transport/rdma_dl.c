@@ -77,6 +77,8 @@ static void rdl_load(void)
             return;
         }
     }
+    /* Optional: only GPUDirect RDMA needs it (see rdma_mem_reg_dmabuf). */
+    *(void **)&rdl.reg_dmabuf_mr = dlsym(handles[0], "ibv_reg_dmabuf_mr");
     /* Registered memory must stay with this process across fork (a CUDA program may fork);
      * with kernels that handle it themselves this is a no-op. Before any other verbs call; a
      * failure only means a forked child must not touch registered pages, which it never does. */

@@ -28,6 +28,9 @@ struct rdma_dl {
     int (*get_cq_event)(struct ibv_comp_channel *channel, struct ibv_cq **cq, void **cq_context);
     void (*ack_cq_events)(struct ibv_cq *cq, unsigned int nevents);
     const char *(*wc_status_str)(enum ibv_wc_status status);
+    /* Optional (rdma-core 34 and later): NULL where the library is older. */
+    struct ibv_mr *(*reg_dmabuf_mr)(struct ibv_pd *pd, uint64_t offset, size_t length,
+                                    uint64_t iova, int fd, int access);
     /* librdmacm */
     struct rdma_event_channel *(*create_event_channel)(void);
     void (*destroy_event_channel)(struct rdma_event_channel *channel);

@@ -54,5 +54,8 @@ rg_status_t transport_nomem_reg(struct transport_conn *conn, void *addr, size_t 
 void transport_nomem_dereg(struct transport_mr *mr);
 rg_status_t transport_nomem_rw(struct transport_conn *conn, struct transport_mr *local,
                                void *laddr, uint64_t raddr, uint32_t rkey, size_t len);
+rg_status_t transport_nomem_reg_dmabuf(struct transport_conn *conn, int fd, uint64_t offset,
+                                       size_t len, uint64_t iova, unsigned access,
+                                       struct transport_mr **mr_p);
 
 #endif

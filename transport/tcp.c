@@ -322,4 +322,5 @@ const struct transport_ops transport_tcp_ops = {
     .mem_dereg = transport_nomem_dereg,
     .write = transport_nomem_rw,
     .read = transport_nomem_rw,
+    .mem_reg_dmabuf = transport_nomem_reg_dmabuf,
 };

@@ -269,3 +269,10 @@ rg_status_t transport_nomem_rw(struct transport_conn *conn, struct transport_mr 
 {
     return RG_ERR_UNSUPPORTED;
 }
+
+rg_status_t transport_nomem_reg_dmabuf(struct transport_conn *conn, int fd, uint64_t offset,
+                                       size_t len, uint64_t iova, unsigned access,
+                                       struct transport_mr **mr_p)
+{
+    return RG_ERR_UNSUPPORTED;
+}

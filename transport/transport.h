@@ -73,6 +73,16 @@ struct transport_ops {
                          uint64_t raddr, uint32_t rkey, size_t len);
     rg_status_t (*read)(struct transport_conn *conn, struct transport_mr *local, void *laddr,
                         uint64_t raddr, uint32_t rkey, size_t len);
+    /* Register memory that is not the caller's to map, exported as a dmabuf (device memory,
+     * for GPUDirect RDMA): len bytes from byte offset of the dmabuf fd, which one-sided calls
+     * then name as local addresses [iova, iova + len) (laddr = (void *)iova + n). The fd stays
+     * the caller's and may be closed once this returns (the registration holds the dmabuf).
+     * Free with mem_dereg. RG_ERR_UNSUPPORTED where the backend (tcp, loop) or the host's
+     * library cannot; RG_ERR_IO when the registration itself fails, errno left as the
+     * library set it (not logged: the caller says what it falls back to). */
+    rg_status_t (*mem_reg_dmabuf)(struct transport_conn *conn, int fd, uint64_t offset,
+                                  size_t len, uint64_t iova, unsigned access,
+                                  struct transport_mr **mr_p);
 };
 
 /* Base object of every backend's connection (downcast with container_of). */

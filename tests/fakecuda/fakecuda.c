@@ -132,6 +132,18 @@ static size_t alloc_after(uintptr_t a)
     return lo;
 }
 
+bool fk_alloc_find(const void *p, void **base_p, size_t *len_p)
+{
+    size_t i;
+
+    pthread_mutex_lock(&lock);
+    i = alloc_after((uintptr_t)p);
+    bool ok = i > 0 && (uintptr_t)p < (uintptr_t)allocs[i - 1].p + fk_page_up(allocs[i - 1].n);
+    if (ok) { *base_p = allocs[i - 1].p; *len_p = fk_page_up(allocs[i - 1].n); }
+    pthread_mutex_unlock(&lock);
+    return ok;
+}
+
 bool fk_valid(const void *p, size_t len)
 {
     uintptr_t a = (uintptr_t)p;
@@ -211,6 +223,9 @@ static int attribute(CUdevice_attribute a)
     case CU_DEVICE_ATTRIBUTE_PCI_BUS_ID: return 1;
     case CU_DEVICE_ATTRIBUTE_ASYNC_ENGINE_COUNT: return 2;
     case CU_DEVICE_ATTRIBUTE_TEXTURE_ALIGNMENT: return 512;
+    case CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED: case CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_SUPPORTED:
+    case CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_FLUSH_WRITES_OPTIONS:
+    case CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WRITES_ORDERING: return fk_dmabuf_attribute(a);
     case CU_DEVICE_ATTRIBUTE_GPU_OVERLAP: case CU_DEVICE_ATTRIBUTE_CONCURRENT_KERNELS:
     case CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING: case CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY:
     case CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY: case CU_DEVICE_ATTRIBUTE_STREAM_PRIORITIES_SUPPORTED:
@@ -240,8 +255,10 @@ CUresult cuDevicePrimaryCtxReset(CUdevice d)
 {
     NEED_DEV(d);
     pthread_mutex_lock(&lock);
-    for (size_t i = 0; i < nallocs; i++)
+    for (size_t i = 0; i < nallocs; i++) {
+        fk_dmabuf_forget(allocs[i].p);
         free(allocs[i].p);
+    }
     nallocs = 0;
     used = 0;
     pthread_mutex_unlock(&lock);
@@ -276,7 +293,8 @@ CUresult cuMemAlloc(CUdeviceptr *d, size_t n)
     NEED_CTX();
     if (!d || n == 0) return CUDA_ERROR_INVALID_VALUE;
     pthread_mutex_lock(&lock);
-    if (used + n > total_mem() || nallocs == MAX_ALLOCS || posix_memalign(&p, 256, n) != 0)
+    /* Whole pages, so fake_dmabuf.c can alias an allocation with a memfd. */
+    if (used + n > total_mem() || nallocs == MAX_ALLOCS || posix_memalign(&p, FK_PAGE, fk_page_up(n)) != 0)
         res = CUDA_ERROR_OUT_OF_MEMORY;
     else {
         size_t i = alloc_after((uintptr_t)p);
@@ -305,6 +323,7 @@ CUresult cuMemFree(CUdeviceptr d)
     pthread_mutex_lock(&lock);
     size_t i = alloc_after((uintptr_t)d);
     if (i > 0 && (CUdeviceptr)allocs[i - 1].p == d) {
+        fk_dmabuf_forget(allocs[i - 1].p);
         free(allocs[i - 1].p);
         used -= allocs[i - 1].n;
         memmove(&allocs[i - 1], &allocs[i], (nallocs - i) * sizeof(allocs[0]));

@@ -38,6 +38,16 @@ bool fk_vmm_valid(const void *p, size_t len);
 /* True when [p, p+len) lies inside live fake device memory. */
 bool fk_valid(const void *p, size_t len);
 
+/* Device allocations are whole pages (fake_dmabuf.c aliases them with memfds). */
+#define FK_PAGE 4096u
+static inline size_t fk_page_up(size_t n) { return (n + FK_PAGE - 1) & ~(size_t)(FK_PAGE - 1); }
+/* The cuMemAlloc allocation holding p: its start and its length in whole pages. */
+bool fk_alloc_find(const void *p, void **base_p, size_t *len_p);
+/* fake_dmabuf.c: the device attributes of GPUDirect RDMA (dmabuf export on unless
+ * FAKECUDA_DMABUF=0), and drop the alias of the allocation at p before it is freed. */
+int fk_dmabuf_attribute(CUdevice_attribute a);
+void fk_dmabuf_forget(const void *p);
+
 /* The memory a texture (surf false) or surface object reads or writes (fake_array.c): an
  * array's rows (pitch = bytes per row, rows per slice, slices), or a linear or pitched range. */
 struct fk_image {

@@ -24,6 +24,9 @@
  *   FAKEVERBS_WRITE_ACCESS_ERROR=N   the same for the Nth RDMA WRITE without immediate
  *   FAKEVERBS_LOSE_RECV=N            from the Nth ibv_post_recv on, receives are accepted but
  *                                    lost, so a sender soon finds no posted buffer (RNR)
+ * and, read at each call, FAKEVERBS_NO_DMABUF=1: ibv_reg_dmabuf_mr fails with EOPNOTSUPP (a
+ * provider or kernel without dmabuf support). Otherwise it maps the dmabuf fd (any fd that mmap
+ * takes: tests/fakecuda's memfds) and its region's addresses are the iova it was given.
  */
 #ifndef RGPU_FAKEVERBS_H
 #define RGPU_FAKEVERBS_H
@@ -173,6 +176,8 @@ FV_EXPORT extern struct ibv_device fv_device;
 FV_EXPORT extern struct ibv_context_ops fv_ops;
 FV_EXPORT struct ibv_mr *fv_mr_check(struct ibv_pd *pd, uint32_t key, int remote, uint64_t addr,
                                      uint64_t len, int access);
+/* Where a checked address of a region is in this process (a dmabuf region's iova differs). */
+FV_EXPORT void *fv_mr_ptr(struct ibv_mr *mr, uint64_t addr);
 FV_EXPORT void fv_cq_push(struct ibv_cq *cq, const struct ibv_wc *wc);
 FV_EXPORT void fv_complete(struct ibv_cq *cq, struct fv_qp *qp, uint64_t wr_id,
                            enum ibv_wc_opcode opcode, enum ibv_wc_status status, uint32_t len);

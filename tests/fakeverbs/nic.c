@@ -211,10 +211,11 @@ static enum ibv_wc_status fv_scatter(struct fv_qp *qp, const struct ibv_sge *sge
 {
     for (int i = 0; i < n && len > 0; i++) {
         uint32_t take = sge[i].length < len ? sge[i].length : len;
-        if (fv_mr_check(qp->ibv.pd, sge[i].lkey, 0, sge[i].addr, take, IBV_ACCESS_LOCAL_WRITE) ==
-            NULL)
+        struct ibv_mr *mr =
+            fv_mr_check(qp->ibv.pd, sge[i].lkey, 0, sge[i].addr, take, IBV_ACCESS_LOCAL_WRITE);
+        if (mr == NULL)
             return IBV_WC_LOC_PROT_ERR;
-        memcpy((void *)(uintptr_t)sge[i].addr, src, take);
+        memcpy(fv_mr_ptr(mr, sge[i].addr), src, take);
         src += take;
         len -= take;
     }
@@ -259,6 +260,7 @@ static int fv_request(struct fv_cm_id *cid, const struct fv_hdr *h, const uint8_
     struct fv_qp *qp = cid->qp;
     int needs_recv = h->type == FV_SEND || (h->type == FV_WRITE && h->has_imm);
     int access = h->type == FV_READ ? IBV_ACCESS_REMOTE_READ : IBV_ACCESS_REMOTE_WRITE;
+    struct ibv_mr *mr = NULL;
 
     if (needs_recv && qp->rq_count == 0) {
         uint64_t now = fv_now_ms();
@@ -278,17 +280,18 @@ static int fv_request(struct fv_cm_id *cid, const struct fv_hdr *h, const uint8_
         fv_refuse(cid, h, IBV_WC_REM_ACCESS_ERR);
         return 0;
     }
-    if (h->type != FV_SEND && fv_mr_check(qp->ibv.pd, h->rkey, 1, h->raddr,
-                                          h->type == FV_READ ? h->rlen : h->len, access) == NULL) {
+    if (h->type != FV_SEND && (mr = fv_mr_check(qp->ibv.pd, h->rkey, 1, h->raddr,
+                                                h->type == FV_READ ? h->rlen : h->len,
+                                                access)) == NULL) {
         fv_refuse(cid, h, IBV_WC_REM_ACCESS_ERR);
         return 0;
     }
     if (h->type == FV_READ) {
-        fv_answer(cid, FV_READ_RESP, IBV_WC_SUCCESS, (void *)(uintptr_t)h->raddr, h->rlen);
+        fv_answer(cid, FV_READ_RESP, IBV_WC_SUCCESS, fv_mr_ptr(mr, h->raddr), h->rlen);
         return 0;
     }
     if (h->type == FV_WRITE && h->len > 0)
-        memcpy((void *)(uintptr_t)h->raddr, data, h->len);
+        memcpy(fv_mr_ptr(mr, h->raddr), data, h->len);
     if (needs_recv && fv_take_recv(cid, h, data) != 0)
         return 0;
     fv_answer(cid, FV_ACK, IBV_WC_SUCCESS, NULL, 0);
@@ -404,12 +407,16 @@ static enum ibv_wc_status fv_gather(struct fv_qp *qp, const struct ibv_send_wr *
     out->len += sizeof(*h);
     for (int i = 0; h->type != FV_READ && i < wr->num_sge; i++) {
         const struct ibv_sge *s = &wr->sg_list[i];
+        const void *from = (const void *)(uintptr_t)s->addr; /* inline: the caller's memory */
+        struct ibv_mr *mr = NULL;
         if (!(wr->send_flags & IBV_SEND_INLINE) &&
-            fv_mr_check(qp->ibv.pd, s->lkey, 0, s->addr, s->length, 0) == NULL) {
+            (mr = fv_mr_check(qp->ibv.pd, s->lkey, 0, s->addr, s->length, 0)) == NULL) {
             out->len = at;
             return IBV_WC_LOC_PROT_ERR;
         }
-        memcpy(out->data + out->len, (void *)(uintptr_t)s->addr, s->length);
+        if (mr != NULL)
+            from = fv_mr_ptr(mr, s->addr);
+        memcpy(out->data + out->len, from, s->length);
         out->len += s->length;
     }
     memcpy(out->data + at, h, sizeof(*h));

@@ -2,6 +2,8 @@
  * channels, queue pairs and the data-path ops that verbs.h's inline functions call through
  * ibv_context.ops. The wire side lives in nic.c. */
 #include <errno.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +17,9 @@ struct fv_mr {
     struct ibv_mr ibv;
     struct fv_mr *next;
     int access;
+    uint8_t *host;  /* where ibv.addr's bytes are in this process (the iova's translation) */
+    void *map;      /* a dmabuf region's own mapping of the fd, else NULL */
+    size_t map_len;
 };
 
 static struct fv_mr *fv_mrs; /* under fv_lock */
@@ -130,22 +135,10 @@ FV_EXPORT int ibv_dealloc_pd(struct ibv_pd *pd)
 
 /* ---- memory regions --------------------------------------------------------------------- */
 
-FV_EXPORT struct ibv_mr *ibv_reg_mr_iova2(struct ibv_pd *pd, void *addr, size_t length,
-                                          uint64_t iova, unsigned int access)
+/* A new region (its keys, on the process's list); host is where its bytes are. */
+static struct ibv_mr *fv_mr_add(struct fv_mr *mr, struct ibv_pd *pd, uint64_t iova, size_t length,
+                                unsigned int access, uint8_t *host)
 {
-    struct fv_mr *mr;
-
-    /* As on hardware: remote write or atomic access needs local write. */
-    if (pd == NULL || addr == NULL || length == 0 || iova != (uintptr_t)addr ||
-        ((access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) &&
-         !(access & IBV_ACCESS_LOCAL_WRITE))) {
-        errno = EINVAL;
-        return NULL;
-    }
-    if ((mr = calloc(1, sizeof(*mr))) == NULL) {
-        errno = ENOMEM;
-        return NULL;
-    }
     fv_lock();
     if (fv_next_key == 0)
         fv_next_key = ((uint32_t)getpid() * 2654435761u) | 1u;
@@ -154,13 +147,38 @@ FV_EXPORT struct ibv_mr *ibv_reg_mr_iova2(struct ibv_pd *pd, void *addr, size_t 
     fv_next_key += 2;
     mr->ibv.context = pd->context;
     mr->ibv.pd = pd;
-    mr->ibv.addr = addr;
+    mr->ibv.addr = (void *)(uintptr_t)iova;
     mr->ibv.length = length;
     mr->access = (int)access;
+    mr->host = host;
     mr->next = fv_mrs;
     fv_mrs = mr;
     fv_unlock();
     return &mr->ibv;
+}
+
+/* As on hardware: remote write or atomic access needs local write. */
+static int fv_access_ok(unsigned int access)
+{
+    return !((access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) &&
+             !(access & IBV_ACCESS_LOCAL_WRITE));
+}
+
+FV_EXPORT struct ibv_mr *ibv_reg_mr_iova2(struct ibv_pd *pd, void *addr, size_t length,
+                                          uint64_t iova, unsigned int access)
+{
+    struct fv_mr *mr;
+
+    if (pd == NULL || addr == NULL || length == 0 || iova != (uintptr_t)addr ||
+        !fv_access_ok(access)) {
+        errno = EINVAL;
+        return NULL;
+    }
+    if ((mr = calloc(1, sizeof(*mr))) == NULL) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    return fv_mr_add(mr, pd, iova, length, access, addr);
 }
 
 FV_EXPORT struct ibv_mr *(ibv_reg_mr)(struct ibv_pd *pd, void *addr, size_t length, int access)
@@ -168,11 +186,39 @@ FV_EXPORT struct ibv_mr *(ibv_reg_mr)(struct ibv_pd *pd, void *addr, size_t leng
     return ibv_reg_mr_iova2(pd, addr, length, (uintptr_t)addr, (unsigned)access);
 }
 
+/* The dmabuf's pages are whatever the fd maps (tests/fakecuda hands out a memfd aliasing a fake
+ * device allocation): mapped shared here, so the NIC thread reads and writes the same memory.
+ * FAKEVERBS_NO_DMABUF=1: a provider or kernel without dmabuf support (EOPNOTSUPP). */
 FV_EXPORT struct ibv_mr *ibv_reg_dmabuf_mr(struct ibv_pd *pd, uint64_t offset, size_t length,
                                            uint64_t iova, int fd, int access)
 {
-    errno = EOPNOTSUPP; /* no device memory behind the fake */
-    return NULL;
+    long page = sysconf(_SC_PAGESIZE);
+    uint64_t skip = offset % (uint64_t)page;
+    struct fv_mr *mr;
+    struct stat st;
+    void *map;
+
+    if (getenv("FAKEVERBS_NO_DMABUF") != NULL && atoi(getenv("FAKEVERBS_NO_DMABUF")) != 0) {
+        errno = EOPNOTSUPP;
+        return NULL;
+    }
+    if (pd == NULL || length == 0 || iova + length < iova || !fv_access_ok((unsigned)access) ||
+        fstat(fd, &st) != 0 || offset > (uint64_t)st.st_size ||
+        length > (uint64_t)st.st_size - offset) {
+        errno = errno == EBADF ? EBADF : EINVAL;
+        return NULL;
+    }
+    map = mmap(NULL, skip + length, PROT_READ | PROT_WRITE, MAP_SHARED, fd, (off_t)(offset - skip));
+    if (map == MAP_FAILED)
+        return NULL;
+    if ((mr = calloc(1, sizeof(*mr))) == NULL) {
+        munmap(map, skip + length);
+        errno = ENOMEM;
+        return NULL;
+    }
+    mr->map = map;
+    mr->map_len = skip + length;
+    return fv_mr_add(mr, pd, iova, length, (unsigned)access, (uint8_t *)map + skip);
 }
 
 FV_EXPORT int ibv_dereg_mr(struct ibv_mr *ibv)
@@ -182,6 +228,8 @@ FV_EXPORT int ibv_dereg_mr(struct ibv_mr *ibv)
         if (&(*p)->ibv == ibv) {
             struct fv_mr *mr = *p;
             *p = mr->next;
+            if (mr->map != NULL)
+                munmap(mr->map, mr->map_len);
             free(mr);
             break;
         }
@@ -204,6 +252,14 @@ FV_EXPORT struct ibv_mr *fv_mr_check(struct ibv_pd *pd, uint32_t key, int remote
         return &mr->ibv;
     }
     return NULL;
+}
+
+/* Caller holds fv_lock. Where addr (inside mr, as fv_mr_check found it) is in this process. */
+FV_EXPORT void *fv_mr_ptr(struct ibv_mr *ibv, uint64_t addr)
+{
+    struct fv_mr *mr = (struct fv_mr *)ibv;
+
+    return mr->host + (addr - (uintptr_t)mr->ibv.addr);
 }
 
 /* ---- completion channels and queues ----------------------------------------------------- */
