@@ -6,89 +6,41 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "client.h"
+#include "jit.h"
 
 struct cli_link {
     struct cli_handle h;
     unsigned nopts;
     CUjit_option *opts;
     void **vals;
+    struct cli_jit jit; /* the log buffers, as given at cuLinkCreate */
     void *cubin;
 };
-
-static bool option_is_integer(CUjit_option o)
-{
-    switch (o) {
-    case CU_JIT_MAX_REGISTERS:
-    case CU_JIT_THREADS_PER_BLOCK:
-    case CU_JIT_OPTIMIZATION_LEVEL:
-    case CU_JIT_TARGET:
-    case CU_JIT_FALLBACK_STRATEGY:
-    case CU_JIT_GENERATE_DEBUG_INFO:
-    case CU_JIT_GENERATE_LINE_INFO:
-    case CU_JIT_CACHE_MODE:
-    case CU_JIT_POSITION_INDEPENDENT_CODE:
-    case CU_JIT_MIN_CTA_PER_SM:
-    case CU_JIT_MAX_THREADS_PER_BLOCK:
-    case CU_JIT_OVERRIDE_DIRECTIVE_VALUES: return true;
-    default: return false;
-    }
-}
-
-/* Copy the worker's logs (info NUL error NUL) into the application's buffers. */
-static void logs_out(struct cli_link *l, const char *logs, size_t len)
-{
-    const char *info = len > 0 ? logs : "", *error = "";
-    size_t ni = len > 0 ? strnlen(logs, len) : 0;
-    char *ibuf = NULL, *ebuf = NULL;
-    size_t icap = 0, ecap = 0;
-
-    if (ni + 1 < len)
-        error = logs + ni + 1;
-    for (unsigned i = 0; i < l->nopts; i++) {
-        uintptr_t v = (uintptr_t)l->vals[i];
-        switch (l->opts[i]) {
-        case CU_JIT_INFO_LOG_BUFFER: ibuf = (char *)v; break;
-        case CU_JIT_ERROR_LOG_BUFFER: ebuf = (char *)v; break;
-        case CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES: icap = v; break;
-        case CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES: ecap = v; break;
-        default: break;
-        }
-    }
-    if (ibuf != NULL && icap > 0)
-        snprintf(ibuf, icap, "%.*s", (int)ni, info);
-    if (ebuf != NULL && ecap > 0)
-        snprintf(ebuf, ecap, "%.*s", (int)strnlen(error, logs + len - error), error);
-}
 
 CLI_EXPORT CUresult cuLinkCreate_v2(unsigned int n, CUjit_option *opts, void **vals,
                                     CUlinkState *state)
 {
     struct cli_link *l;
-    uint64_t pairs[2 * 16];
-    unsigned npairs = 0;
-    struct cli_call call = {.op = PROTO_OP_LINK_CREATE, .nargs = 2};
+    struct cli_call call = {.op = PROTO_OP_LINK_CREATE, .nargs = 3};
     CUresult res = cli_need_ctx();
 
     if (res != CUDA_SUCCESS)
         return res;
-    if (state == NULL || (n > 0 && (opts == NULL || vals == NULL)))
+    if (state == NULL)
         return CUDA_ERROR_INVALID_VALUE;
     if ((l = calloc(1, sizeof(*l))) == NULL)
         return CUDA_ERROR_OUT_OF_MEMORY;
+    if ((res = cli_jit_read(n, opts, vals, 16, &l->jit)) != CUDA_SUCCESS) {
+        free(l);
+        return res;
+    }
     cli_handle_init(&l->h, PROTO_H_LINK);
     l->nopts = n, l->opts = opts, l->vals = vals;
-    for (unsigned i = 0; i < n; i++) {
-        if (opts[i] == CU_JIT_LOG_VERBOSE)
-            call.args[1] = (uintptr_t)vals[i];
-        if (option_is_integer(opts[i]) && npairs < 16) {
-            pairs[2 * npairs] = opts[i];
-            pairs[2 * npairs++ + 1] = (uintptr_t)vals[i];
-        }
-    }
     call.args[0] = l->h.id;
-    call.data = pairs;
-    call.data_len = 16 * npairs;
+    call.args[1] = l->jit.info_cap;
+    call.args[2] = l->jit.error_cap;
+    call.data = l->jit.words;
+    call.data_len = 8 * l->jit.nwords;
     if ((res = cli_call_sync(&call)) != CUDA_SUCCESS) {
         free(l);
         return res;
@@ -102,7 +54,7 @@ CLI_EXPORT CUresult cuLinkAddData_v2(CUlinkState state, CUjitInputType type, voi
                                      CUjit_option *opts, void **vals)
 {
     struct cli_link *l = cli_handle_check(state, PROTO_H_LINK);
-    static const size_t logs_cap = 2 * 16384;
+    const size_t logs_cap = l != NULL ? l->jit.info_cap + l->jit.error_cap + 2 : 0;
     const char *nm = name != NULL ? name : "";
     size_t nlen = strlen(nm) + 1;
     struct cli_call call = {.op = PROTO_OP_LINK_ADD_DATA, .nargs = 2};
@@ -128,7 +80,7 @@ CLI_EXPORT CUresult cuLinkAddData_v2(CUlinkState state, CUjitInputType type, voi
     call.rdata_cap = logs_cap;
     res = cli_call_sync(&call);
     if (res != CUDA_ERROR_DEVICE_UNAVAILABLE)
-        logs_out(l, logs, call.rdata_len);
+        cli_jit_logs_out(&l->jit, logs, call.rdata_len);
     free(buf);
     free(logs);
     return res;
@@ -175,7 +127,7 @@ CLI_EXPORT CUresult cuLinkComplete(CUlinkState state, void **cubin, size_t *size
         free(buf);
         return res == CUDA_SUCCESS ? CUDA_ERROR_UNKNOWN : res;
     }
-    logs_out(l, (char *)buf + out[0], call.rdata_len - out[0]);
+    cli_jit_logs_out(&l->jit, (char *)buf + out[0], call.rdata_len - out[0]);
     for (unsigned i = 0; i < l->nopts; i++)
         if (l->opts[i] == CU_JIT_WALL_TIME)
             memcpy(&l->vals[i], &out[1], sizeof(float));

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "common/sha256.h"
+#include "jit.h"
 #include "module.h"
 
 CLI_EXPORT CUresult cuModuleGetLoadingMode(CUmoduleLoadingMode *mode)
@@ -29,25 +30,31 @@ static struct cli_module *module_new(enum proto_handle_type type)
 #define IMAGE_CACHE_MIN (64u << 10)
 
 /* Send a large image's SHA-256 instead of its bytes: CUDA_SUCCESS when the server loaded its
- * cached copy, PROTO_RESULT_NOT_CACHED when the bytes must follow, else the error. */
-static CUresult image_by_hash(unsigned op, uint64_t id, const void *image, size_t len)
+ * cached copy, PROTO_RESULT_NOT_CACHED when the bytes must follow, else the error. The call
+ * keeps its other arguments (JIT options) and its reply buffers. */
+static CUresult image_by_hash(struct cli_call *call)
 {
     uint8_t hash[RG_SHA256_LEN];
-    struct cli_call call = {.op = op, .nargs = 3, .data = hash, .data_len = sizeof(hash)};
+    const void *image = call->data;
+    CUresult res;
 
-    rg_sha256(image, len, hash);
-    call.args[0] = id;
-    call.args[1] = PROTO_IMAGE_BY_HASH;
-    call.args[2] = len;
-    return cli_call_sync(&call);
+    rg_sha256(image, call->data_len, hash);
+    call->args[1] = PROTO_IMAGE_BY_HASH;
+    call->args[2] = call->data_len;
+    call->data = hash;
+    call->data_len = sizeof(hash);
+    res = cli_call_sync(call);
+    call->data = image;
+    call->data_len = (size_t)call->args[2];
+    return res;
 }
 
-/* MODULE_LOAD / LIBRARY_LOAD: a large image goes by hash, then (not cached) once as bulk with
- * PROTO_IMAGE_CACHE; a small one inline or as bulk. Only stack state: safe in any thread. */
-static CUresult image_load(unsigned op, enum proto_handle_type type, const void *image,
+/* MODULE_LOAD(_JIT) / LIBRARY_LOAD(_JIT) as call (op, and any JIT arguments from args[3]
+ * on): a large image goes by hash, then (not cached) once as bulk with PROTO_IMAGE_CACHE; a
+ * small one inline or as bulk. Only stack state: safe in any thread. */
+static CUresult image_load(struct cli_call *call, enum proto_handle_type type, const void *image,
                            void **handle_p)
 {
-    struct cli_call call = {.op = op, .nargs = 2};
     struct cli_module *m;
     CUresult res = type == PROTO_H_MODULE ? cli_need_ctx()
                    : cli_initialized()    ? CUDA_SUCCESS
@@ -57,19 +64,21 @@ static CUresult image_load(unsigned op, enum proto_handle_type type, const void 
         return res;
     if (handle_p == NULL)
         return CUDA_ERROR_INVALID_VALUE;
-    res = cli_image_size(image, &call.data, &call.data_len);
+    res = cli_image_size(image, &call->data, &call->data_len);
     if (res != CUDA_SUCCESS)
         return res;
     if ((m = module_new(type)) == NULL)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    call.args[0] = m->h.id;
+    call->args[0] = m->h.id;
+    call->args[1] = 0;
+    call->args[2] = call->data_len;
     res = PROTO_RESULT_NOT_CACHED;
-    if (call.data_len >= IMAGE_CACHE_MIN) {
-        res = image_by_hash(op, m->h.id, call.data, call.data_len);
-        call.args[1] = PROTO_IMAGE_CACHE;
+    if (call->data_len >= IMAGE_CACHE_MIN) {
+        res = image_by_hash(call);
+        call->args[1] = PROTO_IMAGE_CACHE;
     }
     if (res == (CUresult)PROTO_RESULT_NOT_CACHED)
-        res = cli_call_sync(&call);
+        res = cli_call_sync(call);
     if (res != CUDA_SUCCESS) {
         free(m);
         return res;
@@ -78,42 +87,56 @@ static CUresult image_load(unsigned op, enum proto_handle_type type, const void 
     return CUDA_SUCCESS;
 }
 
-CLI_EXPORT CUresult cuModuleLoadData(CUmodule *module, const void *image)
+static CUresult plain_load(unsigned op, enum proto_handle_type type, const void *image,
+                           void **handle_p)
 {
-    return image_load(PROTO_OP_MODULE_LOAD, PROTO_H_MODULE, image, (void **)module);
+    struct cli_call call = {.op = op, .nargs = 3};
+
+    return image_load(&call, type, image, handle_p);
 }
 
-/* JIT options are advisory; the server JIT-compiles with its defaults and no log buffers. */
-/* JIT options are not sent: the server's driver compiles with its defaults. The logs the
- * application asked for are left empty (what the driver writes when it has nothing to say)
- * rather than untouched. */
-static void jit_logs_empty(unsigned int n, const CUjit_option *options, void **values)
+/* A load with JIT options: integer options travel (LOAD_JIT args), the worker compiles with
+ * log buffers of the sizes asked, and the logs, their filled sizes and the wall time come back
+ * into the application's arrays as the driver writes them. */
+static CUresult jit_load(unsigned op, enum proto_handle_type type, const void *image,
+                         unsigned n, CUjit_option *opts, void **vals, void **handle_p)
 {
-    char *info = NULL, *error = NULL;
-    size_t info_cap = 0, error_cap = 0;
+    struct cli_jit jit;
+    uint64_t out[3] = {0, 0, 0};
+    struct cli_call call = {.op = op, .nargs = 5, .out = out, .out_cap = 3};
+    CUresult res = cli_jit_read(n, opts, vals, CLI_CALL_MAX_ARGS - 5, &jit);
 
-    for (unsigned i = 0; options != NULL && values != NULL && i < n; i++) {
-        uintptr_t v = (uintptr_t)values[i];
-        if (options[i] == CU_JIT_INFO_LOG_BUFFER)
-            info = (char *)v;
-        else if (options[i] == CU_JIT_ERROR_LOG_BUFFER)
-            error = (char *)v;
-        else if (options[i] == CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES)
-            info_cap = v;
-        else if (options[i] == CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES)
-            error_cap = v;
+    if (res != CUDA_SUCCESS)
+        return res;
+    if (jit.info_cap + jit.error_cap > 0 &&
+        (call.rdata = malloc(jit.info_cap + jit.error_cap + 2)) == NULL)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    call.rdata_cap = call.rdata != NULL ? jit.info_cap + jit.error_cap + 2 : 0;
+    call.args[3] = jit.info_cap;
+    call.args[4] = jit.error_cap;
+    memcpy(&call.args[5], jit.words, 8 * jit.nwords);
+    call.nargs += jit.nwords;
+    res = image_load(&call, type, image, handle_p);
+    if (res != CUDA_ERROR_DEVICE_UNAVAILABLE && call.nout >= 3) {
+        cli_jit_logs_out(&jit, call.rdata, call.rdata_len);
+        cli_jit_values_out(n, opts, vals, out, call.nout);
     }
-    if (info != NULL && info_cap > 0)
-        info[0] = '\0';
-    if (error != NULL && error_cap > 0)
-        error[0] = '\0';
+    free(call.rdata);
+    return res;
+}
+
+CLI_EXPORT CUresult cuModuleLoadData(CUmodule *module, const void *image)
+{
+    return plain_load(PROTO_OP_MODULE_LOAD, PROTO_H_MODULE, image, (void **)module);
 }
 
 CLI_EXPORT CUresult cuModuleLoadDataEx(CUmodule *module, const void *image, unsigned int n,
                                        CUjit_option *options, void **values)
 {
-    jit_logs_empty(n, options, values);
-    return cuModuleLoadData(module, image);
+    if (n == 0)
+        return cuModuleLoadData(module, image);
+    return jit_load(PROTO_OP_MODULE_LOAD_JIT, PROTO_H_MODULE, image, n, options, values,
+                    (void **)module);
 }
 
 CLI_EXPORT CUresult cuModuleLoadFatBinary(CUmodule *module, const void *fatCubin)
@@ -174,13 +197,18 @@ CLI_EXPORT CUresult cuModuleUnload(CUmodule hmod)
 
 /* ---- libraries -------------------------------------------------------------------------- */
 
+/* Library options (host-side tables, preserved binaries) concern the client's own copy of the
+ * image, which the worker never shares: they are not sent. */
 CLI_EXPORT CUresult cuLibraryLoadData(CUlibrary *library, const void *code,
                                       CUjit_option *jitOptions, void **jitOptionsValues,
                                       unsigned int numJitOptions,
                                       CUlibraryOption *libraryOptions,
                                       void **libraryOptionValues, unsigned int numLibraryOptions)
 {
-    return image_load(PROTO_OP_LIBRARY_LOAD, PROTO_H_LIBRARY, code, (void **)library);
+    if (numJitOptions == 0)
+        return plain_load(PROTO_OP_LIBRARY_LOAD, PROTO_H_LIBRARY, code, (void **)library);
+    return jit_load(PROTO_OP_LIBRARY_LOAD_JIT, PROTO_H_LIBRARY, code, numJitOptions, jitOptions,
+                    jitOptionsValues, (void **)library);
 }
 
 CLI_EXPORT CUresult cuLibraryLoadFromFile(CUlibrary *library, const char *fileName,
@@ -195,7 +223,8 @@ CLI_EXPORT CUresult cuLibraryLoadFromFile(CUlibrary *library, const char *fileNa
 
     if (image == NULL)
         return CUDA_ERROR_FILE_NOT_FOUND;
-    res = image_load(PROTO_OP_LIBRARY_LOAD, PROTO_H_LIBRARY, image, (void **)library);
+    res = cuLibraryLoadData(library, image, jitOptions, jitOptionsValues, numJitOptions,
+                            libraryOptions, libraryOptionValues, numLibraryOptions);
     free(image);
     return res;
 }

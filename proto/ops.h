@@ -181,7 +181,10 @@ enum proto_handle_type {
                                  /*  shmem,params_len; MEMSET dst,pitch,value,elemsize,w,h;  */ \
                                  /*  MEMCPY srckind,src,srcpitch,dstkind,dst,dstpitch,w,h    */ \
                                  /*  (kind 0 device address, 1 shadow id); EVENT_* event;    */ \
-                                 /*  GRAPH child; MEM_ALLOC bytes,dev; MEM_FREE dptr         */ \
+                                 /*  GRAPH child; MEM_ALLOC bytes,dev; MEM_FREE dptr;        */ \
+                                 /*  CONDITIONAL handle,type,size (payload: size new graph   */ \
+                                 /*  ids, bound to the driver's body graphs, owned by the    */ \
+                                 /*  node: never destroyed alone, dropped with the graph)    */ \
     X(GRAPH_ADD_DEPS)            /* [graph, n]       data: n "from" ids, then n "to" ids     */ \
     X(GRAPH_CLONE)               /* [new graph id, graph]                                    */ \
     X(GRAPH_GET_NODES)           /* [graph] -> out[n, id0, type0, id1, type1, ...]           */ \
@@ -190,7 +193,8 @@ enum proto_handle_type {
     X(MEMCPY_2D)                 /* [dir 0=HtoD 1=DtoH 2=DtoD, dst, dpitch, src, spitch,     */ \
                                  /*  width, height, stream, async]  host rows packed: data   */ \
                                  /*  (HtoD) or reply bulk (DtoH)                             */ \
-    X(LINK_CREATE)               /* [id, verbose]   data: (option, value) integer pairs      */ \
+    X(LINK_CREATE)               /* [id, info log cap, error log cap]  data: JIT option words*/ \
+                                 /*  (proto/jit_options.h)                                   */ \
     X(LINK_ADD_DATA)             /* [link, input type]  data: name NUL input -> data: logs   */ \
     X(LINK_COMPLETE)             /* [link] -> out[cubin len, wall ms float bits]             */ \
                                  /*  data: cubin, then logs (info NUL error NUL)             */ \
@@ -226,7 +230,16 @@ enum proto_handle_type {
     X(MEMCPY_DTOH_RDMA)          /* [src, size, stream, async, raddr, rkey]  the server      */ \
                                  /*  RDMA-WRITEs the bytes to raddr before it answers; async */ \
                                  /*  ones are sent with NOREPLY                              */ \
-    X(SHADOW_FREE)               /* [shadow]  no graph or executable graph uses it any more  */
+    X(SHADOW_FREE)               /* [shadow]  no graph or executable graph uses it any more  */ \
+    X(MODULE_LOAD_JIT)           /* [id, image flags, image len, info log cap, error log cap, */ \
+                                 /*  JIT option words...] data/bulk: image (as MODULE_LOAD)  */ \
+                                 /*  -> out[wall ms float bits, info size, error size] (the  */ \
+                                 /*  driver's values), data: info log NUL error log NUL      */ \
+    X(LIBRARY_LOAD_JIT)          /* the same for cuLibraryLoadData                           */ \
+    X(GRAPH_COND_HANDLE_CREATE)  /* [graph, default value, flags] -> out[the driver's        */ \
+                                 /*  CUgraphConditionalHandle] (kernels take it by value)    */ \
+    X(STREAM_BEGIN_CAPTURE_TO_GRAPH) /* [stream, mode, graph, ndeps] data: ndeps node ids;   */ \
+                                 /*  STREAM_END_CAPTURE then names graph id 0                */
 
 enum proto_op {
 #define PROTO_OP_ENUM(name) PROTO_OP_##name,

@@ -27,7 +27,8 @@
     X(cuMemsetD8Async) X(cuMemsetD16Async) X(cuMemsetD32Async)                                  \
     X(cuMemsetD2D8) X(cuMemsetD2D16) X(cuMemsetD2D32)                                           \
     X(cuMemsetD2D8Async) X(cuMemsetD2D16Async) X(cuMemsetD2D32Async)                            \
-    X(cuModuleLoadData) X(cuModuleUnload) X(cuModuleGetFunction) X(cuModuleGetGlobal)           \
+    X(cuModuleLoadData) X(cuModuleLoadDataEx) X(cuModuleUnload) X(cuModuleGetFunction)          \
+    X(cuModuleGetGlobal)                                                                        \
     X(cuLibraryLoadData) X(cuLibraryUnload) X(cuLibraryGetKernel) X(cuLibraryGetModule)         \
     X(cuLibraryGetGlobal)                                                                       \
     X(cuKernelGetFunction) X(cuKernelGetAttribute) X(cuKernelSetAttribute)                      \

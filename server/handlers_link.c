@@ -1,24 +1,21 @@
-/* JIT linking (cuLinkCreate / cuLinkAddData / cuLinkComplete) in the worker. The worker owns
- * the info and error log buffers; their text goes back with each reply and the client copies
- * it into the application's buffers, along with the wall time. The linked cubin is returned in
- * the reply of LINK_COMPLETE. */
+/* JIT in the worker: linking (cuLinkCreate / cuLinkAddData / cuLinkComplete) and module or
+ * library loads with JIT options (cuModuleLoadDataEx, cuLibraryLoadData). The worker owns the
+ * info and error log buffers (server/jit_options.h); their text goes back with each reply and
+ * the client copies it into the application's buffers, along with the wall time. The linked
+ * cubin is returned in the reply of LINK_COMPLETE. */
 #include <stdlib.h>
 #include <string.h>
 
-#include "server/session.h"
+#include "server/jit_options.h"
+#include "server/module_cache.h"
 
 #define ARG(i) (call->msg->args[i])
-#define LOG_LEN 16384
-#define MAX_LINK_OPTS 16
 
-/* The driver keeps the option arrays of cuLinkCreate and writes results (logs, the wall time
- * in the value slot of CU_JIT_WALL_TIME) into them later, so they live as long as the link. */
+/* The driver keeps the option arrays of cuLinkCreate and writes results (logs, the wall time)
+ * into them later, so they live as long as the link. */
 struct srv_link {
     CUlinkState state;
-    CUjit_option opts[MAX_LINK_OPTS + 6];
-    void *vals[MAX_LINK_OPTS + 6];
-    unsigned wall; /* index of CU_JIT_WALL_TIME */
-    char info[LOG_LEN], error[LOG_LEN];
+    struct srv_jit jit;
 };
 
 void srv_link_free(struct srv_session *s, void *real)
@@ -26,61 +23,34 @@ void srv_link_free(struct srv_session *s, void *real)
     struct srv_link *l = real;
 
     s->drv.cuLinkDestroy(l->state);
+    srv_jit_fini(&l->jit);
     free(l);
 }
 
-/* [id, verbose]; data: (option, value) pairs of integer-valued options. */
+/* [id, info log cap, error log cap]; data: JIT option words. */
 static CUresult h_link_create(struct srv_session *s, struct srv_call *call)
 {
-    size_t npairs = call->msg->data.len / 16, n = 0;
     struct srv_link *l;
     CUresult res;
 
-    if (PROTO_ID_TYPE(ARG(0)) != PROTO_H_LINK || npairs > MAX_LINK_OPTS ||
-        call->msg->data.len % 16 != 0)
+    if (call->msg->n_args < 3 || PROTO_ID_TYPE(ARG(0)) != PROTO_H_LINK ||
+        call->msg->data.len % 8 != 0)
         return CUDA_ERROR_INVALID_VALUE;
     if ((l = calloc(1, sizeof(*l))) == NULL)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    CUjit_option *opts = l->opts;
-    void **vals = l->vals;
-    for (size_t i = 0; i < npairs; i++, n++) {
-        uint64_t pair[2];
-        memcpy(pair, call->msg->data.data + 16 * i, 16);
-        opts[n] = (CUjit_option)pair[0];
-        vals[n] = (void *)(uintptr_t)pair[1];
-    }
-    l->wall = (unsigned)n;
-    opts[n] = CU_JIT_WALL_TIME, vals[n++] = NULL;
-    opts[n] = CU_JIT_INFO_LOG_BUFFER, vals[n++] = l->info;
-    opts[n] = CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES, vals[n++] = (void *)(uintptr_t)LOG_LEN;
-    opts[n] = CU_JIT_ERROR_LOG_BUFFER, vals[n++] = l->error;
-    opts[n] = CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES, vals[n++] = (void *)(uintptr_t)LOG_LEN;
-    opts[n] = CU_JIT_LOG_VERBOSE, vals[n++] = (void *)(uintptr_t)(ARG(1) != 0);
-    res = s->drv.cuLinkCreate((unsigned)n, opts, vals, &l->state);
+    uint64_t words[SRV_JIT_MAX_WORDS];
+    size_t nwords = call->msg->data.len / 8;
+    if (nwords <= SRV_JIT_MAX_WORDS && nwords > 0)
+        memcpy(words, call->msg->data.data, 8 * nwords);
+    res = srv_jit_init(&l->jit, words, nwords, ARG(1), ARG(2));
+    if (res == CUDA_SUCCESS)
+        res = s->drv.cuLinkCreate(l->jit.n, l->jit.opts, l->jit.vals, &l->state);
     if (res != CUDA_SUCCESS) {
+        srv_jit_fini(&l->jit);
         free(l);
         return res;
     }
     return srv_handle_adopt(s, ARG(0), PROTO_H_LINK, res, l);
-}
-
-/* The logs as reply data: info text, NUL, error text, NUL (in session scratch). */
-static CUresult reply_logs(struct srv_session *s, struct srv_call *call, struct srv_link *l,
-                           const void *head, size_t head_len)
-{
-    size_t ni = strnlen(l->info, LOG_LEN - 1), ne = strnlen(l->error, LOG_LEN - 1);
-    uint8_t *buf = srv_scratch(s, head_len + ni + ne + 2);
-
-    if (buf == NULL)
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    memcpy(buf, head, head_len);
-    memcpy(buf + head_len, l->info, ni);
-    buf[head_len + ni] = 0;
-    memcpy(buf + head_len + ni + 1, l->error, ne);
-    buf[head_len + ni + 1 + ne] = 0;
-    call->rdata = buf;
-    call->rdata_len = head_len + ni + ne + 2;
-    return CUDA_SUCCESS;
 }
 
 /* [link, CUjitInputType]; data: name, NUL, then the input -> data: logs. */
@@ -99,7 +69,7 @@ static CUresult h_link_add(struct srv_session *s, struct srv_call *call)
     l = h->real;
     res = s->drv.cuLinkAddData(l->state, (CUjitInputType)ARG(1), (void *)(nul + 1),
                                d->data + d->len - nul - 1, (const char *)d->data, 0, NULL, NULL);
-    reply_logs(s, call, l, NULL, 0);
+    srv_jit_logs_reply(s, call, &l->jit, NULL, 0);
     return res;
 }
 
@@ -119,9 +89,8 @@ static CUresult h_link_complete(struct srv_session *s, struct srv_call *call)
     if (res != CUDA_SUCCESS)
         len = 0;
     call->out[call->nout++] = len;
-    call->out[call->nout++] = 0;
-    memcpy(&call->out[1], &l->vals[l->wall], sizeof(float));
-    reply_logs(s, call, l, cubin, len);
+    call->out[call->nout++] = srv_jit_wall_bits(&l->jit);
+    srv_jit_logs_reply(s, call, &l->jit, cubin, len);
     return res;
 }
 
@@ -130,9 +99,82 @@ static CUresult h_link_destroy(struct srv_session *s, struct srv_call *call)
     return srv_handle_destroy(s, ARG(0), PROTO_H_LINK);
 }
 
+/* ---- loads with JIT options ------------------------------------------------------------- */
+
+static size_t mem_free_now(struct srv_session *s)
+{
+    size_t free_b = 0, total;
+
+    return s->drv.cuMemGetInfo(&free_b, &total) == CUDA_SUCCESS ? free_b : 0;
+}
+
+/* Charge what the load took of device memory to the handle, as MODULE_LOAD does
+ * (handlers_exec.c): CUDA_ERROR_OUT_OF_MEMORY, and the object unloaded, when over quota. */
+static CUresult load_charge(struct srv_session *s, uint64_t id, unsigned type, size_t before)
+{
+    size_t after = mem_free_now(s);
+    uint64_t took = before > after ? before - after : 0;
+
+    if (!srv_quota_charge(s, took)) {
+        srv_handle_destroy(s, id, type);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    srv_handle_get(s, id, type)->size = took;
+    return CUDA_SUCCESS;
+}
+
+/* The loaded image with the JIT arrays; the new module or library bound to id. */
+static CUresult load_with(struct srv_session *s, struct srv_call *call, struct srv_jit *j,
+                          const void *image)
+{
+    bool lib = call->msg->op == PROTO_OP_LIBRARY_LOAD_JIT;
+    unsigned type = lib ? PROTO_H_LIBRARY : PROTO_H_MODULE;
+    size_t before = mem_free_now(s);
+    void *obj = NULL;
+    CUresult res;
+
+    if (lib)
+        res = s->drv.cuLibraryLoadData((CUlibrary *)&obj, image, j->opts, j->vals, j->n, NULL,
+                                       NULL, 0);
+    else
+        res = s->drv.cuModuleLoadDataEx((CUmodule *)&obj, image, j->n, j->opts, j->vals);
+    res = srv_handle_adopt(s, ARG(0), type, res, obj);
+    return res == CUDA_SUCCESS ? load_charge(s, ARG(0), type, before) : res;
+}
+
+/* [id, image flags, image len, info cap, error cap, option words...]; the image as for
+ * MODULE_LOAD -> out[wall bits, info size, error size], data: the logs. */
+static CUresult h_load_jit(struct srv_session *s, struct srv_call *call)
+{
+    struct srv_jit j;
+    void *image;
+    size_t len;
+    CUresult res;
+
+    if (call->msg->n_args < 5)
+        return CUDA_ERROR_INVALID_VALUE;
+    res = srv_jit_init(&j, &call->msg->args[5], call->msg->n_args - 5, ARG(3), ARG(4));
+    if (res != CUDA_SUCCESS)
+        return res;
+    if ((res = srv_image_take(s, call, &image, &len)) != CUDA_SUCCESS) {
+        srv_jit_fini(&j);
+        return res; /* PROTO_RESULT_NOT_CACHED: the client sends the bytes, nothing ran */
+    }
+    res = load_with(s, call, &j, image);
+    srv_image_release(s, call, image, len, res == CUDA_SUCCESS);
+    call->out[call->nout++] = srv_jit_wall_bits(&j);
+    call->out[call->nout++] = j.info_cap ? (uintptr_t)j.vals[j.info_size] : 0;
+    call->out[call->nout++] = j.error_cap ? (uintptr_t)j.vals[j.error_size] : 0;
+    srv_jit_logs_reply(s, call, &j, NULL, 0);
+    srv_jit_fini(&j);
+    return res;
+}
+
 const srv_handler_fn srv_link_handlers[PROTO_OP_COUNT] = {
     [PROTO_OP_LINK_CREATE] = h_link_create,
     [PROTO_OP_LINK_ADD_DATA] = h_link_add,
     [PROTO_OP_LINK_COMPLETE] = h_link_complete,
     [PROTO_OP_LINK_DESTROY] = h_link_destroy,
+    [PROTO_OP_MODULE_LOAD_JIT] = h_load_jit,
+    [PROTO_OP_LIBRARY_LOAD_JIT] = h_load_jit,
 };

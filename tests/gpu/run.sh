@@ -36,7 +36,8 @@ start_server 127.0.0.1 server
 head -5 "$LOGS/server.log"
 
 # 1. Programs: native vs rgpu, static and shared cudart.
-for prog in vadd matmul streams ptx_driver copies fault graph graph_nodes printf device_assert textures; do
+for prog in vadd matmul streams ptx_driver copies fault graph graph_nodes printf device_assert textures \
+            jit_options; do
     for kind in static shared; do
         exe=$B/bin/${prog}_$kind
         n=$LOGS/${prog}_$kind

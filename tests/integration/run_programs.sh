@@ -55,7 +55,8 @@ run_program() { # name args...
 
 start_server main
 export RGPU_SERVER=127.0.0.1:$PORT
-for prog in vadd matmul streams ptx_driver copies fault graph graph_nodes printf device_assert textures; do
+for prog in vadd matmul streams ptx_driver copies fault graph graph_nodes printf device_assert textures \
+            jit_options; do
     for kind in static shared; do
         exe=$PROGS/${prog}_$kind
         [ -x "$exe" ] || { fail "$prog $kind: $exe not built"; continue; }
@@ -80,8 +81,24 @@ if grep -Eq '^rgpu stats: LAUNCH +0 +0.000 +1$' "$WORK/stats.err" &&
 else
     fail "RGPU_STATS"; cat "$WORK/stats.err"
 fi
+# Occupancy answers are cached until an attribute changes: ptx_driver asks 22 times, 3 go out.
+RGPU_STATS=1 timeout 60 "$PROGS/ptx_driver_static" >/dev/null 2>"$WORK/occ.err"
+if grep -Eq '^rgpu stats: OCC_MAX_BLOCKS +3 ' "$WORK/occ.err"; then
+    ok "occupancy answers cached, dropped when an attribute is set"
+else
+    fail "occupancy cache"; grep OCC "$WORK/occ.err"
+fi
 
 # Device printf reaches the client's stdout, in order with the host's output.
+# JIT options reach the driver and its logs come back: the fake's info log names the
+# optimization level and line-info option the program gave, for a small image and for a large
+# one sent by hash (twice: stored, then a cache hit).
+if JIT_PRINT_LOG=1 timeout 60 "$PROGS/jit_options_static" >"$WORK/jit_log.out" 2>&1 &&
+    [ "$(grep -c 'info log: fakecuda jit: optimization level 3, line info 1$' "$WORK/jit_log.out")" = 3 ]; then
+    ok "JIT options and logs forwarded"
+else
+    fail "JIT options and logs forwarded"; cat "$WORK/jit_log.out"
+fi
 if [ "$(tr '\n' '|' <"$WORK/printf_static.out")" = "host before|device says 1|host after kernel 1|device says 2|host after kernel 2|device says 3|host after kernel 3|PASS|" ]; then
     ok "device printf on the client's stdout, in order"
 else

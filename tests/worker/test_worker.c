@@ -273,8 +273,16 @@ static void test_hostile_arguments(void **state)
     assert_int_equal(call_result(&p, PROTO_OP_MEM_MAP, a, 5, NULL, 0), CUDA_ERROR_INVALID_HANDLE);
     a[0] = (784ull << 4) | PROTO_H_MEM_POOL; /* a created pool that was never created */
     assert_int_equal(call_result(&p, PROTO_OP_MEM_POOL_TRIM, a, 2, NULL, 0), CUDA_ERROR_INVALID_HANDLE);
-    a[0] = link, a[1] = 0;
-    assert_int_equal(call_result(&p, PROTO_OP_LINK_CREATE, a, 2, NULL, 0), CUDA_SUCCESS);
+    a[0] = link, a[1] = a[2] = 0;
+    /* JIT option words may only carry integer options: never a pointer the driver writes to */
+    uint64_t word = ((uint64_t)CU_JIT_INFO_LOG_BUFFER << 32) | 0x1000;
+    assert_int_equal(call_result(&p, PROTO_OP_LINK_CREATE, a, 3, &word, 8), CUDA_ERROR_INVALID_VALUE);
+    a[3] = a[4] = 0, a[5] = word;
+    assert_int_equal(call_result(&p, PROTO_OP_MODULE_LOAD_JIT, a, 6, input, sizeof(input)),
+                     CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(call_result(&p, PROTO_OP_MODULE_LOAD_JIT, a, 4, input, sizeof(input)),
+                     CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(call_result(&p, PROTO_OP_LINK_CREATE, a, 3, NULL, 0), CUDA_SUCCESS);
     a[1] = CU_JIT_INPUT_PTX;
     assert_int_equal(call_result(&p, PROTO_OP_LINK_ADD_DATA, a, 2, input, sizeof(input) - 1),
                      CUDA_ERROR_INVALID_VALUE);
