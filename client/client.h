@@ -121,6 +121,9 @@ bool cli_dev_lookup(CUdeviceptr dptr, CUdeviceptr *base_p, size_t *size_p);
 
 /* Contexts. The thread's current context (NULL when none). */
 struct cli_ctx *cli_ctx_current(void);
+/* Occupancy answers cached by client/occupancy.c are stale: a function attribute or a cache
+ * configuration changed. */
+void cli_occupancy_forget(void);
 void cli_ctx_set_current(struct cli_ctx *ctx);
 /* The one primary-context object of a device: stable for the life of the process. */
 struct cli_ctx *cli_primary_ctx(int dev);

@@ -399,6 +399,7 @@ CLI_EXPORT CUresult cuCtxSetCacheConfig(CUfunc_cache config)
     struct cli_call call = {.op = PROTO_OP_CTX_SET_CACHE_CONFIG, .nargs = 1, .args = {config}};
     CUresult res = cli_need_ctx();
 
+    cli_occupancy_forget();
     return res != CUDA_SUCCESS ? res : cli_call_async(&call);
 }
 

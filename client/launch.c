@@ -312,6 +312,7 @@ static CUresult set_attribute(void *handle, int attrib, int value, CUdevice dev)
     call.args[2] = (uint64_t)(int64_t)value;
     call.args[3] = (uint64_t)dev;
     res = cli_call_sync(&call);
+    cli_occupancy_forget();
     pthread_mutex_lock(&f->lock);
     f->attrs_known &= ~(1ull << attrib); /* re-read: the driver may round the value */
     pthread_mutex_unlock(&f->lock);
@@ -356,6 +357,7 @@ static CUresult set_cache_config(void *handle, CUfunc_cache config, CUdevice dev
     call.args[0] = f->h.id;
     call.args[1] = config;
     call.args[2] = (uint64_t)dev;
+    cli_occupancy_forget();
     return cli_call_async(&call);
 }
 

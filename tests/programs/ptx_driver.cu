@@ -79,6 +79,16 @@ int main()
     CHECK(cuCtxCreate(&ctx, NULL, 0, dev));
     CHECK(cuModuleLoadData(&mod, ptx));
     CHECK(cuModuleGetFunction(&f, mod, "saxpy_ptx"));
+    // Occupancy, asked as libraries ask it: many times with the same arguments (rgpu caches
+    // the answer), then again once an attribute that may change it was set.
+    int occ[3];
+    for (int i = 0; i < 20; i++)
+        CHECK(cuOccupancyMaxActiveBlocksPerMultiprocessor(&occ[0], f, 128, 0));
+    CHECK(cuOccupancyMaxActiveBlocksPerMultiprocessor(&occ[1], f, 256, 0));
+    CHECK(cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, 50));
+    CHECK(cuOccupancyMaxActiveBlocksPerMultiprocessor(&occ[2], f, 128, 0));
+    printf("occupancy: %d blocks of 128, %d of 256; %d of 128 with a 50%% carveout\n", occ[0],
+           occ[1], occ[2]);
     CHECK(cuMemAlloc(&dx, n * sizeof(float)));
     CHECK(cuMemAlloc(&dy, n * sizeof(float)));
     CHECK(cuMemcpyHtoD(dx, x.data(), n * sizeof(float)));
