@@ -155,3 +155,35 @@ CUresult cuFlushGPUDirectRDMAWrites(CUflushGPUDirectRDMAWritesTarget target,
         fprintf(stderr, "fakecuda: cuFlushGPUDirectRDMAWrites\n");
     return CUDA_SUCCESS;
 }
+
+/* ---- address reuse --------------------------------------------------------------------- */
+
+static void *parked;
+static size_t parked_len;
+
+void fk_pages_free(void *p, size_t len)
+{
+    void *old = p;
+
+    if (len >= (1u << 20)) {
+        pthread_mutex_lock(&dlock);
+        old = parked;
+        parked = p;
+        parked_len = len;
+        pthread_mutex_unlock(&dlock);
+    }
+    free(old);
+}
+
+void *fk_pages_reuse(size_t len)
+{
+    void *p = NULL;
+
+    pthread_mutex_lock(&dlock);
+    if (parked != NULL && parked_len == len) {
+        p = parked;
+        parked = NULL;
+    }
+    pthread_mutex_unlock(&dlock);
+    return p;
+}

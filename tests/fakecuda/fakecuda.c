@@ -294,7 +294,8 @@ CUresult cuMemAlloc(CUdeviceptr *d, size_t n)
     if (!d || n == 0) return CUDA_ERROR_INVALID_VALUE;
     pthread_mutex_lock(&lock);
     /* Whole pages, so fake_dmabuf.c can alias an allocation with a memfd. */
-    if (used + n > total_mem() || nallocs == MAX_ALLOCS || posix_memalign(&p, FK_PAGE, fk_page_up(n)) != 0)
+    if (used + n > total_mem() || nallocs == MAX_ALLOCS ||
+        ((p = fk_pages_reuse(fk_page_up(n))) == NULL && posix_memalign(&p, FK_PAGE, fk_page_up(n)) != 0))
         res = CUDA_ERROR_OUT_OF_MEMORY;
     else {
         size_t i = alloc_after((uintptr_t)p);
@@ -324,7 +325,7 @@ CUresult cuMemFree(CUdeviceptr d)
     size_t i = alloc_after((uintptr_t)d);
     if (i > 0 && (CUdeviceptr)allocs[i - 1].p == d) {
         fk_dmabuf_forget(allocs[i - 1].p);
-        free(allocs[i - 1].p);
+        fk_pages_free(allocs[i - 1].p, fk_page_up(allocs[i - 1].n));
         used -= allocs[i - 1].n;
         memmove(&allocs[i - 1], &allocs[i], (nallocs - i) * sizeof(allocs[0]));
         nallocs--;
@@ -426,12 +427,8 @@ static CUresult load(void **h, const void *image)
 CUresult cuModuleLoadData(CUmodule *m, const void *image) { NEED_CTX(); return m ? load((void **)m, image) : CUDA_ERROR_INVALID_VALUE; }
 CUresult cuLibraryLoadData(CUlibrary *l, const void *code, CUjit_option *o, void **ov, unsigned n, CUlibraryOption *lo, void **lov, unsigned ln)
 {
-    CUresult res;
-
     NEED_INIT();
-    res = l ? load((void **)l, code) : CUDA_ERROR_INVALID_VALUE;
-    fk_jit_report(n, o, ov, res, NULL);
-    return res;
+    return l ? load((void **)l, code) : CUDA_ERROR_INVALID_VALUE;
 }
 static CUresult unload(void *h) { struct fk_obj *o = obj_check(h, K_MODULE); if (!o) return CUDA_ERROR_INVALID_HANDLE; o->magic = 0; free(o); return CUDA_SUCCESS; }
 CUresult cuModuleUnload(CUmodule m) { return unload(m); }

@@ -47,6 +47,11 @@ bool fk_alloc_find(const void *p, void **base_p, size_t *len_p);
  * FAKECUDA_DMABUF=0), and drop the alias of the allocation at p before it is freed. */
 int fk_dmabuf_attribute(CUdevice_attribute a);
 void fk_dmabuf_forget(const void *p);
+/* Free a cuMemAlloc allocation of len bytes (a page multiple); the last one freed of 1 MiB or
+ * more is kept and handed back by fk_pages_reuse to the next allocation of the same length, as
+ * the CUDA driver tends to return a freed address: stale-registration tests rely on it. */
+void fk_pages_free(void *p, size_t len);
+void *fk_pages_reuse(size_t len);
 
 /* The memory a texture (surf false) or surface object reads or writes (fake_array.c): an
  * array's rows (pitch = bytes per row, rows per slice, slices), or a linear or pitched range. */
@@ -55,8 +60,5 @@ struct fk_image {
     size_t pitch, rows, slices;
 };
 bool fk_image_of(unsigned long long object, bool surf, struct fk_image *im);
-
-/* A load with JIT options: logs, sizes and wall time written as the driver would (fake_link.c). */
-void fk_jit_report(unsigned n, CUjit_option *opts, void **vals, CUresult res, const char *why);
 
 #endif

@@ -69,11 +69,13 @@ expect_fault "receiver without a posted buffer" FAKEVERBS_LOSE_RECV=40 "" "RNR r
 expect_fault "link cut (peer gone)" "" FAKEVERBS_DROP_AFTER=30 "lost the gpu-server"
 
 # A remote access error on a one-sided bulk READ or WRITE (the client's NIC refuses the worker's
-# READ or WRITE of its pinned memory): that session ends with a log line naming the operation, a
+# READ or WRITE of its pinned memory), through the worker's staging buffers or straight to
+# device memory (GPUDirect RDMA): that session ends with a log line naming the operation, a
 # concurrent RDMA session passes, and the server serves the next one.
-bulk_fault() { # OP (READ | WRITE)
-    local op=$1 took
-    start_server "bulk$op" --
+bulk_fault() { # OP (READ | WRITE) PATH (staging | direct)
+    local op=$1 path=$2 took direct=", direct to device memory"
+    [ "$path" = direct ] || direct=""
+    [ "$path" = direct ] && start_server "bulk$op" -- || start_server "bulk$op" FAKECUDA_DMABUF=0 --
     RGPU_TRANSPORT=rdma RGPU_SERVER=127.0.0.1:$PORT "$BUILD/tests/integration/hold_memory" 16 3 \
         >"$WORK/bystander.out" 2>&1 &
     BY=$!
@@ -82,23 +84,25 @@ bulk_fault() { # OP (READ | WRITE)
     start=$SECONDS
     if env "FAKEVERBS_${op}_ACCESS_ERROR=2" RGPU_TRANSPORT=rdma RGPU_SERVER=127.0.0.1:$PORT timeout 30 \
         "$BUILD/tests/integration/pinned_copies" >"$WORK/bulk$op.out" 2>"$WORK/bulk$op.err"; then
-        fail "bulk $op refused: the program succeeded"
+        fail "bulk $op ($path) refused: the program succeeded"
     elif [ $? -eq 124 ] || ! took=$((SECONDS - start)); then
-        fail "bulk $op refused: hung (timeout)"
+        fail "bulk $op ($path) refused: hung (timeout)"
     elif ! grep -q "lost the gpu-server" "$WORK/bulk$op.err" ||
-        ! grep -q "RDMA $op of the client's memory .* failed" "$WORK/bulk$op.log" ||
+        ! grep -q "RDMA $op of the client's memory [^)]*key [0-9a-fx]*$direct) failed" "$WORK/bulk$op.log" ||
         ! grep -q "remote access error" "$WORK/bulk$op.log"; then
-        fail "bulk $op refused: no clear error"; tail -3 "$WORK/bulk$op.err" "$WORK/bulk$op.log"
+        fail "bulk $op ($path) refused: no clear error"; tail -3 "$WORK/bulk$op.err" "$WORK/bulk$op.log"
     elif ! wait "$BY" || ! grep -q PASS "$WORK/bystander.out" ||
         ! RGPU_TRANSPORT=rdma RGPU_SERVER=127.0.0.1:$PORT timeout 30 "$PROGS/vadd_static" | grep -q PASS; then
-        fail "bulk $op refused: other sessions were affected"; cat "$WORK/bystander.out"
+        fail "bulk $op ($path) refused: other sessions were affected"; cat "$WORK/bystander.out"
     else
-        ok "remote access error on a bulk $op: that session ended in $took s ($(grep -m1 -o "RDMA $op of the client's memory.*" "$WORK/bulk$op.log" | cut -c1-150)), the others passed"
+        ok "remote access error on a bulk $op ($path): that session ended in $took s ($(grep -m1 -o "RDMA $op of the client's memory.*" "$WORK/bulk$op.log" | cut -c1-150)), the others passed"
     fi
     kill "$SERVER_PID"
 }
-bulk_fault READ
-bulk_fault WRITE
+bulk_fault READ staging
+bulk_fault WRITE staging
+bulk_fault READ direct
+bulk_fault WRITE direct
 
 # Slow completions: everything still works, only later.
 start_server slow FAKEVERBS_DELAY_US=300 --

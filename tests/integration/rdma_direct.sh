@@ -1,0 +1,123 @@
+#!/bin/bash
+# GPUDirect RDMA end to end on tests/fakeverbs and tests/fakecuda (whose dmabuf is a memfd
+# aliasing the fake device allocation): one-sided copies go straight to and from device memory
+# and land where CUDA puts them (direct_copies checks each through another path, including an
+# allocation freed and allocated again at the same address); the worker counts every byte as
+# direct and none through staging; each reason to fall back to staging is named in one line and
+# the copies still pass. The fault case (a remote access error on a direct READ or WRITE ends
+# only that session) is in rdma_faults.sh.
+# Usage: rdma_direct.sh BUILD_DIR
+set -u
+BUILD=$(cd "$1" && pwd)
+SERVER=$BUILD/bin/gpu-server
+FAKE=$BUILD/tests/fakecuda/libfakecuda.so
+TOOLS=$BUILD/tests/integration
+WORK=$(mktemp -d)
+FAKEVERBS_DIR=$(mktemp -d /tmp/fakeverbs.XXXXXX)
+export FAKEVERBS_DIR LD_LIBRARY_PATH=$BUILD/tests/fakeverbs/lib:$BUILD/lib RGPU_TRANSPORT=rdma
+FAILS=0
+PIDS=()
+
+cleanup() { for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null; done; rm -rf "$WORK" "$FAKEVERBS_DIR"; }
+trap cleanup EXIT
+free_port() { python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])'; }
+ok() { echo "ok   $*"; }
+fail() { echo "FAIL $*"; FAILS=$((FAILS + 1)); }
+
+# start_server NAME [ENV=VALUE...] -- [server flags] -> PORT, SERVER_PID; log in $WORK/NAME.log
+start_server() {
+    local name=$1; shift
+    local envs=()
+    while [ $# -gt 0 ] && [ "$1" != -- ]; do envs+=("$1"); shift; done
+    [ $# -gt 0 ] && shift
+    PORT=$(free_port)
+    env "${envs[@]}" "$SERVER" --listen 127.0.0.1 --port "$PORT" --driver "$FAKE" \
+        --log-level info "$@" >"$WORK/$name.log" 2>&1 &
+    SERVER_PID=$!
+    PIDS+=("$SERVER_PID")
+    for _ in $(seq 100); do
+        (exec 3<>/dev/tcp/127.0.0.1/"$PORT") 2>/dev/null && return 0
+        kill -0 "$SERVER_PID" 2>/dev/null || break
+        sleep 0.1
+    done
+    return 1
+}
+
+# run NAME PROGRAM: run it against the server; PASS expected. Its output in $WORK/NAME.out.
+run() {
+    RGPU_SERVER=127.0.0.1:$PORT timeout 120 "$2" >"$WORK/$1.out" 2>&1 && grep -q '^PASS' "$WORK/$1.out"
+}
+
+# The session id of program PROG in log LOG.
+sid() { sed -n "s/.*session \([0-9]*\): client $1 .*/\1/p" "$2" | head -1; }
+
+# The numbers of a "N HtoD (B bytes...), M DtoH (C bytes..." text, as "N B M C".
+numbers() { sed -E 's/^[^0-9]*([0-9]+) HtoD \(([0-9]+) bytes[^,]*, ([0-9]+) DtoH \(([0-9]+) bytes.*/\1 \2 \3 \4/; s/^([0-9]+) HtoD \(([0-9]+) bytes\) and ([0-9]+) DtoH \(([0-9]+) bytes.*/\1 \2 \3 \4/'; }
+
+# ---- direct: data, the worker's count, no staging ------------------------------------------
+start_server direct -- || fail "direct: server did not start"
+if ! run direct_copies "$TOOLS/direct_copies"; then
+    fail "direct: direct_copies"; grep FAIL "$WORK/direct_copies.out" | head -5
+elif ! grep -q "same address: yes" "$WORK/direct_copies.out"; then
+    fail "direct: the freed allocation's address never came back: $(grep 'same address' "$WORK/direct_copies.out")"
+else
+    ok "direct: direct_copies passed (an allocation freed and allocated again at the same address included)"
+fi
+run pinned_copies "$TOOLS/pinned_copies" || { fail "direct: pinned_copies"; grep FAIL "$WORK/pinned_copies.out" | head -5; }
+sleep 0.5
+kill "$SERVER_PID"; wait "$SERVER_PID" 2>/dev/null
+log=$WORK/direct.log
+n=$(grep -c "one-sided copies go straight to and from device memory (GPUDirect RDMA" "$log")
+[ "$n" = 2 ] && ok "direct: one line per session says so" || { fail "direct: $n 'straight to device memory' lines for 2 sessions"; grep "one-sided copies go" "$log"; }
+s=$(sid direct_copies "$log")
+want=$(sed -n 's/^expect direct: //p' "$WORK/direct_copies.out" | numbers)
+got=$(sed -n "s/.*session $s: GPUDirect RDMA: //p" "$log" | numbers)
+if [ -n "$want" ] && [ "$got" = "$want" ] && grep -q "session $s: GPUDirect RDMA: .* 0 bytes through staging" "$log"; then
+    ok "direct: direct_copies moved by GPUDirect RDMA, none through staging: $got"
+else
+    fail "direct: GPUDirect count of session $s '$got', expected '$want'"; grep "GPUDirect\|one-sided" "$log"
+fi
+s=$(sid pinned_copies "$log")
+want=$(sed -n 's/^expect one-sided: //p' "$WORK/pinned_copies.out" | numbers)
+got=$(sed -n "s/.*session $s: GPUDirect RDMA: //p" "$log" | numbers)
+if [ -n "$want" ] && [ "$got" = "$want" ] && grep -q "session $s: GPUDirect RDMA: .* 0 bytes through staging" "$log"; then
+    ok "direct: pinned_copies moved by GPUDirect RDMA, none through staging: $got"
+else
+    fail "direct: GPUDirect count of session $s '$got', expected '$want'"; grep "GPUDirect\|one-sided" "$log"
+fi
+if grep -q "error\|freed [1-9][0-9]* allocation" "$log"; then
+    fail "direct: errors or leaked allocations in the worker's log"; grep "error\|freed" "$log" | head -5
+fi
+
+# ---- fallbacks: staging, one line naming why, data still right ------------------------------
+printf '[server]\nrdma_direct = off\n' >"$WORK/off.conf"
+fallback() { # NAME REASON [ENV=VALUE...] -- [server flags]
+    local name=$1 reason=$2; shift 2
+    start_server "$name" "$@" || { fail "$name: server did not start"; return; }
+    if ! run "$name" "$TOOLS/direct_copies"; then
+        fail "$name: direct_copies"; grep FAIL "$WORK/$name.out" | head -5
+    else
+        sleep 0.5
+        local want got line s
+        s=$(sid direct_copies "$WORK/$name.log")
+        want=$(sed -n 's/^expect direct: //p' "$WORK/$name.out" | numbers)
+        got=$(sed -n "s/.*session $s: one-sided copies: //p" "$WORK/$name.log" | numbers)
+        line=$(grep "one-sided copies go" "$WORK/$name.log")
+        if [ "$(grep -c "one-sided copies go through host staging (no GPUDirect RDMA: $reason" "$WORK/$name.log")" != 1 ] ||
+            grep -q "GPUDirect RDMA: [0-9]" "$WORK/$name.log"; then
+            fail "$name: expected one staging line naming '$reason'"; grep "one-sided\|GPUDirect" "$WORK/$name.log"
+        elif [ -z "$want" ] || [ "$got" != "$want" ]; then
+            fail "$name: one-sided count '$got', expected '$want'"
+        else
+            ok "$name: staging, one-sided $got; ${line#*session $s: }"
+        fi
+    fi
+    kill "$SERVER_PID"; wait "$SERVER_PID" 2>/dev/null
+}
+fallback "device without dmabuf" "GPU 0 cannot export device memory as a dmabuf" FAKECUDA_DMABUF=0 --
+fallback "NIC without dmabuf" "ibv_reg_dmabuf_mr of [0-9]* bytes of device memory failed: Operation not supported" FAKEVERBS_NO_DMABUF=1 --
+fallback "switched off by environment" "RGPU_RDMA_DIRECT=0" RGPU_RDMA_DIRECT=0 --
+fallback "switched off in the config" "rdma_direct = off in the config" -- --config "$WORK/off.conf"
+
+echo "$FAILS failure(s)"
+[ "$FAILS" -eq 0 ]
