@@ -427,8 +427,12 @@ static CUresult load(void **h, const void *image)
 CUresult cuModuleLoadData(CUmodule *m, const void *image) { NEED_CTX(); return m ? load((void **)m, image) : CUDA_ERROR_INVALID_VALUE; }
 CUresult cuLibraryLoadData(CUlibrary *l, const void *code, CUjit_option *o, void **ov, unsigned n, CUlibraryOption *lo, void **lov, unsigned ln)
 {
+    CUresult res;
+
     NEED_INIT();
-    return l ? load((void **)l, code) : CUDA_ERROR_INVALID_VALUE;
+    res = l ? load((void **)l, code) : CUDA_ERROR_INVALID_VALUE;
+    fk_jit_report(n, o, ov, res, NULL);
+    return res;
 }
 static CUresult unload(void *h) { struct fk_obj *o = obj_check(h, K_MODULE); if (!o) return CUDA_ERROR_INVALID_HANDLE; o->magic = 0; free(o); return CUDA_SUCCESS; }
 CUresult cuModuleUnload(CUmodule m) { return unload(m); }

@@ -61,4 +61,7 @@ struct fk_image {
 };
 bool fk_image_of(unsigned long long object, bool surf, struct fk_image *im);
 
+/* A load with JIT options: logs, sizes and wall time written as the driver would (fake_link.c). */
+void fk_jit_report(unsigned n, CUjit_option *opts, void **vals, CUresult res, const char *why);
+
 #endif
