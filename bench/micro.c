@@ -1,7 +1,7 @@
 /* Driver-level microbenchmarks, run natively and through rgpu (whichever libcuda.so.1 comes
  * first). Prints one JSON object per line: {"bench": ..., "value": ..., "unit": ...}.
  *   sync_rtt        cuStreamQuery on an idle stream: median and p99 (us)
- *   launch_async    empty kernels launched back to back, then one sync (launches/s)
+ *   launch_async    empty kernels launched back to back, then one sync (launches/s, best of 5)
  *   launch_sync     one empty launch + cuStreamSynchronize: median (us)
  *   memcpy_*        HtoD / DtoH, pageable and pinned, 4 KiB .. 1 GiB (GiB/s, best of reps)
  * Usage: rgpu-bench-micro [max_copy_MiB] */
@@ -78,11 +78,18 @@ static void bench_launch(CUfunction f, CUstream s)
     for (int i = 0; i < 100; i++)
         CHECK(cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, s, NULL, NULL));
     CHECK(cuStreamSynchronize(s));
-    t = now_us();
-    for (int i = 0; i < N; i++)
-        CHECK(cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, s, NULL, NULL));
-    CHECK(cuStreamSynchronize(s));
-    report("launch_async", N / ((now_us() - t) / 1e6), "launches/s");
+    /* Best of 5, as the copies take the best of their repetitions: the host's own launch rate
+     * varies by some 10% between runs. */
+    double best = 0;
+    for (int r = 0; r < 5; r++) {
+        t = now_us();
+        for (int i = 0; i < N; i++)
+            CHECK(cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, s, NULL, NULL));
+        CHECK(cuStreamSynchronize(s));
+        double rate = N / ((now_us() - t) / 1e6);
+        best = rate > best ? rate : best;
+    }
+    report("launch_async", best, "launches/s");
     for (int i = 0; i < M; i++) {
         t = now_us();
         CHECK(cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, s, NULL, NULL));

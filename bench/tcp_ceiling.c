@@ -1,5 +1,9 @@
 /* The raw transport's ceiling between the same endpoints rgpu uses: ping-pong round trip of 8
- * bytes (median, p99) and bulk throughput each way, over rgpu's own tcp backend.
+ * bytes (median, p99) and bulk throughput each way, over rgpu's own tcp backend. The bulk runs
+ * twice: tcp_send/tcp_recv move 1 GiB from or into a 1 GiB client buffer in 8 MiB writes, as a
+ * 1 GiB memcpy through rgpu does (the memory is read or written once, from DRAM);
+ * tcp_send_hot/tcp_recv_hot reuse one 8 MiB client buffer, which the caches may hold. The
+ * server side uses one 8 MiB buffer in both, like the worker's staging.
  *   rgpu-bench-tcp server HOST:PORT     (serves until the client is done)
  *   rgpu-bench-tcp client HOST:PORT     (prints JSON lines like bench/micro.c) */
 #include <stdio.h>
@@ -26,11 +30,14 @@ static int cmp_double(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-static int xfer(struct transport_conn *c, char *buf, uint64_t total, int sending)
+/* Moves total bytes in CHUNK pieces through buf, which holds span bytes (CHUNK: one buffer
+ * reused; total: each piece at its own offset). */
+static int xfer(struct transport_conn *c, char *buf, size_t span, uint64_t total, int sending)
 {
     for (uint64_t off = 0; off < total; off += CHUNK) {
-        struct iovec iov = {buf, CHUNK};
-        if ((sending ? transport_sendv(c, &iov, 1) : transport_recv(c, buf, CHUNK)) != RG_OK)
+        char *p = buf + off % span;
+        struct iovec iov = {p, CHUNK};
+        if ((sending ? transport_sendv(c, &iov, 1) : transport_recv(c, p, CHUNK)) != RG_OK)
             return -1;
     }
     return 0;
@@ -44,14 +51,35 @@ static int serve(struct transport_conn *c, char *buf)
     for (int i = 0; i < PINGS; i++)
         if (transport_recv(c, &v, sizeof(v)) != RG_OK || transport_sendv(c, &iov, 1) != RG_OK)
             return 1;
-    if (xfer(c, buf, BULK, 0) != 0 || transport_sendv(c, &iov, 1) != RG_OK)
-        return 1;
-    return xfer(c, buf, BULK, 1) != 0;
+    for (int round = 0; round < 2; round++) {
+        if (xfer(c, buf, CHUNK, BULK, 0) != 0 || transport_sendv(c, &iov, 1) != RG_OK ||
+            xfer(c, buf, CHUNK, BULK, 1) != 0)
+            return 1;
+    }
+    return 0;
 }
 
 static void report(const char *name, double value, const char *unit)
 {
     printf("{\"bench\": \"%s\", \"value\": %.3f, \"unit\": \"%s\"}\n", name, value, unit);
+}
+
+static int bulk(struct transport_conn *c, char *buf, size_t span, const char *suffix)
+{
+    char name[32];
+    uint64_t x;
+    double t = now_us();
+
+    if (xfer(c, buf, span, BULK, 1) != 0 || transport_recv(c, &x, sizeof(x)) != RG_OK)
+        return 1;
+    snprintf(name, sizeof(name), "tcp_send%s", suffix);
+    report(name, BULK / ((now_us() - t) / 1e6) / (1 << 30), "GiB/s");
+    t = now_us();
+    if (xfer(c, buf, span, BULK, 0) != 0)
+        return 1;
+    snprintf(name, sizeof(name), "tcp_recv%s", suffix);
+    report(name, BULK / ((now_us() - t) / 1e6) / (1 << 30), "GiB/s");
+    return 0;
 }
 
 static int measure(struct transport_conn *c, char *buf)
@@ -70,24 +98,19 @@ static int measure(struct transport_conn *c, char *buf)
     qsort(v, PINGS, sizeof(*v), cmp_double);
     report("tcp_rtt_median", v[PINGS / 2], "us");
     report("tcp_rtt_p99", v[PINGS * 99 / 100], "us");
-    t = now_us();
-    if (xfer(c, buf, BULK, 1) != 0 || transport_recv(c, &x, sizeof(x)) != RG_OK)
-        return 1;
-    report("tcp_send", BULK / ((now_us() - t) / 1e6) / (1 << 30), "GiB/s");
-    t = now_us();
-    if (xfer(c, buf, BULK, 0) != 0)
-        return 1;
-    report("tcp_recv", BULK / ((now_us() - t) / 1e6) / (1 << 30), "GiB/s");
-    return 0;
+    return bulk(c, buf, BULK, "") != 0 || bulk(c, buf, CHUNK, "_hot") != 0;
 }
 
 int main(int argc, char **argv)
 {
     struct transport_listener *l;
     struct transport_conn *c;
-    char *buf = calloc(1, CHUNK);
+    int client = argc == 3 && strcmp(argv[1], "client") == 0;
+    char *buf = malloc(client ? BULK : CHUNK);
     int rc;
 
+    if (buf != NULL) /* touched: no page faults nor shared zero pages in the measurement */
+        memset(buf, 0x5a, client ? BULK : CHUNK);
     if (argc != 3 || buf == NULL) {
         fprintf(stderr, "usage: rgpu-bench-tcp server|client HOST:PORT\n");
         return 2;

@@ -1,6 +1,6 @@
 # PyTorch workloads for the benchmark table; prints JSON lines like bench/micro.c.
-#   ResNet-50 inference, random weights, fp16, batch 32: images/s
-#   GPT-2 (124M) greedy decode, batch 1, random weights: tokens/s (launch-bound)
+#   ResNet-50 inference, random weights, fp16, batch 32: images/s (best of 3 blocks of 100)
+#   GPT-2 (124M) greedy decode, batch 1, random weights: tokens/s (launch-bound; best of 2)
 import json
 import sys
 import time
@@ -20,11 +20,14 @@ def resnet50():
         for _ in range(20):
             model(x)
         torch.cuda.synchronize()
-        t, n = time.perf_counter(), 100
-        for _ in range(n):
-            model(x)
-        torch.cuda.synchronize()
-    report("resnet50_fp16_b32", 32 * n / (time.perf_counter() - t), "images/s")
+        best, n = 0, 100
+        for _ in range(3):  # best of 3 blocks: the host's own rate varies between runs
+            t = time.perf_counter()
+            for _ in range(n):
+                model(x)
+            torch.cuda.synchronize()
+            best = max(best, 32 * n / (time.perf_counter() - t))
+    report("resnet50_fp16_b32", best, "images/s")
 
 
 def gpt2_decode():
@@ -35,16 +38,20 @@ def gpt2_decode():
         model.generate(ids, max_new_tokens=32, min_new_tokens=32, do_sample=False,
                        pad_token_id=0)
         torch.cuda.synchronize()
-        t, n = time.perf_counter(), 128
-        out = model.generate(ids, max_new_tokens=n, min_new_tokens=n, do_sample=False,
-                             pad_token_id=0)
-        torch.cuda.synchronize()
-    report("gpt2_decode_b1", (out.shape[1] - ids.shape[1]) / (time.perf_counter() - t),
-           "tokens/s")
+        best, n = 0, 128
+        for _ in range(2):  # best of 2
+            t = time.perf_counter()
+            out = model.generate(ids, max_new_tokens=n, min_new_tokens=n, do_sample=False,
+                                 pad_token_id=0)
+            torch.cuda.synchronize()
+            best = max(best, (out.shape[1] - ids.shape[1]) / (time.perf_counter() - t))
+    report("gpt2_decode_b1", best, "tokens/s")
 
 
 if __name__ == "__main__":
-    for fn in (resnet50, gpt2_decode):
+    # Names on the command line run only those (resnet50, gpt2_decode); none: all.
+    fns = [f for f in (resnet50, gpt2_decode) if len(sys.argv) < 2 or f.__name__ in sys.argv[1:]]
+    for fn in fns:
         try:
             fn()
         except Exception as e:  # report and go on: the table shows what failed
