@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -164,7 +165,7 @@ static void test_ops_complete(void **state)
         (void (*)(void))ops->fd,          (void (*)(void))ops->shutdown,
         (void (*)(void))ops->close,       (void (*)(void))ops->mem_reg,
         (void (*)(void))ops->mem_dereg,   (void (*)(void))ops->write,
-        (void (*)(void))ops->read,
+        (void (*)(void))ops->read,        (void (*)(void))ops->mem_reg_dmabuf,
     };
     for (size_t i = 0; i < sizeof(slots) / sizeof(slots[0]); i++)
         assert_non_null(slots[i]);
@@ -513,6 +514,60 @@ static void test_one_sided_round_trip(void **state)
     ops->mem_dereg(rmr);
 }
 
+/* Memory registered as a dmabuf (GPUDirect RDMA's device memory; on tests/fakeverbs any fd that
+ * maps: a memfd) is named by the iova it was given, at an offset into the fd: READ lands in the
+ * fd's pages and WRITE sends them. tcp and loop refuse with RG_ERR_UNSUPPORTED. */
+static void test_one_sided_dmabuf(void **state)
+{
+    struct pair *p = *state;
+    static uint8_t remote[8192];
+    const uint64_t iova = 0x7e0000001000ull, off = 4096 + 100; /* not a page: the iova's too */
+    struct transport_mr *dmr = NULL, *rmr;
+    int fd = memfd_create("dmabuf", 0);
+    uint8_t *view;
+
+    assert_true(fd >= 0 && ftruncate(fd, 3 * 4096) == 0);
+    if (!is_rdma()) {
+        assert_int_equal(ops->mem_reg_dmabuf(p->client, fd, 0, 4096, iova,
+                                             TRANSPORT_ACCESS_LOCAL_WRITE, &dmr),
+                         RG_ERR_UNSUPPORTED);
+        assert_null(dmr);
+        close(fd);
+        skip();
+    }
+    view = mmap(NULL, 3 * 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    assert_true(view != MAP_FAILED);
+    assert_int_equal(ops->mem_reg_dmabuf(p->client, fd, off, 8000, iova,
+                                         TRANSPORT_ACCESS_LOCAL_WRITE, &dmr),
+                     RG_OK);
+    close(fd); /* the registration holds it */
+    assert_int_equal((uintptr_t)dmr->addr, iova);
+    assert_int_equal(ops->mem_reg(p->server, remote, sizeof(remote),
+                                  TRANSPORT_ACCESS_REMOTE_READ | TRANSPORT_ACCESS_REMOTE_WRITE,
+                                  &rmr),
+                     RG_OK);
+    for (size_t i = 0; i < sizeof(remote); i++)
+        remote[i] = (uint8_t)(i * 5 + 1);
+    assert_int_equal(ops->read(p->client, dmr, (void *)(uintptr_t)(iova + 10),
+                               (uintptr_t)remote, rmr->key, 7000),
+                     RG_OK);
+    assert_memory_equal(view + off + 10, remote, 7000);
+    assert_int_equal(view[off + 9] | view[off + 7010], 0);
+    memset(view + off, 0xcd, 8000);
+    assert_int_equal(ops->write(p->client, dmr, (void *)(uintptr_t)iova, (uintptr_t)remote + 100,
+                                rmr->key, 8000),
+                     RG_OK);
+    for (size_t i = 100; i < 8100; i++)
+        assert_int_equal(remote[i], 0xcd);
+    /* Outside the region (iova + 8000 on): refused locally, the connection stays up. */
+    assert_int_equal(ops->read(p->client, dmr, (void *)(uintptr_t)(iova + 4000), (uintptr_t)remote,
+                               rmr->key, 4001),
+                     RG_ERR_INVALID);
+    ops->mem_dereg(dmr);
+    ops->mem_dereg(rmr);
+    munmap(view, 3 * 4096);
+}
+
 /* A refusal by the peer (key, range, access): RG_ERR_INVALID. Over rdma it also ends the
  * connection, as a remote access error does on hardware: later calls fail, nothing hangs. */
 static void expect_remote_refusal(struct pair *p, rg_status_t got)
@@ -753,6 +808,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_io_timeout),
         cmocka_unit_test_setup_teardown(test_one_sided_round_trip, pair_setup, pair_teardown),
         cmocka_unit_test_setup_teardown(test_one_sided_refused, pair_setup, pair_teardown),
+        cmocka_unit_test_setup_teardown(test_one_sided_dmabuf, pair_setup, pair_teardown),
         cmocka_unit_test(test_one_sided_remote_refusals),
         cmocka_unit_test_setup_teardown(test_adopt_fd, pair_setup, pair_teardown),
         cmocka_unit_test_setup_teardown(test_watch_fd, pair_setup, pair_teardown),
