@@ -47,6 +47,7 @@ static struct {
     size_t ndeferred, deferred_cap;
     size_t deferred_bytes;    /* data those replies still carry */
     pid_t pid;                /* the process that opened the session (a forked child may not use it) */
+    bool forked;              /* set in a forked child: cheaper than a getpid() per call */
     uint8_t *recv_buf;
     struct proto_arena arena; /* replies are unpacked here, reset after each */
     bool trace_calls;
@@ -303,7 +304,11 @@ static void *batch_flusher(void *arg)
 /* A child forked while the flusher held the lock (over RDMA a flush holds it longer, while the
  * slot is posted) must not inherit it held: the child takes it only to learn that it cannot use
  * the session (CUDA_ERROR_NOT_INITIALIZED). */
-static void session_atfork_child(void) { pthread_mutex_init(&sess.lock, NULL); }
+static void session_atfork_child(void)
+{
+    pthread_mutex_init(&sess.lock, NULL);
+    sess.forked = true;
+}
 
 static CUresult batch_start(void)
 {
@@ -459,7 +464,7 @@ static CUresult send_call(struct cli_call *call, unsigned flags, uint64_t *id_p)
 
     if (sess.dead)
         return CUDA_ERROR_DEVICE_UNAVAILABLE;
-    if (getpid() != sess.pid) /* as in CUDA: a forked child cannot use its parent's context */
+    if (sess.forked) /* as in CUDA: a forked child cannot use its parent's context */
         return CUDA_ERROR_NOT_INITIALIZED;
     if (sess.deferred_bytes > DEFERRED_DRAIN_AT && (res = deferred_drain()) != CUDA_SUCCESS)
         return res;
