@@ -27,13 +27,33 @@ void cli_graph_free(struct cli_graph *g)
 {
     graph_host_clear(&g->host);
     for (size_t i = 0; i < g->nnodes; i++) {
-        cli_handle_kill(&g->nodes[i]->h);
-        free(g->nodes[i]);
+        struct cli_node *n = g->nodes[i];
+        for (unsigned b = 0; b < n->nbodies; b++) /* a conditional node's bodies go with it */
+            cli_graph_free((struct cli_graph *)n->bodies[b]);
+        free(n->bodies);
+        cli_handle_kill(&n->h);
+        free(n);
     }
     free(g->nodes);
     pthread_mutex_destroy(&g->lock);
     cli_handle_kill(&g->h);
     free(g);
+}
+
+bool graph_host_collect(struct graph_host *dst, struct cli_graph *src)
+{
+    bool ok = true;
+
+    pthread_mutex_lock(&src->lock);
+    for (size_t i = 0; ok && i < src->host.nuses; i++)
+        ok = graph_host_add_use(dst, &src->host.uses[i]);
+    for (size_t i = 0; ok && i < src->host.nfns; i++)
+        ok = graph_host_add_fn(dst, src->host.fns[i].fn, src->host.fns[i].data);
+    for (size_t i = 0; ok && i < src->nnodes; i++)
+        for (unsigned b = 0; ok && b < src->nodes[i]->nbodies; b++)
+            ok = graph_host_collect(dst, (struct cli_graph *)src->nodes[i]->bodies[b]);
+    pthread_mutex_unlock(&src->lock);
+    return ok;
 }
 
 struct cli_node *cli_graph_node(struct cli_graph *g, uint64_t id, CUgraphNodeType type)
@@ -62,8 +82,51 @@ struct cli_node *cli_graph_node(struct cli_graph *g, uint64_t id, CUgraphNodeTyp
     return n;
 }
 
-static CUresult begin_capture(CUstream stream, CUstreamCaptureMode mode, bool per_thread)
+/* Captures into an existing graph (cuStreamBeginCaptureToGraph): capture id -> that graph. */
+struct capture_target {
+    uint64_t capture;
+    struct cli_graph *graph;
+};
+static pthread_mutex_t target_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct capture_target *targets;
+static size_t ntargets;
+
+static bool target_set(uint64_t capture, struct cli_graph *g)
 {
+    struct capture_target *t;
+    bool ok;
+
+    pthread_mutex_lock(&target_lock);
+    t = realloc(targets, (ntargets + 1) * sizeof(*t));
+    if ((ok = t != NULL)) {
+        targets = t;
+        targets[ntargets++] = (struct capture_target){capture, g};
+    }
+    pthread_mutex_unlock(&target_lock);
+    return ok;
+}
+
+/* The graph capture ends into (removed from the table), or NULL for a capture of its own. */
+static struct cli_graph *target_take(uint64_t capture)
+{
+    struct cli_graph *g = NULL;
+
+    pthread_mutex_lock(&target_lock);
+    for (size_t i = 0; i < ntargets && g == NULL; i++)
+        if (targets[i].capture == capture) {
+            g = targets[i].graph;
+            targets[i] = targets[--ntargets];
+        }
+    pthread_mutex_unlock(&target_lock);
+    return g;
+}
+
+/* into: the graph to capture into (its dependency nodes in deps), or NULL for a new one. */
+static CUresult begin_capture_into(CUstream stream, struct cli_graph *into,
+                                   const CUgraphNode *deps, size_t ndeps, CUstreamCaptureMode mode,
+                                   bool per_thread)
+{
+    uint64_t ids[64], capture = __atomic_fetch_add(&next_capture_id, 1, __ATOMIC_RELAXED);
     struct cli_call call = {.op = PROTO_OP_STREAM_BEGIN_CAPTURE, .nargs = 2, .args = {0, mode}};
     CUresult res = cli_need_ctx();
 
@@ -73,25 +136,81 @@ static CUresult begin_capture(CUstream stream, CUstreamCaptureMode mode, bool pe
         return CUDA_ERROR_INVALID_HANDLE;
     if (cli_stream_capture_id(stream) != 0)
         return CUDA_ERROR_ILLEGAL_STATE;
+    if (into != NULL) {
+        if (ndeps > 64 || (res = cli_graph_dep_ids(into, deps, ndeps, ids)) != CUDA_SUCCESS)
+            return ndeps > 64 ? CUDA_ERROR_INVALID_VALUE : res;
+        call.op = PROTO_OP_STREAM_BEGIN_CAPTURE_TO_GRAPH;
+        call.nargs = 4, call.args[2] = into->h.id, call.args[3] = ndeps;
+        call.data = ids, call.data_len = 8 * ndeps;
+        if (!target_set(capture, into))
+            return CUDA_ERROR_OUT_OF_MEMORY;
+    }
     res = cli_call_sync(&call);
-    if (res == CUDA_SUCCESS &&
-        !cli_stream_set_capture(stream, __atomic_fetch_add(&next_capture_id, 1, __ATOMIC_RELAXED)))
+    if (res == CUDA_SUCCESS && !cli_stream_set_capture(stream, capture))
         res = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED; /* only created streams are tracked */
+    if (res != CUDA_SUCCESS && into != NULL)
+        target_take(capture);
+    return res;
+}
+
+static CUresult begin_capture(CUstream stream, CUstreamCaptureMode mode, bool per_thread)
+{
+    return begin_capture_into(stream, NULL, NULL, 0, mode, per_thread);
+}
+
+static CUresult begin_capture_to_graph(CUstream stream, CUgraph graph, const CUgraphNode *deps,
+                                       const CUgraphEdgeData *edges, size_t ndeps,
+                                       CUstreamCaptureMode mode, bool per_thread)
+{
+    struct cli_graph *g = cli_handle_check(graph, PROTO_H_GRAPH);
+
+    if (g == NULL)
+        return CUDA_ERROR_INVALID_HANDLE;
+    for (size_t i = 0; edges != NULL && i < ndeps; i++)
+        if (edges[i].type != CU_GRAPH_DEPENDENCY_TYPE_DEFAULT || edges[i].from_port != 0)
+            return cli_unsupported("programmatic graph edges");
+    return begin_capture_into(stream, g, deps, ndeps, mode, per_thread);
+}
+
+/* The end of a capture into an existing graph: the captured host part joins that graph's. */
+static CUresult end_capture_into(struct cli_graph *into, CUstream stream, uint64_t sid,
+                                 CUgraph *graph)
+{
+    struct cli_call call = {.op = PROTO_OP_STREAM_END_CAPTURE, .nargs = 2, .args = {sid, 0}};
+    struct graph_host host;
+    CUresult res = cli_call_sync(&call);
+    bool ok = true;
+
+    cli_capture_take(cli_stream_capture_id(stream), &host);
+    cli_stream_set_capture(stream, 0);
+    pthread_mutex_lock(&into->lock);
+    for (size_t i = 0; ok && i < host.nuses; i++)
+        ok = graph_host_add_use(&into->host, &host.uses[i]);
+    for (size_t i = 0; ok && i < host.nfns; i++)
+        ok = graph_host_add_fn(&into->host, host.fns[i].fn, host.fns[i].data);
+    pthread_mutex_unlock(&into->lock);
+    graph_host_clear(&host);
+    if (res == CUDA_SUCCESS && !ok)
+        res = CUDA_ERROR_OUT_OF_MEMORY;
+    if (res == CUDA_SUCCESS && graph != NULL)
+        *graph = (CUgraph)into;
     return res;
 }
 
 static CUresult end_capture(CUstream stream, CUgraph *graph, bool per_thread)
 {
     struct cli_call call = {.op = PROTO_OP_STREAM_END_CAPTURE, .nargs = 2};
-    struct cli_graph *g;
+    struct cli_graph *g, *into;
     CUresult res = cli_need_ctx();
 
     if (res != CUDA_SUCCESS)
         return res;
-    if (graph == NULL)
-        return CUDA_ERROR_INVALID_VALUE;
     if (!cli_stream_id(stream, per_thread, &call.args[0]))
         return CUDA_ERROR_INVALID_HANDLE;
+    if ((into = target_take(cli_stream_capture_id(stream))) != NULL)
+        return end_capture_into(into, stream, call.args[0], graph);
+    if (graph == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
     if ((g = cli_graph_new(PROTO_H_GRAPH)) == NULL)
         return CUDA_ERROR_OUT_OF_MEMORY;
     call.args[1] = g->h.id;
@@ -112,6 +231,10 @@ static CUresult end_capture(CUstream stream, CUgraph *graph, bool per_thread)
 
 CAPTURE_PAIR(cuStreamBeginCapture_v2, begin_capture, (CUstream s, CUstreamCaptureMode m), s, m)
 CAPTURE_PAIR(cuStreamEndCapture, end_capture, (CUstream s, CUgraph *g), s, g)
+CAPTURE_PAIR(cuStreamBeginCaptureToGraph, begin_capture_to_graph,
+             (CUstream s, CUgraph g, const CUgraphNode *d, const CUgraphEdgeData *e, size_t n,
+              CUstreamCaptureMode m),
+             s, g, d, e, n, m)
 
 /* v1 (CUDA 10.0) had no mode argument. */
 CLI_EXPORT CUresult cli_begin_capture_v1(CUstream s) __asm__("cuStreamBeginCapture");
@@ -161,7 +284,7 @@ CLI_EXPORT CUresult cuGraphInstantiateWithFlags(CUgraphExec *exec, CUgraph graph
     call.args[1] = g->h.id;
     call.args[2] = flags;
     res = cli_call_sync(&call);
-    if (res == CUDA_SUCCESS && !graph_host_copy(&e->host, &g->host))
+    if (res == CUDA_SUCCESS && !graph_host_collect(&e->host, g))
         res = CUDA_ERROR_OUT_OF_MEMORY;
     if (res != CUDA_SUCCESS) {
         cli_graph_free(e);
@@ -238,6 +361,8 @@ static CUresult graph_destroy(void *handle, enum proto_handle_type type, unsigne
 
     if (g == NULL)
         return CUDA_ERROR_INVALID_HANDLE;
+    if (g->owner != NULL) /* a conditional node's body: it goes with its graph */
+        return CUDA_ERROR_INVALID_VALUE;
     call.args[0] = g->h.id;
     call.ctx = g->ctx != NULL ? g->ctx->h.id : 0;
     res = cli_call_async(&call);
@@ -336,8 +461,15 @@ CLI_EXPORT CUresult cuGraphExecUpdate_v2(CUgraphExec exec, CUgraph graph,
     res = cli_call_sync(&call);
     memset(info, 0, sizeof(*info));
     info->result = (CUgraphExecUpdateResult)out[0];
-    if (res == CUDA_SUCCESS && !graph_host_copy(&e->host, &g->host))
-        res = CUDA_ERROR_OUT_OF_MEMORY;
+    if (res == CUDA_SUCCESS) {
+        struct graph_host host = {0};
+        if (!graph_host_collect(&host, g)) {
+            graph_host_clear(&host);
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        }
+        graph_host_clear(&e->host);
+        e->host = host;
+    }
     return res;
 }
 

@@ -37,13 +37,35 @@ struct cli_graph {
     struct graph_host host;
     struct cli_node **nodes; /* node objects handed out for this graph */
     size_t nnodes, node_cap;
+    struct cli_graph *owner; /* a conditional node's body: the graph holding that node (the
+                              * body is never destroyed alone; it goes with its owner) */
 };
 
 struct cli_node {
     struct cli_handle h; /* PROTO_H_GRAPH_NODE */
     struct cli_graph *graph;
     CUgraphNodeType type;
+    CUgraph *bodies; /* a conditional node's body graphs (its phGraph_out array), owned */
+    unsigned nbodies;
 };
+
+/* A node being added (graph_nodes.c): its type, up to 12 type arguments and a payload. */
+struct node_spec {
+    CUgraphNodeType type;
+    uint64_t args[12];
+    const void *payload;
+    size_t payload_len;
+    uint64_t *out; /* MEM_ALLOC: the address */
+};
+/* Create the node on the server (GRAPH_ADD_NODE) and hand out its node object. */
+CUresult cli_graph_add_node(CUgraphNode *node_p, CUgraph graph, const CUgraphNode *deps,
+                            size_t ndeps, const struct node_spec *spec);
+/* Node ids of deps, which must all be nodes of g (CUDA_ERROR_INVALID_VALUE otherwise). */
+CUresult cli_graph_dep_ids(struct cli_graph *g, const CUgraphNode *deps, size_t ndeps,
+                           uint64_t *ids);
+/* Append src's shadows and host functions, and those of the conditional bodies under it, to
+ * dst (what an executable graph of src needs around each launch). */
+bool graph_host_collect(struct graph_host *dst, struct cli_graph *src);
 
 struct cli_graph *cli_graph_new(enum proto_handle_type type);
 void cli_graph_free(struct cli_graph *g);

@@ -33,17 +33,22 @@ CLI_EXPORT CUresult cuGraphCreate(CUgraph *graph, unsigned int flags)
     return CUDA_SUCCESS;
 }
 
-/* A node being added: its type, up to 12 type arguments and a payload. */
-struct node_spec {
-    CUgraphNodeType type;
-    uint64_t args[12];
-    const void *payload;
-    size_t payload_len;
-    uint64_t *out; /* MEM_ALLOC: the address */
-};
+CUresult cli_graph_dep_ids(struct cli_graph *g, const CUgraphNode *deps, size_t ndeps,
+                           uint64_t *ids)
+{
+    if (ndeps > MAX_DEPS || (ndeps > 0 && deps == NULL))
+        return CUDA_ERROR_INVALID_VALUE;
+    for (size_t i = 0; i < ndeps; i++) {
+        struct cli_node *d = cli_handle_check(deps[i], PROTO_H_GRAPH_NODE);
+        if (d == NULL || d->graph != g)
+            return CUDA_ERROR_INVALID_VALUE;
+        ids[i] = d->h.id;
+    }
+    return CUDA_SUCCESS;
+}
 
-static CUresult add_node(CUgraphNode *node_p, CUgraph graph, const CUgraphNode *deps,
-                         size_t ndeps, const struct node_spec *spec)
+CUresult cli_graph_add_node(CUgraphNode *node_p, CUgraph graph, const CUgraphNode *deps,
+                            size_t ndeps, const struct node_spec *spec)
 {
     struct cli_graph *g = cli_handle_check(graph, PROTO_H_GRAPH);
     uint64_t ids[MAX_DEPS], out[1] = {0};
@@ -57,14 +62,10 @@ static CUresult add_node(CUgraphNode *node_p, CUgraph graph, const CUgraphNode *
         return res;
     if (g == NULL)
         return CUDA_ERROR_INVALID_HANDLE;
-    if (node_p == NULL || ndeps > MAX_DEPS || (ndeps > 0 && deps == NULL))
+    if (node_p == NULL)
         return CUDA_ERROR_INVALID_VALUE;
-    for (size_t i = 0; i < ndeps; i++) {
-        struct cli_node *d = cli_handle_check(deps[i], PROTO_H_GRAPH_NODE);
-        if (d == NULL || d->graph != g)
-            return CUDA_ERROR_INVALID_VALUE;
-        ids[i] = d->h.id;
-    }
+    if ((res = cli_graph_dep_ids(g, deps, ndeps, ids)) != CUDA_SUCCESS)
+        return res;
     if ((data = malloc(8 * ndeps + spec->payload_len + 1)) == NULL)
         return CUDA_ERROR_OUT_OF_MEMORY;
     memcpy(data, ids, 8 * ndeps);
@@ -114,7 +115,7 @@ CLI_EXPORT CUresult cuGraphAddKernelNode_v2(CUgraphNode *node, CUgraph graph,
     struct node_spec spec = {0};
     CUresult res = kernel_spec(p, &spec);
 
-    return res == CUDA_SUCCESS ? add_node(node, graph, deps, ndeps, &spec) : res;
+    return res == CUDA_SUCCESS ? cli_graph_add_node(node, graph, deps, ndeps, &spec) : res;
 }
 
 /* CUDA 11's parameters are a prefix of the v2 structure. */
@@ -144,7 +145,7 @@ CLI_EXPORT CUresult cuGraphAddMemsetNode(CUgraphNode *node, CUgraph graph,
         return CUDA_ERROR_INVALID_VALUE;
     spec.args[0] = p->dst, spec.args[1] = p->pitch, spec.args[2] = p->value;
     spec.args[3] = p->elementSize, spec.args[4] = p->width, spec.args[5] = p->height;
-    return add_node(node, graph, deps, ndeps, &spec);
+    return cli_graph_add_node(node, graph, deps, ndeps, &spec);
 }
 
 /* One end of a copy as [kind, value, pitch]: a device address, or a shadow of the client host
@@ -201,7 +202,7 @@ CLI_EXPORT CUresult cuGraphAddMemcpyNode(CUgraphNode *node, CUgraph graph,
         return res;
     spec.args[6] = c->WidthInBytes;
     spec.args[7] = h;
-    return add_node(node, graph, deps, ndeps, &spec);
+    return cli_graph_add_node(node, graph, deps, ndeps, &spec);
 }
 
 CLI_EXPORT CUresult cuGraphAddHostNode(CUgraphNode *node, CUgraph graph,
@@ -216,7 +217,7 @@ CLI_EXPORT CUresult cuGraphAddHostNode(CUgraphNode *node, CUgraph graph,
         return CUDA_ERROR_INVALID_HANDLE;
     if (p == NULL || p->fn == NULL)
         return CUDA_ERROR_INVALID_VALUE;
-    if ((res = add_node(node, graph, deps, ndeps, &spec)) != CUDA_SUCCESS)
+    if ((res = cli_graph_add_node(node, graph, deps, ndeps, &spec)) != CUDA_SUCCESS)
         return res;
     pthread_mutex_lock(&g->lock);
     res = graph_host_add_fn(&g->host, p->fn, p->userData) ? CUDA_SUCCESS
@@ -230,7 +231,7 @@ CLI_EXPORT CUresult cuGraphAddEmptyNode(CUgraphNode *node, CUgraph graph,
 {
     struct node_spec spec = {.type = CU_GRAPH_NODE_TYPE_EMPTY};
 
-    return add_node(node, graph, deps, ndeps, &spec);
+    return cli_graph_add_node(node, graph, deps, ndeps, &spec);
 }
 
 static CUresult event_node(CUgraphNode *node, CUgraph graph, const CUgraphNode *deps,
@@ -242,7 +243,7 @@ static CUresult event_node(CUgraphNode *node, CUgraph graph, const CUgraphNode *
     if (e == NULL)
         return CUDA_ERROR_INVALID_HANDLE;
     spec.args[0] = e->id;
-    return add_node(node, graph, deps, ndeps, &spec);
+    return cli_graph_add_node(node, graph, deps, ndeps, &spec);
 }
 
 CLI_EXPORT CUresult cuGraphAddEventRecordNode(CUgraphNode *node, CUgraph graph,
@@ -270,7 +271,7 @@ CLI_EXPORT CUresult cuGraphAddChildGraphNode(CUgraphNode *node, CUgraph graph,
     if (g == NULL || c == NULL)
         return CUDA_ERROR_INVALID_HANDLE;
     spec.args[0] = c->h.id;
-    if ((res = add_node(node, graph, deps, ndeps, &spec)) != CUDA_SUCCESS)
+    if ((res = cli_graph_add_node(node, graph, deps, ndeps, &spec)) != CUDA_SUCCESS)
         return res;
     /* The child's host part now belongs to the parent too (the child is copied into it). */
     pthread_mutex_lock(&g->lock);
@@ -302,7 +303,7 @@ CLI_EXPORT CUresult cuGraphAddMemAllocNode(CUgraphNode *node, CUgraph graph,
     spec.args[0] = p->bytesize;
     spec.args[1] = (uint64_t)p->poolProps.location.id;
     spec.out = &dptr;
-    if ((res = add_node(node, graph, deps, ndeps, &spec)) != CUDA_SUCCESS)
+    if ((res = cli_graph_add_node(node, graph, deps, ndeps, &spec)) != CUDA_SUCCESS)
         return res;
     p->dptr = (CUdeviceptr)dptr;
     mem_map_add(MEM_DEVICE, (uintptr_t)dptr, p->bytesize, cli_ctx_current(), 0);
@@ -315,7 +316,7 @@ CLI_EXPORT CUresult cuGraphAddMemFreeNode(CUgraphNode *node, CUgraph graph,
     struct node_spec spec = {.type = CU_GRAPH_NODE_TYPE_MEM_FREE};
 
     spec.args[0] = d;
-    return add_node(node, graph, deps, ndeps, &spec);
+    return cli_graph_add_node(node, graph, deps, ndeps, &spec);
 }
 
 /* ---- dependencies, node queries, executable-graph parameters ---------------------------- */

@@ -62,6 +62,7 @@
     X(cuModuleEnumerateFunctions) X(cuFuncGetName)                                              \
     X(cuArray3DCreate) X(cuArrayDestroy) X(cuMemcpy3D) X(cuMemcpy3DAsync) X(cuTexObjectCreate) \
     X(cuTexObjectDestroy) X(cuSurfObjectCreate) X(cuSurfObjectDestroy)                        \
+    X(cuGraphAddNode) X(cuGraphConditionalHandleCreate) X(cuStreamBeginCaptureToGraph)         \
     X(cuMemGetHandleForAddressRange) X(cuFlushGPUDirectRDMAWrites)
 
 struct srv_driver {

@@ -15,15 +15,37 @@ static CUresult h_begin_capture(struct srv_session *s, struct srv_call *call)
     return s->drv.cuStreamBeginCapture(st, (CUstreamCaptureMode)ARG(1));
 }
 
+/* [stream, mode, graph, ndeps]; data: ndeps node ids of that graph. */
+static CUresult h_begin_capture_to_graph(struct srv_session *s, struct srv_call *call)
+{
+    struct srv_handle *g;
+    CUgraphNode deps[64];
+    CUstream st;
+    CUresult res;
+
+    if (call->msg->n_args < 4 || ARG(3) > 64 || call->msg->data.len != 8 * ARG(3))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!srv_stream(s, ARG(0), &st) || (g = srv_handle_get(s, ARG(2), PROTO_H_GRAPH)) == NULL)
+        return CUDA_ERROR_INVALID_HANDLE;
+    res = srv_graph_nodes_of(s, call->msg->data.data, ARG(3), deps);
+    if (res != CUDA_SUCCESS)
+        return res;
+    return s->drv.cuStreamBeginCaptureToGraph(st, g->real, deps, NULL, ARG(3),
+                                              (CUstreamCaptureMode)ARG(1));
+}
+
+/* [stream, new graph id], or graph id 0 when the capture went into an existing graph. */
 static CUresult h_end_capture(struct srv_session *s, struct srv_call *call)
 {
     CUstream st;
     CUgraph g;
     CUresult res;
 
-    if (!srv_stream(s, ARG(0), &st) || PROTO_ID_TYPE(ARG(1)) != PROTO_H_GRAPH)
+    if (!srv_stream(s, ARG(0), &st) || (ARG(1) != 0 && PROTO_ID_TYPE(ARG(1)) != PROTO_H_GRAPH))
         return CUDA_ERROR_INVALID_HANDLE;
     res = s->drv.cuStreamEndCapture(st, &g);
+    if (ARG(1) == 0)
+        return res;
     return srv_handle_adopt(s, ARG(1), PROTO_H_GRAPH, res, g);
 }
 
@@ -60,8 +82,12 @@ static CUresult h_destroy(struct srv_session *s, struct srv_call *call)
 {
     unsigned type = call->msg->op == PROTO_OP_GRAPH_DESTROY ? PROTO_H_GRAPH : PROTO_H_GRAPH_EXEC;
 
+    struct srv_handle *h = srv_handle_get(s, ARG(0), type);
+
+    if (h != NULL && h->borrowed) /* a conditional node's body: it goes with its graph */
+        return CUDA_ERROR_INVALID_VALUE;
     if (type == PROTO_H_GRAPH)
-        srv_graph_nodes_forget(s, ARG(0)); /* its nodes go with it */
+        srv_graph_forget(s, ARG(0)); /* its nodes and conditional bodies go with it */
     return srv_handle_destroy(s, ARG(0), type);
 }
 
@@ -98,4 +124,5 @@ const srv_handler_fn srv_graph_handlers[PROTO_OP_COUNT] = {
     [PROTO_OP_GRAPH_DESTROY] = h_destroy,
     [PROTO_OP_THREAD_CAPTURE_MODE] = h_capture_mode,
     [PROTO_OP_GRAPH_NODE_COUNT] = h_node_count,
+    [PROTO_OP_STREAM_BEGIN_CAPTURE_TO_GRAPH] = h_begin_capture_to_graph,
 };

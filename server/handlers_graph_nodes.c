@@ -125,8 +125,7 @@ void srv_graph_nodes_forget(struct srv_session *s, uint64_t graph)
     }
 }
 
-/* Node ids in data -> driver nodes, in session scratch after `reserve` bytes. */
-static CUresult nodes_of(struct srv_session *s, const uint8_t *ids, size_t n, CUgraphNode *out)
+CUresult srv_graph_nodes_of(struct srv_session *s, const uint8_t *ids, size_t n, CUgraphNode *out)
 {
     for (size_t i = 0; i < n; i++) {
         uint64_t id;
@@ -252,6 +251,8 @@ static CUresult add_typed(struct srv_session *s, struct srv_call *call, CUgraph 
         return s->drv.cuGraphAddChildGraphNode(node, g, deps, ndeps, h->real);
     case CU_GRAPH_NODE_TYPE_MEM_ALLOC: return add_mem_alloc(s, call, g, deps, ndeps, node);
     case CU_GRAPH_NODE_TYPE_MEM_FREE: return s->drv.cuGraphAddMemFreeNode(node, g, deps, ndeps, p[0]);
+    case CU_GRAPH_NODE_TYPE_CONDITIONAL:
+        return srv_graph_add_conditional(s, p, ARG(0), g, deps, ndeps, payload, plen, node);
     }
     return CUDA_ERROR_NOT_SUPPORTED;
 }
@@ -270,7 +271,7 @@ static CUresult h_graph_add_node(struct srv_session *s, struct srv_call *call)
         return CUDA_ERROR_INVALID_HANDLE;
     if (ndeps > 64 || d->len < 8 * ndeps || call->msg->n_args < 16)
         return CUDA_ERROR_INVALID_VALUE;
-    if ((res = nodes_of(s, d->data, ndeps, deps)) != CUDA_SUCCESS)
+    if ((res = srv_graph_nodes_of(s, d->data, ndeps, deps)) != CUDA_SUCCESS)
         return res;
     res = add_typed(s, call, g->real, deps, ndeps, d->data + 8 * ndeps, d->len - 8 * ndeps, &node);
     return res == CUDA_SUCCESS ? node_bind(s, ARG(1), node, ARG(0)) : res;
@@ -288,8 +289,8 @@ static CUresult h_graph_add_deps(struct srv_session *s, struct srv_call *call)
         return CUDA_ERROR_INVALID_HANDLE;
     if (n > 64 || call->msg->data.len != 16 * n)
         return CUDA_ERROR_INVALID_VALUE;
-    if ((res = nodes_of(s, call->msg->data.data, n, from)) != CUDA_SUCCESS ||
-        (res = nodes_of(s, call->msg->data.data + 8 * n, n, to)) != CUDA_SUCCESS)
+    if ((res = srv_graph_nodes_of(s, call->msg->data.data, n, from)) != CUDA_SUCCESS ||
+        (res = srv_graph_nodes_of(s, call->msg->data.data + 8 * n, n, to)) != CUDA_SUCCESS)
         return res;
     return s->drv.cuGraphAddDependencies(g->real, from, to, NULL, n);
 }
@@ -388,4 +389,5 @@ const srv_handler_fn srv_graph_node_handlers[PROTO_OP_COUNT] = {
     OP(GRAPH_ADD_DEPS, h_graph_add_deps),   OP(GRAPH_CLONE, h_graph_clone),
     OP(GRAPH_GET_NODES, h_graph_get_nodes), OP(GRAPH_EXEC_KERNEL_SET, h_exec_kernel_set),
     OP(GRAPH_EXEC_UPDATE, h_exec_update),
+    OP(GRAPH_COND_HANDLE_CREATE, srv_graph_cond_handle_create), /* handlers_graph_cond.c */
 };

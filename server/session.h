@@ -126,6 +126,16 @@ CUresult srv_param_pointers(struct srv_session *s, uint64_t func_id, const void 
 
 /* Drop the node handles of a graph that is being destroyed (handlers_graph_nodes.c). */
 void srv_graph_nodes_forget(struct srv_session *s, uint64_t graph);
+/* Node ids (8 bytes each, n of them) -> driver nodes (handlers_graph_nodes.c). */
+CUresult srv_graph_nodes_of(struct srv_session *s, const uint8_t *ids, size_t n, CUgraphNode *out);
+/* Conditional nodes (handlers_graph_cond.c): GRAPH_COND_HANDLE_CREATE; a CONDITIONAL node of
+ * GRAPH_ADD_NODE (type args p, body ids in the payload); and, for a graph being destroyed, drop
+ * its node handles and its bodies' ids, recursively (the driver frees the bodies). */
+CUresult srv_graph_cond_handle_create(struct srv_session *s, struct srv_call *call);
+CUresult srv_graph_add_conditional(struct srv_session *s, const uint64_t *p, uint64_t graph,
+                                   CUgraph g, CUgraphNode *deps, size_t ndeps,
+                                   const uint8_t *payload, size_t plen, CUgraphNode *node);
+void srv_graph_forget(struct srv_session *s, uint64_t graph);
 
 /* A do-nothing host node standing for a client host function (handlers_device.c). */
 CUresult srv_add_host_placeholder(struct srv_session *s, CUgraphNode *node, CUgraph g,

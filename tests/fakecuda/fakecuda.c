@@ -22,7 +22,8 @@ enum { K_CTX = 1, K_MODULE, K_STREAM, K_EVENT, K_GRAPH, K_EXEC };
 /* A captured graph: the operations recorded on a capturing stream, replayed on launch. */
 #define FK_MAX_NODES 256
 struct fk_node {
-    int kind; /* 0 launch, 1 fill, 2 dtod, 3 htod, 4 dtoh, 5 nothing (empty, event, free) */
+    int kind; /* 0 launch, 1 fill, 2 dtod, 3 htod, 4 dtoh, 5 nothing (empty, event, free),
+               * 6 run(arg) (fake_graph_cond.c) */
     int idx;  /* position in its graph (the same in clones and executable copies) */
     CUgraphNodeType type;
     const struct fk_kernel *k;
@@ -31,8 +32,12 @@ struct fk_node {
     CUdeviceptr dst, src;
     size_t pitch, w, h, n;
     unsigned v, es;
+    CUresult (*run)(void *arg);
+    void *arg;
 };
-struct fk_graph { struct fk_obj obj; int n; bool global, invalidated; struct fk_node nodes[FK_MAX_NODES]; };
+/* origin: the graph an executable graph was made from; into: a capture into an existing graph
+ * (cuStreamBeginCaptureToGraph), which its end leaves alone. */
+struct fk_graph { struct fk_obj obj; int n; bool global, invalidated, into; const struct fk_graph *origin; struct fk_node nodes[FK_MAX_NODES]; };
 
 /* Capture safety as the driver enforces it: while any stream captures in global mode, a
  * potentially unsafe call (synchronizing, allocating) from a thread not in relaxed mode
@@ -640,21 +645,30 @@ CUresult cuMemFreeAsync(CUdeviceptr d, CUstream s) { STREAM_OK(s); return cuMemF
 
 /* ---- stream capture and graphs ---- */
 
-CUresult cuStreamBeginCapture(CUstream s, CUstreamCaptureMode mode)
+static CUresult begin_capture(CUstream s, CUstreamCaptureMode mode, struct fk_graph *into)
 {
     struct fk_obj *o = obj_check(s, K_STREAM);
-    struct fk_graph *g;
+    struct fk_graph *g = into;
 
     NEED_CTX();
     if (!o) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED; /* the NULL/legacy stream */
     if (o->capture) return CUDA_ERROR_ILLEGAL_STATE;
-    if (!(g = calloc(1, sizeof(*g)))) return CUDA_ERROR_OUT_OF_MEMORY;
+    if (!g && !(g = calloc(1, sizeof(*g)))) return CUDA_ERROR_OUT_OF_MEMORY;
     g->obj.magic = FK_MAGIC;
     g->obj.kind = K_GRAPH;
+    g->into = into != NULL;
+    g->invalidated = false;
     g->global = mode == CU_STREAM_CAPTURE_MODE_GLOBAL;
     if (g->global) global_capture_track(g, true);
     o->capture = g;
     return CUDA_SUCCESS;
+}
+CUresult cuStreamBeginCapture(CUstream s, CUstreamCaptureMode mode) { return begin_capture(s, mode, NULL); }
+/* The captured nodes follow the graph's own (nodes run in the order they were added). */
+CUresult cuStreamBeginCaptureToGraph(CUstream s, CUgraph graph, const CUgraphNode *deps, const CUgraphEdgeData *e, size_t n, CUstreamCaptureMode mode)
+{
+    struct fk_graph *g = (struct fk_graph *)obj_check(graph, K_GRAPH);
+    return g ? begin_capture(s, mode, g) : CUDA_ERROR_INVALID_HANDLE;
 }
 
 CUresult cuStreamEndCapture(CUstream s, CUgraph *graph)
@@ -668,7 +682,7 @@ CUresult cuStreamEndCapture(CUstream s, CUgraph *graph)
     o->capture = NULL;
     if (g->global) global_capture_track(g, false);
     if (g->invalidated) {
-        free(g);
+        if (!g->into) free(g);
         return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
     }
     *graph = (CUgraph)g;
@@ -685,6 +699,7 @@ CUresult cuGraphInstantiateWithFlags(CUgraphExec *exec, CUgraph graph, unsigned 
     if (!(e = malloc(sizeof(*e)))) return CUDA_ERROR_OUT_OF_MEMORY;
     *e = *g;
     e->obj.kind = K_EXEC;
+    e->origin = g;
     *exec = (CUgraphExec)e;
     return CUDA_SUCCESS;
 }
@@ -696,6 +711,7 @@ static CUresult replay(const struct fk_node *n)
     if (n->kind == 3) return cuMemcpyHtoD(n->dst, (const void *)n->src, n->n);
     if (n->kind == 4) return cuMemcpyDtoH((void *)n->dst, n->src, n->n);
     if (n->kind == 5) return CUDA_SUCCESS;
+    if (n->kind == 6) return n->run(n->arg);
     void *params[8];
     for (unsigned i = 0; i < n->k->nparams; i++) params[i] = (void *)(n->params + n->k->off[i]);
     return launch(n->k, n->g, n->b, NULL, params, NULL);
@@ -704,15 +720,26 @@ static CUresult replay(const struct fk_node *n)
 CUresult cuGraphLaunch(CUgraphExec exec, CUstream s)
 {
     struct fk_graph *e = (struct fk_graph *)obj_check(exec, K_EXEC);
-    CUresult res = CUDA_SUCCESS;
 
     NEED_CTX();
     STREAM_OK(s);
     if (!e) return CUDA_ERROR_INVALID_HANDLE;
-    for (int i = 0; i < e->n && res == CUDA_SUCCESS; i++)
-        res = replay(&e->nodes[i]);
+    fk_cond_launch(e->origin);
+    return fk_graph_run((CUgraph)e);
+}
+
+CUresult fk_graph_run(CUgraph graph)
+{
+    const struct fk_graph *g = (const struct fk_graph *)graph;
+    CUresult res = CUDA_SUCCESS;
+
+    for (int i = 0; i < g->n && res == CUDA_SUCCESS; i++)
+        res = replay(&g->nodes[i]);
     return res;
 }
+
+bool fk_graph_valid(CUgraph g) { return obj_check(g, K_GRAPH) != NULL; }
+
 
 CUresult cuGraphUpload(CUgraphExec exec, CUstream s) { NEED_CTX(); return obj_check(exec, K_EXEC) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE; }
 CUresult cuGraphExecDestroy(CUgraphExec exec) { struct fk_obj *o = obj_check(exec, K_EXEC); if (!o) return CUDA_ERROR_INVALID_HANDLE; o->magic = 0; free(o); return CUDA_SUCCESS; }
@@ -772,6 +799,12 @@ static CUresult add(CUgraphNode *out, CUgraph graph, const CUgraphNode *deps, si
     if (!out || (ndeps && !deps) || !nodes_in(g, deps, ndeps)) return CUDA_ERROR_INVALID_VALUE;
     if ((res = record(g, node)) == CUDA_SUCCESS) *out = (CUgraphNode)&g->nodes[g->n - 1];
     return res;
+}
+
+CUresult fk_graph_add_run(CUgraphNode *out, CUgraph g, const CUgraphNode *deps, size_t n, CUgraphNodeType type, CUresult (*run)(void *), void *arg)
+{
+    struct fk_node node = {.kind = 6, .type = type, .run = run, .arg = arg};
+    return add(out, g, deps, n, &node);
 }
 
 static CUresult kernel_node(struct fk_node *node, const CUDA_KERNEL_NODE_PARAMS *p)

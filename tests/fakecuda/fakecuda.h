@@ -64,4 +64,18 @@ bool fk_image_of(unsigned long long object, bool surf, struct fk_image *im);
 /* A load with JIT options: logs, sizes and wall time written as the driver would (fake_link.c). */
 void fk_jit_report(unsigned n, CUjit_option *opts, void **vals, CUresult res, const char *why);
 
+/* Graphs (fakecuda.c) for fake_graph_cond.c: run a graph's nodes in order; is g a graph; add a
+ * node that calls run(arg) when its graph runs. Conditional handles with a default to apply
+ * are reset when an executable graph made from their graph is launched (fk_cond_launch). */
+CUresult fk_graph_run(CUgraph g);
+bool fk_graph_valid(CUgraph g);
+CUresult fk_graph_add_run(CUgraphNode *out, CUgraph g, const CUgraphNode *deps, size_t n,
+                          CUgraphNodeType type, CUresult (*run)(void *), void *arg);
+void fk_cond_launch(const void *graph);
+/* The test kernels that set a condition from the "device" (cudaGraphSetConditional). */
+CUresult fk_k_cond_if_odd(const struct fk_launch *l);
+CUresult fk_k_cond_set_value(const struct fk_launch *l);
+CUresult fk_k_cond_add(const struct fk_launch *l);
+CUresult fk_k_cond_countdown(const struct fk_launch *l);
+
 #endif

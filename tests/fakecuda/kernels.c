@@ -179,6 +179,11 @@ static const struct fk_kernel kernels[] = {
     {"_Z11tex_to_surfyyii", 4, {0, 8, 16, 20}, {8, 8, 4, 4}, k_tex_to_surf},
     {"_Z12layered_readyPfiii", 5, {0, 8, 16, 20, 24}, {8, 8, 4, 4, 4}, k_layered_read},
     {"_Z12linear_fetchyPfi", 3, {0, 8, 16}, {8, 8, 4}, k_linear_fetch},
+    /* graph_cond.cu (fake_graph_cond.c) */
+    {"_Z11cond_if_oddPKiy", 2, {0, 8}, {8, 8}, fk_k_cond_if_odd},
+    {"_Z14cond_set_valuePKiy", 2, {0, 8}, {8, 8}, fk_k_cond_set_value},
+    {"_Z8cond_addPii", 2, {0, 8}, {8, 4}, fk_k_cond_add},
+    {"_Z14cond_countdownPiS_y", 3, {0, 8, 16}, {8, 8, 8}, fk_k_cond_countdown},
 };
 
 const struct fk_kernel *fk_kernel_find(const char *name)

@@ -37,7 +37,7 @@ head -5 "$LOGS/server.log"
 
 # 1. Programs: native vs rgpu, static and shared cudart.
 for prog in vadd matmul streams ptx_driver copies fault graph graph_nodes printf device_assert textures \
-            jit_options; do
+            jit_options graph_cond; do
     for kind in static shared; do
         exe=$B/bin/${prog}_$kind
         n=$LOGS/${prog}_$kind

@@ -56,7 +56,7 @@ run_program() { # name args...
 start_server main
 export RGPU_SERVER=127.0.0.1:$PORT
 for prog in vadd matmul streams ptx_driver copies fault graph graph_nodes printf device_assert textures \
-            jit_options; do
+            jit_options graph_cond; do
     for kind in static shared; do
         exe=$PROGS/${prog}_$kind
         [ -x "$exe" ] || { fail "$prog $kind: $exe not built"; continue; }

@@ -293,6 +293,73 @@ static void test_hostile_arguments(void **state)
     assert_int_equal(finish(&p), 0);
 }
 
+/* The conditional handle of graph g, created on the wire (0 when refused). */
+static uint64_t cond_handle(struct peer *p, uint64_t g)
+{
+    uint64_t a[3] = {g, 1, 0}, h = 0;
+    Rgpu__Reply *r;
+
+    send_call(p, PROTO_OP_GRAPH_COND_HANDLE_CREATE, 0, a, 3, NULL, 0, NULL, 0);
+    r = reply(p, NULL, 0);
+    if (r->result == CUDA_SUCCESS && r->n_out == 1)
+        h = r->out[0];
+    rgpu__reply__free_unpacked(r, NULL);
+    return h;
+}
+
+/* Conditional nodes: hostile body ids and sizes are refused; a body graph is bound to the id
+ * the client gave it, cannot be destroyed on its own, takes nodes and stream capture, and its
+ * id goes with its parent graph. */
+static void test_conditional_bodies(void **state)
+{
+    struct peer p;
+    const uint64_t g = (790ull << 4) | PROTO_H_GRAPH, node = (791ull << 4) | PROTO_H_GRAPH_NODE;
+    uint64_t body[2] = {(792ull << 4) | PROTO_H_GRAPH, (793ull << 4) | PROTO_H_GRAPH};
+    const uint64_t inner = (794ull << 4) | PROTO_H_GRAPH_NODE, stream = (795ull << 4) | PROTO_H_STREAM;
+    uint64_t a[16] = {0}, h;
+
+    start_worker(&p);
+    rgpu__welcome__free_unpacked(hello(&p, PROTO_VERSION), NULL);
+    a[0] = g;
+    assert_int_equal(call_result(&p, PROTO_OP_GRAPH_COND_HANDLE_CREATE, a, 3, NULL, 0), CUDA_ERROR_INVALID_HANDLE);
+    assert_int_equal(call_result(&p, PROTO_OP_GRAPH_COND_HANDLE_CREATE, a, 1, NULL, 0), CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(call_result(&p, PROTO_OP_GRAPH_CREATE, a, 2, NULL, 0), CUDA_SUCCESS);
+    assert_int_not_equal(h = cond_handle(&p, g), 0);
+    a[1] = node, a[2] = CU_GRAPH_NODE_TYPE_CONDITIONAL, a[3] = 0;
+    a[4] = h, a[5] = CU_GRAPH_COND_TYPE_IF, a[6] = 2;
+    assert_int_equal(call_result(&p, PROTO_OP_GRAPH_ADD_NODE, a, 16, body, 8), CUDA_ERROR_INVALID_VALUE);
+    uint64_t twice[2] = {body[0], body[0]}, not_graph[2] = {body[0], node};
+    assert_int_equal(call_result(&p, PROTO_OP_GRAPH_ADD_NODE, a, 16, twice, 16), CUDA_ERROR_INVALID_HANDLE);
+    assert_int_equal(call_result(&p, PROTO_OP_GRAPH_ADD_NODE, a, 16, not_graph, 16), CUDA_ERROR_INVALID_HANDLE);
+    a[6] = 0;
+    assert_int_equal(call_result(&p, PROTO_OP_GRAPH_ADD_NODE, a, 16, NULL, 0), CUDA_ERROR_INVALID_VALUE);
+    a[6] = 2;
+    assert_int_equal(call_result(&p, PROTO_OP_GRAPH_ADD_NODE, a, 16, body, 16), CUDA_SUCCESS);
+    /* the bodies are graphs: a node in one, stream capture into the other */
+    a[0] = body[0], a[1] = inner, a[2] = CU_GRAPH_NODE_TYPE_EMPTY;
+    assert_int_equal(call_result(&p, PROTO_OP_GRAPH_ADD_NODE, a, 16, NULL, 0), CUDA_SUCCESS);
+    a[0] = stream, a[1] = CU_STREAM_NON_BLOCKING, a[2] = 0;
+    assert_int_equal(call_result(&p, PROTO_OP_STREAM_CREATE, a, 3, NULL, 0), CUDA_SUCCESS);
+    a[1] = CU_STREAM_CAPTURE_MODE_GLOBAL, a[2] = body[1], a[3] = 1;
+    assert_int_equal(call_result(&p, PROTO_OP_STREAM_BEGIN_CAPTURE_TO_GRAPH, a, 3, NULL, 0), CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(call_result(&p, PROTO_OP_STREAM_BEGIN_CAPTURE_TO_GRAPH, a, 4, NULL, 0), CUDA_ERROR_INVALID_VALUE);
+    a[3] = 0;
+    assert_int_equal(call_result(&p, PROTO_OP_STREAM_BEGIN_CAPTURE_TO_GRAPH, a, 4, NULL, 0), CUDA_SUCCESS);
+    a[1] = 0;
+    assert_int_equal(call_result(&p, PROTO_OP_STREAM_END_CAPTURE, a, 2, NULL, 0), CUDA_SUCCESS);
+    a[0] = body[0];
+    assert_int_equal(call_result(&p, PROTO_OP_GRAPH_DESTROY, a, 1, NULL, 0), CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(call_result(&p, PROTO_OP_GRAPH_NODE_COUNT, a, 1, NULL, 0), CUDA_SUCCESS);
+    a[0] = g;
+    assert_int_equal(call_result(&p, PROTO_OP_GRAPH_DESTROY, a, 1, NULL, 0), CUDA_SUCCESS);
+    for (int i = 0; i < 2; i++) {
+        a[0] = body[i];
+        assert_int_equal(call_result(&p, PROTO_OP_GRAPH_NODE_COUNT, a, 1, NULL, 0), CUDA_ERROR_INVALID_HANDLE);
+    }
+    assert_int_equal(call_result(&p, PROTO_OP_NOP, NULL, 0, NULL, 0), CUDA_SUCCESS);
+    assert_int_equal(finish(&p), 0);
+}
+
 static void test_malformed_ends_session(void **state)
 {
     struct peer p;
@@ -579,7 +646,8 @@ int main(void)
         cmocka_unit_test(test_version_mismatch),
         cmocka_unit_test(test_copies),
         cmocka_unit_test(test_async_error_and_bad_calls),
-        cmocka_unit_test(test_hostile_arguments), cmocka_unit_test(test_malformed_ends_session),
+        cmocka_unit_test(test_hostile_arguments), cmocka_unit_test(test_conditional_bodies),
+        cmocka_unit_test(test_malformed_ends_session),
         cmocka_unit_test(test_tenant_quota),
         cmocka_unit_test(test_parse_size),
         cmocka_unit_test(test_token_hash),
