@@ -152,6 +152,13 @@ struct transport_conn *cli_session_rdma_conn(void);
 /* One-sided bulk copies of pinned memory on RDMA sessions (rdma_copy.c). CLI_RDMA_NOT_TAKEN
  * when the copy must go the ordinary way (not RDMA, not pinned, too small, not registrable). */
 #define CLI_RDMA_NOT_TAKEN ((CUresult)-1)
+/* Data lanes of TCP sessions (lanes.c): the server's offer from the Welcome and how many lanes
+ * to use (0: none); a large HtoD (htod) or DtoH copy over them, or CLI_LANES_NOT_TAKEN when it
+ * should go the ordinary way. */
+#define CLI_LANES_NOT_TAKEN ((CUresult)-2)
+void cli_lanes_offered(const char *addr, const void *secret, size_t secret_len, int want);
+CUresult cli_lanes_copy(bool htod, CUdeviceptr dptr, void *host, size_t n, uint64_t stream,
+                        bool async);
 CUresult cli_rdma_htod(CUdeviceptr dst, const void *src, size_t n, uint64_t stream, bool async);
 CUresult cli_rdma_dtoh(void *dst, CUdeviceptr src, size_t n, uint64_t stream, bool async);
 /* Pinned memory leaves the client's records: wait until the server no longer needs its

@@ -2,7 +2,8 @@
  * default stream variants (_ptds / _ptsz). Host-to-device data leaves the caller's buffer
  * during the call (it is written to the connection), so asynchronous HtoD never waits.
  * Device-to-host into pinned memory completes later, at the next synchronizing call. On RDMA
- * sessions large copies of pinned memory go one-sided instead (rdma_copy.c). */
+ * sessions large copies of pinned memory go one-sided instead (rdma_copy.c); on TCP sessions
+ * large copies go over the data lanes (lanes.c). */
 #include <string.h>
 
 #include "graph.h"
@@ -32,6 +33,8 @@ static CUresult copy_htod(CUdeviceptr dst, const void *src, size_t n, CUstream s
         return cli_capture_copy(stream, sid, 0, dst, (void *)src, n);
     if ((res = cli_rdma_htod(dst, src, n, sid, async)) != CLI_RDMA_NOT_TAKEN)
         return res;
+    if ((res = cli_lanes_copy(true, dst, (void *)src, n, sid, async)) != CLI_LANES_NOT_TAKEN)
+        return res;
     call.args[0] = dst;
     call.args[1] = n;
     call.args[2] = sid;
@@ -54,6 +57,8 @@ static CUresult copy_dtoh(void *dst, CUdeviceptr src, size_t n, CUstream stream,
     if (cli_stream_capture_id(stream) != 0)
         return cli_capture_copy(stream, sid, 1, src, dst, n);
     if ((res = cli_rdma_dtoh(dst, src, n, sid, async)) != CLI_RDMA_NOT_TAKEN)
+        return res;
+    if ((res = cli_lanes_copy(false, src, dst, n, sid, async)) != CLI_LANES_NOT_TAKEN)
         return res;
     call.args[0] = src;
     call.args[1] = n;

@@ -16,6 +16,7 @@
 #include "transport/rdma.h"
 
 #define DEFAULT_SERVER "127.0.0.1:7070"
+#define DEFAULT_LANES 4
 #define RECV_BUF_SIZE (256u << 10)
 /* Asynchronous calls are coalesced: written when BATCH_FLUSH_AT bytes are pending, at the next
  * synchronous call, or BATCH_DELAY_US after the first one, whichever comes first. */
@@ -67,6 +68,7 @@ struct client_conf {
     char tenant[128];
     char token[256];
     uint64_t mem_quota; /* requested quota per GPU (mem_quota / RGPU_MEM_QUOTA), 0 = the tenant's */
+    int lanes;          /* data lanes for large copies on TCP (lanes / RGPU_LANES; 0: none) */
 };
 
 /* "4GiB", "512MiB", "64KiB" or bytes; 0 if malformed (then the tenant's quota applies). */
@@ -100,6 +102,8 @@ static rg_status_t conf_key(void *arg, const char *section, const char *key, con
         snprintf(conf->transport, sizeof(conf->transport), "%s", value);
     else if (strcmp(key, "mem_quota") == 0)
         conf->mem_quota = parse_size(value);
+    else if (strcmp(key, "lanes") == 0)
+        conf->lanes = atoi(value);
     return RG_OK;
 }
 
@@ -109,6 +113,7 @@ static void conf_load(struct client_conf *conf)
     const char *env;
 
     memset(conf, 0, sizeof(*conf));
+    conf->lanes = -1;
     if (path != NULL && path[0] != '\0' && rg_config_parse_file(path, conf_key, conf) != RG_OK)
         rg_error("cannot read config file %s (RGPU_CONFIG)", path);
     if ((env = getenv("RGPU_SERVER")) != NULL && env[0] != '\0')
@@ -121,6 +126,10 @@ static void conf_load(struct client_conf *conf)
         conf->mem_quota = parse_size(env);
     if ((env = getenv("RGPU_TRANSPORT")) != NULL && env[0] != '\0')
         snprintf(conf->transport, sizeof(conf->transport), "%s", env);
+    if ((env = getenv("RGPU_LANES")) != NULL && env[0] != '\0')
+        conf->lanes = atoi(env);
+    if (conf->lanes < 0)
+        conf->lanes = DEFAULT_LANES;
     if (conf->server[0] == '\0')
         snprintf(conf->server, sizeof(conf->server), "%s", DEFAULT_SERVER);
     if (conf->transport[0] == '\0')
@@ -264,6 +273,8 @@ static CUresult handshake(const struct client_conf *conf, const struct transport
     res = take_welcome(w);
     if (res == CUDA_SUCCESS)
         res = transport_upgrade(w, opts);
+    if (res == CUDA_SUCCESS && sess.tcp_ctl == NULL) /* still on TCP */
+        cli_lanes_offered(w->lane_addr, w->lane_secret.data, w->lane_secret.len, conf->lanes);
     rgpu__welcome__free_unpacked(w, NULL);
     return res;
 }

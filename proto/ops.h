@@ -239,7 +239,12 @@ enum proto_handle_type {
     X(GRAPH_COND_HANDLE_CREATE)  /* [graph, default value, flags] -> out[the driver's        */ \
                                  /*  CUgraphConditionalHandle] (kernels take it by value)    */ \
     X(STREAM_BEGIN_CAPTURE_TO_GRAPH) /* [stream, mode, graph, ndeps] data: ndeps node ids;   */ \
-                                 /*  STREAM_END_CAPTURE then names graph id 0                */
+                                 /*  STREAM_END_CAPTURE then names graph id 0                */ \
+    X(MEMCPY_HTOD_LANES)         /* [dst, size, stream, async, nlanes, stripe]  no bulk: the */ \
+                                 /*  bytes come over the session's data lanes, stripe u of  */ \
+                                 /*  the copy on lane u % nlanes (client/lanes.c)           */ \
+    X(MEMCPY_DTOH_LANES)         /* [src, size, stream, async, nlanes, stripe]  the bytes go */ \
+                                 /*  out over the lanes before the reply                    */
 
 enum proto_op {
 #define PROTO_OP_ENUM(name) PROTO_OP_##name,

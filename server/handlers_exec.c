@@ -5,6 +5,7 @@
 
 #include "common/log.h"
 #include "server/module_cache.h"
+#include "server/lanes.h"
 #include "server/session.h"
 #include "server/tenancy.h"
 
@@ -658,6 +659,7 @@ const uint8_t srv_min_args[PROTO_OP_COUNT] = {
     OP(ARRAY_CREATE, h, 1), OP(ARRAY_DESTROY, h, 1), OP(MEMCPY_3D, h, 15),
     OP(TEX_OBJECT_CREATE, h, 3), OP(TEX_OBJECT_DESTROY, h, 1), OP(SURF_OBJECT_CREATE, h, 2),
     OP(SURF_OBJECT_DESTROY, h, 1), OP(MEMCPY_HTOD_RDMA, h, 6), OP(MEMCPY_DTOH_RDMA, h, 6),
+    OP(MEMCPY_HTOD_LANES, h, 6), OP(MEMCPY_DTOH_LANES, h, 6),
     OP(SHADOW_FREE, h, 1),
 };
 #undef OP
@@ -669,7 +671,7 @@ srv_handler_fn srv_handler(unsigned op)
         srv_vmm_handlers,        srv_graph_node_handlers,   srv_memcpy_2d_handlers,
         srv_link_handlers,       srv_status_handlers,       srv_stream_attr_handlers,
         srv_device_handlers,     srv_module_names_handlers, srv_array_handlers,
-        srv_rdma_copy_handlers,
+        srv_rdma_copy_handlers,  srv_lanes_handlers,
     };
 
     if (op >= PROTO_OP_COUNT)

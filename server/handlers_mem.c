@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "common/log.h"
+#include "server/lanes.h"
 #include "server/session.h"
 
 #define STAGING_CHUNK (8u << 20)
@@ -29,6 +30,7 @@ CUresult srv_staging_ready(struct srv_session *s)
 
 void srv_staging_release(struct srv_session *s, uint64_t ctx_id)
 {
+    srv_lanes_staging_release(s); /* whichever context they came from: made again when needed */
     if (s->staging_ctx != ctx_id)
         return;
     srv_rdma_staging_release(s);

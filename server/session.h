@@ -69,6 +69,7 @@ struct srv_session {
     uint8_t *msg_buf;
     struct proto_arena arena; /* unpacked calls live here until the next one */
     int output_fd[2];         /* read ends of the pipes that are stdout and stderr, or -1 */
+    struct srv_lanes *lanes;  /* data lanes of a TCP session (server/lanes.c), NULL until offered */
     void *scratch;            /* launch parameters and their pointer array */
     size_t scratch_len;
 };

@@ -9,6 +9,7 @@
 
 #include "common/log.h"
 #include "server/host_nvml.h"
+#include "server/lanes.h"
 #include "server/module_cache.h"
 #include "server/server.h"
 #include "server/session.h"
@@ -95,6 +96,7 @@ static rg_status_t send_welcome(struct srv_session *s, const struct srv_config *
     w.devices = ptrs;
     w.server_name = (char *)cfg->name;
     w.mem_quota = s->mem_quota;
+    srv_lanes_offer(s, &w);
     if (rdma_offer.listener != NULL) {
         w.rdma_addr = rdma_offer.addr;
         w.rdma_secret = (ProtobufCBinaryData){sizeof(rdma_offer.secret), rdma_offer.secret};
@@ -366,6 +368,12 @@ static bool execute(struct srv_session *s, const struct proto_frame_hdr *hdr, co
         ok = false;
     if (ok && !call.replied && send_result(s, &call, res) != RG_OK)
         ok = false;
+    if (call.why[0] != '\0') { /* the call broke the session (server/lanes.c) */
+        static char reason[sizeof(call.why)];
+        memcpy(reason, call.why, sizeof(reason));
+        *why = reason;
+        ok = false;
+    }
     free(call.out_ext);
     rgpu__call__free_unpacked(m, &s->arena.allocator);
     proto_arena_reset(&s->arena);
@@ -426,6 +434,7 @@ int srv_worker_run(const struct srv_config *cfg, int fd, uint64_t session_id, co
     if (rc < 0) {
         rc = serve(&s);
         srv_worker_stats_report();
+        srv_lanes_end(&s);
         srv_tenancy_end(&s);
         srv_session_teardown(&s);
     }

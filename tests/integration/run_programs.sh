@@ -307,6 +307,18 @@ else
     fail "rdma: one-sided copies of session $sid: '$got', expected '$want'"
 fi
 
+# Copies of 32 MiB and more went over the data lanes on TCP (copies checked their bytes), never
+# on RDMA.
+sid=$(sed -n 's/.*session \([0-9]*\): client copies_static .*/\1/p' "$WORK/main.log" | head -1)
+lanes=$(sed -n "s/.*session $sid: \([0-9]*\) copies over 4 data lanes.*/\1/p" "$WORK/main.log")
+if [ -z "$VERBS_PATH" ] && [ "${lanes:-0}" -ge 6 ]; then
+    ok "tcp: large copies over 4 data lanes ($lanes in copies_static)"
+elif [ -n "$VERBS_PATH" ] && ! grep -q "data lanes" "$WORK/main.log"; then
+    ok "rdma: no data lanes"
+else
+    fail "data lanes of session $sid: '$lanes'"; grep "lanes" "$WORK/main.log"
+fi
+
 if [ -n "$VERBS_PATH" ]; then # every program's session really ran on RDMA
     n=$(grep -c "transport rdma" "$WORK/main.log")
     if [ "$n" -ge 20 ] && ! grep -q "transport tcp (the client" "$WORK/main.log"; then

@@ -15,7 +15,9 @@ static uint64_t checksum(const unsigned char *p, size_t n)
 int main(int argc, char **argv)
 {
     size_t max = (argc > 1 ? strtoull(argv[1], NULL, 10) : 1024) << 20;
-    const size_t sizes[] = {1, 3, 4097, 1 << 20, 64 << 20, 256 << 20, 1024ull << 20};
+    // 40 MiB + 4097: over rgpu's data lanes (32 MiB and up), a last stripe cut short.
+    const size_t sizes[] = {1, 3, 4097, 1 << 20, (40 << 20) + 4097, 64 << 20, 256 << 20,
+                            1024ull << 20};
     int bad = 0;
 
     for (size_t size : sizes) {

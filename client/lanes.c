@@ -1,0 +1,176 @@
+/* Data lanes (server/lanes.c says why): on a TCP session, copies of LANE_MIN bytes or more
+ * travel over `lanes` extra TCP connections in LANE_STRIPE stripes, stripe u on lane u % n,
+ * each lane with its own thread, while the call itself goes in order on the session's
+ * connection. The lanes are connected at the first such copy; if they cannot be, or one
+ * breaks, copies go the ordinary way again (a broken lane also ends the session on the
+ * server, so the next call reports it).
+ *
+ * A lane copy returns once the reply came and every lane is done: asynchronous ones too, as
+ * CUDA allows (the bytes have left or reached the caller's memory by then). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "client.h"
+#include "transport/transport.h"
+
+#define LANE_MIN (32u << 20)
+#define LANE_STRIPE (4u << 20)
+#define LANES_MAX 16
+#define LANES_DEFAULT 4
+
+struct cli_lane {
+    struct transport_conn *conn;
+    pthread_t thread;
+    int index;
+    rg_status_t status; /* of its part of the last job */
+};
+
+static struct {
+    pthread_mutex_t lock; /* one lane copy at a time; setup */
+    char addr[128];
+    uint8_t secret[32];
+    int want, n;
+    bool broken;          /* could not connect, or a lane failed: no more lane copies */
+    struct cli_lane lanes[LANES_MAX];
+    pthread_mutex_t job_lock;
+    pthread_cond_t job_cond;
+    uint64_t gen;
+    int busy;
+    struct { bool send; uint8_t *buf; size_t len; } job;
+} lanes = {.lock = PTHREAD_MUTEX_INITIALIZER, .job_lock = PTHREAD_MUTEX_INITIALIZER,
+           .job_cond = PTHREAD_COND_INITIALIZER};
+
+void cli_lanes_offered(const char *addr, const void *secret, size_t secret_len, int want)
+{
+    if (addr == NULL || addr[0] == '\0' || secret_len != sizeof(lanes.secret) || want <= 0)
+        return;
+    snprintf(lanes.addr, sizeof(lanes.addr), "%s", addr);
+    memcpy(lanes.secret, secret, sizeof(lanes.secret));
+    lanes.want = want < LANES_MAX ? want : LANES_MAX;
+}
+
+/* This lane's stripes of the job, sent from or received into the caller's buffer. */
+static rg_status_t lane_move(struct cli_lane *ln, bool send, uint8_t *buf, size_t len)
+{
+    rg_status_t st = RG_OK;
+
+    for (size_t off = (size_t)ln->index * LANE_STRIPE; off < len && st == RG_OK;
+         off += (size_t)lanes.n * LANE_STRIPE) {
+        size_t n = len - off < LANE_STRIPE ? len - off : LANE_STRIPE;
+        struct iovec iov = {buf + off, n};
+        st = send ? transport_sendv(ln->conn, &iov, 1) : transport_recv(ln->conn, buf + off, n);
+    }
+    return st;
+}
+
+static void *lane_thread(void *arg)
+{
+    struct cli_lane *ln = arg;
+    uint64_t seen = 0;
+
+    pthread_mutex_lock(&lanes.job_lock);
+    for (;;) {
+        while (lanes.gen == seen)
+            pthread_cond_wait(&lanes.job_cond, &lanes.job_lock);
+        seen = lanes.gen;
+        pthread_mutex_unlock(&lanes.job_lock);
+        ln->status = lane_move(ln, lanes.job.send, lanes.job.buf, lanes.job.len);
+        pthread_mutex_lock(&lanes.job_lock);
+        if (--lanes.busy == 0)
+            pthread_cond_broadcast(&lanes.job_cond);
+    }
+    return NULL;
+}
+
+/* Connect the lanes and start their threads (lanes.lock held). */
+static bool lanes_connect(void)
+{
+    struct transport_opts opts = {.connect_timeout_ms = 5000};
+    struct { uint8_t secret[32]; uint32_t index; } hello;
+    pthread_attr_t attr;
+
+    memcpy(hello.secret, lanes.secret, sizeof(hello.secret));
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    for (int i = 0; i < lanes.want; i++) {
+        struct cli_lane *ln = &lanes.lanes[i];
+        struct iovec iov = {&hello, sizeof(hello)};
+        hello.index = (uint32_t)i;
+        ln->index = i;
+        if (transport_tcp_ops.connect(lanes.addr, &opts, &ln->conn) != RG_OK ||
+            transport_sendv(ln->conn, &iov, 1) != RG_OK ||
+            pthread_create(&ln->thread, &attr, lane_thread, ln) != 0) {
+            rg_info("data lanes to %s: lane %d cannot connect; large copies use the session's "
+                    "connection", lanes.addr, i);
+            lanes.broken = true;
+            break;
+        }
+        lanes.n++;
+    }
+    pthread_attr_destroy(&attr);
+    return !lanes.broken;
+}
+
+/* Wait until every lane did its part of the job; the first lane failure, else RG_OK. */
+static rg_status_t lanes_wait(void)
+{
+    rg_status_t st = RG_OK;
+
+    pthread_mutex_lock(&lanes.job_lock);
+    while (lanes.busy > 0)
+        pthread_cond_wait(&lanes.job_cond, &lanes.job_lock);
+    for (int i = 0; i < lanes.n; i++)
+        if (lanes.lanes[i].status != RG_OK)
+            st = lanes.lanes[i].status;
+    pthread_mutex_unlock(&lanes.job_lock);
+    return st;
+}
+
+static void lanes_post(bool send, uint8_t *buf, size_t len)
+{
+    pthread_mutex_lock(&lanes.job_lock);
+    lanes.job.send = send;
+    lanes.job.buf = buf;
+    lanes.job.len = len;
+    lanes.busy = lanes.n;
+    lanes.gen++;
+    pthread_cond_broadcast(&lanes.job_cond);
+    pthread_mutex_unlock(&lanes.job_lock);
+}
+
+/* The lanes stop for good: shut their connections, which ends whatever a lane waits on. */
+static void lanes_break(void)
+{
+    lanes.broken = true;
+    for (int i = 0; i < lanes.n; i++)
+        transport_shutdown(lanes.lanes[i].conn);
+}
+
+CUresult cli_lanes_copy(bool htod, CUdeviceptr dptr, void *host, size_t n, uint64_t stream,
+                        bool async)
+{
+    struct cli_call call = {.op = htod ? PROTO_OP_MEMCPY_HTOD_LANES : PROTO_OP_MEMCPY_DTOH_LANES,
+                            .nargs = 6};
+    CUresult res;
+
+    if (n < LANE_MIN || lanes.want == 0 || lanes.broken || cli_session_rdma_conn() != NULL)
+        return CLI_LANES_NOT_TAKEN;
+    pthread_mutex_lock(&lanes.lock);
+    if (lanes.broken || (lanes.n == 0 && !lanes_connect())) {
+        pthread_mutex_unlock(&lanes.lock);
+        return CLI_LANES_NOT_TAKEN;
+    }
+    call.args[0] = dptr, call.args[1] = n, call.args[2] = stream, call.args[3] = async;
+    call.args[4] = (uint64_t)lanes.n, call.args[5] = LANE_STRIPE;
+    lanes_post(htod, host, n);
+    res = cli_call_sync(&call);
+    if (res == CUDA_ERROR_DEVICE_UNAVAILABLE)
+        lanes_break(); /* the server may never move the bytes: do not wait for it */
+    if (lanes_wait() != RG_OK) {
+        lanes_break();
+        res = CUDA_ERROR_DEVICE_UNAVAILABLE;
+    }
+    pthread_mutex_unlock(&lanes.lock);
+    return res;
+}
