@@ -2,7 +2,8 @@
 # The benchmark table, on a GPU host, from the bundle (tests/gpu/bundle.sh): every benchmark
 # natively, through rgpu over loopback TCP, and through rgpu across a veth pair between two
 # network namespaces, plus the raw TCP ceiling on both paths; and once more over loopback
-# with busy polling on both ends (lo-poll; micro benchmarks only). Writes bench-results.md and
+# with busy polling on both ends (lo-poll) and with 4 data lanes for copies of 32 MiB and more
+# (lo-lanes; both micro benchmarks only). Writes bench-results.md and
 # bench-results.json (into $OUT when set) and prints the Markdown table last.
 # Usage: bench/run.sh [BUNDLE_DIR] [quick]
 set -u
@@ -27,6 +28,7 @@ run_mode() {
         lo) LD_LIBRARY_PATH=$B/client:$DEPS RGPU_SERVER=127.0.0.1:7070 "$@" ;;
         veth) LD_LIBRARY_PATH=$B/client:$DEPS RGPU_SERVER=10.88.0.2:7070 "$@" ;;
         lo-poll) LD_LIBRARY_PATH=$B/client:$DEPS RGPU_SERVER=127.0.0.1:7072 RGPU_BUSY_POLL_US=100 "$@" ;;
+        lo-lanes) LD_LIBRARY_PATH=$B/client:$DEPS RGPU_SERVER=127.0.0.1:7070 RGPU_LANES=4 "$@" ;;
     esac
 }
 
@@ -50,16 +52,17 @@ fi
 sleep 2
 "$B/bin/rgpu-bench-tcp" client 127.0.0.1:7071 >"$RES/lo.jsonl"
 grep tcp_ "$RES/lo.jsonl" >"$RES/lo-poll.jsonl"
+grep tcp_ "$RES/lo.jsonl" >"$RES/lo-lanes.jsonl"
 [ $VETH = yes ] && "$B/bin/rgpu-bench-tcp" client 10.88.0.2:7071 >"$RES/veth.jsonl"
 
 MODES="native lo"
 [ $VETH = yes ] && MODES="native lo veth"
-MODES="$MODES lo-poll"
+MODES="$MODES lo-poll lo-lanes"
 for mode in $MODES; do
     echo "== $mode" >&2
     run_mode $mode "$B/bin/rgpu-bench-micro" >>"$RES/$mode.jsonl" 2>>"$RES/$mode.err"
-    run_mode $mode "$B/bin/rgpu-bench-gemm" >>"$RES/$mode.jsonl" 2>>"$RES/$mode.err"
-    [ -z "$QUICK" ] && [ $mode != lo-poll ] && run_mode $mode python3 "$ROOT/bench/torch_models.py" >>"$RES/$mode.jsonl" 2>>"$RES/$mode.err"
+    [ $mode != lo-lanes ] && run_mode $mode "$B/bin/rgpu-bench-gemm" >>"$RES/$mode.jsonl" 2>>"$RES/$mode.err"
+    [ -z "$QUICK" ] && [ $mode != lo-poll ] && [ $mode != lo-lanes ] && run_mode $mode python3 "$ROOT/bench/torch_models.py" >>"$RES/$mode.jsonl" 2>>"$RES/$mode.err"
 done
 # Worker host memory per client program (loopback server): its peak RSS at session end.
 awk '/session [0-9]+: client /{for(i=1;i<=NF;i++) if($i=="client") {k=$(i-1); sub(":","",k); name[k]=$(i+1)}}

@@ -1,5 +1,7 @@
 /* Data lanes (server/lanes.c says why): on a TCP session, copies of LANE_MIN bytes or more
- * travel over `lanes` extra TCP connections in LANE_STRIPE stripes, stripe u on lane u % n,
+ * travel over `lanes` extra TCP connections (lanes = N or RGPU_LANES=N; off by default: the
+ * lanes were built and tested against the fake driver in a session without a GPU host, and stay
+ * off until bench/run.sh's lo-lanes mode shows them faster there) in LANE_STRIPE stripes, stripe u on lane u % n,
  * each lane with its own thread, while the call itself goes in order on the session's
  * connection. The lanes are connected at the first such copy; if they cannot be, or one
  * breaks, copies go the ordinary way again (a broken lane also ends the session on the
@@ -17,7 +19,6 @@
 #define LANE_MIN (32u << 20)
 #define LANE_STRIPE (4u << 20)
 #define LANES_MAX 16
-#define LANES_DEFAULT 4
 
 struct cli_lane {
     struct transport_conn *conn;

@@ -68,6 +68,8 @@ compare cublas_sgemm "$B/bin/cublas_sgemm"
 # Driver-API programs: virtual memory management, memory pools, stream attributes, 2D copies.
 compare vmm_pools "$B/bin/vmm_pools"
 compare copies_2d "$B/bin/copies_2d"
+# Copies of 1 byte to 1 GiB with 4 data lanes (off by default) for those of 32 MiB and more.
+compare copies_lanes env RGPU_LANES=4 "$B/bin/copies_static"
 compare arrays "$B/bin/arrays"
 compare torch_smoke python3 "$ROOT/tests/gpu/torch_smoke.py"
 compare torch_graph python3 "$ROOT/tests/gpu/torch_graph.py"

@@ -61,7 +61,8 @@ for prog in vadd matmul streams ptx_driver copies fault graph graph_nodes printf
         exe=$PROGS/${prog}_$kind
         [ -x "$exe" ] || { fail "$prog $kind: $exe not built"; continue; }
         args=(); [ "$prog" = copies ] && args=(256)
-        run_program "${prog}_$kind" "$exe" "${args[@]}"
+        lanes=0; [ "${prog}_$kind" = copies_static ] && lanes=4 # data lanes: one run with, one without
+        run_program "${prog}_$kind" env RGPU_LANES=$lanes "$exe" "${args[@]}"
     done
 done
 
@@ -307,12 +308,15 @@ else
     fail "rdma: one-sided copies of session $sid: '$got', expected '$want'"
 fi
 
-# Copies of 32 MiB and more went over the data lanes on TCP (copies checked their bytes), never
-# on RDMA.
+# With RGPU_LANES=4 copies of 32 MiB and more went over the data lanes on TCP (copies checked
+# their bytes), never on RDMA; without it (copies_shared, the default) never.
 sid=$(sed -n 's/.*session \([0-9]*\): client copies_static .*/\1/p' "$WORK/main.log" | head -1)
 lanes=$(sed -n "s/.*session $sid: \([0-9]*\) copies over 4 data lanes.*/\1/p" "$WORK/main.log")
-if [ -z "$VERBS_PATH" ] && [ "${lanes:-0}" -ge 6 ]; then
-    ok "tcp: large copies over 4 data lanes ($lanes in copies_static)"
+sid2=$(sed -n 's/.*session \([0-9]*\): client copies_shared .*/\1/p' "$WORK/main.log" | head -1)
+if grep -q "session $sid2: .*data lanes" "$WORK/main.log"; then
+    fail "data lanes used without RGPU_LANES (session $sid2)"
+elif [ -z "$VERBS_PATH" ] && [ "${lanes:-0}" -ge 6 ]; then
+    ok "tcp: large copies over 4 data lanes ($lanes in copies_static), none by default"
 elif [ -n "$VERBS_PATH" ] && ! grep -q "data lanes" "$WORK/main.log"; then
     ok "rdma: no data lanes"
 else
