@@ -248,8 +248,8 @@ static void lane_run(struct lane *ln, const struct lane_job *j)
     if (st != NULL)
         drv->cuStreamDestroy(st);
     ln->result = io_failed ? CUDA_ERROR_DEVICE_UNAVAILABLE : res;
-    if (io_failed)
-        transport_shutdown(ln->conn);
+    for (int i = 0; io_failed && i < ln->set->n; i++) /* the others would wait forever */
+        transport_shutdown(ln->set->lanes[i].conn);
 }
 
 static void *lane_thread(void *arg)

@@ -282,6 +282,15 @@ static void expect_closed(struct client *c)
     assert_int_not_equal(proto_recv(c->conn, &hdr, c->buf, sizeof(c->buf)), RG_OK);
 }
 
+/* The server closed a connection that carries no frames: a receive ends. */
+static void expect_closed_conn(struct transport_conn *conn)
+{
+    uint8_t byte;
+
+    assert_int_not_equal(transport_recv(conn, &byte, 1), RG_OK);
+    transport_close(conn);
+}
+
 /* ---- tests ----------------------------------------------------------------------------- */
 
 static void test_handshake(void **state)
@@ -598,6 +607,82 @@ static void test_malformed_ends_only_its_session(void **state)
     expect_ended(&good, "status 0");
 }
 
+/* Data lanes: a connection to the lane listener without the secret is closed; two lanes carry
+ * a 12 MiB copy's 4 MiB stripes (0 and 2 on lane 0, 1 on lane 1) both ways; a lane that closes
+ * mid-copy ends that session only. */
+#define LANE_STRIPE (4u << 20)
+#define LANE_COPY (12u << 20)
+
+static struct transport_conn *lane_open(const Rgpu__Welcome *w, uint32_t index, bool secret)
+{
+    struct { uint8_t secret[32]; uint32_t index; } hello = {.index = index};
+    struct iovec iov = {&hello, sizeof(hello)};
+    struct transport_conn *conn;
+
+    assert_int_equal(w->lane_secret.len, sizeof(hello.secret));
+    if (secret)
+        memcpy(hello.secret, w->lane_secret.data, sizeof(hello.secret));
+    assert_int_equal(transport_tcp_ops.connect(w->lane_addr, NULL, &conn), RG_OK);
+    assert_int_equal(transport_sendv(conn, &iov, 1), RG_OK);
+    return conn;
+}
+
+static void lanes_move(struct transport_conn *lane[2], uint8_t *buf, bool send)
+{
+    for (size_t u = 0; u < LANE_COPY / LANE_STRIPE; u++) {
+        struct iovec iov = {buf + u * LANE_STRIPE, LANE_STRIPE};
+        assert_int_equal(send ? transport_sendv(lane[u % 2], &iov, 1)
+                              : transport_recv(lane[u % 2], buf + u * LANE_STRIPE, LANE_STRIPE),
+                         RG_OK);
+    }
+}
+
+static void test_lanes(void **state)
+{
+    static uint8_t src[LANE_COPY], dst[LANE_COPY];
+    struct client c, other;
+    struct transport_conn *stranger, *lane[2];
+    Rgpu__Welcome *w = connect_hello(&c, PROTO_VERSION);
+    uint64_t d, args[6] = {0, LANE_COPY, PROTO_STREAM_NULL, 0, 2, LANE_STRIPE};
+    Rgpu__Reply *r;
+
+    assert_non_null(w->lane_addr);
+    fill(src, LANE_COPY);
+    args[0] = d = mem_alloc(&c, LANE_COPY);
+    stranger = lane_open(w, 0, false);
+    lane[0] = lane_open(w, 0, true);
+    lane[1] = lane_open(w, 1, true);
+    send_call(&c, PROTO_OP_MEMCPY_HTOD_LANES, 0, args, 6, NULL, 0, NULL, 0);
+    lanes_move(lane, src, true);
+    r = get_reply(&c, NULL, 0);
+    assert_int_equal(r->result, CUDA_SUCCESS);
+    rgpu__reply__free_unpacked(r, NULL);
+    assert_true(wait_log("a data lane connection without the session's secret", NULL, 0));
+    expect_closed_conn(stranger);
+    send_call(&c, PROTO_OP_MEMCPY_DTOH_LANES, 0, args, 6, NULL, 0, NULL, 0);
+    lanes_move(lane, dst, false);
+    r = get_reply(&c, NULL, 0);
+    assert_int_equal(r->result, CUDA_SUCCESS);
+    rgpu__reply__free_unpacked(r, NULL);
+    assert_memory_equal(src, dst, LANE_COPY);
+    /* Lane 1 goes away before its stripe: the session ends; another goes on. */
+    start_session(&other);
+    send_call(&c, PROTO_OP_MEMCPY_HTOD_LANES, 0, args, 6, NULL, 0, NULL, 0);
+    transport_close(lane[1]);
+    r = get_reply(&c, NULL, 0); /* the call's answer, then the end */
+    assert_int_equal(r->result, CUDA_ERROR_DEVICE_UNAVAILABLE);
+    rgpu__reply__free_unpacked(r, NULL);
+    expect_closed(&c);
+    expect_ended(&c, "status 2");
+    assert_true(wait_log("a data lane failed", NULL, 0));
+    assert_int_not_equal(mem_alloc(&other, 4096), 0);
+    bye(&other);
+    expect_ended(&other, "status 0");
+    transport_close(lane[0]);
+    transport_close(c.conn);
+    rgpu__welcome__free_unpacked(w, NULL);
+}
+
 /* The client vanishes without BYE, holding memory: the worker frees it and exits. */
 static void test_disconnect_frees_session(void **state)
 {
@@ -660,6 +745,7 @@ int main(void)
         cmocka_unit_test(test_module_launch),
         cmocka_unit_test(test_contexts_and_staging),
         cmocka_unit_test(test_malformed_ends_only_its_session),
+        cmocka_unit_test(test_lanes),
         cmocka_unit_test(test_disconnect_frees_session),
         cmocka_unit_test(test_port_probe),
         cmocka_unit_test(test_no_driver),
