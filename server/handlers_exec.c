@@ -129,30 +129,7 @@ static CUresult h_primary_flags(struct srv_session *s, struct srv_call *call)
 
 /* ---- modules and libraries -------------------------------------------------------------- */
 
-/* Device memory free now (cuMemGetInfo of the current context's device). */
-static size_t mem_free_now(struct srv_session *s)
-{
-    size_t free_b = 0, total;
 
-    return s->drv.cuMemGetInfo(&free_b, &total) == CUDA_SUCCESS ? free_b : 0;
-}
-
-/* A module's globals (and its code) count against the quota: the device memory that loading it
- * took, measured around the load (one worker is one process, so the difference is this load's
- * unless another process allocated at the same moment). Charged to the handle, given back when
- * it is unloaded; CUDA_ERROR_OUT_OF_MEMORY (and the module unloaded) when it does not fit. */
-static CUresult module_charge(struct srv_session *s, uint64_t id, unsigned type, size_t before)
-{
-    size_t after = mem_free_now(s);
-    uint64_t took = before > after ? before - after : 0;
-
-    if (!srv_quota_charge(s, took)) {
-        srv_handle_destroy(s, id, type);
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    }
-    srv_handle_get(s, id, type)->size = took;
-    return CUDA_SUCCESS;
-}
 
 /* Images come inline, as bulk, or from the module cache by hash (server/module_cache.c). */
 static CUresult h_module_load(struct srv_session *s, struct srv_call *call)
@@ -164,11 +141,11 @@ static CUresult h_module_load(struct srv_session *s, struct srv_call *call)
 
     if (res != CUDA_SUCCESS)
         return res;
-    before = mem_free_now(s);
+    before = srv_mem_free_now(s);
     res = s->drv.cuModuleLoadData(&mod, image);
     srv_image_release(s, call, image, len, res == CUDA_SUCCESS);
     res = srv_handle_adopt(s, ARG(0), PROTO_H_MODULE, res, mod);
-    return res == CUDA_SUCCESS ? module_charge(s, ARG(0), PROTO_H_MODULE, before) : res;
+    return res == CUDA_SUCCESS ? srv_load_charge(s, ARG(0), PROTO_H_MODULE, before) : res;
 }
 
 static CUresult h_library_load(struct srv_session *s, struct srv_call *call)
@@ -180,11 +157,11 @@ static CUresult h_library_load(struct srv_session *s, struct srv_call *call)
 
     if (res != CUDA_SUCCESS)
         return res;
-    before = mem_free_now(s);
+    before = srv_mem_free_now(s);
     res = s->drv.cuLibraryLoadData(&lib, image, NULL, NULL, 0, NULL, NULL, 0);
     srv_image_release(s, call, image, len, res == CUDA_SUCCESS);
     res = srv_handle_adopt(s, ARG(0), PROTO_H_LIBRARY, res, lib);
-    return res == CUDA_SUCCESS ? module_charge(s, ARG(0), PROTO_H_LIBRARY, before) : res;
+    return res == CUDA_SUCCESS ? srv_load_charge(s, ARG(0), PROTO_H_LIBRARY, before) : res;
 }
 
 static CUresult h_unload(struct srv_session *s, struct srv_call *call)

@@ -101,27 +101,7 @@ static CUresult h_link_destroy(struct srv_session *s, struct srv_call *call)
 
 /* ---- loads with JIT options ------------------------------------------------------------- */
 
-static size_t mem_free_now(struct srv_session *s)
-{
-    size_t free_b = 0, total;
 
-    return s->drv.cuMemGetInfo(&free_b, &total) == CUDA_SUCCESS ? free_b : 0;
-}
-
-/* Charge what the load took of device memory to the handle, as MODULE_LOAD does
- * (handlers_exec.c): CUDA_ERROR_OUT_OF_MEMORY, and the object unloaded, when over quota. */
-static CUresult load_charge(struct srv_session *s, uint64_t id, unsigned type, size_t before)
-{
-    size_t after = mem_free_now(s);
-    uint64_t took = before > after ? before - after : 0;
-
-    if (!srv_quota_charge(s, took)) {
-        srv_handle_destroy(s, id, type);
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    }
-    srv_handle_get(s, id, type)->size = took;
-    return CUDA_SUCCESS;
-}
 
 /* The loaded image with the JIT arrays; the new module or library bound to id. */
 static CUresult load_with(struct srv_session *s, struct srv_call *call, struct srv_jit *j,
@@ -129,7 +109,7 @@ static CUresult load_with(struct srv_session *s, struct srv_call *call, struct s
 {
     bool lib = call->msg->op == PROTO_OP_LIBRARY_LOAD_JIT;
     unsigned type = lib ? PROTO_H_LIBRARY : PROTO_H_MODULE;
-    size_t before = mem_free_now(s);
+    size_t before = srv_mem_free_now(s);
     void *obj = NULL;
     CUresult res;
 
@@ -139,7 +119,7 @@ static CUresult load_with(struct srv_session *s, struct srv_call *call, struct s
     else
         res = s->drv.cuModuleLoadDataEx((CUmodule *)&obj, image, j->n, j->opts, j->vals);
     res = srv_handle_adopt(s, ARG(0), type, res, obj);
-    return res == CUDA_SUCCESS ? load_charge(s, ARG(0), type, before) : res;
+    return res == CUDA_SUCCESS ? srv_load_charge(s, ARG(0), type, before) : res;
 }
 
 /* [id, image flags, image len, info cap, error cap, option words...]; the image as for

@@ -151,6 +151,30 @@ void srv_alloc_del(struct srv_session *s, CUdeviceptr dptr)
     }
 }
 
+size_t srv_mem_free_now(struct srv_session *s)
+{
+    size_t free_b = 0, total;
+
+    return s->drv.cuMemGetInfo(&free_b, &total) == CUDA_SUCCESS ? free_b : 0;
+}
+
+/* A module's globals (and its code) count against the quota: the device memory that loading it
+ * took, measured around the load (one worker is one process, so the difference is this load's
+ * unless another process allocated at the same moment). Charged to the handle, given back when
+ * it is unloaded; CUDA_ERROR_OUT_OF_MEMORY (and the module unloaded) when it does not fit. */
+CUresult srv_load_charge(struct srv_session *s, uint64_t id, unsigned type, size_t before)
+{
+    size_t after = srv_mem_free_now(s);
+    uint64_t took = before > after ? before - after : 0;
+
+    if (!srv_quota_charge(s, took)) {
+        srv_handle_destroy(s, id, type);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    srv_handle_get(s, id, type)->size = took;
+    return CUDA_SUCCESS;
+}
+
 static CUresult primary_bind(struct srv_session *s, uint64_t ctx_id, CUcontext *ctx_p)
 {
     uint64_t dev = (ctx_id >> 4) - 1;

@@ -120,6 +120,13 @@ void srv_alloc_del(struct srv_session *s, CUdeviceptr dptr);
 CUresult srv_alloc_answer(struct srv_session *s, struct srv_call *call, CUresult res,
                           CUdeviceptr d, size_t size);
 
+/* Device memory free now (cuMemGetInfo of the current context's device). */
+size_t srv_mem_free_now(struct srv_session *s);
+/* A module or library load is charged what it took of device memory, measured around it from
+ * `before` (srv_mem_free_now): the handle id of that type remembers it, or, over the quota, is
+ * destroyed and CUDA_ERROR_OUT_OF_MEMORY returned. */
+CUresult srv_load_charge(struct srv_session *s, uint64_t id, unsigned type, size_t before);
+
 /* Kernel parameters: the function or kernel func_id (its real handle in *f_p) and the packed
  * buffer pbuf of plen bytes (copied into session scratch) as a kernelParams array. */
 CUresult srv_param_pointers(struct srv_session *s, uint64_t func_id, const void *pbuf,
