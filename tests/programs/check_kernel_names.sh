@@ -24,14 +24,17 @@ for src in "$DIR"/*.cu; do
     for k in $(nm "$WORK/$name.cubin" | awk '$2 == "T" {print $3}'); do
         check "$k" "$name.cu"
     done
-    # Kernels written in PTX inside the program: each .entry name, and ptxas must accept it.
-    if grep -q '\.entry' "$src"; then
-        sed -n '/static const char ptx\[\] =/,/^ *;/p' "$src" | sed -n 's/^ *"\(.*\)\\n"$/\1/p' \
-            >"$WORK/$name.ptx"
-        "$PTXAS" -arch=sm_90 -o "$WORK/$name.ptx.cubin" "$WORK/$name.ptx"
-        for k in $(nm "$WORK/$name.ptx.cubin" | awk '$2 == "T" {print $3}'); do
-            check "$k" "$name.cu, PTX"
-        done
-    fi
+done
+# Kernels written in PTX inside a program or a shared header (static const char ptx[]): each
+# .entry name, and ptxas must accept it.
+for src in "$DIR"/*.cu "$DIR"/*.h; do
+    name=$(basename "$src")
+    grep -q 'static const char ptx\[\] =' "$src" || continue
+    sed -n '/static const char ptx\[\] =/,/^ *;/p' "$src" | sed -n 's/^ *"\(.*\)\\n"$/\1/p' \
+        >"$WORK/$name.ptx"
+    "$PTXAS" -arch=sm_90 -o "$WORK/$name.ptx.cubin" "$WORK/$name.ptx"
+    for k in $(nm "$WORK/$name.ptx.cubin" | awk '$2 == "T" {print $3}'); do
+        check "$k" "$name, PTX"
+    done
 done
 [ "$missing" = 0 ]
