@@ -11,23 +11,8 @@
 #include <stdio.h>
 #include <string.h>
 
-static int failures;
-#define OK(call)                                                                               \
-    do {                                                                                       \
-        CUresult r_ = (call);                                                                  \
-        if (r_ != CUDA_SUCCESS) {                                                              \
-            printf("FAIL %s:%d: %s = %d\n", __FILE__, __LINE__, #call, r_);                    \
-            failures++;                                                                        \
-        }                                                                                      \
-    } while (0)
-#define EXPECT(call, want)                                                                     \
-    do {                                                                                       \
-        CUresult r_ = (call);                                                                  \
-        if (r_ != (want)) {                                                                    \
-            printf("FAIL %s:%d: %s = %d, expected %d\n", __FILE__, __LINE__, #call, r_, want); \
-            failures++;                                                                        \
-        }                                                                                      \
-    } while (0)
+#include "expect.h"
+
 #define SAME(what, a, b, n)                                                                    \
     do {                                                                                       \
         if (memcmp((a), (b), (n)) != 0) {                                                      \
@@ -283,25 +268,25 @@ static void refusals(void)
     static unsigned char host[H2 + 1][ROW2];
 
     OK(cuArrayDestroy(gone));
-    EXPECT(cuArrayDestroy(gone), CUDA_ERROR_INVALID_HANDLE);
-    EXPECT(cuTexObjectCreate(&t, &r, &td, NULL), CUDA_ERROR_INVALID_HANDLE);
-    EXPECT(cuArrayGetDescriptor(&d, d3), CUDA_ERROR_INVALID_VALUE);
+    EXPECT_RESULT(cuArrayDestroy(gone), CUDA_ERROR_INVALID_HANDLE);
+    EXPECT_RESULT(cuTexObjectCreate(&t, &r, &td, NULL), CUDA_ERROR_INVALID_HANDLE);
+    EXPECT_RESULT(cuArrayGetDescriptor(&d, d3), CUDA_ERROR_INVALID_VALUE);
     CUDA_MEMCPY2D c = {.srcMemoryType = CU_MEMORYTYPE_HOST, .srcHost = host,
                        .dstMemoryType = CU_MEMORYTYPE_ARRAY, .dstArray = gone,
                        .WidthInBytes = ROW2, .Height = H2};
-    EXPECT(cuMemcpy2D(&c), CUDA_ERROR_INVALID_VALUE);
+    EXPECT_RESULT(cuMemcpy2D(&c), CUDA_ERROR_INVALID_VALUE);
     c.dstArray = a, c.Height = H2 + 1; /* one row past the end: refused by the driver */
-    EXPECT(cuMemcpy2D(&c), CUDA_ERROR_INVALID_VALUE);
+    EXPECT_RESULT(cuMemcpy2D(&c), CUDA_ERROR_INVALID_VALUE);
     r.res.array.hArray = a;
     OK(cuTexObjectCreate(&t, &r, &td, NULL));
     OK(cuTexObjectDestroy(t));
-    EXPECT(cuTexObjectDestroy(t), CUDA_ERROR_INVALID_VALUE);
-    EXPECT(cuTexObjectDestroy(0x5eed), CUDA_ERROR_INVALID_VALUE);
-    EXPECT(cuSurfObjectDestroy(0x5eed), CUDA_ERROR_INVALID_VALUE);
+    EXPECT_RESULT(cuTexObjectDestroy(t), CUDA_ERROR_INVALID_VALUE);
+    EXPECT_RESULT(cuTexObjectDestroy(0x5eed), CUDA_ERROR_INVALID_VALUE);
+    EXPECT_RESULT(cuSurfObjectDestroy(0x5eed), CUDA_ERROR_INVALID_VALUE);
     CUDA_RESOURCE_DESC rl = {.resType = CU_RESOURCE_TYPE_LINEAR};
-    EXPECT(cuSurfObjectCreate(&s, &rl), CUDA_ERROR_INVALID_VALUE);
+    EXPECT_RESULT(cuSurfObjectCreate(&s, &rl), CUDA_ERROR_INVALID_VALUE);
     CUDA_RESOURCE_DESC rm = {.resType = CU_RESOURCE_TYPE_MIPMAPPED_ARRAY};
-    EXPECT(cuTexObjectCreate(&t, &rm, &td, NULL), CUDA_ERROR_NOT_SUPPORTED);
+    EXPECT_RESULT(cuTexObjectCreate(&t, &rm, &td, NULL), CUDA_ERROR_NOT_SUPPORTED);
     OK(cuArrayDestroy(a));
     OK(cuArrayDestroy(d3));
     printf("%s bad handles refused\n", failures == 0 ? "ok  " : "FAIL");

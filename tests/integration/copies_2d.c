@@ -5,19 +5,11 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "expect.h"
+
 #define W 100   /* bytes copied per row */
 #define H 37    /* rows */
 #define HP 128  /* host pitch */
-
-static int failures;
-#define OK(call)                                                                               \
-    do {                                                                                       \
-        CUresult r_ = (call);                                                                  \
-        if (r_ != CUDA_SUCCESS) {                                                              \
-            printf("FAIL %s:%d: %s = %d\n", __FILE__, __LINE__, #call, r_);                    \
-            failures++;                                                                        \
-        }                                                                                      \
-    } while (0)
 
 static unsigned char src[H][HP], dst[H + 2][HP + 8];
 

@@ -17,28 +17,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "expect.h"
+
 #define RDMA_COPY_MIN (64u << 10) /* client/rdma_copy.c */
 
-static int failures;
 static unsigned long long htod_n, htod_bytes, dtoh_n, dtoh_bytes;
-
-#define OK(call)                                                                                   \
-    do {                                                                                           \
-        CUresult r_ = (call);                                                                      \
-        if (r_ != CUDA_SUCCESS) {                                                                  \
-            printf("FAIL %s:%d: %s = %d\n", __FILE__, __LINE__, #call, r_);                        \
-            failures++;                                                                            \
-        }                                                                                          \
-    } while (0)
-#define EXPECT(cond, ...)                                                                          \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            printf("FAIL %s:%d: ", __FILE__, __LINE__);                                            \
-            printf(__VA_ARGS__);                                                                   \
-            printf("\n");                                                                          \
-            failures++;                                                                            \
-        }                                                                                          \
-    } while (0)
 
 static void fill(unsigned char *p, size_t n, unsigned seed)
 {

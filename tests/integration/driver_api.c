@@ -9,22 +9,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "expect.h"
+
 #define NTHREADS 8
 #define ITERS 200
 #define LEN (64 * 1024)
 
 static CUcontext ctx;
-static int failures;
-
-#define EXPECT(cond, ...)                                                                      \
-    do {                                                                                       \
-        if (!(cond)) {                                                                         \
-            printf("FAIL %s:%d: ", __FILE__, __LINE__);                                        \
-            printf(__VA_ARGS__);                                                               \
-            printf("\n");                                                                      \
-            __atomic_add_fetch(&failures, 1, __ATOMIC_RELAXED);                                \
-        }                                                                                      \
-    } while (0)
 
 static void *worker(void *arg)
 {

@@ -13,34 +13,20 @@
 #include <string.h>
 #include <time.h>
 
+#include "expect.h"
+
 #define RDMA_COPY_MIN (64u << 10) /* client/rdma_copy.c */
 #define BIG           (24u << 20)
 
-static int failures;
 static unsigned long long htod_n, htod_bytes, dtoh_n, dtoh_bytes; /* expected one-sided */
 static pthread_mutex_t count_lock = PTHREAD_MUTEX_INITIALIZER;
 
-#define OK(call)                                                                                   \
-    do {                                                                                           \
-        CUresult r_ = (call);                                                                      \
-        if (r_ != CUDA_SUCCESS) {                                                                  \
-            printf("FAIL %s:%d: %s = %d\n", __FILE__, __LINE__, #call, r_);                        \
-            failures++;                                                                            \
-        }                                                                                          \
-    } while (0)
 #define NEED(call)                                                                                 \
     do {                                                                                           \
         CUresult r_ = (call);                                                                      \
         if (r_ != CUDA_SUCCESS) {                                                                  \
             printf("FAIL %s:%d: %s = %d\n", __FILE__, __LINE__, #call, r_);                        \
             exit(1);                                                                               \
-        }                                                                                          \
-    } while (0)
-#define EXPECT(cond, what)                                                                         \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            printf("FAIL %s:%d: %s\n", __FILE__, __LINE__, what);                                  \
-            failures++;                                                                            \
         }                                                                                          \
     } while (0)
 

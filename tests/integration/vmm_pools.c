@@ -6,18 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
-static int failures;
-
-#define EXPECT(cond, ...)                                                                      \
-    do {                                                                                       \
-        if (!(cond)) {                                                                         \
-            printf("FAIL %s:%d: ", __FILE__, __LINE__);                                        \
-            printf(__VA_ARGS__);                                                               \
-            printf("\n");                                                                      \
-            failures++;                                                                        \
-        }                                                                                      \
-    } while (0)
-#define OK(call) EXPECT((call) == CUDA_SUCCESS, "%s", #call)
+#include "expect.h"
 
 static unsigned char in[1 << 16], out[1 << 16];
 
