@@ -82,45 +82,6 @@ struct cli_node *cli_graph_node(struct cli_graph *g, uint64_t id, CUgraphNodeTyp
     return n;
 }
 
-/* Captures into an existing graph (cuStreamBeginCaptureToGraph): capture id -> that graph. */
-struct capture_target {
-    uint64_t capture;
-    struct cli_graph *graph;
-};
-static pthread_mutex_t target_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct capture_target *targets;
-static size_t ntargets;
-
-static bool target_set(uint64_t capture, struct cli_graph *g)
-{
-    struct capture_target *t;
-    bool ok;
-
-    pthread_mutex_lock(&target_lock);
-    t = realloc(targets, (ntargets + 1) * sizeof(*t));
-    if ((ok = t != NULL)) {
-        targets = t;
-        targets[ntargets++] = (struct capture_target){capture, g};
-    }
-    pthread_mutex_unlock(&target_lock);
-    return ok;
-}
-
-/* The graph capture ends into (removed from the table), or NULL for a capture of its own. */
-static struct cli_graph *target_take(uint64_t capture)
-{
-    struct cli_graph *g = NULL;
-
-    pthread_mutex_lock(&target_lock);
-    for (size_t i = 0; i < ntargets && g == NULL; i++)
-        if (targets[i].capture == capture) {
-            g = targets[i].graph;
-            targets[i] = targets[--ntargets];
-        }
-    pthread_mutex_unlock(&target_lock);
-    return g;
-}
-
 /* into: the graph to capture into (its dependency nodes in deps), or NULL for a new one. */
 static CUresult begin_capture_into(CUstream stream, struct cli_graph *into,
                                    const CUgraphNode *deps, size_t ndeps, CUstreamCaptureMode mode,
@@ -142,14 +103,14 @@ static CUresult begin_capture_into(CUstream stream, struct cli_graph *into,
         call.op = PROTO_OP_STREAM_BEGIN_CAPTURE_TO_GRAPH;
         call.nargs = 4, call.args[2] = into->h.id, call.args[3] = ndeps;
         call.data = ids, call.data_len = 8 * ndeps;
-        if (!target_set(capture, into))
+        if (!cli_capture_target_set(capture, into))
             return CUDA_ERROR_OUT_OF_MEMORY;
     }
     res = cli_call_sync(&call);
     if (res == CUDA_SUCCESS && !cli_stream_set_capture(stream, capture))
         res = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED; /* only created streams are tracked */
     if (res != CUDA_SUCCESS && into != NULL)
-        target_take(capture);
+        cli_capture_target_take(capture, &(bool){false});
     return res;
 }
 
@@ -172,11 +133,15 @@ static CUresult begin_capture_to_graph(CUstream stream, CUgraph graph, const CUg
     return begin_capture_into(stream, g, deps, ndeps, mode, per_thread);
 }
 
-/* The end of a capture into an existing graph: the captured host part joins that graph's. */
-static CUresult end_capture_into(struct cli_graph *into, CUstream stream, uint64_t sid,
-                                 CUgraph *graph)
+/* The end of a capture whose graph the client already has: the application's (minted false;
+ * the worker is told graph id 0) or one minted while it captured, which the worker bound to
+ * the capturing graph (or adopts now if it never did). The captured host part joins the
+ * graph's; a minted graph goes if the capture failed. */
+static CUresult end_capture_into(struct cli_graph *into, bool minted, CUstream stream,
+                                 uint64_t sid, CUgraph *graph)
 {
-    struct cli_call call = {.op = PROTO_OP_STREAM_END_CAPTURE, .nargs = 2, .args = {sid, 0}};
+    struct cli_call call = {.op = PROTO_OP_STREAM_END_CAPTURE, .nargs = 2,
+                            .args = {sid, minted ? into->h.id : 0}};
     struct graph_host host;
     CUresult res = cli_call_sync(&call);
     bool ok = true;
@@ -192,6 +157,8 @@ static CUresult end_capture_into(struct cli_graph *into, CUstream stream, uint64
     graph_host_clear(&host);
     if (res == CUDA_SUCCESS && !ok)
         res = CUDA_ERROR_OUT_OF_MEMORY;
+    if (res != CUDA_SUCCESS && minted)
+        cli_graph_free(into); /* the driver destroyed it (or it is an orphan on the server) */
     if (res == CUDA_SUCCESS && graph != NULL)
         *graph = (CUgraph)into;
     return res;
@@ -200,22 +167,25 @@ static CUresult end_capture_into(struct cli_graph *into, CUstream stream, uint64
 static CUresult end_capture(CUstream stream, CUgraph *graph, bool per_thread)
 {
     struct cli_call call = {.op = PROTO_OP_STREAM_END_CAPTURE, .nargs = 2};
+    uint64_t capture = cli_stream_capture_id(stream);
     struct cli_graph *g, *into;
+    bool minted;
     CUresult res = cli_need_ctx();
 
     if (res != CUDA_SUCCESS)
         return res;
     if (!cli_stream_id(stream, per_thread, &call.args[0]))
         return CUDA_ERROR_INVALID_HANDLE;
-    if ((into = target_take(cli_stream_capture_id(stream))) != NULL)
-        return end_capture_into(into, stream, call.args[0], graph);
-    if (graph == NULL)
+    into = cli_capture_target_peek(capture, &minted);
+    if (graph == NULL && (into == NULL || minted))
         return CUDA_ERROR_INVALID_VALUE;
+    if ((into = cli_capture_target_take(capture, &minted)) != NULL)
+        return end_capture_into(into, minted, stream, call.args[0], graph);
     if ((g = cli_graph_new(PROTO_H_GRAPH)) == NULL)
         return CUDA_ERROR_OUT_OF_MEMORY;
     call.args[1] = g->h.id;
     res = cli_call_sync(&call);
-    cli_capture_take(cli_stream_capture_id(stream), &g->host);
+    cli_capture_take(capture, &g->host);
     cli_stream_set_capture(stream, 0); /* capture ends either way, as in CUDA */
     if (res != CUDA_SUCCESS) {
         cli_graph_free(g);
@@ -362,6 +332,8 @@ static CUresult graph_destroy(void *handle, enum proto_handle_type type, unsigne
     if (g == NULL)
         return CUDA_ERROR_INVALID_HANDLE;
     if (g->owner != NULL) /* a conditional node's body: it goes with its graph */
+        return CUDA_ERROR_INVALID_VALUE;
+    if (type == PROTO_H_GRAPH && cli_capture_target_busy(g)) /* a capture's graph, until its end */
         return CUDA_ERROR_INVALID_VALUE;
     call.args[0] = g->h.id;
     call.ctx = g->ctx != NULL ? g->ctx->h.id : 0;

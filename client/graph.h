@@ -89,6 +89,22 @@ CUresult cli_capture_host_fn(CUstream stream, CUhostFn fn, void *data);
 /* The host part gathered by capture capture_id (moved out; empty if none). */
 void cli_capture_take(uint64_t capture_id, struct graph_host *out);
 
+/* What a capture builds (graph_capture.c). A capture's target is the client graph it
+ * captures into: the application's (cuStreamBeginCaptureToGraph, set at its beginning) or one
+ * minted by the first cli_capture_query. take: remove it at the capture's end (minted: whether
+ * it was minted; NULL if the capture has none); peek: the same without removing it; busy: is
+ * g some capture's target (it may not be destroyed then). */
+bool cli_capture_target_set(uint64_t capture, struct cli_graph *g);
+struct cli_graph *cli_capture_target_take(uint64_t capture, bool *minted_p);
+struct cli_graph *cli_capture_target_peek(uint64_t capture, bool *minted_p);
+bool cli_capture_target_busy(const struct cli_graph *g);
+/* cuStreamGetCaptureInfo for a capturing stream when the graph or the dependencies are asked
+ * for: the worker's answer, with the graph and node objects; the arrays stay valid until the
+ * next query of the capture or its end. */
+CUresult cli_capture_query(CUstream stream, bool per_thread, CUstreamCaptureStatus *status,
+                           CUgraph *graph, const CUgraphNode **deps,
+                           const CUgraphEdgeData **edges, size_t *ndeps);
+
 /* A node object of g with that wire id (made on first sight). */
 struct cli_node *cli_graph_node(struct cli_graph *g, uint64_t id, CUgraphNodeType type);
 

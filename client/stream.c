@@ -229,30 +229,41 @@ static CUresult capture_none(CUstream stream, CUstreamCaptureStatus *status, boo
     return res;
 }
 
-static CUresult capture_info(CUstream s, CUstreamCaptureStatus *status, cuuint64_t *id,
-                             CUgraph *graph, const CUgraphNode **deps, size_t *ndeps,
-                             bool per_thread)
-{
-    CUresult res = capture_none(s, status, per_thread);
-
-    if (res == CUDA_SUCCESS && id != NULL)
-        *id = cli_stream_capture_id(s);
-    if (res == CUDA_SUCCESS && graph != NULL)
-        *graph = NULL;
-    if (res == CUDA_SUCCESS && deps != NULL)
-        *deps = NULL;
-    if (res == CUDA_SUCCESS && ndeps != NULL)
-        *ndeps = 0;
-    return res;
-}
-
+/* The status and id are the client's own; the graph and the dependencies come from the
+ * worker (graph_capture.c). */
 static CUresult capture_info_v3(CUstream s, CUstreamCaptureStatus *status, cuuint64_t *id,
                                 CUgraph *graph, const CUgraphNode **deps,
                                 const CUgraphEdgeData **edges, size_t *ndeps, bool per_thread)
 {
-    if (edges != NULL)
-        *edges = NULL;
-    return capture_info(s, status, id, graph, deps, ndeps, per_thread);
+    CUresult res = capture_none(s, status, per_thread);
+
+    if (res == CUDA_SUCCESS && edges != NULL && deps == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (res != CUDA_SUCCESS)
+        return res;
+    if (*status != CU_STREAM_CAPTURE_STATUS_ACTIVE) { /* nothing valid to say: say nothing */
+        if (graph != NULL)
+            *graph = NULL;
+        if (deps != NULL)
+            *deps = NULL;
+        if (edges != NULL)
+            *edges = NULL;
+        if (ndeps != NULL)
+            *ndeps = 0;
+        return CUDA_SUCCESS;
+    }
+    if (id != NULL)
+        *id = cli_stream_capture_id(s);
+    if (graph == NULL && deps == NULL && ndeps == NULL)
+        return CUDA_SUCCESS;
+    return cli_capture_query(s, per_thread, status, graph, deps, edges, ndeps);
+}
+
+static CUresult capture_info(CUstream s, CUstreamCaptureStatus *status, cuuint64_t *id,
+                             CUgraph *graph, const CUgraphNode **deps, size_t *ndeps,
+                             bool per_thread)
+{
+    return capture_info_v3(s, status, id, graph, deps, NULL, ndeps, per_thread);
 }
 
 static CUresult capture_info_v1(CUstream s, CUstreamCaptureStatus *status, cuuint64_t *id,

@@ -144,7 +144,8 @@ enum proto_handle_type {
                                  /*  pool of the device)                                     */ \
     X(MEM_FREE_ASYNC)            /* [dptr, stream]                                           */ \
     X(STREAM_BEGIN_CAPTURE)      /* [stream, mode]                                           */ \
-    X(STREAM_END_CAPTURE)        /* [stream, graph id]                                       */ \
+    X(STREAM_END_CAPTURE)        /* [stream, graph id]: a new id, or the one bound by        */ \
+                                 /*  STREAM_GET_CAPTURE_INFO (0: capture into a graph)       */ \
     X(GRAPH_INSTANTIATE)         /* [exec id, graph, flags]                                  */ \
     X(GRAPH_LAUNCH)              /* [exec, stream]                                           */ \
     X(GRAPH_UPLOAD)              /* [exec, stream]                                           */ \
@@ -244,7 +245,16 @@ enum proto_handle_type {
                                  /*  bytes come over the session's data lanes, stripe u of  */ \
                                  /*  the copy on lane u % nlanes (client/lanes.c)           */ \
     X(MEMCPY_DTOH_LANES)         /* [src, size, stream, async, nlanes, stripe]  the bytes go */ \
-                                 /*  out over the lanes before the reply                    */
+                                 /*  out over the lanes before the reply                    */ \
+    X(STREAM_GET_CAPTURE_INFO)   /* [stream, graph, bind] -> out[status, n, id0, type0,      */ \
+                                 /*  edge0, ...]: the capture's graph is `graph` (bind 1:    */ \
+                                 /*  a new id the worker binds to the driver's capturing     */ \
+                                 /*  graph until STREAM_END_CAPTURE names it), its current   */ \
+                                 /*  dependencies as node ids (minted by the worker for      */ \
+                                 /*  nodes never named) with their types and CUgraphEdgeData */ \
+                                 /*  (8 bytes) as words                                      */ \
+    X(STREAM_UPDATE_CAPTURE_DEPS) /* [stream, flags, n, has edges] data: n node ids, then n  */ \
+                                 /*  CUgraphEdgeData if has edges                            */
 
 enum proto_op {
 #define PROTO_OP_ENUM(name) PROTO_OP_##name,

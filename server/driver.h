@@ -63,7 +63,8 @@
     X(cuArray3DCreate) X(cuArrayDestroy) X(cuMemcpy3D) X(cuMemcpy3DAsync) X(cuTexObjectCreate) \
     X(cuTexObjectDestroy) X(cuSurfObjectCreate) X(cuSurfObjectDestroy)                        \
     X(cuGraphAddNode) X(cuGraphConditionalHandleCreate) X(cuStreamBeginCaptureToGraph)         \
-    X(cuMemGetHandleForAddressRange) X(cuFlushGPUDirectRDMAWrites)
+    X(cuMemGetHandleForAddressRange) X(cuFlushGPUDirectRDMAWrites)                            \
+    X(cuStreamGetCaptureInfo) X(cuStreamUpdateCaptureDependencies)
 
 struct srv_driver {
     void *dl;

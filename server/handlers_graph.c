@@ -34,11 +34,12 @@ static CUresult h_begin_capture_to_graph(struct srv_session *s, struct srv_call 
                                               (CUstreamCaptureMode)ARG(1));
 }
 
-/* [stream, new graph id], or graph id 0 when the capture went into an existing graph. */
+/* [stream, graph id]: a new id, the id STREAM_GET_CAPTURE_INFO bound to the capturing graph,
+ * or 0 when the capture went into an existing graph. */
 static CUresult h_end_capture(struct srv_session *s, struct srv_call *call)
 {
     CUstream st;
-    CUgraph g;
+    CUgraph g = NULL;
     CUresult res;
 
     if (!srv_stream(s, ARG(0), &st) || (ARG(1) != 0 && PROTO_ID_TYPE(ARG(1)) != PROTO_H_GRAPH))
@@ -46,6 +47,8 @@ static CUresult h_end_capture(struct srv_session *s, struct srv_call *call)
     res = s->drv.cuStreamEndCapture(st, &g);
     if (ARG(1) == 0)
         return res;
+    if (srv_capture_bound(ARG(1)))
+        return srv_capture_end(s, ARG(1), res, g);
     return srv_handle_adopt(s, ARG(1), PROTO_H_GRAPH, res, g);
 }
 
@@ -125,4 +128,6 @@ const srv_handler_fn srv_graph_handlers[PROTO_OP_COUNT] = {
     [PROTO_OP_THREAD_CAPTURE_MODE] = h_capture_mode,
     [PROTO_OP_GRAPH_NODE_COUNT] = h_node_count,
     [PROTO_OP_STREAM_BEGIN_CAPTURE_TO_GRAPH] = h_begin_capture_to_graph,
+    [PROTO_OP_STREAM_GET_CAPTURE_INFO] = srv_capture_info,          /* handlers_capture.c */
+    [PROTO_OP_STREAM_UPDATE_CAPTURE_DEPS] = srv_capture_update_deps,
 };

@@ -307,8 +307,7 @@ static CUresult h_graph_clone(struct srv_session *s, struct srv_call *call)
     return srv_handle_adopt(s, ARG(0), PROTO_H_GRAPH, res, clone);
 }
 
-/* The wire id of a driver node, minting a server id for nodes the client never named. */
-static uint64_t node_id(struct srv_session *s, CUgraphNode node, uint64_t graph)
+uint64_t srv_graph_node_id(struct srv_session *s, CUgraphNode node, uint64_t graph)
 {
     uint64_t id;
 
@@ -344,7 +343,7 @@ static CUresult h_graph_get_nodes(struct srv_session *s, struct srv_call *call)
     for (size_t i = 0; i < n; i++) {
         CUgraphNodeType type = CU_GRAPH_NODE_TYPE_EMPTY;
         s->drv.cuGraphNodeGetType(nodes[i], &type);
-        call->out_ext[1 + 2 * i] = node_id(s, nodes[i], ARG(0));
+        call->out_ext[1 + 2 * i] = srv_graph_node_id(s, nodes[i], ARG(0));
         call->out_ext[2 + 2 * i] = type;
     }
     call->nout = 1 + 2 * n;

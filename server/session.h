@@ -134,6 +134,9 @@ CUresult srv_param_pointers(struct srv_session *s, uint64_t func_id, const void 
 
 /* Drop the node handles of a graph that is being destroyed (handlers_graph_nodes.c). */
 void srv_graph_nodes_forget(struct srv_session *s, uint64_t graph);
+/* The wire id of a driver node of graph id `graph`, minting a server id (PROTO_ID_SERVER) for
+ * a node the client never named, e.g. a captured one; 0 when out of memory. */
+uint64_t srv_graph_node_id(struct srv_session *s, CUgraphNode node, uint64_t graph);
 /* Node ids (8 bytes each, n of them) -> driver nodes (handlers_graph_nodes.c). */
 CUresult srv_graph_nodes_of(struct srv_session *s, const uint8_t *ids, size_t n, CUgraphNode *out);
 /* Conditional nodes (handlers_graph_cond.c): GRAPH_COND_HANDLE_CREATE; a CONDITIONAL node of
@@ -144,6 +147,16 @@ CUresult srv_graph_add_conditional(struct srv_session *s, const uint64_t *p, uin
                                    CUgraph g, CUgraphNode *deps, size_t ndeps,
                                    const uint8_t *payload, size_t plen, CUgraphNode *node);
 void srv_graph_forget(struct srv_session *s, uint64_t graph);
+/* The graph of a stream capture, seen while it captures (handlers_capture.c):
+ * STREAM_GET_CAPTURE_INFO binds the driver's capturing graph to a client id, borrowed (the
+ * capture owns it), and STREAM_UPDATE_CAPTURE_DEPS; at STREAM_END_CAPTURE, srv_capture_bound
+ * says whether id is such a graph and srv_capture_end settles it after the driver's end
+ * returned res and g: the id owns g, or, when the capture failed (the driver destroyed its
+ * graph), the id, its nodes and bodies are dropped. */
+CUresult srv_capture_info(struct srv_session *s, struct srv_call *call);
+CUresult srv_capture_update_deps(struct srv_session *s, struct srv_call *call);
+bool srv_capture_bound(uint64_t id);
+CUresult srv_capture_end(struct srv_session *s, uint64_t id, CUresult res, CUgraph g);
 
 /* A do-nothing host node standing for a client host function (handlers_device.c). */
 CUresult srv_add_host_placeholder(struct srv_session *s, CUgraphNode *node, CUgraph g,

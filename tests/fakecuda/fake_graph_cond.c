@@ -3,7 +3,9 @@
  * does on a GPU); a conditional node runs its body graphs by the cell's value when its graph
  * runs: IF body 0 when non-zero (else body 1 if there is one), WHILE body 0 while non-zero,
  * SWITCH body n for value n. Body graphs are made by cuGraphAddNode and live as long as the
- * process (a test double). cuGraphAddNode also takes kernel and empty nodes. */
+ * process (a test double). cuGraphAddNode also takes kernel and empty nodes. A capture's
+ * dependency set (cuStreamGetCaptureInfo, cuStreamUpdateCaptureDependencies) is kept by
+ * fakecuda.c with the capturing graph. */
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -116,6 +118,49 @@ CUresult cuGraphAddNode(CUgraphNode *out, CUgraph g, const CUgraphNode *deps, co
     case CU_GRAPH_NODE_TYPE_CONDITIONAL: return add_conditional(out, g, deps, n, &p->conditional);
     default: return CUDA_ERROR_NOT_SUPPORTED;
     }
+}
+
+/* ---- what a stream capture builds: its graph and the nodes its next node follows ---- */
+
+CUresult cuStreamGetCaptureInfo(CUstream s, CUstreamCaptureStatus *status, cuuint64_t *id, CUgraph *graph,
+                                const CUgraphNode **deps, const CUgraphEdgeData **edges, size_t *n)
+{
+    static const CUgraphEdgeData plain[FK_MAX_CAPTURE_DEPS]; /* default edges only */
+    struct fk_capture_deps *d = NULL;
+    bool invalidated = false;
+    CUgraph g = fk_capture_of(s, &invalidated, &d);
+
+    if (!status || (edges && !deps)) return CUDA_ERROR_INVALID_VALUE;
+    *status = !g ? CU_STREAM_CAPTURE_STATUS_NONE : invalidated ? CU_STREAM_CAPTURE_STATUS_INVALIDATED : CU_STREAM_CAPTURE_STATUS_ACTIVE;
+    if (*status != CU_STREAM_CAPTURE_STATUS_ACTIVE) return CUDA_SUCCESS;
+    if (id) *id = (uintptr_t)g;
+    if (graph) *graph = g;
+    if (deps) *deps = d->nodes;
+    if (edges) *edges = plain;
+    if (n) *n = d->n;
+    return CUDA_SUCCESS;
+}
+
+/* ADD (0) adds the nodes not in the set yet, SET (1) replaces the set. */
+CUresult cuStreamUpdateCaptureDependencies(CUstream s, CUgraphNode *nodes, const CUgraphEdgeData *e, size_t n, unsigned flags)
+{
+    struct fk_capture_deps *d = NULL;
+    bool invalidated = false;
+    CUgraph g = fk_capture_of(s, &invalidated, &d);
+
+    if (!g) return CUDA_ERROR_ILLEGAL_STATE;
+    if (flags > CU_STREAM_SET_CAPTURE_DEPENDENCIES || !fk_graph_has_nodes(g, nodes, n)) return CUDA_ERROR_INVALID_VALUE;
+    for (size_t i = 0; e && i < n; i++)
+        if (e[i].type != CU_GRAPH_DEPENDENCY_TYPE_DEFAULT || e[i].from_port || e[i].to_port) return CUDA_ERROR_NOT_SUPPORTED;
+    if (flags == CU_STREAM_SET_CAPTURE_DEPENDENCIES) d->n = 0;
+    for (size_t i = 0; i < n; i++) {
+        size_t j = 0;
+        while (j < d->n && d->nodes[j] != nodes[i]) j++;
+        if (j < d->n) continue;
+        if (d->n == FK_MAX_CAPTURE_DEPS) return CUDA_ERROR_OUT_OF_MEMORY;
+        d->nodes[d->n++] = nodes[i];
+    }
+    return CUDA_SUCCESS;
 }
 
 /* ---- the test kernels of graph_cond.cu: one thread each, as launched ---- */

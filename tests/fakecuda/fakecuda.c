@@ -37,7 +37,9 @@ struct fk_node {
 };
 /* origin: the graph an executable graph was made from; into: a capture into an existing graph
  * (cuStreamBeginCaptureToGraph), which its end leaves alone. */
-struct fk_graph { struct fk_obj obj; int n; bool global, invalidated, into; const struct fk_graph *origin; struct fk_node nodes[FK_MAX_NODES]; };
+struct fk_graph { struct fk_obj obj; int n; bool global, invalidated, into; const struct fk_graph *origin; struct fk_capture_deps deps; struct fk_node nodes[FK_MAX_NODES]; };
+
+static bool nodes_in(struct fk_graph *g, const CUgraphNode *deps, size_t n);
 
 /* Capture safety as the driver enforces it: while any stream captures in global mode, a
  * potentially unsafe call (synchronizing, allocating) from a thread not in relaxed mode
@@ -74,13 +76,21 @@ static struct fk_graph *capturing(CUstream s)
     return o && o->magic == 0x46414b45u && o->kind == K_STREAM ? o->capture : NULL;
 }
 
-static CUresult record(struct fk_graph *g, const struct fk_node *node)
+static CUresult append(struct fk_graph *g, const struct fk_node *node)
 {
     if (g->n == FK_MAX_NODES) return CUDA_ERROR_OUT_OF_MEMORY;
     g->nodes[g->n] = *node;
     g->nodes[g->n].idx = g->n;
     g->n++;
     return CUDA_SUCCESS;
+}
+
+/* A node captured from a stream: the capture's next node follows it alone. */
+static CUresult record(struct fk_graph *g, const struct fk_node *node)
+{
+    CUresult res = append(g, node);
+    if (res == CUDA_SUCCESS) g->deps = (struct fk_capture_deps){{(CUgraphNode)&g->nodes[g->n - 1]}, 1};
+    return res;
 }
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
@@ -658,6 +668,7 @@ static CUresult begin_capture(CUstream s, CUstreamCaptureMode mode, struct fk_gr
     g->obj.kind = K_GRAPH;
     g->into = into != NULL;
     g->invalidated = false;
+    g->deps.n = 0;
     g->global = mode == CU_STREAM_CAPTURE_MODE_GLOBAL;
     if (g->global) global_capture_track(g, true);
     o->capture = g;
@@ -668,7 +679,28 @@ CUresult cuStreamBeginCapture(CUstream s, CUstreamCaptureMode mode) { return beg
 CUresult cuStreamBeginCaptureToGraph(CUstream s, CUgraph graph, const CUgraphNode *deps, const CUgraphEdgeData *e, size_t n, CUstreamCaptureMode mode)
 {
     struct fk_graph *g = (struct fk_graph *)obj_check(graph, K_GRAPH);
-    return g ? begin_capture(s, mode, g) : CUDA_ERROR_INVALID_HANDLE;
+    CUresult res;
+
+    if (!g) return CUDA_ERROR_INVALID_HANDLE;
+    if (n > FK_MAX_CAPTURE_DEPS || (n && !deps) || !nodes_in(g, deps, n)) return CUDA_ERROR_INVALID_VALUE;
+    if ((res = begin_capture(s, mode, g)) != CUDA_SUCCESS) return res;
+    g->deps.n = n;
+    if (n) memcpy(g->deps.nodes, deps, n * sizeof(*deps));
+    return CUDA_SUCCESS;
+}
+
+CUgraph fk_capture_of(CUstream s, bool *invalidated_p, struct fk_capture_deps **deps_p)
+{
+    struct fk_graph *g = capturing(s);
+
+    if (g) *invalidated_p = g->invalidated, *deps_p = &g->deps;
+    return (CUgraph)g;
+}
+
+bool fk_graph_has_nodes(CUgraph graph, const CUgraphNode *nodes, size_t n)
+{
+    struct fk_graph *g = (struct fk_graph *)obj_check(graph, K_GRAPH);
+    return g && (!n || nodes) && nodes_in(g, nodes, n);
 }
 
 CUresult cuStreamEndCapture(CUstream s, CUgraph *graph)
@@ -797,7 +829,7 @@ static CUresult add(CUgraphNode *out, CUgraph graph, const CUgraphNode *deps, si
     NEED_CTX();
     if (!g) return CUDA_ERROR_INVALID_HANDLE;
     if (!out || (ndeps && !deps) || !nodes_in(g, deps, ndeps)) return CUDA_ERROR_INVALID_VALUE;
-    if ((res = record(g, node)) == CUDA_SUCCESS) *out = (CUgraphNode)&g->nodes[g->n - 1];
+    if ((res = append(g, node)) == CUDA_SUCCESS) *out = (CUgraphNode)&g->nodes[g->n - 1];
     return res;
 }
 

@@ -72,6 +72,17 @@ bool fk_graph_valid(CUgraph g);
 CUresult fk_graph_add_run(CUgraphNode *out, CUgraph g, const CUgraphNode *deps, size_t n,
                           CUgraphNodeType type, CUresult (*run)(void *), void *arg);
 void fk_cond_launch(const void *graph);
+/* Stream capture (fakecuda.c): the graph stream s captures into (NULL: none), whether the
+ * capture was invalidated, and its dependency set, which each captured node replaces by itself
+ * and fake_graph_cond.c's capture-info calls read and update; is every node of nodes[n] one
+ * of graph g's. */
+#define FK_MAX_CAPTURE_DEPS 8
+struct fk_capture_deps {
+    CUgraphNode nodes[FK_MAX_CAPTURE_DEPS];
+    size_t n;
+};
+CUgraph fk_capture_of(CUstream s, bool *invalidated_p, struct fk_capture_deps **deps_p);
+bool fk_graph_has_nodes(CUgraph g, const CUgraphNode *nodes, size_t n);
 /* The test kernels that set a condition from the "device" (cudaGraphSetConditional). */
 CUresult fk_k_cond_if_odd(const struct fk_launch *l);
 CUresult fk_k_cond_set_value(const struct fk_launch *l);

@@ -356,6 +356,96 @@ static void test_conditional_bodies(void **state)
     assert_int_equal(finish(&p), 0);
 }
 
+/* STREAM_GET_CAPTURE_INFO of stream with [graph, bind]: its result, out[] in out (up to 8). */
+static CUresult capture_info(struct peer *p, uint64_t stream, uint64_t graph, uint64_t bind,
+                             uint64_t *out)
+{
+    uint64_t a[3] = {stream, graph, bind};
+    Rgpu__Reply *r;
+    CUresult res;
+
+    send_call(p, PROTO_OP_STREAM_GET_CAPTURE_INFO, 0, a, 3, NULL, 0, NULL, 0);
+    r = reply(p, NULL, 0);
+    res = (CUresult)r->result;
+    for (size_t i = 0; i < r->n_out && i < 8; i++)
+        out[i] = r->out[i];
+    rgpu__reply__free_unpacked(r, NULL);
+    return res;
+}
+
+/* A capture's graph bound by STREAM_GET_CAPTURE_INFO: a hostile or second binding, or a wrong
+ * graph named, is refused; the graph cannot be destroyed while it captures, takes nodes, and
+ * its dependencies follow STREAM_UPDATE_CAPTURE_DEPS; its end makes the id the graph's
+ * (destroyable), and a failed capture drops it. A capture into a graph cannot bind another. */
+static void test_capture_info(void **state)
+{
+    struct peer p;
+    const uint64_t stream = (800ull << 4) | PROTO_H_STREAM, g = (801ull << 4) | PROTO_H_GRAPH;
+    const uint64_t other = (802ull << 4) | PROTO_H_GRAPH, node = (803ull << 4) | PROTO_H_GRAPH_NODE;
+    const uint64_t failed = (804ull << 4) | PROTO_H_GRAPH;
+    uint64_t a[16] = {stream, CU_STREAM_NON_BLOCKING, 0}, out[8] = {0}, bad = node + 16;
+
+    start_worker(&p);
+    rgpu__welcome__free_unpacked(hello(&p, PROTO_VERSION), NULL);
+    assert_int_equal(call_result(&p, PROTO_OP_STREAM_CREATE, a, 3, NULL, 0), CUDA_SUCCESS);
+    assert_int_equal(capture_info(&p, stream, g, 1, out), CUDA_SUCCESS);
+    assert_int_equal(out[0], CU_STREAM_CAPTURE_STATUS_NONE); /* nothing bound */
+    a[1] = CU_STREAM_CAPTURE_MODE_GLOBAL;
+    assert_int_equal(call_result(&p, PROTO_OP_STREAM_BEGIN_CAPTURE, a, 2, NULL, 0), CUDA_SUCCESS);
+    assert_int_equal(capture_info(&p, stream, node, 1, out), CUDA_ERROR_INVALID_HANDLE);
+    assert_int_equal(capture_info(&p, stream, g, 0, out), CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(capture_info(&p, stream, g, 1, out), CUDA_SUCCESS);
+    assert_int_equal(out[0], CU_STREAM_CAPTURE_STATUS_ACTIVE);
+    assert_int_equal(out[1], 0);
+    assert_int_equal(capture_info(&p, stream, other, 1, out), CUDA_ERROR_INVALID_VALUE);
+    a[0] = other, a[1] = 0;
+    assert_int_equal(call_result(&p, PROTO_OP_GRAPH_CREATE, a, 2, NULL, 0), CUDA_SUCCESS);
+    assert_int_equal(capture_info(&p, stream, other, 0, out), CUDA_ERROR_INVALID_VALUE);
+    a[0] = g;
+    assert_int_equal(call_result(&p, PROTO_OP_GRAPH_DESTROY, a, 1, NULL, 0), CUDA_ERROR_INVALID_VALUE);
+    a[1] = node, a[2] = CU_GRAPH_NODE_TYPE_EMPTY, a[3] = 0;
+    assert_int_equal(call_result(&p, PROTO_OP_GRAPH_ADD_NODE, a, 16, NULL, 0), CUDA_SUCCESS);
+    a[0] = stream, a[1] = CU_STREAM_SET_CAPTURE_DEPENDENCIES, a[2] = 1, a[3] = 0;
+    assert_int_equal(call_result(&p, PROTO_OP_STREAM_UPDATE_CAPTURE_DEPS, a, 4, &bad, 8), CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(call_result(&p, PROTO_OP_STREAM_UPDATE_CAPTURE_DEPS, a, 4, &node, 4), CUDA_ERROR_INVALID_VALUE);
+    a[2] = 100000;
+    assert_int_equal(call_result(&p, PROTO_OP_STREAM_UPDATE_CAPTURE_DEPS, a, 4, &node, 8), CUDA_ERROR_INVALID_VALUE);
+    a[2] = 1;
+    assert_int_equal(call_result(&p, PROTO_OP_STREAM_UPDATE_CAPTURE_DEPS, a, 4, &node, 8), CUDA_SUCCESS);
+    assert_int_equal(capture_info(&p, stream, g, 0, out), CUDA_SUCCESS);
+    assert_int_equal(out[1], 1);
+    assert_int_equal(out[2], node);
+    assert_int_equal(out[3], CU_GRAPH_NODE_TYPE_EMPTY);
+    a[1] = g;
+    assert_int_equal(call_result(&p, PROTO_OP_STREAM_END_CAPTURE, a, 2, NULL, 0), CUDA_SUCCESS);
+    /* a capture into `other` cannot bind it a second time */
+    a[1] = CU_STREAM_CAPTURE_MODE_GLOBAL, a[2] = other, a[3] = 0;
+    assert_int_equal(call_result(&p, PROTO_OP_STREAM_BEGIN_CAPTURE_TO_GRAPH, a, 4, NULL, 0), CUDA_SUCCESS);
+    assert_int_equal(capture_info(&p, stream, failed, 1, out), CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(capture_info(&p, stream, other, 0, out), CUDA_SUCCESS);
+    a[1] = 0;
+    assert_int_equal(call_result(&p, PROTO_OP_STREAM_END_CAPTURE, a, 2, NULL, 0), CUDA_SUCCESS);
+    /* a capture invalidated by a synchronization: its end fails and the bound id goes */
+    a[1] = CU_STREAM_CAPTURE_MODE_GLOBAL;
+    assert_int_equal(call_result(&p, PROTO_OP_STREAM_BEGIN_CAPTURE, a, 2, NULL, 0), CUDA_SUCCESS);
+    assert_int_equal(capture_info(&p, stream, failed, 1, out), CUDA_SUCCESS);
+    assert_int_equal(call_result(&p, PROTO_OP_CTX_SYNCHRONIZE, NULL, 0, NULL, 0), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+    assert_int_equal(capture_info(&p, stream, failed, 0, out), CUDA_SUCCESS);
+    assert_int_equal(out[0], CU_STREAM_CAPTURE_STATUS_INVALIDATED);
+    a[1] = failed;
+    assert_int_equal(call_result(&p, PROTO_OP_STREAM_END_CAPTURE, a, 2, NULL, 0), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+    a[0] = failed;
+    assert_int_equal(call_result(&p, PROTO_OP_GRAPH_NODE_COUNT, a, 1, NULL, 0), CUDA_ERROR_INVALID_HANDLE);
+    a[0] = g;
+    assert_int_equal(call_result(&p, PROTO_OP_GRAPH_NODE_COUNT, a, 1, NULL, 0), CUDA_SUCCESS);
+    assert_int_equal(call_result(&p, PROTO_OP_GRAPH_DESTROY, a, 1, NULL, 0), CUDA_SUCCESS);
+    assert_int_equal(call_result(&p, PROTO_OP_GRAPH_NODE_COUNT, a, 1, NULL, 0), CUDA_ERROR_INVALID_HANDLE);
+    a[0] = other;
+    assert_int_equal(call_result(&p, PROTO_OP_GRAPH_DESTROY, a, 1, NULL, 0), CUDA_SUCCESS);
+    assert_int_equal(call_result(&p, PROTO_OP_NOP, NULL, 0, NULL, 0), CUDA_SUCCESS);
+    assert_int_equal(finish(&p), 0);
+}
+
 static void test_malformed_ends_session(void **state)
 {
     struct peer p;
@@ -643,6 +733,7 @@ int main(void)
         cmocka_unit_test(test_copies),
         cmocka_unit_test(test_async_error_and_bad_calls),
         cmocka_unit_test(test_hostile_arguments), cmocka_unit_test(test_conditional_bodies),
+        cmocka_unit_test(test_capture_info),
         cmocka_unit_test(test_malformed_ends_session),
         cmocka_unit_test(test_tenant_quota),
         cmocka_unit_test(test_parse_size),

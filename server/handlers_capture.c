@@ -1,0 +1,147 @@
+/* What a stream capture is building, while it captures: cuStreamGetCaptureInfo's graph and
+ * dependency nodes, and cuStreamUpdateCaptureDependencies. The capturing graph belongs to the
+ * capture until cuStreamEndCapture, so the client id it is bound to here is borrowed (a
+ * destroy is refused) and recorded as a capture's graph; its end makes the id the graph's
+ * owner, or drops it with its nodes and bodies when the capture failed. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "server/session.h"
+
+#define ARG(i) (call->msg->args[i])
+#define MAX_CAPTURE_DEPS 256
+#define MAX_CAPTURES 64
+
+_Static_assert(sizeof(CUgraphEdgeData) == 8, "edge data travels as one word");
+
+/* Graph ids bound to capturing graphs (one worker serves one session). */
+static uint64_t captures[MAX_CAPTURES];
+static size_t ncaptures;
+
+bool srv_capture_bound(uint64_t id)
+{
+    for (size_t i = 0; i < ncaptures; i++)
+        if (captures[i] == id)
+            return true;
+    return false;
+}
+
+/* Bind the capturing graph g to the new id: a graph id not bound yet, and g known under no
+ * other id (a capture into a graph, or a second binding of the same capture, is refused). */
+static CUresult capture_bind(struct srv_session *s, uint64_t id, CUgraph g)
+{
+    if (PROTO_ID_TYPE(id) != PROTO_H_GRAPH || srv_handle_get(s, id, PROTO_H_GRAPH) != NULL)
+        return CUDA_ERROR_INVALID_HANDLE;
+    for (size_t i = 0; i < s->handle_cap; i++)
+        if (s->handles[i].id != 0 && PROTO_ID_TYPE(s->handles[i].id) == PROTO_H_GRAPH &&
+            s->handles[i].real == (void *)g)
+            return CUDA_ERROR_INVALID_VALUE;
+    if (ncaptures == MAX_CAPTURES)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    if (srv_handle_put(s, id, g) != RG_OK)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    srv_handle_get(s, id, PROTO_H_GRAPH)->borrowed = true;
+    captures[ncaptures++] = id;
+    return CUDA_SUCCESS;
+}
+
+CUresult srv_capture_end(struct srv_session *s, uint64_t id, CUresult res, CUgraph g)
+{
+    struct srv_handle *h = srv_handle_get(s, id, PROTO_H_GRAPH);
+
+    for (size_t i = 0; i < ncaptures; i++)
+        if (captures[i] == id)
+            captures[i] = captures[--ncaptures];
+    if (h == NULL)
+        return res == CUDA_SUCCESS ? CUDA_ERROR_UNKNOWN : res;
+    if (res == CUDA_SUCCESS && h->real == (void *)g) {
+        h->borrowed = false; /* the application's graph from now on */
+        return CUDA_SUCCESS;
+    }
+    if (res == CUDA_SUCCESS) /* not the graph it captured into: keep the id, leak nothing */
+        s->drv.cuGraphDestroy(g), res = CUDA_ERROR_UNKNOWN;
+    srv_graph_forget(s, id);
+    srv_quota_release(s, h->size); /* memory nodes added to it while it captured */
+    srv_handle_del(s, id);
+    return res;
+}
+
+/* Answer the dependencies deps[n] (and their edge data) as [n, id, type, edge, ...] from
+ * out_ext[1], node ids of graph id `graph`. */
+static CUresult answer_deps(struct srv_session *s, struct srv_call *call, uint64_t graph,
+                            const CUgraphNode *deps, const CUgraphEdgeData *edges, size_t n)
+{
+    call->out_ext[1] = n;
+    for (size_t i = 0; i < n; i++) {
+        CUgraphNodeType type = CU_GRAPH_NODE_TYPE_EMPTY;
+        uint64_t *o = &call->out_ext[2 + 3 * i];
+        if ((o[0] = srv_graph_node_id(s, deps[i], graph)) == 0)
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        s->drv.cuGraphNodeGetType(deps[i], &type);
+        o[1] = type;
+        if (edges != NULL)
+            memcpy(&o[2], &edges[i], sizeof(edges[i]));
+    }
+    call->nout = 2 + 3 * n;
+    return CUDA_SUCCESS;
+}
+
+/* [stream, graph, bind] -> out[status, n, (id, type, edge) x n]; see proto/ops.h. */
+CUresult srv_capture_info(struct srv_session *s, struct srv_call *call)
+{
+    CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+    const CUgraphNode *deps = NULL;
+    const CUgraphEdgeData *edges = NULL;
+    struct srv_handle *h;
+    cuuint64_t capture_id;
+    size_t n = 0;
+    CUstream st;
+    CUgraph g = NULL;
+    CUresult res;
+
+    if (!srv_stream(s, ARG(0), &st))
+        return CUDA_ERROR_INVALID_HANDLE;
+    res = s->drv.cuStreamGetCaptureInfo(st, &status, &capture_id, &g, &deps, &edges, &n);
+    if (res != CUDA_SUCCESS)
+        return res;
+    if (n > MAX_CAPTURE_DEPS)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    if ((call->out_ext = calloc(2 + 3 * n, sizeof(uint64_t))) == NULL)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    call->out_ext[0] = status;
+    call->nout = 2;
+    if (status != CU_STREAM_CAPTURE_STATUS_ACTIVE)
+        return CUDA_SUCCESS;
+    if (ARG(2) == 0) {
+        if ((h = srv_handle_get(s, ARG(1), PROTO_H_GRAPH)) == NULL || h->real != (void *)g)
+            return CUDA_ERROR_INVALID_VALUE; /* not the graph this stream captures into */
+        return answer_deps(s, call, ARG(1), deps, edges, n);
+    }
+    if ((res = capture_bind(s, ARG(1), g)) != CUDA_SUCCESS)
+        return res;
+    if ((res = answer_deps(s, call, ARG(1), deps, edges, n)) != CUDA_SUCCESS)
+        srv_capture_end(s, ARG(1), res, NULL); /* unbound again: the client was told it failed */
+    return res;
+}
+
+/* [stream, flags, n, has edges]; data: n node ids, then n CUgraphEdgeData if has edges. */
+CUresult srv_capture_update_deps(struct srv_session *s, struct srv_call *call)
+{
+    const ProtobufCBinaryData *d = &call->msg->data;
+    size_t n = ARG(2), len = (ARG(3) ? 16 : 8) * n;
+    CUgraphNode nodes[MAX_CAPTURE_DEPS];
+    CUgraphEdgeData edges[MAX_CAPTURE_DEPS];
+    CUstream st;
+    CUresult res;
+
+    if (n > MAX_CAPTURE_DEPS || d->len != len)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!srv_stream(s, ARG(0), &st))
+        return CUDA_ERROR_INVALID_HANDLE;
+    if ((res = srv_graph_nodes_of(s, d->data, n, nodes)) != CUDA_SUCCESS)
+        return res;
+    if (ARG(3))
+        memcpy(edges, d->data + 8 * n, 8 * n);
+    return s->drv.cuStreamUpdateCaptureDependencies(st, nodes, ARG(3) ? edges : NULL, n,
+                                                    (unsigned)ARG(1));
+}
