@@ -3,6 +3,7 @@
  * with the stream it came from) before each reply, so it appears in order with the call that
  * synchronized. The worker's own log lines keep going to the original stderr. */
 #include <fcntl.h>
+#include <poll.h>
 #include <stdio.h>
 #include <unistd.h>
 
@@ -55,13 +56,19 @@ void srv_output_capture(struct srv_session *s)
 
 rg_status_t srv_output_forward(struct srv_session *s)
 {
+    struct pollfd p[2];
     char buf[16384];
     ssize_t n;
 
     fflush(stdout);
     fflush(stderr);
+    for (int i = 0; i < 2; i++)
+        p[i] = (struct pollfd){s->output_fd[i], POLLIN, 0};
+    /* One system call when nothing was printed, as after almost every call. */
+    if (poll(p, 2, 0) <= 0)
+        return RG_OK;
     for (int i = 0; i < 2; i++) {
-        if (s->output_fd[i] < 0)
+        if (s->output_fd[i] < 0 || !(p[i].revents & POLLIN))
             continue;
         while ((n = read(s->output_fd[i], buf, sizeof(buf))) > 0) {
             rg_status_t st = proto_send_flags(s->conn, PROTO_OUTPUT, i ? PROTO_OUTPUT_STDERR : 0,
