@@ -75,6 +75,10 @@ compare torch_smoke python3 "$ROOT/tests/gpu/torch_smoke.py"
 compare torch_graph python3 "$ROOT/tests/gpu/torch_graph.py"
 compare torch_features python3 "$ROOT/tests/gpu/torch_features.py"
 compare torch_gpt2 python3 "$ROOT/tests/gpu/torch_gpt2.py"
+# What gpu-server's GPUDirect RDMA check finds on this host (natively; no NIC needed): a row
+# that informs (INFO) rather than passes, since a host without dmabuf export is not a failure.
+native "$B/bin/rgpu-dmabuf-probe" 0 >"$LOGS/dmabuf_probe.out" 2>&1
+row dmabuf_probe INFO "$(sed -n 's/^verdict: //p' "$LOGS/dmabuf_probe.out" | head -1)"
 # The NVML shim: what PyTorch and monitoring read through libnvidia-ml.so.1, from the server.
 if remote python3 "$ROOT/tests/gpu/nvml_smoke.py" >"$LOGS/nvml_smoke.out" 2>&1; then
     row nvml_smoke PASS "$(grep -E 'memory total|utilization' "$LOGS/nvml_smoke.out" | head -2 | tr '\n' ' ')"
