@@ -30,6 +30,25 @@ const char *proto_frame_type_name(unsigned type)
     return "unknown";
 }
 
+/* A message's packed size and packing: Calls by hand (proto/call_pack.c), the rest by
+ * protobuf-c. */
+static size_t packed_size(const ProtobufCMessage *msg)
+{
+    if (msg == NULL)
+        return 0;
+    if (msg->descriptor == &rgpu__call__descriptor)
+        return proto_call_packed_size((const Rgpu__Call *)msg);
+    return protobuf_c_message_get_packed_size(msg);
+}
+
+static void pack(const ProtobufCMessage *msg, uint8_t *out)
+{
+    if (msg->descriptor == &rgpu__call__descriptor)
+        proto_call_pack((const Rgpu__Call *)msg, out);
+    else
+        protobuf_c_message_pack(msg, out);
+}
+
 rg_status_t proto_send_flags(struct transport_conn *conn, enum proto_frame_type type,
                              unsigned flags, const ProtobufCMessage *msg, const void *bulk,
                              uint64_t bulk_len)
@@ -39,7 +58,7 @@ rg_status_t proto_send_flags(struct transport_conn *conn, enum proto_frame_type 
                                   .flags = (uint16_t)flags, .bulk_len = bulk_len};
     struct iovec iov[3];
     uint8_t *packed = scratch;
-    size_t len = msg != NULL ? protobuf_c_message_get_packed_size(msg) : 0;
+    size_t len = packed_size(msg);
     rg_status_t status;
     int n = 0;
 
@@ -51,7 +70,7 @@ rg_status_t proto_send_flags(struct transport_conn *conn, enum proto_frame_type 
             return RG_ERR_NOMEM;
     }
     if (msg != NULL)
-        protobuf_c_message_pack(msg, packed);
+        pack(msg, packed);
     hdr.msg_len = (uint32_t)len;
     iov[n++] = (struct iovec){&hdr, sizeof(hdr)};
     if (len > 0)
@@ -69,14 +88,14 @@ size_t proto_frame_pack(uint8_t *buf, size_t cap, enum proto_frame_type type, un
 {
     struct proto_frame_hdr hdr = {.magic = PROTO_MAGIC, .type = (uint16_t)type,
                                   .flags = (uint16_t)flags, .bulk_len = bulk_len};
-    size_t len = msg != NULL ? protobuf_c_message_get_packed_size(msg) : 0;
+    size_t len = packed_size(msg);
 
     if (len > PROTO_MSG_MAX || sizeof(hdr) + len > cap)
         return 0;
     hdr.msg_len = (uint32_t)len;
     memcpy(buf, &hdr, sizeof(hdr));
     if (msg != NULL)
-        protobuf_c_message_pack(msg, buf + sizeof(hdr));
+        pack(msg, buf + sizeof(hdr));
     return sizeof(hdr) + len;
 }
 

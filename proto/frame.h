@@ -52,6 +52,11 @@ rg_status_t proto_send_flags(struct transport_conn *conn, enum proto_frame_type 
                              unsigned flags, const ProtobufCMessage *msg, const void *bulk,
                              uint64_t bulk_len);
 
+/* A Call's packed size and its packing into out (that many bytes), by hand: protobuf's wire
+ * format, byte for byte what protobuf-c writes (proto/call_pack.c). */
+size_t proto_call_packed_size(const Rgpu__Call *m);
+size_t proto_call_pack(const Rgpu__Call *m, uint8_t *out);
+
 /* Build a frame (header and packed message, no bulk: bulk_len must then follow separately)
  * into buf. Returns the bytes written, or 0 when it does not fit in cap. Used to coalesce many
  * small frames into one write. */
