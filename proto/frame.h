@@ -5,6 +5,7 @@
 #ifndef RGPU_PROTO_FRAME_H
 #define RGPU_PROTO_FRAME_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -56,6 +57,11 @@ rg_status_t proto_send_flags(struct transport_conn *conn, enum proto_frame_type 
  * format, byte for byte what protobuf-c writes (proto/call_pack.c). */
 size_t proto_call_packed_size(const Rgpu__Call *m);
 size_t proto_call_pack(const Rgpu__Call *m, uint8_t *out);
+/* Decode a Call in the form proto_call_pack writes, without allocating: the args go to
+ * args[cap], data points into buf. false: not that form (protobuf-c must decide; it refuses
+ * what is malformed). proto/call_unpack.c. */
+bool proto_call_unpack(const uint8_t *buf, size_t len, Rgpu__Call *m, uint64_t *args,
+                       size_t cap);
 
 /* Build a frame (header and packed message, no bulk: bulk_len must then follow separately)
  * into buf. Returns the bytes written, or 0 when it does not fit in cap. Used to coalesce many

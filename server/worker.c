@@ -18,6 +18,7 @@
 #include "transport/rdma.h"
 
 #define EXIT_MALFORMED 2
+#define CALL_ARGS_INLINE 64 /* calls with more arguments are decoded by protobuf-c */
 #define RDMA_UPGRADE_WAIT_MS 10000
 
 /* The session's move to RDMA (a worker serves one session): the offer named in the Welcome,
@@ -334,10 +335,28 @@ static uint64_t call_bytes(const struct proto_frame_hdr *hdr, const struct srv_c
     return hdr->msg_len + hdr->bulk_len;
 }
 
+/* The call in msg_buf: decoded in place into *view (its args into args) when it has the form
+ * clients send (proto/call_unpack.c), else by protobuf-c into the arena; NULL if malformed. */
+static Rgpu__Call *decode_call(struct srv_session *s, const struct proto_frame_hdr *hdr,
+                               Rgpu__Call *view, uint64_t *args)
+{
+    if (proto_call_unpack(s->msg_buf, hdr->msg_len, view, args, CALL_ARGS_INLINE))
+        return view;
+    return rgpu__call__unpack(&s->arena.allocator, hdr->msg_len, s->msg_buf);
+}
+
+static void release_call(struct srv_session *s, Rgpu__Call *m, const Rgpu__Call *view)
+{
+    if (m != view)
+        rgpu__call__free_unpacked(m, &s->arena.allocator);
+    proto_arena_reset(&s->arena);
+}
+
 /* Execute one call. Returns false when the session must end (set *why for a bad message). */
 static bool execute(struct srv_session *s, const struct proto_frame_hdr *hdr, const char **why)
 {
-    Rgpu__Call *m = rgpu__call__unpack(&s->arena.allocator, hdr->msg_len, s->msg_buf);
+    uint64_t args[CALL_ARGS_INLINE];
+    Rgpu__Call view, *m = decode_call(s, hdr, &view, args);
     struct srv_call call = {.msg = m, .hdr = hdr, .noreply = hdr->flags & PROTO_FLAG_NOREPLY};
     srv_handler_fn fn;
     CUresult res;
@@ -351,8 +370,7 @@ static bool execute(struct srv_session *s, const struct proto_frame_hdr *hdr, co
     fn = srv_handler(m->op);
     if (fn != NULL && m->n_args < srv_min_args[m->op]) {
         *why = "a call with too few arguments";
-        rgpu__call__free_unpacked(m, &s->arena.allocator);
-        proto_arena_reset(&s->arena);
+        release_call(s, m, &view);
         return false;
     }
     t0 = srv_worker_stats_now();
@@ -375,8 +393,7 @@ static bool execute(struct srv_session *s, const struct proto_frame_hdr *hdr, co
         ok = false;
     }
     free(call.out_ext);
-    rgpu__call__free_unpacked(m, &s->arena.allocator);
-    proto_arena_reset(&s->arena);
+    release_call(s, m, &view);
     return ok;
 }
 

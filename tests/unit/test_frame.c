@@ -205,27 +205,35 @@ static void test_names(void **state)
     assert_string_equal(proto_op_name(PROTO_OP_COUNT), "UNKNOWN_OP");
 }
 
+static void random_call(Rgpu__Call *m, uint64_t *args, uint8_t *data, uint64_t *seed, int round)
+{
+    uint64_t x = *seed;
+
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    *seed = x;
+    *m = (Rgpu__Call)RGPU__CALL__INIT;
+    m->id = round % 5 == 0 ? 0 : x >> (x % 64);
+    m->op = round % 7 == 0 ? 0 : (uint32_t)(x % PROTO_OP_COUNT);
+    m->ctx = round % 3 == 0 ? 0 : x << (round % 60);
+    m->n_args = (size_t)(round % 21);
+    for (size_t i = 0; i < m->n_args; i++)
+        args[i] = i % 4 == 0 ? 0 : (x * (i + 1)) >> ((i * 9) % 64);
+    m->args = args;
+    m->data = (ProtobufCBinaryData){(size_t)(round * 37 % 301), data};
+    for (size_t i = 0; i < m->data.len; i++)
+        data[i] = (uint8_t)(x + i);
+}
+
 /* Calls packed by hand equal protobuf-c's bytes, for zero and large fields, 0..20 arguments of
  * every varint length, data of 0..300 bytes; and they unpack to the same call. */
 static void test_call_pack_matches_protobuf_c(void **state)
 {
     static uint8_t data[300], mine[4096], theirs[4096];
-    uint64_t args[20];
-    uint64_t seed = 88172645463325252ull;
+    uint64_t args[20], seed = 88172645463325252ull;
+    Rgpu__Call m;
 
     for (int round = 0; round < 2000; round++) {
-        Rgpu__Call m = RGPU__CALL__INIT;
-        seed ^= seed << 13, seed ^= seed >> 7, seed ^= seed << 17;
-        m.id = round % 5 == 0 ? 0 : seed >> (seed % 64);
-        m.op = round % 7 == 0 ? 0 : (uint32_t)(seed % PROTO_OP_COUNT);
-        m.ctx = round % 3 == 0 ? 0 : seed << (round % 60);
-        m.n_args = (size_t)(round % 21);
-        for (size_t i = 0; i < m.n_args; i++)
-            args[i] = i % 4 == 0 ? 0 : (seed * (i + 1)) >> ((i * 9) % 64);
-        m.args = args;
-        m.data = (ProtobufCBinaryData){(size_t)(round * 37 % 301), data};
-        for (size_t i = 0; i < m.data.len; i++)
-            data[i] = (uint8_t)(seed + i);
+        random_call(&m, args, data, &seed, round);
         size_t n = proto_call_packed_size(&m);
         assert_int_equal(n, protobuf_c_message_get_packed_size(&m.base));
         assert_int_equal(proto_call_pack(&m, mine), n);
@@ -236,6 +244,51 @@ static void test_call_pack_matches_protobuf_c(void **state)
         assert_true(u->id == m.id && u->op == m.op && u->ctx == m.ctx && u->n_args == m.n_args);
         rgpu__call__free_unpacked(u, NULL);
     }
+}
+
+/* What the worker's decoder takes, protobuf-c decodes to the same call. */
+static void expect_same_call(const uint8_t *buf, size_t len)
+{
+    uint64_t args[20];
+    Rgpu__Call mine, *theirs;
+
+    if (!proto_call_unpack(buf, len, &mine, args, 20))
+        return;
+    theirs = rgpu__call__unpack(NULL, len, buf);
+    assert_non_null(theirs);
+    assert_true(mine.id == theirs->id && mine.op == theirs->op && mine.ctx == theirs->ctx);
+    assert_int_equal(mine.n_args, theirs->n_args);
+    if (mine.n_args > 0)
+        assert_memory_equal(mine.args, theirs->args, mine.n_args * sizeof(uint64_t));
+    assert_int_equal(mine.data.len, theirs->data.len);
+    if (mine.data.len > 0)
+        assert_memory_equal(mine.data.data, theirs->data.data, mine.data.len);
+    rgpu__call__free_unpacked(theirs, NULL);
+}
+
+/* The worker's Call decoder: every packed call decodes, to protobuf-c's values; calls cut
+ * short or with bytes changed decode either as protobuf-c decodes them or not at all (then
+ * protobuf-c decides); a repeated field, unpacked args and too many args are left to it. */
+static void test_call_unpack_matches_protobuf_c(void **state)
+{
+    static uint8_t data[300], buf[4096];
+    uint64_t args[20], seed = 0x9E3779B97F4A7C15ull, few[2];
+    Rgpu__Call m, out;
+
+    for (int round = 0; round < 2000; round++) {
+        random_call(&m, args, data, &seed, round);
+        size_t n = proto_call_pack(&m, buf);
+        assert_true(proto_call_unpack(buf, n, &out, few, m.n_args > 2 ? 2 : 20) == (m.n_args <= 2));
+        expect_same_call(buf, n);
+        expect_same_call(buf, n > 0 ? n - 1 - seed % n : 0); /* cut short */
+        for (int k = 0; k < 4 && n > 0; k++) {
+            buf[(seed >> (8 * k)) % n] ^= (uint8_t)(1u << (seed >> (3 * k) & 7));
+            expect_same_call(buf, n);
+        }
+    }
+    static const uint8_t twice[] = {0x08, 0x01, 0x08, 0x02}, unpacked[] = {0x20, 0x05};
+    assert_false(proto_call_unpack(twice, sizeof(twice), &out, args, 20));
+    assert_false(proto_call_unpack(unpacked, sizeof(unpacked), &out, args, 20));
 }
 
 int main(void)
@@ -250,6 +303,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_closed_mid_frame, pair_setup, pair_teardown),
         cmocka_unit_test(test_names),
         cmocka_unit_test(test_call_pack_matches_protobuf_c),
+        cmocka_unit_test(test_call_unpack_matches_protobuf_c),
     };
     return cmocka_run_group_tests_name("proto framing", tests, NULL, NULL);
 }
