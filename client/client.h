@@ -112,6 +112,11 @@ bool cli_stream_id(CUstream stream, bool per_thread, uint64_t *id_p);
 bool cli_stream_set_capture(CUstream stream, uint64_t capture_id);
 uint64_t cli_stream_capture_id(CUstream stream);
 
+/* Events (event.c) for IPC (ipc.c): the wire ids of a live event and of its context; a new
+ * event with those flags bound on the server by call, a synchronous call that names the new id
+ * in args[0] (the event in *ph, or the call's error and no event). */
+bool cli_event_ids(CUevent event, uint64_t *id_p, uint64_t *ctx_p);
+CUresult cli_event_bind(struct cli_call *call, unsigned flags, CUevent *ph);
 /* Pinned host memory known to the client (cuMemHostAlloc / cuMemHostRegister). */
 bool cli_host_pinned(const void *p, size_t len);
 /* The wire id of a CUDA array handle (array.c); false if it is not a live array. */

@@ -135,3 +135,35 @@ CLI_EXPORT CUresult cli_cuEventElapsedTime_v1(float *ms, CUevent a, CUevent b)
 {
     return cuEventElapsedTime(ms, a, b);
 }
+
+bool cli_event_ids(CUevent event, uint64_t *id_p, uint64_t *ctx_p)
+{
+    struct cli_event *e = cli_handle_check(event, PROTO_H_EVENT);
+
+    if (e == NULL)
+        return false;
+    *id_p = e->h.id;
+    *ctx_p = e->ctx->h.id;
+    return true;
+}
+
+CUresult cli_event_bind(struct cli_call *call, unsigned flags, CUevent *ph)
+{
+    struct cli_event *e = calloc(1, sizeof(*e));
+    CUresult res;
+
+    if (e == NULL)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    cli_handle_init(&e->h, PROTO_H_EVENT);
+    e->ctx = cli_ctx_current();
+    e->flags = flags;
+    call->args[0] = e->h.id;
+    res = cli_call_sync(call);
+    if (res != CUDA_SUCCESS) {
+        cli_handle_kill(&e->h);
+        free(e);
+        return res;
+    }
+    *ph = (CUevent)e;
+    return CUDA_SUCCESS;
+}

@@ -23,7 +23,7 @@ CLI_EXPORT CUresult cuMemAlloc(CUdeviceptr *dptr, size_t bytesize)
         return res;
     if (call.nout < 1)
         return CUDA_ERROR_UNKNOWN;
-    mem_map_add(MEM_DEVICE, (uintptr_t)out[0], bytesize, cli_ctx_current(), 0);
+    mem_map_add(MEM_DEVICE, (uintptr_t)out[0], bytesize, cli_ctx_current(), MEM_DEV_LEGACY_IPC);
     *dptr = (CUdeviceptr)out[0];
     return CUDA_SUCCESS;
 }
@@ -45,7 +45,8 @@ CLI_EXPORT CUresult cuMemAllocPitch(CUdeviceptr *dptr, size_t *pitch, size_t wid
         return res;
     if (call.nout < 2)
         return CUDA_ERROR_UNKNOWN;
-    mem_map_add(MEM_DEVICE, (uintptr_t)out[0], (size_t)out[1] * height, cli_ctx_current(), 0);
+    mem_map_add(MEM_DEVICE, (uintptr_t)out[0], (size_t)out[1] * height, cli_ctx_current(),
+                MEM_DEV_LEGACY_IPC);
     *dptr = (CUdeviceptr)out[0];
     *pitch = (size_t)out[1];
     return CUDA_SUCCESS;
@@ -229,7 +230,9 @@ static CUresult device_attribute(void *data, CUpointer_attribute attr, const str
     case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR: *(CUdeviceptr *)data = (CUdeviceptr)r->base; break;
     case CU_POINTER_ATTRIBUTE_RANGE_SIZE: *(size_t *)data = r->size; break;
     case CU_POINTER_ATTRIBUTE_MAPPED: *(unsigned *)data = 1; break;
-    case CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE: *(unsigned *)data = 0; break;
+    case CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE:
+        *(unsigned *)data = (r->flags & MEM_DEV_LEGACY_IPC) != 0;
+        break;
     case CU_POINTER_ATTRIBUTE_ALLOWED_HANDLE_TYPES: *(unsigned long long *)data = 0; break;
     case CU_POINTER_ATTRIBUTE_ACCESS_FLAGS: *(unsigned *)data = CU_POINTER_ATTRIBUTE_ACCESS_FLAG_READWRITE; break;
     case CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE: *(void **)data = NULL; break;

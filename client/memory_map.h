@@ -6,11 +6,16 @@
 
 enum mem_kind { MEM_DEVICE = 0, MEM_HOST = 1 };
 
+/* flags of a device range */
+#define MEM_DEV_LEGACY_IPC 0x1u /* cuMemAlloc / cuMemAllocPitch memory: IPC can export it */
+#define MEM_DEV_IPC_OPENED 0x2u /* opened from an IPC handle (client/ipc.c) */
+
 struct mem_range {
     uintptr_t base;
     size_t size;
     struct cli_ctx *ctx; /* owning context (device memory) */
-    unsigned flags;      /* cuMemHostAlloc / cuMemHostRegister flags (host memory) */
+    unsigned flags;      /* cuMemHostAlloc / cuMemHostRegister flags (host memory), MEM_DEV_*
+                          * (device memory) */
     uint64_t buffer_id;  /* CU_POINTER_ATTRIBUTE_BUFFER_ID */
     void *mr;            /* pinned host memory on an RDMA session: its registration (rdma_copy.c) */
 };

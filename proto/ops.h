@@ -254,7 +254,20 @@ enum proto_handle_type {
                                  /*  nodes never named) with their types and CUgraphEdgeData */ \
                                  /*  (8 bytes) as words                                      */ \
     X(STREAM_UPDATE_CAPTURE_DEPS) /* [stream, flags, n, has edges] data: n node ids, then n  */ \
-                                 /*  CUgraphEdgeData if has edges                            */
+                                 /*  CUgraphEdgeData if has edges                            */ \
+    X(IPC_GET_MEM_HANDLE)        /* [dptr] -> data: the CUipcMemHandle (64 bytes) of the     */ \
+                                 /*  allocation holding dptr, recorded in the shared table   */ \
+                                 /*  for its tenant (server/session_table.h)                 */ \
+    X(IPC_OPEN_MEM_HANDLE)       /* [flags] data: CUipcMemHandle -> out[dptr, size]: opened  */ \
+                                 /*  only when a live session of the caller's tenant         */ \
+                                 /*  exported it (else INVALID_VALUE); not charged to the    */ \
+                                 /*  caller's quota; closed at session end                   */ \
+    X(IPC_CLOSE_MEM_HANDLE)      /* [dptr]  an IPC_OPEN_MEM_HANDLE result                    */ \
+    X(IPC_GET_EVENT_HANDLE)      /* [event] -> data: CUipcEventHandle (64 bytes), recorded   */ \
+                                 /*  like a memory handle                                    */ \
+    X(IPC_OPEN_EVENT_HANDLE)     /* [event id] data: CUipcEventHandle: the new id is bound   */ \
+                                 /*  to the opened event (EVENT_DESTROY ends it); the same   */ \
+                                 /*  tenant rule as IPC_OPEN_MEM_HANDLE                      */
 
 enum proto_op {
 #define PROTO_OP_ENUM(name) PROTO_OP_##name,

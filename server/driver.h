@@ -64,7 +64,9 @@
     X(cuTexObjectDestroy) X(cuSurfObjectCreate) X(cuSurfObjectDestroy)                        \
     X(cuGraphAddNode) X(cuGraphConditionalHandleCreate) X(cuStreamBeginCaptureToGraph)         \
     X(cuMemGetHandleForAddressRange) X(cuFlushGPUDirectRDMAWrites)                            \
-    X(cuStreamGetCaptureInfo) X(cuStreamUpdateCaptureDependencies)
+    X(cuStreamGetCaptureInfo) X(cuStreamUpdateCaptureDependencies)                            \
+    X(cuIpcGetMemHandle) X(cuIpcOpenMemHandle) X(cuIpcCloseMemHandle) X(cuIpcGetEventHandle)   \
+    X(cuIpcOpenEventHandle) X(cuMemGetAddressRange)
 
 struct srv_driver {
     void *dl;

@@ -25,6 +25,7 @@ extern const srv_handler_fn srv_device_handlers[PROTO_OP_COUNT];
 extern const srv_handler_fn srv_module_names_handlers[PROTO_OP_COUNT];
 extern const srv_handler_fn srv_array_handlers[PROTO_OP_COUNT];
 extern const srv_handler_fn srv_rdma_copy_handlers[PROTO_OP_COUNT];
+extern const srv_handler_fn srv_ipc_handlers[PROTO_OP_COUNT];
 
 
 static void *handle_real(struct srv_session *s, uint64_t id, unsigned type)
@@ -639,7 +640,9 @@ const uint8_t srv_min_args[PROTO_OP_COUNT] = {
     OP(MEMCPY_HTOD_LANES, h, 6), OP(MEMCPY_DTOH_LANES, h, 6),
     OP(MODULE_LOAD_JIT, h, 5), OP(LIBRARY_LOAD_JIT, h, 5), OP(GRAPH_COND_HANDLE_CREATE, h, 3),
     OP(STREAM_BEGIN_CAPTURE_TO_GRAPH, h, 4), OP(STREAM_GET_CAPTURE_INFO, h, 3),
-    OP(STREAM_UPDATE_CAPTURE_DEPS, h, 4),
+    OP(STREAM_UPDATE_CAPTURE_DEPS, h, 4), OP(IPC_GET_MEM_HANDLE, h, 1),
+    OP(IPC_OPEN_MEM_HANDLE, h, 1), OP(IPC_CLOSE_MEM_HANDLE, h, 1), OP(IPC_GET_EVENT_HANDLE, h, 1),
+    OP(IPC_OPEN_EVENT_HANDLE, h, 1),
     OP(SHADOW_FREE, h, 1),
 };
 #undef OP
@@ -651,7 +654,7 @@ srv_handler_fn srv_handler(unsigned op)
         srv_vmm_handlers,        srv_graph_node_handlers,   srv_memcpy_2d_handlers,
         srv_link_handlers,       srv_status_handlers,       srv_stream_attr_handlers,
         srv_device_handlers,     srv_module_names_handlers, srv_array_handlers,
-        srv_rdma_copy_handlers,  srv_lanes_handlers,
+        srv_rdma_copy_handlers,  srv_lanes_handlers,        srv_ipc_handlers,
     };
 
     if (op >= PROTO_OP_COUNT)

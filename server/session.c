@@ -310,6 +310,7 @@ void srv_session_teardown(struct srv_session *s)
     for (int i = 0; i < 2; i++)
         if (s->staging[i] != NULL)
             s->drv.cuMemFreeHost(s->staging[i]);
+    srv_ipc_teardown(s); /* other sessions' memory first, while the contexts live */
     for (size_t i = 0; i < s->nallocs; i++) {
         bytes += s->allocs[i].size;
         s->drv.cuMemFree(s->allocs[i].dptr);

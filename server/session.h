@@ -70,6 +70,8 @@ struct srv_session {
     struct proto_arena arena; /* unpacked calls live here until the next one */
     int output_fd[2];         /* read ends of the pipes that are stdout and stderr, or -1 */
     struct srv_lanes *lanes;  /* data lanes of a TCP session (server/lanes.c), NULL until offered */
+    struct srv_ipc_map *ipc_maps; /* memory opened from IPC handles (handlers_ipc.c) */
+    size_t nipc_maps, ipc_map_cap;
     void *scratch;            /* launch parameters and their pointer array */
     size_t scratch_len;
 };
@@ -168,6 +170,14 @@ void srv_link_free(struct srv_session *s, void *real);
  * handle's real pointer); destroy all of the session's, objects before arrays. */
 CUresult srv_image_free(struct srv_session *s, void *real);
 void srv_images_teardown(struct srv_session *s);
+
+/* CUDA IPC (handlers_ipc.c): close the memory the session opened from other sessions' handles
+ * (its events are ordinary event handles). Not charged to the quota: the exporter's holds it. */
+struct srv_ipc_map {
+    CUdeviceptr dptr;
+    size_t size;
+};
+void srv_ipc_teardown(struct srv_session *s);
 
 /* Make the call's context current (binding primary contexts lazily). */
 CUresult srv_use_ctx(struct srv_session *s, uint64_t ctx_id);

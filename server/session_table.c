@@ -240,6 +240,8 @@ void srv_table_yield(struct srv_table *t, int i)
     srv_table_unlock(t);
 }
 
+static void ipc_drop_locked(struct srv_table *t, int i);
+
 /* Keep an ending session's counters in its tenant's totals. */
 static void tenant_add_ended(struct srv_table *t, struct srv_table_slot *s)
 {
@@ -267,6 +269,7 @@ void srv_table_release_pid(struct srv_table *t, int32_t pid, char *tenant, size_
         snprintf(tenant, len, "%s", srv_table_tenant_name(t, i));
         tenant_add_ended(t, &t->slots[i]);
         yield_locked(t, i);
+        ipc_drop_locked(t, i); /* the worker's own drop did not run if it crashed */
         atomic_store(&t->slots[i].pid, 0);
         atomic_fetch_sub(&t->live, 1);
     }
@@ -278,4 +281,80 @@ const char *srv_table_tenant_name(const struct srv_table *t, int i)
     int k = t->slots[i].tenant;
 
     return k >= 0 && k < t->ntenants ? t->tenants[k].name : "";
+}
+
+/* ---- CUDA IPC registry ------------------------------------------------------------------ */
+
+/* The live entry for hash of that kind (exporter still alive), or -1; lock held. */
+static int ipc_find(struct srv_table *t, enum srv_ipc_kind kind, const uint8_t hash[32])
+{
+    for (int e = 0; e < SRV_TABLE_IPC; e++) {
+        const struct srv_table_ipc *x = &t->ipc[e];
+        if (x->kind == (uint32_t)kind && memcmp(x->hash, hash, 32) == 0 &&
+            atomic_load(&t->slots[x->slot].pid) == x->pid)
+            return e;
+    }
+    return -1;
+}
+
+rg_status_t srv_table_ipc_export(struct srv_table *t, int i, enum srv_ipc_kind kind,
+                                 const uint8_t hash[32])
+{
+    int32_t pid = atomic_load(&t->slots[i].pid);
+    int mine = 0, free_e = -1;
+    rg_status_t st = RG_OK;
+
+    srv_table_lock(t);
+    for (int e = 0; e < SRV_TABLE_IPC; e++) {
+        const struct srv_table_ipc *x = &t->ipc[e];
+        if (x->kind == 0 && free_e < 0)
+            free_e = e;
+        if (x->kind == 0 || x->slot != i)
+            continue;
+        if (x->kind == (uint32_t)kind && memcmp(x->hash, hash, 32) == 0)
+            goto out; /* exported before */
+        mine++;
+    }
+    if (free_e < 0 || mine >= SRV_IPC_PER_SESSION) {
+        st = RG_ERR_NOMEM;
+        goto out;
+    }
+    t->ipc[free_e] = (struct srv_table_ipc){.kind = kind, .slot = i, .pid = pid,
+                                            .tenant = t->slots[i].tenant};
+    memcpy(t->ipc[free_e].hash, hash, 32);
+out:
+    srv_table_unlock(t);
+    return st;
+}
+
+rg_status_t srv_table_ipc_check(struct srv_table *t, int i, enum srv_ipc_kind kind,
+                                const uint8_t hash[32], char *other, size_t other_len)
+{
+    rg_status_t st = RG_ERR_NOT_FOUND;
+    int e;
+
+    other[0] = '\0';
+    srv_table_lock(t);
+    if ((e = ipc_find(t, kind, hash)) >= 0) {
+        st = t->ipc[e].tenant == t->slots[i].tenant ? RG_OK : RG_ERR_REFUSED;
+        snprintf(other, other_len, "%s", srv_table_tenant_name(t, t->ipc[e].slot));
+    }
+    srv_table_unlock(t);
+    return st;
+}
+
+static void ipc_drop_locked(struct srv_table *t, int i)
+{
+    for (int e = 0; e < SRV_TABLE_IPC; e++)
+        if (t->ipc[e].kind != 0 && t->ipc[e].slot == i)
+            t->ipc[e].kind = 0;
+}
+
+void srv_table_ipc_drop(struct srv_table *t, int i)
+{
+    if (i < 0 || i >= SRV_TABLE_SLOTS)
+        return;
+    srv_table_lock(t);
+    ipc_drop_locked(t, i);
+    srv_table_unlock(t);
 }

@@ -25,6 +25,8 @@
 #define SRV_TABLE_SLOTS 1024
 #define SRV_TABLE_GPUS 16
 #define SRV_TABLE_MAGIC 0x52475354u /* "RGST" */
+#define SRV_TABLE_IPC 4096         /* CUDA IPC handles exported, all sessions together */
+#define SRV_IPC_PER_SESSION 1024   /* ... and by one session */
 
 struct srv_table_tenant {
     char name[64];
@@ -66,6 +68,17 @@ struct srv_table_gpu {
     _Atomic uint64_t last_guaranteed_ns; /* last launch or completion of a guaranteed session */
 };
 
+/* A CUDA IPC handle (memory or event) a session exported, so that only sessions of its tenant
+ * open it (server/handlers_ipc.c). kind 0: free entry. Written under the lock. */
+enum srv_ipc_kind { SRV_IPC_MEM = 1, SRV_IPC_EVENT = 2 };
+struct srv_table_ipc {
+    uint8_t hash[32]; /* SHA-256 of the handle's 64 bytes */
+    uint32_t kind;    /* enum srv_ipc_kind, 0 = free */
+    int32_t slot;     /* the exporting session */
+    int32_t pid;      /* its worker: the entry holds only while the slot is still that worker's */
+    int32_t tenant;   /* its tenant (index into tenants[], -1 when the server has none) */
+};
+
 struct srv_table {
     uint32_t magic;
     pthread_mutex_t lock;
@@ -76,6 +89,7 @@ struct srv_table {
     struct srv_table_tenant tenants[SRV_MAX_TENANTS];
     struct srv_table_gpu gpus[SRV_TABLE_GPUS];
     struct srv_table_slot slots[SRV_TABLE_SLOTS];
+    struct srv_table_ipc ipc[SRV_TABLE_IPC];
 };
 
 /* Supervisor: create the table in a memfd (not close-on-exec: workers inherit it). */
@@ -114,6 +128,20 @@ void srv_table_yield(struct srv_table *t, int i);
 /* The supervisor, for a worker it reaped: free its slot (however the worker ended), with the
  * tenant's name copied to tenant ("" when none or no slot). */
 void srv_table_release_pid(struct srv_table *t, int32_t pid, char *tenant, size_t len);
+
+/* CUDA IPC between sessions of one tenant (the exporting worker's handle bytes are passed
+ * through clients opaquely; the registry decides who may open them). Export: record the hash of
+ * a handle slot i made (once per handle; RG_ERR_NOMEM when the session or the table has no room).
+ * Open: RG_OK when a live session of slot i's tenant (any session, when the server has no
+ * tenants) exported that handle; RG_ERR_NOT_FOUND when nobody did (forged, or its session
+ * ended); RG_ERR_REFUSED when a session of another tenant did, its tenant's name in other.
+ * Drop: forget what slot i exported (its session ends: the worker at its end, and the supervisor
+ * when it reaps the worker, however it ended). All under the lock. */
+rg_status_t srv_table_ipc_export(struct srv_table *t, int i, enum srv_ipc_kind kind,
+                                 const uint8_t hash[32]);
+rg_status_t srv_table_ipc_check(struct srv_table *t, int i, enum srv_ipc_kind kind,
+                                const uint8_t hash[32], char *other, size_t other_len);
+void srv_table_ipc_drop(struct srv_table *t, int i);
 
 /* The tenant's name for slot i ("" when none). */
 const char *srv_table_tenant_name(const struct srv_table *t, int i);

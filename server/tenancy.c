@@ -4,6 +4,7 @@
 #include <stdlib.h>
 
 #include "common/log.h"
+#include "common/sha256.h"
 #include "scheduler/admission.h"
 #include "server/compute_gate.h"
 #include "server/session.h"
@@ -50,6 +51,7 @@ void srv_tenancy_end(struct srv_session *s)
     if (tn == NULL)
         return;
     srv_gate_destroy(s, tn->gate);
+    srv_table_ipc_drop(tn->table, tn->slot); /* before its memory and events go */
     atomic_store(&tn->table->slots[tn->slot].mem_used, s->mem_used);
     srv_table_yield(tn->table, tn->slot);
     free(tn);
@@ -71,4 +73,28 @@ void srv_tenancy_count(struct srv_session *s, uint64_t bytes_in, uint64_t bytes_
     if (bytes_out)
         atomic_fetch_add_explicit(&sl->bytes_out, bytes_out, memory_order_relaxed);
     atomic_store_explicit(&sl->mem_used, s->mem_used, memory_order_relaxed);
+}
+
+rg_status_t srv_tenancy_ipc_export(struct srv_session *s, enum srv_ipc_kind kind,
+                                   const void *handle)
+{
+    uint8_t hash[RG_SHA256_LEN];
+
+    if (s->tenancy == NULL)
+        return RG_OK; /* nobody can open it: opens need the registry too */
+    rg_sha256(handle, CU_IPC_HANDLE_SIZE, hash);
+    return srv_table_ipc_export(s->tenancy->table, s->tenancy->slot, kind, hash);
+}
+
+rg_status_t srv_tenancy_ipc_check(struct srv_session *s, enum srv_ipc_kind kind,
+                                  const void *handle, char *other, size_t other_len)
+{
+    uint8_t hash[RG_SHA256_LEN];
+
+    other[0] = '\0';
+    if (s->tenancy == NULL)
+        return RG_ERR_NOT_FOUND;
+    rg_sha256(handle, CU_IPC_HANDLE_SIZE, hash);
+    return srv_table_ipc_check(s->tenancy->table, s->tenancy->slot, kind, hash, other,
+                               other_len);
 }

@@ -33,6 +33,16 @@ void srv_tenancy_end(struct srv_session *s);
 void srv_tenancy_count(struct srv_session *s, uint64_t bytes_in, uint64_t bytes_out,
                        bool error);
 
+/* CUDA IPC through the table's registry (server/session_table.h), for server/handlers_ipc.c:
+ * record a handle (CU_IPC_HANDLE_SIZE bytes) the session exported; may the session open one
+ * (RG_OK; RG_ERR_NOT_FOUND: nobody alive exported it; RG_ERR_REFUSED: another tenant did, its
+ * name in other). A session without tenancy (a worker with no shared table, as in some unit
+ * tests) records nothing and may open nothing. */
+rg_status_t srv_tenancy_ipc_export(struct srv_session *s, enum srv_ipc_kind kind,
+                                   const void *handle);
+rg_status_t srv_tenancy_ipc_check(struct srv_session *s, enum srv_ipc_kind kind,
+                                  const void *handle, char *other, size_t other_len);
+
 /* A launch in flight through the gate. */
 #define SRV_GATE_FAST (-2)
 struct srv_gate_ticket {

@@ -125,6 +125,17 @@ CUresult cuMemGetHandleForAddressRange(void *handle, CUdeviceptr dptr, size_t si
     return res;
 }
 
+int fk_alias_memfd(void *base, size_t len)
+{
+    int memfd = -1;
+
+    pthread_mutex_lock(&dlock);
+    if (alias_of((uintptr_t)base, len, &memfd) != CUDA_SUCCESS)
+        memfd = -1;
+    pthread_mutex_unlock(&dlock);
+    return memfd;
+}
+
 void fk_dmabuf_forget(const void *p)
 {
     pthread_mutex_lock(&dlock);

@@ -166,7 +166,7 @@ bool fk_valid(const void *p, size_t len)
     bool ok;
 
     if (a + len < a) return false;
-    if (fk_global_valid(p, len) || fk_vmm_valid(p, len)) return true;
+    if (fk_global_valid(p, len) || fk_vmm_valid(p, len) || fk_ipc_valid(p, len)) return true;
     pthread_mutex_lock(&lock);
     i = alloc_after(a);
     ok = i > 0 && a + len <= (uintptr_t)allocs[i - 1].p + allocs[i - 1].n;
@@ -612,6 +612,7 @@ static double now_ms(void)
     return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 CUresult cuEventCreate(CUevent *e, unsigned f) { NEED_CTX(); if (!e) return CUDA_ERROR_INVALID_VALUE; struct fk_obj *o = obj_new(K_EVENT); if (!o) return CUDA_ERROR_OUT_OF_MEMORY; o->flags = f; *e = (CUevent)o; return CUDA_SUCCESS; }
+unsigned fk_event_flags(CUevent e) { struct fk_obj *o = obj_check(e, K_EVENT); return o ? o->flags : ~0u; }
 CUresult cuEventDestroy(CUevent e) { struct fk_obj *o = obj_check(e, K_EVENT); if (!o) return CUDA_ERROR_INVALID_HANDLE; o->magic = 0; free(o); return CUDA_SUCCESS; }
 CUresult cuEventRecordWithFlags(CUevent e, CUstream s, unsigned f)
 {

@@ -47,6 +47,13 @@ bool fk_alloc_find(const void *p, void **base_p, size_t *len_p);
  * FAKECUDA_DMABUF=0), and drop the alias of the allocation at p before it is freed. */
 int fk_dmabuf_attribute(CUdevice_attribute a);
 void fk_dmabuf_forget(const void *p);
+/* The memfd aliasing the allocation at base (len bytes, a page multiple), made now if there is
+ * none; -1 on failure. It stays the alias's (closed when the allocation is freed). */
+int fk_alias_memfd(void *base, size_t len);
+/* fake_ipc.c: is [p, p+len) inside memory opened from an IPC handle. fakecuda.c: the flags an
+ * event was created with, or ~0u when e is not a live event. */
+bool fk_ipc_valid(const void *p, size_t len);
+unsigned fk_event_flags(CUevent e);
 /* Free a cuMemAlloc allocation of len bytes (a page multiple); the last one freed of 1 MiB or
  * more is kept and handed back by fk_pages_reuse to the next allocation of the same length, as
  * the CUDA driver tends to return a freed address: stale-registration tests rely on it. */

@@ -7,6 +7,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -18,6 +20,7 @@
 #include "proto/ops.h"
 #include "server/server.h"
 #include "server/session.h"
+#include "server/session_table.h"
 
 #define BIG (32u << 20)
 
@@ -692,6 +695,169 @@ static void test_module_cache(void **state)
     assert_int_equal(system(path), 0);
 }
 
+/* An IPC call answering a 64-byte handle into h (its result). */
+static CUresult ipc_handle_of(struct peer *p, unsigned op, uint64_t arg, uint8_t h[64])
+{
+    Rgpu__Reply *r;
+    CUresult res;
+
+    send_call(p, op, 0, &arg, 1, NULL, 0, NULL, 0);
+    r = reply(p, NULL, 0);
+    res = (CUresult)r->result;
+    if (res == CUDA_SUCCESS) {
+        assert_int_equal(r->data.len, 64);
+        memcpy(h, r->data.data, 64);
+    }
+    rgpu__reply__free_unpacked(r, NULL);
+    return res;
+}
+
+/* IPC_OPEN_MEM_HANDLE: the result, the pointer and size in out[2]. */
+static CUresult ipc_open_mem(struct peer *p, const uint8_t h[64], uint64_t out[2])
+{
+    uint64_t flags = CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS;
+    Rgpu__Reply *r;
+    CUresult res;
+
+    send_call(p, PROTO_OP_IPC_OPEN_MEM_HANDLE, 0, &flags, 1, h, 64, NULL, 0);
+    r = reply(p, NULL, 0);
+    res = (CUresult)r->result;
+    if (res == CUDA_SUCCESS) {
+        assert_int_equal(r->n_out, 2);
+        out[0] = r->out[0], out[1] = r->out[1];
+    }
+    rgpu__reply__free_unpacked(r, NULL);
+    return res;
+}
+
+static void put_bytes(struct peer *p, uint64_t d, const void *bytes, size_t len)
+{
+    uint64_t a[4] = {d, len, PROTO_STREAM_NULL, 0};
+
+    assert_int_equal(call_result(p, PROTO_OP_MEMCPY_HTOD, a, 4, bytes, len), CUDA_SUCCESS);
+}
+
+static void expect_bytes(struct peer *p, uint64_t d, const void *bytes, size_t len)
+{
+    uint64_t a[4] = {d, len, PROTO_STREAM_NULL, 0};
+    Rgpu__Reply *r;
+
+    send_call(p, PROTO_OP_MEMCPY_DTOH, 0, a, 4, NULL, 0, NULL, 0);
+    r = reply(p, NULL, 0);
+    assert_int_equal(r->result, CUDA_SUCCESS);
+    assert_int_equal(r->data.len, len);
+    assert_memory_equal(r->data.data, bytes, len);
+    rgpu__reply__free_unpacked(r, NULL);
+}
+
+/* Both halves of the isolation rule: b (bob, like a) opens what a exported, c (eve) does not,
+ * nor does anyone open forged bytes or a handle of the wrong kind. */
+static void ipc_refusals(struct peer *b, struct peer *c, const uint8_t mh[64],
+                         const uint8_t eh[64])
+{
+    uint8_t forged[64];
+    uint64_t out[2], ev = (903ull << 4) | PROTO_H_EVENT;
+
+    memcpy(forged, mh, 64);
+    forged[17] ^= 0x40;
+    assert_int_equal(ipc_open_mem(b, forged, out), CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(ipc_open_mem(b, eh, out), CUDA_ERROR_INVALID_VALUE); /* an event's bytes */
+    assert_int_equal(call_result(b, PROTO_OP_IPC_OPEN_EVENT_HANDLE, &ev, 1, mh, 64),
+                     CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(ipc_open_mem(c, mh, out), CUDA_ERROR_INVALID_VALUE); /* another tenant */
+    assert_int_equal(call_result(c, PROTO_OP_IPC_OPEN_EVENT_HANDLE, &ev, 1, eh, 64),
+                     CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(call_result(c, PROTO_OP_IPC_OPEN_EVENT_HANDLE, &ev, 1, eh, 10),
+                     CUDA_ERROR_INVALID_VALUE);
+}
+
+static void release_slot(struct srv_table *t, pid_t pid)
+{
+    char tenant[64];
+
+    srv_table_release_pid(t, pid, tenant, sizeof(tenant));
+}
+
+/* CUDA IPC between two workers (two processes, as on a GPU host) sharing a session table: the
+ * handle of a pointer inside an allocation opens the whole allocation in another session of the
+ * tenant, uncharged, and both see the same bytes; an event opens as an event. Forged bytes,
+ * another tenant and the handles of a session that ended are refused; only what a session
+ * opened can be closed, and what it leaves open is closed at its end. */
+static void test_ipc(void **state)
+{
+    const uint64_t ev_a = (900ull << 4) | PROTO_H_EVENT, ev_plain = (901ull << 4) | PROTO_H_EVENT;
+    uint64_t a_args[3], ev_b = (902ull << 4) | PROTO_H_EVENT, d, out[2], args[3];
+    uint8_t mh[64], eh[64], mine[64], theirs[64];
+    struct srv_table *table;
+    struct peer a, b, c;
+    Rgpu__Reply *r;
+    int tfd;
+
+    assert_int_equal(srv_table_create(&tfd, &table), RG_OK);
+    cfg.table = table;
+    assert_int_equal(srv_tenant_key(&cfg.tenants, "bob", "token", "tok"), RG_OK);
+    assert_int_equal(srv_tenant_key(&cfg.tenants, "bob", "mem_quota", "1 MiB"), RG_OK);
+    assert_int_equal(srv_tenant_key(&cfg.tenants, "eve", "token", "tok"), RG_OK);
+    session_as("bob", &a);
+    session_as("bob", &b);
+    session_as("eve", &c);
+    memset(mine, 0xa5, 64);
+    memset(theirs, 0x3c, 64);
+    d = alloc(&a, 3 * 4096);
+    put_bytes(&a, d + 4096, mine, 64);
+    assert_int_equal(ipc_handle_of(&a, PROTO_OP_IPC_GET_MEM_HANDLE, d + 4096, mh), CUDA_SUCCESS);
+    a_args[0] = ev_a, a_args[1] = CU_EVENT_INTERPROCESS | CU_EVENT_DISABLE_TIMING;
+    assert_int_equal(call_result(&a, PROTO_OP_EVENT_CREATE, a_args, 2, NULL, 0), CUDA_SUCCESS);
+    assert_int_equal(ipc_handle_of(&a, PROTO_OP_IPC_GET_EVENT_HANDLE, ev_a, eh), CUDA_SUCCESS);
+    a_args[0] = ev_plain, a_args[1] = 0; /* not an interprocess event: the driver refuses */
+    assert_int_equal(call_result(&a, PROTO_OP_EVENT_CREATE, a_args, 2, NULL, 0), CUDA_SUCCESS);
+    assert_int_equal(ipc_handle_of(&a, PROTO_OP_IPC_GET_EVENT_HANDLE, ev_plain, mh + 0),
+                     CUDA_ERROR_INVALID_VALUE);
+
+    assert_int_equal(ipc_open_mem(&b, mh, out), CUDA_SUCCESS);
+    assert_int_equal(out[1], 3 * 4096); /* the whole allocation, from its start */
+    expect_bytes(&b, out[0] + 4096, mine, 64);
+    put_bytes(&b, out[0], theirs, 64);
+    expect_bytes(&a, d, theirs, 64);
+    send_call(&b, PROTO_OP_MEM_GET_INFO, 0, NULL, 0, NULL, 0, NULL, 0);
+    r = reply(&b, NULL, 0);
+    assert_int_equal(r->out[0], 1u << 20); /* nothing charged to the opener */
+    rgpu__reply__free_unpacked(r, NULL);
+    assert_int_equal(call_result(&b, PROTO_OP_IPC_OPEN_EVENT_HANDLE, &ev_b, 1, eh, 64),
+                     CUDA_SUCCESS);
+    args[0] = ev_b, args[1] = PROTO_STREAM_NULL, args[2] = 0;
+    assert_int_equal(call_result(&b, PROTO_OP_EVENT_RECORD, args, 3, NULL, 0), CUDA_SUCCESS);
+    assert_int_equal(call_result(&b, PROTO_OP_EVENT_SYNCHRONIZE, &ev_b, 1, NULL, 0),
+                     CUDA_SUCCESS);
+    ipc_refusals(&b, &c, mh, eh);
+
+    assert_int_equal(call_result(&b, PROTO_OP_IPC_CLOSE_MEM_HANDLE, out, 1, NULL, 0),
+                     CUDA_SUCCESS);
+    assert_int_equal(call_result(&b, PROTO_OP_IPC_CLOSE_MEM_HANDLE, out, 1, NULL, 0),
+                     CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(call_result(&b, PROTO_OP_IPC_CLOSE_MEM_HANDLE, &d, 1, NULL, 0),
+                     CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(ipc_open_mem(&b, mh, out), CUDA_SUCCESS); /* left open for its end */
+
+    /* The exporter ends, its handles with it. (Shut down, not only closed: the later workers
+     * inherited a copy of the test's end of a's connection.) */
+    shutdown(transport_fd(a.conn), SHUT_RDWR);
+    assert_int_equal(finish(&a), 0);
+    assert_int_equal(ipc_open_mem(&b, mh, out), CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(call_result(&b, PROTO_OP_NOP, NULL, 0, NULL, 0), CUDA_SUCCESS);
+    assert_int_equal(finish(&c), 0);
+    assert_int_equal(finish(&b), 0);
+    release_slot(table, a.pid);
+    release_slot(table, b.pid);
+    release_slot(table, c.pid);
+    for (int e = 0; e < SRV_TABLE_IPC; e++)
+        assert_int_equal(table->ipc[e].kind, 0);
+    cfg.table = NULL;
+    memset(&cfg.tenants, 0, sizeof(cfg.tenants));
+    munmap(table, sizeof(*table));
+    close(tfd);
+}
+
 /* Over module_cache_max the least recently used image goes. */
 static void test_module_cache_evicts(void **state)
 {
@@ -740,6 +906,7 @@ int main(void)
         cmocka_unit_test(test_token_hash),
         cmocka_unit_test(test_module_cache),
         cmocka_unit_test(test_module_cache_evicts),
+        cmocka_unit_test(test_ipc),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

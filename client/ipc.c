@@ -1,0 +1,112 @@
+/* CUDA IPC between client processes served by the same gpu-server. Each client's worker is a
+ * process on the GPU host, so the driver's IPC works between the workers: a handle is made by
+ * the exporter's worker, travels through the application as 64 opaque bytes, and is opened by
+ * the opener's worker, which answers its own device pointer. The server opens only handles
+ * exported by a live session of the opener's tenant (server/handlers_ipc.c); any other, forged
+ * bytes included, is CUDA_ERROR_INVALID_VALUE. Clients of different servers cannot share: the
+ * handle names memory on another host (INVALID_VALUE too).
+ *
+ * Opened memory is device memory in the client's records (pointer attributes, copy directions,
+ * cuMemGetAddressRange) from the open to cuIpcCloseMemHandle. */
+#include <string.h>
+
+#include "memory_map.h"
+
+CLI_EXPORT CUresult cuIpcGetMemHandle(CUipcMemHandle *handle, CUdeviceptr dptr)
+{
+    struct cli_call call = {.op = PROTO_OP_IPC_GET_MEM_HANDLE, .nargs = 1, .args = {dptr},
+                            .rdata = handle, .rdata_cap = sizeof(*handle)};
+    CUresult res = cli_need_ctx();
+
+    if (res != CUDA_SUCCESS)
+        return res;
+    if (handle == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    res = cli_call_sync(&call);
+    if (res == CUDA_SUCCESS && call.rdata_len != sizeof(*handle))
+        res = CUDA_ERROR_UNKNOWN;
+    return res;
+}
+
+/* cuda.h maps cuIpcOpenMemHandle to the _v2 symbol; both have this signature. */
+CLI_EXPORT CUresult cuIpcOpenMemHandle(CUdeviceptr *dptr, CUipcMemHandle handle,
+                                       unsigned int flags)
+{
+    uint64_t out[2];
+    struct cli_call call = {.op = PROTO_OP_IPC_OPEN_MEM_HANDLE, .nargs = 1, .args = {flags},
+                            .data = &handle, .data_len = sizeof(handle), .out = out,
+                            .out_cap = 2};
+    CUresult res = cli_need_ctx();
+
+    if (res != CUDA_SUCCESS)
+        return res;
+    if (dptr == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    res = cli_call_sync(&call);
+    if (res == CUDA_SUCCESS && call.nout < 2)
+        res = CUDA_ERROR_UNKNOWN;
+    if (res != CUDA_SUCCESS)
+        return res;
+    mem_map_add(MEM_DEVICE, (uintptr_t)out[0], (size_t)out[1], cli_ctx_current(),
+                MEM_DEV_IPC_OPENED);
+    *dptr = (CUdeviceptr)out[0];
+    return CUDA_SUCCESS;
+}
+
+CLI_EXPORT CUresult cli_cuIpcOpenMemHandle_v1(CUdeviceptr *dptr, CUipcMemHandle handle,
+                                              unsigned int flags) __asm__("cuIpcOpenMemHandle");
+CLI_EXPORT CUresult cli_cuIpcOpenMemHandle_v1(CUdeviceptr *dptr, CUipcMemHandle handle,
+                                              unsigned int flags)
+{
+    return cuIpcOpenMemHandle(dptr, handle, flags);
+}
+
+CLI_EXPORT CUresult cuIpcCloseMemHandle(CUdeviceptr dptr)
+{
+    struct cli_call call = {.op = PROTO_OP_IPC_CLOSE_MEM_HANDLE, .nargs = 1, .args = {dptr}};
+    struct mem_range r;
+    CUresult res = cli_need_ctx();
+
+    if (res != CUDA_SUCCESS)
+        return res;
+    if (!mem_map_find(MEM_DEVICE, (uintptr_t)dptr, &r) || r.base != (uintptr_t)dptr ||
+        !(r.flags & MEM_DEV_IPC_OPENED))
+        return CUDA_ERROR_INVALID_VALUE;
+    res = cli_call_sync(&call);
+    if (res == CUDA_SUCCESS)
+        mem_map_remove(MEM_DEVICE, (uintptr_t)dptr, NULL);
+    return res;
+}
+
+CLI_EXPORT CUresult cuIpcGetEventHandle(CUipcEventHandle *handle, CUevent event)
+{
+    struct cli_call call = {.op = PROTO_OP_IPC_GET_EVENT_HANDLE, .nargs = 1, .rdata = handle,
+                            .rdata_cap = sizeof(*handle)};
+    CUresult res;
+
+    if (!cli_initialized())
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (handle == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!cli_event_ids(event, &call.args[0], &call.ctx))
+        return CUDA_ERROR_INVALID_HANDLE;
+    res = cli_call_sync(&call);
+    if (res == CUDA_SUCCESS && call.rdata_len != sizeof(*handle))
+        res = CUDA_ERROR_UNKNOWN;
+    return res;
+}
+
+/* The opened event is an ordinary event of the opener (cuEventDestroy ends it), created with
+ * the flags every IPC event has. */
+CLI_EXPORT CUresult cuIpcOpenEventHandle(CUevent *event, CUipcEventHandle handle)
+{
+    struct cli_call call = {.op = PROTO_OP_IPC_OPEN_EVENT_HANDLE, .nargs = 1, .data = &handle,
+                            .data_len = sizeof(handle)};
+    CUresult res = cli_need_ctx();
+
+    if (res != CUDA_SUCCESS)
+        return res;
+    if (event == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    return cli_event_bind(&call, CU_EVENT_INTERPROCESS | CU_EVENT_DISABLE_TIMING, event);
+}

@@ -1,0 +1,169 @@
+/* CUDA IPC between sessions of one gpu-server. Two clients' workers are two processes on the
+ * same GPU host, so the driver's own IPC works between them: the exporting worker makes the
+ * handle, the client passes its 64 bytes on opaquely, and the opening worker opens them. What
+ * the driver cannot know is who may open what: every handle a session exports is recorded in
+ * the shared table's registry (server/session_table.h) with its tenant, and a handle is opened
+ * only when a live session of the opener's own tenant exported it (on a server without tenants,
+ * any live session). Anything else, forged bytes included, is refused with INVALID_VALUE and
+ * logged, and never reaches the driver. Opened memory is not charged to the opener's quota
+ * (the exporter's holds it) and is closed at session end; opened events are ordinary event
+ * handles. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/log.h"
+#include "server/session.h"
+#include "server/tenancy.h"
+
+#define ARG(i) (call->msg->args[i])
+#define SRV_IPC_MAX_OPEN 4096 /* memory handles one session may hold open */
+
+/* The reply's handle bytes (the worker runs one call at a time). */
+static char reply_handle[CU_IPC_HANDLE_SIZE];
+
+/* Record a handle the driver just made and answer it. */
+static CUresult exported(struct srv_session *s, struct srv_call *call, enum srv_ipc_kind kind,
+                         const void *handle)
+{
+    if (srv_tenancy_ipc_export(s, kind, handle) != RG_OK) {
+        rg_warn("session %llu: cannot export another CUDA IPC %s handle: the server's registry "
+                "(%d per session, %d in all) is full", (unsigned long long)s->id,
+                kind == SRV_IPC_MEM ? "memory" : "event", SRV_IPC_PER_SESSION, SRV_TABLE_IPC);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    memcpy(reply_handle, handle, CU_IPC_HANDLE_SIZE);
+    call->rdata = reply_handle;
+    call->rdata_len = CU_IPC_HANDLE_SIZE;
+    return CUDA_SUCCESS;
+}
+
+/* May the session open the handle in the call's data? CUDA_SUCCESS, or INVALID_VALUE logged. */
+static CUresult may_open(struct srv_session *s, struct srv_call *call, enum srv_ipc_kind kind)
+{
+    const char *what = kind == SRV_IPC_MEM ? "memory" : "event";
+    char other[64];
+    rg_status_t st;
+
+    if (call->msg->data.len != CU_IPC_HANDLE_SIZE)
+        return CUDA_ERROR_INVALID_VALUE;
+    st = srv_tenancy_ipc_check(s, kind, call->msg->data.data, other, sizeof(other));
+    if (st == RG_ERR_REFUSED)
+        rg_warn("session %llu: refused to open a CUDA IPC %s handle exported by tenant '%s': "
+                "IPC is only between sessions of one tenant", (unsigned long long)s->id, what,
+                other);
+    else if (st != RG_OK)
+        rg_warn("session %llu: refused to open a CUDA IPC %s handle that no live session of "
+                "this server exported (forged, from another server, or its session ended)",
+                (unsigned long long)s->id, what);
+    return st == RG_OK ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+/* [dptr] -> data: CUipcMemHandle */
+static CUresult h_ipc_get_mem(struct srv_session *s, struct srv_call *call)
+{
+    CUipcMemHandle h;
+    CUresult res = s->drv.cuIpcGetMemHandle(&h, (CUdeviceptr)ARG(0));
+
+    return res == CUDA_SUCCESS ? exported(s, call, SRV_IPC_MEM, &h) : res;
+}
+
+static bool map_add(struct srv_session *s, CUdeviceptr dptr, size_t size)
+{
+    if (s->nipc_maps == s->ipc_map_cap) {
+        size_t cap = s->ipc_map_cap ? s->ipc_map_cap * 2 : 16;
+        struct srv_ipc_map *m = realloc(s->ipc_maps, cap * sizeof(*m));
+        if (m == NULL)
+            return false;
+        s->ipc_maps = m;
+        s->ipc_map_cap = cap;
+    }
+    s->ipc_maps[s->nipc_maps++] = (struct srv_ipc_map){dptr, size};
+    return true;
+}
+
+/* [flags] data: CUipcMemHandle -> out[dptr, size] */
+static CUresult h_ipc_open_mem(struct srv_session *s, struct srv_call *call)
+{
+    CUipcMemHandle h;
+    CUdeviceptr d, base;
+    size_t size = 0;
+    CUresult res = may_open(s, call, SRV_IPC_MEM);
+
+    if (res != CUDA_SUCCESS)
+        return res;
+    if (s->nipc_maps >= SRV_IPC_MAX_OPEN)
+        return CUDA_ERROR_TOO_MANY_PEERS;
+    memcpy(&h, call->msg->data.data, sizeof(h));
+    if ((res = s->drv.cuIpcOpenMemHandle(&d, h, (unsigned)ARG(0))) != CUDA_SUCCESS)
+        return res;
+    if (s->drv.cuMemGetAddressRange(&base, &size, d) != CUDA_SUCCESS || base != d)
+        size = 0; /* the client then knows the start only */
+    if (!map_add(s, d, size)) {
+        s->drv.cuIpcCloseMemHandle(d);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    call->out[call->nout++] = d;
+    call->out[call->nout++] = size;
+    return CUDA_SUCCESS;
+}
+
+/* [dptr]: only what this session opened reaches the driver. */
+static CUresult h_ipc_close_mem(struct srv_session *s, struct srv_call *call)
+{
+    for (size_t i = 0; i < s->nipc_maps; i++) {
+        if (s->ipc_maps[i].dptr != (CUdeviceptr)ARG(0))
+            continue;
+        s->ipc_maps[i] = s->ipc_maps[--s->nipc_maps];
+        return s->drv.cuIpcCloseMemHandle((CUdeviceptr)ARG(0));
+    }
+    return CUDA_ERROR_INVALID_VALUE;
+}
+
+/* [event] -> data: CUipcEventHandle */
+static CUresult h_ipc_get_event(struct srv_session *s, struct srv_call *call)
+{
+    struct srv_handle *e = srv_handle_get(s, ARG(0), PROTO_H_EVENT);
+    CUipcEventHandle h;
+    CUresult res;
+
+    if (e == NULL)
+        return CUDA_ERROR_INVALID_HANDLE;
+    res = s->drv.cuIpcGetEventHandle(&h, e->real);
+    return res == CUDA_SUCCESS ? exported(s, call, SRV_IPC_EVENT, &h) : res;
+}
+
+/* [event id] data: CUipcEventHandle */
+static CUresult h_ipc_open_event(struct srv_session *s, struct srv_call *call)
+{
+    CUipcEventHandle h;
+    CUevent ev;
+    CUresult res = may_open(s, call, SRV_IPC_EVENT);
+
+    if (res != CUDA_SUCCESS)
+        return res;
+    if (PROTO_ID_TYPE(ARG(0)) != PROTO_H_EVENT || srv_handle_get(s, ARG(0), 0) != NULL)
+        return CUDA_ERROR_INVALID_HANDLE;
+    memcpy(&h, call->msg->data.data, sizeof(h));
+    res = s->drv.cuIpcOpenEventHandle(&ev, h);
+    return srv_handle_adopt(s, ARG(0), PROTO_H_EVENT, res, ev);
+}
+
+void srv_ipc_teardown(struct srv_session *s)
+{
+    if (s->nipc_maps > 0)
+        rg_info("session %llu: closing %zu CUDA IPC memory mapping(s) it left open",
+                (unsigned long long)s->id, s->nipc_maps);
+    for (size_t i = 0; i < s->nipc_maps; i++)
+        s->drv.cuIpcCloseMemHandle(s->ipc_maps[i].dptr);
+    free(s->ipc_maps);
+    s->ipc_maps = NULL;
+    s->nipc_maps = s->ipc_map_cap = 0;
+}
+
+const srv_handler_fn srv_ipc_handlers[PROTO_OP_COUNT] = {
+    [PROTO_OP_IPC_GET_MEM_HANDLE] = h_ipc_get_mem,
+    [PROTO_OP_IPC_OPEN_MEM_HANDLE] = h_ipc_open_mem,
+    [PROTO_OP_IPC_CLOSE_MEM_HANDLE] = h_ipc_close_mem,
+    [PROTO_OP_IPC_GET_EVENT_HANDLE] = h_ipc_get_event,
+    [PROTO_OP_IPC_OPEN_EVENT_HANDLE] = h_ipc_open_event,
+};
