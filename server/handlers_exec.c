@@ -159,8 +159,7 @@ static CUresult h_library_load(struct srv_session *s, struct srv_call *call)
     if (res != CUDA_SUCCESS)
         return res;
     before = srv_mem_free_now(s);
-    res = s->drv.cuLibraryLoadData(&lib, image, NULL, NULL, 0, NULL, NULL, 0);
-    srv_image_release(s, call, image, len, res == CUDA_SUCCESS);
+    res = srv_library_load(s, call, &lib, image, len); /* server/library_image.c */
     res = srv_handle_adopt(s, ARG(0), PROTO_H_LIBRARY, res, lib);
     return res == CUDA_SUCCESS ? srv_load_charge(s, ARG(0), PROTO_H_LIBRARY, before) : res;
 }

@@ -271,23 +271,24 @@ static bool write_all(int fd, const void *buf, size_t len)
     return true;
 }
 
-/* Write the image under its hash in the tenant's directory (temporary name, then rename). */
-static void cache_store(const char *tenant, const void *image, size_t len)
+/* Write the image under its hash (into hash) in the tenant's directory (temporary name, then
+ * rename); false if it could not be. */
+static bool cache_store(const char *tenant, const void *image, size_t len,
+                        uint8_t hash[RG_SHA256_LEN])
 {
-    uint8_t hash[RG_SHA256_LEN];
     char path[768], tmp[800];
     bool ok;
     int fd;
 
     if (len > cache.max_bytes)
-        return;
+        return false;
     rg_sha256(image, len, hash);
     if (!image_path(tenant, hash, path, sizeof(path)))
-        return;
+        return false;
     snprintf(tmp, sizeof(tmp), "%s.tmp-XXXXXX", path);
     if ((fd = mkstemp(tmp)) < 0) {
         rg_warn("module cache: cannot create %s: %m", tmp);
-        return;
+        return false;
     }
     ok = write_all(fd, image, len);
     if (close(fd) != 0)
@@ -295,20 +296,40 @@ static void cache_store(const char *tenant, const void *image, size_t len)
     if (!ok || rename(tmp, path) != 0) {
         rg_warn("module cache: cannot write %s: %m", path);
         unlink(tmp);
-        return;
+        return false;
     }
     cache.stats.stored++;
     rg_info("module cache: stored %.16s... (%zu bytes, tenant '%s')", strrchr(path, '/') + 1,
             len, tenant);
     evict();
+    return true;
 }
 
 void srv_image_release(struct srv_session *s, struct srv_call *call, void *image, size_t len,
                        bool loaded)
 {
     uint64_t flags = call->msg->n_args > 1 ? call->msg->args[1] : 0;
+    uint8_t hash[RG_SHA256_LEN];
 
     if (loaded && cache.on && (flags & PROTO_IMAGE_CACHE))
-        cache_store(s->tenant, image, len);
+        cache_store(s->tenant, image, len, hash);
     free(image);
+}
+
+int srv_image_file(struct srv_session *s, struct srv_call *call, const void *image, size_t len)
+{
+    uint64_t flags = call->msg->n_args > 1 ? call->msg->args[1] : 0;
+    uint8_t stored[RG_SHA256_LEN];
+    const uint8_t *hash = NULL;
+    char path[768];
+
+    if (!cache.on)
+        return -1;
+    if (flags & PROTO_IMAGE_BY_HASH)
+        hash = call->msg->data.data; /* srv_image_take checked the file against it */
+    else if ((flags & PROTO_IMAGE_CACHE) && cache_store(s->tenant, image, len, stored))
+        hash = stored;
+    if (hash == NULL || !image_path(s->tenant, hash, path, sizeof(path)))
+        return -1;
+    return open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 }

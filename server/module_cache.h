@@ -34,6 +34,17 @@ CUresult srv_image_take(struct srv_session *s, struct srv_call *call, void **ima
  * for that and it loaded, then free it. */
 void srv_image_release(struct srv_session *s, struct srv_call *call, void *image, size_t len,
                        bool loaded);
+/* The cache file holding the call's image (open, read only), storing it first if the call
+ * asks the cache to keep it; -1 when there is none (cache off, small image). The caller then
+ * frees the image with srv_image_release(..., false): it is already stored. */
+int srv_image_file(struct srv_session *s, struct srv_call *call, const void *image, size_t len);
+/* Library loads (server/library_image.c): the driver reads the image in place from a read-only
+ * mapping of its cache file (CU_LIBRARY_BINARY_IS_PRESERVED), as it reads cudart's fatbins in
+ * place natively, instead of keeping a copy in the worker's memory; the mapping goes with the
+ * library. srv_library_load answers like cuLibraryLoadData; srv_library_unload unloads. */
+CUresult srv_library_load(struct srv_session *s, struct srv_call *call, CUlibrary *lib,
+                          void *image, size_t len);
+CUresult srv_library_unload(struct srv_session *s, CUlibrary lib);
 
 /* What this process's cache did (for logs and tests). */
 struct srv_module_cache_stats {

@@ -5,6 +5,7 @@
 
 #include "common/log.h"
 #include "scheduler/admission.h"
+#include "server/module_cache.h"
 #include "server/session.h"
 
 static size_t slot_of(uint64_t id, size_t cap)
@@ -236,7 +237,7 @@ static CUresult destroy_real(struct srv_session *s, unsigned type, void *real)
     case PROTO_H_STREAM: return s->drv.cuStreamDestroy(real);
     case PROTO_H_EVENT: return s->drv.cuEventDestroy(real);
     case PROTO_H_MODULE: return s->drv.cuModuleUnload(real);
-    case PROTO_H_LIBRARY: return s->drv.cuLibraryUnload(real);
+    case PROTO_H_LIBRARY: return srv_library_unload(s, real);
     case PROTO_H_CTX: return s->drv.cuCtxDestroy(real);
     case PROTO_H_GRAPH_EXEC: return s->drv.cuGraphExecDestroy(real);
     case PROTO_H_GRAPH: return s->drv.cuGraphDestroy(real);

@@ -447,11 +447,18 @@ CUresult cuLibraryLoadData(CUlibrary *l, const void *code, CUjit_option *o, void
     NEED_INIT();
     res = l ? load((void **)l, code) : CUDA_ERROR_INVALID_VALUE;
     fk_jit_report(n, o, ov, res, NULL);
+    if (res == CUDA_SUCCESS)
+        fk_preserve_note(*l, code, ln, lo, lov);
     return res;
 }
 static CUresult unload(void *h) { struct fk_obj *o = obj_check(h, K_MODULE); if (!o) return CUDA_ERROR_INVALID_HANDLE; o->magic = 0; free(o); return CUDA_SUCCESS; }
 CUresult cuModuleUnload(CUmodule m) { return unload(m); }
-CUresult cuLibraryUnload(CUlibrary l) { return unload(l); }
+CUresult cuLibraryUnload(CUlibrary l)
+{
+    CUresult kept = fk_preserve_check(l), res = unload(l);
+
+    return res == CUDA_SUCCESS ? kept : res;
+}
 CUresult cuLibraryGetModule(CUmodule *m, CUlibrary l) { if (!obj_check(l, K_MODULE)) return CUDA_ERROR_INVALID_HANDLE; *m = (CUmodule)l; return CUDA_SUCCESS; }
 
 static CUresult find(void **f, void *owner, const char *name)

@@ -70,6 +70,10 @@ bool fk_image_of(unsigned long long object, bool surf, struct fk_image *im);
 
 /* A load with JIT options: logs, sizes and wall time written as the driver would (fake_link.c). */
 void fk_jit_report(unsigned n, CUjit_option *opts, void **vals, CUresult res, const char *why);
+/* fake_preserve.c: remember a library loaded with CU_LIBRARY_BINARY_IS_PRESERVED; at its
+ * unload, CUDA_ERROR_INVALID_IMAGE if its image changed meanwhile. */
+void fk_preserve_note(void *lib, const void *code, unsigned n, CUlibraryOption *opts, void **vals);
+CUresult fk_preserve_check(void *lib);
 
 /* Graphs (fakecuda.c) for fake_graph_cond.c: run a graph's nodes in order; is g a graph; add a
  * node that calls run(arg) when its graph runs. Conditional handles with a default to apply

@@ -40,4 +40,9 @@ loads() { grep -oE '(MODULE|LIBRARY)_LOAD 0x[0-9a-f]+ 0x[0-9a-f]+' "$1" | awk '{
 [ "$(grep -c 'module cache: hit, 204800 image bytes not sent' "$WORK/server.log")" = 3 ] ||
     fail "expected three cache hits"
 [ "$(stat -c %a "$WORK/cache")" = 700 ] || fail "cache directory not private"
+# Library loads read the image in place from its cache file (CU_LIBRARY_BINARY_IS_PRESERVED):
+# the fake driver checks at each unload (which must succeed) that the image is still there.
+[ "$(grep -c 'library image of 204800 bytes read in place from its cache file' "$WORK/server.log")" = 2 ] ||
+    fail "expected two library loads from the cache file"
+grep -q "preserved image of a library changed" "$WORK/server.log" && fail "a preserved image changed"
 echo "module cache: 1 image sent, 3 loads by hash: PASS"
