@@ -130,6 +130,16 @@ run_program copies_2d "$TOOLS/copies_2d"
 # Pinned memory copies (one-sided on RDMA sessions): every size, direction and kind of pinning.
 run_program pinned_copies "$TOOLS/pinned_copies"
 
+# CUDA IPC between two client processes of this server (the importer is a second program with
+# its own session): memory and an interprocess event shared both ways; forged handles refused
+# and logged. Tenants' isolation: tests/worker/ipc_tenants.sh.
+run_program ipc "$TOOLS/ipc"
+if grep -q "refused to open a CUDA IPC memory handle that no live session of this server exported" "$WORK/main.log"; then
+    ok "forged IPC handle refused and logged by the server"
+else
+    fail "forged IPC handle not logged"; grep -i ipc "$WORK/main.log" | tail -5
+fi
+
 # CUDA arrays, texture and surface objects; objects left behind are freed at session end.
 run_program arrays "$TOOLS/arrays" --rgpu
 run_program arrays_leak "$TOOLS/arrays" --leak
