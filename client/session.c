@@ -448,8 +448,9 @@ static CUresult deferred_drain(void)
     return res == CUDA_SUCCESS ? wait_reply(NULL, 0, &ignored) : res;
 }
 
-/* Append an asynchronous frame to the batch; false if it does not fit even when empty. */
-static bool batch_append(const Rgpu__Call *msg, unsigned flags)
+/* Append a frame to the batch; false if it does not fit even when empty. wake: the flusher is
+ * to write it within BATCH_DELAY_US (not when the caller writes the batch itself now). */
+static bool batch_append(const Rgpu__Call *msg, unsigned flags, bool wake)
 {
     size_t n = proto_frame_pack(sess.batch + sess.batch_len, BATCH_SIZE - sess.batch_len,
                                 PROTO_CALL, flags, &msg->base, 0);
@@ -458,7 +459,7 @@ static bool batch_append(const Rgpu__Call *msg, unsigned flags)
         n = proto_frame_pack(sess.batch, BATCH_SIZE, PROTO_CALL, flags, &msg->base, 0);
     if (n == 0)
         return false;
-    if (sess.batch_len == 0)
+    if (sess.batch_len == 0 && wake)
         pthread_cond_signal(&sess.batch_cond);
     sess.batch_len += n;
     if (sess.batch_len >= BATCH_FLUSH_AT)
@@ -491,8 +492,12 @@ static CUresult send_call(struct cli_call *call, unsigned flags, uint64_t *id_p)
     *id_p = msg.id;
     if (sess.trace_calls)
         trace_call(&msg, flags);
-    if ((flags & PROTO_FLAG_NOREPLY) && inline_data && batch_append(&msg, flags))
+    if ((flags & PROTO_FLAG_NOREPLY) && inline_data && batch_append(&msg, flags, true))
         return sess.dead ? CUDA_ERROR_DEVICE_UNAVAILABLE : CUDA_SUCCESS;
+    /* A synchronous call goes out in the same write as the batch before it: the worker wakes
+     * once for both, not twice. */
+    if (inline_data && sess.batch_len > 0 && batch_append(&msg, flags, false))
+        return batch_flush();
     if ((res = batch_flush()) != CUDA_SUCCESS)
         return res;
     status = proto_send_flags(sess.conn, PROTO_CALL, flags, &msg.base,
