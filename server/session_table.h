@@ -9,7 +9,9 @@
  *  - a slot's counters are written only by their own worker (relaxed atomics) and read by
  *    anyone: the supervisor for /metrics and /status, the other workers' compute gates.
  * The compute gate's per-GPU state (who may launch, who waits) lives here too and is changed
- * under the lock (server/compute_gate.c). */
+ * under the lock (server/compute_gate.c), and so does the registry of exported CUDA IPC handles
+ * (server/handlers_ipc.c): a worker adds its exports, and a slot's entries are cleared by its
+ * worker at its end and by the supervisor when it reaps the worker. */
 #ifndef RGPU_SERVER_SESSION_TABLE_H
 #define RGPU_SERVER_SESSION_TABLE_H
 
