@@ -8,28 +8,11 @@
 # Usage: ipc_tenants.sh BUILD_DIR
 set -u
 BUILD=$(cd "$1" && pwd)
-SERVER=$BUILD/bin/gpu-server
-FAKE=$BUILD/tests/fakecuda/libfakecuda.so
+. "$(dirname "$0")/tenant_lib.sh"
 IPC=$BUILD/tests/integration/ipc
 HOLD=$BUILD/tests/integration/hold_memory
-WORK=$(mktemp -d)
 export LD_LIBRARY_PATH=$BUILD/lib ASAN_OPTIONS=detect_leaks=0
-FAILS=0
-PIDS=()
-cleanup() { for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null; done; [ -n "${KEEP:-}" ] || rm -rf "$WORK"; }
-trap cleanup EXIT
 
-free_port() { python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])'; }
-ok() { echo "ok   $*"; }
-fail() { echo "FAIL $*"; FAILS=$((FAILS + 1)); }
-check() { # description command...
-    local what=$1; shift
-    if "$@"; then ok "$what"; else fail "$what"; fi
-}
-as() { # tenant token program args...
-    local t=$1 k=$2; shift 2
-    RGPU_SERVER=127.0.0.1:$PORT RGPU_TENANT=$t RGPU_TOKEN=$k "$@"
-}
 ended_sessions() { grep -c 'freed [0-9]* allocation' "$WORK/server.log"; }
 
 PORT=$(free_port)

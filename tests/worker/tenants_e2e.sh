@@ -7,36 +7,15 @@
 # Usage: tenants_e2e.sh BUILD_DIR
 set -u
 BUILD=$(cd "$1" && pwd)
-SERVER=$BUILD/bin/gpu-server
-FAKE=$BUILD/tests/fakecuda/libfakecuda.so
+. "$(dirname "$0")/tenant_lib.sh"
 HOLD=$BUILD/tests/integration/hold_memory
 LOAD=$BUILD/tests/worker/share_load
-WORK=$(mktemp -d)
 export LD_LIBRARY_PATH=$BUILD/lib FAKECUDA_MEM_MB=5120
-FAILS=0
-PIDS=()
-cleanup() { for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null; done; [ -n "${KEEP:-}" ] || rm -rf "$WORK"; }
-trap cleanup EXIT
 
-free_port() { python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])'; }
-ok() { echo "ok   $*"; }
-fail() { echo "FAIL $*"; FAILS=$((FAILS + 1)); }
-check() { # description command...
-    local what=$1; shift
-    if "$@"; then ok "$what"; else fail "$what"; fi
-}
-wait_for() { # file pattern
-    for _ in $(seq 100); do grep -q "$2" "$1" 2>/dev/null && return 0; sleep 0.1; done
-    echo "    '$2' not found in $1:"; sed 's/^/    /' "$1"; return 1
-}
 # get PATH -> the body of http://127.0.0.1:$MPORT/PATH
 get() { python3 -c 'import sys,urllib.request;print(urllib.request.urlopen(sys.argv[1]).read().decode())' "http://127.0.0.1:$MPORT/$1"; }
 # status EXPR: evaluate a Python expression over the /status JSON (as s)
 status() { get status | python3 -c 'import json,sys;s=json.load(sys.stdin);print(eval(sys.argv[1]))' "$1"; }
-as() { # tenant token program args... (hold_memory keeps its buffers to the end: no leak check)
-    local t=$1 k=$2; shift 2
-    ASAN_OPTIONS=detect_leaks=0 RGPU_SERVER=127.0.0.1:$PORT RGPU_TENANT=$t RGPU_TOKEN=$k "$@"
-}
 
 PORT=$(free_port)
 MPORT=$(free_port)
