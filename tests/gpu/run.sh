@@ -75,6 +75,7 @@ compare torch_smoke python3 "$ROOT/tests/gpu/torch_smoke.py"
 compare torch_graph python3 "$ROOT/tests/gpu/torch_graph.py"
 compare torch_features python3 "$ROOT/tests/gpu/torch_features.py"
 compare torch_gpt2 python3 "$ROOT/tests/gpu/torch_gpt2.py"
+compare torch_ipc python3 "$ROOT/tests/gpu/torch_ipc.py" # two processes, two sessions
 # What gpu-server's GPUDirect RDMA check finds on this host (natively; no NIC needed): a row
 # that informs (INFO) rather than passes, since a host without dmabuf export is not a failure.
 native "$B/bin/rgpu-dmabuf-probe" 0 >"$LOGS/dmabuf_probe.out" 2>&1
