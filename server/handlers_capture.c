@@ -60,8 +60,10 @@ CUresult srv_capture_end(struct srv_session *s, uint64_t id, CUresult res, CUgra
     }
     if (res == CUDA_SUCCESS) /* not the graph it captured into: keep the id, leak nothing */
         s->drv.cuGraphDestroy(g), res = CUDA_ERROR_UNKNOWN;
+    /* memory nodes added to it while it captured; read before srv_graph_forget deletes other
+     * handles, which may move h's entry in the table */
+    srv_quota_release(s, h->size);
     srv_graph_forget(s, id);
-    srv_quota_release(s, h->size); /* memory nodes added to it while it captured */
     srv_handle_del(s, id);
     return res;
 }
