@@ -16,8 +16,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
-#include <sys/socket.h>
-#include <netdb.h>
 
 #include "common/log.h"
 #include "server/lanes.h"
@@ -51,7 +49,7 @@ struct srv_lanes {
     struct transport_listener *listener;
     uint8_t secret[32];
     char addr[128];
-    int n;                           /* lanes connected */
+    int n;                           /* lanes connected and their threads started */
     struct lane lanes[SRV_LANES_MAX];
     pthread_mutex_t lock;
     pthread_cond_t cond;
@@ -75,15 +73,10 @@ static struct srv_lanes *lanes_of(struct srv_session *s)
 void srv_lanes_offer(struct srv_session *s, Rgpu__Welcome *w)
 {
     struct srv_lanes *L = lanes_of(s);
-    struct sockaddr_storage ss;
-    socklen_t sl = sizeof(ss);
-    char host[96], addr[128];
+    char addr[sizeof(L->addr)];
 
-    if (L == NULL || getsockname(transport_fd(s->conn), (struct sockaddr *)&ss, &sl) != 0 ||
-        getnameinfo((struct sockaddr *)&ss, sl, host, sizeof(host), NULL, 0, NI_NUMERICHOST))
-        return;
-    snprintf(addr, sizeof(addr), ss.ss_family == AF_INET6 ? "[%s]:0" : "%s:0", host);
-    if (transport_tcp_ops.listen(addr, &L->listener) != RG_OK)
+    if (L == NULL || transport_local_any_port(transport_fd(s->conn), addr, sizeof(addr)) != RG_OK ||
+        transport_tcp_ops.listen(addr, &L->listener) != RG_OK)
         return;
     if (getrandom(L->secret, sizeof(L->secret), 0) != (ssize_t)sizeof(L->secret) ||
         transport_tcp_ops.listener_addr(L->listener, L->addr, sizeof(L->addr)) != RG_OK) {
@@ -102,10 +95,11 @@ static rg_status_t lanes_accept(struct srv_lanes *L, int n)
     struct { uint8_t secret[32]; uint32_t index; } hello;
     struct transport_conn *c;
 
-    while (L->n < n) {
+    for (int got = 0; got < n;) {
         struct pollfd p = {transport_tcp_ops.listener_fd(L->listener), POLLIN, 0};
         int wait = (int)(deadline - (int64_t)(srv_now_ns() / 1000000));
-        if (wait <= 0 || poll(&p, 1, wait) != 1 || transport_tcp_ops.accept(L->listener, &c) != RG_OK)
+        if (wait <= 0 || poll(&p, 1, wait) != 1 ||
+            transport_tcp_ops.accept(L->listener, &c) != RG_OK)
             return RG_ERR_TIMEOUT;
         p = (struct pollfd){transport_fd(c), POLLIN, 0};
         if (poll(&p, 1, 2000) != 1 || transport_recv(c, &hello, sizeof(hello)) != RG_OK ||
@@ -117,7 +111,7 @@ static rg_status_t lanes_accept(struct srv_lanes *L, int n)
             continue;
         }
         L->lanes[hello.index].conn = c;
-        L->n++;
+        got++;
     }
     return RG_OK;
 }
@@ -284,10 +278,12 @@ static rg_status_t lanes_start(struct srv_lanes *L, int n)
         return RG_ERR_PROTO;
     transport_tcp_ops.listener_close(L->listener);
     L->listener = NULL;
+    /* L->n counts the lane threads (srv_lanes_end joins them; it closes every connection) */
     for (int i = 0; i < n; i++) {
         L->lanes[i] = (struct lane){.set = L, .index = i, .conn = L->lanes[i].conn};
         if (pthread_create(&L->lanes[i].thread, NULL, lane_thread, &L->lanes[i]) != 0)
             return RG_ERR_NOMEM;
+        L->n = i + 1;
     }
     rg_info("session %llu: %d data lanes connected", (unsigned long long)L->s->id, n);
     return RG_OK;
@@ -340,7 +336,8 @@ static CUresult h_lanes_copy(struct srv_session *s, struct srv_call *call)
         res = s->drv.cuCtxGetCurrent(&j.ctx);
     if (res == CUDA_SUCCESS)
         res = s->drv.cuEventCreate(&j.after, CU_EVENT_DISABLE_TIMING);
-    if (res == CUDA_SUCCESS && (res = s->drv.cuEventRecordWithFlags(j.after, st, 0)) != CUDA_SUCCESS) {
+    if (res == CUDA_SUCCESS &&
+        (res = s->drv.cuEventRecordWithFlags(j.after, st, 0)) != CUDA_SUCCESS) {
         s->drv.cuEventDestroy(j.after);
         j.after = NULL;
     }

@@ -16,25 +16,22 @@
 rg_status_t transport_rdma_offer_open(int ctl_fd, struct transport_rdma_offer *offer, char *why,
                                       size_t len)
 {
-    struct sockaddr_storage ss;
-    socklen_t sl = sizeof(ss);
-    char host[NI_MAXHOST], addr[NI_MAXHOST + 8];
+    char addr[NI_MAXHOST + 8];
     rg_status_t st;
 
     memset(offer, 0, sizeof(*offer));
     if ((st = transport_rdma_probe(why, len)) != RG_OK)
         return st;
-    if (getsockname(ctl_fd, (struct sockaddr *)&ss, &sl) != 0 ||
-        getnameinfo((struct sockaddr *)&ss, sl, host, sizeof(host), NULL, 0, NI_NUMERICHOST)) {
+    if (transport_local_any_port(ctl_fd, addr, sizeof(addr)) != RG_OK) {
         snprintf(why, len, "the session's local address is unknown");
         return RG_ERR_IO;
     }
-    snprintf(addr, sizeof(addr), ss.ss_family == AF_INET6 ? "[%s]:0" : "%s:0", host);
     rdma_set_quiet(true);
     st = transport_rdma_ops.listen(addr, &offer->listener);
     rdma_set_quiet(false);
-    if (st != RG_OK) {
-        snprintf(why, len, "no RDMA listener on %s (%s)", host, rg_status_str(st));
+    if (st != RG_OK) { /* the address without its ":0" */
+        snprintf(why, len, "no RDMA listener on %.*s (%s)", (int)strlen(addr) - 2, addr,
+                 rg_status_str(st));
         return st;
     }
     if (getrandom(offer->secret, sizeof(offer->secret), 0) != (ssize_t)sizeof(offer->secret) ||

@@ -285,6 +285,19 @@ static void tcp_listener_close(struct transport_listener *listener)
     free(tl);
 }
 
+rg_status_t transport_local_any_port(int fd, char *addr, size_t len)
+{
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof(ss);
+    char host[NI_MAXHOST];
+
+    if (getsockname(fd, (struct sockaddr *)&ss, &sl) != 0 ||
+        getnameinfo((struct sockaddr *)&ss, sl, host, sizeof(host), NULL, 0, NI_NUMERICHOST))
+        return RG_ERR_IO;
+    snprintf(addr, len, ss.ss_family == AF_INET6 ? "[%s]:0" : "%s:0", host);
+    return RG_OK;
+}
+
 rg_status_t transport_tcp_adopt_fd(int fd, struct transport_conn **conn_p)
 {
     struct sockaddr_storage ss;

@@ -110,6 +110,10 @@ const struct transport_ops *transport_find(const char *name);
 
 /* Wrap an already connected TCP socket (e.g. inherited across exec) as a connection. */
 rg_status_t transport_tcp_adopt_fd(int fd, struct transport_conn **conn_p);
+/* "host:0" ("[host]:0" for IPv6) for the local address of the connected socket fd: where to
+ * listen, on any port, for more connections of the same peer (an RDMA upgrade, data lanes).
+ * RG_ERR_IO if the address is unknown. */
+rg_status_t transport_local_any_port(int fd, char *addr, size_t len);
 
 /* Busy polling (every backend): a receive that finds no data spins for up to us
  * microseconds before it blocks, trading a CPU core for lower latency. 0 (default) = off. */

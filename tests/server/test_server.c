@@ -683,6 +683,27 @@ static void test_lanes(void **state)
     rgpu__welcome__free_unpacked(w, NULL);
 }
 
+/* A lane copy asking for two lanes when only one connects: after the worker's wait for the
+ * lanes (10 s), the call is answered and that session ends as malformed (status 2). */
+static void test_lanes_missing(void **state)
+{
+    struct client c;
+    struct transport_conn *lane;
+    Rgpu__Welcome *w = connect_hello(&c, PROTO_VERSION);
+    uint64_t args[6] = {0, LANE_COPY, PROTO_STREAM_NULL, 0, 2, LANE_STRIPE};
+
+    args[0] = mem_alloc(&c, LANE_COPY);
+    lane = lane_open(w, 0, true);
+    send_call(&c, PROTO_OP_MEMCPY_HTOD_LANES, 0, args, 6, NULL, 0, NULL, 0);
+    rgpu__reply__free_unpacked(get_reply(&c, NULL, 0), NULL);
+    expect_closed(&c);
+    expect_ended(&c, "status 2");
+    assert_true(wait_log("a lane copy without its lanes (2 asked)", NULL, 0));
+    transport_close(lane);
+    transport_close(c.conn);
+    rgpu__welcome__free_unpacked(w, NULL);
+}
+
 /* The client vanishes without BYE, holding memory: the worker frees it and exits. */
 static void test_disconnect_frees_session(void **state)
 {
@@ -746,6 +767,7 @@ int main(void)
         cmocka_unit_test(test_contexts_and_staging),
         cmocka_unit_test(test_malformed_ends_only_its_session),
         cmocka_unit_test(test_lanes),
+        cmocka_unit_test(test_lanes_missing),
         cmocka_unit_test(test_disconnect_frees_session),
         cmocka_unit_test(test_port_probe),
         cmocka_unit_test(test_no_driver),
