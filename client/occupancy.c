@@ -40,8 +40,8 @@ static bool occ_lookup(const uint64_t *a, int *blocks)
 
     pthread_mutex_lock(&occ_lock);
     e = occ_slot(a[0], a[1], a[2], a[3]);
-    hit = e->gen == __atomic_load_n(&occ_gen, __ATOMIC_RELAXED) && e->func == a[0] && e->block == a[1] && e->dsmem == a[2] &&
-          e->flags == a[3];
+    hit = e->gen == __atomic_load_n(&occ_gen, __ATOMIC_RELAXED) && e->func == a[0] &&
+          e->block == a[1] && e->dsmem == a[2] && e->flags == a[3];
     if (hit)
         *blocks = e->blocks;
     pthread_mutex_unlock(&occ_lock);
@@ -71,7 +71,8 @@ static CUresult occ_send(struct cli_call *call, uint64_t *out, unsigned nout)
     return res;
 }
 
-static CUresult occ_call(struct cli_call *call, CUfunction func, uint64_t *out, unsigned nout)
+/* A context current and func a function or kernel, whose id becomes args[0]. */
+static CUresult occ_func(struct cli_call *call, CUfunction func)
 {
     struct cli_func *f = cli_func_check(func);
     CUresult res = cli_need_ctx();
@@ -81,7 +82,14 @@ static CUresult occ_call(struct cli_call *call, CUfunction func, uint64_t *out, 
     if (f == NULL)
         return CUDA_ERROR_INVALID_HANDLE;
     call->args[0] = f->h.id;
-    return occ_send(call, out, nout);
+    return CUDA_SUCCESS;
+}
+
+static CUresult occ_call(struct cli_call *call, CUfunction func, uint64_t *out, unsigned nout)
+{
+    CUresult res = occ_func(call, func);
+
+    return res != CUDA_SUCCESS ? res : occ_send(call, out, nout);
 }
 
 CLI_EXPORT CUresult cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(
@@ -90,18 +98,15 @@ CLI_EXPORT CUresult cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(
     uint64_t out[1], gen;
     struct cli_call call = {.op = PROTO_OP_OCC_MAX_BLOCKS, .nargs = 4,
                             .args = {0, (uint64_t)blockSize, dsmem, flags}};
-    struct cli_func *f = cli_func_check(func);
-    CUresult res = cli_need_ctx();
-    struct cli_ctx *ctx = cli_ctx_current();
+    struct cli_ctx *ctx;
     uint64_t key[4];
+    CUresult res;
 
-    if (res != CUDA_SUCCESS)
-        return res;
     if (numBlocks == NULL)
         return CUDA_ERROR_INVALID_VALUE;
-    if (f == NULL)
-        return CUDA_ERROR_INVALID_HANDLE;
-    call.args[0] = f->h.id;
+    if ((res = occ_func(&call, func)) != CUDA_SUCCESS)
+        return res;
+    ctx = cli_ctx_current();
     memcpy(key, call.args, sizeof(key));
     key[3] |= (uint64_t)(ctx != NULL ? ctx->device : 0) << 32;
     if (occ_lookup(key, numBlocks))

@@ -740,9 +740,8 @@ CUresult cli_session_fence(void)
 {
     struct cli_call call = {.op = PROTO_OP_NOP};
     CUresult res, result = CUDA_SUCCESS;
-    uint64_t id = 0;
-
     double since = cli_stats_now_us();
+    uint64_t id = 0;
 
     pthread_mutex_lock(&sess.lock);
     res = sess.said_bye ? CUDA_ERROR_DEINITIALIZED : send_call(&call, 0, &id);
@@ -757,7 +756,7 @@ CUresult cli_session_fence(void)
  * the call that follows. */
 struct transport_conn *cli_session_rdma_conn(void)
 {
-    if (!cli_initialized() || getpid() != sess.pid || sess.conn == NULL ||
+    if (!cli_initialized() || sess.forked || sess.conn == NULL ||
         sess.conn->ops != &transport_rdma_ops)
         return NULL;
     return sess.conn;
