@@ -50,6 +50,24 @@ size_t proto_call_packed_size(const Rgpu__Call *m)
     return n;
 }
 
+/* Field 4 at p, in one pass: the varints go after a one-byte length, which holds their total
+ * unless it is 128 bytes or more; then they move up to make room for a longer one. */
+static uint8_t *pack_args(const Rgpu__Call *m, uint8_t *p)
+{
+    uint8_t *start = p + 2, *end = start;
+    size_t len, extra;
+
+    *p = 0x22; /* field 4, length-delimited (packed) */
+    for (size_t i = 0; i < m->n_args; i++)
+        end = varint(end, m->args[i]);
+    len = (size_t)(end - start);
+    extra = varint_len(len) - 1;
+    if (extra > 0)
+        memmove(start + extra, start, len);
+    varint(p + 1, len);
+    return end + extra;
+}
+
 size_t proto_call_pack(const Rgpu__Call *m, uint8_t *out)
 {
     uint8_t *p = out;
@@ -66,12 +84,8 @@ size_t proto_call_pack(const Rgpu__Call *m, uint8_t *out)
         *p = 0x18;
         p = varint(p + 1, m->ctx);
     }
-    if (m->n_args) {
-        *p = 0x22; /* field 4, length-delimited (packed) */
-        p = varint(p + 1, args_len(m));
-        for (size_t i = 0; i < m->n_args; i++)
-            p = varint(p, m->args[i]);
-    }
+    if (m->n_args)
+        p = pack_args(m, p);
     if (m->data.len) {
         *p = 0x2a;
         p = varint(p + 1, m->data.len);
