@@ -213,7 +213,7 @@ rg_status_t transport_sock_recv(struct transport_conn *conn, void *buf, size_t l
 {
     struct sock_conn *sc = sock_conn_of(conn);
     char *p = buf;
-    size_t got = 0, n;
+    size_t got = 0, n = 0;
     rg_status_t status;
 
     while (got < len) {
