@@ -2,10 +2,11 @@
 # The benchmark table, on a GPU host, from the bundle (tests/gpu/bundle.sh): every benchmark
 # natively, through rgpu over loopback TCP, and through rgpu across a veth pair between two
 # network namespaces, plus the raw TCP ceiling on both paths; and once more over loopback
-# with busy polling on both ends (lo-poll) and with 4 data lanes for copies of 32 MiB and more
-# (lo-lanes and veth-lanes; the micro benchmarks only). The PyTorch models run natively both
-# first and last, and native keeps the better figure of the two. Writes bench-results.md and
-# bench-results.json (into $OUT when set) and prints the Markdown table last.
+# with busy polling on both ends (lo-poll), and on both paths without data lanes, every copy on
+# the session's one connection (lo-1conn, veth-1conn; the micro benchmarks only). The PyTorch
+# models run natively both first and last, and native keeps the better figure of the two.
+# Writes bench-results.md and bench-results.json (into $OUT when set) and prints the Markdown
+# table last.
 # Usage: bench/run.sh [BUNDLE_DIR] [quick]
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -29,8 +30,8 @@ run_mode() {
         lo) LD_LIBRARY_PATH=$B/client:$DEPS RGPU_SERVER=127.0.0.1:7070 "$@" ;;
         veth) LD_LIBRARY_PATH=$B/client:$DEPS RGPU_SERVER=10.88.0.2:7070 "$@" ;;
         lo-poll) LD_LIBRARY_PATH=$B/client:$DEPS RGPU_SERVER=127.0.0.1:7072 RGPU_BUSY_POLL_US=100 "$@" ;;
-        lo-lanes) LD_LIBRARY_PATH=$B/client:$DEPS RGPU_SERVER=127.0.0.1:7070 RGPU_LANES=4 "$@" ;;
-        veth-lanes) LD_LIBRARY_PATH=$B/client:$DEPS RGPU_SERVER=10.88.0.2:7070 RGPU_LANES=4 "$@" ;;
+        lo-1conn) LD_LIBRARY_PATH=$B/client:$DEPS RGPU_SERVER=127.0.0.1:7070 RGPU_LANES=0 "$@" ;;
+        veth-1conn) LD_LIBRARY_PATH=$B/client:$DEPS RGPU_SERVER=10.88.0.2:7070 RGPU_LANES=0 "$@" ;;
     esac
 }
 
@@ -54,22 +55,22 @@ fi
 sleep 2
 "$B/bin/rgpu-bench-tcp" client 127.0.0.1:7071 >"$RES/lo.jsonl"
 grep tcp_ "$RES/lo.jsonl" >"$RES/lo-poll.jsonl"
-grep tcp_ "$RES/lo.jsonl" >"$RES/lo-lanes.jsonl"
+grep tcp_ "$RES/lo.jsonl" >"$RES/lo-1conn.jsonl"
 if [ $VETH = yes ]; then
     "$B/bin/rgpu-bench-tcp" client 10.88.0.2:7071 >"$RES/veth.jsonl"
-    grep tcp_ "$RES/veth.jsonl" >"$RES/veth-lanes.jsonl"
+    grep tcp_ "$RES/veth.jsonl" >"$RES/veth-1conn.jsonl"
 fi
 
 MODES="native lo"
 [ $VETH = yes ] && MODES="native lo veth"
-MODES="$MODES lo-poll lo-lanes"
-[ $VETH = yes ] && MODES="$MODES veth-lanes"
+MODES="$MODES lo-poll lo-1conn"
+[ $VETH = yes ] && MODES="$MODES veth-1conn"
 torch_models() { [ -z "$QUICK" ] && run_mode $1 python3 "$ROOT/bench/torch_models.py" >>"$RES/$1.jsonl" 2>>"$RES/$1.err"; }
 for mode in $MODES; do
     echo "== $mode" >&2
     run_mode $mode "$B/bin/rgpu-bench-micro" >>"$RES/$mode.jsonl" 2>>"$RES/$mode.err"
     case $mode in
-        *-lanes) ;; # the lanes carry only copies of 32 MiB and more
+        *-1conn) ;; # without lanes only copies of 32 MiB and more change
         *) run_mode $mode "$B/bin/rgpu-bench-gemm" >>"$RES/$mode.jsonl" 2>>"$RES/$mode.err" ;;
     esac
     case $mode in native | lo | veth) torch_models $mode ;; esac

@@ -1,7 +1,7 @@
 /* Data lanes (server/lanes.c says why): on a TCP session, copies of LANE_MIN bytes or more
- * travel over `lanes` extra TCP connections (lanes = N or RGPU_LANES=N; off by default: the
- * lanes were built and tested against the fake driver in a session without a GPU host, and stay
- * off until bench/run.sh's lo-lanes mode shows them faster there) in LANE_STRIPE stripes, stripe u on lane u % n,
+ * travel over `lanes` extra TCP connections (lanes = N or RGPU_LANES=N, 4 by default, 0 turns
+ * them off: on the H100 host 4 lanes moved a 1 GiB pinned copy at 10-13 GiB/s against 3.3-4.1
+ * over the session's one connection, bench/run.sh) in LANE_STRIPE stripes, stripe u on lane u % n,
  * each lane with its own thread, while the call itself goes in order on the session's
  * connection. The lanes are connected at the first such copy; if they cannot be, or one
  * breaks, copies go the ordinary way again (a broken lane also ends the session on the
