@@ -83,6 +83,9 @@ void cli_stats_count(unsigned op, bool sync, double since_us);
  * CUDA_ERROR_UNKNOWN when the reply lacks it). */
 CUresult cli_call_simple(unsigned op, unsigned nargs, const uint64_t *args, const void *data,
                          size_t len, uint64_t *out);
+/* The same for calls about a device that need no current context (cuMemCreate...). */
+CUresult cli_call_device(unsigned op, unsigned nargs, const uint64_t *args, const void *data,
+                         size_t len, uint64_t *out);
 /* Send without waiting (PROTO_FLAG_NOREPLY); failures come back at the next synchronous call. */
 CUresult cli_call_async(struct cli_call *call);
 /* Send a call whose reply data (len bytes) is written to dst when it arrives, later, while the

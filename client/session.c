@@ -651,12 +651,20 @@ static CUresult wait_reply(struct cli_call *call, uint64_t id, CUresult *result_
 CUresult cli_call_simple(unsigned op, unsigned nargs, const uint64_t *args, const void *data,
                          size_t len, uint64_t *out)
 {
-    struct cli_call call = {.op = op, .nargs = nargs, .data = data, .data_len = len,
-                            .out = out, .out_cap = out ? 1 : 0};
     CUresult res = cli_need_ctx();
 
-    if (res != CUDA_SUCCESS)
-        return res;
+    return res != CUDA_SUCCESS ? res : cli_call_device(op, nargs, args, data, len, out);
+}
+
+CUresult cli_call_device(unsigned op, unsigned nargs, const uint64_t *args, const void *data,
+                         size_t len, uint64_t *out)
+{
+    struct cli_call call = {.op = op, .nargs = nargs, .data = data, .data_len = len,
+                            .out = out, .out_cap = out ? 1 : 0};
+    CUresult res;
+
+    if (!cli_initialized())
+        return CUDA_ERROR_NOT_INITIALIZED;
     memcpy(call.args, args, nargs * sizeof(*args));
     res = cli_call_sync(&call);
     if (res == CUDA_SUCCESS && out != NULL && call.nout < 1)

@@ -3,7 +3,9 @@
  * PropertiesFromHandle and cuMemRetainAllocationHandle are answered here) and records mapped
  * ranges as device memory, so copies and pointer queries on them work like on cuMemAlloc'd
  * memory. Every call waits for its reply: each can fail (out of memory, bad range) and callers
- * such as PyTorch's expandable segments act on the error at once. */
+ * such as PyTorch's expandable segments act on the error at once. Granularity queries and
+ * physical allocations belong to a device and, as natively, need no current context
+ * (cuda-samples' memMapIPCDrv asks after destroying its contexts). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -59,7 +61,7 @@ CLI_EXPORT CUresult cuMemGetAllocationGranularity(size_t *g, const CUmemAllocati
 
     if (g == NULL || prop == NULL)
         return CUDA_ERROR_INVALID_VALUE;
-    res = cli_call_simple(PROTO_OP_MEM_GET_GRANULARITY, 1, args, prop, sizeof(*prop), &out);
+    res = cli_call_device(PROTO_OP_MEM_GET_GRANULARITY, 1, args, prop, sizeof(*prop), &out);
     if (res == CUDA_SUCCESS)
         *g = (size_t)out;
     return res;
@@ -97,7 +99,7 @@ CLI_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t siz
         return CUDA_ERROR_INVALID_VALUE;
     cli_handle_init(&h, PROTO_H_MEM_HANDLE);
     args[0] = h.id, args[1] = size, args[2] = flags;
-    res = cli_call_simple(PROTO_OP_MEM_CREATE, 3, args, prop, sizeof(*prop), NULL);
+    res = cli_call_device(PROTO_OP_MEM_CREATE, 3, args, prop, sizeof(*prop), NULL);
     if (res != CUDA_SUCCESS)
         return res;
     pthread_mutex_lock(&vmm_lock);
@@ -123,7 +125,7 @@ CLI_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
     pthread_mutex_unlock(&vmm_lock);
     if (a == NULL)
         return CUDA_ERROR_INVALID_VALUE;
-    return last ? cli_call_simple(PROTO_OP_MEM_RELEASE, 1, args, NULL, 0, NULL) : CUDA_SUCCESS;
+    return last ? cli_call_device(PROTO_OP_MEM_RELEASE, 1, args, NULL, 0, NULL) : CUDA_SUCCESS;
 }
 
 CLI_EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,

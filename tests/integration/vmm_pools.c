@@ -96,14 +96,34 @@ static void check_stream_attrs(CUstream st)
     EXPECT(got.syncPolicy == CU_SYNC_POLICY_YIELD, "sync policy %d", (int)got.syncPolicy);
 }
 
+/* Physical memory belongs to a device: natively its calls work with no context current. */
+static void check_vmm_no_context(CUdevice dev)
+{
+    CUmemAllocationProp prop = {.type = CU_MEM_ALLOCATION_TYPE_PINNED,
+                                .location = {CU_MEM_LOCATION_TYPE_DEVICE, dev}};
+    CUmemGenericAllocationHandle h;
+    CUcontext cur = (CUcontext)1;
+    size_t gran = 0;
+
+    OK(cuCtxGetCurrent(&cur));
+    EXPECT(cur == NULL, "a context current before any was made");
+    OK(cuMemGetAllocationGranularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
+    OK(cuMemCreate(&h, gran, &prop, 0));
+    OK(cuMemRelease(h));
+}
+
 int main(void)
 {
     CUcontext ctx;
     CUdevice dev;
     CUstream st;
 
-    if (cuInit(0) != CUDA_SUCCESS || cuDeviceGet(&dev, 0) != CUDA_SUCCESS ||
-        cuDevicePrimaryCtxRetain(&ctx, dev) != CUDA_SUCCESS ||
+    if (cuInit(0) != CUDA_SUCCESS || cuDeviceGet(&dev, 0) != CUDA_SUCCESS) {
+        printf("FAIL: no device\n");
+        return 1;
+    }
+    check_vmm_no_context(dev);
+    if (cuDevicePrimaryCtxRetain(&ctx, dev) != CUDA_SUCCESS ||
         cuCtxSetCurrent(ctx) != CUDA_SUCCESS || cuStreamCreate(&st, 0) != CUDA_SUCCESS) {
         printf("FAIL: no context\n");
         return 1;
