@@ -87,3 +87,8 @@ if __name__ == "__main__":
     import resource
     report("torch_process_peak_rss", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
            "MiB")
+    # What it is made of at the end (the worker logs the same before its teardown).
+    for line in open("/proc/self/status"):
+        key = line.split(":")[0]
+        if key in ("RssAnon", "RssFile", "RssShmem"):
+            report("torch_process_" + key.lower(), int(line.split()[1]) / 1024, "MiB")

@@ -1,4 +1,5 @@
 /* A session's tables (handles by client id, allocations), its contexts, and its teardown. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -298,6 +299,26 @@ static void free_tables(struct srv_session *s)
     s->handle_cap = s->nhandles = s->alloc_cap = s->nallocs = 0;
 }
 
+/* What the worker's resident memory is made of while the session still holds everything
+ * (anonymous: heap, the driver's own; file: mapped libraries and module-cache images; shmem),
+ * from /proc/self/status, into buf as "anon X file Y shmem Z MiB". */
+static void rss_parts(char *buf, size_t len)
+{
+    static const char *keys[] = {"RssAnon:", "RssFile:", "RssShmem:"};
+    unsigned long kb[3] = {0, 0, 0};
+    char line[128];
+    FILE *f = fopen("/proc/self/status", "r");
+
+    while (f != NULL && fgets(line, sizeof(line), f) != NULL)
+        for (int i = 0; i < 3; i++)
+            if (strncmp(line, keys[i], strlen(keys[i])) == 0)
+                kb[i] = strtoul(line + strlen(keys[i]), NULL, 10);
+    if (f != NULL)
+        fclose(f);
+    snprintf(buf, len, "anon %.1f file %.1f shmem %.1f MiB", kb[0] / 1024.0, kb[1] / 1024.0,
+             kb[2] / 1024.0);
+}
+
 void srv_session_teardown(struct srv_session *s)
 {
     size_t bytes = 0, n = s->nallocs;
@@ -306,6 +327,11 @@ void srv_session_teardown(struct srv_session *s)
                                      PROTO_H_MEM_HANDLE, PROTO_H_MEM_POOL, PROTO_H_SHADOW,   PROTO_H_LINK,
                                      PROTO_H_CTX};
 
+    char parts[96];
+
+    rss_parts(parts, sizeof(parts));
+    rg_info("session %llu: worker resident memory before teardown: %s", (unsigned long long)s->id,
+            parts);
     srv_rdma_copy_report(s);
     srv_rdma_staging_release(s);
     for (int i = 0; i < 2; i++)
