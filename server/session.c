@@ -326,7 +326,6 @@ void srv_session_teardown(struct srv_session *s)
                                      PROTO_H_EVENT,      PROTO_H_MODULE,  PROTO_H_LIBRARY,
                                      PROTO_H_MEM_HANDLE, PROTO_H_MEM_POOL, PROTO_H_SHADOW,   PROTO_H_LINK,
                                      PROTO_H_CTX};
-
     char parts[96];
 
     rss_parts(parts, sizeof(parts));
