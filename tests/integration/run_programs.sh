@@ -82,6 +82,20 @@ if grep -Eq '^rgpu stats: LAUNCH +0 +0.000 +1$' "$WORK/stats.err" &&
 else
     fail "RGPU_STATS"; cat "$WORK/stats.err"
 fi
+# RGPU_WORKER_STATS=1 on the server: at the session's end the worker logs time per operation and
+# which operations raised its peak RSS. vadd writes two 4 MiB inputs into (fake) device memory,
+# which is the worker's own memory here: at least 8 MiB must be charged to some operation.
+MAIN_PORT=$PORT
+RGPU_WORKER_STATS=1 start_server wstats
+RGPU_SERVER=127.0.0.1:$PORT timeout 60 "$PROGS/vadd_shared" >/dev/null 2>&1
+for _ in $(seq 50); do grep -q 'worker stats: .*raised' "$WORK/wstats.log" && break; sleep 0.1; done
+raised=$(awk '/worker stats: .* raised the peak RSS by/{s += $(NF-1)} END{print int(s)}' "$WORK/wstats.log")
+if grep -Eq 'worker stats: LAUNCH +1 calls' "$WORK/wstats.log" && [ "${raised:-0}" -ge 8 ]; then
+    ok "RGPU_WORKER_STATS: time per operation, $raised MiB of peak RSS charged to operations"
+else
+    fail "RGPU_WORKER_STATS"; grep 'worker stats' "$WORK/wstats.log"
+fi
+PORT=$MAIN_PORT
 # Occupancy answers are cached until an attribute changes: ptx_driver asks 22 times, 3 go out.
 RGPU_STATS=1 timeout 60 "$PROGS/ptx_driver_static" >/dev/null 2>"$WORK/occ.err"
 if grep -Eq '^rgpu stats: OCC_MAX_BLOCKS +3 ' "$WORK/occ.err"; then
