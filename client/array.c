@@ -10,6 +10,7 @@
 #include <sys/types.h>
 
 #include "client.h"
+#include "common/array_grow.h"
 
 struct cli_array {
     struct cli_handle h;
@@ -32,19 +33,6 @@ static size_t nobjs, obj_cap;
 /* Live arrays, so a destroyed CUarray is refused without touching freed memory. */
 static struct cli_array **live;
 static size_t nlive, live_cap;
-
-static bool grow(void **arr, size_t *cap, size_t n, size_t elem)
-{
-    void *p;
-
-    if (n < *cap)
-        return true;
-    if ((p = realloc(*arr, (*cap ? *cap * 2 : 16) * elem)) == NULL)
-        return false;
-    *arr = p;
-    *cap = *cap ? *cap * 2 : 16;
-    return true;
-}
 
 /* Index of a live array in live[] (obj_lock held), or -1. */
 static ssize_t live_index(CUarray array)
@@ -103,7 +91,7 @@ static CUresult array_create(CUarray *out, const CUDA_ARRAY3D_DESCRIPTOR *d)
         return res;
     }
     pthread_mutex_lock(&obj_lock);
-    bool recorded = grow((void **)&live, &live_cap, nlive, sizeof(*live));
+    bool recorded = rg_array_grow((void **)&live, &live_cap, nlive, sizeof(*live), 16);
     if (recorded)
         live[nlive++] = a;
     pthread_mutex_unlock(&obj_lock);
@@ -191,7 +179,7 @@ static CUresult object_record(const struct image_object *o)
     CUresult res = CUDA_SUCCESS;
 
     pthread_mutex_lock(&obj_lock);
-    if (grow((void **)&objs, &obj_cap, nobjs, sizeof(*objs)))
+    if (rg_array_grow((void **)&objs, &obj_cap, nobjs, sizeof(*objs), 16))
         objs[nobjs++] = *o;
     else
         res = CUDA_ERROR_OUT_OF_MEMORY;

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "client.h"
+#include "common/array_grow.h"
 #include "common/config.h"
 #include "proto/arena.h"
 #include "proto/frame.h"
@@ -711,14 +712,9 @@ CUresult cli_call_async(struct cli_call *call)
 
 static bool deferred_push(uint64_t id, void *dst, size_t len)
 {
-    if (sess.ndeferred == sess.deferred_cap) {
-        size_t cap = sess.deferred_cap ? sess.deferred_cap * 2 : 16;
-        struct deferred *d = realloc(sess.deferred, cap * sizeof(*d));
-        if (d == NULL)
-            return false;
-        sess.deferred = d;
-        sess.deferred_cap = cap;
-    }
+    if (!rg_array_grow((void **)&sess.deferred, &sess.deferred_cap, sess.ndeferred,
+                       sizeof(*sess.deferred), 16))
+        return false;
     sess.deferred[sess.ndeferred++] = (struct deferred){id, dst, len};
     sess.deferred_bytes += len;
     return true;

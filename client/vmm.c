@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/array_grow.h"
 #include "memory_map.h"
 
 struct vmm_alloc {
@@ -29,20 +30,6 @@ static struct vmm_alloc *allocs;
 static size_t nallocs, alloc_cap;
 static struct vmm_mapping *maps;
 static size_t nmaps, map_cap;
-
-static bool grow(void **arr, size_t *cap, size_t n, size_t elem)
-{
-    void *p;
-
-    if (n < *cap)
-        return true;
-    p = realloc(*arr, (*cap ? *cap * 2 : 16) * elem);
-    if (p == NULL)
-        return false;
-    *arr = p;
-    *cap = *cap ? *cap * 2 : 16;
-    return true;
-}
 
 /* Index of the allocation with that handle; lock held. */
 static struct vmm_alloc *alloc_find(uint64_t id)
@@ -103,7 +90,7 @@ CLI_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t siz
     if (res != CUDA_SUCCESS)
         return res;
     pthread_mutex_lock(&vmm_lock);
-    if (grow((void **)&allocs, &alloc_cap, nallocs, sizeof(*allocs)))
+    if (rg_array_grow((void **)&allocs, &alloc_cap, nallocs, sizeof(*allocs), 16))
         allocs[nallocs++] = (struct vmm_alloc){h.id, size, *prop, 1};
     pthread_mutex_unlock(&vmm_lock);
     *handle = h.id;
@@ -137,7 +124,7 @@ CLI_EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
     if (res != CUDA_SUCCESS)
         return res;
     pthread_mutex_lock(&vmm_lock);
-    if (grow((void **)&maps, &map_cap, nmaps, sizeof(*maps)))
+    if (rg_array_grow((void **)&maps, &map_cap, nmaps, sizeof(*maps), 16))
         maps[nmaps++] = (struct vmm_mapping){ptr, size, handle};
     pthread_mutex_unlock(&vmm_lock);
     mem_map_add(MEM_DEVICE, (uintptr_t)ptr, size, cli_ctx_current(), 0);

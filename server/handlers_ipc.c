@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/array_grow.h"
 #include "common/log.h"
 #include "server/session.h"
 #include "server/tenancy.h"
@@ -69,14 +70,9 @@ static CUresult h_ipc_get_mem(struct srv_session *s, struct srv_call *call)
 
 static bool map_add(struct srv_session *s, CUdeviceptr dptr, size_t size)
 {
-    if (s->nipc_maps == s->ipc_map_cap) {
-        size_t cap = s->ipc_map_cap ? s->ipc_map_cap * 2 : 16;
-        struct srv_ipc_map *m = realloc(s->ipc_maps, cap * sizeof(*m));
-        if (m == NULL)
-            return false;
-        s->ipc_maps = m;
-        s->ipc_map_cap = cap;
-    }
+    if (!rg_array_grow((void **)&s->ipc_maps, &s->ipc_map_cap, s->nipc_maps, sizeof(*s->ipc_maps),
+                       16))
+        return false;
     s->ipc_maps[s->nipc_maps++] = (struct srv_ipc_map){dptr, size};
     return true;
 }

@@ -24,6 +24,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/array_grow.h"
 #include "common/log.h"
 #include "server/session.h"
 #include "transport/transport.h"
@@ -182,14 +183,9 @@ static const struct srv_alloc *direct_alloc(const struct srv_session *s, CUdevic
 
 static bool direct_add(struct srv_session *s, const struct srv_alloc *a, struct transport_mr *mr)
 {
-    if (s->ndirect == s->direct_cap) {
-        size_t cap = s->direct_cap ? s->direct_cap * 2 : 16;
-        struct srv_direct_reg *r = realloc(s->direct_regs, cap * sizeof(*r));
-        if (r == NULL)
-            return false;
-        s->direct_regs = r;
-        s->direct_cap = cap;
-    }
+    if (!rg_array_grow((void **)&s->direct_regs, &s->direct_cap, s->ndirect,
+                       sizeof(*s->direct_regs), 16))
+        return false;
     s->direct_regs[s->ndirect++] = (struct srv_direct_reg){a->dptr, a->size, mr};
     return true;
 }

@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/array_grow.h"
 #include "common/log.h"
 #include "server/module_cache.h"
 
@@ -41,14 +42,8 @@ static void *map_file(int fd, size_t len)
 
 static bool keep(CUlibrary lib, void *map, size_t len)
 {
-    if (nkept == kept_cap) {
-        size_t cap = kept_cap ? kept_cap * 2 : 64;
-        struct kept_image *k = realloc(kept, cap * sizeof(*k));
-        if (k == NULL)
-            return false;
-        kept = k;
-        kept_cap = cap;
-    }
+    if (!rg_array_grow((void **)&kept, &kept_cap, nkept, sizeof(*kept), 64))
+        return false;
     kept[nkept++] = (struct kept_image){lib, map, len};
     return true;
 }

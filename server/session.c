@@ -4,6 +4,7 @@
 #include <string.h>
 #include <sys/resource.h>
 
+#include "common/array_grow.h"
 #include "common/log.h"
 #include "scheduler/admission.h"
 #include "server/module_cache.h"
@@ -121,14 +122,8 @@ void srv_quota_release(struct srv_session *s, uint64_t size)
 void srv_alloc_add(struct srv_session *s, CUdeviceptr dptr, size_t size)
 {
     s->mem_used += size; /* the caller checked srv_quota_allows before allocating */
-    if (s->nallocs == s->alloc_cap) {
-        size_t cap = s->alloc_cap ? s->alloc_cap * 2 : 64;
-        struct srv_alloc *a = realloc(s->allocs, cap * sizeof(*a));
-        if (a == NULL)
-            return; /* the context's destruction still frees it */
-        s->allocs = a;
-        s->alloc_cap = cap;
-    }
+    if (!rg_array_grow((void **)&s->allocs, &s->alloc_cap, s->nallocs, sizeof(*s->allocs), 64))
+        return; /* the context's destruction still frees it */
     s->allocs[s->nallocs++] = (struct srv_alloc){dptr, size};
 }
 
