@@ -39,22 +39,21 @@ kill "$SERVER_PID"; wait "$SERVER_PID" 2>/dev/null
 log=$WORK/direct.log
 n=$(grep -c "one-sided copies go straight to and from device memory (GPUDirect RDMA" "$log")
 [ "$n" = 2 ] && ok "direct: one line per session says so" || { fail "direct: $n 'straight to device memory' lines for 2 sessions"; grep "one-sided copies go" "$log"; }
-s=$(sid direct_copies "$log")
-want=$(sed -n 's/^expect direct: //p' "$WORK/direct_copies.out" | numbers)
-got=$(sed -n "s/.*session $s: GPUDirect RDMA: //p" "$log" | numbers)
-if [ -n "$want" ] && [ "$got" = "$want" ] && grep -q "session $s: GPUDirect RDMA: .* 0 bytes through staging" "$log"; then
-    ok "direct: direct_copies moved by GPUDirect RDMA, none through staging: $got"
-else
-    fail "direct: GPUDirect count of session $s '$got', expected '$want'"; grep "GPUDirect\|one-sided" "$log"
-fi
-s=$(sid pinned_copies "$log")
-want=$(sed -n 's/^expect one-sided: //p' "$WORK/pinned_copies.out" | numbers)
-got=$(sed -n "s/.*session $s: GPUDirect RDMA: //p" "$log" | numbers)
-if [ -n "$want" ] && [ "$got" = "$want" ] && grep -q "session $s: GPUDirect RDMA: .* 0 bytes through staging" "$log"; then
-    ok "direct: pinned_copies moved by GPUDirect RDMA, none through staging: $got"
-else
-    fail "direct: GPUDirect count of session $s '$got', expected '$want'"; grep "GPUDirect\|one-sided" "$log"
-fi
+# all_direct PROGRAM EXPECT: the program's session moved by GPUDirect RDMA what the program's
+# "EXPECT: ..." line counts, and nothing through staging.
+all_direct() {
+    local s want got
+    s=$(sid "$1" "$log")
+    want=$(sed -n "s/^$2: //p" "$WORK/$1.out" | numbers)
+    got=$(sed -n "s/.*session $s: GPUDirect RDMA: //p" "$log" | numbers)
+    if [ -n "$want" ] && [ "$got" = "$want" ] && grep -q "session $s: GPUDirect RDMA: .* 0 bytes through staging" "$log"; then
+        ok "direct: $1 moved by GPUDirect RDMA, none through staging: $got"
+    else
+        fail "direct: GPUDirect count of session $s '$got', expected '$want'"; grep "GPUDirect\|one-sided" "$log"
+    fi
+}
+all_direct direct_copies "expect direct"
+all_direct pinned_copies "expect one-sided"
 if grep -q "error\|freed [1-9][0-9]* allocation" "$log"; then
     fail "direct: errors or leaked allocations in the worker's log"; grep "error\|freed" "$log" | head -5
 fi

@@ -229,9 +229,9 @@ static void test_async_error_and_bad_calls(void **state)
     assert_int_equal(finish(&p), 0);
 }
 
-/* One call and the result of its reply. */
-static CUresult call_result(struct peer *p, unsigned op, const uint64_t *args, size_t nargs,
-                            const void *data, size_t len)
+/* One call and the result of its reply; its out[] words into out (up to cap). */
+static CUresult call_outs(struct peer *p, unsigned op, const uint64_t *args, size_t nargs,
+                          const void *data, size_t len, uint64_t *out, size_t cap)
 {
     Rgpu__Reply *r;
     CUresult res;
@@ -239,8 +239,17 @@ static CUresult call_result(struct peer *p, unsigned op, const uint64_t *args, s
     send_call(p, op, 0, args, nargs, data, len, NULL, 0);
     r = reply(p, NULL, 0);
     res = (CUresult)r->result;
+    for (size_t i = 0; i < r->n_out && i < cap; i++)
+        out[i] = r->out[i];
     rgpu__reply__free_unpacked(r, NULL);
     return res;
+}
+
+/* One call and the result of its reply. */
+static CUresult call_result(struct peer *p, unsigned op, const uint64_t *args, size_t nargs,
+                            const void *data, size_t len)
+{
+    return call_outs(p, op, args, nargs, data, len, NULL, 0);
 }
 
 /* The newer ops check what the wire names: unknown or mistyped handles, ranges outside a
@@ -364,16 +373,8 @@ static CUresult capture_info(struct peer *p, uint64_t stream, uint64_t graph, ui
                              uint64_t *out)
 {
     uint64_t a[3] = {stream, graph, bind};
-    Rgpu__Reply *r;
-    CUresult res;
 
-    send_call(p, PROTO_OP_STREAM_GET_CAPTURE_INFO, 0, a, 3, NULL, 0, NULL, 0);
-    r = reply(p, NULL, 0);
-    res = (CUresult)r->result;
-    for (size_t i = 0; i < r->n_out && i < 8; i++)
-        out[i] = r->out[i];
-    rgpu__reply__free_unpacked(r, NULL);
-    return res;
+    return call_outs(p, PROTO_OP_STREAM_GET_CAPTURE_INFO, a, 3, NULL, 0, out, 8);
 }
 
 /* A capture's graph bound by STREAM_GET_CAPTURE_INFO: a hostile or second binding, or a wrong
