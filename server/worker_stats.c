@@ -17,7 +17,7 @@ static struct {
     long peak_kb; /* rises of the process's peak RSS charged to this operation */
 } per_op[PROTO_OP_COUNT];
 static uint64_t first_ns, calls_ns;
-static long peak_kb;
+static long peak_kb, first_peak_kb;
 static int enabled = -1;
 
 /* The process's peak RSS so far, in KiB (0 if unknown). */
@@ -46,6 +46,7 @@ uint64_t srv_worker_stats_now(void)
         const char *env = getenv("RGPU_WORKER_STATS");
         enabled = env != NULL && env[0] == '1';
         peak_kb = enabled ? peak_now_kb() : 0; /* what the worker held before its first call */
+        first_peak_kb = peak_kb;
     }
     if (!enabled)
         return 0;
@@ -74,8 +75,9 @@ void srv_worker_stats_report(void)
 
     if (span == 0)
         return;
-    rg_info("worker stats: %.3f s from the first call, %.3f s in handlers", span / 1e9,
-            calls_ns / 1e9);
+    rg_info("worker stats: %.3f s from the first call, %.3f s in handlers; peak RSS %.1f MiB "
+            "before teardown, %.1f MiB before the first call",
+            span / 1e9, calls_ns / 1e9, peak_now_kb() / 1024.0, first_peak_kb / 1024.0);
     for (unsigned op = 0; op < PROTO_OP_COUNT; op++)
         if (per_op[op].n > 0)
             rg_info("worker stats: %-24s %10llu calls %10.3f us each", proto_op_name(op),
