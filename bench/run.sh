@@ -65,7 +65,14 @@ MODES="native lo"
 [ $VETH = yes ] && MODES="native lo veth"
 MODES="$MODES lo-poll lo-1conn"
 [ $VETH = yes ] && MODES="$MODES veth-1conn"
-torch_models() { [ -z "$QUICK" ] && run_mode $1 python3 "$ROOT/bench/torch_models.py" >>"$RES/$1.jsonl" 2>>"$RES/$1.err"; }
+# Each model in its own process, so that its memory rows and its worker are its own.
+torch_models() {
+    [ -n "$QUICK" ] && return
+    for m in resnet50 gpt2_decode; do
+        RGPU_CLIENT_NAME=torch-$m run_mode $1 python3 "$ROOT/bench/torch_models.py" $m \
+            >>"$RES/$1.jsonl" 2>>"$RES/$1.err"
+    done
+}
 for mode in $MODES; do
     echo "== $mode" >&2
     run_mode $mode "$B/bin/rgpu-bench-micro" >>"$RES/$mode.jsonl" 2>>"$RES/$mode.err"
@@ -79,10 +86,10 @@ done
 # (ResNet-50 eager is bound by the host's launch rate), so native keeps the better of two runs.
 echo "== native (PyTorch again)" >&2
 torch_models native
-# Worker host memory per client program (loopback server): its peak RSS at session end.
+# Worker host memory per client program (loopback server): its peak RSS and its pinned staging,
+# one line per session: NAME PEAK_MiB STAGING_MiB.
 awk '/session [0-9]+: client /{for(i=1;i<=NF;i++) if($i=="client") {k=$(i-1); sub(":","",k); name[k]=$(i+1)}}
      /worker peak RSS/{for(i=1;i<=NF;i++) if($i=="session") s=$(i+1); sub(":","",s);
-        r=$0; sub(/.*worker peak RSS /,"",r); out[name[s] " " s]=r}
-     END{n=0; for(k in out){split(k,a," "); line=line (n++?", ":"") a[1] " " out[k]}; print "worker peak RSS: " line}' \
-    "$RES/server-lo.log" >"$RES/worker_rss.txt"
+        r=$0; sub(/.*worker peak RSS /,"",r); split(r,a," "); g=$0; sub(/.*pinned staging /,"",g);
+        split(g,b," "); print name[s], a[1], b[1]}' "$RES/server-lo.log" >"$RES/worker_rss.txt"
 python3 "$ROOT/bench/table.py" "$RES" $MODES

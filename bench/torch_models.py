@@ -83,12 +83,18 @@ if __name__ == "__main__":
             print(json.dumps({"bench": fn.__name__, "error": str(e)[:200]}), flush=True)
             sys.stderr.write(f"{fn.__name__}: {e}\n")
     # Host memory of this process (natively it includes the driver's own; through rgpu the
-    # client's instead): the difference is what rgpu adds to a PyTorch process.
+    # client's instead), named after the model when one runs alone (bench/run.sh runs each in
+    # its own process): its peak, and what it holds at the end, while the driver still has its
+    # libraries loaded (cudart unloads them at exit). The difference between native and rgpu at
+    # the end is what left the process for the worker; the peak is usually the model's CPU copy.
     import resource
-    report("torch_process_peak_rss", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    tag = sys.argv[1] if len(sys.argv) == 2 else "torch"
+    report(tag + "_process_peak_rss", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
            "MiB")
-    # What it is made of at the end (the worker logs the same before its teardown).
+    parts = {}
     for line in open("/proc/self/status"):
         key = line.split(":")[0]
         if key in ("RssAnon", "RssFile", "RssShmem"):
-            report("torch_process_" + key.lower(), int(line.split()[1]) / 1024, "MiB")
+            parts[key] = int(line.split()[1]) / 1024
+    report(tag + "_process_rss", sum(parts.values()), "MiB")
+    report(tag + "_process_rss_anon", parts.get("RssAnon", 0), "MiB")

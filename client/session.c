@@ -147,7 +147,8 @@ static rg_status_t send_hello(const struct client_conf *conf)
 
     gethostname(host, sizeof(host) - 1);
     hello.proto_version = PROTO_VERSION;
-    hello.client_name = program_invocation_short_name;
+    hello.client_name = getenv("RGPU_CLIENT_NAME") != NULL ? getenv("RGPU_CLIENT_NAME")
+                                                           : program_invocation_short_name;
     hello.client_host = host;
     hello.client_pid = (uint32_t)getpid();
     hello.tenant = (char *)conf->tenant;

@@ -25,6 +25,7 @@ CUresult srv_staging_ready(struct srv_session *s)
             return res;
     }
     s->staging_len = STAGING_CHUNK;
+    s->staging_most = 2 * STAGING_CHUNK;
     return CUDA_SUCCESS;
 }
 

@@ -33,6 +33,7 @@ struct lane {
     pthread_t thread;
     void *staging[2];
     size_t staging_len;
+    size_t staging_most; /* the most it held (both chunks), for the teardown log */
     CUresult result;
 };
 
@@ -133,6 +134,8 @@ static CUresult lane_staging(struct lane *ln, size_t stripe)
         res = drv->cuMemHostAlloc(&ln->staging[k], stripe, CU_MEMHOSTALLOC_PORTABLE);
     if (res == CUDA_SUCCESS)
         ln->staging_len = stripe;
+    if (res == CUDA_SUCCESS && 2 * stripe > ln->staging_most)
+        ln->staging_most = 2 * stripe;
     return res;
 }
 
@@ -381,8 +384,10 @@ void srv_lanes_end(struct srv_session *s)
     L->stop = true;
     pthread_cond_broadcast(&L->cond);
     pthread_mutex_unlock(&L->lock);
-    for (int i = 0; i < L->n; i++)
+    for (int i = 0; i < L->n; i++) {
         pthread_join(L->lanes[i].thread, NULL);
+        s->lanes_staging_most += L->lanes[i].staging_most;
+    }
     if (L->copies > 0)
         rg_info("session %llu: %llu copies over %d data lanes, %.1f MiB",
                 (unsigned long long)s->id, (unsigned long long)L->copies, L->n,

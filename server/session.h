@@ -56,6 +56,8 @@ struct srv_session {
     struct srv_tenancy *tenancy; /* shared table slot and compute gate (server/tenancy.h) */
     void *staging[2]; /* pinned chunks for bulk copies */
     size_t staging_len;
+    size_t staging_most;       /* the most pinned staging the session held: its own chunks and */
+    size_t lanes_staging_most; /* its data lanes' (both for the teardown log) */
     uint64_t staging_ctx; /* the context they were allocated in (they die with it) */
     struct transport_mr *staging_mr[2]; /* their registration with an RDMA connection */
     uint64_t rdma_reads, rdma_writes;           /* one-sided copies done (handlers_rdma_copy.c) */

@@ -84,14 +84,19 @@ else
 fi
 # RGPU_WORKER_STATS=1 on the server: at the session's end the worker logs time per operation and
 # which operations raised its peak RSS. vadd writes two 4 MiB inputs into (fake) device memory,
-# which is the worker's own memory here: at least 8 MiB must be charged to some operation.
+# which is the worker's own memory here: at least 8 MiB must be charged to some operation. The
+# teardown line gives the pinned staging the session held (its two 8 MiB chunks), and the
+# session is logged under the name RGPU_CLIENT_NAME gives.
 MAIN_PORT=$PORT
 RGPU_WORKER_STATS=1 start_server wstats
-RGPU_SERVER=127.0.0.1:$PORT timeout 60 "$PROGS/vadd_shared" >/dev/null 2>&1
+RGPU_CLIENT_NAME=vadd-named RGPU_SERVER=127.0.0.1:$PORT timeout 60 "$PROGS/vadd_shared" >/dev/null 2>&1
 for _ in $(seq 50); do grep -q 'worker stats: .*raised' "$WORK/wstats.log" && break; sleep 0.1; done
 raised=$(awk '/worker stats: .* raised the peak RSS by/{s += $(NF-1)} END{print int(s)}' "$WORK/wstats.log")
-if grep -Eq 'worker stats: LAUNCH +1 calls' "$WORK/wstats.log" && [ "${raised:-0}" -ge 8 ]; then
-    ok "RGPU_WORKER_STATS: time per operation, $raised MiB of peak RSS charged to operations"
+for _ in $(seq 50); do grep -q 'worker peak RSS' "$WORK/wstats.log" && break; sleep 0.1; done
+if grep -Eq 'worker stats: LAUNCH +1 calls' "$WORK/wstats.log" && [ "${raised:-0}" -ge 8 ] &&
+    grep -q 'client vadd-named pid' "$WORK/wstats.log" &&
+    grep -q 'worker peak RSS [0-9.]* MiB, pinned staging 16.0 MiB' "$WORK/wstats.log"; then
+    ok "RGPU_WORKER_STATS: time per operation, $raised MiB of peak RSS charged to operations; pinned staging and client name logged"
 else
     fail "RGPU_WORKER_STATS"; grep 'worker stats' "$WORK/wstats.log"
 fi
