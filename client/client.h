@@ -70,6 +70,10 @@ struct cli_call {
     void *rdata;           /* reply data/bulk goes straight here (may be NULL) */
     size_t rdata_cap;
     size_t rdata_len;
+    /* Called with the session's lock held just before the call is queued or written, only if
+     * it is (data lanes start their job here: it is then on the wire before any later call). */
+    void (*on_send)(void *arg);
+    void *on_send_arg;
 };
 
 /* Send and wait for the reply; returns the call's CUresult, or a pending asynchronous error,
@@ -167,6 +171,16 @@ struct transport_conn *cli_session_rdma_conn(void);
 void cli_lanes_offered(const char *addr, const void *secret, size_t secret_len, int want);
 CUresult cli_lanes_copy(bool htod, CUdeviceptr dptr, void *host, size_t n, uint64_t stream,
                         bool async);
+/* An asynchronous lane copy of pinned memory returns once its call is sent; the reply of any
+ * synchronous call sent after it means the worker is done with it, and then the client's lanes
+ * finish their part before that call returns: cli_lanes_sent (session lock held) counts the
+ * lane copies sent so far; cli_lanes_settle(seq, lost) waits for those of them still moving
+ * bytes (CUDA_ERROR_DEVICE_UNAVAILABLE if a lane failed; lost: the session is gone, so the
+ * lanes are shut first). cli_lanes_quiesce: before pinned memory
+ * is freed or unregistered, no lane copy may still read or write it. */
+uint64_t cli_lanes_sent(void);
+CUresult cli_lanes_settle(uint64_t seq, bool lost);
+void cli_lanes_quiesce(void);
 CUresult cli_rdma_htod(CUdeviceptr dst, const void *src, size_t n, uint64_t stream, bool async);
 CUresult cli_rdma_dtoh(void *dst, CUdeviceptr src, size_t n, uint64_t stream, bool async);
 /* Pinned memory leaves the client's records: wait until the server no longer needs its

@@ -7,8 +7,15 @@
  * breaks, copies go the ordinary way again (a broken lane also ends the session on the
  * server, so the next call reports it).
  *
- * A lane copy returns once the reply came and every lane is done: asynchronous ones too, as
- * CUDA allows (the bytes have left or reached the caller's memory by then). */
+ * A synchronous lane copy returns once the reply came and every lane is done. An asynchronous
+ * one of pinned memory returns once its call is sent, and the lanes move the bytes meanwhile:
+ * the worker finishes the copy before it reads its next call, so the reply to any later
+ * synchronous call (a stream or event synchronization, a query) means the worker is done, and
+ * that call waits for the client's lanes to finish their part before it returns
+ * (cli_lanes_settle). Asynchronous copies of pageable memory complete before they return, as in
+ * CUDA. The lanes carry one copy at a time: a copy that finds the previous one still moving
+ * first fences the session (a synchronous no-op, which also reads any replies the worker waits
+ * to write). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,6 +46,9 @@ static struct {
     uint64_t gen;
     int busy;
     struct { bool send; uint8_t *buf; size_t len; } job;
+    uint64_t sent;   /* copies whose call went out (changes with the session's lock held) */
+    uint64_t job_seq; /* which of them the job is */
+    bool pending;    /* the job's outcome not yet taken (job_lock) */
 } lanes = {.lock = PTHREAD_MUTEX_INITIALIZER, .job_lock = PTHREAD_MUTEX_INITIALIZER,
            .job_cond = PTHREAD_COND_INITIALIZER};
 
@@ -113,31 +123,19 @@ static bool lanes_connect(void)
     return !lanes.broken;
 }
 
-/* Wait until every lane did its part of the job; the first lane failure, else RG_OK. */
-static rg_status_t lanes_wait(void)
+/* Wait until every lane did its part of the job and take its outcome (job_lock held): the
+ * first lane failure, else RG_OK. */
+static rg_status_t lanes_wait_locked(void)
 {
     rg_status_t st = RG_OK;
 
-    pthread_mutex_lock(&lanes.job_lock);
     while (lanes.busy > 0)
         pthread_cond_wait(&lanes.job_cond, &lanes.job_lock);
     for (int i = 0; i < lanes.n; i++)
         if (lanes.lanes[i].status != RG_OK)
             st = lanes.lanes[i].status;
-    pthread_mutex_unlock(&lanes.job_lock);
+    __atomic_store_n(&lanes.pending, false, __ATOMIC_RELEASE);
     return st;
-}
-
-static void lanes_post(bool send, uint8_t *buf, size_t len)
-{
-    pthread_mutex_lock(&lanes.job_lock);
-    lanes.job.send = send;
-    lanes.job.buf = buf;
-    lanes.job.len = len;
-    lanes.busy = lanes.n;
-    lanes.gen++;
-    pthread_cond_broadcast(&lanes.job_cond);
-    pthread_mutex_unlock(&lanes.job_lock);
 }
 
 /* The lanes stop for good: shut their connections, which ends whatever a lane waits on. */
@@ -148,30 +146,89 @@ static void lanes_break(void)
         transport_shutdown(lanes.lanes[i].conn);
 }
 
+uint64_t cli_lanes_sent(void)
+{
+    return lanes.sent;
+}
+
+CUresult cli_lanes_settle(uint64_t seq, bool lost)
+{
+    rg_status_t st = RG_OK;
+
+    if (!__atomic_load_n(&lanes.pending, __ATOMIC_ACQUIRE))
+        return CUDA_SUCCESS;
+    pthread_mutex_lock(&lanes.job_lock);
+    if (lanes.pending && lanes.job_seq <= seq) {
+        if (lost)
+            lanes_break(); /* the worker may never move the bytes: do not wait for it */
+        st = lanes_wait_locked();
+    }
+    pthread_mutex_unlock(&lanes.job_lock);
+    if (st == RG_OK)
+        return CUDA_SUCCESS;
+    lanes_break();
+    return CUDA_ERROR_DEVICE_UNAVAILABLE;
+}
+
+static bool lanes_pending(void)
+{
+    return __atomic_load_n(&lanes.pending, __ATOMIC_ACQUIRE);
+}
+
+void cli_lanes_quiesce(void)
+{
+    if (lanes_pending())
+        cli_session_fence();
+}
+
+struct lanes_post {
+    bool send, posted;
+    uint8_t *buf;
+    size_t len;
+};
+
+/* The copy's call goes out now (the session's lock held): the lanes start its job. */
+static void lanes_post(void *arg)
+{
+    struct lanes_post *p = arg;
+
+    pthread_mutex_lock(&lanes.job_lock);
+    lanes.job.send = p->send;
+    lanes.job.buf = p->buf;
+    lanes.job.len = p->len;
+    lanes.busy = lanes.n;
+    lanes.gen++;
+    lanes.job_seq = ++lanes.sent;
+    __atomic_store_n(&lanes.pending, true, __ATOMIC_RELEASE);
+    pthread_cond_broadcast(&lanes.job_cond);
+    pthread_mutex_unlock(&lanes.job_lock);
+    p->posted = true;
+}
+
 CUresult cli_lanes_copy(bool htod, CUdeviceptr dptr, void *host, size_t n, uint64_t stream,
                         bool async)
 {
+    struct lanes_post post = {.send = htod, .buf = host, .len = n};
     struct cli_call call = {.op = htod ? PROTO_OP_MEMCPY_HTOD_LANES : PROTO_OP_MEMCPY_DTOH_LANES,
-                            .nargs = 6};
-    CUresult res;
+                            .nargs = 6, .on_send = lanes_post, .on_send_arg = &post};
+    CUresult res = CUDA_SUCCESS;
 
     if (n < LANE_MIN || lanes.want == 0 || lanes.broken || cli_session_rdma_conn() != NULL)
         return CLI_LANES_NOT_TAKEN;
+    async = async && cli_host_pinned(host, n);
     pthread_mutex_lock(&lanes.lock);
     if (lanes.broken || (lanes.n == 0 && !lanes_connect())) {
         pthread_mutex_unlock(&lanes.lock);
         return CLI_LANES_NOT_TAKEN;
     }
+    if (lanes_pending()) /* the previous copy still moves: its end comes before the reply */
+        res = cli_session_fence();
     call.args[0] = dptr, call.args[1] = n, call.args[2] = stream, call.args[3] = async;
     call.args[4] = (uint64_t)lanes.n, call.args[5] = LANE_STRIPE;
-    lanes_post(htod, host, n);
-    res = cli_call_sync(&call);
-    if (res == CUDA_ERROR_DEVICE_UNAVAILABLE)
-        lanes_break(); /* the server may never move the bytes: do not wait for it */
-    if (lanes_wait() != RG_OK) {
-        lanes_break();
-        res = CUDA_ERROR_DEVICE_UNAVAILABLE;
-    }
+    if (res == CUDA_SUCCESS)
+        res = async ? cli_call_async(&call) : cli_call_sync(&call); /* sync: settled by then */
+    if (post.posted && res == CUDA_ERROR_DEVICE_UNAVAILABLE)
+        cli_lanes_settle(UINT64_MAX, true);
     pthread_mutex_unlock(&lanes.lock);
     return res;
 }

@@ -148,6 +148,7 @@ CLI_EXPORT CUresult cuMemFreeHost(void *p)
         return CUDA_ERROR_INVALID_VALUE;
     mem_map_remove(MEM_HOST, (uintptr_t)p, &r);
     cli_rdma_forget(r.mr);
+    cli_lanes_quiesce();
     free(p);
     return CUDA_SUCCESS;
 }
@@ -177,6 +178,7 @@ CLI_EXPORT CUresult cuMemHostUnregister(void *p)
         return CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
     mem_map_remove(MEM_HOST, (uintptr_t)p, &r);
     cli_rdma_forget(r.mr);
+    cli_lanes_quiesce();
     return CUDA_SUCCESS;
 }
 

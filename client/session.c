@@ -482,6 +482,8 @@ static CUresult send_call(struct cli_call *call, unsigned flags, uint64_t *id_p)
         return CUDA_ERROR_NOT_INITIALIZED;
     if (sess.deferred_bytes > DEFERRED_DRAIN_AT && (res = deferred_drain()) != CUDA_SUCCESS)
         return res;
+    if (call->on_send != NULL)
+        call->on_send(call->on_send_arg);
     msg.id = sess.next_call_id++;
     msg.op = call->op;
     msg.ctx = call->ctx ? call->ctx : cli_ctx_current_id();
@@ -674,6 +676,15 @@ CUresult cli_call_device(unsigned op, unsigned nargs, const uint64_t *args, cons
     return res;
 }
 
+/* A synchronous call's reply came (res; lock held since it was sent): the lane copies sent
+ * before it are done on the worker, so the client's lanes finish theirs now. */
+static CUresult lanes_after(CUresult res)
+{
+    CUresult lanes_res = cli_lanes_settle(cli_lanes_sent(), res == CUDA_ERROR_DEVICE_UNAVAILABLE);
+
+    return res == CUDA_SUCCESS ? lanes_res : res;
+}
+
 CUresult cli_call_sync(struct cli_call *call)
 {
     CUresult res, result = CUDA_SUCCESS;
@@ -683,7 +694,7 @@ CUresult cli_call_sync(struct cli_call *call)
     pthread_mutex_lock(&sess.lock);
     res = send_call(call, 0, &id);
     if (res == CUDA_SUCCESS)
-        res = wait_reply(call, id, &result);
+        res = lanes_after(wait_reply(call, id, &result));
     cli_stats_count(call->op, true, since);
     if (res == CUDA_SUCCESS) {
         res = result;
@@ -751,7 +762,7 @@ CUresult cli_session_fence(void)
     pthread_mutex_lock(&sess.lock);
     res = sess.said_bye ? CUDA_ERROR_DEINITIALIZED : send_call(&call, 0, &id);
     if (res == CUDA_SUCCESS)
-        res = wait_reply(&call, id, &result);
+        res = lanes_after(wait_reply(&call, id, &result));
     cli_stats_count(call.op, true, since);
     pthread_mutex_unlock(&sess.lock);
     return res;

@@ -333,7 +333,9 @@ static CUresult h_lanes_copy(struct srv_session *s, struct srv_call *call)
                  (unsigned long long)a[4]);
         return CUDA_ERROR_INVALID_VALUE;
     }
-    if (!srv_stream(s, a[2], &st))
+    if (call->ctx_res != CUDA_SUCCESS)
+        res = call->ctx_res;
+    else if (!srv_stream(s, a[2], &st))
         res = CUDA_ERROR_INVALID_HANDLE;
     if (res == CUDA_SUCCESS)
         res = s->drv.cuCtxGetCurrent(&j.ctx);

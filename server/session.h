@@ -94,6 +94,7 @@ struct srv_call {
     size_t rdata_len;
     bool replied;      /* the handler sent the reply itself (streamed DtoH) */
     bool bulk_taken;   /* the handler consumed the frame's bulk */
+    CUresult ctx_res;  /* making the call's context current; only lane copies run without it */
     char why[160];     /* reason for a protocol-level refusal (ends the session) */
 };
 

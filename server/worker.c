@@ -375,7 +375,8 @@ static bool execute(struct srv_session *s, const struct proto_frame_hdr *hdr, co
     }
     t0 = srv_worker_stats_now();
     res = fn == NULL ? CUDA_ERROR_NOT_SUPPORTED : srv_use_ctx(s, m->ctx);
-    if (fn != NULL && res == CUDA_SUCCESS)
+    call.ctx_res = res;
+    if (fn != NULL && (res == CUDA_SUCCESS || srv_lanes_op(m->op)))
         res = fn(s, &call);
     srv_worker_stats_add(m->op, t0);
     srv_tenancy_count(s, call_bytes(hdr, &call, res), reply_bytes(&call, res),

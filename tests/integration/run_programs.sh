@@ -148,6 +148,14 @@ run_program copies_2d "$TOOLS/copies_2d"
 
 # Pinned memory copies (one-sided on RDMA sessions): every size, direction and kind of pinning.
 run_program pinned_copies "$TOOLS/pinned_copies"
+# Asynchronous copies over the data lanes return once sent (RGPU_STATS counts them as calls
+# that did not wait; on RDMA there are no lanes and they are ordinary copies).
+run_program lanes_async env RGPU_LANES=4 RGPU_STATS=1 "$TOOLS/lanes_async"
+if [ -n "$VERBS_PATH" ] || grep -Eq '^rgpu stats: MEMCPY_HTOD_LANES +[0-9]+ +[0-9.]+ +[1-9]' "$WORK/lanes_async.err"; then
+    ok "lanes_async: asynchronous lane copies did not wait ($(sed -n 's/^async 64 MiB HtoD: //p' "$WORK/lanes_async.out"))"
+else
+    fail "lanes_async: asynchronous lane copies"; grep -E 'LANES|operation' "$WORK/lanes_async.err"
+fi
 
 # CUDA IPC between two client processes of this server (the importer is a second program with
 # its own session): memory and an interprocess event shared both ways; forged handles refused

@@ -665,6 +665,28 @@ static void test_lanes(void **state)
     assert_int_equal(r->result, CUDA_SUCCESS);
     rgpu__reply__free_unpacked(r, NULL);
     assert_memory_equal(src, dst, LANE_COPY);
+    /* In a context the worker does not know, the copies fail and still move their bytes (a
+     * DtoH sends zeros), so the lanes stay in step for the next copy. */
+    uint64_t ctx = c.ctx;
+    c.ctx = 0x5151;
+    send_call(&c, PROTO_OP_MEMCPY_HTOD_LANES, 0, args, 6, NULL, 0, NULL, 0);
+    lanes_move(lane, src, true);
+    r = get_reply(&c, NULL, 0);
+    assert_int_equal(r->result, CUDA_ERROR_INVALID_CONTEXT);
+    rgpu__reply__free_unpacked(r, NULL);
+    send_call(&c, PROTO_OP_MEMCPY_DTOH_LANES, 0, args, 6, NULL, 0, NULL, 0);
+    lanes_move(lane, dst, false);
+    r = get_reply(&c, NULL, 0);
+    assert_int_equal(r->result, CUDA_ERROR_INVALID_CONTEXT);
+    rgpu__reply__free_unpacked(r, NULL);
+    assert_int_equal(dst[0] | dst[LANE_COPY / 2] | dst[LANE_COPY - 1], 0);
+    c.ctx = ctx;
+    send_call(&c, PROTO_OP_MEMCPY_DTOH_LANES, 0, args, 6, NULL, 0, NULL, 0);
+    lanes_move(lane, dst, false);
+    r = get_reply(&c, NULL, 0);
+    assert_int_equal(r->result, CUDA_SUCCESS);
+    rgpu__reply__free_unpacked(r, NULL);
+    assert_memory_equal(src, dst, LANE_COPY);
     /* Lane 1 goes away before its stripe: the session ends; another goes on. */
     start_session(&other);
     send_call(&c, PROTO_OP_MEMCPY_HTOD_LANES, 0, args, 6, NULL, 0, NULL, 0);
