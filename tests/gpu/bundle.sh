@@ -25,7 +25,7 @@ cp "$BUILD/bin/rgpu-dmabuf-probe" "$OUT/bin/" # GPUDirect RDMA capability, run n
     "$ROOT/bench/gemm.cu" -lcublas -Xlinker -rpath="$CUDA_HOME/lib64"
 cp "$BUILD"/tests/integration/hold_memory "$BUILD"/tests/integration/server_death "$OUT/bin/"
 cp "$BUILD"/tests/integration/vmm_pools "$BUILD"/tests/integration/copies_2d \
-    "$BUILD"/tests/integration/arrays "$OUT/bin/"
+    "$BUILD"/tests/integration/arrays "$BUILD"/tests/integration/lanes_async "$OUT/bin/"
 cp "$(command -v ip)" "$OUT/bin/ip"
 "$CUDA_HOME/bin/nvcc" -O2 -gencode arch=compute_90,code=sm_90 -o "$OUT/bin/tenant_load" \
     "$ROOT/tests/gpu/tenant_load.cu" # saturating, latency and long loads for tenant_*.sh

@@ -68,8 +68,18 @@ compare cublas_sgemm "$B/bin/cublas_sgemm"
 # Driver-API programs: virtual memory management, memory pools, stream attributes, 2D copies.
 compare vmm_pools "$B/bin/vmm_pools"
 compare copies_2d "$B/bin/copies_2d"
-# Copies of 1 byte to 1 GiB with 4 data lanes (off by default) for those of 32 MiB and more.
+# Copies of 1 byte to 1 GiB with 4 data lanes (the default) for those of 32 MiB and more.
 compare copies_lanes env RGPU_LANES=4 "$B/bin/copies_static"
+# Asynchronous lane copies of pinned memory (they return once sent): both runs PASS, and how
+# long a 64 MiB one took to return, natively and through rgpu.
+native "$B/bin/lanes_async" >"$LOGS/lanes_async.native" 2>&1; rn=$?
+remote env RGPU_LANES=4 "$B/bin/lanes_async" >"$LOGS/lanes_async.rgpu" 2>&1; rr=$?
+la=$(for m in native rgpu; do echo "$m: $(sed -n 's/^async 64 MiB HtoD: //p' "$LOGS/lanes_async.$m")"; done | tr '\n' ' ')
+if [ $rn -eq 0 ] && [ $rr -eq 0 ] && grep -q PASS "$LOGS/lanes_async.rgpu"; then
+    row lanes_async PASS "$la"
+else
+    row lanes_async FAIL "exit native=$rn rgpu=$rr: $(grep FAIL "$LOGS/lanes_async.rgpu" | head -2 | tr '\n' ' ')"
+fi
 compare arrays "$B/bin/arrays"
 compare torch_smoke python3 "$ROOT/tests/gpu/torch_smoke.py"
 compare torch_graph python3 "$ROOT/tests/gpu/torch_graph.py"
