@@ -4,6 +4,7 @@
 #define RGPU_TESTS_INTEGRATION_EXPECT_H
 
 #include <stdio.h>
+#include <stdlib.h>
 
 #include <cuda.h>
 
@@ -25,5 +26,29 @@ static int failures;
         CUresult r_ = (call);                                                                  \
         EXPECT(r_ == (want), "%s = %d, expected %d", #call, (int)r_, (int)(want));             \
     } while (0)
+/* The driver call must succeed, or the program ends (what follows needs its result). */
+#define NEED(call)                                                                             \
+    do {                                                                                       \
+        CUresult r_ = (call);                                                                  \
+        if (r_ != CUDA_SUCCESS) {                                                              \
+            printf("FAIL %s:%d: %s = %d\n", __FILE__, __LINE__, #call, r_);                    \
+            exit(1);                                                                           \
+        }                                                                                      \
+    } while (0)
+
+/* A byte pattern that differs by seed and from page to page: write it, and check for it. */
+static inline void pattern_fill(unsigned char *p, size_t n, unsigned seed)
+{
+    for (size_t i = 0; i < n; i++)
+        p[i] = (unsigned char)(i * 131 + (i >> 13) + seed);
+}
+
+static inline int pattern_same(const unsigned char *p, size_t n, unsigned seed)
+{
+    for (size_t i = 0; i < n; i++)
+        if (p[i] != (unsigned char)(i * 131 + (i >> 13) + seed))
+            return 0;
+    return 1;
+}
 
 #endif

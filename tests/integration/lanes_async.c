@@ -19,29 +19,6 @@
 #define ODD   ((40u << 20) + 4097) /* the lanes' last stripe cut short */
 #define SMALL (16u << 20)          /* the session's connection, deferred reply */
 
-#define NEED(call)                                                                                 \
-    do {                                                                                           \
-        CUresult r_ = (call);                                                                      \
-        if (r_ != CUDA_SUCCESS) {                                                                  \
-            printf("FAIL %s:%d: %s = %d\n", __FILE__, __LINE__, #call, r_);                        \
-            exit(1);                                                                               \
-        }                                                                                          \
-    } while (0)
-
-static void fill(unsigned char *p, size_t n, unsigned seed)
-{
-    for (size_t i = 0; i < n; i++)
-        p[i] = (unsigned char)(i * 167 + (i >> 11) + seed);
-}
-
-static int same(const unsigned char *p, size_t n, unsigned seed)
-{
-    for (size_t i = 0; i < n; i++)
-        if (p[i] != (unsigned char)(i * 167 + (i >> 11) + seed))
-            return 0;
-    return 1;
-}
-
 static unsigned char *pinned(size_t n)
 {
     unsigned char *p;
@@ -62,21 +39,21 @@ static void check_back_to_back(CUstream st, unsigned seed)
     NEED(cuMemAlloc(&d1, BIG));
     NEED(cuMemAlloc(&d2, BIG));
     NEED(cuMemAlloc(&d3, ODD));
-    fill(a, BIG, seed);
-    fill(b, BIG, seed + 1);
-    fill(e, ODD, seed + 2);
+    pattern_fill(a, BIG, seed);
+    pattern_fill(b, BIG, seed + 1);
+    pattern_fill(e, ODD, seed + 2);
     OK(cuMemcpyHtoDAsync(d1, a, BIG, st));
     OK(cuMemcpyHtoDAsync(d2, b, BIG, st));
     OK(cuMemcpyDtoHAsync(c, d1, SMALL, st));
     OK(cuMemcpyDtoHAsync(d, d2, BIG, st));
     OK(cuMemcpyHtoDAsync(d3, e, ODD, st));
     OK(cuStreamSynchronize(st));
-    EXPECT(same(c, SMALL, seed), "small DtoH between lane copies");
-    EXPECT(same(d, BIG, seed + 1), "DtoH over the lanes, after two HtoD");
+    EXPECT(pattern_same(c, SMALL, seed), "small DtoH between lane copies");
+    EXPECT(pattern_same(d, BIG, seed + 1), "DtoH over the lanes, after two HtoD");
     memset(a, 0, BIG);
     OK(cuMemcpyDtoHAsync(a, d3, ODD, st));
     OK(cuStreamSynchronize(st));
-    EXPECT(same(a, ODD, seed + 2), "HtoD of an odd size, then back");
+    EXPECT(pattern_same(a, ODD, seed + 2), "HtoD of an odd size, then back");
     OK(cuMemFree(d1));
     OK(cuMemFree(d2));
     OK(cuMemFree(d3));
@@ -96,19 +73,19 @@ static void check_other_syncs(CUstream st)
 
     NEED(cuMemAlloc(&d, BIG));
     NEED(cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING));
-    fill(a, BIG, 40);
+    pattern_fill(a, BIG, 40);
     OK(cuMemcpyHtoDAsync(d, a, BIG, st));
     OK(cuMemcpyDtoHAsync(b, d, BIG, st));
     OK(cuEventRecord(ev, st));
     OK(cuEventSynchronize(ev));
-    EXPECT(same(b, BIG, 40), "DtoH over the lanes, event synchronized");
-    fill(a, BIG, 41);
+    EXPECT(pattern_same(b, BIG, 40), "DtoH over the lanes, event synchronized");
+    pattern_fill(a, BIG, 41);
     OK(cuMemcpyHtoDAsync(d, a, BIG, st));
     OK(cuMemFreeHost(a)); /* waits for the lanes to be done with it */
     memset(b, 0, BIG);
     OK(cuMemcpyDtoHAsync(b, d, BIG, st));
     OK(cuCtxSynchronize());
-    EXPECT(same(b, BIG, 41), "HtoD from pinned memory freed right after the call");
+    EXPECT(pattern_same(b, BIG, 41), "HtoD from pinned memory freed right after the call");
     OK(cuEventDestroy(ev));
     OK(cuMemFree(d));
     OK(cuMemFreeHost(b));
@@ -123,13 +100,13 @@ static void check_error(CUstream st)
 
     NEED(cuMemAlloc(&d, BIG));
     NEED(cuMemAlloc(&half, BIG / 2));
-    fill(a, BIG, 50);
+    pattern_fill(a, BIG, 50);
     CUresult at_call = cuMemcpyHtoDAsync(half, a, BIG, st), at_sync = cuStreamSynchronize(st);
     EXPECT(at_call != CUDA_SUCCESS || at_sync != CUDA_SUCCESS, "the failed lane copy reported");
     OK(cuMemcpyHtoDAsync(d, a, BIG, st));
     OK(cuMemcpyDtoHAsync(b, d, BIG, st));
     OK(cuStreamSynchronize(st));
-    EXPECT(same(b, BIG, 50), "lane copies after a failed one");
+    EXPECT(pattern_same(b, BIG, 50), "lane copies after a failed one");
     OK(cuMemFree(d));
     OK(cuMemFree(half));
     OK(cuMemFreeHost(a));

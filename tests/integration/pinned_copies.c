@@ -21,29 +21,6 @@
 static unsigned long long htod_n, htod_bytes, dtoh_n, dtoh_bytes; /* expected one-sided */
 static pthread_mutex_t count_lock = PTHREAD_MUTEX_INITIALIZER;
 
-#define NEED(call)                                                                                 \
-    do {                                                                                           \
-        CUresult r_ = (call);                                                                      \
-        if (r_ != CUDA_SUCCESS) {                                                                  \
-            printf("FAIL %s:%d: %s = %d\n", __FILE__, __LINE__, #call, r_);                        \
-            exit(1);                                                                               \
-        }                                                                                          \
-    } while (0)
-
-static void fill(unsigned char *p, size_t n, unsigned seed)
-{
-    for (size_t i = 0; i < n; i++)
-        p[i] = (unsigned char)(i * 131 + (i >> 13) + seed);
-}
-
-static int same(const unsigned char *p, size_t n, unsigned seed)
-{
-    for (size_t i = 0; i < n; i++)
-        if (p[i] != (unsigned char)(i * 131 + (i >> 13) + seed))
-            return 0;
-    return 1;
-}
-
 static void expect_one_sided(size_t n, int htod, int writable)
 {
     if (n < RDMA_COPY_MIN || (!htod && !writable))
@@ -63,20 +40,20 @@ static void expect_one_sided(size_t n, int htod, int writable)
 static void round_trip(unsigned char *src, unsigned char *dst, CUdeviceptr d, size_t n, CUstream st,
                        unsigned seed)
 {
-    fill(src, n, seed);
+    pattern_fill(src, n, seed);
     memset(dst, 0, n);
     OK(cuMemcpyHtoD(d, src, n));
     OK(cuMemcpyDtoH(dst, d, n));
-    EXPECT(same(dst, n, seed), "synchronous round trip");
+    EXPECT(pattern_same(dst, n, seed), "synchronous round trip");
     expect_one_sided(n, 1, 1);
     expect_one_sided(n, 0, 1);
-    fill(src, n, seed + 1);
+    pattern_fill(src, n, seed + 1);
     memset(dst, 0, n);
     OK(cuMemsetD8Async(d, 0, n, st));
     OK(cuMemcpyHtoDAsync(d, src, n, st));
     OK(cuMemcpyDtoHAsync(dst, d, n, st));
     OK(cuStreamSynchronize(st));
-    EXPECT(same(dst, n, seed + 1), "asynchronous round trip");
+    EXPECT(pattern_same(dst, n, seed + 1), "asynchronous round trip");
     expect_one_sided(n, 1, 1);
     expect_one_sided(n, 0, 1);
 }
@@ -108,12 +85,12 @@ static void check_registered(CUstream st)
     NEED(cuMemAlloc(&d, n));
     OK(cuMemHostRegister(a, 2 * n, 0));
     round_trip(a, a + n, d, n, st, 7);
-    fill(ro, n, 9);
+    pattern_fill(ro, n, 9);
     OK(cuMemHostRegister(ro, n, CU_MEMHOSTREGISTER_READ_ONLY));
     OK(cuMemcpyHtoD(d, ro, n));
     expect_one_sided(n, 1, 0);
     OK(cuMemcpyDtoH(back, d, n));
-    EXPECT(same(back, n, 9), "read-only registered source");
+    EXPECT(pattern_same(back, n, 9), "read-only registered source");
     OK(cuMemcpyDtoH(ro, d, n)); /* into read-only memory: never one-sided */
     expect_one_sided(n, 0, 0);
     OK(cuMemHostUnregister(ro));
@@ -135,19 +112,19 @@ static void check_release_after_async(CUstream st)
 
     NEED(cuMemAlloc(&d, n));
     NEED(cuMemHostAlloc((void **)&p, n, 0));
-    fill(p, n, 21);
+    pattern_fill(p, n, 21);
     OK(cuMemcpyHtoDAsync(d, p, n, st));
     expect_one_sided(n, 1, 1);
     OK(cuMemFreeHost(p));
     OK(cuMemcpyDtoH(back, d, n));
-    EXPECT(same(back, n, 21), "HtoD from pinned memory freed right after the call");
+    EXPECT(pattern_same(back, n, 21), "HtoD from pinned memory freed right after the call");
     OK(cuMemHostRegister(q, n, 0));
     memset(q, 0, n);
     OK(cuMemcpyDtoHAsync(q, d, n, st));
     expect_one_sided(n, 0, 1);
     OK(cuMemHostUnregister(q));
     OK(cuStreamSynchronize(st));
-    EXPECT(same(q, n, 21), "DtoH into memory unregistered right after the call");
+    EXPECT(pattern_same(q, n, 21), "DtoH into memory unregistered right after the call");
     OK(cuMemFree(d));
     free(q);
     free(back);
@@ -166,11 +143,11 @@ static void check_errors(CUstream st)
     EXPECT(cuMemcpyDtoH(p, d, n) != CUDA_SUCCESS, "DtoH beyond the allocation refused");
     OK(cuMemcpyDtoHAsync(p, d, n, st)); /* its error comes at the next synchronizing call */
     EXPECT(cuStreamSynchronize(st) != CUDA_SUCCESS, "asynchronous error reported");
-    fill(p, n / 2, 3);
+    pattern_fill(p, n / 2, 3);
     OK(cuMemcpyHtoD(d, p, n / 2));
     memset(p, 0, n);
     OK(cuMemcpyDtoH(p, d, n / 2));
-    EXPECT(same(p, n / 2, 3), "copies after the errors");
+    EXPECT(pattern_same(p, n / 2, 3), "copies after the errors");
     expect_one_sided(n / 2, 1, 1);
     expect_one_sided(n / 2, 0, 1);
     OK(cuMemFreeHost(p));

@@ -637,13 +637,27 @@ static void lanes_move(struct transport_conn *lane[2], uint8_t *buf, bool send)
     }
 }
 
+/* One lane copy whose lanes move their bytes; its answer must be want. */
+static void lanes_copy(struct client *c, struct transport_conn *lane[2], bool htod,
+                       const uint64_t *args, uint8_t *buf, int want)
+{
+    Rgpu__Reply *r;
+
+    send_call(c, htod ? PROTO_OP_MEMCPY_HTOD_LANES : PROTO_OP_MEMCPY_DTOH_LANES, 0, args, 6, NULL,
+              0, NULL, 0);
+    lanes_move(lane, buf, htod);
+    r = get_reply(c, NULL, 0);
+    assert_int_equal(r->result, want);
+    rgpu__reply__free_unpacked(r, NULL);
+}
+
 static void test_lanes(void **state)
 {
     static uint8_t src[LANE_COPY], dst[LANE_COPY];
     struct client c, other;
     struct transport_conn *stranger, *lane[2];
     Rgpu__Welcome *w = connect_hello(&c, PROTO_VERSION);
-    uint64_t d, args[6] = {0, LANE_COPY, PROTO_STREAM_NULL, 0, 2, LANE_STRIPE};
+    uint64_t d, ctx, args[6] = {0, LANE_COPY, PROTO_STREAM_NULL, 0, 2, LANE_STRIPE};
     Rgpu__Reply *r;
 
     assert_non_null(w->lane_addr);
@@ -652,40 +666,20 @@ static void test_lanes(void **state)
     stranger = lane_open(w, 0, false);
     lane[0] = lane_open(w, 0, true);
     lane[1] = lane_open(w, 1, true);
-    send_call(&c, PROTO_OP_MEMCPY_HTOD_LANES, 0, args, 6, NULL, 0, NULL, 0);
-    lanes_move(lane, src, true);
-    r = get_reply(&c, NULL, 0);
-    assert_int_equal(r->result, CUDA_SUCCESS);
-    rgpu__reply__free_unpacked(r, NULL);
+    lanes_copy(&c, lane, true, args, src, CUDA_SUCCESS);
     assert_true(wait_log("a data lane connection without the session's secret", NULL, 0));
     expect_closed_conn(stranger);
-    send_call(&c, PROTO_OP_MEMCPY_DTOH_LANES, 0, args, 6, NULL, 0, NULL, 0);
-    lanes_move(lane, dst, false);
-    r = get_reply(&c, NULL, 0);
-    assert_int_equal(r->result, CUDA_SUCCESS);
-    rgpu__reply__free_unpacked(r, NULL);
+    lanes_copy(&c, lane, false, args, dst, CUDA_SUCCESS);
     assert_memory_equal(src, dst, LANE_COPY);
     /* In a context the worker does not know, the copies fail and still move their bytes (a
      * DtoH sends zeros), so the lanes stay in step for the next copy. */
-    uint64_t ctx = c.ctx;
+    ctx = c.ctx;
     c.ctx = 0x5151;
-    send_call(&c, PROTO_OP_MEMCPY_HTOD_LANES, 0, args, 6, NULL, 0, NULL, 0);
-    lanes_move(lane, src, true);
-    r = get_reply(&c, NULL, 0);
-    assert_int_equal(r->result, CUDA_ERROR_INVALID_CONTEXT);
-    rgpu__reply__free_unpacked(r, NULL);
-    send_call(&c, PROTO_OP_MEMCPY_DTOH_LANES, 0, args, 6, NULL, 0, NULL, 0);
-    lanes_move(lane, dst, false);
-    r = get_reply(&c, NULL, 0);
-    assert_int_equal(r->result, CUDA_ERROR_INVALID_CONTEXT);
-    rgpu__reply__free_unpacked(r, NULL);
+    lanes_copy(&c, lane, true, args, src, CUDA_ERROR_INVALID_CONTEXT);
+    lanes_copy(&c, lane, false, args, dst, CUDA_ERROR_INVALID_CONTEXT);
     assert_int_equal(dst[0] | dst[LANE_COPY / 2] | dst[LANE_COPY - 1], 0);
     c.ctx = ctx;
-    send_call(&c, PROTO_OP_MEMCPY_DTOH_LANES, 0, args, 6, NULL, 0, NULL, 0);
-    lanes_move(lane, dst, false);
-    r = get_reply(&c, NULL, 0);
-    assert_int_equal(r->result, CUDA_SUCCESS);
-    rgpu__reply__free_unpacked(r, NULL);
+    lanes_copy(&c, lane, false, args, dst, CUDA_SUCCESS);
     assert_memory_equal(src, dst, LANE_COPY);
     /* Lane 1 goes away before its stripe: the session ends; another goes on. */
     start_session(&other);
