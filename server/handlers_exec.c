@@ -151,15 +151,10 @@ static CUresult h_module_load(struct srv_session *s, struct srv_call *call)
 
 static CUresult h_library_load(struct srv_session *s, struct srv_call *call)
 {
-    void *image;
-    size_t len, before;
+    size_t before = srv_mem_free_now(s);
     CUlibrary lib;
-    CUresult res = srv_image_take(s, call, &image, &len);
+    CUresult res = srv_library_load(s, call, &lib); /* server/library_image.c */
 
-    if (res != CUDA_SUCCESS)
-        return res;
-    before = srv_mem_free_now(s);
-    res = srv_library_load(s, call, &lib, image, len); /* server/library_image.c */
     res = srv_handle_adopt(s, ARG(0), PROTO_H_LIBRARY, res, lib);
     return res == CUDA_SUCCESS ? srv_load_charge(s, ARG(0), PROTO_H_LIBRARY, before) : res;
 }

@@ -1,14 +1,16 @@
 /* Library images the driver reads in place. Natively cudart registers each fatbin with
  * cuLibraryLoadData and CU_LIBRARY_BINARY_IS_PRESERVED: the driver reads it where the program's
- * mapping of its library file holds it, and only the pieces it needs become resident. A worker
- * that loaded a received copy without that option made the driver keep its own copy of every
- * image. (That was not what made the PyTorch worker large: on the H100 host its 53 library
- * images totalled 113 MiB, and its peak RSS did not move.) An image the module
- * cache holds (64 KiB and up) is loaded from a read-only mapping of its cache file with
- * CU_LIBRARY_BINARY_IS_PRESERVED, and the mapping is kept until the library is unloaded; cache
- * files are never rewritten in place (renamed over, or unlinked), so the mapping stays as it was
- * loaded. Without a cache file the driver gets the received copy, as before. */
+ * mapping of its library file holds it. Here an image the module cache holds (64 KiB and up)
+ * is loaded from a read-only mapping of its cache file with that option, and the mapping is
+ * kept until the library is unloaded; cache files are never rewritten in place (renamed over,
+ * or unlinked), so the mapping stays as it was loaded. An image named by hash is checked
+ * against the hash over the very bytes mapped, with no heap copy. The driver gets a heap copy
+ * without a cache file, or when it could read past the mapping (PTX without a NUL, ending on a
+ * page boundary). (What makes a PyTorch worker large is the driver's state for the libraries
+ * loaded, 4.5 to 7 times their images on the H100, as in a native process:
+ * bench/results/2026-11-23-s6-h100-tcp.md.) */
 #include <stdlib.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -48,29 +50,76 @@ static bool keep(CUlibrary lib, void *map, size_t len)
     return true;
 }
 
-CUresult srv_library_load(struct srv_session *s, struct srv_call *call, CUlibrary *lib,
-                          void *image, size_t len)
+/* Whether the driver may read the image where it is mapped: one it reads up to a NUL (PTX)
+ * must hold one, or end inside its last page, whose tail the mapping fills with zeros. */
+static bool mappable(const void *map, size_t len)
+{
+    return len % (size_t)sysconf(_SC_PAGESIZE) != 0 || ((const char *)map)[len - 1] == '\0';
+}
+
+/* Load from a read-only mapping of the image's cache file, read in place; the mapping stays
+ * with the library (and goes now if the load fails). */
+static CUresult load_mapped(struct srv_session *s, CUlibrary *lib, void *map, size_t len)
 {
     CUlibraryOption opt = CU_LIBRARY_BINARY_IS_PRESERVED;
     void *preserved = (void *)(uintptr_t)1;
-    void *map = len >= PRESERVE_MIN ? map_file(srv_image_file(s, call, image, len), len) : NULL;
-    CUresult res;
+    CUresult res = s->drv.cuLibraryLoadData(lib, map, NULL, NULL, 0, &opt, &preserved, 1);
 
-    if (map == NULL) {
-        res = s->drv.cuLibraryLoadData(lib, image, NULL, NULL, 0, NULL, NULL, 0);
-        srv_image_release(s, call, image, len, res == CUDA_SUCCESS);
-        return res;
-    }
-    srv_image_release(s, call, image, len, false); /* the cache holds it */
-    res = s->drv.cuLibraryLoadData(lib, map, NULL, NULL, 0, &opt, &preserved, 1);
-    rg_info("library image of %zu bytes read in place from its cache file", len);
     if (res == CUDA_SUCCESS && !keep(*lib, map, len)) {
         s->drv.cuLibraryUnload(*lib);
         res = CUDA_ERROR_OUT_OF_MEMORY;
     }
-    if (res != CUDA_SUCCESS)
+    if (res == CUDA_SUCCESS)
+        rg_info("library image of %zu bytes read in place from its cache file", len);
+    else
         munmap(map, len);
     return res;
+}
+
+/* A heap copy of the image (received, or copied from a mapping the driver may not read in
+ * place): from the cache file it is stored in when the call asks for that, else the copy. */
+static CUresult load_copy(struct srv_session *s, struct srv_call *call, CUlibrary *lib,
+                          void *image, size_t len)
+{
+    int fd = len >= PRESERVE_MIN ? srv_image_file(s, call, image, len) : -1;
+    void *map = map_file(fd, len);
+    CUresult res;
+
+    if (map != NULL && !mappable(map, len)) {
+        munmap(map, len);
+        map = NULL;
+    }
+    if (map == NULL) {
+        res = s->drv.cuLibraryLoadData(lib, image, NULL, NULL, 0, NULL, NULL, 0);
+        srv_image_release(s, call, image, len, fd < 0 && res == CUDA_SUCCESS);
+        return res;
+    }
+    srv_image_release(s, call, image, len, false); /* the cache holds it */
+    return load_mapped(s, lib, map, len);
+}
+
+CUresult srv_library_load(struct srv_session *s, struct srv_call *call, CUlibrary *lib)
+{
+    void *image, *map;
+    size_t len;
+    CUresult res;
+
+    if (!srv_image_by_hash(call)) {
+        if ((res = srv_image_take(s, call, &image, &len)) != CUDA_SUCCESS)
+            return res;
+        return load_copy(s, call, lib, image, len);
+    }
+    /* By hash: the cache file is mapped and checked over the mapped bytes, which the driver
+     * then reads; no heap copy, unless the driver could read past the mapping. */
+    if ((res = srv_image_map(s, call, &map, &len)) != CUDA_SUCCESS)
+        return res;
+    if (mappable(map, len))
+        return load_mapped(s, lib, map, len);
+    image = calloc(1, len + 1);
+    if (image != NULL)
+        memcpy(image, map, len);
+    munmap(map, len);
+    return image != NULL ? load_copy(s, call, lib, image, len) : CUDA_ERROR_OUT_OF_MEMORY;
 }
 
 CUresult srv_library_unload(struct srv_session *s, CUlibrary lib)

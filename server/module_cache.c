@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -119,35 +120,80 @@ static bool read_all(int fd, void *buf, size_t len)
     return true;
 }
 
+/* The tenant's cache file with that hash, open read-only, when it is a regular file of len
+ * bytes (its path into path); -1 otherwise. */
+static int cache_open(const char *tenant, const uint8_t hash[RG_SHA256_LEN], size_t len,
+                      char *path, size_t cap)
+{
+    struct stat st;
+    int fd;
+
+    if (!cache.on || !image_path(tenant, hash, path, cap) ||
+        (fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)) < 0)
+        return -1;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || (size_t)st.st_size != len) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* The bytes read or mapped from a cache file against the hash they are filed under: a file
+ * that does not match is removed. */
+static bool cache_verify(const char *path, const void *image, size_t len,
+                         const uint8_t hash[RG_SHA256_LEN])
+{
+    uint8_t got[RG_SHA256_LEN];
+
+    rg_sha256(image, len, got);
+    if (memcmp(got, hash, RG_SHA256_LEN) == 0)
+        return true;
+    rg_warn("module cache: %s does not match its hash; removed", path);
+    cache.stats.corrupt++;
+    unlink(path);
+    return false;
+}
+
 /* The cached image with that hash and length, checked against the hash; NULL if none. */
 static void *cache_read(const char *tenant, const uint8_t hash[RG_SHA256_LEN], size_t len)
 {
     char path[768];
-    uint8_t got[RG_SHA256_LEN];
-    struct stat st;
     void *image = NULL;
-    int fd;
+    int fd = cache_open(tenant, hash, len, path, sizeof(path));
 
-    if (!cache.on || !image_path(tenant, hash, path, sizeof(path)) ||
-        (fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)) < 0)
+    if (fd < 0)
         return NULL;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || (size_t)st.st_size != len ||
-        (image = calloc(1, len + 1)) == NULL || !read_all(fd, image, len))
-        goto err_free;
-    rg_sha256(image, len, got);
-    if (memcmp(got, hash, RG_SHA256_LEN) != 0) {
-        rg_warn("module cache: %s does not match its hash; removed", path);
-        cache.stats.corrupt++;
-        unlink(path);
-        goto err_free;
+    if ((image = calloc(1, len + 1)) == NULL || !read_all(fd, image, len) ||
+        !cache_verify(path, image, len, hash)) {
+        free(image);
+        image = NULL;
+    } else {
+        futimens(fd, NULL); /* most recently used */
     }
-    futimens(fd, NULL); /* most recently used */
     close(fd);
     return image;
-err_free:
-    free(image);
-    close(fd);
-    return NULL;
+}
+
+/* A by-hash call's image length (args[2]); false when the call is malformed. */
+static bool by_hash_len(const struct srv_call *call, size_t *len_p)
+{
+    if (call->msg->n_args < 3 || call->hdr->bulk_len != 0 ||
+        call->msg->data.len != RG_SHA256_LEN || call->msg->args[2] == 0 ||
+        call->msg->args[2] > IMAGE_MAX)
+        return false;
+    *len_p = (size_t)call->msg->args[2];
+    return true;
+}
+
+static CUresult count_lookup(const struct srv_session *s, size_t len, bool hit)
+{
+    if (!hit) {
+        cache.stats.misses++;
+        return PROTO_RESULT_NOT_CACHED;
+    }
+    cache.stats.hits++;
+    rg_info("module cache: hit, %zu image bytes not sent (tenant '%s')", len, s->tenant);
+    return CUDA_SUCCESS;
 }
 
 CUresult srv_image_take(struct srv_session *s, struct srv_call *call, void **image_p,
@@ -158,20 +204,12 @@ CUresult srv_image_take(struct srv_session *s, struct srv_call *call, void **ima
     void *image;
 
     if (flags & PROTO_IMAGE_BY_HASH) {
-        if (call->msg->n_args < 3 || call->hdr->bulk_len != 0 ||
-            call->msg->data.len != RG_SHA256_LEN || call->msg->args[2] == 0 ||
-            call->msg->args[2] > IMAGE_MAX)
+        if (!by_hash_len(call, &len))
             return CUDA_ERROR_INVALID_VALUE;
-        len = (size_t)call->msg->args[2];
-        if ((image = cache_read(s->tenant, call->msg->data.data, len)) == NULL) {
-            cache.stats.misses++;
-            return PROTO_RESULT_NOT_CACHED;
-        }
-        cache.stats.hits++;
-        rg_info("module cache: hit, %zu image bytes not sent (tenant '%s')", len, s->tenant);
+        image = cache_read(s->tenant, call->msg->data.data, len);
         *image_p = image;
         *len_p = len;
-        return CUDA_SUCCESS;
+        return count_lookup(s, len, image != NULL);
     }
     if (len == 0)
         return CUDA_ERROR_INVALID_IMAGE;
@@ -186,6 +224,35 @@ CUresult srv_image_take(struct srv_session *s, struct srv_call *call, void **ima
     *image_p = image;
     *len_p = len;
     return CUDA_SUCCESS;
+}
+
+bool srv_image_by_hash(const struct srv_call *call)
+{
+    return call->msg->n_args > 1 && (call->msg->args[1] & PROTO_IMAGE_BY_HASH);
+}
+
+CUresult srv_image_map(struct srv_session *s, struct srv_call *call, void **map_p, size_t *len_p)
+{
+    char path[768];
+    void *map = MAP_FAILED;
+    size_t len;
+    int fd;
+
+    if (!by_hash_len(call, &len))
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((fd = cache_open(s->tenant, call->msg->data.data, len, path, sizeof(path))) >= 0) {
+        map = mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0);
+        if (map != MAP_FAILED && !cache_verify(path, map, len, call->msg->data.data)) {
+            munmap(map, len);
+            map = MAP_FAILED;
+        }
+        if (map != MAP_FAILED)
+            futimens(fd, NULL); /* most recently used */
+        close(fd);
+    }
+    *map_p = map == MAP_FAILED ? NULL : map;
+    *len_p = len;
+    return count_lookup(s, len, map != MAP_FAILED);
 }
 
 struct cache_entry {
@@ -325,9 +392,8 @@ int srv_image_file(struct srv_session *s, struct srv_call *call, const void *ima
 
     if (!cache.on)
         return -1;
-    if (flags & PROTO_IMAGE_BY_HASH)
-        hash = call->msg->data.data; /* srv_image_take checked the file against it */
-    else if ((flags & PROTO_IMAGE_CACHE) && cache_store(s->tenant, image, len, stored))
+    if (!(flags & PROTO_IMAGE_BY_HASH) && (flags & PROTO_IMAGE_CACHE) &&
+        cache_store(s->tenant, image, len, stored))
         hash = stored;
     if (hash == NULL || !image_path(s->tenant, hash, path, sizeof(path)))
         return -1;

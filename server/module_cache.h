@@ -30,6 +30,11 @@ void srv_module_cache_configure(const struct srv_config *cfg);
  * when there is none). */
 CUresult srv_image_take(struct srv_session *s, struct srv_call *call, void **image_p,
                         size_t *len_p);
+/* Whether the call names its image by hash. srv_image_map: a by-hash call's cached image as a
+ * read-only mapping of its cache file, checked against the hash over the mapped bytes (*map_p,
+ * *len_p; munmap it when done), PROTO_RESULT_NOT_CACHED when there is none; no heap copy. */
+bool srv_image_by_hash(const struct srv_call *call);
+CUresult srv_image_map(struct srv_session *s, struct srv_call *call, void **map_p, size_t *len_p);
 /* After the driver took (loaded) or refused the image: keep it in the cache when the call asked
  * for that and it loaded, then free it. */
 void srv_image_release(struct srv_session *s, struct srv_call *call, void *image, size_t len,
@@ -42,8 +47,7 @@ int srv_image_file(struct srv_session *s, struct srv_call *call, const void *ima
  * mapping of its cache file (CU_LIBRARY_BINARY_IS_PRESERVED), as it reads cudart's fatbins in
  * place natively, instead of keeping a copy in the worker's memory; the mapping goes with the
  * library. srv_library_load answers like cuLibraryLoadData; srv_library_unload unloads. */
-CUresult srv_library_load(struct srv_session *s, struct srv_call *call, CUlibrary *lib,
-                          void *image, size_t len);
+CUresult srv_library_load(struct srv_session *s, struct srv_call *call, CUlibrary *lib);
 CUresult srv_library_unload(struct srv_session *s, CUlibrary lib);
 
 /* What this process's cache did (for logs and tests). */

@@ -30,6 +30,8 @@ struct peer {
     uint8_t buf[1 << 16];
 };
 
+static const char *worker_log; /* the next workers' stderr goes here when set */
+
 static struct srv_config cfg = {.driver = FAKECUDA_PATH, .log_level = "error", .name = "test"};
 
 /* A worker in a child process, serving one TCP connection whose other end we keep. */
@@ -46,6 +48,8 @@ static void start_worker(struct peer *p)
     p->pid = fork();
     if (p->pid == 0) {
         transport_close(p->conn);
+        if (worker_log != NULL && freopen(worker_log, "w", stderr) == NULL)
+            _exit(99);
         _exit(srv_worker_run(&cfg, dup(transport_fd(srv)), 7, "test-peer"));
     }
     transport_close(srv);
@@ -593,11 +597,18 @@ static char *big_ptx(size_t len, char seed)
     return ptx;
 }
 
-/* MODULE_LOAD with image flags: by hash (no bytes) or with the bytes as bulk. */
-static int load_image(struct peer *p, const char *image, size_t len, bool by_hash, bool cache)
+#define CACHED_LIB_ID ((3001ull << 4) | PROTO_H_LIBRARY)
+
+/* MODULE_LOAD (or LIBRARY_LOAD: library) with image flags: by hash (no bytes) or with the bytes
+ * as bulk; unloaded again when it loaded (the unload must succeed: for a library the fake
+ * driver checks that a preserved image did not change). */
+static int load_as(struct peer *p, bool library, const char *image, size_t len, bool by_hash,
+                   bool cache)
 {
     uint8_t hash[RG_SHA256_LEN];
-    uint64_t args[3] = {CACHED_MOD_ID, by_hash ? PROTO_IMAGE_BY_HASH : 0, len};
+    uint64_t args[3] = {library ? CACHED_LIB_ID : CACHED_MOD_ID, by_hash ? PROTO_IMAGE_BY_HASH : 0,
+                        len};
+    unsigned op = library ? PROTO_OP_LIBRARY_LOAD : PROTO_OP_MODULE_LOAD;
     Rgpu__Reply *r;
     int result;
 
@@ -605,19 +616,25 @@ static int load_image(struct peer *p, const char *image, size_t len, bool by_has
         args[1] |= PROTO_IMAGE_CACHE;
     rg_sha256(image, len, hash);
     if (by_hash)
-        send_call(p, PROTO_OP_MODULE_LOAD, 0, args, 3, hash, sizeof(hash), NULL, 0);
+        send_call(p, op, 0, args, 3, hash, sizeof(hash), NULL, 0);
     else
-        send_call(p, PROTO_OP_MODULE_LOAD, 0, args, 2, NULL, 0, image, len);
+        send_call(p, op, 0, args, 2, NULL, 0, image, len);
     r = reply(p, NULL, 0);
     result = r->result;
     rgpu__reply__free_unpacked(r, NULL);
     if (result == CUDA_SUCCESS) { /* the same id is loaded again later */
-        send_call(p, PROTO_OP_MODULE_UNLOAD, 0, args, 1, NULL, 0, NULL, 0);
+        send_call(p, library ? PROTO_OP_LIBRARY_UNLOAD : PROTO_OP_MODULE_UNLOAD, 0, args, 1,
+                  NULL, 0, NULL, 0);
         r = reply(p, NULL, 0);
         assert_int_equal(r->result, CUDA_SUCCESS);
         rgpu__reply__free_unpacked(r, NULL);
     }
     return result;
+}
+
+static int load_image(struct peer *p, const char *image, size_t len, bool by_hash, bool cache)
+{
+    return load_as(p, false, image, len, by_hash, cache);
 }
 
 /* One session of tenant (or of an open server when ""), running fn's loads. */
@@ -692,6 +709,73 @@ static void test_module_cache(void **state)
     memset(&cfg.tenants, 0, sizeof(cfg.tenants));
     cfg.module_cache[0] = '\0';
     free(image);
+    snprintf(path, sizeof(path), "rm -rf %s", dir);
+    assert_int_equal(system(path), 0);
+}
+
+/* How many lines of the file hold text. */
+static int count_in(const char *path, const char *text)
+{
+    char line[512];
+    int n = 0;
+    FILE *f = fopen(path, "r");
+
+    while (f != NULL && fgets(line, sizeof(line), f) != NULL)
+        n += strstr(line, text) != NULL;
+    if (f != NULL)
+        fclose(f);
+    return n;
+}
+
+/* Library images in the cache: sent and kept, then by hash, each read in place from a mapping
+ * of its cache file (the fake driver checks at unload that the bytes did not change), the hash
+ * checked over the mapped bytes (a corrupted file is refused and removed); a PTX image without a
+ * NUL that ends on a page boundary is never given to the driver mapped (it would read past the
+ * mapping) but as a heap copy, sent or by hash. */
+static void test_library_cache(void **state)
+{
+    char dir[] = "/tmp/rgpu-test-libcache-XXXXXX", log[64], path[512];
+    const size_t len = 100u << 10, page_len = 64u << 10;
+    char *image = big_ptx(len, 2), *bare = big_ptx(page_len, 3);
+    struct peer p;
+    struct stat st;
+    FILE *f;
+
+    bare[page_len - 1] = 'z'; /* no NUL anywhere */
+    assert_non_null(mkdtemp(dir));
+    snprintf(log, sizeof(log), "%s.log", dir);
+    snprintf(cfg.module_cache, sizeof(cfg.module_cache), "%s", dir);
+    worker_log = log; /* each session's worker writes it anew */
+    session_as("", &p);
+    assert_int_equal(load_as(&p, true, image, len, true, false), PROTO_RESULT_NOT_CACHED);
+    assert_int_equal(load_as(&p, true, image, len, false, true), CUDA_SUCCESS);
+    assert_int_equal(load_as(&p, true, image, len, true, false), CUDA_SUCCESS);
+    assert_int_equal(finish(&p), 0);
+    assert_int_equal(count_in(log, "read in place from its cache file"), 2);
+    assert_int_equal(count_in(log, "module cache: hit"), 1);
+
+    session_as("", &p);
+    assert_int_equal(load_as(&p, true, bare, page_len, false, true), CUDA_SUCCESS);
+    assert_int_equal(load_as(&p, true, bare, page_len, true, false), CUDA_SUCCESS);
+    assert_int_equal(finish(&p), 0);
+    assert_int_equal(count_in(log, "read in place from its cache file"), 0);
+    assert_int_equal(count_in(log, "module cache: hit"), 1);
+
+    cached_path(dir, "-", image, len, path, sizeof(path));
+    assert_non_null(f = fopen(path, "r+")); /* corrupted on disk: refused and removed */
+    fseek(f, 2000, SEEK_SET);
+    fputc('#', f);
+    fclose(f);
+    session_as("", &p);
+    assert_int_equal(load_as(&p, true, image, len, true, false), PROTO_RESULT_NOT_CACHED);
+    assert_int_equal(finish(&p), 0);
+    assert_int_equal(count_in(log, "does not match its hash; removed"), 1);
+    assert_int_not_equal(stat(path, &st), 0);
+    worker_log = NULL;
+    cfg.module_cache[0] = '\0';
+    free(image);
+    free(bare);
+    unlink(log);
     snprintf(path, sizeof(path), "rm -rf %s", dir);
     assert_int_equal(system(path), 0);
 }
@@ -906,6 +990,7 @@ int main(void)
         cmocka_unit_test(test_parse_size),
         cmocka_unit_test(test_token_hash),
         cmocka_unit_test(test_module_cache),
+        cmocka_unit_test(test_library_cache),
         cmocka_unit_test(test_module_cache_evicts),
         cmocka_unit_test(test_ipc),
     };
