@@ -316,17 +316,21 @@ else
     fail "one-sided copy on a TCP session"; cat "$WORK/rdma_on_tcp.out"
 fi
 
-# The server dies mid-run: pending and later calls fail within a bounded time.
-start_server dying
-RGPU_SERVER=127.0.0.1:$PORT "$TOOLS/server_death" >"$WORK/death.out" 2>&1 &
-VICTIM=$!
-for _ in $(seq 100); do grep -q running "$WORK/death.out" && break; sleep 0.1; done
-pkill -9 -P "$SERVER_PID" 2>/dev/null; kill -9 "$SERVER_PID"
-if timeout 60 tail --pid="$VICTIM" -f /dev/null && wait "$VICTIM"; then
-    ok "server death: $(tail -1 "$WORK/death.out")"
-else
-    fail "server death"; cat "$WORK/death.out"
-fi
+# The server dies mid-run: pending and later calls fail within a bounded time; also while
+# asynchronous copies are on the data lanes.
+for mode in plain lanes; do
+    start_server dying-$mode
+    RGPU_LANES=4 RGPU_SERVER=127.0.0.1:$PORT "$TOOLS/server_death" $mode >"$WORK/death.out" 2>&1 &
+    VICTIM=$!
+    for _ in $(seq 100); do grep -q running "$WORK/death.out" && break; sleep 0.1; done
+    sleep 0.3
+    pkill -9 -P "$SERVER_PID" 2>/dev/null; kill -9 "$SERVER_PID"
+    if timeout 60 tail --pid="$VICTIM" -f /dev/null && wait "$VICTIM"; then
+        ok "server death ($mode): $(tail -1 "$WORK/death.out")"
+    else
+        fail "server death ($mode)"; cat "$WORK/death.out"
+    fi
+done
 
 # Large pinned copies went one-sided on RDMA (the worker's count for the pinned_copies session
 # equals what the program expects), and never on TCP.
