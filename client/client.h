@@ -114,6 +114,9 @@ void cli_memory_forget_ctx(struct cli_ctx *ctx);
 /* Streams: the wire id of an application stream handle; per_thread maps the NULL stream to
  * CU_STREAM_PER_THREAD (the _ptsz/_ptds entry points). Returns false for a bad handle. */
 bool cli_stream_id(CUstream stream, bool per_thread, uint64_t *id_p);
+/* A stream argument of a call in the current context: cli_need_ctx's answer, else
+ * CUDA_ERROR_INVALID_HANDLE for a bad handle, else CUDA_SUCCESS with its wire id. */
+CUresult cli_stream_arg(CUstream stream, bool per_thread, uint64_t *id_p);
 
 /* Stream capture bookkeeping (graph.c, stream.c): 0 = not capturing. */
 bool cli_stream_set_capture(CUstream stream, uint64_t capture_id);

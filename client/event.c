@@ -53,11 +53,11 @@ static CUresult event_record(CUevent event, CUstream stream, unsigned flags, boo
 {
     struct cli_event *e = cli_handle_check(event, PROTO_H_EVENT);
     struct cli_call call = {.op = PROTO_OP_EVENT_RECORD, .nargs = 3};
-    CUresult res = cli_need_ctx();
+    CUresult res = cli_stream_arg(stream, per_thread, &call.args[1]);
 
     if (res != CUDA_SUCCESS)
         return res;
-    if (e == NULL || !cli_stream_id(stream, per_thread, &call.args[1]))
+    if (e == NULL)
         return CUDA_ERROR_INVALID_HANDLE;
     call.args[0] = e->h.id;
     call.args[2] = flags;

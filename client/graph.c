@@ -89,12 +89,10 @@ static CUresult begin_capture_into(CUstream stream, struct cli_graph *into,
 {
     uint64_t ids[64], capture = __atomic_fetch_add(&next_capture_id, 1, __ATOMIC_RELAXED);
     struct cli_call call = {.op = PROTO_OP_STREAM_BEGIN_CAPTURE, .nargs = 2, .args = {0, mode}};
-    CUresult res = cli_need_ctx();
+    CUresult res = cli_stream_arg(stream, per_thread, &call.args[0]);
 
     if (res != CUDA_SUCCESS)
         return res;
-    if (!cli_stream_id(stream, per_thread, &call.args[0]))
-        return CUDA_ERROR_INVALID_HANDLE;
     if (cli_stream_capture_id(stream) != 0)
         return CUDA_ERROR_ILLEGAL_STATE;
     if (into != NULL) {
@@ -170,12 +168,10 @@ static CUresult end_capture(CUstream stream, CUgraph *graph, bool per_thread)
     uint64_t capture = cli_stream_capture_id(stream);
     struct cli_graph *g, *into;
     bool minted;
-    CUresult res = cli_need_ctx();
+    CUresult res = cli_stream_arg(stream, per_thread, &call.args[0]);
 
     if (res != CUDA_SUCCESS)
         return res;
-    if (!cli_stream_id(stream, per_thread, &call.args[0]))
-        return CUDA_ERROR_INVALID_HANDLE;
     into = cli_capture_target_peek(capture, &minted);
     if (graph == NULL && (into == NULL || minted))
         return CUDA_ERROR_INVALID_VALUE;
@@ -294,11 +290,11 @@ static CUresult exec_on_stream(unsigned op, CUgraphExec exec, CUstream stream, b
 {
     struct cli_graph *e = cli_handle_check(exec, PROTO_H_GRAPH_EXEC);
     struct cli_call call = {.op = op, .nargs = 2};
-    CUresult res = cli_need_ctx();
+    CUresult res = cli_stream_arg(stream, per_thread, &call.args[1]);
 
     if (res != CUDA_SUCCESS)
         return res;
-    if (e == NULL || !cli_stream_id(stream, per_thread, &call.args[1]))
+    if (e == NULL)
         return CUDA_ERROR_INVALID_HANDLE;
     call.args[0] = e->h.id;
     if (op == PROTO_OP_GRAPH_UPLOAD)

@@ -167,12 +167,10 @@ CUresult cli_capture_query(CUstream stream, bool per_thread, CUstreamCaptureStat
     struct capture_target *t;
     uint64_t *out;
     size_t n = 0;
-    CUresult res = cli_need_ctx();
+    CUresult res = cli_stream_arg(stream, per_thread, &call.args[0]);
 
     if (res != CUDA_SUCCESS)
         return res;
-    if (!cli_stream_id(stream, per_thread, &call.args[0]))
-        return CUDA_ERROR_INVALID_HANDLE;
     if ((t = target_get(cli_stream_capture_id(stream))) == NULL ||
         (out = calloc(call.out_cap, sizeof(*out))) == NULL)
         return CUDA_ERROR_OUT_OF_MEMORY;
@@ -212,12 +210,10 @@ static CUresult update_deps(CUstream stream, CUgraphNode *nodes, const CUgraphEd
     uint64_t capture = cli_stream_capture_id(stream), words[2 * 64];
     struct cli_graph *g;
     bool minted;
-    CUresult res = cli_need_ctx();
+    CUresult res = cli_stream_arg(stream, per_thread, &call.args[0]);
 
     if (res != CUDA_SUCCESS)
         return res;
-    if (!cli_stream_id(stream, per_thread, &call.args[0]))
-        return CUDA_ERROR_INVALID_HANDLE;
     if (capture == 0)
         return CUDA_ERROR_ILLEGAL_STATE;
     if (flags > CU_STREAM_SET_CAPTURE_DEPENDENCIES || n > 64)

@@ -139,11 +139,11 @@ static CUresult launch(CUfunction func, const struct launch_dims *d, CUstream st
     struct cli_call call = {.op = PROTO_OP_LAUNCH, .nargs = 11};
     size_t plen, len;
     uint8_t *buf;
-    CUresult res = cli_need_ctx();
+    CUresult res = cli_stream_arg(stream, per_thread, &call.args[8]);
 
     if (res != CUDA_SUCCESS)
         return res;
-    if (f == NULL || !cli_stream_id(stream, per_thread, &call.args[8]))
+    if (f == NULL)
         return CUDA_ERROR_INVALID_HANDLE;
     if (nattr > 0 && attrs == NULL)
         return CUDA_ERROR_INVALID_VALUE;

@@ -8,21 +8,12 @@
 
 #include "graph.h"
 
-static CUresult stream_arg(CUstream stream, bool per_thread, uint64_t *id_p)
-{
-    CUresult res = cli_need_ctx();
-
-    if (res != CUDA_SUCCESS)
-        return res;
-    return cli_stream_id(stream, per_thread, id_p) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
-}
-
 static CUresult copy_htod(CUdeviceptr dst, const void *src, size_t n, CUstream stream,
                           bool per_thread, bool async)
 {
     struct cli_call call = {.op = PROTO_OP_MEMCPY_HTOD, .nargs = 4, .data = src, .data_len = n};
     uint64_t sid;
-    CUresult res = stream_arg(stream, per_thread, &sid);
+    CUresult res = cli_stream_arg(stream, per_thread, &sid);
 
     if (res != CUDA_SUCCESS || n == 0)
         return res;
@@ -48,7 +39,7 @@ static CUresult copy_dtoh(void *dst, CUdeviceptr src, size_t n, CUstream stream,
     struct cli_call call = {.op = PROTO_OP_MEMCPY_DTOH, .nargs = 4, .rdata = dst,
                             .rdata_cap = n};
     uint64_t sid;
-    CUresult res = stream_arg(stream, per_thread, &sid);
+    CUresult res = cli_stream_arg(stream, per_thread, &sid);
 
     if (res != CUDA_SUCCESS || n == 0)
         return res;
@@ -78,7 +69,7 @@ static CUresult copy_dtod(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s
 {
     struct cli_call call = {.op = PROTO_OP_MEMCPY_DTOD, .nargs = 5,
                             .args = {dst, src, n, 0, async}};
-    CUresult res = stream_arg(stream, per_thread, &call.args[3]);
+    CUresult res = cli_stream_arg(stream, per_thread, &call.args[3]);
 
     if (res != CUDA_SUCCESS || n == 0)
         return res;
@@ -132,7 +123,7 @@ static CUresult memset_1d(CUdeviceptr dst, unsigned value, unsigned elemsize, si
 {
     struct cli_call call = {.op = PROTO_OP_MEMSET, .nargs = 6,
                             .args = {dst, value, elemsize, count, 0, async}};
-    CUresult res = stream_arg(stream, per_thread, &call.args[4]);
+    CUresult res = cli_stream_arg(stream, per_thread, &call.args[4]);
 
     if (res != CUDA_SUCCESS || count == 0)
         return res;
@@ -145,7 +136,7 @@ static CUresult memset_2d(CUdeviceptr dst, size_t pitch, unsigned value, unsigne
 {
     struct cli_call call = {.op = PROTO_OP_MEMSET_2D, .nargs = 8,
                             .args = {dst, pitch, value, elemsize, width, height, 0, async}};
-    CUresult res = stream_arg(stream, per_thread, &call.args[6]);
+    CUresult res = cli_stream_arg(stream, per_thread, &call.args[6]);
 
     if (res != CUDA_SUCCESS || width == 0 || height == 0)
         return res;

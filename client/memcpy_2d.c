@@ -51,12 +51,10 @@ static CUresult copy_2d(const struct end2d *d, const struct end2d *s, size_t w, 
     struct cli_call call = {.op = PROTO_OP_MEMCPY_2D, .nargs = 9,
                             .args = {0, d->dev, d->pitch, s->dev, s->pitch, w, h, 0, async}};
     uint8_t *packed = NULL;
-    CUresult res = cli_need_ctx();
+    CUresult res = cli_stream_arg(stream, per_thread, &call.args[7]);
 
     if (res != CUDA_SUCCESS)
         return res;
-    if (!cli_stream_id(stream, per_thread, &call.args[7]))
-        return CUDA_ERROR_INVALID_HANDLE;
     if (w == 0 || h == 0)
         return CUDA_SUCCESS;
     if (s->type == CU_MEMORYTYPE_HOST && d->type == CU_MEMORYTYPE_HOST)
@@ -128,12 +126,10 @@ static CUresult copy_3d(const struct end2d *d, const struct end2d *s, size_t w, 
     const struct end2d *host = s->type == CU_MEMORYTYPE_HOST ? s : d;
     uint8_t *packed = NULL;
     size_t len;
-    CUresult res = cli_need_ctx();
+    CUresult res = cli_stream_arg(stream, per_thread, &call.args[13]);
 
     if (res != CUDA_SUCCESS)
         return res;
-    if (!cli_stream_id(stream, per_thread, &call.args[13]))
-        return CUDA_ERROR_INVALID_HANDLE;
     if (w == 0 || h == 0 || depth == 0)
         return CUDA_SUCCESS;
     if (__builtin_mul_overflow(w, h, &len) || __builtin_mul_overflow(len, depth, &len))

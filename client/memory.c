@@ -315,12 +315,10 @@ static CUresult alloc_async(CUdeviceptr *dptr, size_t size, CUstream stream, boo
 static CUresult free_async(CUdeviceptr dptr, CUstream stream, bool per_thread)
 {
     struct cli_call call = {.op = PROTO_OP_MEM_FREE_ASYNC, .nargs = 2, .args = {dptr}};
-    CUresult res = cli_need_ctx();
+    CUresult res = cli_stream_arg(stream, per_thread, &call.args[1]);
 
     if (res != CUDA_SUCCESS)
         return res;
-    if (!cli_stream_id(stream, per_thread, &call.args[1]))
-        return CUDA_ERROR_INVALID_HANDLE;
     mem_map_remove(MEM_DEVICE, (uintptr_t)dptr, NULL);
     return cli_call_async(&call);
 }

@@ -50,6 +50,15 @@ bool cli_stream_id(CUstream stream, bool per_thread, uint64_t *id_p)
     return true;
 }
 
+CUresult cli_stream_arg(CUstream stream, bool per_thread, uint64_t *id_p)
+{
+    CUresult res = cli_need_ctx();
+
+    if (res != CUDA_SUCCESS)
+        return res;
+    return cli_stream_id(stream, per_thread, id_p) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+}
+
 static CUresult stream_create(CUstream *ph, unsigned int flags, int priority)
 {
     struct cli_stream *s;
@@ -108,12 +117,10 @@ CLI_EXPORT CUresult cli_cuStreamDestroy_v1(CUstream s) { return cuStreamDestroy(
 static CUresult stream_call(unsigned op, CUstream stream, bool per_thread)
 {
     struct cli_call call = {.op = op, .nargs = 1};
-    CUresult res = cli_need_ctx();
+    CUresult res = cli_stream_arg(stream, per_thread, &call.args[0]);
 
     if (res != CUDA_SUCCESS)
         return res;
-    if (!cli_stream_id(stream, per_thread, &call.args[0]))
-        return CUDA_ERROR_INVALID_HANDLE;
     return cli_call_sync(&call);
 }
 
@@ -122,11 +129,11 @@ static CUresult stream_wait_event(CUstream stream, CUevent event, unsigned flags
 {
     struct cli_handle *e = cli_handle_check(event, PROTO_H_EVENT);
     struct cli_call call = {.op = PROTO_OP_STREAM_WAIT_EVENT, .nargs = 3};
-    CUresult res = cli_need_ctx();
+    CUresult res = cli_stream_arg(stream, per_thread, &call.args[0]);
 
     if (res != CUDA_SUCCESS)
         return res;
-    if (e == NULL || !cli_stream_id(stream, per_thread, &call.args[0]))
+    if (e == NULL)
         return CUDA_ERROR_INVALID_HANDLE;
     call.args[1] = e->id;
     call.args[2] = flags;
