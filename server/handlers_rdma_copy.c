@@ -311,6 +311,22 @@ static CUresult remote_io(struct srv_session *s, struct srv_call *call, bool wri
     return io_result(s, write, false, raddr, rkey, n, st);
 }
 
+/* A one-sided copy of len bytes done (srv_rdma_copy_report). */
+static void count_copy(struct srv_session *s, bool write, bool direct, size_t len)
+{
+    if (write) {
+        s->rdma_writes++;
+        s->rdma_write_bytes += len;
+        s->direct_writes += direct;
+        s->direct_write_bytes += direct ? len : 0;
+    } else {
+        s->rdma_reads++;
+        s->rdma_read_bytes += len;
+        s->direct_reads += direct;
+        s->direct_read_bytes += direct ? len : 0;
+    }
+}
+
 /* The whole copy between the client's memory and device memory, after its stream's earlier
  * work. An HtoD's bytes are made visible to the device's later work before the reply (a no-op
  * where the device orders remote writes itself). */
@@ -331,17 +347,8 @@ static CUresult direct_copy(struct srv_session *s, struct srv_call *call, CUstre
     if (!write && s->direct_flush)
         res = s->drv.cuFlushGPUDirectRDMAWrites(CU_FLUSH_GPU_DIRECT_RDMA_WRITES_TARGET_CURRENT_CTX,
                                                 CU_FLUSH_GPU_DIRECT_RDMA_WRITES_TO_OWNER);
-    if (res == CUDA_SUCCESS && write) {
-        s->direct_writes++;
-        s->direct_write_bytes += len;
-        s->rdma_writes++;
-        s->rdma_write_bytes += len;
-    } else if (res == CUDA_SUCCESS) {
-        s->direct_reads++;
-        s->direct_read_bytes += len;
-        s->rdma_reads++;
-        s->rdma_read_bytes += len;
-    }
+    if (res == CUDA_SUCCESS)
+        count_copy(s, write, true, len);
     return res;
 }
 
@@ -369,10 +376,8 @@ static CUresult h_memcpy_htod_rdma(struct srv_session *s, struct srv_call *call)
     }
     if (res == CUDA_SUCCESS)
         res = s->drv.cuStreamSynchronize(stream);
-    if (res == CUDA_SUCCESS) {
-        s->rdma_reads++;
-        s->rdma_read_bytes += len;
-    }
+    if (res == CUDA_SUCCESS)
+        count_copy(s, false, false, len);
     return res;
 }
 
@@ -403,10 +408,8 @@ static CUresult h_memcpy_dtoh_rdma(struct srv_session *s, struct srv_call *call)
         if (next > 0 && res == CUDA_SUCCESS)
             res = s->drv.cuStreamSynchronize(stream);
     }
-    if (res == CUDA_SUCCESS) {
-        s->rdma_writes++;
-        s->rdma_write_bytes += len;
-    }
+    if (res == CUDA_SUCCESS)
+        count_copy(s, true, false, len);
     return res;
 }
 
