@@ -199,11 +199,10 @@ static CUresult count_lookup(const struct srv_session *s, size_t len, bool hit)
 CUresult srv_image_take(struct srv_session *s, struct srv_call *call, void **image_p,
                         size_t *len_p)
 {
-    uint64_t flags = call->msg->n_args > 1 ? call->msg->args[1] : 0;
     size_t len = call->hdr->bulk_len > 0 ? call->hdr->bulk_len : call->msg->data.len;
     void *image;
 
-    if (flags & PROTO_IMAGE_BY_HASH) {
+    if (srv_image_by_hash(call)) {
         if (!by_hash_len(call, &len))
             return CUDA_ERROR_INVALID_VALUE;
         image = cache_read(s->tenant, call->msg->data.data, len);
@@ -386,16 +385,12 @@ void srv_image_release(struct srv_session *s, struct srv_call *call, void *image
 int srv_image_file(struct srv_session *s, struct srv_call *call, const void *image, size_t len)
 {
     uint64_t flags = call->msg->n_args > 1 ? call->msg->args[1] : 0;
-    uint8_t stored[RG_SHA256_LEN];
-    const uint8_t *hash = NULL;
+    uint8_t hash[RG_SHA256_LEN];
     char path[768];
 
-    if (!cache.on)
-        return -1;
-    if (!(flags & PROTO_IMAGE_BY_HASH) && (flags & PROTO_IMAGE_CACHE) &&
-        cache_store(s->tenant, image, len, stored))
-        hash = stored;
-    if (hash == NULL || !image_path(s->tenant, hash, path, sizeof(path)))
+    if (!cache.on || srv_image_by_hash(call) || !(flags & PROTO_IMAGE_CACHE) ||
+        !cache_store(s->tenant, image, len, hash) ||
+        !image_path(s->tenant, hash, path, sizeof(path)))
         return -1;
     return open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 }

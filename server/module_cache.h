@@ -39,9 +39,9 @@ CUresult srv_image_map(struct srv_session *s, struct srv_call *call, void **map_
  * for that and it loaded, then free it. */
 void srv_image_release(struct srv_session *s, struct srv_call *call, void *image, size_t len,
                        bool loaded);
-/* The cache file holding the call's image (open, read only), storing it first if the call
- * asks the cache to keep it; -1 when there is none (cache off, small image). The caller then
- * frees the image with srv_image_release(..., false): it is already stored. */
+/* The image a call sent with PROTO_IMAGE_CACHE, stored in the cache now and its file opened
+ * read-only; -1 when it is not (cache off, not asked, not stored). The caller then frees the
+ * image with srv_image_release(..., false): it is already stored. */
 int srv_image_file(struct srv_session *s, struct srv_call *call, const void *image, size_t len);
 /* Library loads (server/library_image.c): the driver reads the image in place from a read-only
  * mapping of its cache file (CU_LIBRARY_BINARY_IS_PRESERVED), as it reads cudart's fatbins in
