@@ -146,6 +146,11 @@ static void lanes_break(void)
         transport_shutdown(lanes.lanes[i].conn);
 }
 
+static bool lanes_pending(void)
+{
+    return __atomic_load_n(&lanes.pending, __ATOMIC_ACQUIRE);
+}
+
 uint64_t cli_lanes_sent(void)
 {
     return lanes.sent;
@@ -155,7 +160,7 @@ CUresult cli_lanes_settle(uint64_t seq, bool lost)
 {
     rg_status_t st = RG_OK;
 
-    if (!__atomic_load_n(&lanes.pending, __ATOMIC_ACQUIRE))
+    if (!lanes_pending())
         return CUDA_SUCCESS;
     pthread_mutex_lock(&lanes.job_lock);
     if (lanes.pending && lanes.job_seq <= seq) {
@@ -168,11 +173,6 @@ CUresult cli_lanes_settle(uint64_t seq, bool lost)
         return CUDA_SUCCESS;
     lanes_break();
     return CUDA_ERROR_DEVICE_UNAVAILABLE;
-}
-
-static bool lanes_pending(void)
-{
-    return __atomic_load_n(&lanes.pending, __ATOMIC_ACQUIRE);
 }
 
 void cli_lanes_quiesce(void)
