@@ -71,8 +71,7 @@ bool cli_array_id(CUarray array, uint64_t *id_p)
 
 static CUresult array_create(CUarray *out, const CUDA_ARRAY3D_DESCRIPTOR *d)
 {
-    struct cli_call call = {.op = PROTO_OP_ARRAY_CREATE, .nargs = 1, .data = d,
-                            .data_len = sizeof(*d)};
+    struct cli_call call = {CLI_ARGS(ARRAY_CREATE), .data = d, .data_len = sizeof(*d)};
     struct cli_array *a;
     CUresult res = cli_need_ctx();
 
@@ -85,7 +84,7 @@ static CUresult array_create(CUarray *out, const CUDA_ARRAY3D_DESCRIPTOR *d)
     cli_handle_init(&a->h, PROTO_H_IMAGE);
     a->desc = *d;
     a->ctx = cli_ctx_current();
-    call.args[0] = a->h.id;
+    call.a.ARRAY_CREATE.id = a->h.id;
     if ((res = cli_call_sync(&call)) != CUDA_SUCCESS) {
         free(a);
         return res;
@@ -206,8 +205,9 @@ static bool object_find(uint64_t value, bool surf, bool remove, struct image_obj
 
 static CUresult object_destroy_call(uint64_t id, bool surf)
 {
-    struct cli_call call = {.op = surf ? PROTO_OP_SURF_OBJECT_DESTROY : PROTO_OP_TEX_OBJECT_DESTROY,
-                            .nargs = 1, .args = {id}};
+    struct cli_call call = {
+        CLI_ARGS_AS(surf ? PROTO_OP_SURF_OBJECT_DESTROY : PROTO_OP_TEX_OBJECT_DESTROY,
+                    TEX_OBJECT_DESTROY, .id = id)};
 
     return cli_call_async(&call);
 }
@@ -218,7 +218,8 @@ static CUresult object_create(unsigned long long *out, const CUDA_RESOURCE_DESC 
 {
     struct image_object o = {.surf = tex == NULL, .has_view = view != NULL};
     uint8_t data[sizeof(o.res) + sizeof(o.tex) + sizeof(o.view)];
-    struct cli_call call = {.nargs = 3, .data = data, .out = &o.value, .out_cap = 1};
+    struct cli_call call = {CLI_ARGS(TEX_OBJECT_CREATE), .data = data, .out = &o.value,
+                            .out_cap = 1};
     struct cli_handle h;
     CUresult res = cli_need_ctx();
 
@@ -226,10 +227,11 @@ static CUresult object_create(unsigned long long *out, const CUDA_RESOURCE_DESC 
         return res;
     if (out == NULL || r == NULL)
         return CUDA_ERROR_INVALID_VALUE;
-    if ((res = resource_wire(r, (CUDA_RESOURCE_DESC *)data, &call.args[1])) != CUDA_SUCCESS)
+    if ((res = resource_wire(r, (CUDA_RESOURCE_DESC *)data, &call.a.TEX_OBJECT_CREATE.array)) !=
+        CUDA_SUCCESS)
         return res;
     cli_handle_init(&h, PROTO_H_IMAGE);
-    o.id = call.args[0] = h.id;
+    o.id = call.a.TEX_OBJECT_CREATE.id = h.id;
     o.res = *r;
     call.data_len = sizeof(o.res);
     if (tex != NULL) {
@@ -242,9 +244,11 @@ static CUresult object_create(unsigned long long *out, const CUDA_RESOURCE_DESC 
         memcpy(data + call.data_len, view, sizeof(*view));
         call.data_len += sizeof(*view);
     }
-    call.op = o.surf ? PROTO_OP_SURF_OBJECT_CREATE : PROTO_OP_TEX_OBJECT_CREATE;
-    call.args[2] = view != NULL;
-    call.nargs = o.surf ? 2 : 3;
+    if (o.surf) { /* SURF_OBJECT_CREATE [id, array] is TEX_OBJECT_CREATE's without has_view */
+        call.op = PROTO_OP_SURF_OBJECT_CREATE;
+        call.nargs = PROTO_NARGS_SURF_OBJECT_CREATE;
+    }
+    call.a.TEX_OBJECT_CREATE.has_view = view != NULL;
     res = cli_call_sync(&call);
     if (res == CUDA_SUCCESS && call.nout < 1)
         res = CUDA_ERROR_UNKNOWN;

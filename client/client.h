@@ -55,11 +55,11 @@ struct cli_ctx {
 };
 
 /* One driver call on the wire (see proto/ops.h for the meaning of args/data per op). */
-#define CLI_CALL_MAX_ARGS 16
+#define CLI_CALL_MAX_ARGS PROTO_CALL_MAX_ARGS
 struct cli_call {
     unsigned op;
     unsigned nargs;
-    uint64_t args[CLI_CALL_MAX_ARGS];
+    union proto_args a;    /* Call.args by name: a.MEMCPY_HTOD.dst (proto/ops.def) */
     uint64_t ctx;          /* Call.ctx; cli_call_* fill it from the current context if 0 */
     const void *data;      /* input bytes: inline up to PROTO_INLINE_MAX, else frame bulk */
     size_t data_len;
@@ -76,6 +76,16 @@ struct cli_call {
     void *on_send_arg;
 };
 
+/* A call's op and its arguments by name, in a designated initializer:
+ *     struct cli_call call = {CLI_ARGS(MEMCPY_DTOD, .dst = d, .src = s, .size = n, ...)};
+ * A name the op does not have does not compile; the op_table test (tools/gen_ops.py --check)
+ * fails when a required one is neither given here nor assigned (call.a.OP.name = v) later. */
+#define CLI_ARGS(OP, ...) .op = PROTO_OP_##OP, .nargs = PROTO_NARGS_##OP, .a.OP = {__VA_ARGS__}
+/* The same where the op is chosen at run time among ops that share OP's arguments (one
+ * handler serves them all, so their argument lists agree: ops.def checks it). */
+#define CLI_ARGS_AS(op_expr, OP, ...)                                                              \
+    .op = (op_expr), .nargs = PROTO_NARGS_##OP, .a.OP = {__VA_ARGS__}
+
 /* Send and wait for the reply; returns the call's CUresult, or a pending asynchronous error,
  * or CUDA_ERROR_DEVICE_UNAVAILABLE when the server is gone. */
 CUresult cli_call_sync(struct cli_call *call);
@@ -85,11 +95,9 @@ double cli_stats_now_us(void);
 void cli_stats_count(unsigned op, bool sync, double since_us);
 /* A synchronous call in the current context with at most one output value (out may be NULL;
  * CUDA_ERROR_UNKNOWN when the reply lacks it). */
-CUresult cli_call_simple(unsigned op, unsigned nargs, const uint64_t *args, const void *data,
-                         size_t len, uint64_t *out);
+CUresult cli_call_simple(struct cli_call *call, uint64_t *out);
 /* The same for calls about a device that need no current context (cuMemCreate...). */
-CUresult cli_call_device(unsigned op, unsigned nargs, const uint64_t *args, const void *data,
-                         size_t len, uint64_t *out);
+CUresult cli_call_device(struct cli_call *call, uint64_t *out);
 /* Send without waiting (PROTO_FLAG_NOREPLY); failures come back at the next synchronous call. */
 CUresult cli_call_async(struct cli_call *call);
 /* Send a call whose reply data (len bytes) is written to dst when it arrives, later, while the

@@ -88,8 +88,7 @@ CLI_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
 static CUresult primary_reset(int dev)
 {
     struct cli_ctx *ctx = cli_primary_ctx(dev);
-    struct cli_call call = {.op = PROTO_OP_PRIMARY_CTX_RESET, .nargs = 1, .args = {dev},
-                            .ctx = ctx->h.id};
+    struct cli_call call = {CLI_ARGS(PRIMARY_CTX_RESET, .dev = dev), .ctx = ctx->h.id};
 
     cli_cls_destroy(ctx);
     cli_memory_forget_ctx(ctx);
@@ -126,8 +125,7 @@ CLI_EXPORT CUresult cuDevicePrimaryCtxReset(CUdevice dev)
 CLI_EXPORT CUresult cuDevicePrimaryCtxSetFlags(CUdevice dev, unsigned int flags)
 {
     struct cli_ctx *ctx;
-    struct cli_call call = {.op = PROTO_OP_PRIMARY_CTX_SET_FLAGS, .nargs = 2,
-                            .args = {dev, flags}};
+    struct cli_call call = {CLI_ARGS(PRIMARY_CTX_SET_FLAGS, .dev = dev, .flags = flags)};
     CUresult res;
 
     if (!cli_initialized())
@@ -172,7 +170,7 @@ CTX_V1_ALIAS(cuDevicePrimaryCtxSetFlags, "cuDevicePrimaryCtxSetFlags",
 static CUresult ctx_create(CUcontext *pctx, unsigned int flags, CUdevice dev)
 {
     struct cli_ctx *ctx;
-    struct cli_call call = {.op = PROTO_OP_CTX_CREATE, .nargs = 3};
+    struct cli_call call = {CLI_ARGS(CTX_CREATE)};
     CUresult res;
 
     if (!cli_initialized())
@@ -186,9 +184,9 @@ static CUresult ctx_create(CUcontext *pctx, unsigned int flags, CUdevice dev)
     cli_handle_init(&ctx->h, PROTO_H_CTX);
     ctx->device = dev;
     ctx->flags = flags;
-    call.args[0] = ctx->h.id;
-    call.args[1] = flags;
-    call.args[2] = (uint64_t)dev;
+    call.a.CTX_CREATE.id = ctx->h.id;
+    call.a.CTX_CREATE.flags = flags;
+    call.a.CTX_CREATE.dev = (uint64_t)dev;
     res = cli_call_sync(&call);
     if (res != CUDA_SUCCESS) {
         free(ctx);
@@ -218,12 +216,12 @@ CLI_EXPORT CUresult cli_cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUde
 CLI_EXPORT CUresult cuCtxDestroy(CUcontext c)
 {
     struct cli_ctx *ctx = ctx_check(c);
-    struct cli_call call = {.op = PROTO_OP_CTX_DESTROY, .nargs = 1};
+    struct cli_call call = {CLI_ARGS(CTX_DESTROY)};
     CUresult res;
 
     if (ctx == NULL || ctx->is_primary)
         return CUDA_ERROR_INVALID_CONTEXT;
-    call.args[0] = ctx->h.id;
+    call.a.CTX_DESTROY.ctx = ctx->h.id;
     call.ctx = ctx->h.id;
     cli_cls_destroy(ctx);
     cli_memory_forget_ctx(ctx);
@@ -363,7 +361,7 @@ CLI_EXPORT CUresult cuCtxSynchronize_v2(CUcontext c)
 
 CLI_EXPORT CUresult cuCtxSetLimit(CUlimit limit, size_t value)
 {
-    struct cli_call call = {.op = PROTO_OP_CTX_SET_LIMIT, .nargs = 2, .args = {limit, value}};
+    struct cli_call call = {CLI_ARGS(CTX_SET_LIMIT, .limit = limit, .value = value)};
     CUresult res = cli_need_ctx();
 
     return res != CUDA_SUCCESS ? res : cli_call_sync(&call);
@@ -372,8 +370,7 @@ CLI_EXPORT CUresult cuCtxSetLimit(CUlimit limit, size_t value)
 CLI_EXPORT CUresult cuCtxGetLimit(size_t *pvalue, CUlimit limit)
 {
     uint64_t out[1];
-    struct cli_call call = {.op = PROTO_OP_CTX_GET_LIMIT, .nargs = 1, .args = {limit},
-                            .out = out, .out_cap = 1};
+    struct cli_call call = {CLI_ARGS(CTX_GET_LIMIT, .limit = limit), .out = out, .out_cap = 1};
     CUresult res = cli_need_ctx();
 
     if (res != CUDA_SUCCESS)
@@ -396,7 +393,7 @@ CLI_EXPORT CUresult cuCtxGetCacheConfig(CUfunc_cache *pconfig)
 
 CLI_EXPORT CUresult cuCtxSetCacheConfig(CUfunc_cache config)
 {
-    struct cli_call call = {.op = PROTO_OP_CTX_SET_CACHE_CONFIG, .nargs = 1, .args = {config}};
+    struct cli_call call = {CLI_ARGS(CTX_SET_CACHE_CONFIG, .config = config)};
     CUresult res = cli_need_ctx();
 
     cli_occupancy_forget();

@@ -6,7 +6,7 @@
 CLI_EXPORT CUresult rgpuDeviceStatus(int device, struct rgpu_device_status *status)
 {
     uint64_t out[6];
-    struct cli_call call = {.op = PROTO_OP_DEVICE_STATUS, .nargs = 1, .out = out, .out_cap = 6};
+    struct cli_call call = {CLI_ARGS(DEVICE_STATUS), .out = out, .out_cap = 6};
     CUresult res;
 
     if (!cli_initialized())
@@ -15,7 +15,7 @@ CLI_EXPORT CUresult rgpuDeviceStatus(int device, struct rgpu_device_status *stat
         return CUDA_ERROR_INVALID_DEVICE;
     if (status == NULL || status->size < sizeof(*status))
         return CUDA_ERROR_INVALID_VALUE;
-    call.args[0] = (uint64_t)device;
+    call.a.DEVICE_STATUS.dev = (uint64_t)device;
     if ((res = cli_call_sync(&call)) != CUDA_SUCCESS)
         return res;
     if (call.nout < 6)

@@ -14,7 +14,7 @@ struct cli_event {
 CLI_EXPORT CUresult cuEventCreate(CUevent *ph, unsigned int flags)
 {
     struct cli_event *e;
-    struct cli_call call = {.op = PROTO_OP_EVENT_CREATE, .nargs = 2};
+    struct cli_call call = {CLI_ARGS(EVENT_CREATE)};
     CUresult res = cli_need_ctx();
 
     if (res != CUDA_SUCCESS)
@@ -26,8 +26,8 @@ CLI_EXPORT CUresult cuEventCreate(CUevent *ph, unsigned int flags)
     cli_handle_init(&e->h, PROTO_H_EVENT);
     e->ctx = cli_ctx_current();
     e->flags = flags;
-    call.args[0] = e->h.id;
-    call.args[1] = flags;
+    call.a.EVENT_CREATE.id = e->h.id;
+    call.a.EVENT_CREATE.flags = flags;
     res = cli_call_async(&call);
     if (res != CUDA_SUCCESS) {
         free(e);
@@ -52,15 +52,15 @@ CLI_EXPORT CUresult cli_cuEventDestroy_v1(CUevent e) { return cuEventDestroy(e);
 static CUresult event_record(CUevent event, CUstream stream, unsigned flags, bool per_thread)
 {
     struct cli_event *e = cli_handle_check(event, PROTO_H_EVENT);
-    struct cli_call call = {.op = PROTO_OP_EVENT_RECORD, .nargs = 3};
-    CUresult res = cli_stream_arg(stream, per_thread, &call.args[1]);
+    struct cli_call call = {CLI_ARGS(EVENT_RECORD)};
+    CUresult res = cli_stream_arg(stream, per_thread, &call.a.EVENT_RECORD.stream);
 
     if (res != CUDA_SUCCESS)
         return res;
     if (e == NULL)
         return CUDA_ERROR_INVALID_HANDLE;
-    call.args[0] = e->h.id;
-    call.args[2] = flags;
+    call.a.EVENT_RECORD.event = e->h.id;
+    call.a.EVENT_RECORD.flags = flags;
     return cli_call_async(&call);
 }
 
@@ -81,13 +81,13 @@ CLI_EXPORT CUresult cuEventRecordWithFlags_ptsz(CUevent e, CUstream s, unsigned 
 static CUresult event_call(unsigned op, CUevent event)
 {
     struct cli_event *e = cli_handle_check(event, PROTO_H_EVENT);
-    struct cli_call call = {.op = op, .nargs = 1};
+    struct cli_call call = {CLI_ARGS_AS(op, EVENT_SYNCHRONIZE)};
 
     if (!cli_initialized())
         return CUDA_ERROR_NOT_INITIALIZED;
     if (e == NULL)
         return CUDA_ERROR_INVALID_HANDLE;
-    call.args[0] = e->h.id;
+    call.a.EVENT_SYNCHRONIZE.event = e->h.id;
     call.ctx = e->ctx->h.id;
     return cli_call_sync(&call);
 }
@@ -107,7 +107,7 @@ CLI_EXPORT CUresult cuEventElapsedTime(float *ms, CUevent start, CUevent end)
     struct cli_event *s = cli_handle_check(start, PROTO_H_EVENT);
     struct cli_event *e = cli_handle_check(end, PROTO_H_EVENT);
     uint64_t out[1];
-    struct cli_call call = {.op = PROTO_OP_EVENT_ELAPSED, .nargs = 2, .out = out, .out_cap = 1};
+    struct cli_call call = {CLI_ARGS(EVENT_ELAPSED), .out = out, .out_cap = 1};
     uint32_t bits;
     CUresult res;
 
@@ -117,8 +117,8 @@ CLI_EXPORT CUresult cuEventElapsedTime(float *ms, CUevent start, CUevent end)
         return CUDA_ERROR_INVALID_VALUE;
     if (s == NULL || e == NULL)
         return CUDA_ERROR_INVALID_HANDLE;
-    call.args[0] = s->h.id;
-    call.args[1] = e->h.id;
+    call.a.EVENT_ELAPSED.start = s->h.id;
+    call.a.EVENT_ELAPSED.end = e->h.id;
     call.ctx = s->ctx->h.id;
     res = cli_call_sync(&call);
     if (res == CUDA_SUCCESS && call.nout >= 1) {
@@ -157,7 +157,7 @@ CUresult cli_event_bind(struct cli_call *call, unsigned flags, CUevent *ph)
     cli_handle_init(&e->h, PROTO_H_EVENT);
     e->ctx = cli_ctx_current();
     e->flags = flags;
-    call->args[0] = e->h.id;
+    call->a.IPC_OPEN_EVENT_HANDLE.id = e->h.id;
     res = cli_call_sync(call);
     if (res != CUDA_SUCCESS) {
         cli_handle_kill(&e->h);

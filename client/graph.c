@@ -88,8 +88,8 @@ static CUresult begin_capture_into(CUstream stream, struct cli_graph *into,
                                    bool per_thread)
 {
     uint64_t ids[64], capture = __atomic_fetch_add(&next_capture_id, 1, __ATOMIC_RELAXED);
-    struct cli_call call = {.op = PROTO_OP_STREAM_BEGIN_CAPTURE, .nargs = 2, .args = {0, mode}};
-    CUresult res = cli_stream_arg(stream, per_thread, &call.args[0]);
+    struct cli_call call = {CLI_ARGS(STREAM_BEGIN_CAPTURE, .stream = 0, .mode = mode)};
+    CUresult res = cli_stream_arg(stream, per_thread, &call.a.STREAM_BEGIN_CAPTURE.stream);
 
     if (res != CUDA_SUCCESS)
         return res;
@@ -99,7 +99,9 @@ static CUresult begin_capture_into(CUstream stream, struct cli_graph *into,
         if (ndeps > 64 || (res = cli_graph_dep_ids(into, deps, ndeps, ids)) != CUDA_SUCCESS)
             return ndeps > 64 ? CUDA_ERROR_INVALID_VALUE : res;
         call.op = PROTO_OP_STREAM_BEGIN_CAPTURE_TO_GRAPH;
-        call.nargs = 4, call.args[2] = into->h.id, call.args[3] = ndeps;
+        call.nargs = PROTO_NARGS_STREAM_BEGIN_CAPTURE_TO_GRAPH; /* BEGIN_CAPTURE's, and more */
+        call.a.STREAM_BEGIN_CAPTURE_TO_GRAPH.graph = into->h.id;
+        call.a.STREAM_BEGIN_CAPTURE_TO_GRAPH.ndeps = ndeps;
         call.data = ids, call.data_len = 8 * ndeps;
         if (!cli_capture_target_set(capture, into))
             return CUDA_ERROR_OUT_OF_MEMORY;
@@ -138,8 +140,8 @@ static CUresult begin_capture_to_graph(CUstream stream, CUgraph graph, const CUg
 static CUresult end_capture_into(struct cli_graph *into, bool minted, CUstream stream,
                                  uint64_t sid, CUgraph *graph)
 {
-    struct cli_call call = {.op = PROTO_OP_STREAM_END_CAPTURE, .nargs = 2,
-                            .args = {sid, minted ? into->h.id : 0}};
+    struct cli_call call = {
+        CLI_ARGS(STREAM_END_CAPTURE, .stream = sid, .graph = minted ? into->h.id : 0)};
     struct graph_host host;
     CUresult res = cli_call_sync(&call);
     bool ok = true;
@@ -164,11 +166,11 @@ static CUresult end_capture_into(struct cli_graph *into, bool minted, CUstream s
 
 static CUresult end_capture(CUstream stream, CUgraph *graph, bool per_thread)
 {
-    struct cli_call call = {.op = PROTO_OP_STREAM_END_CAPTURE, .nargs = 2};
+    struct cli_call call = {CLI_ARGS(STREAM_END_CAPTURE)};
     uint64_t capture = cli_stream_capture_id(stream);
     struct cli_graph *g, *into;
     bool minted;
-    CUresult res = cli_stream_arg(stream, per_thread, &call.args[0]);
+    CUresult res = cli_stream_arg(stream, per_thread, &call.a.STREAM_END_CAPTURE.stream);
 
     if (res != CUDA_SUCCESS)
         return res;
@@ -176,10 +178,10 @@ static CUresult end_capture(CUstream stream, CUgraph *graph, bool per_thread)
     if (graph == NULL && (into == NULL || minted))
         return CUDA_ERROR_INVALID_VALUE;
     if ((into = cli_capture_target_take(capture, &minted)) != NULL)
-        return end_capture_into(into, minted, stream, call.args[0], graph);
+        return end_capture_into(into, minted, stream, call.a.STREAM_END_CAPTURE.stream, graph);
     if ((g = cli_graph_new(PROTO_H_GRAPH)) == NULL)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    call.args[1] = g->h.id;
+    call.a.STREAM_END_CAPTURE.graph = g->h.id;
     res = cli_call_sync(&call);
     cli_capture_take(capture, &g->host);
     cli_stream_set_capture(stream, 0); /* capture ends either way, as in CUDA */
@@ -224,8 +226,7 @@ CLI_EXPORT CUresult cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode *mode)
     thread_capture_mode = *mode;
     *mode = old;
     if (cli_initialized() && thread_capture_mode != old) {
-        struct cli_call call = {.op = PROTO_OP_THREAD_CAPTURE_MODE, .nargs = 1,
-                                .args = {thread_capture_mode}};
+        struct cli_call call = {CLI_ARGS(THREAD_CAPTURE_MODE, .mode = thread_capture_mode)};
         return cli_call_async(&call);
     }
     return CUDA_SUCCESS;
@@ -235,7 +236,7 @@ CLI_EXPORT CUresult cuGraphInstantiateWithFlags(CUgraphExec *exec, CUgraph graph
                                                 unsigned long long flags)
 {
     struct cli_graph *g = cli_handle_check(graph, PROTO_H_GRAPH), *e;
-    struct cli_call call = {.op = PROTO_OP_GRAPH_INSTANTIATE, .nargs = 3};
+    struct cli_call call = {CLI_ARGS(GRAPH_INSTANTIATE)};
     CUresult res = cli_need_ctx();
 
     if (res != CUDA_SUCCESS)
@@ -246,9 +247,9 @@ CLI_EXPORT CUresult cuGraphInstantiateWithFlags(CUgraphExec *exec, CUgraph graph
         return CUDA_ERROR_INVALID_VALUE;
     if ((e = cli_graph_new(PROTO_H_GRAPH_EXEC)) == NULL)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    call.args[0] = e->h.id;
-    call.args[1] = g->h.id;
-    call.args[2] = flags;
+    call.a.GRAPH_INSTANTIATE.id = e->h.id;
+    call.a.GRAPH_INSTANTIATE.graph = g->h.id;
+    call.a.GRAPH_INSTANTIATE.flags = flags;
     res = cli_call_sync(&call);
     if (res == CUDA_SUCCESS && !graph_host_collect(&e->host, g))
         res = CUDA_ERROR_OUT_OF_MEMORY;
@@ -289,20 +290,20 @@ CLI_EXPORT CUresult cli_instantiate_v2(CUgraphExec *e, CUgraph g, CUgraphNode *n
 static CUresult exec_on_stream(unsigned op, CUgraphExec exec, CUstream stream, bool per_thread)
 {
     struct cli_graph *e = cli_handle_check(exec, PROTO_H_GRAPH_EXEC);
-    struct cli_call call = {.op = op, .nargs = 2};
-    CUresult res = cli_stream_arg(stream, per_thread, &call.args[1]);
+    struct cli_call call = {CLI_ARGS_AS(op, GRAPH_LAUNCH)};
+    CUresult res = cli_stream_arg(stream, per_thread, &call.a.GRAPH_LAUNCH.stream);
 
     if (res != CUDA_SUCCESS)
         return res;
     if (e == NULL)
         return CUDA_ERROR_INVALID_HANDLE;
-    call.args[0] = e->h.id;
+    call.a.GRAPH_LAUNCH.exec = e->h.id;
     if (op == PROTO_OP_GRAPH_UPLOAD)
         return cli_call_async(&call);
-    if ((res = graph_host_before(&e->host, call.args[1])) != CUDA_SUCCESS ||
+    if ((res = graph_host_before(&e->host, call.a.GRAPH_LAUNCH.stream)) != CUDA_SUCCESS ||
         (res = cli_call_async(&call)) != CUDA_SUCCESS)
         return res;
-    return graph_host_after(&e->host, call.args[1]);
+    return graph_host_after(&e->host, call.a.GRAPH_LAUNCH.stream);
 }
 
 static CUresult graph_launch(CUgraphExec e, CUstream s, bool per_thread)
@@ -322,7 +323,7 @@ static CUresult graph_destroy(void *handle, enum proto_handle_type type, unsigne
 {
     struct cli_graph *g = cli_handle_check(handle, type);
 
-    struct cli_call call = {.op = op, .nargs = 1};
+    struct cli_call call = {CLI_ARGS_AS(op, GRAPH_DESTROY, .handle = g ? g->h.id : 0)};
     CUresult res;
 
     if (g == NULL)
@@ -331,7 +332,6 @@ static CUresult graph_destroy(void *handle, enum proto_handle_type type, unsigne
         return CUDA_ERROR_INVALID_VALUE;
     if (type == PROTO_H_GRAPH && cli_capture_target_busy(g)) /* a capture's graph, until its end */
         return CUDA_ERROR_INVALID_VALUE;
-    call.args[0] = g->h.id;
     call.ctx = g->ctx != NULL ? g->ctx->h.id : 0;
     res = cli_call_async(&call);
     cli_graph_free(g);
@@ -354,14 +354,14 @@ CLI_EXPORT CUresult cuGraphGetNodes(CUgraph graph, CUgraphNode *nodes, size_t *n
 {
     struct cli_graph *g = cli_handle_check(graph, PROTO_H_GRAPH);
     uint64_t *out;
-    struct cli_call call = {.op = PROTO_OP_GRAPH_NODE_COUNT, .nargs = 1};
+    struct cli_call call = {CLI_ARGS(GRAPH_NODE_COUNT)};
     CUresult res;
 
     if (g == NULL)
         return CUDA_ERROR_INVALID_HANDLE;
     if (num == NULL)
         return CUDA_ERROR_INVALID_VALUE;
-    call.args[0] = g->h.id;
+    call.a.GRAPH_NODE_COUNT.graph = g->h.id;
     call.out_cap = nodes == NULL ? 1 : 1 + 2 * 1024;
     if ((out = calloc(call.out_cap, sizeof(*out))) == NULL)
         return CUDA_ERROR_OUT_OF_MEMORY;
@@ -384,7 +384,7 @@ CLI_EXPORT CUresult cuGraphGetNodes(CUgraph graph, CUgraphNode *nodes, size_t *n
 CLI_EXPORT CUresult cuGraphClone(CUgraph *clone, CUgraph graph)
 {
     struct cli_graph *g = cli_handle_check(graph, PROTO_H_GRAPH), *c;
-    struct cli_call call = {.op = PROTO_OP_GRAPH_CLONE, .nargs = 2};
+    struct cli_call call = {CLI_ARGS(GRAPH_CLONE)};
     CUresult res = cli_need_ctx();
 
     if (res != CUDA_SUCCESS)
@@ -395,8 +395,8 @@ CLI_EXPORT CUresult cuGraphClone(CUgraph *clone, CUgraph graph)
         return CUDA_ERROR_INVALID_VALUE;
     if ((c = cli_graph_new(PROTO_H_GRAPH)) == NULL)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    call.args[0] = c->h.id;
-    call.args[1] = g->h.id;
+    call.a.GRAPH_CLONE.id = c->h.id;
+    call.a.GRAPH_CLONE.graph = g->h.id;
     res = cli_call_sync(&call);
     if (res == CUDA_SUCCESS && !graph_host_copy(&c->host, &g->host))
         res = CUDA_ERROR_OUT_OF_MEMORY;
@@ -414,8 +414,7 @@ CLI_EXPORT CUresult cuGraphExecUpdate_v2(CUgraphExec exec, CUgraph graph,
     struct cli_graph *e = cli_handle_check(exec, PROTO_H_GRAPH_EXEC);
     struct cli_graph *g = cli_handle_check(graph, PROTO_H_GRAPH);
     uint64_t out[1] = {CU_GRAPH_EXEC_UPDATE_ERROR};
-    struct cli_call call = {.op = PROTO_OP_GRAPH_EXEC_UPDATE, .nargs = 2, .out = out,
-                            .out_cap = 1};
+    struct cli_call call = {CLI_ARGS(GRAPH_EXEC_UPDATE), .out = out, .out_cap = 1};
     CUresult res = cli_need_ctx();
 
     if (res != CUDA_SUCCESS)
@@ -424,8 +423,8 @@ CLI_EXPORT CUresult cuGraphExecUpdate_v2(CUgraphExec exec, CUgraph graph,
         return CUDA_ERROR_INVALID_HANDLE;
     if (info == NULL)
         return CUDA_ERROR_INVALID_VALUE;
-    call.args[0] = e->h.id;
-    call.args[1] = g->h.id;
+    call.a.GRAPH_EXEC_UPDATE.exec = e->h.id;
+    call.a.GRAPH_EXEC_UPDATE.graph = g->h.id;
     res = cli_call_sync(&call);
     memset(info, 0, sizeof(*info));
     info->result = (CUgraphExecUpdateResult)out[0];
@@ -462,15 +461,18 @@ CLI_EXPORT CUresult cli_exec_update_v1(CUgraphExec e, CUgraph g, CUgraphNode *er
 static CUresult graph_mem_call(unsigned op, CUdevice dev, uint64_t attr, bool set, uint64_t *v)
 {
     uint64_t out[1] = {0};
-    struct cli_call call = {.op = op, .nargs = op == PROTO_OP_GRAPH_MEM_TRIM ? 1 : 4,
-                            .args = {(uint64_t)dev, attr, set, v ? *v : 0}, .out = out,
-                            .out_cap = 1};
+    /* GRAPH_MEM_TRIM [dev] is GRAPH_MEM_ATTR's first argument alone */
+    struct cli_call call = {CLI_ARGS_AS(op, GRAPH_MEM_ATTR, .dev = (uint64_t)dev, .attr = attr,
+                                        .set = set, .value = v ? *v : 0),
+                            .out = out, .out_cap = 1};
     CUresult res = cli_need_ctx();
 
     if (res != CUDA_SUCCESS)
         return res;
     if (dev < 0 || dev >= cli_device_count())
         return CUDA_ERROR_INVALID_DEVICE;
+    if (op == PROTO_OP_GRAPH_MEM_TRIM)
+        call.nargs = PROTO_NARGS_GRAPH_MEM_TRIM;
     res = cli_call_sync(&call);
     if (res == CUDA_SUCCESS && v != NULL && !set)
         *v = out[0];

@@ -52,7 +52,7 @@ struct cli_node {
 /* A node being added (graph_nodes.c): its type, up to 12 type arguments and a payload. */
 struct node_spec {
     CUgraphNodeType type;
-    uint64_t args[12];
+    uint64_t targ[12]; /* GRAPH_ADD_NODE's type arguments (proto/ops.def) */
     const void *payload;
     size_t payload_len;
     uint64_t *out; /* MEM_ALLOC: the address */

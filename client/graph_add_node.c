@@ -22,8 +22,9 @@ CLI_EXPORT CUresult cuGraphConditionalHandleCreate(CUgraphConditionalHandle *han
     struct cli_graph *g = cli_handle_check(graph, PROTO_H_GRAPH);
     struct cli_ctx *c = ctx != NULL ? cli_handle_check(ctx, PROTO_H_CTX) : NULL;
     uint64_t out[1] = {0};
-    struct cli_call call = {.op = PROTO_OP_GRAPH_COND_HANDLE_CREATE, .nargs = 3, .out = out,
-                            .out_cap = 1, .args = {0, default_value, flags}};
+    struct cli_call call = {
+        CLI_ARGS(GRAPH_COND_HANDLE_CREATE, .value = default_value, .flags = flags), .out = out,
+        .out_cap = 1};
     CUresult res = cli_need_ctx();
 
     if (res != CUDA_SUCCESS)
@@ -32,7 +33,7 @@ CLI_EXPORT CUresult cuGraphConditionalHandleCreate(CUgraphConditionalHandle *han
         return CUDA_ERROR_INVALID_HANDLE;
     if (handle == NULL)
         return CUDA_ERROR_INVALID_VALUE;
-    call.args[0] = g->h.id;
+    call.a.GRAPH_COND_HANDLE_CREATE.graph = g->h.id;
     call.ctx = c != NULL ? c->h.id : 0;
     res = cli_call_sync(&call);
     if (res == CUDA_SUCCESS && call.nout < 1)
@@ -67,7 +68,7 @@ static CUresult add_conditional(CUgraphNode *node_p, CUgraph graph, const CUgrap
 {
     struct cli_graph *g = cli_handle_check(graph, PROTO_H_GRAPH);
     struct node_spec spec = {.type = CU_GRAPH_NODE_TYPE_CONDITIONAL,
-                             .args = {p->handle, p->type, p->size}};
+                             .targ = {p->handle, p->type, p->size}};
     uint64_t ids[MAX_BODIES];
     struct cli_node *n;
     CUgraph *bodies;

@@ -162,12 +162,11 @@ CUresult cli_capture_query(CUstream stream, bool per_thread, CUstreamCaptureStat
                            CUgraph *graph, const CUgraphNode **deps,
                            const CUgraphEdgeData **edges, size_t *ndeps)
 {
-    struct cli_call call = {.op = PROTO_OP_STREAM_GET_CAPTURE_INFO, .nargs = 3,
-                            .out_cap = 2 + 3 * MAX_QUERY_DEPS};
+    struct cli_call call = {CLI_ARGS(STREAM_GET_CAPTURE_INFO), .out_cap = 2 + 3 * MAX_QUERY_DEPS};
     struct capture_target *t;
     uint64_t *out;
     size_t n = 0;
-    CUresult res = cli_stream_arg(stream, per_thread, &call.args[0]);
+    CUresult res = cli_stream_arg(stream, per_thread, &call.a.STREAM_GET_CAPTURE_INFO.stream);
 
     if (res != CUDA_SUCCESS)
         return res;
@@ -175,7 +174,8 @@ CUresult cli_capture_query(CUstream stream, bool per_thread, CUstreamCaptureStat
         (out = calloc(call.out_cap, sizeof(*out))) == NULL)
         return CUDA_ERROR_OUT_OF_MEMORY;
     call.out = out;
-    call.args[1] = t->graph->h.id, call.args[2] = !t->bound;
+    call.a.STREAM_GET_CAPTURE_INFO.graph = t->graph->h.id,
+    call.a.STREAM_GET_CAPTURE_INFO.bind = !t->bound;
     res = cli_call_sync(&call);
     if (res == CUDA_SUCCESS && call.nout < 2)
         res = CUDA_ERROR_UNKNOWN;
@@ -205,12 +205,12 @@ CUresult cli_capture_query(CUstream stream, bool per_thread, CUstreamCaptureStat
 static CUresult update_deps(CUstream stream, CUgraphNode *nodes, const CUgraphEdgeData *edges,
                             size_t n, unsigned flags, bool per_thread)
 {
-    struct cli_call call = {.op = PROTO_OP_STREAM_UPDATE_CAPTURE_DEPS, .nargs = 4,
-                            .args = {0, flags, n, edges != NULL}};
+    struct cli_call call = {CLI_ARGS(STREAM_UPDATE_CAPTURE_DEPS, .stream = 0, .flags = flags,
+                                     .n = n, .has_edges = edges != NULL)};
     uint64_t capture = cli_stream_capture_id(stream), words[2 * 64];
     struct cli_graph *g;
     bool minted;
-    CUresult res = cli_stream_arg(stream, per_thread, &call.args[0]);
+    CUresult res = cli_stream_arg(stream, per_thread, &call.a.STREAM_UPDATE_CAPTURE_DEPS.stream);
 
     if (res != CUDA_SUCCESS)
         return res;

@@ -58,7 +58,7 @@ static void shadow_drop(uint64_t shadow)
         }
     pthread_mutex_unlock(&ref_lock);
     if (last && cli_initialized()) {
-        struct cli_call call = {.op = PROTO_OP_SHADOW_FREE, .nargs = 1, .args = {shadow}};
+        struct cli_call call = {CLI_ARGS(SHADOW_FREE, .shadow = shadow)};
         cli_call_async(&call);
     }
 }
@@ -109,11 +109,11 @@ void graph_host_clear(struct graph_host *gh)
 uint64_t graph_shadow_new(size_t len)
 {
     struct cli_handle h;
-    struct cli_call call = {.op = PROTO_OP_SHADOW_ALLOC, .nargs = 2};
+    struct cli_call call = {CLI_ARGS(SHADOW_ALLOC)};
 
     cli_handle_init(&h, PROTO_H_SHADOW);
-    call.args[0] = h.id;
-    call.args[1] = len;
+    call.a.SHADOW_ALLOC.id = h.id;
+    call.a.SHADOW_ALLOC.size = len;
     return cli_call_async(&call) == CUDA_SUCCESS ? h.id : 0;
 }
 
@@ -123,9 +123,9 @@ CUresult graph_host_before(const struct graph_host *gh, uint64_t sid)
 
     for (size_t i = 0; i < gh->nuses && res == CUDA_SUCCESS; i++) {
         const struct shadow_use *u = &gh->uses[i];
-        struct cli_call call = {.op = PROTO_OP_SHADOW_WRITE, .nargs = 4,
-                                .args = {u->shadow, 0, u->len, sid}, .data = u->host,
-                                .data_len = u->len};
+        struct cli_call call = {
+            CLI_ARGS(SHADOW_WRITE, .shadow = u->shadow, .offset = 0, .len = u->len, .stream = sid),
+            .data = u->host, .data_len = u->len};
         if (u->dir == 0)
             res = cli_call_async(&call);
     }
@@ -138,14 +138,14 @@ CUresult graph_host_after(const struct graph_host *gh, uint64_t sid)
 
     for (size_t i = 0; i < gh->nuses && res == CUDA_SUCCESS; i++) {
         const struct shadow_use *u = &gh->uses[i];
-        struct cli_call call = {.op = PROTO_OP_SHADOW_READ, .nargs = 4,
-                                .args = {u->shadow, 0, u->len, sid}};
+        struct cli_call call = {
+            CLI_ARGS(SHADOW_READ, .shadow = u->shadow, .offset = 0, .len = u->len, .stream = sid)};
         if (u->dir == 1)
             res = cli_call_deferred(&call, u->host, u->len);
     }
     if (res != CUDA_SUCCESS || gh->nfns == 0)
         return res;
-    struct cli_call sync = {.op = PROTO_OP_STREAM_SYNCHRONIZE, .nargs = 1, .args = {sid}};
+    struct cli_call sync = {CLI_ARGS(STREAM_SYNCHRONIZE, .stream = sid)};
     if ((res = cli_call_sync(&sync)) != CUDA_SUCCESS)
         return res;
     for (size_t i = 0; i < gh->nfns; i++)
@@ -181,8 +181,8 @@ CUresult cli_capture_copy(CUstream stream, uint64_t sid, int dir, CUdeviceptr dp
 {
     uint64_t capture = cli_stream_capture_id(stream);
     struct shadow_use u = {graph_shadow_new(len), host, len, dir};
-    struct cli_call call = {.op = PROTO_OP_MEMCPY_SHADOW, .nargs = 6,
-                            .args = {(uint64_t)dir, dptr, u.shadow, 0, len, sid}};
+    struct cli_call call = {CLI_ARGS(MEMCPY_SHADOW, .dir = (uint64_t)dir, .dptr = dptr,
+                                     .shadow = u.shadow, .offset = 0, .len = len, .stream = sid)};
     struct graph_host *gh;
     bool ok;
 
@@ -200,7 +200,7 @@ CUresult cli_capture_host_fn(CUstream stream, CUhostFn fn, void *data)
     struct graph_host *gh;
     bool ok;
 
-    struct cli_call call = {.op = PROTO_OP_HOST_PLACEHOLDER, .nargs = 1};
+    struct cli_call call = {CLI_ARGS(HOST_PLACEHOLDER)};
 
     pthread_mutex_lock(&capture_lock);
     ok = (gh = capture_rec(capture)) != NULL && graph_host_add_fn(gh, fn, data);
@@ -208,7 +208,7 @@ CUresult cli_capture_host_fn(CUstream stream, CUhostFn fn, void *data)
     if (!ok)
         return CUDA_ERROR_OUT_OF_MEMORY;
     /* The captured graph gets a host node of its own, so it has the shape it has locally. */
-    if (!cli_stream_id(stream, false, &call.args[0]))
+    if (!cli_stream_id(stream, false, &call.a.HOST_PLACEHOLDER.stream))
         return CUDA_ERROR_INVALID_HANDLE;
     return cli_call_async(&call);
 }

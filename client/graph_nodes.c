@@ -14,7 +14,7 @@
 CLI_EXPORT CUresult cuGraphCreate(CUgraph *graph, unsigned int flags)
 {
     struct cli_graph *g;
-    struct cli_call call = {.op = PROTO_OP_GRAPH_CREATE, .nargs = 2};
+    struct cli_call call = {CLI_ARGS(GRAPH_CREATE)};
     CUresult res = cli_need_ctx();
 
     if (res != CUDA_SUCCESS)
@@ -23,8 +23,8 @@ CLI_EXPORT CUresult cuGraphCreate(CUgraph *graph, unsigned int flags)
         return CUDA_ERROR_INVALID_VALUE;
     if ((g = cli_graph_new(PROTO_H_GRAPH)) == NULL)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    call.args[0] = g->h.id;
-    call.args[1] = flags;
+    call.a.GRAPH_CREATE.id = g->h.id;
+    call.a.GRAPH_CREATE.flags = flags;
     if ((res = cli_call_sync(&call)) != CUDA_SUCCESS) {
         cli_graph_free(g);
         return res;
@@ -54,8 +54,7 @@ CUresult cli_graph_add_node(CUgraphNode *node_p, CUgraph graph, const CUgraphNod
     uint64_t ids[MAX_DEPS], out[1] = {0};
     uint8_t *data;
     struct cli_handle h;
-    struct cli_call call = {.op = PROTO_OP_GRAPH_ADD_NODE, .nargs = 16, .out = out,
-                            .out_cap = 1};
+    struct cli_call call = {CLI_ARGS(GRAPH_ADD_NODE), .out = out, .out_cap = 1};
     CUresult res = cli_need_ctx();
 
     if (res != CUDA_SUCCESS)
@@ -72,9 +71,10 @@ CUresult cli_graph_add_node(CUgraphNode *node_p, CUgraph graph, const CUgraphNod
     if (spec->payload_len > 0)
         memcpy(data + 8 * ndeps, spec->payload, spec->payload_len);
     cli_handle_init(&h, PROTO_H_GRAPH_NODE);
-    call.args[0] = g->h.id, call.args[1] = h.id, call.args[2] = spec->type;
-    call.args[3] = ndeps;
-    memcpy(&call.args[4], spec->args, sizeof(spec->args));
+    call.a.GRAPH_ADD_NODE.graph = g->h.id, call.a.GRAPH_ADD_NODE.node = h.id,
+    call.a.GRAPH_ADD_NODE.type = spec->type;
+    call.a.GRAPH_ADD_NODE.ndeps = ndeps;
+    memcpy(&call.a.GRAPH_ADD_NODE.targ[0], spec->targ, sizeof(spec->targ));
     call.data = data;
     call.data_len = 8 * ndeps + spec->payload_len;
     res = cli_call_sync(&call);
@@ -96,15 +96,15 @@ static CUresult kernel_spec(const CUDA_KERNEL_NODE_PARAMS *p, struct node_spec *
     if (p == NULL)
         return CUDA_ERROR_INVALID_VALUE;
     f = p->func != NULL ? (void *)p->func : (void *)p->kern;
-    res = cli_pack_kernel_params(f, p->kernelParams, p->extra, &spec->args[0],
+    res = cli_pack_kernel_params(f, p->kernelParams, p->extra, &spec->targ[0],
                                  (const uint8_t **)&spec->payload, &spec->payload_len);
     if (res != CUDA_SUCCESS)
         return res;
     spec->type = CU_GRAPH_NODE_TYPE_KERNEL;
-    spec->args[1] = p->gridDimX, spec->args[2] = p->gridDimY, spec->args[3] = p->gridDimZ;
-    spec->args[4] = p->blockDimX, spec->args[5] = p->blockDimY, spec->args[6] = p->blockDimZ;
-    spec->args[7] = p->sharedMemBytes;
-    spec->args[8] = spec->payload_len;
+    spec->targ[1] = p->gridDimX, spec->targ[2] = p->gridDimY, spec->targ[3] = p->gridDimZ;
+    spec->targ[4] = p->blockDimX, spec->targ[5] = p->blockDimY, spec->targ[6] = p->blockDimZ;
+    spec->targ[7] = p->sharedMemBytes;
+    spec->targ[8] = spec->payload_len;
     return CUDA_SUCCESS;
 }
 
@@ -143,8 +143,8 @@ CLI_EXPORT CUresult cuGraphAddMemsetNode(CUgraphNode *node, CUgraph graph,
 
     if (p == NULL)
         return CUDA_ERROR_INVALID_VALUE;
-    spec.args[0] = p->dst, spec.args[1] = p->pitch, spec.args[2] = p->value;
-    spec.args[3] = p->elementSize, spec.args[4] = p->width, spec.args[5] = p->height;
+    spec.targ[0] = p->dst, spec.targ[1] = p->pitch, spec.targ[2] = p->value;
+    spec.targ[3] = p->elementSize, spec.targ[4] = p->width, spec.targ[5] = p->height;
     return cli_graph_add_node(node, graph, deps, ndeps, &spec);
 }
 
@@ -191,17 +191,17 @@ CLI_EXPORT CUresult cuGraphAddMemcpyNode(CUgraphNode *node, CUgraph graph,
     if (c->Depth > 1 || c->srcZ != 0 || c->dstZ != 0)
         return cli_unsupported("3D graph copy nodes");
     h = c->Height ? c->Height : 1;
-    res = copy_end(g, c->srcMemoryType, c->srcDevice, c->srcHost, c->srcXInBytes, c->srcY,
-                   c->srcPitch ? c->srcPitch : c->WidthInBytes, c->WidthInBytes, h, 0,
-                   &spec.args[0]);
+    res =
+        copy_end(g, c->srcMemoryType, c->srcDevice, c->srcHost, c->srcXInBytes, c->srcY,
+                 c->srcPitch ? c->srcPitch : c->WidthInBytes, c->WidthInBytes, h, 0, &spec.targ[0]);
     if (res == CUDA_SUCCESS)
         res = copy_end(g, c->dstMemoryType, c->dstDevice, c->dstHost, c->dstXInBytes, c->dstY,
                        c->dstPitch ? c->dstPitch : c->WidthInBytes, c->WidthInBytes, h, 1,
-                       &spec.args[3]);
+                       &spec.targ[3]);
     if (res != CUDA_SUCCESS)
         return res;
-    spec.args[6] = c->WidthInBytes;
-    spec.args[7] = h;
+    spec.targ[6] = c->WidthInBytes;
+    spec.targ[7] = h;
     return cli_graph_add_node(node, graph, deps, ndeps, &spec);
 }
 
@@ -242,7 +242,7 @@ static CUresult event_node(CUgraphNode *node, CUgraph graph, const CUgraphNode *
 
     if (e == NULL)
         return CUDA_ERROR_INVALID_HANDLE;
-    spec.args[0] = e->id;
+    spec.targ[0] = e->id;
     return cli_graph_add_node(node, graph, deps, ndeps, &spec);
 }
 
@@ -270,7 +270,7 @@ CLI_EXPORT CUresult cuGraphAddChildGraphNode(CUgraphNode *node, CUgraph graph,
 
     if (g == NULL || c == NULL)
         return CUDA_ERROR_INVALID_HANDLE;
-    spec.args[0] = c->h.id;
+    spec.targ[0] = c->h.id;
     if ((res = cli_graph_add_node(node, graph, deps, ndeps, &spec)) != CUDA_SUCCESS)
         return res;
     /* The child's host part now belongs to the parent too (the child is copied into it). */
@@ -300,8 +300,8 @@ CLI_EXPORT CUresult cuGraphAddMemAllocNode(CUgraphNode *node, CUgraph graph,
 
     if (p == NULL || p->bytesize == 0 || p->poolProps.location.type != CU_MEM_LOCATION_TYPE_DEVICE)
         return CUDA_ERROR_INVALID_VALUE;
-    spec.args[0] = p->bytesize;
-    spec.args[1] = (uint64_t)p->poolProps.location.id;
+    spec.targ[0] = p->bytesize;
+    spec.targ[1] = (uint64_t)p->poolProps.location.id;
     spec.out = &dptr;
     if ((res = cli_graph_add_node(node, graph, deps, ndeps, &spec)) != CUDA_SUCCESS)
         return res;
@@ -315,7 +315,7 @@ CLI_EXPORT CUresult cuGraphAddMemFreeNode(CUgraphNode *node, CUgraph graph,
 {
     struct node_spec spec = {.type = CU_GRAPH_NODE_TYPE_MEM_FREE};
 
-    spec.args[0] = d;
+    spec.targ[0] = d;
     return cli_graph_add_node(node, graph, deps, ndeps, &spec);
 }
 
@@ -327,7 +327,7 @@ CLI_EXPORT CUresult cuGraphAddDependencies_v2(CUgraph graph, const CUgraphNode *
 {
     struct cli_graph *g = cli_handle_check(graph, PROTO_H_GRAPH);
     uint64_t ids[2 * MAX_DEPS];
-    struct cli_call call = {.op = PROTO_OP_GRAPH_ADD_DEPS, .nargs = 2};
+    struct cli_call call = {CLI_ARGS(GRAPH_ADD_DEPS)};
 
     if (g == NULL)
         return CUDA_ERROR_INVALID_HANDLE;
@@ -345,8 +345,8 @@ CLI_EXPORT CUresult cuGraphAddDependencies_v2(CUgraph graph, const CUgraphNode *
         ids[i] = a->h.id;
         ids[n + i] = b->h.id;
     }
-    call.args[0] = g->h.id;
-    call.args[1] = n;
+    call.a.GRAPH_ADD_DEPS.graph = g->h.id;
+    call.a.GRAPH_ADD_DEPS.n = n;
     call.data = ids;
     call.data_len = 16 * n;
     return cli_call_sync(&call);
@@ -378,16 +378,16 @@ CLI_EXPORT CUresult cuGraphExecKernelNodeSetParams_v2(CUgraphExec exec, CUgraphN
     struct cli_handle *e = cli_handle_check(exec, PROTO_H_GRAPH_EXEC);
     struct cli_node *n = cli_handle_check(node, PROTO_H_GRAPH_NODE);
     struct node_spec spec = {0};
-    struct cli_call call = {.op = PROTO_OP_GRAPH_EXEC_KERNEL_SET, .nargs = 11};
+    struct cli_call call = {CLI_ARGS(GRAPH_EXEC_KERNEL_SET)};
     CUresult res;
 
     if (e == NULL || n == NULL)
         return CUDA_ERROR_INVALID_HANDLE;
     if ((res = kernel_spec(p, &spec)) != CUDA_SUCCESS)
         return res;
-    call.args[0] = e->id;
-    call.args[1] = n->h.id;
-    memcpy(&call.args[2], spec.args, 9 * sizeof(uint64_t));
+    call.a.GRAPH_EXEC_KERNEL_SET.exec = e->id;
+    call.a.GRAPH_EXEC_KERNEL_SET.node = n->h.id;
+    memcpy(&call.a.GRAPH_EXEC_KERNEL_SET.kernel[0], spec.targ, 9 * sizeof(uint64_t));
     call.data = spec.payload;
     call.data_len = spec.payload_len;
     return cli_call_async(&call);

@@ -32,7 +32,8 @@ void cli_handle_kill(struct cli_handle *h)
 
 CUresult cli_handle_destroy(struct cli_handle *h, unsigned op, const struct cli_ctx *ctx)
 {
-    struct cli_call call = {.op = op, .nargs = 1, .args = {h->id}};
+    /* the destroy ops that come here (ARRAY_, EVENT_, STREAM_DESTROY) take the one `handle` */
+    struct cli_call call = {CLI_ARGS_AS(op, EVENT_DESTROY, .handle = h->id)};
     CUresult res;
 
     if (ctx != NULL)

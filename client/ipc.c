@@ -14,8 +14,8 @@
 
 CLI_EXPORT CUresult cuIpcGetMemHandle(CUipcMemHandle *handle, CUdeviceptr dptr)
 {
-    struct cli_call call = {.op = PROTO_OP_IPC_GET_MEM_HANDLE, .nargs = 1, .args = {dptr},
-                            .rdata = handle, .rdata_cap = sizeof(*handle)};
+    struct cli_call call = {CLI_ARGS(IPC_GET_MEM_HANDLE, .dptr = dptr), .rdata = handle,
+                            .rdata_cap = sizeof(*handle)};
     CUresult res = cli_need_ctx();
 
     if (res != CUDA_SUCCESS)
@@ -33,9 +33,8 @@ CLI_EXPORT CUresult cuIpcOpenMemHandle(CUdeviceptr *dptr, CUipcMemHandle handle,
                                        unsigned int flags)
 {
     uint64_t out[2];
-    struct cli_call call = {.op = PROTO_OP_IPC_OPEN_MEM_HANDLE, .nargs = 1, .args = {flags},
-                            .data = &handle, .data_len = sizeof(handle), .out = out,
-                            .out_cap = 2};
+    struct cli_call call = {CLI_ARGS(IPC_OPEN_MEM_HANDLE, .flags = flags), .data = &handle,
+                            .data_len = sizeof(handle), .out = out, .out_cap = 2};
     CUresult res = cli_need_ctx();
 
     if (res != CUDA_SUCCESS)
@@ -63,7 +62,7 @@ CLI_EXPORT CUresult cli_cuIpcOpenMemHandle_v1(CUdeviceptr *dptr, CUipcMemHandle 
 
 CLI_EXPORT CUresult cuIpcCloseMemHandle(CUdeviceptr dptr)
 {
-    struct cli_call call = {.op = PROTO_OP_IPC_CLOSE_MEM_HANDLE, .nargs = 1, .args = {dptr}};
+    struct cli_call call = {CLI_ARGS(IPC_CLOSE_MEM_HANDLE, .dptr = dptr)};
     struct mem_range r;
     CUresult res = cli_need_ctx();
 
@@ -80,7 +79,7 @@ CLI_EXPORT CUresult cuIpcCloseMemHandle(CUdeviceptr dptr)
 
 CLI_EXPORT CUresult cuIpcGetEventHandle(CUipcEventHandle *handle, CUevent event)
 {
-    struct cli_call call = {.op = PROTO_OP_IPC_GET_EVENT_HANDLE, .nargs = 1, .rdata = handle,
+    struct cli_call call = {CLI_ARGS(IPC_GET_EVENT_HANDLE), .rdata = handle,
                             .rdata_cap = sizeof(*handle)};
     CUresult res;
 
@@ -88,7 +87,7 @@ CLI_EXPORT CUresult cuIpcGetEventHandle(CUipcEventHandle *handle, CUevent event)
         return CUDA_ERROR_NOT_INITIALIZED;
     if (handle == NULL)
         return CUDA_ERROR_INVALID_VALUE;
-    if (!cli_event_ids(event, &call.args[0], &call.ctx))
+    if (!cli_event_ids(event, &call.a.IPC_GET_EVENT_HANDLE.event, &call.ctx))
         return CUDA_ERROR_INVALID_HANDLE;
     res = cli_call_sync(&call);
     if (res == CUDA_SUCCESS && call.rdata_len != sizeof(*handle))
@@ -100,7 +99,7 @@ CLI_EXPORT CUresult cuIpcGetEventHandle(CUipcEventHandle *handle, CUevent event)
  * the flags every IPC event has. */
 CLI_EXPORT CUresult cuIpcOpenEventHandle(CUevent *event, CUipcEventHandle handle)
 {
-    struct cli_call call = {.op = PROTO_OP_IPC_OPEN_EVENT_HANDLE, .nargs = 1, .data = &handle,
+    struct cli_call call = {CLI_ARGS(IPC_OPEN_EVENT_HANDLE), .data = &handle,
                             .data_len = sizeof(handle)};
     CUresult res = cli_need_ctx();
 

@@ -209,8 +209,11 @@ CUresult cli_lanes_copy(bool htod, CUdeviceptr dptr, void *host, size_t n, uint6
                         bool async)
 {
     struct lanes_post post = {.send = htod, .buf = host, .len = n};
-    struct cli_call call = {.op = htod ? PROTO_OP_MEMCPY_HTOD_LANES : PROTO_OP_MEMCPY_DTOH_LANES,
-                            .nargs = 6, .on_send = lanes_post, .on_send_arg = &post};
+    struct cli_call call = {
+        CLI_ARGS_AS(htod ? PROTO_OP_MEMCPY_HTOD_LANES : PROTO_OP_MEMCPY_DTOH_LANES,
+                    MEMCPY_HTOD_LANES, .dptr = dptr, .size = n, .stream = stream,
+                    .stripe = LANE_STRIPE),
+        .on_send = lanes_post, .on_send_arg = &post};
     CUresult res = CUDA_SUCCESS;
 
     if (n < LANE_MIN || lanes.want == 0 || lanes.broken || cli_session_rdma_conn() != NULL)
@@ -223,8 +226,8 @@ CUresult cli_lanes_copy(bool htod, CUdeviceptr dptr, void *host, size_t n, uint6
     }
     if (lanes_pending()) /* the previous copy still moves: its end comes before the reply */
         res = cli_session_fence();
-    call.args[0] = dptr, call.args[1] = n, call.args[2] = stream, call.args[3] = async;
-    call.args[4] = (uint64_t)lanes.n, call.args[5] = LANE_STRIPE;
+    call.a.MEMCPY_HTOD_LANES.async = async;
+    call.a.MEMCPY_HTOD_LANES.nlanes = (uint64_t)lanes.n;
     if (res == CUDA_SUCCESS)
         res = async ? cli_call_async(&call) : cli_call_sync(&call); /* sync: settled by then */
     if (post.posted && res == CUDA_ERROR_DEVICE_UNAVAILABLE)

@@ -12,8 +12,8 @@ static CUresult layout_fetch(struct cli_func *f)
 {
     unsigned cap = 2 + 2 * 1024;
     uint64_t *out = malloc(cap * sizeof(*out));
-    struct cli_call call = {.op = PROTO_OP_FUNC_GET_PARAM_LAYOUT, .nargs = 1, .args = {f->h.id},
-                            .out = out, .out_cap = cap};
+    struct cli_call call = {CLI_ARGS(FUNC_GET_PARAM_LAYOUT, .func = f->h.id), .out = out,
+                            .out_cap = cap};
     CUresult res = out != NULL ? cli_call_sync(&call) : CUDA_ERROR_OUT_OF_MEMORY;
     unsigned n;
 
@@ -136,10 +136,10 @@ static CUresult launch(CUfunction func, const struct launch_dims *d, CUstream st
                        unsigned nattr, bool per_thread)
 {
     struct cli_func *f = cli_func_check(func);
-    struct cli_call call = {.op = PROTO_OP_LAUNCH, .nargs = 11};
+    struct cli_call call = {CLI_ARGS(LAUNCH)};
     size_t plen, len;
     uint8_t *buf;
-    CUresult res = cli_stream_arg(stream, per_thread, &call.args[8]);
+    CUresult res = cli_stream_arg(stream, per_thread, &call.a.LAUNCH.stream);
 
     if (res != CUDA_SUCCESS)
         return res;
@@ -150,14 +150,12 @@ static CUresult launch(CUfunction func, const struct launch_dims *d, CUstream st
     res = pack_params(f, params, extra, attrs, nattr, &buf, &plen, &len);
     if (res != CUDA_SUCCESS)
         return res;
-    call.args[0] = f->h.id;
-    for (int i = 0; i < 3; i++) {
-        call.args[1 + i] = d->grid[i];
-        call.args[4 + i] = d->block[i];
-    }
-    call.args[7] = d->shmem;
-    call.args[9] = plen;
-    call.args[10] = nattr;
+    call.a.LAUNCH.func = f->h.id;
+    call.a.LAUNCH.gx = d->grid[0], call.a.LAUNCH.gy = d->grid[1], call.a.LAUNCH.gz = d->grid[2];
+    call.a.LAUNCH.bx = d->block[0], call.a.LAUNCH.by = d->block[1], call.a.LAUNCH.bz = d->block[2];
+    call.a.LAUNCH.shmem = d->shmem;
+    call.a.LAUNCH.params_len = plen;
+    call.a.LAUNCH.nattr = nattr;
     call.data = buf;
     call.data_len = len;
     return cli_call_async(&call);
@@ -268,8 +266,7 @@ static CUresult get_attribute(int *pi, int attrib, void *handle, CUdevice dev)
 {
     struct cli_func *f = cli_func_check(handle);
     uint64_t out[1];
-    struct cli_call call = {.op = PROTO_OP_FUNC_GET_ATTRIBUTE, .nargs = 3, .out = out,
-                            .out_cap = 1};
+    struct cli_call call = {CLI_ARGS(FUNC_GET_ATTRIBUTE), .out = out, .out_cap = 1};
     CUresult res = CUDA_SUCCESS;
 
     if (!cli_initialized())
@@ -280,9 +277,9 @@ static CUresult get_attribute(int *pi, int attrib, void *handle, CUdevice dev)
         return CUDA_ERROR_INVALID_VALUE;
     pthread_mutex_lock(&f->lock);
     if (!(f->attrs_known & (1ull << attrib))) {
-        call.args[0] = f->h.id;
-        call.args[1] = (uint64_t)attrib;
-        call.args[2] = (uint64_t)dev;
+        call.a.FUNC_GET_ATTRIBUTE.func = f->h.id;
+        call.a.FUNC_GET_ATTRIBUTE.attrib = (uint64_t)attrib;
+        call.a.FUNC_GET_ATTRIBUTE.dev = (uint64_t)dev;
         res = cli_call_sync(&call);
         if (res == CUDA_SUCCESS && call.nout >= 1) {
             f->attrs[attrib] = (int)(int64_t)out[0];
@@ -298,7 +295,7 @@ static CUresult get_attribute(int *pi, int attrib, void *handle, CUdevice dev)
 static CUresult set_attribute(void *handle, int attrib, int value, CUdevice dev)
 {
     struct cli_func *f = cli_func_check(handle);
-    struct cli_call call = {.op = PROTO_OP_FUNC_SET_ATTRIBUTE, .nargs = 4};
+    struct cli_call call = {CLI_ARGS(FUNC_SET_ATTRIBUTE)};
     CUresult res;
 
     if (!cli_initialized())
@@ -307,10 +304,10 @@ static CUresult set_attribute(void *handle, int attrib, int value, CUdevice dev)
         return CUDA_ERROR_INVALID_HANDLE;
     if (attrib < 0 || attrib >= CU_FUNC_ATTRIBUTE_MAX)
         return CUDA_ERROR_INVALID_VALUE;
-    call.args[0] = f->h.id;
-    call.args[1] = (uint64_t)attrib;
-    call.args[2] = (uint64_t)(int64_t)value;
-    call.args[3] = (uint64_t)dev;
+    call.a.FUNC_SET_ATTRIBUTE.func = f->h.id;
+    call.a.FUNC_SET_ATTRIBUTE.attrib = (uint64_t)attrib;
+    call.a.FUNC_SET_ATTRIBUTE.value = (uint64_t)(int64_t)value;
+    call.a.FUNC_SET_ATTRIBUTE.dev = (uint64_t)dev;
     res = cli_call_sync(&call);
     cli_occupancy_forget();
     pthread_mutex_lock(&f->lock);
@@ -348,15 +345,15 @@ CLI_EXPORT CUresult cuKernelSetAttribute(CUfunction_attribute attrib, int val, C
 static CUresult set_cache_config(void *handle, CUfunc_cache config, CUdevice dev)
 {
     struct cli_func *f = cli_func_check(handle);
-    struct cli_call call = {.op = PROTO_OP_FUNC_SET_CACHE_CONFIG, .nargs = 3};
+    struct cli_call call = {CLI_ARGS(FUNC_SET_CACHE_CONFIG)};
 
     if (!cli_initialized())
         return CUDA_ERROR_NOT_INITIALIZED;
     if (f == NULL)
         return CUDA_ERROR_INVALID_HANDLE;
-    call.args[0] = f->h.id;
-    call.args[1] = config;
-    call.args[2] = (uint64_t)dev;
+    call.a.FUNC_SET_CACHE_CONFIG.func = f->h.id;
+    call.a.FUNC_SET_CACHE_CONFIG.config = config;
+    call.a.FUNC_SET_CACHE_CONFIG.dev = (uint64_t)dev;
     cli_occupancy_forget();
     return cli_call_async(&call);
 }

@@ -21,7 +21,7 @@ CLI_EXPORT CUresult cuLinkCreate_v2(unsigned int n, CUjit_option *opts, void **v
                                     CUlinkState *state)
 {
     struct cli_link *l;
-    struct cli_call call = {.op = PROTO_OP_LINK_CREATE, .nargs = 3};
+    struct cli_call call = {CLI_ARGS(LINK_CREATE)};
     CUresult res = cli_need_ctx();
 
     if (res != CUDA_SUCCESS)
@@ -36,9 +36,9 @@ CLI_EXPORT CUresult cuLinkCreate_v2(unsigned int n, CUjit_option *opts, void **v
     }
     cli_handle_init(&l->h, PROTO_H_LINK);
     l->nopts = n, l->opts = opts, l->vals = vals;
-    call.args[0] = l->h.id;
-    call.args[1] = l->jit.info_cap;
-    call.args[2] = l->jit.error_cap;
+    call.a.LINK_CREATE.id = l->h.id;
+    call.a.LINK_CREATE.info_cap = l->jit.info_cap;
+    call.a.LINK_CREATE.error_cap = l->jit.error_cap;
     call.data = l->jit.words;
     call.data_len = 8 * l->jit.nwords;
     if ((res = cli_call_sync(&call)) != CUDA_SUCCESS) {
@@ -57,7 +57,7 @@ CLI_EXPORT CUresult cuLinkAddData_v2(CUlinkState state, CUjitInputType type, voi
     const size_t logs_cap = l != NULL ? l->jit.info_cap + l->jit.error_cap + 2 : 0;
     const char *nm = name != NULL ? name : "";
     size_t nlen = strlen(nm) + 1;
-    struct cli_call call = {.op = PROTO_OP_LINK_ADD_DATA, .nargs = 2};
+    struct cli_call call = {CLI_ARGS(LINK_ADD_DATA)};
     uint8_t *buf;
     char *logs;
     CUresult res;
@@ -72,8 +72,8 @@ CLI_EXPORT CUresult cuLinkAddData_v2(CUlinkState state, CUjitInputType type, voi
     }
     memcpy(buf, nm, nlen);
     memcpy(buf + nlen, data, size);
-    call.args[0] = l->h.id;
-    call.args[1] = type;
+    call.a.LINK_ADD_DATA.link = l->h.id;
+    call.a.LINK_ADD_DATA.input_type = type;
     call.data = buf;
     call.data_len = nlen + size;
     call.rdata = logs;
@@ -108,7 +108,7 @@ CLI_EXPORT CUresult cuLinkComplete(CUlinkState state, void **cubin, size_t *size
 {
     struct cli_link *l = cli_handle_check(state, PROTO_H_LINK);
     uint64_t out[2] = {0, 0};
-    struct cli_call call = {.op = PROTO_OP_LINK_COMPLETE, .nargs = 1, .out = out, .out_cap = 2};
+    struct cli_call call = {CLI_ARGS(LINK_COMPLETE), .out = out, .out_cap = 2};
     size_t cap = 64u << 20;
     uint8_t *buf;
     CUresult res;
@@ -119,7 +119,7 @@ CLI_EXPORT CUresult cuLinkComplete(CUlinkState state, void **cubin, size_t *size
         return CUDA_ERROR_INVALID_VALUE;
     if ((buf = malloc(cap)) == NULL)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    call.args[0] = l->h.id;
+    call.a.LINK_COMPLETE.link = l->h.id;
     call.rdata = buf;
     call.rdata_cap = cap;
     res = cli_call_sync(&call);
@@ -147,12 +147,12 @@ CLI_EXPORT CUresult cuLinkComplete(CUlinkState state, void **cubin, size_t *size
 CLI_EXPORT CUresult cuLinkDestroy(CUlinkState state)
 {
     struct cli_link *l = cli_handle_check(state, PROTO_H_LINK);
-    struct cli_call call = {.op = PROTO_OP_LINK_DESTROY, .nargs = 1};
+    struct cli_call call = {CLI_ARGS(LINK_DESTROY)};
     CUresult res;
 
     if (l == NULL)
         return CUDA_ERROR_INVALID_HANDLE;
-    call.args[0] = l->h.id;
+    call.a.LINK_DESTROY.link = l->h.id;
     res = cli_call_async(&call);
     free(l->cubin);
     cli_handle_kill(&l->h);

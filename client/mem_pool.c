@@ -70,8 +70,9 @@ CLI_EXPORT CUresult cuDeviceSetMemPool(CUdevice dev, CUmemoryPool pool)
         return cli_initialized() ? CUDA_ERROR_INVALID_DEVICE : CUDA_ERROR_NOT_INITIALIZED;
     if (p == NULL || p->device != dev)
         return CUDA_ERROR_INVALID_VALUE;
-    res = cli_call_simple(PROTO_OP_DEVICE_SET_MEM_POOL, 2,
-                          (const uint64_t[]){(uint64_t)dev, p->h.id}, NULL, 0, NULL);
+    res = cli_call_simple(
+        &(struct cli_call){CLI_ARGS(DEVICE_SET_MEM_POOL, .dev = (uint64_t)dev, .pool = p->h.id)},
+        NULL);
     if (res == CUDA_SUCCESS) {
         pthread_mutex_lock(&pool_lock);
         current_pools[dev] = p;
@@ -93,8 +94,9 @@ CLI_EXPORT CUresult cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *pr
         return CUDA_ERROR_OUT_OF_MEMORY;
     cli_handle_init(&p->h, PROTO_H_MEM_POOL);
     p->device = props->location.type == CU_MEM_LOCATION_TYPE_DEVICE ? props->location.id : -1;
-    res = cli_call_simple(PROTO_OP_MEM_POOL_CREATE, 1, (const uint64_t[]){p->h.id}, props,
-                          sizeof(*props), NULL);
+    res = cli_call_simple(&(struct cli_call){CLI_ARGS(MEM_POOL_CREATE, .id = p->h.id),
+                                             .data = props, .data_len = sizeof(*props)},
+                          NULL);
     if (res != CUDA_SUCCESS) {
         free(p);
         return res;
@@ -110,7 +112,7 @@ CLI_EXPORT CUresult cuMemPoolDestroy(CUmemoryPool pool)
 
     if (p == NULL || (p >= default_pools && p < default_pools + MAX_POOL_DEVICES))
         return CUDA_ERROR_INVALID_VALUE;
-    res = cli_call_simple(PROTO_OP_MEM_POOL_DESTROY, 1, (const uint64_t[]){p->h.id}, NULL, 0, NULL);
+    res = cli_call_simple(&(struct cli_call){CLI_ARGS(MEM_POOL_DESTROY, .pool = p->h.id)}, NULL);
     if (res != CUDA_SUCCESS)
         return res;
     pthread_mutex_lock(&pool_lock);
@@ -137,8 +139,9 @@ CLI_EXPORT CUresult cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute
     if (p == NULL || value == NULL)
         return CUDA_ERROR_INVALID_VALUE;
     v = attr_is_int(attr) ? (uint64_t)(int64_t) * (int *)value : *(cuuint64_t *)value;
-    return cli_call_simple(PROTO_OP_MEM_POOL_SET_ATTR, 3, (const uint64_t[]){p->h.id, attr, v},
-                           NULL, 0, NULL);
+    return cli_call_simple(
+        &(struct cli_call){CLI_ARGS(MEM_POOL_SET_ATTR, .pool = p->h.id, .attr = attr, .value = v)},
+        NULL);
 }
 
 CLI_EXPORT CUresult cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value)
@@ -149,8 +152,8 @@ CLI_EXPORT CUresult cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute
 
     if (p == NULL || value == NULL)
         return CUDA_ERROR_INVALID_VALUE;
-    res = cli_call_simple(PROTO_OP_MEM_POOL_GET_ATTR, 2, (const uint64_t[]){p->h.id, attr}, NULL, 0,
-                          &v);
+    res = cli_call_simple(
+        &(struct cli_call){CLI_ARGS(MEM_POOL_GET_ATTR, .pool = p->h.id, .attr = attr)}, &v);
     if (res != CUDA_SUCCESS)
         return res;
     if (attr_is_int(attr))
@@ -166,8 +169,8 @@ CLI_EXPORT CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t min_keep)
 
     if (p == NULL)
         return CUDA_ERROR_INVALID_VALUE;
-    return cli_call_simple(PROTO_OP_MEM_POOL_TRIM, 2, (const uint64_t[]){p->h.id, min_keep}, NULL,
-                           0, NULL);
+    return cli_call_simple(
+        &(struct cli_call){CLI_ARGS(MEM_POOL_TRIM, .pool = p->h.id, .keep = min_keep)}, NULL);
 }
 
 CLI_EXPORT CUresult cuMemPoolSetAccess(CUmemoryPool pool, const CUmemAccessDesc *map, size_t count)
@@ -176,8 +179,9 @@ CLI_EXPORT CUresult cuMemPoolSetAccess(CUmemoryPool pool, const CUmemAccessDesc 
 
     if (p == NULL || map == NULL || count == 0 || count > 64)
         return CUDA_ERROR_INVALID_VALUE;
-    return cli_call_simple(PROTO_OP_MEM_POOL_SET_ACCESS, 1, (const uint64_t[]){p->h.id}, map,
-                           count * sizeof(*map), NULL);
+    return cli_call_simple(&(struct cli_call){CLI_ARGS(MEM_POOL_SET_ACCESS, .pool = p->h.id),
+                                              .data = map, .data_len = count * sizeof(*map)},
+                           NULL);
 }
 
 static CUresult alloc_from_pool(CUdeviceptr *dptr, size_t size, CUmemoryPool pool, CUstream stream,
@@ -191,8 +195,9 @@ static CUresult alloc_from_pool(CUdeviceptr *dptr, size_t size, CUmemoryPool poo
         return CUDA_ERROR_INVALID_VALUE;
     if (!cli_stream_id(stream, per_thread, &sid))
         return CUDA_ERROR_INVALID_HANDLE;
-    res = cli_call_simple(PROTO_OP_MEM_ALLOC_FROM_POOL, 3, (const uint64_t[]){size, p->h.id, sid},
-                          NULL, 0, &out);
+    res = cli_call_simple(&(struct cli_call){CLI_ARGS(MEM_ALLOC_FROM_POOL, .size = size,
+                                                      .pool = p->h.id, .stream = sid)},
+                          &out);
     if (res == CUDA_SUCCESS) {
         mem_map_add(MEM_DEVICE, (uintptr_t)out, size, cli_ctx_current(), 0);
         *dptr = (CUdeviceptr)out;

@@ -11,7 +11,7 @@
 static CUresult copy_htod(CUdeviceptr dst, const void *src, size_t n, CUstream stream,
                           bool per_thread, bool async)
 {
-    struct cli_call call = {.op = PROTO_OP_MEMCPY_HTOD, .nargs = 4, .data = src, .data_len = n};
+    struct cli_call call = {CLI_ARGS(MEMCPY_HTOD), .data = src, .data_len = n};
     uint64_t sid;
     CUresult res = cli_stream_arg(stream, per_thread, &sid);
 
@@ -26,18 +26,17 @@ static CUresult copy_htod(CUdeviceptr dst, const void *src, size_t n, CUstream s
         return res;
     if ((res = cli_lanes_copy(true, dst, (void *)src, n, sid, async)) != CLI_LANES_NOT_TAKEN)
         return res;
-    call.args[0] = dst;
-    call.args[1] = n;
-    call.args[2] = sid;
-    call.args[3] = async;
+    call.a.MEMCPY_HTOD.dst = dst;
+    call.a.MEMCPY_HTOD.size = n;
+    call.a.MEMCPY_HTOD.stream = sid;
+    call.a.MEMCPY_HTOD.async = async;
     return async ? cli_call_async(&call) : cli_call_sync(&call);
 }
 
 static CUresult copy_dtoh(void *dst, CUdeviceptr src, size_t n, CUstream stream,
                           bool per_thread, bool async)
 {
-    struct cli_call call = {.op = PROTO_OP_MEMCPY_DTOH, .nargs = 4, .rdata = dst,
-                            .rdata_cap = n};
+    struct cli_call call = {CLI_ARGS(MEMCPY_DTOH), .rdata = dst, .rdata_cap = n};
     uint64_t sid;
     CUresult res = cli_stream_arg(stream, per_thread, &sid);
 
@@ -51,10 +50,10 @@ static CUresult copy_dtoh(void *dst, CUdeviceptr src, size_t n, CUstream stream,
         return res;
     if ((res = cli_lanes_copy(false, src, dst, n, sid, async)) != CLI_LANES_NOT_TAKEN)
         return res;
-    call.args[0] = src;
-    call.args[1] = n;
-    call.args[2] = sid;
-    call.args[3] = async;
+    call.a.MEMCPY_DTOH.src = src;
+    call.a.MEMCPY_DTOH.size = n;
+    call.a.MEMCPY_DTOH.stream = sid;
+    call.a.MEMCPY_DTOH.async = async;
     /* Pageable destinations make even an async copy synchronous, as in CUDA. */
     if (async && cli_host_pinned(dst, n))
         return cli_call_deferred(&call, dst, n);
@@ -67,9 +66,9 @@ static CUresult copy_dtoh(void *dst, CUdeviceptr src, size_t n, CUstream stream,
 static CUresult copy_dtod(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream stream,
                           bool per_thread, bool async)
 {
-    struct cli_call call = {.op = PROTO_OP_MEMCPY_DTOD, .nargs = 5,
-                            .args = {dst, src, n, 0, async}};
-    CUresult res = cli_stream_arg(stream, per_thread, &call.args[3]);
+    struct cli_call call = {
+        CLI_ARGS(MEMCPY_DTOD, .dst = dst, .src = src, .size = n, .stream = 0, .async = async)};
+    CUresult res = cli_stream_arg(stream, per_thread, &call.a.MEMCPY_DTOD.stream);
 
     if (res != CUDA_SUCCESS || n == 0)
         return res;
@@ -121,9 +120,9 @@ ASYNC_PAIR(cuMemcpyAsync, (CUdeviceptr d, CUdeviceptr src, size_t n, CUstream s)
 static CUresult memset_1d(CUdeviceptr dst, unsigned value, unsigned elemsize, size_t count,
                           CUstream stream, bool per_thread, bool async)
 {
-    struct cli_call call = {.op = PROTO_OP_MEMSET, .nargs = 6,
-                            .args = {dst, value, elemsize, count, 0, async}};
-    CUresult res = cli_stream_arg(stream, per_thread, &call.args[4]);
+    struct cli_call call = {CLI_ARGS(MEMSET, .dst = dst, .value = value, .elemsize = elemsize,
+                                     .count = count, .stream = 0, .async = async)};
+    CUresult res = cli_stream_arg(stream, per_thread, &call.a.MEMSET.stream);
 
     if (res != CUDA_SUCCESS || count == 0)
         return res;
@@ -134,9 +133,10 @@ static CUresult memset_2d(CUdeviceptr dst, size_t pitch, unsigned value, unsigne
                           size_t width, size_t height, CUstream stream, bool per_thread,
                           bool async)
 {
-    struct cli_call call = {.op = PROTO_OP_MEMSET_2D, .nargs = 8,
-                            .args = {dst, pitch, value, elemsize, width, height, 0, async}};
-    CUresult res = cli_stream_arg(stream, per_thread, &call.args[6]);
+    struct cli_call call = {CLI_ARGS(MEMSET_2D, .dst = dst, .pitch = pitch, .value = value,
+                                     .elemsize = elemsize, .width = width, .height = height,
+                                     .stream = 0, .async = async)};
+    CUresult res = cli_stream_arg(stream, per_thread, &call.a.MEMSET_2D.stream);
 
     if (res != CUDA_SUCCESS || width == 0 || height == 0)
         return res;

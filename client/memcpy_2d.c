@@ -48,10 +48,11 @@ static CUresult host_to_host(const struct end2d *d, const struct end2d *s, size_
 static CUresult copy_2d(const struct end2d *d, const struct end2d *s, size_t w, size_t h,
                         CUstream stream, bool per_thread, bool async)
 {
-    struct cli_call call = {.op = PROTO_OP_MEMCPY_2D, .nargs = 9,
-                            .args = {0, d->dev, d->pitch, s->dev, s->pitch, w, h, 0, async}};
+    struct cli_call call = {CLI_ARGS(MEMCPY_2D, .dir = 0, .dst = d->dev, .dpitch = d->pitch,
+                                     .src = s->dev, .spitch = s->pitch, .width = w, .height = h,
+                                     .stream = 0, .async = async)};
     uint8_t *packed = NULL;
-    CUresult res = cli_stream_arg(stream, per_thread, &call.args[7]);
+    CUresult res = cli_stream_arg(stream, per_thread, &call.a.MEMCPY_2D.stream);
 
     if (res != CUDA_SUCCESS)
         return res;
@@ -61,13 +62,15 @@ static CUresult copy_2d(const struct end2d *d, const struct end2d *s, size_t w, 
         return host_to_host(d, s, w, h);
     if (w > s->pitch || w > d->pitch)
         return CUDA_ERROR_INVALID_VALUE;
-    call.args[0] = s->type == CU_MEMORYTYPE_HOST ? 0 : d->type == CU_MEMORYTYPE_HOST ? 1 : 2;
-    if (call.args[0] == 2)
+    call.a.MEMCPY_2D.dir = s->type == CU_MEMORYTYPE_HOST   ? 0
+                           : d->type == CU_MEMORYTYPE_HOST ? 1
+                                                           : 2;
+    if (call.a.MEMCPY_2D.dir == 2)
         return async ? cli_call_async(&call) : cli_call_sync(&call);
-    bool direct = (call.args[0] == 0 ? s->pitch : d->pitch) == w;
+    bool direct = (call.a.MEMCPY_2D.dir == 0 ? s->pitch : d->pitch) == w;
     if (!direct && (packed = malloc(w * h)) == NULL)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    if (call.args[0] == 0) {
+    if (call.a.MEMCPY_2D.dir == 0) {
         if (!direct)
             for (size_t r = 0; r < h; r++)
                 memcpy(packed + r * w, s->host + r * s->pitch, w);
@@ -121,12 +124,12 @@ static void pack_rows(const struct end2d *e, uint8_t *packed, size_t w, size_t h
 static CUresult copy_3d(const struct end2d *d, const struct end2d *s, size_t w, size_t h,
                         size_t depth, CUstream stream, bool per_thread, bool async)
 {
-    struct cli_call call = {.op = PROTO_OP_MEMCPY_3D, .nargs = 15,
-                            .args = {[10] = w, [11] = h, [12] = depth, [14] = async}};
+    struct cli_call call = {
+        CLI_ARGS(MEMCPY_3D, .width = w, .height = h, .depth = depth, .async = async)};
     const struct end2d *host = s->type == CU_MEMORYTYPE_HOST ? s : d;
     uint8_t *packed = NULL;
     size_t len;
-    CUresult res = cli_stream_arg(stream, per_thread, &call.args[13]);
+    CUresult res = cli_stream_arg(stream, per_thread, &call.a.MEMCPY_3D.stream);
 
     if (res != CUDA_SUCCESS)
         return res;
@@ -143,8 +146,8 @@ static CUresult copy_3d(const struct end2d *d, const struct end2d *s, size_t w, 
                 memcpy(host_row(d, r, z), host_row(s, r, z), w);
         return CUDA_SUCCESS;
     }
-    end_args(s, &call.args[0]);
-    end_args(d, &call.args[5]);
+    end_args(s, call.a.MEMCPY_3D.src);
+    end_args(d, call.a.MEMCPY_3D.dst);
     if (host->type != CU_MEMORYTYPE_HOST)
         return async ? cli_call_async(&call) : cli_call_sync(&call);
     bool direct = host->pitch == w && (depth == 1 || host->height == h);

@@ -10,8 +10,7 @@
 CLI_EXPORT CUresult cuMemAlloc(CUdeviceptr *dptr, size_t bytesize)
 {
     uint64_t out[1];
-    struct cli_call call = {.op = PROTO_OP_MEM_ALLOC, .nargs = 1, .args = {bytesize},
-                            .out = out, .out_cap = 1};
+    struct cli_call call = {CLI_ARGS(MEM_ALLOC, .size = bytesize), .out = out, .out_cap = 1};
     CUresult res = cli_need_ctx();
 
     if (res != CUDA_SUCCESS)
@@ -32,8 +31,9 @@ CLI_EXPORT CUresult cuMemAllocPitch(CUdeviceptr *dptr, size_t *pitch, size_t wid
                                     size_t height, unsigned int elemsize)
 {
     uint64_t out[2];
-    struct cli_call call = {.op = PROTO_OP_MEM_ALLOC_PITCH, .nargs = 3,
-                            .args = {width, height, elemsize}, .out = out, .out_cap = 2};
+    struct cli_call call = {
+        CLI_ARGS(MEM_ALLOC_PITCH, .width = width, .height = height, .elemsize = elemsize),
+        .out = out, .out_cap = 2};
     CUresult res = cli_need_ctx();
 
     if (res != CUDA_SUCCESS)
@@ -54,7 +54,7 @@ CLI_EXPORT CUresult cuMemAllocPitch(CUdeviceptr *dptr, size_t *pitch, size_t wid
 
 CLI_EXPORT CUresult cuMemFree(CUdeviceptr dptr)
 {
-    struct cli_call call = {.op = PROTO_OP_MEM_FREE, .nargs = 1, .args = {dptr}};
+    struct cli_call call = {CLI_ARGS(MEM_FREE, .dptr = dptr)};
     CUresult res;
 
     if (!cli_initialized())
@@ -292,15 +292,14 @@ CLI_EXPORT CUresult cuPointerGetAttributes(unsigned int n, CUpointer_attribute *
 static CUresult alloc_async(CUdeviceptr *dptr, size_t size, CUstream stream, bool per_thread)
 {
     uint64_t out[1];
-    struct cli_call call = {.op = PROTO_OP_MEM_ALLOC_ASYNC, .nargs = 2, .args = {size},
-                            .out = out, .out_cap = 1};
+    struct cli_call call = {CLI_ARGS(MEM_ALLOC_ASYNC, .size = size), .out = out, .out_cap = 1};
     CUresult res = cli_need_ctx();
 
     if (res != CUDA_SUCCESS)
         return res;
     if (dptr == NULL || size == 0)
         return CUDA_ERROR_INVALID_VALUE;
-    if (!cli_stream_id(stream, per_thread, &call.args[1]))
+    if (!cli_stream_id(stream, per_thread, &call.a.MEM_ALLOC_ASYNC.stream))
         return CUDA_ERROR_INVALID_HANDLE;
     res = cli_call_sync(&call);
     if (res == CUDA_SUCCESS && call.nout < 1)
@@ -314,8 +313,8 @@ static CUresult alloc_async(CUdeviceptr *dptr, size_t size, CUstream stream, boo
 
 static CUresult free_async(CUdeviceptr dptr, CUstream stream, bool per_thread)
 {
-    struct cli_call call = {.op = PROTO_OP_MEM_FREE_ASYNC, .nargs = 2, .args = {dptr}};
-    CUresult res = cli_stream_arg(stream, per_thread, &call.args[1]);
+    struct cli_call call = {CLI_ARGS(MEM_FREE_ASYNC, .dptr = dptr)};
+    CUresult res = cli_stream_arg(stream, per_thread, &call.a.MEM_FREE_ASYNC.stream);
 
     if (res != CUDA_SUCCESS)
         return res;

@@ -39,19 +39,20 @@ static CUresult image_by_hash(struct cli_call *call)
     CUresult res;
 
     rg_sha256(image, call->data_len, hash);
-    call->args[1] = PROTO_IMAGE_BY_HASH;
-    call->args[2] = call->data_len;
+    call->a.MODULE_LOAD.image_flags = PROTO_IMAGE_BY_HASH;
+    call->a.MODULE_LOAD.image_len = call->data_len;
     call->data = hash;
     call->data_len = sizeof(hash);
     res = cli_call_sync(call);
     call->data = image;
-    call->data_len = (size_t)call->args[2];
+    call->data_len = (size_t)call->a.MODULE_LOAD.image_len;
     return res;
 }
 
-/* MODULE_LOAD(_JIT) / LIBRARY_LOAD(_JIT) as call (op, and any JIT arguments from args[3]
- * on): a large image goes by hash, then (not cached) once as bulk with PROTO_IMAGE_CACHE; a
- * small one inline or as bulk. Only stack state: safe in any thread. */
+/* MODULE_LOAD(_JIT) / LIBRARY_LOAD(_JIT) as call (op, and any JIT arguments after the
+ * image's; the four ops begin with MODULE_LOAD's arguments): a large image goes by hash, then (not
+ * cached) once as bulk with PROTO_IMAGE_CACHE; a small one inline or as bulk. Only stack state:
+ * safe in any thread. */
 static CUresult image_load(struct cli_call *call, enum proto_handle_type type, const void *image,
                            void **handle_p)
 {
@@ -69,13 +70,13 @@ static CUresult image_load(struct cli_call *call, enum proto_handle_type type, c
         return res;
     if ((m = module_new(type)) == NULL)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    call->args[0] = m->h.id;
-    call->args[1] = 0;
-    call->args[2] = call->data_len;
+    call->a.MODULE_LOAD.id = m->h.id;
+    call->a.MODULE_LOAD.image_flags = 0;
+    call->a.MODULE_LOAD.image_len = call->data_len;
     res = PROTO_RESULT_NOT_CACHED;
     if (call->data_len >= IMAGE_CACHE_MIN) {
         res = image_by_hash(call);
-        call->args[1] = PROTO_IMAGE_CACHE;
+        call->a.MODULE_LOAD.image_flags = PROTO_IMAGE_CACHE;
     }
     if (res == (CUresult)PROTO_RESULT_NOT_CACHED)
         res = cli_call_sync(call);
@@ -90,7 +91,7 @@ static CUresult image_load(struct cli_call *call, enum proto_handle_type type, c
 static CUresult plain_load(unsigned op, enum proto_handle_type type, const void *image,
                            void **handle_p)
 {
-    struct cli_call call = {.op = op, .nargs = 3};
+    struct cli_call call = {CLI_ARGS_AS(op, MODULE_LOAD)};
 
     return image_load(&call, type, image, handle_p);
 }
@@ -103,8 +104,9 @@ static CUresult jit_load(unsigned op, enum proto_handle_type type, const void *i
 {
     struct cli_jit jit;
     uint64_t out[3] = {0, 0, 0};
-    struct cli_call call = {.op = op, .nargs = 5, .out = out, .out_cap = 3};
-    CUresult res = cli_jit_read(n, opts, vals, CLI_CALL_MAX_ARGS - 5, &jit);
+    struct cli_call call = {CLI_ARGS_AS(op, MODULE_LOAD_JIT), .out = out, .out_cap = 3};
+    CUresult res =
+        cli_jit_read(n, opts, vals, CLI_CALL_MAX_ARGS - PROTO_NARGS_MODULE_LOAD_JIT, &jit);
 
     if (res != CUDA_SUCCESS)
         return res;
@@ -112,9 +114,9 @@ static CUresult jit_load(unsigned op, enum proto_handle_type type, const void *i
         (call.rdata = malloc(jit.info_cap + jit.error_cap + 2)) == NULL)
         return CUDA_ERROR_OUT_OF_MEMORY;
     call.rdata_cap = call.rdata != NULL ? jit.info_cap + jit.error_cap + 2 : 0;
-    call.args[3] = jit.info_cap;
-    call.args[4] = jit.error_cap;
-    memcpy(&call.args[5], jit.words, 8 * jit.nwords);
+    call.a.MODULE_LOAD_JIT.info_cap = jit.info_cap;
+    call.a.MODULE_LOAD_JIT.error_cap = jit.error_cap;
+    memcpy(call.a.words + PROTO_NARGS_MODULE_LOAD_JIT, jit.words, 8 * jit.nwords);
     call.nargs += jit.nwords;
     res = image_load(&call, type, image, handle_p);
     if (res != CUDA_ERROR_DEVICE_UNAVAILABLE && call.nout >= 3) {
@@ -176,12 +178,12 @@ CLI_EXPORT CUresult cuModuleLoad(CUmodule *module, const char *fname)
 static CUresult unload(void *handle, enum proto_handle_type type, unsigned op)
 {
     struct cli_module *m = cli_handle_check(handle, type);
-    struct cli_call call = {.op = op, .nargs = 1};
+    struct cli_call call = {CLI_ARGS_AS(op, MODULE_UNLOAD)};
     CUresult res;
 
     if (m == NULL)
         return CUDA_ERROR_INVALID_HANDLE;
-    call.args[0] = m->h.id;
+    call.a.MODULE_UNLOAD.handle = m->h.id;
     if (m->ctx != NULL)
         call.ctx = m->ctx->h.id;
     res = cli_call_sync(&call);
@@ -237,7 +239,7 @@ CLI_EXPORT CUresult cuLibraryUnload(CUlibrary library)
 CLI_EXPORT CUresult cuLibraryGetModule(CUmodule *pMod, CUlibrary library)
 {
     struct cli_module *lib = cli_handle_check(library, PROTO_H_LIBRARY);
-    struct cli_call call = {.op = PROTO_OP_LIBRARY_GET_MODULE, .nargs = 2};
+    struct cli_call call = {CLI_ARGS(LIBRARY_GET_MODULE)};
     struct cli_module *m;
     CUresult res = cli_need_ctx();
 
@@ -249,8 +251,8 @@ CLI_EXPORT CUresult cuLibraryGetModule(CUmodule *pMod, CUlibrary library)
         return CUDA_ERROR_INVALID_VALUE;
     if ((m = module_new(PROTO_H_MODULE)) == NULL)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    call.args[0] = m->h.id;
-    call.args[1] = lib->h.id;
+    call.a.LIBRARY_GET_MODULE.id = m->h.id;
+    call.a.LIBRARY_GET_MODULE.library = lib->h.id;
     res = cli_call_sync(&call);
     if (res != CUDA_SUCCESS) {
         free(m);
@@ -297,7 +299,7 @@ static void func_free(struct cli_func *f)
 static CUresult get_by_name(unsigned op, enum proto_handle_type type, struct cli_module *owner,
                             const char *name, void **handle_p)
 {
-    struct cli_call call = {.op = op, .nargs = 2};
+    struct cli_call call = {CLI_ARGS_AS(op, MODULE_GET_FUNCTION)};
     struct cli_func *f;
     CUresult res;
 
@@ -307,8 +309,8 @@ static CUresult get_by_name(unsigned op, enum proto_handle_type type, struct cli
         return CUDA_ERROR_INVALID_VALUE;
     if ((f = func_new(type, owner, name)) == NULL)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    call.args[0] = f->h.id;
-    call.args[1] = owner->h.id;
+    call.a.MODULE_GET_FUNCTION.id = f->h.id;
+    call.a.MODULE_GET_FUNCTION.parent = owner->h.id;
     call.data = name;
     call.data_len = strlen(name);
     if (owner->ctx != NULL)
@@ -338,14 +340,14 @@ CLI_EXPORT CUresult cuLibraryGetKernel(CUkernel *pKernel, CUlibrary library, con
 static CUresult kernel_function_new(struct cli_func *k, struct cli_ctx *ctx, int i,
                                     struct cli_func **f_p)
 {
-    struct cli_call call = {.op = PROTO_OP_KERNEL_GET_FUNCTION, .nargs = 2};
+    struct cli_call call = {CLI_ARGS(KERNEL_GET_FUNCTION)};
     struct cli_func *f = func_new(PROTO_H_FUNCTION, k->owner, k->name);
     CUresult res;
 
     if (f == NULL)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    call.args[0] = f->h.id;
-    call.args[1] = k->h.id;
+    call.a.KERNEL_GET_FUNCTION.id = f->h.id;
+    call.a.KERNEL_GET_FUNCTION.kernel = k->h.id;
     res = cli_call_sync(&call);
     if (res != CUDA_SUCCESS) {
         func_free(f);
@@ -432,7 +434,7 @@ static CUresult get_global(unsigned op, struct cli_module *owner, const char *na
                            CUdeviceptr *dptr, size_t *bytes)
 {
     uint64_t out[2];
-    struct cli_call call = {.op = op, .nargs = 1, .out = out, .out_cap = 2};
+    struct cli_call call = {CLI_ARGS_AS(op, MODULE_GET_GLOBAL), .out = out, .out_cap = 2};
     CUresult res = cli_need_ctx();
 
     if (res != CUDA_SUCCESS)
@@ -441,7 +443,7 @@ static CUresult get_global(unsigned op, struct cli_module *owner, const char *na
         return CUDA_ERROR_INVALID_HANDLE;
     if (name == NULL)
         return CUDA_ERROR_INVALID_VALUE;
-    call.args[0] = owner->h.id;
+    call.a.MODULE_GET_GLOBAL.parent = owner->h.id;
     call.data = name;
     call.data_len = strlen(name);
     res = cli_call_sync(&call);
@@ -474,7 +476,7 @@ CUresult cli_module_walk(CUcontext ctx, CUmodule mod, cli_function_visitor visit
 {
     struct cli_handle *m = cli_handle_check(mod, PROTO_H_MODULE);
     static const size_t cap = 1 << 16;
-    struct cli_call call = {.op = PROTO_OP_MODULE_FUNCTION_NAMES, .nargs = 1};
+    struct cli_call call = {CLI_ARGS(MODULE_FUNCTION_NAMES)};
     char *names;
     CUresult res;
 
@@ -483,7 +485,7 @@ CUresult cli_module_walk(CUcontext ctx, CUmodule mod, cli_function_visitor visit
         return CUDA_ERROR_INVALID_VALUE;
     if ((names = malloc(cap)) == NULL)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    call.args[0] = m->id;
+    call.a.MODULE_FUNCTION_NAMES.module = m->id;
     call.rdata = names;
     call.rdata_cap = cap;
     res = cli_call_sync(&call);

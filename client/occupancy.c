@@ -71,7 +71,8 @@ static CUresult occ_send(struct cli_call *call, uint64_t *out, unsigned nout)
     return res;
 }
 
-/* A context current and func a function or kernel, whose id becomes args[0]. */
+/* A context current and func a function or kernel, whose id becomes the call's `func` (the
+ * first argument of every OCC_* op). */
 static CUresult occ_func(struct cli_call *call, CUfunction func)
 {
     struct cli_func *f = cli_func_check(func);
@@ -81,7 +82,7 @@ static CUresult occ_func(struct cli_call *call, CUfunction func)
         return res;
     if (f == NULL)
         return CUDA_ERROR_INVALID_HANDLE;
-    call->args[0] = f->h.id;
+    call->a.OCC_MAX_BLOCKS.func = f->h.id;
     return CUDA_SUCCESS;
 }
 
@@ -96,8 +97,8 @@ CLI_EXPORT CUresult cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(
     int *numBlocks, CUfunction func, int blockSize, size_t dsmem, unsigned int flags)
 {
     uint64_t out[1], gen;
-    struct cli_call call = {.op = PROTO_OP_OCC_MAX_BLOCKS, .nargs = 4,
-                            .args = {0, (uint64_t)blockSize, dsmem, flags}};
+    struct cli_call call = {CLI_ARGS(OCC_MAX_BLOCKS, .func = 0, .block = (uint64_t)blockSize,
+                                     .dsmem = dsmem, .flags = flags)};
     struct cli_ctx *ctx;
     uint64_t key[4];
     CUresult res;
@@ -107,7 +108,7 @@ CLI_EXPORT CUresult cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(
     if ((res = occ_func(&call, func)) != CUDA_SUCCESS)
         return res;
     ctx = cli_ctx_current();
-    memcpy(key, call.args, sizeof(key));
+    memcpy(key, call.a.words, sizeof(key));
     key[3] |= (uint64_t)(ctx != NULL ? ctx->device : 0) << 32;
     if (occ_lookup(key, numBlocks))
         return CUDA_SUCCESS;
@@ -131,15 +132,17 @@ CLI_EXPORT CUresult cuOccupancyMaxActiveClusters(int *numClusters, CUfunction fu
                                                  const CUlaunchConfig *c)
 {
     uint64_t out[1];
-    struct cli_call call = {.op = PROTO_OP_OCC_MAX_CLUSTERS, .nargs = 9};
+    struct cli_call call = {CLI_ARGS(OCC_MAX_CLUSTERS)};
     CUresult res;
 
     if (numClusters == NULL || c == NULL || c->numAttrs > 32)
         return CUDA_ERROR_INVALID_VALUE;
-    call.args[1] = c->gridDimX, call.args[2] = c->gridDimY, call.args[3] = c->gridDimZ;
-    call.args[4] = c->blockDimX, call.args[5] = c->blockDimY, call.args[6] = c->blockDimZ;
-    call.args[7] = c->sharedMemBytes;
-    call.args[8] = c->numAttrs;
+    call.a.OCC_MAX_CLUSTERS.gx = c->gridDimX, call.a.OCC_MAX_CLUSTERS.gy = c->gridDimY,
+    call.a.OCC_MAX_CLUSTERS.gz = c->gridDimZ;
+    call.a.OCC_MAX_CLUSTERS.bx = c->blockDimX, call.a.OCC_MAX_CLUSTERS.by = c->blockDimY,
+    call.a.OCC_MAX_CLUSTERS.bz = c->blockDimZ;
+    call.a.OCC_MAX_CLUSTERS.shmem = c->sharedMemBytes;
+    call.a.OCC_MAX_CLUSTERS.nattr = c->numAttrs;
     call.data = c->attrs;
     call.data_len = c->numAttrs * sizeof(CUlaunchAttribute);
     res = occ_call(&call, func, out, 1);
@@ -152,8 +155,8 @@ CLI_EXPORT CUresult cuOccupancyAvailableDynamicSMemPerBlock(size_t *dsmem, CUfun
                                                             int numBlocks, int blockSize)
 {
     uint64_t out[1];
-    struct cli_call call = {.op = PROTO_OP_OCC_AVAIL_DSMEM, .nargs = 3,
-                            .args = {0, (uint64_t)numBlocks, (uint64_t)blockSize}};
+    struct cli_call call = {CLI_ARGS(OCC_AVAIL_DSMEM, .func = 0, .blocks = (uint64_t)numBlocks,
+                                     .block = (uint64_t)blockSize)};
     CUresult res;
 
     if (dsmem == NULL)
@@ -171,8 +174,8 @@ CLI_EXPORT CUresult cuOccupancyMaxPotentialBlockSizeWithFlags(
     int limit, unsigned int flags)
 {
     uint64_t out[2];
-    struct cli_call call = {.op = PROTO_OP_OCC_MAX_POTENTIAL_BLOCK, .nargs = 4,
-                            .args = {0, dsmem, (uint64_t)limit, flags}};
+    struct cli_call call = {CLI_ARGS(OCC_MAX_POTENTIAL_BLOCK, .func = 0, .dsmem = dsmem,
+                                     .limit = (uint64_t)limit, .flags = flags)};
     CUresult res;
 
     if (b2d != NULL)

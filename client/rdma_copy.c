@@ -71,16 +71,13 @@ static CUresult rdma_copy(unsigned op, uint64_t dev, const void *host, size_t n,
                           bool async, bool server_writes)
 {
     struct transport_mr *mr = pinned_mr(host, n, server_writes);
-    struct cli_call call = {.op = op, .nargs = 6};
+    struct cli_call call = {CLI_ARGS_AS(op, MEMCPY_HTOD_RDMA, .dptr = dev, .size = n,
+                                        .stream = stream, .async = async,
+                                        .raddr = (uintptr_t)host)};
 
     if (mr == NULL)
         return CLI_RDMA_NOT_TAKEN;
-    call.args[0] = dev;
-    call.args[1] = n;
-    call.args[2] = stream;
-    call.args[3] = async;
-    call.args[4] = (uintptr_t)host;
-    call.args[5] = mr->key;
+    call.a.MEMCPY_HTOD_RDMA.rkey = mr->key;
     return async ? cli_call_async(&call) : cli_call_sync(&call);
 }
 

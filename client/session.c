@@ -488,7 +488,7 @@ static CUresult send_call(struct cli_call *call, unsigned flags, uint64_t *id_p)
     msg.op = call->op;
     msg.ctx = call->ctx ? call->ctx : cli_ctx_current_id();
     msg.n_args = call->nargs;
-    msg.args = call->args;
+    msg.args = (uint64_t *)call->a.words;
     if (inline_data && call->data_len > 0) {
         msg.data.data = (uint8_t *)call->data;
         msg.data.len = call->data_len;
@@ -652,26 +652,23 @@ static CUresult wait_reply(struct cli_call *call, uint64_t id, CUresult *result_
     return CUDA_SUCCESS;
 }
 
-CUresult cli_call_simple(unsigned op, unsigned nargs, const uint64_t *args, const void *data,
-                         size_t len, uint64_t *out)
+CUresult cli_call_simple(struct cli_call *call, uint64_t *out)
 {
     CUresult res = cli_need_ctx();
 
-    return res != CUDA_SUCCESS ? res : cli_call_device(op, nargs, args, data, len, out);
+    return res != CUDA_SUCCESS ? res : cli_call_device(call, out);
 }
 
-CUresult cli_call_device(unsigned op, unsigned nargs, const uint64_t *args, const void *data,
-                         size_t len, uint64_t *out)
+CUresult cli_call_device(struct cli_call *call, uint64_t *out)
 {
-    struct cli_call call = {.op = op, .nargs = nargs, .data = data, .data_len = len,
-                            .out = out, .out_cap = out ? 1 : 0};
     CUresult res;
 
     if (!cli_initialized())
         return CUDA_ERROR_NOT_INITIALIZED;
-    memcpy(call.args, args, nargs * sizeof(*args));
-    res = cli_call_sync(&call);
-    if (res == CUDA_SUCCESS && out != NULL && call.nout < 1)
+    call->out = out;
+    call->out_cap = out ? 1 : 0;
+    res = cli_call_sync(call);
+    if (res == CUDA_SUCCESS && out != NULL && call->nout < 1)
         res = CUDA_ERROR_UNKNOWN;
     return res;
 }

@@ -62,7 +62,7 @@ CUresult cli_stream_arg(CUstream stream, bool per_thread, uint64_t *id_p)
 static CUresult stream_create(CUstream *ph, unsigned int flags, int priority)
 {
     struct cli_stream *s;
-    struct cli_call call = {.op = PROTO_OP_STREAM_CREATE, .nargs = 3};
+    struct cli_call call = {CLI_ARGS(STREAM_CREATE)};
     CUresult res = cli_need_ctx();
 
     if (res != CUDA_SUCCESS)
@@ -75,9 +75,9 @@ static CUresult stream_create(CUstream *ph, unsigned int flags, int priority)
     s->ctx = cli_ctx_current();
     s->flags = flags;
     s->priority = priority < -5 ? -5 : priority > 0 ? 0 : priority;
-    call.args[0] = s->h.id;
-    call.args[1] = flags;
-    call.args[2] = (uint64_t)(int64_t)priority;
+    call.a.STREAM_CREATE.id = s->h.id;
+    call.a.STREAM_CREATE.flags = flags;
+    call.a.STREAM_CREATE.priority = (uint64_t)(int64_t)priority;
     res = cli_call_async(&call);
     if (res != CUDA_SUCCESS) {
         free(s);
@@ -116,8 +116,8 @@ CLI_EXPORT CUresult cli_cuStreamDestroy_v1(CUstream s) { return cuStreamDestroy(
 
 static CUresult stream_call(unsigned op, CUstream stream, bool per_thread)
 {
-    struct cli_call call = {.op = op, .nargs = 1};
-    CUresult res = cli_stream_arg(stream, per_thread, &call.args[0]);
+    struct cli_call call = {CLI_ARGS_AS(op, STREAM_SYNCHRONIZE)};
+    CUresult res = cli_stream_arg(stream, per_thread, &call.a.STREAM_SYNCHRONIZE.stream);
 
     if (res != CUDA_SUCCESS)
         return res;
@@ -128,15 +128,15 @@ static CUresult stream_wait_event(CUstream stream, CUevent event, unsigned flags
                                   bool per_thread)
 {
     struct cli_handle *e = cli_handle_check(event, PROTO_H_EVENT);
-    struct cli_call call = {.op = PROTO_OP_STREAM_WAIT_EVENT, .nargs = 3};
-    CUresult res = cli_stream_arg(stream, per_thread, &call.args[0]);
+    struct cli_call call = {CLI_ARGS(STREAM_WAIT_EVENT)};
+    CUresult res = cli_stream_arg(stream, per_thread, &call.a.STREAM_WAIT_EVENT.stream);
 
     if (res != CUDA_SUCCESS)
         return res;
     if (e == NULL)
         return CUDA_ERROR_INVALID_HANDLE;
-    call.args[1] = e->id;
-    call.args[2] = flags;
+    call.a.STREAM_WAIT_EVENT.event = e->id;
+    call.a.STREAM_WAIT_EVENT.flags = flags;
     return cli_call_async(&call);
 }
 
@@ -334,14 +334,14 @@ STREAM_PAIR(cuStreamAddCallback, stream_callback,
 static CUresult stream_attr(unsigned op, CUstream stream, CUstreamAttrID attr,
                             CUstreamAttrValue *value, bool per_thread)
 {
-    struct cli_call call = {.op = op, .nargs = 2, .args = {0, attr}};
+    struct cli_call call = {CLI_ARGS_AS(op, STREAM_SET_ATTR, .attr = attr)};
     CUresult res = cli_need_ctx();
 
     if (res != CUDA_SUCCESS)
         return res;
     if (value == NULL)
         return CUDA_ERROR_INVALID_VALUE;
-    if (!cli_stream_id(stream, per_thread, &call.args[0]))
+    if (!cli_stream_id(stream, per_thread, &call.a.STREAM_SET_ATTR.stream))
         return CUDA_ERROR_INVALID_HANDLE;
     if (op == PROTO_OP_STREAM_SET_ATTR) {
         call.data = value;

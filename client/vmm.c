@@ -43,12 +43,14 @@ static struct vmm_alloc *alloc_find(uint64_t id)
 CLI_EXPORT CUresult cuMemGetAllocationGranularity(size_t *g, const CUmemAllocationProp *prop,
                                                   CUmemAllocationGranularity_flags option)
 {
-    uint64_t args[1] = {option}, out;
+    struct cli_call call = {CLI_ARGS(MEM_GET_GRANULARITY, .option = option), .data = prop,
+                            .data_len = sizeof(*prop)};
+    uint64_t out;
     CUresult res;
 
     if (g == NULL || prop == NULL)
         return CUDA_ERROR_INVALID_VALUE;
-    res = cli_call_device(PROTO_OP_MEM_GET_GRANULARITY, 1, args, prop, sizeof(*prop), &out);
+    res = cli_call_device(&call, &out);
     if (res == CUDA_SUCCESS)
         *g = (size_t)out;
     return res;
@@ -57,12 +59,14 @@ CLI_EXPORT CUresult cuMemGetAllocationGranularity(size_t *g, const CUmemAllocati
 CLI_EXPORT CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t alignment,
                                         CUdeviceptr addr, unsigned long long flags)
 {
-    uint64_t args[4] = {size, alignment, addr, flags}, out;
+    struct cli_call call = {CLI_ARGS(MEM_ADDRESS_RESERVE, .size = size, .alignment = alignment,
+                                     .addr = addr, .flags = flags)};
+    uint64_t out;
     CUresult res;
 
     if (ptr == NULL || size == 0)
         return CUDA_ERROR_INVALID_VALUE;
-    res = cli_call_simple(PROTO_OP_MEM_ADDRESS_RESERVE, 4, args, NULL, 0, &out);
+    res = cli_call_simple(&call, &out);
     if (res == CUDA_SUCCESS)
         *ptr = (CUdeviceptr)out;
     return res;
@@ -70,23 +74,24 @@ CLI_EXPORT CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t al
 
 CLI_EXPORT CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size)
 {
-    uint64_t args[2] = {ptr, size};
+    struct cli_call call = {CLI_ARGS(MEM_ADDRESS_FREE, .ptr = ptr, .size = size)};
 
-    return cli_call_simple(PROTO_OP_MEM_ADDRESS_FREE, 2, args, NULL, 0, NULL);
+    return cli_call_simple(&call, NULL);
 }
 
 CLI_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
                                 const CUmemAllocationProp *prop, unsigned long long flags)
 {
+    struct cli_call call = {CLI_ARGS(MEM_CREATE, .size = size, .flags = flags), .data = prop,
+                            .data_len = sizeof(*prop)};
     struct cli_handle h;
-    uint64_t args[3];
     CUresult res;
 
     if (handle == NULL || prop == NULL || size == 0)
         return CUDA_ERROR_INVALID_VALUE;
     cli_handle_init(&h, PROTO_H_MEM_HANDLE);
-    args[0] = h.id, args[1] = size, args[2] = flags;
-    res = cli_call_device(PROTO_OP_MEM_CREATE, 3, args, prop, sizeof(*prop), NULL);
+    call.a.MEM_CREATE.id = h.id;
+    res = cli_call_device(&call, NULL);
     if (res != CUDA_SUCCESS)
         return res;
     pthread_mutex_lock(&vmm_lock);
@@ -101,7 +106,7 @@ CLI_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
 {
     struct vmm_alloc *a;
     bool last = false;
-    uint64_t args[1] = {handle};
+    struct cli_call call = {CLI_ARGS(MEM_RELEASE, .handle = handle)};
 
     pthread_mutex_lock(&vmm_lock);
     a = alloc_find(handle);
@@ -112,14 +117,15 @@ CLI_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
     pthread_mutex_unlock(&vmm_lock);
     if (a == NULL)
         return CUDA_ERROR_INVALID_VALUE;
-    return last ? cli_call_device(PROTO_OP_MEM_RELEASE, 1, args, NULL, 0, NULL) : CUDA_SUCCESS;
+    return last ? cli_call_device(&call, NULL) : CUDA_SUCCESS;
 }
 
 CLI_EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
                              CUmemGenericAllocationHandle handle, unsigned long long flags)
 {
-    uint64_t args[5] = {ptr, size, offset, handle, flags};
-    CUresult res = cli_call_simple(PROTO_OP_MEM_MAP, 5, args, NULL, 0, NULL);
+    struct cli_call call = {CLI_ARGS(MEM_MAP, .ptr = ptr, .size = size, .offset = offset,
+                                     .handle = handle, .flags = flags)};
+    CUresult res = cli_call_simple(&call, NULL);
 
     if (res != CUDA_SUCCESS)
         return res;
@@ -133,8 +139,8 @@ CLI_EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
 
 CLI_EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
 {
-    uint64_t args[2] = {ptr, size};
-    CUresult res = cli_call_simple(PROTO_OP_MEM_UNMAP, 2, args, NULL, 0, NULL);
+    struct cli_call call = {CLI_ARGS(MEM_UNMAP, .ptr = ptr, .size = size)};
+    CUresult res = cli_call_simple(&call, NULL);
 
     if (res != CUDA_SUCCESS)
         return res;
@@ -154,22 +160,25 @@ CLI_EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
 CLI_EXPORT CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc,
                                    size_t count)
 {
-    uint64_t args[2] = {ptr, size};
+    struct cli_call call = {CLI_ARGS(MEM_SET_ACCESS, .ptr = ptr, .size = size), .data = desc,
+                            .data_len = count * sizeof(*desc)};
 
     if (desc == NULL || count == 0 || count > 64)
         return CUDA_ERROR_INVALID_VALUE;
-    return cli_call_simple(PROTO_OP_MEM_SET_ACCESS, 2, args, desc, count * sizeof(*desc), NULL);
+    return cli_call_simple(&call, NULL);
 }
 
 CLI_EXPORT CUresult cuMemGetAccess(unsigned long long *flags, const CUmemLocation *location,
                                    CUdeviceptr ptr)
 {
-    uint64_t args[1] = {ptr}, out;
+    struct cli_call call = {CLI_ARGS(MEM_GET_ACCESS, .ptr = ptr), .data = location,
+                            .data_len = sizeof(*location)};
+    uint64_t out;
     CUresult res;
 
     if (flags == NULL || location == NULL)
         return CUDA_ERROR_INVALID_VALUE;
-    res = cli_call_simple(PROTO_OP_MEM_GET_ACCESS, 1, args, location, sizeof(*location), &out);
+    res = cli_call_simple(&call, &out);
     if (res == CUDA_SUCCESS)
         *flags = out;
     return res;

@@ -8,12 +8,7 @@
 
 const char *proto_op_name(unsigned op)
 {
-    static const char *const names[] = {
-#define PROTO_OP_NAME(name) #name,
-        PROTO_OPS(PROTO_OP_NAME)
-#undef PROTO_OP_NAME
-    };
-    return op < PROTO_OP_COUNT ? names[op] : "UNKNOWN_OP";
+    return op < PROTO_OP_COUNT ? proto_ops[op].name : "UNKNOWN_OP";
 }
 
 const char *proto_frame_type_name(unsigned type)

@@ -8,8 +8,6 @@
 #include "common/log.h"
 #include "server/session.h"
 
-#define ARG(i) (call->msg->args[i])
-
 enum image_kind { IMAGE_ARRAY, IMAGE_TEX, IMAGE_SURF };
 
 struct srv_image {
@@ -83,14 +81,15 @@ static rg_status_t image_put(struct srv_session *s, uint64_t id, struct srv_imag
 }
 
 /* [id]  data: CUDA_ARRAY3D_DESCRIPTOR */
-static CUresult h_array_create(struct srv_session *s, struct srv_call *call)
+CUresult srv_op_array_create(struct srv_session *s, struct srv_call *call)
 {
+    const struct proto_args_ARRAY_CREATE *a = SRV_ARGS(call, ARRAY_CREATE);
     CUDA_ARRAY3D_DESCRIPTOR d;
     struct srv_image *im;
     uint64_t bytes;
     CUresult res;
 
-    if (PROTO_ID_TYPE(ARG(0)) != PROTO_H_IMAGE || call->msg->data.len != sizeof(d))
+    if (PROTO_ID_TYPE(a->id) != PROTO_H_IMAGE || call->msg->data.len != sizeof(d))
         return CUDA_ERROR_INVALID_VALUE;
     memcpy(&d, call->msg->data.data, sizeof(d));
     if (d.Width == 0 || d.Width > (1u << 20) || d.Height > (1u << 20) || d.Depth > (1u << 20) ||
@@ -113,7 +112,7 @@ static CUresult h_array_create(struct srv_session *s, struct srv_call *call)
     }
     im->kind = IMAGE_ARRAY;
     im->bytes = bytes;
-    if (image_put(s, ARG(0), im) != RG_OK) {
+    if (image_put(s, a->id, im) != RG_OK) {
         srv_quota_release(s, bytes);
         return CUDA_ERROR_INVALID_HANDLE;
     }
@@ -131,36 +130,40 @@ static CUresult image_destroy(struct srv_session *s, uint64_t id, enum image_kin
     return srv_image_free(s, im);
 }
 
-static CUresult h_array_destroy(struct srv_session *s, struct srv_call *call)
+CUresult srv_op_array_destroy(struct srv_session *s, struct srv_call *call)
 {
-    return image_destroy(s, ARG(0), IMAGE_ARRAY);
+    const struct proto_args_ARRAY_DESTROY *a = SRV_ARGS(call, ARRAY_DESTROY);
+    return image_destroy(s, a->handle, IMAGE_ARRAY);
 }
 
-static CUresult h_tex_destroy(struct srv_session *s, struct srv_call *call)
+CUresult srv_op_tex_destroy(struct srv_session *s, struct srv_call *call)
 {
-    return image_destroy(s, ARG(0), IMAGE_TEX);
+    const struct proto_args_TEX_OBJECT_DESTROY *a = SRV_ARGS(call, TEX_OBJECT_DESTROY);
+    return image_destroy(s, a->id, IMAGE_TEX);
 }
 
-static CUresult h_surf_destroy(struct srv_session *s, struct srv_call *call)
+CUresult srv_op_surf_destroy(struct srv_session *s, struct srv_call *call)
 {
-    return image_destroy(s, ARG(0), IMAGE_SURF);
+    const struct proto_args_SURF_OBJECT_DESTROY *a = SRV_ARGS(call, SURF_OBJECT_DESTROY);
+    return image_destroy(s, a->id, IMAGE_SURF);
 }
 
 /* The resource descriptor at the head of the call's data with its array (args[1]) resolved. */
 static CUresult resource_of(struct srv_session *s, struct srv_call *call, CUDA_RESOURCE_DESC *r)
 {
+    const struct proto_args_TEX_OBJECT_CREATE *a = SRV_ARGS(call, TEX_OBJECT_CREATE);
     struct srv_image *arr = NULL;
 
     memcpy(r, call->msg->data.data, sizeof(*r));
     if (r->resType == CU_RESOURCE_TYPE_ARRAY) {
-        if ((arr = image_get(s, ARG(1), IMAGE_ARRAY)) == NULL)
+        if ((arr = image_get(s, a->array, IMAGE_ARRAY)) == NULL)
             return CUDA_ERROR_INVALID_HANDLE;
         r->res.array.hArray = arr->array;
         return CUDA_SUCCESS;
     }
     /* linear and pitch2D resources name device addresses, which pass through */
-    return ARG(1) == 0 && (r->resType == CU_RESOURCE_TYPE_LINEAR ||
-                           r->resType == CU_RESOURCE_TYPE_PITCH2D)
+    return a->array == 0 &&
+                   (r->resType == CU_RESOURCE_TYPE_LINEAR || r->resType == CU_RESOURCE_TYPE_PITCH2D)
                ? CUDA_SUCCESS
                : CUDA_ERROR_INVALID_VALUE;
 }
@@ -168,6 +171,7 @@ static CUresult resource_of(struct srv_session *s, struct srv_call *call, CUDA_R
 static CUresult object_bind(struct srv_session *s, struct srv_call *call, enum image_kind kind,
                             uint64_t object)
 {
+    const struct proto_args_TEX_OBJECT_CREATE *a = SRV_ARGS(call, TEX_OBJECT_CREATE);
     struct srv_image *im = calloc(1, sizeof(*im));
 
     if (im == NULL) {
@@ -178,42 +182,44 @@ static CUresult object_bind(struct srv_session *s, struct srv_call *call, enum i
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     *im = (struct srv_image){.kind = kind, .object = object};
-    if (image_put(s, ARG(0), im) != RG_OK)
+    if (image_put(s, a->id, im) != RG_OK)
         return CUDA_ERROR_INVALID_HANDLE;
     call->out[call->nout++] = object;
     return CUDA_SUCCESS;
 }
 
 /* [id, array id or 0, has view] -> out[object]  data: resource, texture [, view] */
-static CUresult h_tex_create(struct srv_session *s, struct srv_call *call)
+CUresult srv_op_tex_create(struct srv_session *s, struct srv_call *call)
 {
+    const struct proto_args_TEX_OBJECT_CREATE *a = SRV_ARGS(call, TEX_OBJECT_CREATE);
     size_t want = sizeof(CUDA_RESOURCE_DESC) + sizeof(CUDA_TEXTURE_DESC) +
-                  (ARG(2) ? sizeof(CUDA_RESOURCE_VIEW_DESC) : 0);
+                  (a->has_view ? sizeof(CUDA_RESOURCE_VIEW_DESC) : 0);
     CUDA_RESOURCE_DESC r;
     CUDA_TEXTURE_DESC t;
     CUDA_RESOURCE_VIEW_DESC v;
     CUtexObject obj;
     CUresult res;
 
-    if (PROTO_ID_TYPE(ARG(0)) != PROTO_H_IMAGE || call->msg->data.len != want)
+    if (PROTO_ID_TYPE(a->id) != PROTO_H_IMAGE || call->msg->data.len != want)
         return CUDA_ERROR_INVALID_VALUE;
     if ((res = resource_of(s, call, &r)) != CUDA_SUCCESS)
         return res;
     memcpy(&t, call->msg->data.data + sizeof(r), sizeof(t));
-    if (ARG(2))
+    if (a->has_view)
         memcpy(&v, call->msg->data.data + sizeof(r) + sizeof(t), sizeof(v));
-    res = s->drv.cuTexObjectCreate(&obj, &r, &t, ARG(2) ? &v : NULL);
+    res = s->drv.cuTexObjectCreate(&obj, &r, &t, a->has_view ? &v : NULL);
     return res == CUDA_SUCCESS ? object_bind(s, call, IMAGE_TEX, obj) : res;
 }
 
 /* [id, array id] -> out[object]  data: resource */
-static CUresult h_surf_create(struct srv_session *s, struct srv_call *call)
+CUresult srv_op_surf_create(struct srv_session *s, struct srv_call *call)
 {
+    const struct proto_args_SURF_OBJECT_CREATE *a = SRV_ARGS(call, SURF_OBJECT_CREATE);
     CUDA_RESOURCE_DESC r;
     CUsurfObject obj;
     CUresult res;
 
-    if (PROTO_ID_TYPE(ARG(0)) != PROTO_H_IMAGE || call->msg->data.len != sizeof(r))
+    if (PROTO_ID_TYPE(a->id) != PROTO_H_IMAGE || call->msg->data.len != sizeof(r))
         return CUDA_ERROR_INVALID_VALUE;
     if ((res = resource_of(s, call, &r)) != CUDA_SUCCESS)
         return res;
@@ -254,42 +260,34 @@ static CUresult end_of(struct srv_session *s, const uint64_t *a, void *buf, size
 }
 
 /* [skind, s0..s3, dkind, d0..d3, width, height, depth, stream, async] */
-static CUresult h_memcpy_3d(struct srv_session *s, struct srv_call *call)
+CUresult srv_op_memcpy_3d(struct srv_session *s, struct srv_call *call)
 {
-    CUDA_MEMCPY3D c = {.WidthInBytes = ARG(10), .Height = ARG(11), .Depth = ARG(12)};
-    bool up = ARG(0) == 0, down = ARG(5) == 0;
+    const struct proto_args_MEMCPY_3D *a = SRV_ARGS(call, MEMCPY_3D);
+    CUDA_MEMCPY3D c = {.WidthInBytes = a->width, .Height = a->height, .Depth = a->depth};
+    bool up = a->src[0] == 0, down = a->dst[0] == 0;
     uint64_t len = 0;
     void *buf = NULL;
     CUstream st;
     CUresult res;
 
-    if (!srv_stream(s, ARG(13), &st))
+    if (!srv_stream(s, a->stream, &st))
         return CUDA_ERROR_INVALID_HANDLE;
-    if ((up && down) || ARG(10) == 0 || ARG(11) == 0 || ARG(12) == 0 ||
-        __builtin_mul_overflow(ARG(10), ARG(11), &len) || __builtin_mul_overflow(len, ARG(12), &len))
+    if ((up && down) || a->width == 0 || a->height == 0 || a->depth == 0 ||
+        __builtin_mul_overflow(a->width, a->height, &len) ||
+        __builtin_mul_overflow(len, a->depth, &len))
         return CUDA_ERROR_INVALID_VALUE;
     if ((up || down) && (len > (4ull << 30) || (buf = srv_scratch(s, len)) == NULL))
         return len > (4ull << 30) ? CUDA_ERROR_INVALID_VALUE : CUDA_ERROR_OUT_OF_MEMORY;
-    if ((res = end_of(s, &call->msg->args[0], buf, ARG(10), ARG(11), true, &c)) != CUDA_SUCCESS ||
-        (res = end_of(s, &call->msg->args[5], buf, ARG(10), ARG(11), false, &c)) != CUDA_SUCCESS)
+    if ((res = end_of(s, a->src, buf, a->width, a->height, true, &c)) != CUDA_SUCCESS ||
+        (res = end_of(s, a->dst, buf, a->width, a->height, false, &c)) != CUDA_SUCCESS)
         return res;
     if (up && srv_recv_input(s, call, buf, len) != RG_OK)
         return call->bulk_taken ? CUDA_ERROR_DEVICE_UNAVAILABLE : CUDA_ERROR_INVALID_VALUE;
     /* Host scratch is reused by the next call: copies through it complete here. */
-    res = ARG(14) ? s->drv.cuMemcpy3DAsync(&c, st) : s->drv.cuMemcpy3D(&c);
-    if (res == CUDA_SUCCESS && ARG(14) && (up || down))
+    res = a->async ? s->drv.cuMemcpy3DAsync(&c, st) : s->drv.cuMemcpy3D(&c);
+    if (res == CUDA_SUCCESS && a->async && (up || down))
         res = s->drv.cuStreamSynchronize(st);
     if (res != CUDA_SUCCESS || !down)
         return res;
     return srv_reply_bulk(s, call, buf, len);
 }
-
-const srv_handler_fn srv_array_handlers[PROTO_OP_COUNT] = {
-    [PROTO_OP_ARRAY_CREATE] = h_array_create,
-    [PROTO_OP_ARRAY_DESTROY] = h_array_destroy,
-    [PROTO_OP_MEMCPY_3D] = h_memcpy_3d,
-    [PROTO_OP_TEX_OBJECT_CREATE] = h_tex_create,
-    [PROTO_OP_TEX_OBJECT_DESTROY] = h_tex_destroy,
-    [PROTO_OP_SURF_OBJECT_CREATE] = h_surf_create,
-    [PROTO_OP_SURF_OBJECT_DESTROY] = h_surf_destroy,
-};

@@ -8,7 +8,6 @@
 
 #include "server/session.h"
 
-#define ARG(i) (call->msg->args[i])
 #define MAX_CAPTURE_DEPS 256
 #define MAX_CAPTURES 64
 
@@ -89,8 +88,9 @@ static CUresult answer_deps(struct srv_session *s, struct srv_call *call, uint64
 }
 
 /* [stream, graph, bind] -> out[status, n, (id, type, edge) x n]; see proto/ops.h. */
-CUresult srv_capture_info(struct srv_session *s, struct srv_call *call)
+CUresult srv_op_capture_info(struct srv_session *s, struct srv_call *call)
 {
+    const struct proto_args_STREAM_GET_CAPTURE_INFO *a = SRV_ARGS(call, STREAM_GET_CAPTURE_INFO);
     CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
     const CUgraphNode *deps = NULL;
     const CUgraphEdgeData *edges = NULL;
@@ -101,7 +101,7 @@ CUresult srv_capture_info(struct srv_session *s, struct srv_call *call)
     CUgraph g = NULL;
     CUresult res;
 
-    if (!srv_stream(s, ARG(0), &st))
+    if (!srv_stream(s, a->stream, &st))
         return CUDA_ERROR_INVALID_HANDLE;
     res = s->drv.cuStreamGetCaptureInfo(st, &status, &capture_id, &g, &deps, &edges, &n);
     if (res != CUDA_SUCCESS)
@@ -114,23 +114,25 @@ CUresult srv_capture_info(struct srv_session *s, struct srv_call *call)
     call->nout = 2;
     if (status != CU_STREAM_CAPTURE_STATUS_ACTIVE)
         return CUDA_SUCCESS;
-    if (ARG(2) == 0) {
-        if ((h = srv_handle_get(s, ARG(1), PROTO_H_GRAPH)) == NULL || h->real != (void *)g)
+    if (a->bind == 0) {
+        if ((h = srv_handle_get(s, a->graph, PROTO_H_GRAPH)) == NULL || h->real != (void *)g)
             return CUDA_ERROR_INVALID_VALUE; /* not the graph this stream captures into */
-        return answer_deps(s, call, ARG(1), deps, edges, n);
+        return answer_deps(s, call, a->graph, deps, edges, n);
     }
-    if ((res = capture_bind(s, ARG(1), g)) != CUDA_SUCCESS)
+    if ((res = capture_bind(s, a->graph, g)) != CUDA_SUCCESS)
         return res;
-    if ((res = answer_deps(s, call, ARG(1), deps, edges, n)) != CUDA_SUCCESS)
-        srv_capture_end(s, ARG(1), res, NULL); /* unbound again: the client was told it failed */
+    if ((res = answer_deps(s, call, a->graph, deps, edges, n)) != CUDA_SUCCESS)
+        srv_capture_end(s, a->graph, res, NULL); /* unbound again: the client was told it failed */
     return res;
 }
 
 /* [stream, flags, n, has edges]; data: n node ids, then n CUgraphEdgeData if has edges. */
-CUresult srv_capture_update_deps(struct srv_session *s, struct srv_call *call)
+CUresult srv_op_capture_update_deps(struct srv_session *s, struct srv_call *call)
 {
+    const struct proto_args_STREAM_UPDATE_CAPTURE_DEPS *a =
+        SRV_ARGS(call, STREAM_UPDATE_CAPTURE_DEPS);
     const ProtobufCBinaryData *d = &call->msg->data;
-    size_t n = ARG(2), len = (ARG(3) ? 16 : 8) * n;
+    size_t n = a->n, len = (a->has_edges ? 16 : 8) * n;
     CUgraphNode nodes[MAX_CAPTURE_DEPS];
     CUgraphEdgeData edges[MAX_CAPTURE_DEPS];
     CUstream st;
@@ -138,12 +140,12 @@ CUresult srv_capture_update_deps(struct srv_session *s, struct srv_call *call)
 
     if (n > MAX_CAPTURE_DEPS || d->len != len)
         return CUDA_ERROR_INVALID_VALUE;
-    if (!srv_stream(s, ARG(0), &st))
+    if (!srv_stream(s, a->stream, &st))
         return CUDA_ERROR_INVALID_HANDLE;
     if ((res = srv_graph_nodes_of(s, d->data, n, nodes)) != CUDA_SUCCESS)
         return res;
-    if (ARG(3))
+    if (a->has_edges)
         memcpy(edges, d->data + 8 * n, 8 * n);
-    return s->drv.cuStreamUpdateCaptureDependencies(st, nodes, ARG(3) ? edges : NULL, n,
-                                                    (unsigned)ARG(1));
+    return s->drv.cuStreamUpdateCaptureDependencies(st, nodes, a->has_edges ? edges : NULL, n,
+                                                    (unsigned)a->flags);
 }

@@ -8,7 +8,6 @@
 
 #include "server/session.h"
 
-#define ARG(i) (call->msg->args[i])
 #define MAX_BODIES 256
 
 /* Body graph id -> the graph holding its conditional node (one worker serves one session). */
@@ -19,8 +18,9 @@ static struct body_rec *bodies;
 static size_t nbodies, body_cap;
 
 /* [graph, default value, flags] -> out[handle]; in the call's context. */
-CUresult srv_graph_cond_handle_create(struct srv_session *s, struct srv_call *call)
+CUresult srv_op_graph_cond_handle_create(struct srv_session *s, struct srv_call *call)
 {
+    const struct proto_args_GRAPH_COND_HANDLE_CREATE *a = SRV_ARGS(call, GRAPH_COND_HANDLE_CREATE);
     struct srv_handle *g;
     CUgraphConditionalHandle handle;
     CUcontext ctx;
@@ -28,11 +28,11 @@ CUresult srv_graph_cond_handle_create(struct srv_session *s, struct srv_call *ca
 
     if (call->msg->n_args < 3)
         return CUDA_ERROR_INVALID_VALUE;
-    if ((g = srv_handle_get(s, ARG(0), PROTO_H_GRAPH)) == NULL)
+    if ((g = srv_handle_get(s, a->graph, PROTO_H_GRAPH)) == NULL)
         return CUDA_ERROR_INVALID_HANDLE;
     s->drv.cuCtxGetCurrent(&ctx);
-    res = s->drv.cuGraphConditionalHandleCreate(&handle, g->real, ctx, (unsigned)ARG(1),
-                                                (unsigned)ARG(2));
+    res = s->drv.cuGraphConditionalHandleCreate(&handle, g->real, ctx, (unsigned)a->value,
+                                                (unsigned)a->flags);
     if (res == CUDA_SUCCESS)
         call->out[call->nout++] = handle;
     return res;

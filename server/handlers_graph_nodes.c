@@ -8,34 +8,34 @@
 
 #include "server/session.h"
 
-#define ARG(i) (call->msg->args[i])
-
 static uint64_t next_server_id = 1;
 
 /* ---- shadows ---------------------------------------------------------------------------- */
 
-static CUresult h_shadow_alloc(struct srv_session *s, struct srv_call *call)
+CUresult srv_op_shadow_alloc(struct srv_session *s, struct srv_call *call)
 {
+    const struct proto_args_SHADOW_ALLOC *a = SRV_ARGS(call, SHADOW_ALLOC);
     CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
     void *p;
     CUresult res;
 
-    if (PROTO_ID_TYPE(ARG(0)) != PROTO_H_SHADOW || ARG(1) == 0 || ARG(1) > (1ull << 34))
+    if (PROTO_ID_TYPE(a->id) != PROTO_H_SHADOW || a->size == 0 || a->size > (1ull << 34))
         return CUDA_ERROR_INVALID_VALUE;
     /* Shadows are made while a stream captures, where a global-mode capture would forbid
      * (and be invalidated by) an allocation: relax this thread's mode around it. */
     s->drv.cuThreadExchangeStreamCaptureMode(&mode);
-    res = s->drv.cuMemHostAlloc(&p, ARG(1), CU_MEMHOSTALLOC_PORTABLE);
+    res = s->drv.cuMemHostAlloc(&p, a->size, CU_MEMHOSTALLOC_PORTABLE);
     s->drv.cuThreadExchangeStreamCaptureMode(&mode);
-    if ((res = srv_handle_adopt(s, ARG(0), PROTO_H_SHADOW, res, p)) != CUDA_SUCCESS)
+    if ((res = srv_handle_adopt(s, a->id, PROTO_H_SHADOW, res, p)) != CUDA_SUCCESS)
         return res;
-    srv_handle_get(s, ARG(0), PROTO_H_SHADOW)->size = ARG(1);
+    srv_handle_get(s, a->id, PROTO_H_SHADOW)->size = a->size;
     return CUDA_SUCCESS;
 }
 
-static CUresult h_shadow_free(struct srv_session *s, struct srv_call *call)
+CUresult srv_op_shadow_free(struct srv_session *s, struct srv_call *call)
 {
-    return srv_handle_destroy(s, ARG(0), PROTO_H_SHADOW);
+    const struct proto_args_SHADOW_FREE *a = SRV_ARGS(call, SHADOW_FREE);
+    return srv_handle_destroy(s, a->shadow, PROTO_H_SHADOW);
 }
 
 /* [off, off+len) of a shadow, or NULL. */
@@ -48,56 +48,60 @@ static uint8_t *shadow_range(struct srv_session *s, uint64_t id, uint64_t off, u
     return (uint8_t *)h->real + off;
 }
 
-static CUresult h_memcpy_shadow(struct srv_session *s, struct srv_call *call)
+CUresult srv_op_memcpy_shadow(struct srv_session *s, struct srv_call *call)
 {
-    uint8_t *p = shadow_range(s, ARG(2), ARG(3), ARG(4));
+    const struct proto_args_MEMCPY_SHADOW *a = SRV_ARGS(call, MEMCPY_SHADOW);
+    uint8_t *p = shadow_range(s, a->shadow, a->offset, a->len);
     CUstream st;
 
-    if (p == NULL || !srv_stream(s, ARG(5), &st))
+    if (p == NULL || !srv_stream(s, a->stream, &st))
         return CUDA_ERROR_INVALID_VALUE;
-    if (ARG(0) == 0)
-        return s->drv.cuMemcpyHtoDAsync(ARG(1), p, ARG(4), st);
-    return s->drv.cuMemcpyDtoHAsync(p, ARG(1), ARG(4), st);
+    if (a->dir == 0)
+        return s->drv.cuMemcpyHtoDAsync(a->dptr, p, a->len, st);
+    return s->drv.cuMemcpyDtoHAsync(p, a->dptr, a->len, st);
 }
 
-static CUresult h_shadow_write(struct srv_session *s, struct srv_call *call)
+CUresult srv_op_shadow_write(struct srv_session *s, struct srv_call *call)
 {
-    uint8_t *p = shadow_range(s, ARG(0), ARG(1), ARG(2));
+    const struct proto_args_SHADOW_WRITE *a = SRV_ARGS(call, SHADOW_WRITE);
+    uint8_t *p = shadow_range(s, a->shadow, a->offset, a->len);
     CUstream st;
     CUresult res;
 
-    if (p == NULL || !srv_stream(s, ARG(3), &st))
+    if (p == NULL || !srv_stream(s, a->stream, &st))
         return CUDA_ERROR_INVALID_VALUE;
     res = s->drv.cuStreamSynchronize(st); /* the previous launch may still read it */
-    if (srv_recv_input(s, call, p, ARG(2)) != RG_OK)
+    if (srv_recv_input(s, call, p, a->len) != RG_OK)
         return call->bulk_taken ? CUDA_ERROR_DEVICE_UNAVAILABLE : CUDA_ERROR_INVALID_VALUE;
     return res;
 }
 
-static CUresult h_shadow_read(struct srv_session *s, struct srv_call *call)
+CUresult srv_op_shadow_read(struct srv_session *s, struct srv_call *call)
 {
-    uint8_t *p = shadow_range(s, ARG(0), ARG(1), ARG(2));
+    const struct proto_args_SHADOW_READ *a = SRV_ARGS(call, SHADOW_READ);
+    uint8_t *p = shadow_range(s, a->shadow, a->offset, a->len);
     CUstream st;
     CUresult res;
 
-    if (p == NULL || !srv_stream(s, ARG(3), &st))
+    if (p == NULL || !srv_stream(s, a->stream, &st))
         return CUDA_ERROR_INVALID_VALUE;
     if ((res = s->drv.cuStreamSynchronize(st)) != CUDA_SUCCESS)
         return res;
-    return srv_reply_bulk(s, call, p, ARG(2));
+    return srv_reply_bulk(s, call, p, a->len);
 }
 
 /* ---- graphs built node by node ---------------------------------------------------------- */
 
-static CUresult h_graph_create(struct srv_session *s, struct srv_call *call)
+CUresult srv_op_graph_create(struct srv_session *s, struct srv_call *call)
 {
+    const struct proto_args_GRAPH_CREATE *a = SRV_ARGS(call, GRAPH_CREATE);
     CUgraph g;
     CUresult res;
 
-    if (PROTO_ID_TYPE(ARG(0)) != PROTO_H_GRAPH)
+    if (PROTO_ID_TYPE(a->id) != PROTO_H_GRAPH)
         return CUDA_ERROR_INVALID_HANDLE;
-    res = s->drv.cuGraphCreate(&g, (unsigned)ARG(1));
-    return srv_handle_adopt(s, ARG(0), PROTO_H_GRAPH, res, g);
+    res = s->drv.cuGraphCreate(&g, (unsigned)a->flags);
+    return srv_handle_adopt(s, a->id, PROTO_H_GRAPH, res, g);
 }
 
 /* Bind a node the driver made to a wire id; nodes belong to their graph. */
@@ -194,7 +198,8 @@ static CUresult add_memcpy(struct srv_session *s, const uint64_t *p, CUgraph g, 
 static CUresult add_mem_alloc(struct srv_session *s, struct srv_call *call, CUgraph g,
                               CUgraphNode *deps, size_t ndeps, CUgraphNode *node)
 {
-    const uint64_t *p = &call->msg->args[4];
+    const struct proto_args_GRAPH_ADD_NODE *a = SRV_ARGS(call, GRAPH_ADD_NODE);
+    const uint64_t *p = a->targ;
     CUDA_MEM_ALLOC_NODE_PARAMS ap = {.bytesize = p[0]};
     CUresult res;
 
@@ -209,7 +214,7 @@ static CUresult add_mem_alloc(struct srv_session *s, struct srv_call *call, CUgr
         srv_quota_release(s, p[0]);
         return res;
     }
-    srv_handle_get(s, ARG(0), PROTO_H_GRAPH)->size += p[0];
+    srv_handle_get(s, a->graph, PROTO_H_GRAPH)->size += p[0];
     call->out[call->nout++] = ap.dptr;
     return res;
 }
@@ -218,10 +223,11 @@ static CUresult add_typed(struct srv_session *s, struct srv_call *call, CUgraph 
                           CUgraphNode *deps, size_t ndeps, const uint8_t *payload, size_t plen,
                           CUgraphNode *node)
 {
-    const uint64_t *p = &call->msg->args[4];
+    const struct proto_args_GRAPH_ADD_NODE *a = SRV_ARGS(call, GRAPH_ADD_NODE);
+    const uint64_t *p = a->targ;
     struct srv_handle *h;
 
-    switch (ARG(2)) {
+    switch (a->type) {
     case CU_GRAPH_NODE_TYPE_KERNEL: {
         CUDA_KERNEL_NODE_PARAMS kp;
         CUresult res = kernel_params(s, p, payload, plen, &kp);
@@ -242,7 +248,7 @@ static CUresult add_typed(struct srv_session *s, struct srv_call *call, CUgraph 
     case CU_GRAPH_NODE_TYPE_EVENT_RECORD:
         if ((h = srv_handle_get(s, p[0], PROTO_H_EVENT)) == NULL)
             return CUDA_ERROR_INVALID_HANDLE;
-        return ARG(2) == CU_GRAPH_NODE_TYPE_WAIT_EVENT
+        return a->type == CU_GRAPH_NODE_TYPE_WAIT_EVENT
                    ? s->drv.cuGraphAddEventWaitNode(node, g, deps, ndeps, h->real)
                    : s->drv.cuGraphAddEventRecordNode(node, g, deps, ndeps, h->real);
     case CU_GRAPH_NODE_TYPE_GRAPH:
@@ -252,18 +258,19 @@ static CUresult add_typed(struct srv_session *s, struct srv_call *call, CUgraph 
     case CU_GRAPH_NODE_TYPE_MEM_ALLOC: return add_mem_alloc(s, call, g, deps, ndeps, node);
     case CU_GRAPH_NODE_TYPE_MEM_FREE: return s->drv.cuGraphAddMemFreeNode(node, g, deps, ndeps, p[0]);
     case CU_GRAPH_NODE_TYPE_CONDITIONAL:
-        return srv_graph_add_conditional(s, p, ARG(0), g, deps, ndeps, payload, plen, node);
+        return srv_graph_add_conditional(s, p, a->graph, g, deps, ndeps, payload, plen, node);
     }
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 
 /* [graph, node id, CUgraphNodeType, ndeps, type args...]; data: ndeps node ids, then the
  * type's payload (kernel parameters). */
-static CUresult h_graph_add_node(struct srv_session *s, struct srv_call *call)
+CUresult srv_op_graph_add_node(struct srv_session *s, struct srv_call *call)
 {
-    struct srv_handle *g = srv_handle_get(s, ARG(0), PROTO_H_GRAPH);
+    const struct proto_args_GRAPH_ADD_NODE *a = SRV_ARGS(call, GRAPH_ADD_NODE);
+    struct srv_handle *g = srv_handle_get(s, a->graph, PROTO_H_GRAPH);
     const ProtobufCBinaryData *d = &call->msg->data;
-    size_t ndeps = ARG(3);
+    size_t ndeps = a->ndeps;
     CUgraphNode deps[64], node;
     CUresult res;
 
@@ -274,14 +281,15 @@ static CUresult h_graph_add_node(struct srv_session *s, struct srv_call *call)
     if ((res = srv_graph_nodes_of(s, d->data, ndeps, deps)) != CUDA_SUCCESS)
         return res;
     res = add_typed(s, call, g->real, deps, ndeps, d->data + 8 * ndeps, d->len - 8 * ndeps, &node);
-    return res == CUDA_SUCCESS ? node_bind(s, ARG(1), node, ARG(0)) : res;
+    return res == CUDA_SUCCESS ? node_bind(s, a->node, node, a->graph) : res;
 }
 
 /* [graph, n]; data: n "from" ids, then n "to" ids. */
-static CUresult h_graph_add_deps(struct srv_session *s, struct srv_call *call)
+CUresult srv_op_graph_add_deps(struct srv_session *s, struct srv_call *call)
 {
-    struct srv_handle *g = srv_handle_get(s, ARG(0), PROTO_H_GRAPH);
-    size_t n = ARG(1);
+    const struct proto_args_GRAPH_ADD_DEPS *a = SRV_ARGS(call, GRAPH_ADD_DEPS);
+    struct srv_handle *g = srv_handle_get(s, a->graph, PROTO_H_GRAPH);
+    size_t n = a->n;
     CUgraphNode from[64], to[64];
     CUresult res;
 
@@ -295,16 +303,17 @@ static CUresult h_graph_add_deps(struct srv_session *s, struct srv_call *call)
     return s->drv.cuGraphAddDependencies(g->real, from, to, NULL, n);
 }
 
-static CUresult h_graph_clone(struct srv_session *s, struct srv_call *call)
+CUresult srv_op_graph_clone(struct srv_session *s, struct srv_call *call)
 {
-    struct srv_handle *g = srv_handle_get(s, ARG(1), PROTO_H_GRAPH);
+    const struct proto_args_GRAPH_CLONE *a = SRV_ARGS(call, GRAPH_CLONE);
+    struct srv_handle *g = srv_handle_get(s, a->graph, PROTO_H_GRAPH);
     CUgraph clone;
     CUresult res;
 
-    if (g == NULL || PROTO_ID_TYPE(ARG(0)) != PROTO_H_GRAPH)
+    if (g == NULL || PROTO_ID_TYPE(a->id) != PROTO_H_GRAPH)
         return CUDA_ERROR_INVALID_HANDLE;
     res = s->drv.cuGraphClone(&clone, g->real);
-    return srv_handle_adopt(s, ARG(0), PROTO_H_GRAPH, res, clone);
+    return srv_handle_adopt(s, a->id, PROTO_H_GRAPH, res, clone);
 }
 
 uint64_t srv_graph_node_id(struct srv_session *s, CUgraphNode node, uint64_t graph)
@@ -320,9 +329,10 @@ uint64_t srv_graph_node_id(struct srv_session *s, CUgraphNode node, uint64_t gra
 }
 
 /* [graph] -> out[n, id0, type0, id1, type1, ...] (at most 1024 nodes). */
-static CUresult h_graph_get_nodes(struct srv_session *s, struct srv_call *call)
+CUresult srv_op_graph_get_nodes(struct srv_session *s, struct srv_call *call)
 {
-    struct srv_handle *g = srv_handle_get(s, ARG(0), PROTO_H_GRAPH);
+    const struct proto_args_GRAPH_GET_NODES *a = SRV_ARGS(call, GRAPH_GET_NODES);
+    struct srv_handle *g = srv_handle_get(s, a->graph, PROTO_H_GRAPH);
     size_t n = 0;
     CUgraphNode *nodes;
     CUresult res;
@@ -343,7 +353,7 @@ static CUresult h_graph_get_nodes(struct srv_session *s, struct srv_call *call)
     for (size_t i = 0; i < n; i++) {
         CUgraphNodeType type = CU_GRAPH_NODE_TYPE_EMPTY;
         s->drv.cuGraphNodeGetType(nodes[i], &type);
-        call->out_ext[1 + 2 * i] = srv_graph_node_id(s, nodes[i], ARG(0));
+        call->out_ext[1 + 2 * i] = srv_graph_node_id(s, nodes[i], a->graph);
         call->out_ext[2 + 2 * i] = type;
     }
     call->nout = 1 + 2 * n;
@@ -351,24 +361,26 @@ static CUresult h_graph_get_nodes(struct srv_session *s, struct srv_call *call)
 }
 
 /* [exec, node, f, gx,gy,gz, bx,by,bz, shmem, params_len]; data: the packed parameters. */
-static CUresult h_exec_kernel_set(struct srv_session *s, struct srv_call *call)
+CUresult srv_op_exec_kernel_set(struct srv_session *s, struct srv_call *call)
 {
-    struct srv_handle *e = srv_handle_get(s, ARG(0), PROTO_H_GRAPH_EXEC);
-    struct srv_handle *n = srv_handle_get(s, ARG(1), PROTO_H_GRAPH_NODE);
+    const struct proto_args_GRAPH_EXEC_KERNEL_SET *a = SRV_ARGS(call, GRAPH_EXEC_KERNEL_SET);
+    struct srv_handle *e = srv_handle_get(s, a->exec, PROTO_H_GRAPH_EXEC);
+    struct srv_handle *n = srv_handle_get(s, a->node, PROTO_H_GRAPH_NODE);
     CUDA_KERNEL_NODE_PARAMS kp;
     CUresult res;
 
     if (e == NULL || n == NULL)
         return CUDA_ERROR_INVALID_HANDLE;
-    res = kernel_params(s, &call->msg->args[2], call->msg->data.data, call->msg->data.len, &kp);
+    res = kernel_params(s, a->kernel, call->msg->data.data, call->msg->data.len, &kp);
     return res != CUDA_SUCCESS ? res : s->drv.cuGraphExecKernelNodeSetParams(e->real, n->real, &kp);
 }
 
 /* [exec, graph] -> out[CUgraphExecUpdateResult]. */
-static CUresult h_exec_update(struct srv_session *s, struct srv_call *call)
+CUresult srv_op_exec_update(struct srv_session *s, struct srv_call *call)
 {
-    struct srv_handle *e = srv_handle_get(s, ARG(0), PROTO_H_GRAPH_EXEC);
-    struct srv_handle *g = srv_handle_get(s, ARG(1), PROTO_H_GRAPH);
+    const struct proto_args_GRAPH_EXEC_UPDATE *a = SRV_ARGS(call, GRAPH_EXEC_UPDATE);
+    struct srv_handle *e = srv_handle_get(s, a->exec, PROTO_H_GRAPH_EXEC);
+    struct srv_handle *g = srv_handle_get(s, a->graph, PROTO_H_GRAPH);
     CUgraphExecUpdateResultInfo info = {0};
     CUresult res;
 
@@ -378,15 +390,3 @@ static CUresult h_exec_update(struct srv_session *s, struct srv_call *call)
     call->out[call->nout++] = info.result;
     return res;
 }
-
-#define OP(name, fn) [PROTO_OP_##name] = fn
-const srv_handler_fn srv_graph_node_handlers[PROTO_OP_COUNT] = {
-    OP(SHADOW_ALLOC, h_shadow_alloc),       OP(MEMCPY_SHADOW, h_memcpy_shadow),
-    OP(SHADOW_WRITE, h_shadow_write),       OP(SHADOW_READ, h_shadow_read),
-    OP(SHADOW_FREE, h_shadow_free),
-    OP(GRAPH_CREATE, h_graph_create),       OP(GRAPH_ADD_NODE, h_graph_add_node),
-    OP(GRAPH_ADD_DEPS, h_graph_add_deps),   OP(GRAPH_CLONE, h_graph_clone),
-    OP(GRAPH_GET_NODES, h_graph_get_nodes), OP(GRAPH_EXEC_KERNEL_SET, h_exec_kernel_set),
-    OP(GRAPH_EXEC_UPDATE, h_exec_update),
-    OP(GRAPH_COND_HANDLE_CREATE, srv_graph_cond_handle_create), /* handlers_graph_cond.c */
-};

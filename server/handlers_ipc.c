@@ -16,7 +16,6 @@
 #include "server/session.h"
 #include "server/tenancy.h"
 
-#define ARG(i) (call->msg->args[i])
 #define SRV_IPC_MAX_OPEN 4096 /* memory handles one session may hold open */
 
 /* The reply's handle bytes (the worker runs one call at a time). */
@@ -60,10 +59,11 @@ static CUresult may_open(struct srv_session *s, struct srv_call *call, enum srv_
 }
 
 /* [dptr] -> data: CUipcMemHandle */
-static CUresult h_ipc_get_mem(struct srv_session *s, struct srv_call *call)
+CUresult srv_op_ipc_get_mem(struct srv_session *s, struct srv_call *call)
 {
+    const struct proto_args_IPC_GET_MEM_HANDLE *a = SRV_ARGS(call, IPC_GET_MEM_HANDLE);
     CUipcMemHandle h;
-    CUresult res = s->drv.cuIpcGetMemHandle(&h, (CUdeviceptr)ARG(0));
+    CUresult res = s->drv.cuIpcGetMemHandle(&h, (CUdeviceptr)a->dptr);
 
     return res == CUDA_SUCCESS ? exported(s, call, SRV_IPC_MEM, &h) : res;
 }
@@ -78,8 +78,9 @@ static bool map_add(struct srv_session *s, CUdeviceptr dptr, size_t size)
 }
 
 /* [flags] data: CUipcMemHandle -> out[dptr, size] */
-static CUresult h_ipc_open_mem(struct srv_session *s, struct srv_call *call)
+CUresult srv_op_ipc_open_mem(struct srv_session *s, struct srv_call *call)
 {
+    const struct proto_args_IPC_OPEN_MEM_HANDLE *a = SRV_ARGS(call, IPC_OPEN_MEM_HANDLE);
     CUipcMemHandle h;
     CUdeviceptr d, base;
     size_t size = 0;
@@ -90,7 +91,7 @@ static CUresult h_ipc_open_mem(struct srv_session *s, struct srv_call *call)
     if (s->nipc_maps >= SRV_IPC_MAX_OPEN)
         return CUDA_ERROR_TOO_MANY_PEERS;
     memcpy(&h, call->msg->data.data, sizeof(h));
-    if ((res = s->drv.cuIpcOpenMemHandle(&d, h, (unsigned)ARG(0))) != CUDA_SUCCESS)
+    if ((res = s->drv.cuIpcOpenMemHandle(&d, h, (unsigned)a->flags)) != CUDA_SUCCESS)
         return res;
     if (s->drv.cuMemGetAddressRange(&base, &size, d) != CUDA_SUCCESS || base != d)
         size = 0; /* the client then knows the start only */
@@ -104,21 +105,23 @@ static CUresult h_ipc_open_mem(struct srv_session *s, struct srv_call *call)
 }
 
 /* [dptr]: only what this session opened reaches the driver. */
-static CUresult h_ipc_close_mem(struct srv_session *s, struct srv_call *call)
+CUresult srv_op_ipc_close_mem(struct srv_session *s, struct srv_call *call)
 {
+    const struct proto_args_IPC_CLOSE_MEM_HANDLE *a = SRV_ARGS(call, IPC_CLOSE_MEM_HANDLE);
     for (size_t i = 0; i < s->nipc_maps; i++) {
-        if (s->ipc_maps[i].dptr != (CUdeviceptr)ARG(0))
+        if (s->ipc_maps[i].dptr != (CUdeviceptr)a->dptr)
             continue;
         s->ipc_maps[i] = s->ipc_maps[--s->nipc_maps];
-        return s->drv.cuIpcCloseMemHandle((CUdeviceptr)ARG(0));
+        return s->drv.cuIpcCloseMemHandle((CUdeviceptr)a->dptr);
     }
     return CUDA_ERROR_INVALID_VALUE;
 }
 
 /* [event] -> data: CUipcEventHandle */
-static CUresult h_ipc_get_event(struct srv_session *s, struct srv_call *call)
+CUresult srv_op_ipc_get_event(struct srv_session *s, struct srv_call *call)
 {
-    struct srv_handle *e = srv_handle_get(s, ARG(0), PROTO_H_EVENT);
+    const struct proto_args_IPC_GET_EVENT_HANDLE *a = SRV_ARGS(call, IPC_GET_EVENT_HANDLE);
+    struct srv_handle *e = srv_handle_get(s, a->event, PROTO_H_EVENT);
     CUipcEventHandle h;
     CUresult res;
 
@@ -129,19 +132,20 @@ static CUresult h_ipc_get_event(struct srv_session *s, struct srv_call *call)
 }
 
 /* [event id] data: CUipcEventHandle */
-static CUresult h_ipc_open_event(struct srv_session *s, struct srv_call *call)
+CUresult srv_op_ipc_open_event(struct srv_session *s, struct srv_call *call)
 {
+    const struct proto_args_IPC_OPEN_EVENT_HANDLE *a = SRV_ARGS(call, IPC_OPEN_EVENT_HANDLE);
     CUipcEventHandle h;
     CUevent ev;
     CUresult res = may_open(s, call, SRV_IPC_EVENT);
 
     if (res != CUDA_SUCCESS)
         return res;
-    if (PROTO_ID_TYPE(ARG(0)) != PROTO_H_EVENT || srv_handle_get(s, ARG(0), 0) != NULL)
+    if (PROTO_ID_TYPE(a->id) != PROTO_H_EVENT || srv_handle_get(s, a->id, 0) != NULL)
         return CUDA_ERROR_INVALID_HANDLE;
     memcpy(&h, call->msg->data.data, sizeof(h));
     res = s->drv.cuIpcOpenEventHandle(&ev, h);
-    return srv_handle_adopt(s, ARG(0), PROTO_H_EVENT, res, ev);
+    return srv_handle_adopt(s, a->id, PROTO_H_EVENT, res, ev);
 }
 
 void srv_ipc_teardown(struct srv_session *s)
@@ -155,11 +159,3 @@ void srv_ipc_teardown(struct srv_session *s)
     s->ipc_maps = NULL;
     s->nipc_maps = s->ipc_map_cap = 0;
 }
-
-const srv_handler_fn srv_ipc_handlers[PROTO_OP_COUNT] = {
-    [PROTO_OP_IPC_GET_MEM_HANDLE] = h_ipc_get_mem,
-    [PROTO_OP_IPC_OPEN_MEM_HANDLE] = h_ipc_open_mem,
-    [PROTO_OP_IPC_CLOSE_MEM_HANDLE] = h_ipc_close_mem,
-    [PROTO_OP_IPC_GET_EVENT_HANDLE] = h_ipc_get_event,
-    [PROTO_OP_IPC_OPEN_EVENT_HANDLE] = h_ipc_open_event,
-};

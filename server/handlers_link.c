@@ -9,8 +9,6 @@
 #include "server/jit_options.h"
 #include "server/module_cache.h"
 
-#define ARG(i) (call->msg->args[i])
-
 /* The driver keeps the option arrays of cuLinkCreate and writes results (logs, the wall time)
  * into them later, so they live as long as the link. */
 struct srv_link {
@@ -28,12 +26,13 @@ void srv_link_free(struct srv_session *s, void *real)
 }
 
 /* [id, info log cap, error log cap]; data: JIT option words. */
-static CUresult h_link_create(struct srv_session *s, struct srv_call *call)
+CUresult srv_op_link_create(struct srv_session *s, struct srv_call *call)
 {
+    const struct proto_args_LINK_CREATE *a = SRV_ARGS(call, LINK_CREATE);
     struct srv_link *l;
     CUresult res;
 
-    if (call->msg->n_args < 3 || PROTO_ID_TYPE(ARG(0)) != PROTO_H_LINK ||
+    if (call->msg->n_args < 3 || PROTO_ID_TYPE(a->id) != PROTO_H_LINK ||
         call->msg->data.len % 8 != 0)
         return CUDA_ERROR_INVALID_VALUE;
     if ((l = calloc(1, sizeof(*l))) == NULL)
@@ -42,7 +41,7 @@ static CUresult h_link_create(struct srv_session *s, struct srv_call *call)
     size_t nwords = call->msg->data.len / 8;
     if (nwords <= SRV_JIT_MAX_WORDS && nwords > 0)
         memcpy(words, call->msg->data.data, 8 * nwords);
-    res = srv_jit_init(&l->jit, words, nwords, ARG(1), ARG(2));
+    res = srv_jit_init(&l->jit, words, nwords, a->info_cap, a->error_cap);
     if (res == CUDA_SUCCESS)
         res = s->drv.cuLinkCreate(l->jit.n, l->jit.opts, l->jit.vals, &l->state);
     if (res != CUDA_SUCCESS) {
@@ -50,13 +49,14 @@ static CUresult h_link_create(struct srv_session *s, struct srv_call *call)
         free(l);
         return res;
     }
-    return srv_handle_adopt(s, ARG(0), PROTO_H_LINK, res, l);
+    return srv_handle_adopt(s, a->id, PROTO_H_LINK, res, l);
 }
 
 /* [link, CUjitInputType]; data: name, NUL, then the input -> data: logs. */
-static CUresult h_link_add(struct srv_session *s, struct srv_call *call)
+CUresult srv_op_link_add(struct srv_session *s, struct srv_call *call)
 {
-    struct srv_handle *h = srv_handle_get(s, ARG(0), PROTO_H_LINK);
+    const struct proto_args_LINK_ADD_DATA *a = SRV_ARGS(call, LINK_ADD_DATA);
+    struct srv_handle *h = srv_handle_get(s, a->link, PROTO_H_LINK);
     const ProtobufCBinaryData *d = &call->msg->data;
     const uint8_t *nul = d->len ? memchr(d->data, 0, d->len) : NULL;
     struct srv_link *l;
@@ -67,16 +67,17 @@ static CUresult h_link_add(struct srv_session *s, struct srv_call *call)
     if (nul == NULL || nul + 1 == d->data + d->len)
         return CUDA_ERROR_INVALID_VALUE;
     l = h->real;
-    res = s->drv.cuLinkAddData(l->state, (CUjitInputType)ARG(1), (void *)(nul + 1),
+    res = s->drv.cuLinkAddData(l->state, (CUjitInputType)a->input_type, (void *)(nul + 1),
                                d->data + d->len - nul - 1, (const char *)d->data, 0, NULL, NULL);
     srv_jit_logs_reply(s, call, &l->jit, NULL, 0);
     return res;
 }
 
 /* [link] -> out[cubin length, wall time float bits]; data: cubin, then the logs. */
-static CUresult h_link_complete(struct srv_session *s, struct srv_call *call)
+CUresult srv_op_link_complete(struct srv_session *s, struct srv_call *call)
 {
-    struct srv_handle *h = srv_handle_get(s, ARG(0), PROTO_H_LINK);
+    const struct proto_args_LINK_COMPLETE *a = SRV_ARGS(call, LINK_COMPLETE);
+    struct srv_handle *h = srv_handle_get(s, a->link, PROTO_H_LINK);
     struct srv_link *l;
     void *cubin = NULL;
     size_t len = 0;
@@ -94,9 +95,10 @@ static CUresult h_link_complete(struct srv_session *s, struct srv_call *call)
     return res;
 }
 
-static CUresult h_link_destroy(struct srv_session *s, struct srv_call *call)
+CUresult srv_op_link_destroy(struct srv_session *s, struct srv_call *call)
 {
-    return srv_handle_destroy(s, ARG(0), PROTO_H_LINK);
+    const struct proto_args_LINK_DESTROY *a = SRV_ARGS(call, LINK_DESTROY);
+    return srv_handle_destroy(s, a->link, PROTO_H_LINK);
 }
 
 /* ---- loads with JIT options ------------------------------------------------------------- */
@@ -107,6 +109,7 @@ static CUresult h_link_destroy(struct srv_session *s, struct srv_call *call)
 static CUresult load_with(struct srv_session *s, struct srv_call *call, struct srv_jit *j,
                           const void *image)
 {
+    const struct proto_args_MODULE_LOAD_JIT *a = SRV_ARGS(call, MODULE_LOAD_JIT);
     bool lib = call->msg->op == PROTO_OP_LIBRARY_LOAD_JIT;
     unsigned type = lib ? PROTO_H_LIBRARY : PROTO_H_MODULE;
     size_t before = srv_mem_free_now(s);
@@ -118,14 +121,15 @@ static CUresult load_with(struct srv_session *s, struct srv_call *call, struct s
                                        NULL, 0);
     else
         res = s->drv.cuModuleLoadDataEx((CUmodule *)&obj, image, j->n, j->opts, j->vals);
-    res = srv_handle_adopt(s, ARG(0), type, res, obj);
-    return res == CUDA_SUCCESS ? srv_load_charge(s, ARG(0), type, before) : res;
+    res = srv_handle_adopt(s, a->id, type, res, obj);
+    return res == CUDA_SUCCESS ? srv_load_charge(s, a->id, type, before) : res;
 }
 
 /* [id, image flags, image len, info cap, error cap, option words...]; the image as for
  * MODULE_LOAD -> out[wall bits, info size, error size], data: the logs. */
-static CUresult h_load_jit(struct srv_session *s, struct srv_call *call)
+CUresult srv_op_load_jit(struct srv_session *s, struct srv_call *call)
 {
+    const struct proto_args_MODULE_LOAD_JIT *a = SRV_ARGS(call, MODULE_LOAD_JIT);
     struct srv_jit j;
     void *image;
     size_t len;
@@ -133,7 +137,8 @@ static CUresult h_load_jit(struct srv_session *s, struct srv_call *call)
 
     if (call->msg->n_args < 5)
         return CUDA_ERROR_INVALID_VALUE;
-    res = srv_jit_init(&j, &call->msg->args[5], call->msg->n_args - 5, ARG(3), ARG(4));
+    res = srv_jit_init(&j, SRV_ARGS_REST(call, MODULE_LOAD_JIT), call->msg->n_args - 5, a->info_cap,
+                       a->error_cap);
     if (res != CUDA_SUCCESS)
         return res;
     if ((res = srv_image_take(s, call, &image, &len)) != CUDA_SUCCESS) {
@@ -149,12 +154,3 @@ static CUresult h_load_jit(struct srv_session *s, struct srv_call *call)
     srv_jit_fini(&j);
     return res;
 }
-
-const srv_handler_fn srv_link_handlers[PROTO_OP_COUNT] = {
-    [PROTO_OP_LINK_CREATE] = h_link_create,
-    [PROTO_OP_LINK_ADD_DATA] = h_link_add,
-    [PROTO_OP_LINK_COMPLETE] = h_link_complete,
-    [PROTO_OP_LINK_DESTROY] = h_link_destroy,
-    [PROTO_OP_MODULE_LOAD_JIT] = h_load_jit,
-    [PROTO_OP_LIBRARY_LOAD_JIT] = h_load_jit,
-};

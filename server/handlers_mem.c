@@ -8,7 +8,6 @@
 #include "server/session.h"
 
 #define STAGING_CHUNK (8u << 20)
-#define ARG(i) (call->msg->args[i])
 
 /* Portable, so copies in any of the session's contexts use them as pinned memory; they still
  * belong to the context current here and are freed before it goes (srv_staging_release). */
@@ -42,48 +41,51 @@ void srv_staging_release(struct srv_session *s, uint64_t ctx_id)
     s->staging_len = 0;
 }
 
-static CUresult h_mem_alloc(struct srv_session *s, struct srv_call *call)
+CUresult srv_op_mem_alloc(struct srv_session *s, struct srv_call *call)
 {
+    const struct proto_args_MEM_ALLOC *a = SRV_ARGS(call, MEM_ALLOC);
     CUdeviceptr d;
     CUresult res;
 
-    if (!srv_quota_allows(s, ARG(0)))
+    if (!srv_quota_allows(s, a->size))
         return CUDA_ERROR_OUT_OF_MEMORY;
-    res = s->drv.cuMemAlloc(&d, ARG(0));
-    return srv_alloc_answer(s, call, res, d, ARG(0));
+    res = s->drv.cuMemAlloc(&d, a->size);
+    return srv_alloc_answer(s, call, res, d, a->size);
 }
 
-static CUresult h_mem_alloc_pitch(struct srv_session *s, struct srv_call *call)
+CUresult srv_op_mem_alloc_pitch(struct srv_session *s, struct srv_call *call)
 {
+    const struct proto_args_MEM_ALLOC_PITCH *a = SRV_ARGS(call, MEM_ALLOC_PITCH);
     CUdeviceptr d;
     size_t pitch;
-    CUresult res = s->drv.cuMemAllocPitch(&d, &pitch, ARG(0), ARG(1), (unsigned)ARG(2));
+    CUresult res = s->drv.cuMemAllocPitch(&d, &pitch, a->width, a->height, (unsigned)a->elemsize);
 
-    if (res == CUDA_SUCCESS && !srv_quota_allows(s, (uint64_t)pitch * ARG(1))) {
+    if (res == CUDA_SUCCESS && !srv_quota_allows(s, (uint64_t)pitch * a->height)) {
         s->drv.cuMemFree(d); /* the padded size is known only now */
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     if (res == CUDA_SUCCESS) {
-        srv_alloc_add(s, d, pitch * ARG(1));
+        srv_alloc_add(s, d, pitch * a->height);
         call->out[call->nout++] = d;
         call->out[call->nout++] = pitch;
     }
     return res;
 }
 
-static CUresult h_mem_free(struct srv_session *s, struct srv_call *call)
+CUresult srv_op_mem_free(struct srv_session *s, struct srv_call *call)
 {
+    const struct proto_args_MEM_FREE *a = SRV_ARGS(call, MEM_FREE);
     CUresult res;
 
-    srv_rdma_direct_forget(s, ARG(0)); /* before the memory goes */
-    res = s->drv.cuMemFree(ARG(0));
+    srv_rdma_direct_forget(s, a->dptr); /* before the memory goes */
+    res = s->drv.cuMemFree(a->dptr);
 
     if (res == CUDA_SUCCESS)
-        srv_alloc_del(s, ARG(0));
+        srv_alloc_del(s, a->dptr);
     return res;
 }
 
-static CUresult h_mem_get_info(struct srv_session *s, struct srv_call *call)
+CUresult srv_op_mem_get_info(struct srv_session *s, struct srv_call *call)
 {
     size_t free_b, total;
     CUresult res = s->drv.cuMemGetInfo(&free_b, &total);
@@ -126,24 +128,25 @@ static CUresult htod_bulk(struct srv_session *s, struct srv_call *call, CUdevice
     return res;
 }
 
-static CUresult h_memcpy_htod(struct srv_session *s, struct srv_call *call)
+CUresult srv_op_memcpy_htod(struct srv_session *s, struct srv_call *call)
 {
+    const struct proto_args_MEMCPY_HTOD *a = SRV_ARGS(call, MEMCPY_HTOD);
     CUstream stream;
-    size_t len = ARG(1);
+    size_t len = a->size;
     const ProtobufCBinaryData *data = &call->msg->data;
 
-    if (!srv_stream(s, ARG(2), &stream))
+    if (!srv_stream(s, a->stream, &stream))
         return CUDA_ERROR_INVALID_HANDLE;
     if (call->hdr->bulk_len > 0) {
         if (call->hdr->bulk_len != len)
             return CUDA_ERROR_INVALID_VALUE;
-        return htod_bulk(s, call, ARG(0), len, stream);
+        return htod_bulk(s, call, a->dst, len, stream);
     }
     if (data->len != len)
         return CUDA_ERROR_INVALID_VALUE;
-    if (ARG(3))
-        return s->drv.cuMemcpyHtoDAsync(ARG(0), data->data, len, stream);
-    return s->drv.cuMemcpyHtoD(ARG(0), data->data, len);
+    if (a->async)
+        return s->drv.cuMemcpyHtoDAsync(a->dst, data->data, len, stream);
+    return s->drv.cuMemcpyHtoD(a->dst, data->data, len);
 }
 
 static CUresult dtoh_chunk(struct srv_session *s, void *dst, CUdeviceptr src, size_t n,
@@ -189,19 +192,20 @@ static CUresult dtoh_bulk(struct srv_session *s, struct srv_call *call, CUdevice
     return CUDA_SUCCESS;
 }
 
-static CUresult h_memcpy_dtoh(struct srv_session *s, struct srv_call *call)
+CUresult srv_op_memcpy_dtoh(struct srv_session *s, struct srv_call *call)
 {
+    const struct proto_args_MEMCPY_DTOH *a = SRV_ARGS(call, MEMCPY_DTOH);
     static uint8_t small[PROTO_INLINE_MAX];
     CUstream stream;
-    size_t len = ARG(1);
+    size_t len = a->size;
     CUresult res;
 
-    if (!srv_stream(s, ARG(2), &stream))
+    if (!srv_stream(s, a->stream, &stream))
         return CUDA_ERROR_INVALID_HANDLE;
     if (len > PROTO_INLINE_MAX)
-        return dtoh_bulk(s, call, ARG(0), len, stream);
-    res = ARG(3) ? dtoh_chunk(s, small, ARG(0), len, stream)
-                 : s->drv.cuMemcpyDtoH(small, ARG(0), len);
+        return dtoh_bulk(s, call, a->src, len, stream);
+    res = a->async ? dtoh_chunk(s, small, a->src, len, stream)
+                   : s->drv.cuMemcpyDtoH(small, a->src, len);
     if (res == CUDA_SUCCESS) {
         call->rdata = small;
         call->rdata_len = len;
@@ -209,91 +213,94 @@ static CUresult h_memcpy_dtoh(struct srv_session *s, struct srv_call *call)
     return res;
 }
 
-static CUresult h_memcpy_dtod(struct srv_session *s, struct srv_call *call)
+CUresult srv_op_memcpy_dtod(struct srv_session *s, struct srv_call *call)
 {
+    const struct proto_args_MEMCPY_DTOD *a = SRV_ARGS(call, MEMCPY_DTOD);
     CUstream stream;
 
-    if (!srv_stream(s, ARG(3), &stream))
+    if (!srv_stream(s, a->stream, &stream))
         return CUDA_ERROR_INVALID_HANDLE;
-    if (ARG(4))
-        return s->drv.cuMemcpyDtoDAsync(ARG(0), ARG(1), ARG(2), stream);
-    return s->drv.cuMemcpyDtoD(ARG(0), ARG(1), ARG(2));
+    if (a->async)
+        return s->drv.cuMemcpyDtoDAsync(a->dst, a->src, a->size, stream);
+    return s->drv.cuMemcpyDtoD(a->dst, a->src, a->size);
 }
 
-static CUresult h_memset(struct srv_session *s, struct srv_call *call)
+CUresult srv_op_memset(struct srv_session *s, struct srv_call *call)
 {
+    const struct proto_args_MEMSET *a = SRV_ARGS(call, MEMSET);
     CUstream st;
-    CUdeviceptr d = ARG(0);
-    size_t n = ARG(3);
-    bool async = ARG(5);
+    CUdeviceptr d = a->dst;
+    size_t n = a->count;
+    bool async = a->async;
 
-    if (!srv_stream(s, ARG(4), &st))
+    if (!srv_stream(s, a->stream, &st))
         return CUDA_ERROR_INVALID_HANDLE;
-    switch (ARG(2)) {
-    case 1: return async ? s->drv.cuMemsetD8Async(d, (unsigned char)ARG(1), n, st)
-                         : s->drv.cuMemsetD8(d, (unsigned char)ARG(1), n);
-    case 2: return async ? s->drv.cuMemsetD16Async(d, (unsigned short)ARG(1), n, st)
-                         : s->drv.cuMemsetD16(d, (unsigned short)ARG(1), n);
-    case 4: return async ? s->drv.cuMemsetD32Async(d, (unsigned)ARG(1), n, st)
-                         : s->drv.cuMemsetD32(d, (unsigned)ARG(1), n);
+    switch (a->elemsize) {
+    case 1:
+        return async ? s->drv.cuMemsetD8Async(d, (unsigned char)a->value, n, st)
+                     : s->drv.cuMemsetD8(d, (unsigned char)a->value, n);
+    case 2:
+        return async ? s->drv.cuMemsetD16Async(d, (unsigned short)a->value, n, st)
+                     : s->drv.cuMemsetD16(d, (unsigned short)a->value, n);
+    case 4:
+        return async ? s->drv.cuMemsetD32Async(d, (unsigned)a->value, n, st)
+                     : s->drv.cuMemsetD32(d, (unsigned)a->value, n);
     }
     return CUDA_ERROR_INVALID_VALUE;
 }
 
-static CUresult h_memset_2d(struct srv_session *s, struct srv_call *call)
+CUresult srv_op_memset_2d(struct srv_session *s, struct srv_call *call)
 {
+    const struct proto_args_MEMSET_2D *a = SRV_ARGS(call, MEMSET_2D);
     CUstream st;
-    CUdeviceptr d = ARG(0);
-    size_t p = ARG(1), w = ARG(4), h = ARG(5);
-    bool async = ARG(7);
+    CUdeviceptr d = a->dst;
+    size_t p = a->pitch, w = a->width, h = a->height;
+    bool async = a->async;
 
-    if (!srv_stream(s, ARG(6), &st))
+    if (!srv_stream(s, a->stream, &st))
         return CUDA_ERROR_INVALID_HANDLE;
-    switch (ARG(3)) {
-    case 1: return async ? s->drv.cuMemsetD2D8Async(d, p, (unsigned char)ARG(2), w, h, st)
-                         : s->drv.cuMemsetD2D8(d, p, (unsigned char)ARG(2), w, h);
-    case 2: return async ? s->drv.cuMemsetD2D16Async(d, p, (unsigned short)ARG(2), w, h, st)
-                         : s->drv.cuMemsetD2D16(d, p, (unsigned short)ARG(2), w, h);
-    case 4: return async ? s->drv.cuMemsetD2D32Async(d, p, (unsigned)ARG(2), w, h, st)
-                         : s->drv.cuMemsetD2D32(d, p, (unsigned)ARG(2), w, h);
+    switch (a->elemsize) {
+    case 1:
+        return async ? s->drv.cuMemsetD2D8Async(d, p, (unsigned char)a->value, w, h, st)
+                     : s->drv.cuMemsetD2D8(d, p, (unsigned char)a->value, w, h);
+    case 2:
+        return async ? s->drv.cuMemsetD2D16Async(d, p, (unsigned short)a->value, w, h, st)
+                     : s->drv.cuMemsetD2D16(d, p, (unsigned short)a->value, w, h);
+    case 4:
+        return async ? s->drv.cuMemsetD2D32Async(d, p, (unsigned)a->value, w, h, st)
+                     : s->drv.cuMemsetD2D32(d, p, (unsigned)a->value, w, h);
     }
     return CUDA_ERROR_INVALID_VALUE;
 }
 
-static CUresult h_mem_alloc_async(struct srv_session *s, struct srv_call *call)
+CUresult srv_op_mem_alloc_async(struct srv_session *s, struct srv_call *call)
 {
+    const struct proto_args_MEM_ALLOC_ASYNC *a = SRV_ARGS(call, MEM_ALLOC_ASYNC);
     CUstream st;
     CUdeviceptr d;
     CUresult res;
 
-    if (!srv_stream(s, ARG(1), &st))
+    if (!srv_stream(s, a->stream, &st))
         return CUDA_ERROR_INVALID_HANDLE;
-    if (!srv_quota_allows(s, ARG(0)))
+    if (!srv_quota_allows(s, a->size))
         return CUDA_ERROR_OUT_OF_MEMORY;
-    res = s->drv.cuMemAllocAsync(&d, ARG(0), st);
-    return srv_alloc_answer(s, call, res, d, ARG(0));
+    res = s->drv.cuMemAllocAsync(&d, a->size, st);
+    return srv_alloc_answer(s, call, res, d, a->size);
 }
 
-static CUresult h_mem_free_async(struct srv_session *s, struct srv_call *call)
+CUresult srv_op_mem_free_async(struct srv_session *s, struct srv_call *call)
 {
+    const struct proto_args_MEM_FREE_ASYNC *a = SRV_ARGS(call, MEM_FREE_ASYNC);
     CUstream st;
     CUresult res;
 
-    if (!srv_stream(s, ARG(1), &st))
+    if (!srv_stream(s, a->stream, &st))
         return CUDA_ERROR_INVALID_HANDLE;
-    srv_rdma_direct_forget(s, ARG(0)); /* no copy in flight uses it: they complete in the call */
-    res = s->drv.cuMemFreeAsync(ARG(0), st);
+    srv_rdma_direct_forget(s, a->dptr); /* no copy in flight uses it: they complete in the call */
+    res = s->drv.cuMemFreeAsync(a->dptr, st);
     if (res == CUDA_SUCCESS)
-        srv_alloc_del(s, ARG(0));
+        srv_alloc_del(s, a->dptr);
     return res;
 }
 
 /* Registered into the dispatch table by handlers_exec.c. */
-const srv_handler_fn srv_mem_handlers[PROTO_OP_COUNT] = {
-    [PROTO_OP_MEM_ALLOC] = h_mem_alloc,         [PROTO_OP_MEM_ALLOC_PITCH] = h_mem_alloc_pitch,
-    [PROTO_OP_MEM_FREE] = h_mem_free,           [PROTO_OP_MEM_GET_INFO] = h_mem_get_info,
-    [PROTO_OP_MEMCPY_HTOD] = h_memcpy_htod,     [PROTO_OP_MEMCPY_DTOH] = h_memcpy_dtoh,
-    [PROTO_OP_MEMCPY_DTOD] = h_memcpy_dtod,     [PROTO_OP_MEMSET] = h_memset,
-    [PROTO_OP_MEMSET_2D] = h_memset_2d,         [PROTO_OP_MEM_ALLOC_ASYNC] = h_mem_alloc_async,
-    [PROTO_OP_MEM_FREE_ASYNC] = h_mem_free_async,
-};

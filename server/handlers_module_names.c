@@ -5,13 +5,13 @@
 
 #include "server/session.h"
 
-#define ARG(i) (call->msg->args[i])
 #define MAX_FUNCS 4096
 
 /* [module] -> data: the names, each followed by NUL */
-static CUresult h_module_function_names(struct srv_session *s, struct srv_call *call)
+CUresult srv_op_module_function_names(struct srv_session *s, struct srv_call *call)
 {
-    struct srv_handle *m = srv_handle_get(s, ARG(0), PROTO_H_MODULE);
+    const struct proto_args_MODULE_FUNCTION_NAMES *a = SRV_ARGS(call, MODULE_FUNCTION_NAMES);
+    struct srv_handle *m = srv_handle_get(s, a->module, PROTO_H_MODULE);
     unsigned n = 0;
     size_t len = 0, cap = 1 << 16;
     CUfunction *fs;
@@ -43,7 +43,3 @@ static CUresult h_module_function_names(struct srv_session *s, struct srv_call *
     call->rdata_len = len;
     return CUDA_SUCCESS;
 }
-
-const srv_handler_fn srv_module_names_handlers[PROTO_OP_COUNT] = {
-    [PROTO_OP_MODULE_FUNCTION_NAMES] = h_module_function_names,
-};

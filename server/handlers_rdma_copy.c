@@ -29,8 +29,6 @@
 #include "server/session.h"
 #include "transport/transport.h"
 
-#define ARG(i) (call->msg->args[i])
-
 /* The staging buffers, registered with the connection for local writes (READ lands there). */
 static CUresult staging_registered(struct srv_session *s)
 {
@@ -271,14 +269,15 @@ void srv_rdma_copy_report(const struct srv_session *s)
 /* Checks common to both directions; the stream in *stream_p. */
 static CUresult rdma_call_ok(struct srv_session *s, struct srv_call *call, CUstream *stream_p)
 {
+    const struct proto_args_MEMCPY_HTOD_RDMA *a = SRV_ARGS(call, MEMCPY_HTOD_RDMA);
     if (s->conn->ops != &transport_rdma_ops) {
         rg_warn("session %llu: %s on a session that does not run on RDMA",
                 (unsigned long long)s->id, proto_op_name(call->msg->op));
         return CUDA_ERROR_NOT_SUPPORTED;
     }
-    if (ARG(1) == 0 || ARG(4) + ARG(1) < ARG(4) || ARG(5) > UINT32_MAX)
+    if (a->size == 0 || a->raddr + a->size < a->raddr || a->rkey > UINT32_MAX)
         return CUDA_ERROR_INVALID_VALUE;
-    return srv_stream(s, ARG(2), stream_p) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+    return srv_stream(s, a->stream, stream_p) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
 }
 
 /* A READ or WRITE of the client's memory failed: the connection is gone, so is the session. */
@@ -300,11 +299,13 @@ static CUresult io_result(struct srv_session *s, bool write, bool direct, uint64
 static CUresult remote_io(struct srv_session *s, struct srv_call *call, bool write, int k,
                           size_t off, size_t n)
 {
-    uint64_t raddr = ARG(4) + off;
-    uint32_t rkey = (uint32_t)ARG(5);
+    const struct proto_args_MEMCPY_HTOD_RDMA *a = SRV_ARGS(call, MEMCPY_HTOD_RDMA);
+    uint64_t raddr = a->raddr + off;
+    uint32_t rkey = (uint32_t)a->rkey;
     rg_status_t st;
 
-    if (off > ARG(1) || n > ARG(1) - off || n > s->staging_len) /* never outside the call's range */
+    if (off > a->size || n > a->size - off ||
+        n > s->staging_len) /* never outside the call's range */
         return CUDA_ERROR_INVALID_VALUE;
     st = write ? s->conn->ops->write(s->conn, s->staging_mr[k], s->staging[k], raddr, rkey, n)
                : s->conn->ops->read(s->conn, s->staging_mr[k], s->staging[k], raddr, rkey, n);
@@ -333,16 +334,17 @@ static void count_copy(struct srv_session *s, bool write, bool direct, size_t le
 static CUresult direct_copy(struct srv_session *s, struct srv_call *call, CUstream stream,
                             struct transport_mr *mr, bool write)
 {
-    void *dev = (void *)(uintptr_t)ARG(0);
-    size_t len = ARG(1);
+    const struct proto_args_MEMCPY_HTOD_RDMA *a = SRV_ARGS(call, MEMCPY_HTOD_RDMA);
+    void *dev = (void *)(uintptr_t)a->dptr;
+    size_t len = a->size;
     rg_status_t st;
     CUresult res = direct_fence(s, stream);
 
     if (res != CUDA_SUCCESS)
         return res;
-    st = write ? s->conn->ops->write(s->conn, mr, dev, ARG(4), (uint32_t)ARG(5), len)
-               : s->conn->ops->read(s->conn, mr, dev, ARG(4), (uint32_t)ARG(5), len);
-    if ((res = io_result(s, write, true, ARG(4), (uint32_t)ARG(5), len, st)) != CUDA_SUCCESS)
+    st = write ? s->conn->ops->write(s->conn, mr, dev, a->raddr, (uint32_t)a->rkey, len)
+               : s->conn->ops->read(s->conn, mr, dev, a->raddr, (uint32_t)a->rkey, len);
+    if ((res = io_result(s, write, true, a->raddr, (uint32_t)a->rkey, len, st)) != CUDA_SUCCESS)
         return res;
     if (!write && s->direct_flush)
         res = s->drv.cuFlushGPUDirectRDMAWrites(CU_FLUSH_GPU_DIRECT_RDMA_WRITES_TARGET_CURRENT_CTX,
@@ -354,10 +356,11 @@ static CUresult direct_copy(struct srv_session *s, struct srv_call *call, CUstre
 
 /* [dst, size, stream, async, raddr, rkey]: READ chunk k while chunk k-1 is copied to the
  * device; chunk k-2 (same buffer) was waited for before chunk k-1 was issued. */
-static CUresult h_memcpy_htod_rdma(struct srv_session *s, struct srv_call *call)
+CUresult srv_op_memcpy_htod_rdma(struct srv_session *s, struct srv_call *call)
 {
-    CUdeviceptr dst = ARG(0);
-    size_t len = ARG(1), n;
+    const struct proto_args_MEMCPY_HTOD_RDMA *a = SRV_ARGS(call, MEMCPY_HTOD_RDMA);
+    CUdeviceptr dst = a->dptr;
+    size_t len = a->size, n;
     CUstream stream;
     CUresult res = rdma_call_ok(s, call, &stream);
     struct transport_mr *dev_mr;
@@ -383,10 +386,11 @@ static CUresult h_memcpy_htod_rdma(struct srv_session *s, struct srv_call *call)
 
 /* [src, size, stream, async, raddr, rkey]: WRITE chunk k while chunk k+1 is copied from the
  * device into the other buffer; the reply (or nothing, for NOREPLY) follows the last WRITE. */
-static CUresult h_memcpy_dtoh_rdma(struct srv_session *s, struct srv_call *call)
+CUresult srv_op_memcpy_dtoh_rdma(struct srv_session *s, struct srv_call *call)
 {
-    CUdeviceptr src = ARG(0);
-    size_t len = ARG(1), n = 0, next;
+    const struct proto_args_MEMCPY_DTOH_RDMA *a = SRV_ARGS(call, MEMCPY_DTOH_RDMA);
+    CUdeviceptr src = a->dptr;
+    size_t len = a->size, n = 0, next;
     CUstream stream;
     CUresult res = rdma_call_ok(s, call, &stream);
     struct transport_mr *dev_mr;
@@ -414,7 +418,3 @@ static CUresult h_memcpy_dtoh_rdma(struct srv_session *s, struct srv_call *call)
 }
 
 /* Registered into the dispatch table by handlers_exec.c. */
-const srv_handler_fn srv_rdma_copy_handlers[PROTO_OP_COUNT] = {
-    [PROTO_OP_MEMCPY_HTOD_RDMA] = h_memcpy_htod_rdma,
-    [PROTO_OP_MEMCPY_DTOH_RDMA] = h_memcpy_dtoh_rdma,
-};

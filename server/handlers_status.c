@@ -4,8 +4,9 @@
 #include "server/host_nvml.h"
 #include "server/session.h"
 
-static CUresult h_device_status(struct srv_session *s, struct srv_call *call)
+CUresult srv_op_device_status(struct srv_session *s, struct srv_call *call)
 {
+    const struct proto_args_DEVICE_STATUS *a = SRV_ARGS(call, DEVICE_STATUS);
     struct srv_gpu_usage usage;
     char pci[32];
     size_t card = 0;
@@ -13,9 +14,9 @@ static CUresult h_device_status(struct srv_session *s, struct srv_call *call)
     CUdevice dev;
     CUresult res;
 
-    if (call->msg->args[0] >= (uint64_t)s->ndevices)
+    if (a->dev >= (uint64_t)s->ndevices)
         return CUDA_ERROR_INVALID_DEVICE;
-    dev = s->devices[call->msg->args[0]];
+    dev = s->devices[a->dev];
     if ((res = s->drv.cuDeviceTotalMem(&card, dev)) != CUDA_SUCCESS ||
         (res = s->drv.cuDeviceGetPCIBusId(pci, sizeof(pci), dev)) != CUDA_SUCCESS)
         return res;
@@ -32,7 +33,3 @@ static CUresult h_device_status(struct srv_session *s, struct srv_call *call)
     call->out[call->nout++] = usage.util_mem;
     return CUDA_SUCCESS;
 }
-
-const srv_handler_fn srv_status_handlers[PROTO_OP_COUNT] = {
-    [PROTO_OP_DEVICE_STATUS] = h_device_status,
-};

@@ -8,8 +8,6 @@
 
 #include "server/session.h"
 
-#define ARG(i) (call->msg->args[i])
-
 /* A CUmemLocation of type DEVICE names the client's ordinal: map it (false if out of range). */
 static bool location_map(struct srv_session *s, CUmemLocation *loc)
 {
@@ -41,94 +39,104 @@ static CUmemAccessDesc *access_descs(struct srv_session *s, struct srv_call *cal
     return d;
 }
 
-static CUresult h_address_reserve(struct srv_session *s, struct srv_call *call)
+CUresult srv_op_address_reserve(struct srv_session *s, struct srv_call *call)
 {
+    const struct proto_args_MEM_ADDRESS_RESERVE *a = SRV_ARGS(call, MEM_ADDRESS_RESERVE);
     CUdeviceptr p;
-    CUresult res = s->drv.cuMemAddressReserve(&p, ARG(0), ARG(1), ARG(2), ARG(3));
+    CUresult res = s->drv.cuMemAddressReserve(&p, a->size, a->alignment, a->addr, a->flags);
 
     if (res == CUDA_SUCCESS)
         call->out[call->nout++] = p;
     return res;
 }
 
-static CUresult h_address_free(struct srv_session *s, struct srv_call *call)
+CUresult srv_op_address_free(struct srv_session *s, struct srv_call *call)
 {
-    return s->drv.cuMemAddressFree(ARG(0), ARG(1));
+    const struct proto_args_MEM_ADDRESS_FREE *a = SRV_ARGS(call, MEM_ADDRESS_FREE);
+    return s->drv.cuMemAddressFree(a->ptr, a->size);
 }
 
-static CUresult h_create(struct srv_session *s, struct srv_call *call)
+CUresult srv_op_mem_create(struct srv_session *s, struct srv_call *call)
 {
+    const struct proto_args_MEM_CREATE *a = SRV_ARGS(call, MEM_CREATE);
     CUmemAllocationProp prop;
     CUmemGenericAllocationHandle mh;
     CUresult res;
 
-    if (PROTO_ID_TYPE(ARG(0)) != PROTO_H_MEM_HANDLE || !DATA_AS(call, prop))
+    if (PROTO_ID_TYPE(a->id) != PROTO_H_MEM_HANDLE || !DATA_AS(call, prop))
         return CUDA_ERROR_INVALID_VALUE;
     if (!location_map(s, &prop.location))
         return CUDA_ERROR_INVALID_DEVICE;
-    if (!srv_quota_charge(s, ARG(1)))
+    if (!srv_quota_charge(s, a->size))
         return CUDA_ERROR_OUT_OF_MEMORY;
-    res = s->drv.cuMemCreate(&mh, ARG(1), &prop, ARG(2));
-    res = srv_handle_adopt(s, ARG(0), PROTO_H_MEM_HANDLE, res, (void *)(uintptr_t)mh);
+    res = s->drv.cuMemCreate(&mh, a->size, &prop, a->flags);
+    res = srv_handle_adopt(s, a->id, PROTO_H_MEM_HANDLE, res, (void *)(uintptr_t)mh);
     if (res != CUDA_SUCCESS) {
-        srv_quota_release(s, ARG(1));
+        srv_quota_release(s, a->size);
         return res;
     }
-    srv_handle_get(s, ARG(0), PROTO_H_MEM_HANDLE)->size = ARG(1);
+    srv_handle_get(s, a->id, PROTO_H_MEM_HANDLE)->size = a->size;
     return CUDA_SUCCESS;
 }
 
-static CUresult h_release(struct srv_session *s, struct srv_call *call)
+CUresult srv_op_mem_release(struct srv_session *s, struct srv_call *call)
 {
-    return srv_handle_destroy(s, ARG(0), PROTO_H_MEM_HANDLE);
+    const struct proto_args_MEM_RELEASE *a = SRV_ARGS(call, MEM_RELEASE);
+    return srv_handle_destroy(s, a->handle, PROTO_H_MEM_HANDLE);
 }
 
-static CUresult h_map(struct srv_session *s, struct srv_call *call)
+CUresult srv_op_mem_map(struct srv_session *s, struct srv_call *call)
 {
-    struct srv_handle *h = srv_handle_get(s, ARG(3), PROTO_H_MEM_HANDLE);
+    const struct proto_args_MEM_MAP *a = SRV_ARGS(call, MEM_MAP);
+    struct srv_handle *h = srv_handle_get(s, a->handle, PROTO_H_MEM_HANDLE);
 
     if (h == NULL)
         return CUDA_ERROR_INVALID_HANDLE;
-    return s->drv.cuMemMap(ARG(0), ARG(1), ARG(2), (CUmemGenericAllocationHandle)(uintptr_t)h->real,
-                           ARG(4));
+    return s->drv.cuMemMap(a->ptr, a->size, a->offset,
+                           (CUmemGenericAllocationHandle)(uintptr_t)h->real, a->flags);
 }
 
-static CUresult h_unmap(struct srv_session *s, struct srv_call *call)
+CUresult srv_op_mem_unmap(struct srv_session *s, struct srv_call *call)
 {
-    return s->drv.cuMemUnmap(ARG(0), ARG(1));
+    const struct proto_args_MEM_UNMAP *a = SRV_ARGS(call, MEM_UNMAP);
+    return s->drv.cuMemUnmap(a->ptr, a->size);
 }
 
-static CUresult h_set_access(struct srv_session *s, struct srv_call *call)
+CUresult srv_op_mem_set_access(struct srv_session *s, struct srv_call *call)
 {
+    const struct proto_args_MEM_SET_ACCESS *a = SRV_ARGS(call, MEM_SET_ACCESS);
     size_t n;
     CUmemAccessDesc *d = access_descs(s, call, &n);
 
-    return d ? s->drv.cuMemSetAccess(ARG(0), ARG(1), d, n) : CUDA_ERROR_INVALID_VALUE;
+    return d ? s->drv.cuMemSetAccess(a->ptr, a->size, d, n) : CUDA_ERROR_INVALID_VALUE;
 }
 
-static CUresult h_get_access(struct srv_session *s, struct srv_call *call)
+CUresult srv_op_mem_get_access(struct srv_session *s, struct srv_call *call)
 {
+    const struct proto_args_MEM_GET_ACCESS *a = SRV_ARGS(call, MEM_GET_ACCESS);
     CUmemLocation loc;
     unsigned long long flags;
     CUresult res;
 
     if (!DATA_AS(call, loc) || !location_map(s, &loc))
         return CUDA_ERROR_INVALID_VALUE;
-    res = s->drv.cuMemGetAccess(&flags, &loc, ARG(0));
+    res = s->drv.cuMemGetAccess(&flags, &loc, a->ptr);
     if (res == CUDA_SUCCESS)
         call->out[call->nout++] = flags;
     return res;
 }
 
-static CUresult h_granularity(struct srv_session *s, struct srv_call *call)
+CUresult srv_op_mem_granularity(struct srv_session *s, struct srv_call *call)
 {
+    const struct proto_args_MEM_GET_GRANULARITY *a = SRV_ARGS(call, MEM_GET_GRANULARITY);
     CUmemAllocationProp prop;
     size_t g;
     CUresult res;
 
     if (!DATA_AS(call, prop) || !location_map(s, &prop.location))
         return CUDA_ERROR_INVALID_VALUE;
-    res = s->drv.cuMemGetAllocationGranularity(&g, &prop, (CUmemAllocationGranularity_flags)ARG(0));
+    res = s->drv.cuMemGetAllocationGranularity(&g, &prop,
+                                               (CUmemAllocationGranularity_flags)a->option);
     if (res == CUDA_SUCCESS)
         call->out[call->nout++] = g;
     return res;
@@ -157,28 +165,30 @@ static CUresult pool_get(struct srv_session *s, uint64_t id, CUmemoryPool *pool_
     return res;
 }
 
-static CUresult h_pool_create(struct srv_session *s, struct srv_call *call)
+CUresult srv_op_pool_create(struct srv_session *s, struct srv_call *call)
 {
+    const struct proto_args_MEM_POOL_CREATE *a = SRV_ARGS(call, MEM_POOL_CREATE);
     CUmemPoolProps props;
     CUmemoryPool pool;
     CUresult res;
 
-    if (PROTO_ID_TYPE(ARG(0)) != PROTO_H_MEM_POOL || ARG(0) < ((uint64_t)PROTO_ID_FIRST_COUNTER << 4) ||
-        !DATA_AS(call, props))
+    if (PROTO_ID_TYPE(a->id) != PROTO_H_MEM_POOL ||
+        a->id < ((uint64_t)PROTO_ID_FIRST_COUNTER << 4) || !DATA_AS(call, props))
         return CUDA_ERROR_INVALID_VALUE;
     if (!location_map(s, &props.location))
         return CUDA_ERROR_INVALID_DEVICE;
     res = s->drv.cuMemPoolCreate(&pool, &props);
-    return srv_handle_adopt(s, ARG(0), PROTO_H_MEM_POOL, res, pool);
+    return srv_handle_adopt(s, a->id, PROTO_H_MEM_POOL, res, pool);
 }
 
-static CUresult h_pool_destroy(struct srv_session *s, struct srv_call *call)
+CUresult srv_op_pool_destroy(struct srv_session *s, struct srv_call *call)
 {
-    struct srv_handle *h = srv_handle_get(s, ARG(0), PROTO_H_MEM_POOL);
+    const struct proto_args_MEM_POOL_DESTROY *a = SRV_ARGS(call, MEM_POOL_DESTROY);
+    struct srv_handle *h = srv_handle_get(s, a->pool, PROTO_H_MEM_POOL);
 
     if (h == NULL || h->borrowed)
         return CUDA_ERROR_INVALID_HANDLE;
-    return srv_handle_destroy(s, ARG(0), PROTO_H_MEM_POOL);
+    return srv_handle_destroy(s, a->pool, PROTO_H_MEM_POOL);
 }
 
 static bool attr_is_int(uint64_t attr)
@@ -188,40 +198,43 @@ static bool attr_is_int(uint64_t attr)
            attr == CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES;
 }
 
-static CUresult h_pool_attr(struct srv_session *s, struct srv_call *call)
+CUresult srv_op_pool_attr(struct srv_session *s, struct srv_call *call)
 {
+    const struct proto_args_MEM_POOL_SET_ATTR *a = SRV_ARGS(call, MEM_POOL_SET_ATTR);
     CUmemoryPool pool;
-    int iv = (int)ARG(2);
-    cuuint64_t v = ARG(2);
-    void *value = attr_is_int(ARG(1)) ? (void *)&iv : (void *)&v;
-    CUresult res = pool_get(s, ARG(0), &pool);
+    int iv = (int)a->value;
+    cuuint64_t v = a->value;
+    void *value = attr_is_int(a->attr) ? (void *)&iv : (void *)&v;
+    CUresult res = pool_get(s, a->pool, &pool);
 
     if (res != CUDA_SUCCESS)
         return res;
     if (call->msg->op == PROTO_OP_MEM_POOL_SET_ATTR)
-        return s->drv.cuMemPoolSetAttribute(pool, (CUmemPool_attribute)ARG(1), value);
+        return s->drv.cuMemPoolSetAttribute(pool, (CUmemPool_attribute)a->attr, value);
     if (call->msg->n_args < 2)
         return CUDA_ERROR_INVALID_VALUE;
-    res = s->drv.cuMemPoolGetAttribute(pool, (CUmemPool_attribute)ARG(1), value);
+    res = s->drv.cuMemPoolGetAttribute(pool, (CUmemPool_attribute)a->attr, value);
     if (res == CUDA_SUCCESS)
-        call->out[call->nout++] = attr_is_int(ARG(1)) ? (uint64_t)(int64_t)iv : v;
+        call->out[call->nout++] = attr_is_int(a->attr) ? (uint64_t)(int64_t)iv : v;
     return res;
 }
 
-static CUresult h_pool_trim(struct srv_session *s, struct srv_call *call)
+CUresult srv_op_pool_trim(struct srv_session *s, struct srv_call *call)
 {
+    const struct proto_args_MEM_POOL_TRIM *a = SRV_ARGS(call, MEM_POOL_TRIM);
     CUmemoryPool pool;
-    CUresult res = pool_get(s, ARG(0), &pool);
+    CUresult res = pool_get(s, a->pool, &pool);
 
-    return res == CUDA_SUCCESS ? s->drv.cuMemPoolTrimTo(pool, ARG(1)) : res;
+    return res == CUDA_SUCCESS ? s->drv.cuMemPoolTrimTo(pool, a->keep) : res;
 }
 
-static CUresult h_pool_set_access(struct srv_session *s, struct srv_call *call)
+CUresult srv_op_pool_set_access(struct srv_session *s, struct srv_call *call)
 {
+    const struct proto_args_MEM_POOL_SET_ACCESS *a = SRV_ARGS(call, MEM_POOL_SET_ACCESS);
     CUmemoryPool pool;
     size_t n;
     CUmemAccessDesc *d;
-    CUresult res = pool_get(s, ARG(0), &pool);
+    CUresult res = pool_get(s, a->pool, &pool);
 
     if (res != CUDA_SUCCESS)
         return res;
@@ -229,43 +242,32 @@ static CUresult h_pool_set_access(struct srv_session *s, struct srv_call *call)
     return d ? s->drv.cuMemPoolSetAccess(pool, d, n) : CUDA_ERROR_INVALID_VALUE;
 }
 
-static CUresult h_alloc_from_pool(struct srv_session *s, struct srv_call *call)
+CUresult srv_op_alloc_from_pool(struct srv_session *s, struct srv_call *call)
 {
+    const struct proto_args_MEM_ALLOC_FROM_POOL *a = SRV_ARGS(call, MEM_ALLOC_FROM_POOL);
     CUmemoryPool pool;
     CUstream st;
     CUdeviceptr d;
-    CUresult res = pool_get(s, ARG(1), &pool);
+    CUresult res = pool_get(s, a->pool, &pool);
 
     if (res != CUDA_SUCCESS)
         return res;
-    if (!srv_stream(s, ARG(2), &st))
+    if (!srv_stream(s, a->stream, &st))
         return CUDA_ERROR_INVALID_HANDLE;
-    if (!srv_quota_allows(s, ARG(0)))
+    if (!srv_quota_allows(s, a->size))
         return CUDA_ERROR_OUT_OF_MEMORY;
-    res = s->drv.cuMemAllocFromPoolAsync(&d, ARG(0), pool, st);
-    return srv_alloc_answer(s, call, res, d, ARG(0));
+    res = s->drv.cuMemAllocFromPoolAsync(&d, a->size, pool, st);
+    return srv_alloc_answer(s, call, res, d, a->size);
 }
 
-static CUresult h_set_device_pool(struct srv_session *s, struct srv_call *call)
+CUresult srv_op_set_device_pool(struct srv_session *s, struct srv_call *call)
 {
+    const struct proto_args_DEVICE_SET_MEM_POOL *a = SRV_ARGS(call, DEVICE_SET_MEM_POOL);
     CUmemoryPool pool;
     CUresult res;
 
-    if (ARG(0) >= (uint64_t)s->ndevices)
+    if (a->dev >= (uint64_t)s->ndevices)
         return CUDA_ERROR_INVALID_DEVICE;
-    res = pool_get(s, ARG(1), &pool);
-    return res == CUDA_SUCCESS ? s->drv.cuDeviceSetMemPool(s->devices[ARG(0)], pool) : res;
+    res = pool_get(s, a->pool, &pool);
+    return res == CUDA_SUCCESS ? s->drv.cuDeviceSetMemPool(s->devices[a->dev], pool) : res;
 }
-
-#define OP(name, fn) [PROTO_OP_##name] = fn
-const srv_handler_fn srv_vmm_handlers[PROTO_OP_COUNT] = {
-    OP(MEM_ADDRESS_RESERVE, h_address_reserve), OP(MEM_ADDRESS_FREE, h_address_free),
-    OP(MEM_CREATE, h_create),                   OP(MEM_RELEASE, h_release),
-    OP(MEM_MAP, h_map),                         OP(MEM_UNMAP, h_unmap),
-    OP(MEM_SET_ACCESS, h_set_access),           OP(MEM_GET_ACCESS, h_get_access),
-    OP(MEM_GET_GRANULARITY, h_granularity),     OP(MEM_POOL_CREATE, h_pool_create),
-    OP(MEM_POOL_DESTROY, h_pool_destroy),       OP(MEM_POOL_SET_ATTR, h_pool_attr),
-    OP(MEM_POOL_GET_ATTR, h_pool_attr),         OP(MEM_POOL_TRIM, h_pool_trim),
-    OP(MEM_POOL_SET_ACCESS, h_pool_set_access), OP(MEM_ALLOC_FROM_POOL, h_alloc_from_pool),
-    OP(DEVICE_SET_MEM_POOL, h_set_device_pool),
-};

@@ -317,25 +317,27 @@ static CUresult lanes_run(struct srv_lanes *L, const struct lane_job *j, bool *i
 /* MEMCPY_HTOD_LANES / MEMCPY_DTOH_LANES [dptr, size, stream, async, nlanes, stripe]. A copy
  * that cannot run still moves its bytes over the lanes (read and dropped, or zeros), so they
  * stay in step, and answers the error. */
-static CUresult h_lanes_copy(struct srv_session *s, struct srv_call *call)
+CUresult srv_op_lanes_copy(struct srv_session *s, struct srv_call *call)
 {
-    const uint64_t *a = call->msg->args;
+    const struct proto_args_MEMCPY_HTOD_LANES *a = SRV_ARGS(call, MEMCPY_HTOD_LANES);
     struct srv_lanes *L = lanes_of(s);
-    struct lane_job j = {.htod = call->msg->op == PROTO_OP_MEMCPY_HTOD_LANES, .dptr = a[0],
-                         .len = a[1], .stripe = a[5]};
+    struct lane_job j = {.htod = call->msg->op == PROTO_OP_MEMCPY_HTOD_LANES,
+                         .dptr = a->dptr,
+                         .len = a->size,
+                         .stripe = a->stripe};
     CUstream st;
     CUresult res = CUDA_SUCCESS, lane_res;
     bool io_failed = false;
 
     if (L == NULL || call->hdr->bulk_len != 0 || j.stripe < LANE_STRIPE_MIN ||
-        j.stripe > LANE_STRIPE_MAX || lanes_start(L, (int)a[4]) != RG_OK) {
+        j.stripe > LANE_STRIPE_MAX || lanes_start(L, (int)a->nlanes) != RG_OK) {
         snprintf(call->why, sizeof(call->why), "a lane copy without its lanes (%llu asked)",
-                 (unsigned long long)a[4]);
+                 (unsigned long long)a->nlanes);
         return CUDA_ERROR_INVALID_VALUE;
     }
     if (call->ctx_res != CUDA_SUCCESS)
         res = call->ctx_res;
-    else if (!srv_stream(s, a[2], &st))
+    else if (!srv_stream(s, a->stream, &st))
         res = CUDA_ERROR_INVALID_HANDLE;
     if (res == CUDA_SUCCESS)
         res = s->drv.cuCtxGetCurrent(&j.ctx);
@@ -357,11 +359,6 @@ static CUresult h_lanes_copy(struct srv_session *s, struct srv_call *call)
     L->bytes += j.len;
     return res;
 }
-
-const srv_handler_fn srv_lanes_handlers[PROTO_OP_COUNT] = {
-    [PROTO_OP_MEMCPY_HTOD_LANES] = h_lanes_copy,
-    [PROTO_OP_MEMCPY_DTOH_LANES] = h_lanes_copy,
-};
 
 void srv_lanes_staging_release(struct srv_session *s)
 {

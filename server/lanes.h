@@ -14,12 +14,4 @@ void srv_lanes_staging_release(struct srv_session *s);
 /* Stop the lane threads, close the lanes, free everything (session teardown). */
 void srv_lanes_end(struct srv_session *s);
 
-extern const srv_handler_fn srv_lanes_handlers[PROTO_OP_COUNT];
-/* A lane copy runs even when its context cannot be made current (call->ctx_res): the client's
- * lanes move its bytes regardless, so the worker's must too, or both would wait forever. */
-static inline bool srv_lanes_op(unsigned op)
-{
-    return op == PROTO_OP_MEMCPY_HTOD_LANES || op == PROTO_OP_MEMCPY_DTOH_LANES;
-}
-
 #endif

@@ -177,11 +177,11 @@ static void *cache_read(const char *tenant, const uint8_t hash[RG_SHA256_LEN], s
 /* A by-hash call's image length (args[2]); false when the call is malformed. */
 static bool by_hash_len(const struct srv_call *call, size_t *len_p)
 {
-    if (call->msg->n_args < 3 || call->hdr->bulk_len != 0 ||
-        call->msg->data.len != RG_SHA256_LEN || call->msg->args[2] == 0 ||
-        call->msg->args[2] > IMAGE_MAX)
+    const struct proto_args_MODULE_LOAD *a = SRV_ARGS(call, MODULE_LOAD);
+    if (call->msg->n_args < 3 || call->hdr->bulk_len != 0 || call->msg->data.len != RG_SHA256_LEN ||
+        a->image_len == 0 || a->image_len > IMAGE_MAX)
         return false;
-    *len_p = (size_t)call->msg->args[2];
+    *len_p = (size_t)a->image_len;
     return true;
 }
 
@@ -227,7 +227,8 @@ CUresult srv_image_take(struct srv_session *s, struct srv_call *call, void **ima
 
 bool srv_image_by_hash(const struct srv_call *call)
 {
-    return call->msg->n_args > 1 && (call->msg->args[1] & PROTO_IMAGE_BY_HASH);
+    const struct proto_args_MODULE_LOAD *a = SRV_ARGS(call, MODULE_LOAD);
+    return call->msg->n_args > 1 && (a->image_flags & PROTO_IMAGE_BY_HASH);
 }
 
 CUresult srv_image_map(struct srv_session *s, struct srv_call *call, void **map_p, size_t *len_p)
@@ -374,7 +375,8 @@ static bool cache_store(const char *tenant, const void *image, size_t len,
 void srv_image_release(struct srv_session *s, struct srv_call *call, void *image, size_t len,
                        bool loaded)
 {
-    uint64_t flags = call->msg->n_args > 1 ? call->msg->args[1] : 0;
+    const struct proto_args_MODULE_LOAD *a = SRV_ARGS(call, MODULE_LOAD);
+    uint64_t flags = call->msg->n_args > 1 ? a->image_flags : 0;
     uint8_t hash[RG_SHA256_LEN];
 
     if (loaded && cache.on && (flags & PROTO_IMAGE_CACHE))
@@ -384,7 +386,8 @@ void srv_image_release(struct srv_session *s, struct srv_call *call, void *image
 
 int srv_image_file(struct srv_session *s, struct srv_call *call, const void *image, size_t len)
 {
-    uint64_t flags = call->msg->n_args > 1 ? call->msg->args[1] : 0;
+    const struct proto_args_MODULE_LOAD *a = SRV_ARGS(call, MODULE_LOAD);
+    uint64_t flags = call->msg->n_args > 1 ? a->image_flags : 0;
     uint8_t hash[RG_SHA256_LEN];
     char path[768];
 

@@ -10,6 +10,7 @@
 #include "proto/frame.h"
 #include "proto/ops.h"
 #include "server/driver.h"
+#include "server/op_dispatch.h"
 
 struct srv_handle {
     uint64_t id;    /* 0 = free slot */
@@ -85,6 +86,9 @@ void *srv_scratch(struct srv_session *s, size_t len);
 /* The call being executed and its reply. */
 struct srv_call {
     const Rgpu__Call *msg;
+    /* msg->args, at least the op's fixed argument count of words (optional ones absent from
+     * the message read as 0): read them by name with SRV_ARGS. */
+    const uint64_t *args;
     const struct proto_frame_hdr *hdr;
     bool noreply;
     uint64_t out[8];
@@ -147,7 +151,7 @@ CUresult srv_graph_nodes_of(struct srv_session *s, const uint8_t *ids, size_t n,
 /* Conditional nodes (handlers_graph_cond.c): GRAPH_COND_HANDLE_CREATE; a CONDITIONAL node of
  * GRAPH_ADD_NODE (type args p, body ids in the payload); and, for a graph being destroyed, drop
  * its node handles and its bodies' ids, recursively (the driver frees the bodies). */
-CUresult srv_graph_cond_handle_create(struct srv_session *s, struct srv_call *call);
+CUresult srv_op_graph_cond_handle_create(struct srv_session *s, struct srv_call *call);
 CUresult srv_graph_add_conditional(struct srv_session *s, const uint64_t *p, uint64_t graph,
                                    CUgraph g, CUgraphNode *deps, size_t ndeps,
                                    const uint8_t *payload, size_t plen, CUgraphNode *node);
@@ -158,8 +162,8 @@ void srv_graph_forget(struct srv_session *s, uint64_t graph);
  * says whether id is such a graph and srv_capture_end settles it after the driver's end
  * returned res and g: the id owns g, or, when the capture failed (the driver destroyed its
  * graph), the id, its nodes and bodies are dropped. */
-CUresult srv_capture_info(struct srv_session *s, struct srv_call *call);
-CUresult srv_capture_update_deps(struct srv_session *s, struct srv_call *call);
+CUresult srv_op_capture_info(struct srv_session *s, struct srv_call *call);
+CUresult srv_op_capture_update_deps(struct srv_session *s, struct srv_call *call);
 bool srv_capture_bound(uint64_t id);
 CUresult srv_capture_end(struct srv_session *s, uint64_t id, CUresult res, CUgraph g);
 
@@ -187,13 +191,16 @@ CUresult srv_use_ctx(struct srv_session *s, uint64_t ctx_id);
 /* The driver stream for a wire stream id; false if unknown. */
 bool srv_stream(struct srv_session *s, uint64_t id, CUstream *stream_p);
 
-/* Handlers: return the CUresult of the call; RG-level protocol errors set call->why and return
- * CUDA_ERROR_INVALID_VALUE with *fatal set by the dispatcher. */
-typedef CUresult (*srv_handler_fn)(struct srv_session *s, struct srv_call *call);
-/* The handler of op, NULL if unknown. */
-srv_handler_fn srv_handler(unsigned op);
-/* Minimum number of args per op. */
-extern const uint8_t srv_min_args[PROTO_OP_COUNT];
+/* The arguments of the call, an OP of proto/ops.def (or one sharing its handler and so its
+ * arguments), by name: SRV_ARGS(call, MEMCPY_HTOD)->stream. */
+#define SRV_ARGS(call, OP) ((const struct proto_args_##OP *)(const void *)(call)->args)
+/* The words of a variable-length op after its fixed arguments, and their number. */
+#define SRV_ARGS_REST(call, OP)   ((call)->args + PROTO_NARGS_##OP)
+#define SRV_ARGS_REST_N(call, OP) ((call)->msg->n_args - PROTO_NARGS_##OP)
+
+/* Handlers (one per op of proto/ops.def, declared in the generated server/op_dispatch.h and
+ * called through srv_dispatch): return the CUresult of the call; a call that breaks the session
+ * (a protocol-level refusal) writes call->why, and the worker ends the session after it. */
 
 /* The context ctx_id is about to be destroyed or reset: free the staging buffers if they
  * belong to it (they would go with it), so the next bulk copy allocates new ones. */

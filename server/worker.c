@@ -322,7 +322,7 @@ static uint64_t reply_bytes(const struct srv_call *call, CUresult res)
         return 0;
     if ((call->replied && call->msg->op == PROTO_OP_MEMCPY_DTOH) ||
         call->msg->op == PROTO_OP_MEMCPY_DTOH_RDMA)
-        return call->msg->args[1]; /* streamed as bulk, or written one-sided */
+        return SRV_ARGS(call, MEMCPY_DTOH)->size; /* streamed as bulk, or written one-sided */
     return call->rdata_len;
 }
 
@@ -331,7 +331,7 @@ static uint64_t call_bytes(const struct proto_frame_hdr *hdr, const struct srv_c
                            CUresult res)
 {
     if (call->msg->op == PROTO_OP_MEMCPY_HTOD_RDMA && res == CUDA_SUCCESS)
-        return hdr->msg_len + call->msg->args[1];
+        return hdr->msg_len + SRV_ARGS(call, MEMCPY_HTOD_RDMA)->size;
     return hdr->msg_len + hdr->bulk_len;
 }
 
@@ -352,13 +352,25 @@ static void release_call(struct srv_session *s, Rgpu__Call *m, const Rgpu__Call 
     proto_arena_reset(&s->arena);
 }
 
+/* The call's arguments as its handler reads them: at least the op's fixed count of words, the
+ * optional ones the message left out as 0 (in padded). */
+static const uint64_t *call_args(const Rgpu__Call *m, const struct proto_op_info *op,
+                                 uint64_t *padded)
+{
+    if (m->n_args >= op->nargs)
+        return m->args;
+    memset(padded, 0, PROTO_CALL_MAX_ARGS * sizeof(*padded));
+    memcpy(padded, m->args, m->n_args * sizeof(*padded));
+    return padded;
+}
+
 /* Execute one call. Returns false when the session must end (set *why for a bad message). */
 static bool execute(struct srv_session *s, const struct proto_frame_hdr *hdr, const char **why)
 {
-    uint64_t args[CALL_ARGS_INLINE];
+    uint64_t args[CALL_ARGS_INLINE], padded[PROTO_CALL_MAX_ARGS];
     Rgpu__Call view, *m = decode_call(s, hdr, &view, args);
     struct srv_call call = {.msg = m, .hdr = hdr, .noreply = hdr->flags & PROTO_FLAG_NOREPLY};
-    srv_handler_fn fn;
+    const struct proto_op_info *op;
     CUresult res;
     uint64_t t0;
     bool ok = true;
@@ -367,17 +379,22 @@ static bool execute(struct srv_session *s, const struct proto_frame_hdr *hdr, co
         *why = "a call that does not decode";
         return false;
     }
-    fn = srv_handler(m->op);
-    if (fn != NULL && m->n_args < srv_min_args[m->op]) {
+    op = m->op < PROTO_OP_COUNT ? &proto_ops[m->op] : NULL;
+    if (op != NULL && m->n_args < op->min_args) {
         *why = "a call with too few arguments";
         release_call(s, m, &view);
         return false;
     }
     t0 = srv_worker_stats_now();
-    res = fn == NULL ? CUDA_ERROR_NOT_SUPPORTED : srv_use_ctx(s, m->ctx);
+    res = op == NULL ? CUDA_ERROR_NOT_SUPPORTED : srv_use_ctx(s, m->ctx);
     call.ctx_res = res;
-    if (fn != NULL && (res == CUDA_SUCCESS || srv_lanes_op(m->op)))
-        res = fn(s, &call);
+    /* A lane copy runs even when its context cannot be made current (call.ctx_res): the
+     * client's lanes move its bytes regardless, so the worker's must too, or both would wait
+     * forever. */
+    if (op != NULL)
+        call.args = call_args(m, op, padded);
+    if (op != NULL && (res == CUDA_SUCCESS || (op->flags & PROTO_OPF_LANE)))
+        res = srv_dispatch[m->op](s, &call);
     srv_worker_stats_add(m->op, t0);
     srv_tenancy_count(s, call_bytes(hdr, &call, res), reply_bytes(&call, res),
                       res != CUDA_SUCCESS);

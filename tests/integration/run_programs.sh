@@ -260,10 +260,10 @@ fi
 
 # A one-sided copy named on a TCP session is refused (NOT_SUPPORTED) without touching anything,
 # and the session goes on.
-python3 - "$PORT" "$(dirname "$0")/../../proto/ops.h" >"$WORK/rdma_on_tcp.out" 2>&1 <<'PY'
+python3 - "$PORT" "$(dirname "$0")/../../proto/ops.def" >"$WORK/rdma_on_tcp.out" 2>&1 <<'PY'
 import re, socket, struct, sys
-port, ops_h = int(sys.argv[1]), open(sys.argv[2]).read()
-ops = re.findall(r"^\s*X\((\w+)\)", ops_h, re.M)
+port, ops_def = int(sys.argv[1]), open(sys.argv[2]).read()
+ops = re.findall(r"^([A-Z][A-Z0-9_]*)\s*\|", ops_def, re.M)  # the op table, in enum order
 def varint(v):
     out = b""
     while True:

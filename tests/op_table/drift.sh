@@ -1,0 +1,63 @@
+#!/bin/bash
+# The op-table check must fail, naming the problem, on each of: an op whose handler is gone, a
+# handler defined twice, a handler no op names, a client call that leaves out an argument, a
+# client call with an argument its op does not have, a positional argument read in the server,
+# and a table whose ops share a handler with different arguments.
+# Usage: drift.sh PYTHON SRC_ROOT
+set -u
+PY=$1 SRC=$2
+WORK=$(mktemp -d)
+trap 'rm -rf "$WORK"' EXIT
+fails=0
+
+# copy: a fresh copy of what the check reads
+copy() {
+    rm -rf "$WORK/src" && mkdir -p "$WORK/src/proto" &&
+        cp -r "$SRC/server" "$SRC/client" "$WORK/src/" && cp "$SRC/proto/ops.def" "$WORK/src/proto/"
+}
+# expect NAME MESSAGE: the check fails on the copy and says MESSAGE
+expect() {
+    if "$PY" "$SRC/tools/gen_ops.py" --def "$WORK/src/proto/ops.def" --check "$WORK/src" \
+        >"$WORK/out" 2>&1; then
+        echo "FAIL ($1): the check accepted it"; fails=$((fails + 1)); return
+    fi
+    if ! grep -q -- "$2" "$WORK/out"; then
+        echo "FAIL ($1): no '$2' in:"; cat "$WORK/out"; fails=$((fails + 1)); return
+    fi
+    echo "caught ($1)"
+}
+
+copy
+sed -i 's/^CUresult srv_op_memset(/static CUresult memset_gone(/' "$WORK/src/server/handlers_mem.c"
+expect "missing handler" "handler srv_op_memset (MEMSET) is defined 0 times"
+
+copy
+printf 'CUresult srv_op_nop(struct srv_session *s, struct srv_call *call)\n{\n    return 0;\n}\n' \
+    >>"$WORK/src/server/handlers_mem.c"
+expect "two handlers" "handler srv_op_nop (NOP) is defined 2 times"
+
+copy
+printf 'CUresult srv_op_orphan(struct srv_session *s, struct srv_call *call)\n{\n    return 0;\n}\n' \
+    >>"$WORK/src/server/handlers_mem.c"
+expect "handler without op" "srv_op_orphan is not the handler of any op"
+
+copy
+sed -i 's/CLI_ARGS(MEM_ADDRESS_FREE, .ptr = ptr, .size = size)/CLI_ARGS(MEM_ADDRESS_FREE, .ptr = ptr)/' \
+    "$WORK/src/client/vmm.c"
+expect "client leaves out an argument" "MEM_ADDRESS_FREE without size"
+
+copy
+sed -i 's/CLI_ARGS(MEM_ADDRESS_FREE, .ptr = ptr, .size = size)/CLI_ARGS(MEM_ADDRESS_FREE, .ptr = ptr, .size = size, .flags = 0)/' \
+    "$WORK/src/client/vmm.c"
+expect "client names an unknown argument" "MEM_ADDRESS_FREE has no argument"
+
+copy
+printf 'static unsigned long long peek(const struct srv_call *call)\n{\n    return call->msg->args[2];\n}\n' \
+    >>"$WORK/src/server/handlers_mem.c"
+expect "positional read" "positional argument read"
+
+copy
+sed -i 's/^\(STREAM_QUERY .*| \)stream\( *|\)/\1strm  \2/' "$WORK/src/proto/ops.def"
+expect "shared handler, different arguments" "STREAM_QUERY shares srv_op_stream_sync_query"
+
+[ $fails -eq 0 ] && echo "drift caught: PASS" || exit 1
