@@ -58,6 +58,8 @@ static struct {
     pthread_cond_t batch_cond; /* signalled when the batch becomes non-empty */
     struct cli_device *devices;
     int ndevices;
+    uint32_t proto_minor;     /* the minor the session speaks: the older of ours and the server's */
+    bool op_refused[PROTO_OP_COUNT]; /* ops refused as unknown to the server (said once each) */
 } sess = {.lock = PTHREAD_MUTEX_INITIALIZER, .next_call_id = 1,
         .batch_cond = PTHREAD_COND_INITIALIZER};
 
@@ -147,6 +149,7 @@ static rg_status_t send_hello(const struct client_conf *conf)
 
     gethostname(host, sizeof(host) - 1);
     hello.proto_version = PROTO_VERSION;
+    hello.proto_minor = PROTO_VERSION_MINOR;
     hello.client_name = getenv("RGPU_CLIENT_NAME") != NULL ? getenv("RGPU_CLIENT_NAME")
                                                            : program_invocation_short_name;
     hello.client_host = host;
@@ -182,15 +185,17 @@ static CUresult take_welcome(const Rgpu__Welcome *w)
                  w->reason ? w->reason : "(no reason)");
         return w->status > 0 ? (CUresult)w->status : CUDA_ERROR_NOT_SUPPORTED;
     }
+    /* The server accepted our major; it may be older (speaking an older minor) or newer. */
+    sess.proto_minor = w->proto_minor < PROTO_VERSION_MINOR ? w->proto_minor : PROTO_VERSION_MINOR;
     sess.devices = calloc(w->n_devices ? w->n_devices : 1, sizeof(*sess.devices));
     if (sess.devices == NULL)
         return CUDA_ERROR_OUT_OF_MEMORY;
     for (size_t i = 0; i < w->n_devices; i++)
         device_from_info(&sess.devices[i], (int)i, w->devices[i]);
     sess.ndevices = (int)w->n_devices;
-    rg_info("session %llu on %s (%s), driver %d, %d device(s)",
+    rg_info("session %llu on %s (%s), driver %d, %d device(s), protocol %u.%u",
             (unsigned long long)w->session_id, sess.server, w->server_name ? w->server_name : "",
-            w->driver_version, sess.ndevices);
+            w->driver_version, sess.ndevices, PROTO_VERSION, sess.proto_minor);
     return sess.ndevices > 0 ? CUDA_SUCCESS : CUDA_ERROR_NO_DEVICE;
 }
 
@@ -469,6 +474,20 @@ static bool batch_append(const Rgpu__Call *msg, unsigned flags, bool wake)
     return true;
 }
 
+/* An op the server's protocol does not have (new in a minor after the session's): refused
+ * with CUDA_ERROR_NOT_SUPPORTED before it is sent, and said by name once. Lock held. */
+static CUresult refuse_op(unsigned op)
+{
+    if (op < PROTO_OP_COUNT && !sess.op_refused[op]) {
+        sess.op_refused[op] = true;
+        rg_error("gpu-server at %s speaks protocol %u.%u, which has no %s (new in %u.%u): "
+                 "CUDA_ERROR_NOT_SUPPORTED",
+                 sess.server, PROTO_VERSION, sess.proto_minor, proto_op_name(op),
+                 proto_ops[op].major, proto_ops[op].minor);
+    }
+    return CUDA_ERROR_NOT_SUPPORTED;
+}
+
 static CUresult send_call(struct cli_call *call, unsigned flags, uint64_t *id_p)
 {
     Rgpu__Call msg = RGPU__CALL__INIT;
@@ -480,6 +499,8 @@ static CUresult send_call(struct cli_call *call, unsigned flags, uint64_t *id_p)
         return CUDA_ERROR_DEVICE_UNAVAILABLE;
     if (sess.forked) /* as in CUDA: a forked child cannot use its parent's context */
         return CUDA_ERROR_NOT_INITIALIZED;
+    if (!proto_op_in_minor(call->op, sess.proto_minor))
+        return refuse_op(call->op);
     if (sess.deferred_bytes > DEFERRED_DRAIN_AT && (res = deferred_drain()) != CUDA_SUCCESS)
         return res;
     if (call->on_send != NULL)

@@ -1,5 +1,6 @@
 #include "proto/frame.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -9,6 +10,35 @@
 const char *proto_op_name(unsigned op)
 {
     return op < PROTO_OP_COUNT ? proto_ops[op].name : "UNKNOWN_OP";
+}
+
+bool proto_version_accept(uint32_t srv_major, uint32_t srv_minor, uint32_t cli_major,
+                          uint32_t cli_minor, uint32_t *minor_p, char *why, size_t cap)
+{
+    uint32_t oldest = srv_minor > PROTO_MINORS_BACK ? srv_minor - PROTO_MINORS_BACK : 0;
+
+    if (cli_major != srv_major) {
+        snprintf(why, cap,
+                 "protocol version mismatch: client speaks %u, server speaks %u (%u.%u and "
+                 "%u.%u: a server serves its own major only)",
+                 cli_major, srv_major, cli_major, cli_minor, srv_major, srv_minor);
+        return false;
+    }
+    if (cli_minor < oldest) {
+        snprintf(why, cap,
+                 "protocol version too old: client speaks %u.%u, server speaks %u.%u and serves "
+                 "%u.%u and newer",
+                 cli_major, cli_minor, srv_major, srv_minor, srv_major, oldest);
+        return false;
+    }
+    *minor_p = cli_minor < srv_minor ? cli_minor : srv_minor;
+    return true;
+}
+
+bool proto_op_in_minor(unsigned op, uint32_t minor)
+{
+    return op < PROTO_OP_COUNT && proto_ops[op].major == PROTO_VERSION &&
+           proto_ops[op].minor <= minor;
 }
 
 const char *proto_frame_type_name(unsigned type)

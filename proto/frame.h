@@ -14,7 +14,17 @@
 #include "transport/transport.h"
 
 #define PROTO_MAGIC 0x55504752u /* "RGPU" */
-#define PROTO_VERSION 1u
+/* Protocol version MAJOR.MINOR. Hello and Welcome carry both: proto_version is the major,
+ * proto_minor the minor (a peer older than 1.1 leaves it out: 0). The rule
+ * (proto_version_accept): a server serves clients of its own major whose minor is at most
+ * PROTO_MINORS_BACK older than its own, or newer; the session speaks the older minor of the two.
+ * Each op of proto/ops.def carries the minor it appeared in; an op newer than the session's
+ * minor is refused with CUDA_ERROR_NOT_SUPPORTED, logged by name, by the side that knows it
+ * (the client before sending it; the worker if one arrives anyway), never misread.
+ * Minors: 1.0 the first (exact version match); 1.1 proto_minor and the op table's minors. */
+#define PROTO_VERSION 1u /* the major */
+#define PROTO_VERSION_MINOR 1u
+#define PROTO_MINORS_BACK 1u
 /* Limits: a frame whose message is larger is a protocol violation and ends the session. */
 #define PROTO_MSG_MAX (4u << 20)
 /* Data up to this size rides inline in Call.data / Reply.data; larger moves as bulk. */
@@ -39,6 +49,14 @@ struct proto_frame_hdr {
     uint32_t reserved;
     uint64_t bulk_len;
 };
+
+/* The handshake's rule for a server speaking srv_major.srv_minor and a client speaking
+ * cli_major.cli_minor: true with the session's minor in *minor_p, or false with a sentence that
+ * names both versions in why. Pure, so the rule is tested with any two builds' numbers. */
+bool proto_version_accept(uint32_t srv_major, uint32_t srv_minor, uint32_t cli_major,
+                          uint32_t cli_minor, uint32_t *minor_p, char *why, size_t cap);
+/* Whether op exists in protocol PROTO_VERSION.minor (false for an op number out of range). */
+bool proto_op_in_minor(unsigned op, uint32_t minor);
 
 /* Send one frame: header, packed message (may be NULL), and bulk (may be NULL/0).
  * The message is packed into scratch when it fits, so the hot path does not allocate.

@@ -43,6 +43,8 @@ struct srv_session {
     struct transport_conn *conn;
     uint64_t id;
     char peer[128];
+    uint32_t proto_minor;     /* the minor the session speaks (proto_version_accept) */
+    bool refused_logged;      /* an op unknown to the session's protocol was logged */
     int ndevices;
     CUdevice devices[SRV_MAX_DEVICES]; /* client ordinal -> driver ordinal */
     CUcontext primary[SRV_MAX_DEVICES];

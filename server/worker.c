@@ -91,6 +91,7 @@ static rg_status_t send_welcome(struct srv_session *s, const struct srv_config *
     }
     s->drv.cuDriverGetVersion(&version);
     w.proto_version = PROTO_VERSION;
+    w.proto_minor = PROTO_VERSION_MINOR;
     w.session_id = s->id;
     w.driver_version = version;
     w.n_devices = (size_t)s->ndevices;
@@ -112,6 +113,7 @@ static void refuse(struct srv_session *s, CUresult status, const char *reason)
     Rgpu__Welcome w = RGPU__WELCOME__INIT;
 
     w.proto_version = PROTO_VERSION;
+    w.proto_minor = PROTO_VERSION_MINOR;
     w.status = status;
     w.reason = (char *)reason;
     rg_warn("session %llu (%s): refused: %s", (unsigned long long)s->id, s->peer, reason);
@@ -233,10 +235,8 @@ static int handshake(struct srv_session *s, const struct srv_config *cfg)
     }
     rg_info("session %llu: client %s pid %u on %s (%s), tenant '%s'", (unsigned long long)s->id,
             hello->client_name, hello->client_pid, hello->client_host, s->peer, hello->tenant);
-    if (hello->proto_version != PROTO_VERSION) {
-        snprintf(reason, sizeof(reason),
-                 "protocol version mismatch: client speaks %u, server speaks %u",
-                 hello->proto_version, PROTO_VERSION);
+    if (!proto_version_accept(PROTO_VERSION, PROTO_VERSION_MINOR, hello->proto_version,
+                              hello->proto_minor, &s->proto_minor, reason, sizeof(reason))) {
         rgpu__hello__free_unpacked(hello, NULL);
         refuse(s, CUDA_ERROR_NOT_SUPPORTED, reason);
         return 0;
@@ -364,6 +364,24 @@ static const uint64_t *call_args(const Rgpu__Call *m, const struct proto_op_info
     return padded;
 }
 
+/* An op the session's protocol does not have (an op number this server does not know, or one
+ * newer than the client's minor): refused with CUDA_ERROR_NOT_SUPPORTED, never run, and said
+ * by name once per session. */
+static CUresult refuse_op(struct srv_session *s, unsigned op)
+{
+    if (!s->refused_logged) {
+        s->refused_logged = true;
+        if (op < PROTO_OP_COUNT)
+            rg_warn("session %llu: refused %s: new in protocol %u.%u, the session speaks %u.%u",
+                    (unsigned long long)s->id, proto_op_name(op), proto_ops[op].major,
+                    proto_ops[op].minor, PROTO_VERSION, s->proto_minor);
+        else
+            rg_warn("session %llu: refused op %u: unknown to protocol %u.%u (a newer client?)",
+                    (unsigned long long)s->id, op, PROTO_VERSION, PROTO_VERSION_MINOR);
+    }
+    return CUDA_ERROR_NOT_SUPPORTED;
+}
+
 /* Execute one call. Returns false when the session must end (set *why for a bad message). */
 static bool execute(struct srv_session *s, const struct proto_frame_hdr *hdr, const char **why)
 {
@@ -379,14 +397,14 @@ static bool execute(struct srv_session *s, const struct proto_frame_hdr *hdr, co
         *why = "a call that does not decode";
         return false;
     }
-    op = m->op < PROTO_OP_COUNT ? &proto_ops[m->op] : NULL;
+    op = proto_op_in_minor(m->op, s->proto_minor) ? &proto_ops[m->op] : NULL;
     if (op != NULL && m->n_args < op->min_args) {
         *why = "a call with too few arguments";
         release_call(s, m, &view);
         return false;
     }
     t0 = srv_worker_stats_now();
-    res = op == NULL ? CUDA_ERROR_NOT_SUPPORTED : srv_use_ctx(s, m->ctx);
+    res = op == NULL ? refuse_op(s, m->op) : srv_use_ctx(s, m->ctx);
     call.ctx_res = res;
     /* A lane copy runs even when its context cannot be made current (call.ctx_res): the
      * client's lanes move its bytes regardless, so the worker's must too, or both would wait

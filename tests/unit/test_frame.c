@@ -226,6 +226,52 @@ static void random_call(Rgpu__Call *m, uint64_t *args, uint8_t *data, uint64_t *
 
 /* Calls packed by hand equal protobuf-c's bytes, for zero and large fields, 0..20 arguments of
  * every varint length, data of 0..300 bytes; and they unpack to the same call. */
+/* The handshake's rule with the version numbers of two builds (server, client). */
+static void test_version_rule(void **state)
+{
+    char why[256];
+    uint32_t minor = 99;
+
+    /* The current server and a client one minor older (a 1.0 build sends no minor: 0). */
+    assert_true(proto_version_accept(1, 1, 1, 0, &minor, why, sizeof(why)));
+    assert_int_equal(minor, 0);
+    assert_true(proto_version_accept(1, 1, 1, 1, &minor, why, sizeof(why)));
+    assert_int_equal(minor, 1);
+    /* A newer client: the session speaks the server's minor. */
+    assert_true(proto_version_accept(1, 1, 1, 4, &minor, why, sizeof(why)));
+    assert_int_equal(minor, 1);
+    /* A server two minors ahead no longer serves the client; the reason names both. */
+    assert_true(proto_version_accept(1, 5, 1, 4, &minor, why, sizeof(why)));
+    assert_int_equal(minor, 4);
+    assert_false(proto_version_accept(1, 5, 1, 3, &minor, why, sizeof(why)));
+    assert_non_null(strstr(why, "client speaks 1.3, server speaks 1.5 and serves 1.4 and newer"));
+    /* Another major, older or newer, is refused. */
+    assert_false(proto_version_accept(2, 0, 1, 1, &minor, why, sizeof(why)));
+    assert_non_null(strstr(why, "client speaks 1, server speaks 2"));
+    assert_false(proto_version_accept(1, 1, 2, 0, &minor, why, sizeof(why)));
+    assert_non_null(strstr(why, "client speaks 2, server speaks 1"));
+    /* This build: the rule serves the previous minor. */
+    assert_true(proto_version_accept(PROTO_VERSION, PROTO_VERSION_MINOR, PROTO_VERSION,
+                                     PROTO_VERSION_MINOR - PROTO_MINORS_BACK, &minor, why,
+                                     sizeof(why)));
+}
+
+/* An op exists from the minor the table gives it; numbers past the table exist in none. */
+static void test_op_minor(void **state)
+{
+    for (unsigned op = 0; op < PROTO_OP_COUNT; op++) {
+        assert_int_equal(proto_ops[op].major, PROTO_VERSION);
+        assert_true(proto_ops[op].minor <= PROTO_VERSION_MINOR);
+        assert_true(proto_op_in_minor(op, proto_ops[op].minor));
+        assert_true(proto_op_in_minor(op, PROTO_VERSION_MINOR));
+        if (proto_ops[op].minor > 0)
+            assert_false(proto_op_in_minor(op, proto_ops[op].minor - 1));
+    }
+    assert_false(proto_op_in_minor(PROTO_OP_COUNT, PROTO_VERSION_MINOR));
+    assert_false(proto_op_in_minor(999, 999));
+    assert_true(proto_op_in_minor(PROTO_OP_NOP, 0));
+}
+
 static void test_call_pack_matches_protobuf_c(void **state)
 {
     static uint8_t data[300], mine[4096], theirs[4096];
@@ -302,6 +348,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_discard, pair_setup, pair_teardown),
         cmocka_unit_test_setup_teardown(test_closed_mid_frame, pair_setup, pair_teardown),
         cmocka_unit_test(test_names),
+        cmocka_unit_test(test_version_rule),
+        cmocka_unit_test(test_op_minor),
         cmocka_unit_test(test_call_pack_matches_protobuf_c),
         cmocka_unit_test(test_call_unpack_matches_protobuf_c),
     };

@@ -159,6 +159,42 @@ static void test_version_mismatch(void **state)
     assert_int_equal(finish(&p), 0);
 }
 
+/* A client of the previous minor (a 1.0 build sends no proto_minor) is served, and told the
+ * server's minor; a newer minor is served too; a call of an op the server does not know is
+ * refused with NOT_SUPPORTED and the session goes on. */
+static void test_older_client(void **state)
+{
+    uint32_t minors[] = {PROTO_VERSION_MINOR - PROTO_MINORS_BACK, PROTO_VERSION_MINOR + 3};
+    struct peer p;
+    Rgpu__Welcome *w;
+    Rgpu__Reply *r;
+
+    for (size_t i = 0; i < 2; i++) {
+        Rgpu__Hello h = RGPU__HELLO__INIT;
+        struct proto_frame_hdr hdr;
+
+        start_worker(&p);
+        h.proto_version = PROTO_VERSION;
+        h.proto_minor = minors[i];
+        assert_int_equal(proto_send(p.conn, PROTO_HELLO, &h.base, NULL, 0), RG_OK);
+        assert_int_equal(proto_recv(p.conn, &hdr, p.buf, sizeof(p.buf)), RG_OK);
+        w = rgpu__welcome__unpack(NULL, hdr.msg_len, p.buf);
+        assert_int_equal(w->status, 0);
+        assert_int_equal(w->proto_version, PROTO_VERSION);
+        assert_int_equal(w->proto_minor, PROTO_VERSION_MINOR);
+        rgpu__welcome__free_unpacked(w, NULL);
+        send_call(&p, PROTO_OP_COUNT + 7, 0, NULL, 0, NULL, 0, NULL, 0);
+        r = reply(&p, NULL, 0);
+        assert_int_equal(r->result, CUDA_ERROR_NOT_SUPPORTED);
+        rgpu__reply__free_unpacked(r, NULL);
+        send_call(&p, PROTO_OP_NOP, 0, NULL, 0, NULL, 0, NULL, 0);
+        r = reply(&p, NULL, 0);
+        assert_int_equal(r->result, CUDA_SUCCESS);
+        rgpu__reply__free_unpacked(r, NULL);
+        assert_int_equal(finish(&p), 0);
+    }
+}
+
 static void test_copies(void **state)
 {
     struct peer p;
@@ -981,6 +1017,7 @@ int main(void)
         cmocka_unit_test(test_handle_table),
         cmocka_unit_test(test_handshake),
         cmocka_unit_test(test_version_mismatch),
+        cmocka_unit_test(test_older_client),
         cmocka_unit_test(test_copies),
         cmocka_unit_test(test_async_error_and_bad_calls),
         cmocka_unit_test(test_hostile_arguments), cmocka_unit_test(test_conditional_bodies),
