@@ -302,5 +302,3 @@ CUresult srv_op_mem_free_async(struct srv_session *s, struct srv_call *call)
         srv_alloc_del(s, a->dptr);
     return res;
 }
-
-/* Registered into the dispatch table by handlers_exec.c. */

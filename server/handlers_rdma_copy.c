@@ -416,5 +416,3 @@ CUresult srv_op_memcpy_dtoh_rdma(struct srv_session *s, struct srv_call *call)
         count_copy(s, true, false, len);
     return res;
 }
-
-/* Registered into the dispatch table by handlers_exec.c. */

@@ -351,3 +351,27 @@ void srv_session_teardown(struct srv_session *s)
             (s->staging_most + s->lanes_staging_most) / 1048576.0);
     free_tables(s);
 }
+
+void *srv_handle_real(struct srv_session *s, uint64_t id, unsigned type)
+{
+    struct srv_handle *h = srv_handle_get(s, id, type);
+
+    return h != NULL ? h->real : NULL;
+}
+
+/* A function or a kernel (the driver takes a CUkernel wherever a CUfunction is taken). */
+struct srv_handle *srv_func_handle(struct srv_session *s, uint64_t id)
+{
+    unsigned type = PROTO_ID_TYPE(id);
+
+    if (type != PROTO_H_FUNCTION && type != PROTO_H_KERNEL)
+        return NULL;
+    return srv_handle_get(s, id, type);
+}
+
+CUresult srv_bind_new(struct srv_session *s, uint64_t id, unsigned type, void *real)
+{
+    if (PROTO_ID_TYPE(id) != type || srv_handle_put(s, id, real) != RG_OK)
+        return CUDA_ERROR_INVALID_HANDLE;
+    return CUDA_SUCCESS;
+}

@@ -108,6 +108,13 @@ struct srv_call {
 struct srv_handle *srv_handle_get(struct srv_session *s, uint64_t id, unsigned type);
 rg_status_t srv_handle_put(struct srv_session *s, uint64_t id, void *real);
 void srv_handle_del(struct srv_session *s, uint64_t id);
+/* The real object of handle id of that type, NULL if there is none. */
+void *srv_handle_real(struct srv_session *s, uint64_t id, unsigned type);
+/* A function or a kernel id's handle (the driver takes a CUkernel wherever a CUfunction is
+ * taken), NULL if it is neither or unknown. */
+struct srv_handle *srv_func_handle(struct srv_session *s, uint64_t id);
+/* Bind a new id of that type to real (CUDA_ERROR_INVALID_HANDLE: wrong type, or bound). */
+CUresult srv_bind_new(struct srv_session *s, uint64_t id, unsigned type, void *real);
 /* Drop the handle id of that type and destroy its object with the matching driver call
  * (CUDA_ERROR_INVALID_HANDLE if there is none). */
 CUresult srv_handle_destroy(struct srv_session *s, uint64_t id, unsigned type);

@@ -1,0 +1,93 @@
+/* Contexts: create, destroy, synchronize, limits and cache configuration, primary contexts;
+ * and NOP. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/log.h"
+#include "server/lanes.h"
+#include "server/session.h"
+#include "server/tenancy.h"
+
+CUresult srv_op_nop(struct srv_session *s, struct srv_call *call)
+{
+    return CUDA_SUCCESS;
+}
+
+CUresult srv_op_ctx_create(struct srv_session *s, struct srv_call *call)
+{
+    const struct proto_args_CTX_CREATE *a = SRV_ARGS(call, CTX_CREATE);
+    CUcontext ctx;
+    CUresult res;
+
+    if (a->dev >= (uint64_t)s->ndevices)
+        return CUDA_ERROR_INVALID_DEVICE;
+    res = s->drv.cuCtxCreate(&ctx, NULL, (unsigned)a->flags, s->devices[a->dev]);
+    if ((res = srv_handle_adopt(s, a->id, PROTO_H_CTX, res, ctx)) != CUDA_SUCCESS)
+        return res;
+    srv_handle_get(s, a->id, PROTO_H_CTX)->size = a->dev; /* its device, for the gate */
+    s->current_ctx = a->id;
+    return CUDA_SUCCESS;
+}
+
+CUresult srv_op_ctx_destroy(struct srv_session *s, struct srv_call *call)
+{
+    const struct proto_args_CTX_DESTROY *a = SRV_ARGS(call, CTX_DESTROY);
+    CUcontext ctx = srv_handle_real(s, a->ctx, PROTO_H_CTX);
+
+    if (ctx == NULL)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    srv_gate_forget_context(s);
+    srv_handle_del(s, a->ctx);
+    srv_staging_release(s, a->ctx);
+    s->current_ctx = 0;
+    return s->drv.cuCtxDestroy(ctx);
+}
+
+CUresult srv_op_ctx_sync(struct srv_session *s, struct srv_call *call)
+{
+    return s->drv.cuCtxSynchronize();
+}
+
+CUresult srv_op_ctx_set_limit(struct srv_session *s, struct srv_call *call)
+{
+    const struct proto_args_CTX_SET_LIMIT *a = SRV_ARGS(call, CTX_SET_LIMIT);
+    return s->drv.cuCtxSetLimit((CUlimit)a->limit, a->value);
+}
+
+CUresult srv_op_ctx_get_limit(struct srv_session *s, struct srv_call *call)
+{
+    const struct proto_args_CTX_GET_LIMIT *a = SRV_ARGS(call, CTX_GET_LIMIT);
+    size_t v;
+    CUresult res = s->drv.cuCtxGetLimit(&v, (CUlimit)a->limit);
+
+    if (res == CUDA_SUCCESS)
+        call->out[call->nout++] = v;
+    return res;
+}
+
+CUresult srv_op_ctx_cache(struct srv_session *s, struct srv_call *call)
+{
+    const struct proto_args_CTX_SET_CACHE_CONFIG *a = SRV_ARGS(call, CTX_SET_CACHE_CONFIG);
+    return s->drv.cuCtxSetCacheConfig((CUfunc_cache)a->config);
+}
+
+CUresult srv_op_primary_reset(struct srv_session *s, struct srv_call *call)
+{
+    const struct proto_args_PRIMARY_CTX_RESET *a = SRV_ARGS(call, PRIMARY_CTX_RESET);
+    if (a->dev >= (uint64_t)s->ndevices)
+        return CUDA_ERROR_INVALID_DEVICE;
+    srv_gate_forget_context(s);
+    s->nallocs = 0; /* the reset frees them all */
+    s->mem_used = 0;
+    srv_staging_release(s, PROTO_PRIMARY_CTX_ID(a->dev));
+    s->current_ctx = 0;
+    return s->drv.cuDevicePrimaryCtxReset(s->devices[a->dev]);
+}
+
+CUresult srv_op_primary_flags(struct srv_session *s, struct srv_call *call)
+{
+    const struct proto_args_PRIMARY_CTX_SET_FLAGS *a = SRV_ARGS(call, PRIMARY_CTX_SET_FLAGS);
+    if (a->dev >= (uint64_t)s->ndevices)
+        return CUDA_ERROR_INVALID_DEVICE;
+    return s->drv.cuDevicePrimaryCtxSetFlags(s->devices[a->dev], (unsigned)a->flags);
+}
