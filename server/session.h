@@ -11,6 +11,7 @@
 #include "proto/ops.h"
 #include "server/driver.h"
 #include "server/op_dispatch.h"
+#include "transport/rdma.h"
 
 struct srv_handle {
     uint64_t id;    /* 0 = free slot */
@@ -79,6 +80,12 @@ struct srv_session {
     size_t nipc_maps, ipc_map_cap;
     void *scratch;            /* launch parameters and their pointer array */
     size_t scratch_len;
+    /* The move to RDMA (server/worker.c): the offer named in the Welcome, why there is none,
+     * and the TCP connection kept once frames flow over RDMA. */
+    struct transport_rdma_offer rdma_offer;
+    char rdma_note[200];
+    struct transport_conn *tcp_ctl;
+    char end_reason[160]; /* why a call broke the session (srv_call.why, kept) */
 };
 
 /* Session scratch memory of at least len bytes, 16-byte aligned (valid until the next call);

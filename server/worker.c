@@ -21,12 +21,6 @@
 #define CALL_ARGS_INLINE 64 /* calls with more arguments are decoded by protobuf-c */
 #define RDMA_UPGRADE_WAIT_MS 10000
 
-/* The session's move to RDMA (a worker serves one session): the offer named in the Welcome,
- * why there is none, and the TCP connection kept once frames flow over RDMA. */
-static struct transport_rdma_offer rdma_offer;
-static char rdma_note[200];
-static struct transport_conn *tcp_ctl;
-
 static int parse_devices(struct srv_session *s, const char *list)
 {
     int count = 0;
@@ -99,11 +93,11 @@ static rg_status_t send_welcome(struct srv_session *s, const struct srv_config *
     w.server_name = (char *)cfg->name;
     w.mem_quota = s->mem_quota;
     srv_lanes_offer(s, &w);
-    if (rdma_offer.listener != NULL) {
-        w.rdma_addr = rdma_offer.addr;
-        w.rdma_secret = (ProtobufCBinaryData){sizeof(rdma_offer.secret), rdma_offer.secret};
+    if (s->rdma_offer.listener != NULL) {
+        w.rdma_addr = s->rdma_offer.addr;
+        w.rdma_secret = (ProtobufCBinaryData){sizeof(s->rdma_offer.secret), s->rdma_offer.secret};
     } else {
-        w.transport_note = rdma_note;
+        w.transport_note = s->rdma_note;
     }
     return proto_send(s->conn, PROTO_WELCOME, &w.base, NULL, 0);
 }
@@ -161,22 +155,22 @@ static int transport_offer(struct srv_session *s, const struct srv_config *cfg, 
     char why[160] = "", reason[256];
 
     if (strcmp(cfg->transport, "tcp") == 0)
-        snprintf(rdma_note, sizeof(rdma_note), "the server is configured for tcp");
+        snprintf(s->rdma_note, sizeof(s->rdma_note), "the server is configured for tcp");
     else if (!client_rdma)
-        snprintf(rdma_note, sizeof(rdma_note), "the client asked for tcp");
-    else if (transport_rdma_offer_open(transport_fd(s->conn), &rdma_offer, why, sizeof(why)) ==
+        snprintf(s->rdma_note, sizeof(s->rdma_note), "the client asked for tcp");
+    else if (transport_rdma_offer_open(transport_fd(s->conn), &s->rdma_offer, why, sizeof(why)) ==
              RG_OK)
         return 0;
     else
-        snprintf(rdma_note, sizeof(rdma_note), "the server cannot use RDMA: %s", why);
+        snprintf(s->rdma_note, sizeof(s->rdma_note), "the server cannot use RDMA: %s", why);
     if (strcmp(cfg->transport, "rdma") == 0) {
         snprintf(reason, sizeof(reason), "this server requires RDMA (transport = rdma); %s",
-                 rdma_note);
+                 s->rdma_note);
         refuse(s, CUDA_ERROR_NOT_SUPPORTED, reason);
         return 1;
     }
     if (client_rdma)
-        rg_info("session %llu: transport tcp (%s)", (unsigned long long)s->id, rdma_note);
+        rg_info("session %llu: transport tcp (%s)", (unsigned long long)s->id, s->rdma_note);
     return 0;
 }
 
@@ -186,13 +180,13 @@ static int transport_upgrade(struct srv_session *s, const struct srv_config *cfg
     struct transport_conn *rconn;
     rg_status_t st;
 
-    if (rdma_offer.listener == NULL)
+    if (s->rdma_offer.listener == NULL)
         return -1;
-    st = transport_rdma_offer_accept(&rdma_offer, transport_fd(s->conn), RDMA_UPGRADE_WAIT_MS,
+    st = transport_rdma_offer_accept(&s->rdma_offer, transport_fd(s->conn), RDMA_UPGRADE_WAIT_MS,
                                      &rconn);
-    transport_rdma_offer_close(&rdma_offer);
+    transport_rdma_offer_close(&s->rdma_offer);
     if (st == RG_OK) {
-        tcp_ctl = s->conn;
+        s->tcp_ctl = s->conn;
         s->conn = rconn;
         transport_set_busy_poll(rconn, (unsigned)atoi(cfg->busy_poll_us));
         rg_info("session %llu: transport rdma", (unsigned long long)s->id);
@@ -423,9 +417,8 @@ static bool execute(struct srv_session *s, const struct proto_frame_hdr *hdr, co
     if (ok && !call.replied && send_result(s, &call, res) != RG_OK)
         ok = false;
     if (call.why[0] != '\0') { /* the call broke the session (server/lanes.c) */
-        static char reason[sizeof(call.why)];
-        memcpy(reason, call.why, sizeof(reason));
-        *why = reason;
+        memcpy(s->end_reason, call.why, sizeof(s->end_reason));
+        *why = s->end_reason;
         ok = false;
     }
     free(call.out_ext);
@@ -492,8 +485,8 @@ int srv_worker_run(const struct srv_config *cfg, int fd, uint64_t session_id, co
         srv_session_teardown(&s);
     }
     transport_close(s.conn);
-    if (tcp_ctl != NULL)
-        transport_close(tcp_ctl);
+    if (s.tcp_ctl != NULL)
+        transport_close(s.tcp_ctl);
     proto_arena_destroy(&s.arena);
     free(s.scratch);
     free(s.msg_buf);
