@@ -76,6 +76,12 @@ struct cli_call {
     void *on_send_arg;
 };
 
+/* The session (session.c), the wire layer under the call API: the same three ways of sending,
+ * for a call whose ctx is filled in (0: none). */
+CUresult cli_session_call(struct cli_call *call);
+CUresult cli_session_send(struct cli_call *call);
+CUresult cli_session_call_deferred(struct cli_call *call, void *dst, size_t len);
+
 /* A call's op and its arguments by name, in a designated initializer:
  *     struct cli_call call = {CLI_ARGS(MEMCPY_DTOD, .dst = d, .src = s, .size = n, ...)};
  * A name the op does not have does not compile; the op_table test (tools/gen_ops.py --check)
@@ -104,6 +110,19 @@ CUresult cli_call_async(struct cli_call *call);
  * session waits for some other reply. Used by DtoH copies into pinned memory. */
 CUresult cli_call_deferred(struct cli_call *call, void *dst, size_t len);
 
+/* What the session (the wire layer: handshake, call stream) tells the layers above it, through
+ * functions they register (it never calls up into them). Every slot is filled: the defaults do
+ * nothing. Registered from constructors, before any session opens. */
+struct cli_session_hooks {
+    /* The Welcome of a TCP session offered data lanes (addr, secret); want: lanes configured. */
+    void (*lanes_offered)(const char *addr, const void *secret, size_t secret_len, int want);
+    /* A synchronous call's reply came (session lock held since it was sent; res: its outcome
+     * so far): what was sent before it is done on the server, so finish the client's part;
+     * returns res, or the first error of that. */
+    CUresult (*after_reply)(CUresult res);
+};
+void cli_session_set_hooks(const struct cli_session_hooks *hooks);
+
 /* Ensure the session exists (connect + handshake on first use). CUDA_SUCCESS or the error that
  * every call returns while there is no session. */
 CUresult cli_ensure_init(void);
@@ -116,8 +135,11 @@ const struct cli_device *cli_device(int ordinal); /* NULL if out of range */
 uint64_t cli_ctx_current_id(void);
 /* CUDA_SUCCESS if initialized and a context is current; the error to return otherwise. */
 CUresult cli_need_ctx(void);
-/* Drop every client-side object tied to ctx (on destroy/reset). */
-void cli_memory_forget_ctx(struct cli_ctx *ctx);
+/* Context teardown (cuCtxDestroy, cuDevicePrimaryCtxReset): what keeps state per context
+ * registers a hook (from a constructor; at most CLI_CTX_HOOKS), called with the context before
+ * the server is told, in the order registered. */
+#define CLI_CTX_HOOKS 8
+void cli_ctx_on_teardown(void (*hook)(struct cli_ctx *ctx));
 
 /* Streams: the wire id of an application stream handle; per_thread maps the NULL stream to
  * CU_STREAM_PER_THREAD (the _ptsz/_ptds entry points). Returns false for a bad handle. */
@@ -151,8 +173,6 @@ void cli_ctx_set_current(struct cli_ctx *ctx);
 /* The one primary-context object of a device: stable for the life of the process. */
 struct cli_ctx *cli_primary_ctx(int dev);
 
-/* Context-local storage hooks (export_tables.c): run the destructors of ctx's entries. */
-void cli_cls_destroy(struct cli_ctx *ctx);
 /* The export table with that UUID (export_tables.c), or NULL if we serve none. */
 const void *cli_export_table(const CUuuid *id);
 
@@ -165,9 +185,10 @@ CUresult cli_module_walk(CUcontext ctx, CUmodule mod, cli_function_visitor visit
 /* Log an unsupported entry point once by name; returns CUDA_ERROR_NOT_SUPPORTED. */
 CUresult cli_unsupported(const char *name);
 
-/* Wait until the server has executed every call sent so far (deferred replies read); a
+/* Wait until the server has executed every call sent so far (deferred replies read), with a NOP
+ * in context ctx (the caller's current one: cli_ctx_current_id()); a
  * pending asynchronous error stays for the next synchronous call. */
-CUresult cli_session_fence(void);
+CUresult cli_session_fence(uint64_t ctx);
 /* The session's connection when it runs on RDMA (for registering memory with it), else NULL.
  * It stays valid for the life of the process. */
 struct transport_conn;
@@ -179,18 +200,13 @@ struct transport_conn *cli_session_rdma_conn(void);
  * to use (0: none); a large HtoD (htod) or DtoH copy over them, or CLI_LANES_NOT_TAKEN when it
  * should go the ordinary way. */
 #define CLI_LANES_NOT_TAKEN ((CUresult)-2)
-void cli_lanes_offered(const char *addr, const void *secret, size_t secret_len, int want);
 CUresult cli_lanes_copy(bool htod, CUdeviceptr dptr, void *host, size_t n, uint64_t stream,
                         bool async);
 /* An asynchronous lane copy of pinned memory returns once its call is sent; the reply of any
  * synchronous call sent after it means the worker is done with it, and then the client's lanes
- * finish their part before that call returns: cli_lanes_sent (session lock held) counts the
- * lane copies sent so far; cli_lanes_settle(seq, lost) waits for those of them still moving
- * bytes (CUDA_ERROR_DEVICE_UNAVAILABLE if a lane failed; lost: the session is gone, so the
- * lanes are shut first). cli_lanes_quiesce: before pinned memory
- * is freed or unregistered, no lane copy may still read or write it. */
-uint64_t cli_lanes_sent(void);
-CUresult cli_lanes_settle(uint64_t seq, bool lost);
+ * finish their part before that call returns (lanes.c's after_reply session hook).
+ * cli_lanes_quiesce: before pinned memory is freed or unregistered, no lane copy may still read
+ * or write it. */
 void cli_lanes_quiesce(void);
 CUresult cli_rdma_htod(CUdeviceptr dst, const void *src, size_t n, uint64_t stream, bool async);
 CUresult cli_rdma_dtoh(void *dst, CUdeviceptr src, size_t n, uint64_t stream, bool async);

@@ -85,13 +85,28 @@ CLI_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
     return CUDA_SUCCESS;
 }
 
+static void (*teardown_hooks[CLI_CTX_HOOKS])(struct cli_ctx *ctx);
+static int nteardown_hooks;
+
+void cli_ctx_on_teardown(void (*hook)(struct cli_ctx *ctx))
+{
+    if (nteardown_hooks < CLI_CTX_HOOKS) /* a fixed set of parts registers, at load time */
+        teardown_hooks[nteardown_hooks++] = hook;
+}
+
+/* The context is going: everything that keeps state for it lets go of that state. */
+static void ctx_teardown(struct cli_ctx *ctx)
+{
+    for (int i = 0; i < nteardown_hooks; i++)
+        teardown_hooks[i](ctx);
+}
+
 static CUresult primary_reset(int dev)
 {
     struct cli_ctx *ctx = cli_primary_ctx(dev);
     struct cli_call call = {CLI_ARGS(PRIMARY_CTX_RESET, .dev = dev), .ctx = ctx->h.id};
 
-    cli_cls_destroy(ctx);
-    cli_memory_forget_ctx(ctx);
+    ctx_teardown(ctx);
     return cli_call_sync(&call);
 }
 
@@ -223,8 +238,7 @@ CLI_EXPORT CUresult cuCtxDestroy(CUcontext c)
         return CUDA_ERROR_INVALID_CONTEXT;
     call.a.CTX_DESTROY.ctx = ctx->h.id;
     call.ctx = ctx->h.id;
-    cli_cls_destroy(ctx);
-    cli_memory_forget_ctx(ctx);
+    ctx_teardown(ctx);
     res = cli_call_sync(&call);
     for (int i = 0; i < ctx_depth; i++)
         if (ctx_stack[i] == ctx)

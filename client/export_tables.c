@@ -208,7 +208,8 @@ static CUresult et_cls_get(void **value, CUcontext ctx, void *key)
     return e != NULL ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
 }
 
-void cli_cls_destroy(struct cli_ctx *ctx)
+/* Context-local storage goes with its context (context teardown hook). */
+static void cls_destroy(struct cli_ctx *ctx)
 {
     struct et_cls_entry *e, *next;
 
@@ -435,4 +436,9 @@ const void *cli_export_table(const CUuuid *id)
         if (memcmp(et_tables[i].uuid, id->bytes, sizeof(et_tables[i].uuid)) == 0)
             return et_tables[i].table;
     return NULL;
+}
+
+__attribute__((constructor)) static void cls_hooks(void)
+{
+    cli_ctx_on_teardown(cls_destroy);
 }

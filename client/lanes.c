@@ -12,7 +12,7 @@
  * the worker finishes the copy before it reads its next call, so the reply to any later
  * synchronous call (a stream or event synchronization, a query) means the worker is done, and
  * that call waits for the client's lanes to finish their part before it returns
- * (cli_lanes_settle). Asynchronous copies of pageable memory complete before they return, as in
+ * (lanes_after_reply). Asynchronous copies of pageable memory complete before they return, as in
  * CUDA. The lanes carry one copy at a time: a copy that finds the previous one still moving
  * first fences the session (a synchronous no-op, which also reads any replies the worker waits
  * to write). */
@@ -52,7 +52,8 @@ static struct {
 } lanes = {.lock = PTHREAD_MUTEX_INITIALIZER, .job_lock = PTHREAD_MUTEX_INITIALIZER,
            .job_cond = PTHREAD_COND_INITIALIZER};
 
-void cli_lanes_offered(const char *addr, const void *secret, size_t secret_len, int want)
+/* The Welcome's offer (session hook lanes_offered). */
+static void lanes_offered(const char *addr, const void *secret, size_t secret_len, int want)
 {
     if (addr == NULL || addr[0] == '\0' || secret_len != sizeof(lanes.secret) || want <= 0)
         return;
@@ -151,12 +152,9 @@ static bool lanes_pending(void)
     return __atomic_load_n(&lanes.pending, __ATOMIC_ACQUIRE);
 }
 
-uint64_t cli_lanes_sent(void)
-{
-    return lanes.sent;
-}
-
-CUresult cli_lanes_settle(uint64_t seq, bool lost)
+/* Wait for the lane copies up to seq still moving bytes (CUDA_ERROR_DEVICE_UNAVAILABLE if a
+ * lane failed; lost: the session is gone, so the lanes are shut first). */
+static CUresult lanes_settle(uint64_t seq, bool lost)
 {
     rg_status_t st = RG_OK;
 
@@ -178,7 +176,7 @@ CUresult cli_lanes_settle(uint64_t seq, bool lost)
 void cli_lanes_quiesce(void)
 {
     if (lanes_pending())
-        cli_session_fence();
+        cli_session_fence(cli_ctx_current_id());
 }
 
 struct lanes_post {
@@ -225,13 +223,32 @@ CUresult cli_lanes_copy(bool htod, CUdeviceptr dptr, void *host, size_t n, uint6
         return CLI_LANES_NOT_TAKEN;
     }
     if (lanes_pending()) /* the previous copy still moves: its end comes before the reply */
-        res = cli_session_fence();
+        res = cli_session_fence(cli_ctx_current_id());
     call.a.MEMCPY_HTOD_LANES.async = async;
     call.a.MEMCPY_HTOD_LANES.nlanes = (uint64_t)lanes.n;
     if (res == CUDA_SUCCESS)
         res = async ? cli_call_async(&call) : cli_call_sync(&call); /* sync: settled by then */
     if (post.posted && res == CUDA_ERROR_DEVICE_UNAVAILABLE)
-        cli_lanes_settle(UINT64_MAX, true);
+        lanes_settle(UINT64_MAX, true);
     pthread_mutex_unlock(&lanes.lock);
     return res;
+}
+
+/* A synchronous reply came (session lock held since it was sent, so lanes.sent is stable): the
+ * lane copies sent before it are done on the worker; the client's lanes finish theirs now. */
+static CUresult lanes_after_reply(CUresult res)
+{
+    CUresult lanes_res = lanes_settle(lanes.sent, res == CUDA_ERROR_DEVICE_UNAVAILABLE);
+
+    return res == CUDA_SUCCESS ? lanes_res : res;
+}
+
+__attribute__((constructor)) static void lanes_hooks(void)
+{
+    static const struct cli_session_hooks hooks = {
+        .lanes_offered = lanes_offered,
+        .after_reply = lanes_after_reply,
+    };
+
+    cli_session_set_hooks(&hooks);
 }

@@ -112,7 +112,8 @@ bool mem_map_remove(enum mem_kind kind, uintptr_t base, struct mem_range *range_
     return found;
 }
 
-void cli_memory_forget_ctx(struct cli_ctx *ctx)
+/* Drop the device ranges of a context that is going (context teardown hook). */
+static void forget_ctx(struct cli_ctx *ctx)
 {
     pthread_mutex_lock(&map_lock);
     for (int kind = 0; kind < 2; kind++) {
@@ -144,4 +145,9 @@ bool cli_dev_lookup(CUdeviceptr dptr, CUdeviceptr *base_p, size_t *size_p)
     if (size_p != NULL)
         *size_p = r.size;
     return true;
+}
+
+__attribute__((constructor)) static void memory_map_hooks(void)
+{
+    cli_ctx_on_teardown(forget_ctx);
 }

@@ -63,6 +63,26 @@ static struct {
 } sess = {.lock = PTHREAD_MUTEX_INITIALIZER, .next_call_id = 1,
         .batch_cond = PTHREAD_COND_INITIALIZER};
 
+/* ---- hooks of the layers above -------------------------------------------------------- */
+
+static void no_lanes_offered(const char *addr, const void *secret, size_t secret_len, int want) {}
+
+static CUresult no_after_reply(CUresult res)
+{
+    return res;
+}
+
+static const struct cli_session_hooks no_hooks = {
+    .lanes_offered = no_lanes_offered,
+    .after_reply = no_after_reply,
+};
+static const struct cli_session_hooks *hooks = &no_hooks;
+
+void cli_session_set_hooks(const struct cli_session_hooks *h)
+{
+    hooks = h;
+}
+
 /* ---- configuration ---------------------------------------------------------------------- */
 
 struct client_conf {
@@ -281,7 +301,7 @@ static CUresult handshake(const struct client_conf *conf, const struct transport
     if (res == CUDA_SUCCESS)
         res = transport_upgrade(w, opts);
     if (res == CUDA_SUCCESS && sess.tcp_ctl == NULL) /* still on TCP */
-        cli_lanes_offered(w->lane_addr, w->lane_secret.data, w->lane_secret.len, conf->lanes);
+        hooks->lanes_offered(w->lane_addr, w->lane_secret.data, w->lane_secret.len, conf->lanes);
     rgpu__welcome__free_unpacked(w, NULL);
     return res;
 }
@@ -507,7 +527,7 @@ static CUresult send_call(struct cli_call *call, unsigned flags, uint64_t *id_p)
         call->on_send(call->on_send_arg);
     msg.id = sess.next_call_id++;
     msg.op = call->op;
-    msg.ctx = call->ctx ? call->ctx : cli_ctx_current_id();
+    msg.ctx = call->ctx;
     msg.n_args = call->nargs;
     msg.args = (uint64_t *)call->a.words;
     if (inline_data && call->data_len > 0) {
@@ -673,37 +693,7 @@ static CUresult wait_reply(struct cli_call *call, uint64_t id, CUresult *result_
     return CUDA_SUCCESS;
 }
 
-CUresult cli_call_simple(struct cli_call *call, uint64_t *out)
-{
-    CUresult res = cli_need_ctx();
-
-    return res != CUDA_SUCCESS ? res : cli_call_device(call, out);
-}
-
-CUresult cli_call_device(struct cli_call *call, uint64_t *out)
-{
-    CUresult res;
-
-    if (!cli_initialized())
-        return CUDA_ERROR_NOT_INITIALIZED;
-    call->out = out;
-    call->out_cap = out ? 1 : 0;
-    res = cli_call_sync(call);
-    if (res == CUDA_SUCCESS && out != NULL && call->nout < 1)
-        res = CUDA_ERROR_UNKNOWN;
-    return res;
-}
-
-/* A synchronous call's reply came (res; lock held since it was sent): the lane copies sent
- * before it are done on the worker, so the client's lanes finish theirs now. */
-static CUresult lanes_after(CUresult res)
-{
-    CUresult lanes_res = cli_lanes_settle(cli_lanes_sent(), res == CUDA_ERROR_DEVICE_UNAVAILABLE);
-
-    return res == CUDA_SUCCESS ? lanes_res : res;
-}
-
-CUresult cli_call_sync(struct cli_call *call)
+CUresult cli_session_call(struct cli_call *call)
 {
     CUresult res, result = CUDA_SUCCESS;
     double since = cli_stats_now_us();
@@ -712,7 +702,7 @@ CUresult cli_call_sync(struct cli_call *call)
     pthread_mutex_lock(&sess.lock);
     res = send_call(call, 0, &id);
     if (res == CUDA_SUCCESS)
-        res = lanes_after(wait_reply(call, id, &result));
+        res = hooks->after_reply(wait_reply(call, id, &result));
     cli_stats_count(call->op, true, since);
     if (res == CUDA_SUCCESS) {
         res = result;
@@ -728,7 +718,7 @@ CUresult cli_call_sync(struct cli_call *call)
     return res;
 }
 
-CUresult cli_call_async(struct cli_call *call)
+CUresult cli_session_send(struct cli_call *call)
 {
     CUresult res;
     uint64_t id;
@@ -750,7 +740,7 @@ static bool deferred_push(uint64_t id, void *dst, size_t len)
     return true;
 }
 
-CUresult cli_call_deferred(struct cli_call *call, void *dst, size_t len)
+CUresult cli_session_call_deferred(struct cli_call *call, void *dst, size_t len)
 {
     CUresult res, result = CUDA_SUCCESS;
     uint64_t id = 0;
@@ -770,9 +760,9 @@ CUresult cli_call_deferred(struct cli_call *call, void *dst, size_t len)
     return res;
 }
 
-CUresult cli_session_fence(void)
+CUresult cli_session_fence(uint64_t ctx)
 {
-    struct cli_call call = {.op = PROTO_OP_NOP};
+    struct cli_call call = {.op = PROTO_OP_NOP, .ctx = ctx};
     CUresult res, result = CUDA_SUCCESS;
     double since = cli_stats_now_us();
     uint64_t id = 0;
@@ -780,7 +770,7 @@ CUresult cli_session_fence(void)
     pthread_mutex_lock(&sess.lock);
     res = sess.said_bye ? CUDA_ERROR_DEINITIALIZED : send_call(&call, 0, &id);
     if (res == CUDA_SUCCESS)
-        res = lanes_after(wait_reply(&call, id, &result));
+        res = hooks->after_reply(wait_reply(&call, id, &result));
     cli_stats_count(call.op, true, since);
     pthread_mutex_unlock(&sess.lock);
     return res;

@@ -15,6 +15,11 @@ static const struct cli_device standin_dev = {
 struct cli_ctx *cli_ctx_current(void) { return standin_current; }
 struct cli_ctx *cli_primary_ctx(int dev) { return dev == 0 ? &standin_primary : NULL; }
 int cli_device_count(void) { return standin_ndev; }
+void (*standin_teardown)(struct cli_ctx *ctx);
+void cli_ctx_on_teardown(void (*hook)(struct cli_ctx *ctx))
+{
+    standin_teardown = hook;
+}
 const struct cli_device *cli_device(int i) { return i == 0 ? &standin_dev : NULL; }
 
 /* The module walk (module.c) visits two functions of any module; the second visit stops it. */

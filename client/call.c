@@ -1,0 +1,47 @@
+/* The call API (client.h): a call carries its context explicitly to the session (the wire
+ * layer, session.c), which never asks the context layer; these fill it in from the calling
+ * thread's current context when the caller left it 0. */
+#include "client/client.h"
+
+static struct cli_call *in_ctx(struct cli_call *call)
+{
+    if (call->ctx == 0)
+        call->ctx = cli_ctx_current_id();
+    return call;
+}
+
+CUresult cli_call_sync(struct cli_call *call)
+{
+    return cli_session_call(in_ctx(call));
+}
+
+CUresult cli_call_async(struct cli_call *call)
+{
+    return cli_session_send(in_ctx(call));
+}
+
+CUresult cli_call_deferred(struct cli_call *call, void *dst, size_t len)
+{
+    return cli_session_call_deferred(in_ctx(call), dst, len);
+}
+
+CUresult cli_call_simple(struct cli_call *call, uint64_t *out)
+{
+    CUresult res = cli_need_ctx();
+
+    return res != CUDA_SUCCESS ? res : cli_call_device(call, out);
+}
+
+CUresult cli_call_device(struct cli_call *call, uint64_t *out)
+{
+    CUresult res;
+
+    if (!cli_initialized())
+        return CUDA_ERROR_NOT_INITIALIZED;
+    call->out = out;
+    call->out_cap = out ? 1 : 0;
+    res = cli_call_sync(call);
+    if (res == CUDA_SUCCESS && out != NULL && call->nout < 1)
+        res = CUDA_ERROR_UNKNOWN;
+    return res;
+}
