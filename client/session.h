@@ -1,0 +1,84 @@
+/* The session's private state and the functions its files share (session.c: opening and
+ * state; config.c: configuration; handshake.c: the handshake and the transport choice;
+ * call_stream.c: the ordered call stream and its batching; fork_exit.c: fork and exit).
+ * Nothing outside these files includes it: the rest of the client uses client.h. */
+#ifndef RGPU_CLIENT_SESSION_H
+#define RGPU_CLIENT_SESSION_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "client.h"
+#include "proto/arena.h"
+#include "proto/frame.h"
+#include "transport/transport.h"
+
+#define RECV_BUF_SIZE (256u << 10) /* replies are read into cli_sess.recv_buf */
+
+/* A DtoH reply still to come, written to dst when it does. */
+struct deferred {
+    uint64_t id;
+    void *dst;
+    size_t len;
+};
+
+/* The one session of the process; its lock serializes the call stream. */
+struct cli_session {
+    pthread_mutex_t lock;
+    bool tried;
+    CUresult init_result;
+    struct transport_conn *conn;
+    struct transport_conn *tcp_ctl; /* the TCP connection kept once frames moved to RDMA */
+    char transport[8];              /* what the Hello asks for: tcp | rdma | auto */
+    bool dead;
+    bool said_bye; /* the exit-time goodbye went: no more calls */
+    char server[256];
+    uint64_t next_call_id;
+    CUresult async_error;      /* first failure of an asynchronous call not yet reported */
+    struct deferred *deferred; /* FIFO of DtoH replies still to come */
+    size_t ndeferred, deferred_cap;
+    size_t deferred_bytes; /* data those replies still carry */
+    pid_t pid;             /* the process that opened the session (a forked child may not use it) */
+    bool forked;           /* set in a forked child: cheaper than a getpid() per call */
+    uint8_t *recv_buf;
+    struct proto_arena arena; /* replies are unpacked here, reset after each */
+    bool trace_calls;
+    uint8_t *batch; /* coalesced asynchronous frames not yet written */
+    size_t batch_len;
+    pthread_cond_t batch_cond; /* signalled when the batch becomes non-empty */
+    struct cli_device *devices;
+    int ndevices;
+    uint32_t proto_minor; /* the minor the session speaks: the older of ours and the server's */
+    bool op_refused[PROTO_OP_COUNT]; /* ops refused as unknown to the server (said once each) */
+    const struct cli_session_hooks *hooks; /* of the layers above (never NULL) */
+};
+extern struct cli_session cli_sess;
+
+struct cli_conf {
+    char server[256];
+    char transport[8]; /* auto (default) | rdma | tcp */
+    char tenant[128];
+    char token[256];
+    uint64_t mem_quota; /* requested quota per GPU (mem_quota / RGPU_MEM_QUOTA), 0 = the tenant's */
+    int lanes;          /* data lanes for large copies on TCP (lanes / RGPU_LANES; 0: none) */
+};
+
+/* The configuration: RGPU_CONFIG's [client] section, then RGPU_* variables, then defaults. */
+void cli_conf_load(struct cli_conf *conf);
+
+/* What to ask the server for (transport = auto | rdma | tcp). */
+CUresult cli_transport_choose(const char *want);
+/* Hello -> Welcome on the connected session, then the move to RDMA if offered. */
+CUresult cli_handshake(const struct cli_conf *conf, const struct transport_opts *opts);
+
+/* The call stream (call_stream.c): start the batch flusher; write the coalesced frames (lock
+ * held); the connection is gone (said once; every call then fails). */
+CUresult cli_batch_start(void);
+CUresult cli_batch_flush(void);
+CUresult cli_session_lost(const char *what, rg_status_t status);
+
+/* fork_exit.c: a forked child's view of the session (pthread_atfork child handler). */
+void cli_session_atfork_child(void);
+
+#endif
