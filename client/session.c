@@ -101,10 +101,6 @@ bool cli_initialized(void)
            cli_sess.init_result == CUDA_SUCCESS;
 }
 
-int cli_driver_version(void)
-{
-    return CUDA_VERSION;
-}
 int cli_device_count(void)
 {
     return cli_initialized() ? cli_sess.ndevices : 0;
@@ -127,20 +123,3 @@ struct transport_conn *cli_session_rdma_conn(void)
     return cli_sess.conn;
 }
 
-CUresult cli_status_to_cu(rg_status_t status)
-{
-    switch (status) {
-    case RG_OK:
-        return CUDA_SUCCESS;
-    case RG_ERR_INVALID:
-        return CUDA_ERROR_INVALID_VALUE;
-    case RG_ERR_NOMEM:
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    case RG_ERR_UNSUPPORTED:
-        return CUDA_ERROR_NOT_SUPPORTED;
-    case RG_ERR_NOT_FOUND:
-        return CUDA_ERROR_NOT_FOUND;
-    default:
-        return CUDA_ERROR_DEVICE_UNAVAILABLE;
-    }
-}

@@ -1,0 +1,100 @@
+/* The call API of the client (client.h includes it): a driver call on the wire (struct
+ * cli_call, its arguments by name), the ways to send it, and the session under it. */
+#ifndef RGPU_CLIENT_CALL_H
+#define RGPU_CLIENT_CALL_H
+
+#include <cuda.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "proto/ops.h"
+
+/* One driver call on the wire (proto/ops.def says what each op's arguments and data mean). */
+#define CLI_CALL_MAX_ARGS PROTO_CALL_MAX_ARGS
+struct cli_call {
+    unsigned op;
+    unsigned nargs;
+    union proto_args a;    /* Call.args by name: a.MEMCPY_HTOD.dst (proto/ops.def) */
+    uint64_t ctx;          /* Call.ctx; cli_call_* fill it from the current context if 0 */
+    const void *data;      /* input bytes: inline up to PROTO_INLINE_MAX, else frame bulk */
+    size_t data_len;
+    /* Reply (synchronous calls): out[] values and data, copied into the caller's buffers. */
+    uint64_t *out;         /* may be NULL */
+    unsigned out_cap;
+    unsigned nout;
+    void *rdata;           /* reply data/bulk goes straight here (may be NULL) */
+    size_t rdata_cap;
+    size_t rdata_len;
+    /* Called with the session's lock held just before the call is queued or written, only if
+     * it is (data lanes start their job here: it is then on the wire before any later call). */
+    void (*on_send)(void *arg);
+    void *on_send_arg;
+};
+
+/* The session (session.c), the wire layer under the call API: the same three ways of sending,
+ * for a call whose ctx is filled in (0: none). */
+CUresult cli_session_call(struct cli_call *call);
+CUresult cli_session_send(struct cli_call *call);
+CUresult cli_session_call_deferred(struct cli_call *call, void *dst, size_t len);
+
+/* A call's op and its arguments by name, in a designated initializer:
+ *     struct cli_call call = {CLI_ARGS(MEMCPY_DTOD, .dst = d, .src = s, .size = n, ...)};
+ * A name the op does not have does not compile; the op_table test (tools/gen_ops.py --check)
+ * fails when a required one is neither given here nor assigned (call.a.OP.name = v) later. */
+#define CLI_ARGS(OP, ...) .op = PROTO_OP_##OP, .nargs = PROTO_NARGS_##OP, .a.OP = {__VA_ARGS__}
+/* The same where the op is chosen at run time among ops that share OP's arguments (one
+ * handler serves them all, so their argument lists agree: ops.def checks it). */
+#define CLI_ARGS_AS(op_expr, OP, ...)                                                              \
+    .op = (op_expr), .nargs = PROTO_NARGS_##OP, .a.OP = {__VA_ARGS__}
+
+/* Send and wait for the reply; returns the call's CUresult, or a pending asynchronous error,
+ * or CUDA_ERROR_DEVICE_UNAVAILABLE when the server is gone. */
+CUresult cli_call_sync(struct cli_call *call);
+/* RGPU_STATS=1 (client/call_stats.c): calls on the wire per operation, printed at exit.
+ * cli_stats_now_us is 0 when the statistics are off. */
+double cli_stats_now_us(void);
+void cli_stats_count(unsigned op, bool sync, double since_us);
+/* A synchronous call in the current context with at most one output value (out may be NULL;
+ * CUDA_ERROR_UNKNOWN when the reply lacks it). */
+CUresult cli_call_simple(struct cli_call *call, uint64_t *out);
+/* The same for calls about a device that need no current context (cuMemCreate...). */
+CUresult cli_call_device(struct cli_call *call, uint64_t *out);
+/* Send without waiting (PROTO_FLAG_NOREPLY); failures come back at the next synchronous call. */
+CUresult cli_call_async(struct cli_call *call);
+/* Send a call whose reply data (len bytes) is written to dst when it arrives, later, while the
+ * session waits for some other reply. Used by DtoH copies into pinned memory. */
+CUresult cli_call_deferred(struct cli_call *call, void *dst, size_t len);
+
+/* What the session (the wire layer: handshake, call stream) tells the layers above it, through
+ * functions they register (it never calls up into them). Every slot is filled: the defaults do
+ * nothing. Registered from constructors, before any session opens. */
+struct cli_session_hooks {
+    /* The Welcome of a TCP session offered data lanes (addr, secret); want: lanes configured. */
+    void (*lanes_offered)(const char *addr, const void *secret, size_t secret_len, int want);
+    /* A synchronous call's reply came (session lock held since it was sent; res: its outcome
+     * so far): what was sent before it is done on the server, so finish the client's part;
+     * returns res, or the first error of that. */
+    CUresult (*after_reply)(CUresult res);
+};
+void cli_session_set_hooks(const struct cli_session_hooks *hooks);
+
+/* Ensure the session exists (connect + handshake on first use). CUDA_SUCCESS or the error that
+ * every call returns while there is no session. */
+CUresult cli_ensure_init(void);
+bool cli_initialized(void);
+int cli_device_count(void);
+const struct cli_device *cli_device(int ordinal); /* NULL if out of range */
+
+/* Wait until the server has executed every call sent so far (deferred replies read), with a NOP
+ * in context ctx (the caller's current one: cli_ctx_current_id()); a
+ * pending asynchronous error stays for the next synchronous call. */
+CUresult cli_session_fence(uint64_t ctx);
+/* The session's connection when it runs on RDMA (for registering memory with it), else NULL.
+ * It stays valid for the life of the process. */
+struct transport_conn;
+struct transport_conn *cli_session_rdma_conn(void);
+/* Log an unsupported entry point once by name; returns CUDA_ERROR_NOT_SUPPORTED. */
+CUresult cli_unsupported(const char *name);
+
+#endif
