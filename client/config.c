@@ -17,22 +17,16 @@
 
 /* ---- configuration ---------------------------------------------------------------------- */
 
-/* "4GiB", "512MiB", "64KiB" or bytes; 0 if malformed (then the tenant's quota applies). */
+/* A size (rg_parse_size); 0 if malformed (then the tenant's quota applies). */
 static uint64_t parse_size(const char *text)
 {
-    char *end;
-    unsigned long long v = strtoull(text, &end, 10);
-    int shift = strcasecmp(end, "KiB") == 0   ? 10
-                : strcasecmp(end, "MiB") == 0 ? 20
-                : strcasecmp(end, "GiB") == 0 ? 30
-                : *end == '\0'                ? 0
-                                              : -1;
+    uint64_t v;
 
-    if (end == text || shift < 0) {
+    if (!rg_parse_size(text, &v)) {
         rg_error("mem_quota '%s' is not a size (e.g. 4GiB); asking for the tenant's quota", text);
         return 0;
     }
-    return (uint64_t)v << shift;
+    return v;
 }
 
 static rg_status_t conf_key(void *arg, const char *section, const char *key, const char *value)

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "common/log.h"
 
@@ -138,4 +139,32 @@ rg_status_t rg_split_hostport(const char *addr, char *host, size_t host_len, cha
         return RG_ERR_INVALID;
     snprintf(port, port_len, "%s", p);
     return RG_OK;
+}
+
+bool rg_parse_size(const char *text, uint64_t *bytes_p)
+{
+    static const struct {
+        const char *suffix;
+        unsigned shift;
+    } units[] = {{"", 0}, {"KiB", 10}, {"MiB", 20}, {"GiB", 30}, {"TiB", 40}};
+    char *end;
+    unsigned long long v;
+
+    if (text == NULL || *text < '0' || *text > '9')
+        return false;
+    errno = 0;
+    v = strtoull(text, &end, 10);
+    if (errno != 0)
+        return false;
+    while (*end == ' ')
+        end++;
+    for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
+        if (strcasecmp(end, units[i].suffix) == 0) {
+            if (units[i].shift > 0 && v > (UINT64_MAX >> units[i].shift))
+                return false;
+            *bytes_p = (uint64_t)v << units[i].shift;
+            return true;
+        }
+    }
+    return false;
 }

@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/config.h"
 #include "common/log.h"
 #include "common/sha256.h"
 
@@ -61,7 +62,7 @@ void srv_module_cache_configure(const struct srv_config *cfg)
         snprintf(cache.dir, sizeof(cache.dir), "/tmp/rgpu-cache-%d", (int)geteuid());
     cache.max_bytes = SRV_MODULE_CACHE_DEFAULT_MAX;
     if (cfg->module_cache_max[0] != '\0' &&
-        !srv_parse_size(cfg->module_cache_max, &cache.max_bytes))
+        !rg_parse_size(cfg->module_cache_max, &cache.max_bytes))
         rg_warn("module cache: bad module_cache_max '%s'; using %llu bytes",
                 cfg->module_cache_max, (unsigned long long)cache.max_bytes);
     cache.on = private_dir(cache.dir);

@@ -9,27 +9,6 @@
 #include <string.h>
 #include <strings.h>
 
-bool srv_parse_size(const char *text, uint64_t *bytes_p)
-{
-    static const struct { const char *suffix; uint64_t scale; } units[] = {
-        {"", 1}, {"KiB", 1ull << 10}, {"MiB", 1ull << 20}, {"GiB", 1ull << 30}, {"TiB", 1ull << 40},
-    };
-    char *end;
-    unsigned long long v = strtoull(text, &end, 10);
-
-    if (end == text)
-        return false;
-    while (*end == ' ')
-        end++;
-    for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
-        if (strcasecmp(end, units[i].suffix) == 0) {
-            *bytes_p = v * units[i].scale;
-            return true;
-        }
-    }
-    return false;
-}
-
 void srv_token_hash_hex(const char *token, char hex[65])
 {
     uint8_t d[RG_SHA256_LEN];
@@ -132,7 +111,7 @@ rg_status_t srv_tenant_key(struct srv_tenants *tenants, const char *name, const 
         return RG_OK;
     }
     if (strcmp(key, "mem_quota") == 0)
-        return srv_parse_size(value, &t->mem_quota) ? RG_OK : RG_ERR_INVALID;
+        return rg_parse_size(value, &t->mem_quota) ? RG_OK : RG_ERR_INVALID;
     return policy_key(t, key, value);
 }
 

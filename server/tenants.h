@@ -40,7 +40,4 @@ const struct srv_tenant *srv_tenant_auth(const struct srv_tenants *tenants, cons
                                          const char *token, const char **why_p);
 /* The hex SHA-256 of token (65 bytes with the NUL), for "token_sha256" in the config. */
 void srv_token_hash_hex(const char *token, char hex[65]);
-/* "4GiB", "512MiB", "64KiB" or plain bytes; false if malformed. */
-bool srv_parse_size(const char *text, uint64_t *bytes_p);
-
 #endif

@@ -142,10 +142,31 @@ static void test_split_hostport_errors(void **state)
                      RG_ERR_INVALID);
 }
 
+/* The one size grammar of the server's and the client's config (rg_parse_size). */
+static void test_parse_size(void **state)
+{
+    uint64_t v = 7;
+
+    assert_true(rg_parse_size("4GiB", &v) && v == 4ull << 30);
+    assert_true(rg_parse_size("512 MiB", &v) && v == 512ull << 20);
+    assert_true(rg_parse_size("64kib", &v) && v == 64ull << 10);
+    assert_true(rg_parse_size("2TiB", &v) && v == 2ull << 40);
+    assert_true(rg_parse_size("4096", &v) && v == 4096);
+    v = 7;
+    assert_false(rg_parse_size("lots", &v));
+    assert_false(rg_parse_size("4 GB", &v));
+    assert_false(rg_parse_size("", &v));
+    assert_false(rg_parse_size("-1", &v));
+    assert_false(rg_parse_size("16777216TiB", &v)); /* 2^64: too large */
+    assert_false(rg_parse_size("99999999999999999999", &v));
+    assert_int_equal(v, 7); /* untouched on failure */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sections_keys_comments),
+        cmocka_unit_test(test_parse_size),
         cmocka_unit_test(test_empty),
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_callback_error_stops),

@@ -580,17 +580,6 @@ static void test_token_hash(void **state)
     assert_int_not_equal(srv_tenant_key(&ts, "bob", "token_sha256", "not-hex"), RG_OK);
 }
 
-static void test_parse_size(void **state)
-{
-    uint64_t v;
-
-    assert_true(srv_parse_size("4GiB", &v) && v == 4ull << 30);
-    assert_true(srv_parse_size("512 MiB", &v) && v == 512ull << 20);
-    assert_true(srv_parse_size("4096", &v) && v == 4096);
-    assert_false(srv_parse_size("lots", &v));
-    assert_false(srv_parse_size("4 GB", &v));
-}
-
 static void test_handle_table(void **state)
 {
     struct srv_session s;
@@ -1024,7 +1013,6 @@ int main(void)
         cmocka_unit_test(test_capture_info),
         cmocka_unit_test(test_malformed_ends_session),
         cmocka_unit_test(test_tenant_quota),
-        cmocka_unit_test(test_parse_size),
         cmocka_unit_test(test_token_hash),
         cmocka_unit_test(test_module_cache),
         cmocka_unit_test(test_library_cache),
