@@ -118,7 +118,7 @@ const struct cli_device *cli_device(int ordinal)
 struct transport_conn *cli_session_rdma_conn(void)
 {
     if (!cli_initialized() || cli_sess.forked || cli_sess.conn == NULL ||
-        cli_sess.conn->ops != &transport_rdma_ops)
+        !(cli_sess.conn->ops->caps & TRANSPORT_CAP_ONE_SIDED))
         return NULL;
     return cli_sess.conn;
 }

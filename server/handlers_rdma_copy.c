@@ -270,7 +270,7 @@ void srv_rdma_copy_report(const struct srv_session *s)
 static CUresult rdma_call_ok(struct srv_session *s, struct srv_call *call, CUstream *stream_p)
 {
     const struct proto_args_MEMCPY_HTOD_RDMA *a = SRV_ARGS(call, MEMCPY_HTOD_RDMA);
-    if (s->conn->ops != &transport_rdma_ops) {
+    if (!(s->conn->ops->caps & TRANSPORT_CAP_ONE_SIDED)) {
         rg_warn("session %llu: %s on a session that does not run on RDMA",
                 (unsigned long long)s->id, proto_op_name(call->msg->op));
         return CUDA_ERROR_NOT_SUPPORTED;

@@ -344,6 +344,7 @@ static rg_status_t loop_read(struct transport_conn *conn, struct transport_mr *l
 
 const struct transport_ops transport_loop_ops = {
     .name = "loop",
+    .caps = TRANSPORT_CAP_BUSY_POLL | TRANSPORT_CAP_ONE_SIDED,
     .connect = loop_connect,
     .listen = loop_listen,
     .accept = loop_accept,
@@ -360,4 +361,5 @@ const struct transport_ops transport_loop_ops = {
     .write = loop_write,
     .read = loop_read,
     .mem_reg_dmabuf = transport_nomem_reg_dmabuf, /* no device memory in one process's loop */
+    .set_busy_poll = transport_sock_set_busy_poll,
 };

@@ -512,14 +512,14 @@ void transport_rdma_set_watch_fd(struct transport_conn *conn, int fd)
         rdma_conn_of(conn)->watch_fd = fd;
 }
 
-void transport_rdma_set_busy_poll(struct transport_conn *conn, unsigned us)
+static void rdma_set_busy_poll(struct transport_conn *conn, unsigned us)
 {
-    if (conn->ops == &transport_rdma_ops)
-        rdma_conn_of(conn)->busy_poll_us = us;
+    rdma_conn_of(conn)->busy_poll_us = us;
 }
 
 const struct transport_ops transport_rdma_ops = {
     .name = "rdma",
+    .caps = TRANSPORT_CAP_BUSY_POLL | TRANSPORT_CAP_ONE_SIDED,
     .connect = trdma_connect,
     .listen = trdma_listen,
     .accept = trdma_accept,
@@ -536,4 +536,5 @@ const struct transport_ops transport_rdma_ops = {
     .write = rdma_write,
     .read = rdma_read,
     .mem_reg_dmabuf = rdma_mem_reg_dmabuf,
+    .set_busy_poll = rdma_set_busy_poll,
 };

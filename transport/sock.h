@@ -40,6 +40,7 @@ rg_status_t transport_sock_recv(struct transport_conn *conn, void *buf, size_t l
 int transport_sock_fd(struct transport_conn *conn);
 void transport_sock_shutdown(struct transport_conn *conn);
 void transport_sock_close(struct transport_conn *conn);
+void transport_sock_set_busy_poll(struct transport_conn *conn, unsigned us);
 
 /* SO_RCVTIMEO/SO_SNDTIMEO of io_timeout_ms (0: none), so a stalled recv/sendv ends with
  * RG_ERR_TIMEOUT. */

@@ -320,6 +320,7 @@ rg_status_t transport_tcp_adopt_fd(int fd, struct transport_conn **conn_p)
 
 const struct transport_ops transport_tcp_ops = {
     .name = "tcp",
+    .caps = TRANSPORT_CAP_BUSY_POLL,
     .connect = tcp_connect,
     .listen = tcp_listen,
     .accept = tcp_accept,
@@ -336,4 +337,5 @@ const struct transport_ops transport_tcp_ops = {
     .write = transport_nomem_rw,
     .read = transport_nomem_rw,
     .mem_reg_dmabuf = transport_nomem_reg_dmabuf,
+    .set_busy_poll = transport_sock_set_busy_poll,
 };

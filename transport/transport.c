@@ -162,10 +162,13 @@ rg_status_t transport_sock_sendv(struct transport_conn *conn, const struct iovec
 
 void transport_set_busy_poll(struct transport_conn *conn, unsigned us)
 {
-    if (conn->ops == &transport_tcp_ops || conn->ops == &transport_loop_ops)
-        sock_conn_of(conn)->busy_poll_us = us;
-    else if (conn->ops == &transport_rdma_ops)
-        transport_rdma_set_busy_poll(conn, us);
+    if (conn->ops->caps & TRANSPORT_CAP_BUSY_POLL)
+        conn->ops->set_busy_poll(conn, us);
+}
+
+void transport_sock_set_busy_poll(struct transport_conn *conn, unsigned us)
+{
+    sock_conn_of(conn)->busy_poll_us = us;
 }
 
 static uint64_t now_us(void)

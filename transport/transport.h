@@ -35,8 +35,13 @@ enum transport_access {
     TRANSPORT_ACCESS_REMOTE_WRITE = 4,
 };
 
+/* What a backend can do (transport_ops.caps): ask, never compare ops pointers. */
+#define TRANSPORT_CAP_BUSY_POLL 0x1u /* set_busy_poll spins before a receive blocks */
+#define TRANSPORT_CAP_ONE_SIDED 0x2u /* mem_reg, read and write move bytes one-sided */
+
 struct transport_ops {
     const char *name;
+    unsigned caps; /* TRANSPORT_CAP_* */
     /* Connect to "host:port" (tcp) or "name" (loop). May block up to connect_timeout_ms. */
     rg_status_t (*connect)(const char *addr, const struct transport_opts *opts,
                            struct transport_conn **conn_p);
@@ -83,6 +88,9 @@ struct transport_ops {
     rg_status_t (*mem_reg_dmabuf)(struct transport_conn *conn, int fd, uint64_t offset,
                                   size_t len, uint64_t iova, unsigned access,
                                   struct transport_mr **mr_p);
+    /* Spin up to us microseconds on a receive that finds no data before blocking (0: off);
+     * a no-op without TRANSPORT_CAP_BUSY_POLL. */
+    void (*set_busy_poll)(struct transport_conn *conn, unsigned us);
 };
 
 /* Base object of every backend's connection (downcast with container_of). */
@@ -115,7 +123,7 @@ rg_status_t transport_tcp_adopt_fd(int fd, struct transport_conn **conn_p);
  * RG_ERR_IO if the address is unknown. */
 rg_status_t transport_local_any_port(int fd, char *addr, size_t len);
 
-/* Busy polling (every backend): a receive that finds no data spins for up to us
+/* Busy polling (backends with TRANSPORT_CAP_BUSY_POLL; all three have it): a receive that finds no data spins for up to us
  * microseconds before it blocks, trading a CPU core for lower latency. 0 (default) = off. */
 void transport_set_busy_poll(struct transport_conn *conn, unsigned us);
 
