@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "graph.h"
-#include "memory_map.h"
+#include "address_ranges.h"
 #include "module.h"
 
 #define MAX_DEPS 64
@@ -306,7 +306,7 @@ CLI_EXPORT CUresult cuGraphAddMemAllocNode(CUgraphNode *node, CUgraph graph,
     if ((res = cli_graph_add_node(node, graph, deps, ndeps, &spec)) != CUDA_SUCCESS)
         return res;
     p->dptr = (CUdeviceptr)dptr;
-    mem_map_add(MEM_DEVICE, (uintptr_t)dptr, p->bytesize, cli_ctx_current(), 0);
+    addr_range_add(MEM_DEVICE, (uintptr_t)dptr, p->bytesize, cli_ctx_current(), 0);
     return CUDA_SUCCESS;
 }
 

@@ -10,7 +10,7 @@
  * cuMemGetAddressRange) from the open to cuIpcCloseMemHandle. */
 #include <string.h>
 
-#include "memory_map.h"
+#include "address_ranges.h"
 
 CLI_EXPORT CUresult cuIpcGetMemHandle(CUipcMemHandle *handle, CUdeviceptr dptr)
 {
@@ -46,7 +46,7 @@ CLI_EXPORT CUresult cuIpcOpenMemHandle(CUdeviceptr *dptr, CUipcMemHandle handle,
         res = CUDA_ERROR_UNKNOWN;
     if (res != CUDA_SUCCESS)
         return res;
-    mem_map_add(MEM_DEVICE, (uintptr_t)out[0], (size_t)out[1], cli_ctx_current(),
+    addr_range_add(MEM_DEVICE, (uintptr_t)out[0], (size_t)out[1], cli_ctx_current(),
                 MEM_DEV_IPC_OPENED);
     *dptr = (CUdeviceptr)out[0];
     return CUDA_SUCCESS;
@@ -68,12 +68,12 @@ CLI_EXPORT CUresult cuIpcCloseMemHandle(CUdeviceptr dptr)
 
     if (res != CUDA_SUCCESS)
         return res;
-    if (!mem_map_find(MEM_DEVICE, (uintptr_t)dptr, &r) || r.base != (uintptr_t)dptr ||
+    if (!addr_range_find(MEM_DEVICE, (uintptr_t)dptr, &r) || r.base != (uintptr_t)dptr ||
         !(r.flags & MEM_DEV_IPC_OPENED))
         return CUDA_ERROR_INVALID_VALUE;
     res = cli_call_sync(&call);
     if (res == CUDA_SUCCESS)
-        mem_map_remove(MEM_DEVICE, (uintptr_t)dptr, NULL);
+        addr_range_remove(MEM_DEVICE, (uintptr_t)dptr, NULL);
     return res;
 }
 

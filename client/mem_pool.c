@@ -5,7 +5,7 @@
  * another host. */
 #include <stdlib.h>
 
-#include "memory_map.h"
+#include "address_ranges.h"
 
 #define MAX_POOL_DEVICES 64
 
@@ -199,7 +199,7 @@ static CUresult alloc_from_pool(CUdeviceptr *dptr, size_t size, CUmemoryPool poo
                                                       .pool = p->h.id, .stream = sid)},
                           &out);
     if (res == CUDA_SUCCESS) {
-        mem_map_add(MEM_DEVICE, (uintptr_t)out, size, cli_ctx_current(), 0);
+        addr_range_add(MEM_DEVICE, (uintptr_t)out, size, cli_ctx_current(), 0);
         *dptr = (CUdeviceptr)out;
     }
     return res;

@@ -5,7 +5,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
-#include "memory_map.h"
+#include "address_ranges.h"
 
 CLI_EXPORT CUresult cuMemAlloc(CUdeviceptr *dptr, size_t bytesize)
 {
@@ -22,7 +22,7 @@ CLI_EXPORT CUresult cuMemAlloc(CUdeviceptr *dptr, size_t bytesize)
         return res;
     if (call.nout < 1)
         return CUDA_ERROR_UNKNOWN;
-    mem_map_add(MEM_DEVICE, (uintptr_t)out[0], bytesize, cli_ctx_current(), MEM_DEV_LEGACY_IPC);
+    addr_range_add(MEM_DEVICE, (uintptr_t)out[0], bytesize, cli_ctx_current(), MEM_DEV_LEGACY_IPC);
     *dptr = (CUdeviceptr)out[0];
     return CUDA_SUCCESS;
 }
@@ -45,7 +45,7 @@ CLI_EXPORT CUresult cuMemAllocPitch(CUdeviceptr *dptr, size_t *pitch, size_t wid
         return res;
     if (call.nout < 2)
         return CUDA_ERROR_UNKNOWN;
-    mem_map_add(MEM_DEVICE, (uintptr_t)out[0], (size_t)out[1] * height, cli_ctx_current(),
+    addr_range_add(MEM_DEVICE, (uintptr_t)out[0], (size_t)out[1] * height, cli_ctx_current(),
                 MEM_DEV_LEGACY_IPC);
     *dptr = (CUdeviceptr)out[0];
     *pitch = (size_t)out[1];
@@ -63,7 +63,7 @@ CLI_EXPORT CUresult cuMemFree(CUdeviceptr dptr)
         return CUDA_SUCCESS;
     res = cli_call_sync(&call);
     if (res == CUDA_SUCCESS)
-        mem_map_remove(MEM_DEVICE, (uintptr_t)dptr, NULL);
+        addr_range_remove(MEM_DEVICE, (uintptr_t)dptr, NULL);
     return res;
 }
 
@@ -89,7 +89,7 @@ CLI_EXPORT CUresult cuMemGetAddressRange(CUdeviceptr *pbase, size_t *psize, CUde
 {
     struct mem_range r;
 
-    if (!mem_map_find(MEM_DEVICE, (uintptr_t)dptr, &r))
+    if (!addr_range_find(MEM_DEVICE, (uintptr_t)dptr, &r))
         return CUDA_ERROR_NOT_FOUND;
     if (pbase != NULL)
         *pbase = (CUdeviceptr)r.base;
@@ -125,7 +125,7 @@ CLI_EXPORT CUresult cuMemHostAlloc(void **pp, size_t bytesize, unsigned int flag
         return CUDA_ERROR_INVALID_VALUE;
     if (posix_memalign(&p, 4096, bytesize) != 0)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    if (!mem_map_add(MEM_HOST, (uintptr_t)p, bytesize, NULL, flags | 0x80000000u)) {
+    if (!addr_range_add(MEM_HOST, (uintptr_t)p, bytesize, NULL, flags | 0x80000000u)) {
         free(p);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
@@ -143,10 +143,10 @@ CLI_EXPORT CUresult cuMemFreeHost(void *p)
 {
     struct mem_range r;
 
-    if (!mem_map_find(MEM_HOST, (uintptr_t)p, &r) || r.base != (uintptr_t)p ||
+    if (!addr_range_find(MEM_HOST, (uintptr_t)p, &r) || r.base != (uintptr_t)p ||
         !(r.flags & 0x80000000u))
         return CUDA_ERROR_INVALID_VALUE;
-    mem_map_remove(MEM_HOST, (uintptr_t)p, &r);
+    addr_range_remove(MEM_HOST, (uintptr_t)p, &r);
     cli_rdma_forget(r.mr);
     cli_lanes_quiesce();
     free(p);
@@ -161,9 +161,9 @@ CLI_EXPORT CUresult cuMemHostRegister(void *p, size_t bytesize, unsigned int fla
         return CUDA_ERROR_NOT_INITIALIZED;
     if (p == NULL || bytesize == 0)
         return CUDA_ERROR_INVALID_VALUE;
-    if (mem_map_find(MEM_HOST, (uintptr_t)p, &r))
+    if (addr_range_find(MEM_HOST, (uintptr_t)p, &r))
         return CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
-    if (!mem_map_add(MEM_HOST, (uintptr_t)p, bytesize, NULL, flags))
+    if (!addr_range_add(MEM_HOST, (uintptr_t)p, bytesize, NULL, flags))
         return CUDA_ERROR_OUT_OF_MEMORY;
     prefault(p, bytesize, flags & CU_MEMHOSTREGISTER_READ_ONLY);
     return CUDA_SUCCESS;
@@ -173,10 +173,10 @@ CLI_EXPORT CUresult cuMemHostUnregister(void *p)
 {
     struct mem_range r;
 
-    if (!mem_map_find(MEM_HOST, (uintptr_t)p, &r) || r.base != (uintptr_t)p ||
+    if (!addr_range_find(MEM_HOST, (uintptr_t)p, &r) || r.base != (uintptr_t)p ||
         (r.flags & 0x80000000u))
         return CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
-    mem_map_remove(MEM_HOST, (uintptr_t)p, &r);
+    addr_range_remove(MEM_HOST, (uintptr_t)p, &r);
     cli_rdma_forget(r.mr);
     cli_lanes_quiesce();
     return CUDA_SUCCESS;
@@ -186,7 +186,7 @@ CLI_EXPORT CUresult cuMemHostGetFlags(unsigned int *flags, void *p)
 {
     struct mem_range r;
 
-    if (flags == NULL || !mem_map_find(MEM_HOST, (uintptr_t)p, &r))
+    if (flags == NULL || !addr_range_find(MEM_HOST, (uintptr_t)p, &r))
         return CUDA_ERROR_INVALID_VALUE;
     *flags = r.flags & ~0x80000000u;
     return CUDA_SUCCESS;
@@ -251,9 +251,9 @@ CLI_EXPORT CUresult cuPointerGetAttribute(void *data, CUpointer_attribute attr, 
         return CUDA_ERROR_NOT_INITIALIZED;
     if (data == NULL)
         return CUDA_ERROR_INVALID_VALUE;
-    if (mem_map_find(MEM_DEVICE, (uintptr_t)ptr, &r))
+    if (addr_range_find(MEM_DEVICE, (uintptr_t)ptr, &r))
         return device_attribute(data, attr, &r, (uintptr_t)ptr);
-    if (mem_map_find(MEM_HOST, (uintptr_t)ptr, &r))
+    if (addr_range_find(MEM_HOST, (uintptr_t)ptr, &r))
         return host_attribute(data, attr, &r, (uintptr_t)ptr);
     return CUDA_ERROR_INVALID_VALUE;
 }
@@ -305,7 +305,7 @@ static CUresult alloc_async(CUdeviceptr *dptr, size_t size, CUstream stream, boo
     if (res == CUDA_SUCCESS && call.nout < 1)
         res = CUDA_ERROR_UNKNOWN;
     if (res == CUDA_SUCCESS) {
-        mem_map_add(MEM_DEVICE, (uintptr_t)out[0], size, cli_ctx_current(), 0);
+        addr_range_add(MEM_DEVICE, (uintptr_t)out[0], size, cli_ctx_current(), 0);
         *dptr = (CUdeviceptr)out[0];
     }
     return res;
@@ -318,7 +318,7 @@ static CUresult free_async(CUdeviceptr dptr, CUstream stream, bool per_thread)
 
     if (res != CUDA_SUCCESS)
         return res;
-    mem_map_remove(MEM_DEVICE, (uintptr_t)dptr, NULL);
+    addr_range_remove(MEM_DEVICE, (uintptr_t)dptr, NULL);
     return cli_call_async(&call);
 }
 

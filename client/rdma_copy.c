@@ -15,7 +15,7 @@
  * cuMemFreeHost synchronizes in CUDA.
  *
  * Pageable memory keeps the byte stream: see docs/rdma-performance.md for why. */
-#include "memory_map.h"
+#include "address_ranges.h"
 #include "transport/transport.h"
 
 #define RDMA_COPY_MIN   (64u << 10)
@@ -45,7 +45,7 @@ static struct transport_mr *range_register(struct transport_conn *conn, const st
                 (void *)r->base, r->size);
         mr = NULL;
     }
-    if (!mem_map_attach_mr(MEM_HOST, r->base, mr != NULL ? (void *)mr : &unregistrable,
+    if (!addr_range_attach_mr(MEM_HOST, r->base, mr != NULL ? (void *)mr : &unregistrable,
                            &attached)) {
         attached = NULL; /* freed meanwhile: an application error; copy the ordinary way */
     }
@@ -61,7 +61,7 @@ static struct transport_mr *pinned_mr(const void *p, size_t n, bool server_write
     struct mem_range r;
 
     if (n < RDMA_COPY_MIN || (conn = cli_session_rdma_conn()) == NULL ||
-        !mem_map_find(MEM_HOST, (uintptr_t)p, &r) || n > r.size - ((uintptr_t)p - r.base) ||
+        !addr_range_find(MEM_HOST, (uintptr_t)p, &r) || n > r.size - ((uintptr_t)p - r.base) ||
         (server_writes && read_only(&r)) || r.mr == &unregistrable)
         return NULL;
     return r.mr != NULL ? r.mr : range_register(conn, &r);

@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "common/array_grow.h"
-#include "memory_map.h"
+#include "address_ranges.h"
 
 struct vmm_alloc {
     uint64_t id; /* the CUmemGenericAllocationHandle the application holds */
@@ -133,7 +133,7 @@ CLI_EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
     if (rg_array_grow((void **)&maps, &map_cap, nmaps, sizeof(*maps), 16))
         maps[nmaps++] = (struct vmm_mapping){ptr, size, handle};
     pthread_mutex_unlock(&vmm_lock);
-    mem_map_add(MEM_DEVICE, (uintptr_t)ptr, size, cli_ctx_current(), 0);
+    addr_range_add(MEM_DEVICE, (uintptr_t)ptr, size, cli_ctx_current(), 0);
     return CUDA_SUCCESS;
 }
 
@@ -147,7 +147,7 @@ CLI_EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
     pthread_mutex_lock(&vmm_lock);
     for (size_t i = 0; i < nmaps;) {
         if (maps[i].va >= ptr && maps[i].va + maps[i].size <= ptr + size) {
-            mem_map_remove(MEM_DEVICE, (uintptr_t)maps[i].va, NULL);
+            addr_range_remove(MEM_DEVICE, (uintptr_t)maps[i].va, NULL);
             maps[i] = maps[--nmaps];
         } else {
             i++;

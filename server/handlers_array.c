@@ -25,7 +25,7 @@ static struct srv_image *image_get(struct srv_session *s, uint64_t id, enum imag
     return im != NULL && im->kind == kind ? im : NULL;
 }
 
-CUresult srv_image_free(struct srv_session *s, void *real)
+CUresult srv_array_object_destroy(struct srv_session *s, void *real)
 {
     struct srv_image *im = real;
     CUresult res;
@@ -50,7 +50,7 @@ void srv_images_teardown(struct srv_session *s)
             struct srv_image *im = h->id && PROTO_ID_TYPE(h->id) == PROTO_H_IMAGE ? h->real : NULL;
             if (im == NULL || (im->kind == IMAGE_ARRAY) != (pass == 1))
                 continue;
-            done[pass] += srv_image_free(s, im) == CUDA_SUCCESS;
+            done[pass] += srv_array_object_destroy(s, im) == CUDA_SUCCESS;
             h->real = NULL;
             h->borrowed = true; /* gone: the generic teardown must not touch it again */
         }
@@ -76,7 +76,7 @@ static rg_status_t image_put(struct srv_session *s, uint64_t id, struct srv_imag
 {
     if (srv_handle_put(s, id, im) == RG_OK)
         return RG_OK;
-    srv_image_free(s, im);
+    srv_array_object_destroy(s, im);
     return RG_ERR_INVALID;
 }
 
@@ -127,7 +127,7 @@ static CUresult image_destroy(struct srv_session *s, uint64_t id, enum image_kin
         return CUDA_ERROR_INVALID_HANDLE;
     srv_quota_release(s, im->bytes);
     srv_handle_del(s, id);
-    return srv_image_free(s, im);
+    return srv_array_object_destroy(s, im);
 }
 
 CUresult srv_op_array_destroy(struct srv_session *s, struct srv_call *call)

@@ -4,7 +4,7 @@
 
 #include <stdint.h>
 
-#include "server/tenants.h"
+#include "server/tenant_config.h"
 
 struct srv_table;
 

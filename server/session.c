@@ -240,7 +240,7 @@ static CUresult destroy_real(struct srv_session *s, unsigned type, void *real)
     case PROTO_H_MEM_POOL: return s->drv.cuMemPoolDestroy(real);
     case PROTO_H_SHADOW: return s->drv.cuMemFreeHost(real);
     case PROTO_H_LINK: srv_link_free(s, real); return CUDA_SUCCESS;
-    case PROTO_H_IMAGE: return srv_image_free(s, real);
+    case PROTO_H_IMAGE: return srv_array_object_destroy(s, real);
     case PROTO_H_MEM_HANDLE: return s->drv.cuMemRelease((CUmemGenericAllocationHandle)(uintptr_t)real);
     }
     return CUDA_ERROR_INVALID_HANDLE;

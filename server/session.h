@@ -189,9 +189,10 @@ CUresult srv_add_host_placeholder(struct srv_session *s, CUgraphNode *node, CUgr
 
 /* End a JIT link (handlers_link.c). */
 void srv_link_free(struct srv_session *s, void *real);
-/* Arrays, texture and surface objects (handlers_array.c): destroy one (a PROTO_H_IMAGE
- * handle's real pointer); destroy all of the session's, objects before arrays. */
-CUresult srv_image_free(struct srv_session *s, void *real);
+/* Arrays, texture and surface objects (handlers_array.c; one handle type, PROTO_H_IMAGE):
+ * srv_array_object_destroy destroys one of them (the handle's real pointer) with the driver
+ * call its kind needs; srv_images_teardown all of the session's, objects before arrays. */
+CUresult srv_array_object_destroy(struct srv_session *s, void *real);
 void srv_images_teardown(struct srv_session *s);
 
 /* CUDA IPC (handlers_ipc.c): close the memory the session opened from other sessions' handles

@@ -22,7 +22,7 @@
 #include <stdint.h>
 
 #include "common/status.h"
-#include "server/tenants.h"
+#include "server/tenant_config.h"
 
 #define SRV_TABLE_SLOTS 1024
 #define SRV_TABLE_GPUS 16

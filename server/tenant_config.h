@@ -1,8 +1,8 @@
 /* Tenants from the server config: "[tenant NAME]" sections with a token, a memory quota per GPU,
  * a compute weight, an optional cap on its GPU-time share, a class and a session limit.
  * With no tenant configured the server is open (any client, no quota, one class). */
-#ifndef RGPU_SERVER_TENANTS_H
-#define RGPU_SERVER_TENANTS_H
+#ifndef RGPU_SERVER_TENANT_CONFIG_H
+#define RGPU_SERVER_TENANT_CONFIG_H
 
 #include <stdbool.h>
 #include <stdint.h>

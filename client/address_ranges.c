@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "memory_map.h"
+#include "address_ranges.h"
 
 static pthread_mutex_t map_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct mem_range *ranges[2];
@@ -26,7 +26,7 @@ static size_t upper_bound(enum mem_kind kind, uintptr_t addr)
     return lo;
 }
 
-bool mem_map_add(enum mem_kind kind, uintptr_t base, size_t size, struct cli_ctx *ctx,
+bool addr_range_add(enum mem_kind kind, uintptr_t base, size_t size, struct cli_ctx *ctx,
                  unsigned flags)
 {
     size_t i;
@@ -65,7 +65,7 @@ static bool find_locked(enum mem_kind kind, uintptr_t addr, size_t *index_p)
     return true;
 }
 
-bool mem_map_find(enum mem_kind kind, uintptr_t addr, struct mem_range *range_p)
+bool addr_range_find(enum mem_kind kind, uintptr_t addr, struct mem_range *range_p)
 {
     size_t i;
     bool found;
@@ -78,7 +78,7 @@ bool mem_map_find(enum mem_kind kind, uintptr_t addr, struct mem_range *range_p)
     return found;
 }
 
-bool mem_map_attach_mr(enum mem_kind kind, uintptr_t base, void *mr, void **mr_p)
+bool addr_range_attach_mr(enum mem_kind kind, uintptr_t base, void *mr, void **mr_p)
 {
     size_t i;
     bool found;
@@ -94,7 +94,7 @@ bool mem_map_attach_mr(enum mem_kind kind, uintptr_t base, void *mr, void **mr_p
     return found;
 }
 
-bool mem_map_remove(enum mem_kind kind, uintptr_t base, struct mem_range *range_p)
+bool addr_range_remove(enum mem_kind kind, uintptr_t base, struct mem_range *range_p)
 {
     size_t i;
     bool found;
@@ -130,7 +130,7 @@ bool cli_host_pinned(const void *p, size_t len)
 {
     struct mem_range r;
 
-    return mem_map_find(MEM_HOST, (uintptr_t)p, &r) &&
+    return addr_range_find(MEM_HOST, (uintptr_t)p, &r) &&
            (uintptr_t)p + len <= r.base + r.size;
 }
 
@@ -138,7 +138,7 @@ bool cli_dev_lookup(CUdeviceptr dptr, CUdeviceptr *base_p, size_t *size_p)
 {
     struct mem_range r;
 
-    if (!mem_map_find(MEM_DEVICE, (uintptr_t)dptr, &r))
+    if (!addr_range_find(MEM_DEVICE, (uintptr_t)dptr, &r))
         return false;
     if (base_p != NULL)
         *base_p = r.base;

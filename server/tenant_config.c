@@ -1,4 +1,4 @@
-#include "server/tenants.h"
+#include "server/tenant_config.h"
 
 #include "common/config.h"
 #include "common/log.h"

@@ -1,6 +1,7 @@
-/* Address ranges the client knows (memory_map.c). */
-#ifndef RGPU_CLIENT_MEMORY_MAP_H
-#define RGPU_CLIENT_MEMORY_MAP_H
+/* The client's registry of address ranges (address_ranges.c): device allocations and pinned
+ * host memory it made or registered, by kind, with their context and RDMA registration. */
+#ifndef RGPU_CLIENT_ADDRESS_RANGES_H
+#define RGPU_CLIENT_ADDRESS_RANGES_H
 
 #include "client.h"
 
@@ -20,14 +21,14 @@ struct mem_range {
     void *mr;            /* pinned host memory on an RDMA session: its registration (rdma_copy.c) */
 };
 
-bool mem_map_add(enum mem_kind kind, uintptr_t base, size_t size, struct cli_ctx *ctx,
+bool addr_range_add(enum mem_kind kind, uintptr_t base, size_t size, struct cli_ctx *ctx,
                  unsigned flags);
 /* The range containing addr. */
-bool mem_map_find(enum mem_kind kind, uintptr_t addr, struct mem_range *range_p);
+bool addr_range_find(enum mem_kind kind, uintptr_t addr, struct mem_range *range_p);
 /* Attach mr to the range starting exactly at base unless one is attached already; the
  * attached one (mr, or the earlier one) in *mr_p. False if there is no such range. */
-bool mem_map_attach_mr(enum mem_kind kind, uintptr_t base, void *mr, void **mr_p);
+bool addr_range_attach_mr(enum mem_kind kind, uintptr_t base, void *mr, void **mr_p);
 /* Remove the range starting exactly at base. */
-bool mem_map_remove(enum mem_kind kind, uintptr_t base, struct mem_range *range_p);
+bool addr_range_remove(enum mem_kind kind, uintptr_t base, struct mem_range *range_p);
 
 #endif
