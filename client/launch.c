@@ -1,5 +1,5 @@
-/* Kernel launches (parameters marshalled by the function's layout, fetched once), function and
- * kernel attributes (cached), and occupancy queries. */
+/* Kernel launches (parameters marshalled by the function's layout, fetched once) and function
+ * and kernel attributes (cached; a change makes occupancy.c forget its cached answers). */
 #include <stdlib.h>
 #include <string.h>
 

@@ -91,7 +91,6 @@ static rg_status_t send_welcome(struct srv_session *s, const struct srv_config *
     w.n_devices = (size_t)s->ndevices;
     w.devices = ptrs;
     w.server_name = (char *)cfg->name;
-    w.mem_quota = s->mem_quota;
     srv_lanes_offer(s, &w);
     if (s->rdma_offer.listener != NULL) {
         w.rdma_addr = s->rdma_offer.addr;

@@ -68,7 +68,8 @@ struct transport_ops {
     /* Free the connection (after shutdown, or as a close). */
     void (*close)(struct transport_conn *conn);
 
-    /* Register [addr, addr+len) for the given access; the key is transport_mr_key(mr). */
+    /* Register [addr, addr+len) for the given access; the key the peer names it by is
+     * mr->key. */
     rg_status_t (*mem_reg)(struct transport_conn *conn, void *addr, size_t len, unsigned access,
                            struct transport_mr **mr_p);
     void (*mem_dereg)(struct transport_mr *mr);

@@ -541,7 +541,6 @@ static void test_tenant_quota(void **state)
     start_worker(&p);
     w = hello_as(&p, PROTO_VERSION, "alice", "s3cret");
     assert_int_equal(w->status, 0);
-    assert_int_equal(w->mem_quota, 1u << 20);
     assert_int_equal(w->devices[0]->total_mem, 1u << 20);
     rgpu__welcome__free_unpacked(w, NULL);
     alloc_result(&p, 768u << 10, &result);
