@@ -53,18 +53,10 @@ run_program() { # name args...
     fi
 }
 
+# The nvcc-built programs each run as a ctest of their own (program.sh, on the server of
+# fixture.sh); what follows checks the rest against a server of its own.
 start_server main
 export RGPU_SERVER=127.0.0.1:$PORT
-for prog in vadd matmul streams ptx_driver copies fault graph graph_nodes printf device_assert textures \
-            jit_options graph_cond; do
-    for kind in static shared; do
-        exe=$PROGS/${prog}_$kind
-        [ -x "$exe" ] || { fail "$prog $kind: $exe not built"; continue; }
-        args=(); [ "$prog" = copies ] && args=(256)
-        lanes=0; [ "${prog}_$kind" = copies_static ] && lanes=4 # data lanes: one run with, one without
-        run_program "${prog}_$kind" env RGPU_LANES=$lanes "$exe" "${args[@]}"
-    done
-done
 
 # The other two ways in: LD_PRELOAD (no library path) and `rgpu run --`.
 if (export LD_LIBRARY_PATH=$VERBS_PATH; LD_PRELOAD=$BUILD/lib/libcuda.so.1 timeout 60 "$PROGS/vadd_shared" | grep -q PASS) &&
@@ -119,19 +111,6 @@ if JIT_PRINT_LOG=1 timeout 60 "$PROGS/jit_options_static" >"$WORK/jit_log.out" 2
 else
     fail "JIT options and logs forwarded"; cat "$WORK/jit_log.out"
 fi
-if [ "$(tr '\n' '|' <"$WORK/printf_static.out")" = "host before|device says 1|host after kernel 1|device says 2|host after kernel 2|device says 3|host after kernel 3|PASS|" ]; then
-    ok "device printf on the client's stdout, in order"
-else
-    fail "device printf"; cat "$WORK/printf_static.out"
-fi
-
-# A device assert's message reaches the client's stderr, once per failing thread.
-if [ "$(grep -c 'Assertion `x > 0` failed' "$WORK/device_assert_static.err")" = 2 ]; then
-    ok "device assert message on the client's stderr"
-else
-    fail "device assert message"; cat "$WORK/device_assert_static.err"
-fi
-
 # Driver API: unsupported entry points, asynchronous errors, local answers, many threads.
 run_program driver_api "$TOOLS/driver_api"
 if [ "$(grep -c 'cuMemAllocManaged is not supported' "$WORK/driver_api.err")" = 1 ]; then
@@ -349,24 +328,9 @@ else
     fail "rdma: one-sided copies of session $sid: '$got', expected '$want'"
 fi
 
-# With RGPU_LANES=4 copies of 32 MiB and more went over the data lanes on TCP (copies checked
-# their bytes), never on RDMA; without it (copies_shared, the default) never.
-sid=$(sed -n 's/.*session \([0-9]*\): client copies_static .*/\1/p' "$WORK/main.log" | head -1)
-lanes=$(sed -n "s/.*session $sid: \([0-9]*\) copies over 4 data lanes.*/\1/p" "$WORK/main.log")
-sid2=$(sed -n 's/.*session \([0-9]*\): client copies_shared .*/\1/p' "$WORK/main.log" | head -1)
-if grep -q "session $sid2: .*data lanes" "$WORK/main.log"; then
-    fail "data lanes used without RGPU_LANES (session $sid2)"
-elif [ -z "$VERBS_PATH" ] && [ "${lanes:-0}" -ge 6 ]; then
-    ok "tcp: large copies over 4 data lanes ($lanes in copies_static), none by default"
-elif [ -n "$VERBS_PATH" ] && ! grep -q "data lanes" "$WORK/main.log"; then
-    ok "rdma: no data lanes"
-else
-    fail "data lanes of session $sid: '$lanes'"; grep "lanes" "$WORK/main.log"
-fi
-
 if [ -n "$VERBS_PATH" ]; then # every program's session really ran on RDMA
     n=$(grep -c "transport rdma" "$WORK/main.log")
-    if [ "$n" -ge 20 ] && ! grep -q "transport tcp (the client" "$WORK/main.log"; then
+    if [ "$n" -ge 10 ] && ! grep -q "transport tcp (the client" "$WORK/main.log"; then
         ok "rdma: $n sessions moved to RDMA"
     else
         fail "rdma: only $n sessions moved to RDMA"; grep "transport" "$WORK/main.log" | head
