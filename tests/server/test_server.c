@@ -26,6 +26,7 @@
 
 #include "proto/frame.h"
 #include "proto/ops.h"
+#include "tests/wire/wire_client.h"
 
 #define BIG (32u << 20)
 #define WAIT_MS 10000
@@ -171,7 +172,6 @@ static void local_name(int fd, char *buf, size_t len)
 static Rgpu__Welcome *connect_hello(struct client *c, uint32_t version)
 {
     Rgpu__Hello h = RGPU__HELLO__INIT;
-    struct proto_frame_hdr hdr;
     Rgpu__Welcome *w;
 
     memset(c, 0, sizeof(*c));
@@ -181,11 +181,7 @@ static Rgpu__Welcome *connect_hello(struct client *c, uint32_t version)
     local_name(transport_fd(c->conn), c->local, sizeof(c->local));
     h.proto_version = version;
     h.client_name = "test_server";
-    assert_int_equal(proto_send(c->conn, PROTO_HELLO, &h.base, NULL, 0), RG_OK);
-    assert_int_equal(proto_recv(c->conn, &hdr, c->buf, sizeof(c->buf)), RG_OK);
-    assert_int_equal(hdr.type, PROTO_WELCOME);
-    w = rgpu__welcome__unpack(NULL, hdr.msg_len, c->buf);
-    assert_non_null(w);
+    w = wire_hello(c->conn, &h, c->buf, sizeof(c->buf));
     c->session = w->session_id;
     return w;
 }
@@ -202,31 +198,14 @@ static void send_call(struct client *c, unsigned op, unsigned flags, const uint6
                       size_t nargs, const void *data, size_t len, const void *bulk,
                       size_t bulk_len)
 {
-    Rgpu__Call call = RGPU__CALL__INIT;
-
-    call.id = c->next_id++;
-    call.op = op;
-    call.ctx = c->ctx;
-    call.n_args = nargs;
-    call.args = (uint64_t *)args;
-    call.data = (ProtobufCBinaryData){len, (uint8_t *)data};
-    assert_int_equal(proto_send_flags(c->conn, PROTO_CALL, flags, &call.base, bulk, bulk_len),
-                     RG_OK);
+    wire_call(c->conn, c->next_id++, op, c->ctx, flags, args, nargs, data, len, bulk, bulk_len);
 }
 
 /* The next frame must be a Reply; its bulk (if any) lands in bulk. */
 static Rgpu__Reply *get_reply(struct client *c, void *bulk, size_t cap)
 {
-    struct proto_frame_hdr hdr;
-    Rgpu__Reply *r;
+    Rgpu__Reply *r = wire_reply(c->conn, c->buf, sizeof(c->buf), bulk, cap);
 
-    assert_int_equal(proto_recv(c->conn, &hdr, c->buf, sizeof(c->buf)), RG_OK);
-    assert_int_equal(hdr.type, PROTO_REPLY);
-    assert_true(hdr.bulk_len <= cap);
-    if (hdr.bulk_len > 0)
-        assert_int_equal(transport_recv(c->conn, bulk, hdr.bulk_len), RG_OK);
-    r = rgpu__reply__unpack(NULL, hdr.msg_len, c->buf);
-    assert_non_null(r);
     assert_int_equal(r->id, c->next_id - 1);
     return r;
 }

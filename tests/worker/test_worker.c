@@ -21,6 +21,7 @@
 #include "server/server.h"
 #include "server/session.h"
 #include "server/session_table.h"
+#include "tests/wire/wire_client.h"
 
 #define BIG (32u << 20)
 
@@ -69,15 +70,11 @@ static Rgpu__Welcome *hello_as(struct peer *p, uint32_t version, const char *ten
                                const char *token)
 {
     Rgpu__Hello h = RGPU__HELLO__INIT;
-    struct proto_frame_hdr hdr;
 
     h.proto_version = version;
     h.tenant = (char *)tenant;
     h.token = (char *)token;
-    assert_int_equal(proto_send(p->conn, PROTO_HELLO, &h.base, NULL, 0), RG_OK);
-    assert_int_equal(proto_recv(p->conn, &hdr, p->buf, sizeof(p->buf)), RG_OK);
-    assert_int_equal(hdr.type, PROTO_WELCOME);
-    return rgpu__welcome__unpack(NULL, hdr.msg_len, p->buf);
+    return wire_hello(p->conn, &h, p->buf, sizeof(p->buf));
 }
 
 static Rgpu__Welcome *hello(struct peer *p, uint32_t version)
@@ -90,28 +87,15 @@ static void send_call(struct peer *p, unsigned op, unsigned flags, const uint64_
                       size_t bulk_len)
 {
     static uint64_t id = 1;
-    Rgpu__Call c = RGPU__CALL__INIT;
 
-    c.id = id++;
-    c.op = op;
-    c.ctx = PROTO_PRIMARY_CTX_ID(0);
-    c.n_args = nargs;
-    c.args = (uint64_t *)args;
-    c.data = (ProtobufCBinaryData){len, (uint8_t *)data};
-    assert_int_equal(proto_send_flags(p->conn, PROTO_CALL, flags, &c.base, bulk, bulk_len), RG_OK);
+    wire_call(p->conn, id++, op, PROTO_PRIMARY_CTX_ID(0), flags, args, nargs, data, len, bulk,
+              bulk_len);
 }
 
 /* The next Reply; its bulk (if any) goes to bulk. */
 static Rgpu__Reply *reply(struct peer *p, void *bulk, size_t cap)
 {
-    struct proto_frame_hdr hdr;
-
-    assert_int_equal(proto_recv(p->conn, &hdr, p->buf, sizeof(p->buf)), RG_OK);
-    assert_int_equal(hdr.type, PROTO_REPLY);
-    assert_true(hdr.bulk_len <= cap);
-    if (hdr.bulk_len > 0)
-        assert_int_equal(transport_recv(p->conn, bulk, hdr.bulk_len), RG_OK);
-    return rgpu__reply__unpack(NULL, hdr.msg_len, p->buf);
+    return wire_reply(p->conn, p->buf, sizeof(p->buf), bulk, cap);
 }
 
 static uint64_t alloc(struct peer *p, uint64_t size)
@@ -171,14 +155,11 @@ static void test_older_client(void **state)
 
     for (size_t i = 0; i < 2; i++) {
         Rgpu__Hello h = RGPU__HELLO__INIT;
-        struct proto_frame_hdr hdr;
 
         start_worker(&p);
         h.proto_version = PROTO_VERSION;
         h.proto_minor = minors[i];
-        assert_int_equal(proto_send(p.conn, PROTO_HELLO, &h.base, NULL, 0), RG_OK);
-        assert_int_equal(proto_recv(p.conn, &hdr, p.buf, sizeof(p.buf)), RG_OK);
-        w = rgpu__welcome__unpack(NULL, hdr.msg_len, p.buf);
+        w = wire_hello(p.conn, &h, p.buf, sizeof(p.buf));
         assert_int_equal(w->status, 0);
         assert_int_equal(w->proto_version, PROTO_VERSION);
         assert_int_equal(w->proto_minor, PROTO_VERSION_MINOR);
