@@ -267,7 +267,30 @@ enum proto_handle_type {
                                  /*  like a memory handle                                    */ \
     X(IPC_OPEN_EVENT_HANDLE)     /* [event id] data: CUipcEventHandle: the new id is bound   */ \
                                  /*  to the opened event (EVENT_DESTROY ends it); the same   */ \
-                                 /*  tenant rule as IPC_OPEN_MEM_HANDLE                      */
+                                 /*  tenant rule as IPC_OPEN_MEM_HANDLE                      */ \
+    /* NCCL (nccl/ shim -> server/handlers_nccl.c; contiguous, from NCCL_GET_VERSION to      */ \
+    /* NCCL_REDOP_DESTROY). Sync ones answer out[0] = ncclResult_t; comm ids are minted by   */ \
+    /* the shim (nonzero); config = [blocking, cgaClusterSize, minCTAs, maxCTAs, splitShare] */ \
+    X(NCCL_GET_VERSION)          /* [] -> out[ncclResult, the worker NCCL's version code]    */ \
+    X(NCCL_UNIQUE_ID)            /* [] -> out[ncclResult] data: 128-byte id, bytes 96..127   */ \
+                                 /*  a MAC binding it to the tenant (docs/nccl.md)           */ \
+    X(NCCL_COMM_INIT)            /* [comm id, nranks, rank, config x5] data: the unique id   */ \
+                                 /*  (Call.ctx: its device) -> out[ncclResult]               */ \
+    X(NCCL_COMM_SPLIT)           /* [parent, new id, color, key, config x5] -> out[result,   */ \
+                                 /*  nranks, rank] (nranks 0: no new communicator)           */ \
+    X(NCCL_COMM_END)             /* [comm, 0 finalize | 1 destroy | 2 abort] -> out[result]  */ \
+    X(NCCL_ASYNC_ERROR)          /* [comm] -> out[result, the comm's async error]            */ \
+    X(NCCL_COLL)                 /* [kind, comm, sendbuf, recvbuf, count, type, op, root or  */ \
+                                 /*  peer, stream]  NOREPLY; kind: nccl/nccl_wire.h; a       */ \
+                                 /*  failure is the comm's sticky error                      */ \
+    X(NCCL_GROUP)                /* [1 start | 0 end]  NOREPLY                               */ \
+    X(NCCL_MEM_ALLOC)            /* [size] -> out[result, dptr]  charged to the quota        */ \
+    X(NCCL_MEM_FREE)             /* [dptr] -> out[result]                                    */ \
+    X(NCCL_REGISTER)             /* [comm, buf, size] -> out[result, handle]                 */ \
+    X(NCCL_DEREGISTER)           /* [comm, handle] -> out[result]                            */ \
+    X(NCCL_REDOP_CREATE)         /* [comm, type, residence, scalar: value bits (host) or a   */ \
+                                 /*  device address] -> out[result, op]                      */ \
+    X(NCCL_REDOP_DESTROY)        /* [comm, op] -> out[result]                                */
 
 enum proto_op {
 #define PROTO_OP_ENUM(name) PROTO_OP_##name,
