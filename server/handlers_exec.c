@@ -6,6 +6,7 @@
 #include "common/log.h"
 #include "server/module_cache.h"
 #include "server/lanes.h"
+#include "server/nccl.h"
 #include "server/session.h"
 #include "server/tenancy.h"
 
@@ -638,6 +639,10 @@ const uint8_t srv_min_args[PROTO_OP_COUNT] = {
     OP(IPC_OPEN_MEM_HANDLE, h, 1), OP(IPC_CLOSE_MEM_HANDLE, h, 1), OP(IPC_GET_EVENT_HANDLE, h, 1),
     OP(IPC_OPEN_EVENT_HANDLE, h, 1),
     OP(SHADOW_FREE, h, 1),
+    OP(NCCL_COMM_INIT, h, 8), OP(NCCL_COMM_SPLIT, h, 9), OP(NCCL_COMM_END, h, 2),
+    OP(NCCL_ASYNC_ERROR, h, 1), OP(NCCL_COLL, h, 9), OP(NCCL_GROUP, h, 1),
+    OP(NCCL_MEM_ALLOC, h, 1), OP(NCCL_MEM_FREE, h, 1), OP(NCCL_REGISTER, h, 3),
+    OP(NCCL_DEREGISTER, h, 2), OP(NCCL_REDOP_CREATE, h, 4), OP(NCCL_REDOP_DESTROY, h, 2),
 };
 #undef OP
 
@@ -649,6 +654,7 @@ srv_handler_fn srv_handler(unsigned op)
         srv_link_handlers,       srv_status_handlers,       srv_stream_attr_handlers,
         srv_device_handlers,     srv_module_names_handlers, srv_array_handlers,
         srv_rdma_copy_handlers,  srv_lanes_handlers,        srv_ipc_handlers,
+        srv_nccl_handlers,
     };
 
     if (op >= PROTO_OP_COUNT)
