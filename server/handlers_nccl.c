@@ -384,6 +384,7 @@ static CUresult h_comm_init(struct srv_session *s, struct srv_call *call)
     ncclUniqueId id;
     ncclConfig_t config;
     ncclComm_t comm = NULL;
+    ncclResult_t res;
     size_t before;
 
     if (call->msg->data.len != sizeof(id) || ARG(0) == 0 || ARG(1) == 0 || ARG(1) > INT32_MAX ||
@@ -405,9 +406,8 @@ static CUresult h_comm_init(struct srv_session *s, struct srv_call *call)
         return CUDA_ERROR_INVALID_HANDLE;
     config_of(&call->msg->args[3], &config);
     before = srv_mem_free_now(s);
-    return comm_adopt(s, call, ARG(0),
-                      lib.CommInitRankConfig(&comm, (int)ARG(1), id, (int)ARG(2), &config), comm,
-                      before);
+    res = lib.CommInitRankConfig(&comm, (int)ARG(1), id, (int)ARG(2), &config);
+    return comm_adopt(s, call, ARG(0), res, comm, before);
 }
 
 /* The live communicator of id, NULL (and out[0] its sticky error or ncclInvalidArgument). */
@@ -431,6 +431,7 @@ static CUresult h_comm_split(struct srv_session *s, struct srv_call *call)
     ncclConfig_t config;
     ncclComm_t parent, comm = NULL;
     int nranks = 0, rank = 0;
+    ncclResult_t made;
     size_t before;
     CUresult res;
 
@@ -440,10 +441,8 @@ static CUresult h_comm_split(struct srv_session *s, struct srv_call *call)
         return CUDA_ERROR_INVALID_VALUE;
     config_of(&call->msg->args[4], &config);
     before = srv_mem_free_now(s);
-    res = comm_adopt(s, call, ARG(1),
-                     lib.CommSplit(parent, (int)(uint32_t)ARG(2), (int)(uint32_t)ARG(3), &comm,
-                                   &config),
-                     comm, before);
+    made = lib.CommSplit(parent, (int)(uint32_t)ARG(2), (int)(uint32_t)ARG(3), &comm, &config);
+    res = comm_adopt(s, call, ARG(1), made, comm, before);
     if (res == CUDA_SUCCESS && call->out[0] == ncclSuccess && comm != NULL) {
         lib.CommCount(comm, &nranks);
         lib.CommUserRank(comm, &rank);
