@@ -171,7 +171,9 @@ static void mode_all(ncclComm_t comm)
     int v, n, me, dev;
 
     NC(ncclGetVersion(&v));
-    EXPECT(v == NCCL_ABI_VERSION(2, 28, 1), "version %d is not the worker's NCCL", v);
+    printf("rank %d: NCCL version %d\n", rank, v);
+    if (getenv("NCCL_RANKS_VERSION") != NULL) /* the worker's NCCL answers, not the shim */
+        EXPECT(v == atoi(getenv("NCCL_RANKS_VERSION")), "version %d", v);
     NC(ncclCommCount(comm, &n));
     NC(ncclCommUserRank(comm, &me));
     NC(ncclCommCuDevice(comm, &dev));

@@ -12,7 +12,7 @@ set -u
 BUILD=$(cd "$1" && pwd)
 . "$(dirname "$0")/../worker/tenant_lib.sh"
 RANKS=$BUILD/tests/nccl/nccl_ranks
-export LD_LIBRARY_PATH=$BUILD/lib FAKENCCL_DRIVER=$FAKE
+export LD_LIBRARY_PATH=$BUILD/lib FAKENCCL_DRIVER=$FAKE FAKENCCL_VERSION=22877 NCCL_RANKS_VERSION=22877
 
 cat >"$WORK/server.conf" <<CONF
 [server]
