@@ -6,6 +6,7 @@
  * nccl_timeout, so a dead peer makes the others fail instead of hanging. docs/nccl.md. */
 #include <dlfcn.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -365,18 +366,28 @@ static CUresult h_unique_id(struct srv_session *s, struct srv_call *call)
     return CUDA_SUCCESS;
 }
 
-static void config_of(const uint64_t *w, ncclConfig_t *c)
+/* The application's config words as an ncclConfig_t of NCCL 2.18's layout (the members up to
+ * splitShare; NCCL reads a config only as far as its version says, so a newer library takes it
+ * with the later members unset), blocking (the worker waits; the shim's call is synchronous).
+ * NULL when the application set none of them: NCCL's defaults. */
+static ncclConfig_t *config_of(const uint64_t *w, ncclConfig_t *c)
 {
+    bool any = false;
+
+    for (int i = 1; i < NCCL_WIRE_CONFIG_WORDS; i++)
+        any = any || (int)(uint32_t)w[i] != NCCL_CONFIG_UNDEF_INT;
+    if (!any)
+        return NULL;
     memset(c, 0, sizeof(*c));
-    c->size = sizeof(*c);
+    c->size = offsetof(ncclConfig_t, trafficClass);
     c->magic = NCCL_CONFIG_MAGIC;
-    c->version = (unsigned)lib.version;
-    c->blocking = 1; /* the worker waits for creation; the shim's call is synchronous */
+    c->version = NCCL_ABI_VERSION(2, 18, 0);
+    c->blocking = 1;
     c->cgaClusterSize = (int)(uint32_t)w[1];
     c->minCTAs = (int)(uint32_t)w[2];
     c->maxCTAs = (int)(uint32_t)w[3];
     c->splitShare = (int)(uint32_t)w[4];
-    c->trafficClass = NCCL_CONFIG_UNDEF_INT;
+    return c;
 }
 
 static CUresult h_comm_init(struct srv_session *s, struct srv_call *call)
@@ -404,9 +415,9 @@ static CUresult h_comm_init(struct srv_session *s, struct srv_call *call)
     pthread_mutex_unlock(&s->nccl->lock);
     if (taken)
         return CUDA_ERROR_INVALID_HANDLE;
-    config_of(&call->msg->args[3], &config);
     before = srv_mem_free_now(s);
-    res = lib.CommInitRankConfig(&comm, (int)ARG(1), id, (int)ARG(2), &config);
+    res = lib.CommInitRankConfig(&comm, (int)ARG(1), id, (int)ARG(2),
+                                 config_of(&call->msg->args[3], &config));
     return comm_adopt(s, call, ARG(0), res, comm, before);
 }
 
@@ -439,9 +450,9 @@ static CUresult h_comm_split(struct srv_session *s, struct srv_call *call)
         return CUDA_SUCCESS;
     if (ARG(1) == 0)
         return CUDA_ERROR_INVALID_VALUE;
-    config_of(&call->msg->args[4], &config);
     before = srv_mem_free_now(s);
-    made = lib.CommSplit(parent, (int)(uint32_t)ARG(2), (int)(uint32_t)ARG(3), &comm, &config);
+    made = lib.CommSplit(parent, (int)(uint32_t)ARG(2), (int)(uint32_t)ARG(3), &comm,
+                         config_of(&call->msg->args[4], &config));
     res = comm_adopt(s, call, ARG(1), made, comm, before);
     if (res == CUDA_SUCCESS && call->out[0] == ncclSuccess && comm != NULL) {
         lib.CommCount(comm, &nranks);
