@@ -77,6 +77,7 @@ struct srv_nccl {
     struct nccl_mem *mems;
     size_t nmems, mem_cap;
     struct srv_driver *drv;
+    uint64_t group_end_ms; /* an ncclGroupEnd has been running since (0: none) */
     pthread_t watchdog;
     bool watching, stop;
 };
@@ -258,9 +259,19 @@ static void *watchdog(void *arg)
             pthread_mutex_unlock(&n->lock);
             return NULL;
         }
+        /* A group's end may wait for peers of any of the session's communicators. */
+        bool group_stuck = n->group_end_ms != 0 && now_ms() - n->group_end_ms > timeout_ms;
+
+        if (group_stuck)
+            rg_error("nccl: an ncclGroupEnd has not returned for %u s (nccl_timeout); aborting "
+                     "the session's communicators", timeout_ms / 1000);
         for (size_t i = 0; i < n->nrecs; i++)
-            if (n->recs[i].comm != NULL)
+            if (n->recs[i].comm != NULL && group_stuck)
+                rec_abort(n, &n->recs[i], ncclSystemError);
+            else if (n->recs[i].comm != NULL)
                 watch_one(n, &n->recs[i], now_ms());
+        if (group_stuck)
+            n->group_end_ms = 0;
         pthread_mutex_unlock(&n->lock);
         nanosleep(&tick, NULL);
     }
@@ -577,7 +588,17 @@ static CUresult h_group(struct srv_session *s, struct srv_call *call)
 
     if (!ready(s, call))
         return CUDA_SUCCESS;
-    res = ARG(0) ? lib.GroupStart() : lib.GroupEnd();
+    if (ARG(0)) {
+        res = lib.GroupStart();
+    } else {
+        pthread_mutex_lock(&s->nccl->lock);
+        s->nccl->group_end_ms = now_ms();
+        pthread_mutex_unlock(&s->nccl->lock);
+        res = lib.GroupEnd();
+        pthread_mutex_lock(&s->nccl->lock);
+        s->nccl->group_end_ms = 0;
+        pthread_mutex_unlock(&s->nccl->lock);
+    }
     if (res != ncclSuccess && res != ncclInProgress)
         rg_warn("nccl: ncclGroup%s failed: NCCL error %d", ARG(0) ? "Start" : "End", (int)res);
     call->nout = 0;

@@ -4,6 +4,7 @@
  *   all    every collective, grouped send/recv, split, PreMulSum, ncclMemAlloc, checked values
  *   die    rank 1 exits abruptly after init; rank 0's all-reduce must fail, not hang
  *   hang   rank 1 stays alive but never calls; rank 0 must fail after the worker's nccl_timeout
+ *          (NCCL_RANKS_GROUPED=1: rank 0 waits in a grouped send/recv instead of an all-reduce)
  *   join   rank 0 writes an id; rank 1 (another tenant) joining with it must be refused
  *   forge  (one process) an id with its MAC changed must be refused
  *   quota  (one process) a communicator that does not fit the quota must fail
@@ -201,7 +202,13 @@ static void expect_failure(ncclComm_t comm, int limit, ncclResult_t want)
     time_t t0 = time(NULL);
     ncclResult_t e = ncclSuccess;
 
-    NC(ncclAllReduce((void *)s, (void *)s, N, ncclFloat32, ncclSum, comm, st));
+    if (getenv("NCCL_RANKS_GROUPED") != NULL) { /* the wait is in ncclGroupEnd */
+        NC(ncclGroupStart());
+        NC(ncclSend((void *)s, N, ncclFloat32, 1, comm, st));
+        NC(ncclRecv((void *)s, N, ncclFloat32, 1, comm, st));
+        NC(ncclGroupEnd());
+    } else
+        NC(ncclAllReduce((void *)s, (void *)s, N, ncclFloat32, ncclSum, comm, st));
     CU(cuStreamSynchronize(st)); /* returns: the worker aborted the communicator */
     NC(ncclCommGetAsyncError(comm, &e));
     EXPECT(e == want, "async error %d, want %d", (int)e, (int)want);

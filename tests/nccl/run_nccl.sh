@@ -79,6 +79,9 @@ check "the dead rank's worker aborted its communicator at session end" \
 pair hang hang 2
 checkrun "a rank that never calls fails the other after nccl_timeout" hang
 check "the timeout was logged" grep -q "nccl_timeout); aborting it" "$WORK/s1.log"
+NCCL_RANKS_GROUPED=1 pair hangg hang 2
+checkrun "a rank that never calls fails the other's grouped send/recv after nccl_timeout" hangg
+check "the stuck group end was logged" grep -q "ncclGroupEnd has not returned" "$WORK/s1.log"
 
 rm -f "$WORK/join.id"
 on "$P1" a ta "$RANKS" join 0 2 "$WORK/join.id" >"$WORK/join.0.out" 2>&1
