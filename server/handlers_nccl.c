@@ -474,6 +474,16 @@ static CUresult h_comm_split(struct srv_session *s, struct srv_call *call)
     return res;
 }
 
+/* A communicator with an async error (a peer is gone) is aborted rather than destroyed: a
+ * destroy would wait for that peer, with the watchdog locked out. */
+static bool comm_failed(ncclComm_t comm)
+{
+    ncclResult_t e = ncclSuccess;
+
+    return lib.CommGetAsyncError(comm, &e) == ncclSuccess && e != ncclSuccess &&
+           e != ncclInProgress;
+}
+
 static CUresult h_comm_end(struct srv_session *s, struct srv_call *call)
 {
     struct srv_nccl *n = state(s);
@@ -488,7 +498,7 @@ static CUresult h_comm_end(struct srv_session *s, struct srv_call *call)
             res = ARG(1) == NCCL_WIRE_FINALIZE ? r->error : ncclSuccess;
         else if (ARG(1) == NCCL_WIRE_FINALIZE)
             res = lib.CommFinalize(r->comm);
-        else if (ARG(1) == NCCL_WIRE_DESTROY)
+        else if (ARG(1) == NCCL_WIRE_DESTROY && !comm_failed(r->comm))
             res = lib.CommDestroy(r->comm);
         else
             res = lib.CommAbort(r->comm);

@@ -489,13 +489,25 @@ FK_EXPORT ncclResult_t ncclCommDestroy(ncclComm_t comm)
     return ncclSuccess;
 }
 
-/* Another thread may be waiting inside a collective of comm: it sees the flag and returns;
- * the memory stays (a test double may leak a little; a real abort frees it). */
+/* Another thread may be waiting inside a collective of comm: it sees the flag and returns, so
+ * an aborted communicator's memory is freed only when the process ends. */
+static struct ncclComm *aborted_list[64];
+static atomic_int naborted;
+
+__attribute__((destructor)) static void free_aborted(void)
+{
+    for (int i = 0; i < atomic_load(&naborted) && i < 64; i++)
+        comm_free(aborted_list[i]);
+}
+
 FK_EXPORT ncclResult_t ncclCommAbort(ncclComm_t comm)
 {
-    if (comm == NULL)
+    int slot;
+
+    if (comm == NULL || atomic_exchange(&comm->aborted, 1) != 0)
         return ncclSuccess;
-    atomic_store(&comm->aborted, 1);
+    if ((slot = atomic_fetch_add(&naborted, 1)) < 64)
+        aborted_list[slot] = comm;
     if (comm->internal != NULL && drv_free != NULL)
         drv_free((uint64_t)(uintptr_t)comm->internal);
     comm->internal = NULL;
