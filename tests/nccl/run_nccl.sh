@@ -98,9 +98,9 @@ on "$P1" q tq "$RANKS" quota 0 1 1048576 >"$WORK/quota_ok.0.out" 2>&1
 check "the same communicator under the quota succeeds (the check is not always failing)" \
     [ $? = 1 ]
 
-PRE=$(RGPU_LIBDIR=$BUILD/lib "$BUILD/bin/rgpu" run -- sh -c 'echo "$LD_PRELOAD"')
+PRE=$(ASAN_OPTIONS=verify_asan_link_order=0 RGPU_LIBDIR=$BUILD/lib "$BUILD/bin/rgpu" run -- sh -c 'echo "$LD_PRELOAD"')
 check "rgpu run preloads the NCCL shim" [ "$PRE" = "$BUILD/lib/libnccl.so.2" ]
-PRE=$(RGPU_NCCL=0 RGPU_LIBDIR=$BUILD/lib "$BUILD/bin/rgpu" run -- sh -c 'echo "$LD_PRELOAD"')
+PRE=$(ASAN_OPTIONS=verify_asan_link_order=0 RGPU_NCCL=0 RGPU_LIBDIR=$BUILD/lib "$BUILD/bin/rgpu" run -- sh -c 'echo "$LD_PRELOAD"')
 check "RGPU_NCCL=0 rgpu run does not" [ -z "$PRE" ]
 
 [ "$FAILS" = 0 ] || for i in 1 2 3; do echo "--- server $i"; tail -30 "$WORK/s$i.log"; done
