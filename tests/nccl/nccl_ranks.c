@@ -50,6 +50,9 @@ ncclResult_t ncclMemFree(void *p);
 ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t *, void *, ncclDataType_t,
                                       ncclScalarResidence_t, ncclComm_t);
 ncclResult_t ncclRedOpDestroy(ncclRedOp_t, ncclComm_t);
+ncclResult_t ncclCommRegister(ncclComm_t, void *, size_t, void **);
+ncclResult_t ncclCommDeregister(ncclComm_t, void *);
+ncclResult_t ncclBcast(void *, size_t, ncclDataType_t, int, ncclComm_t, CUstream);
 const char *ncclGetLastError(ncclComm_t comm);
 
 #define N 1024
@@ -188,6 +191,19 @@ static void mode_all(ncclComm_t comm)
     NC(ncclCommDestroy(half));
     NC(ncclMemAlloc(&p, 1 << 20));
     CU(cuMemsetD8((CUdeviceptr)p, 7, 1 << 20));
+    {
+        void *handle = NULL;
+        unsigned char b[4] = {0};
+
+        NC(ncclCommRegister(comm, p, 1 << 20, &handle));
+        if (rank == 0)
+            CU(cuMemsetD8((CUdeviceptr)p, 9, 4));
+        NC(ncclBcast(p, 4, ncclUint8, 0, comm, st)); /* in place, from rank 0 */
+        CU(cuStreamSynchronize(st));
+        CU(cuMemcpyDtoH(b, (CUdeviceptr)p, 4));
+        EXPECT(b[0] == 9 && b[3] == 9, "bcast into NCCL memory: %d", b[0]);
+        NC(ncclCommDeregister(comm, handle));
+    }
     NC(ncclMemFree(p));
     NC(ncclCommGetAsyncError(comm, &e));
     EXPECT(e == ncclSuccess, "async error %d", (int)e);

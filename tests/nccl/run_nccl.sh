@@ -27,9 +27,9 @@ token = tb
 token = tq
 mem_quota = 4MiB
 CONF
-start_server() { # port log
+start_server() { # port log [metrics options]
     "$SERVER" --config "$WORK/server.conf" --listen 127.0.0.1 --port "$1" --driver "$FAKE" \
-        --log-level info >"$2" 2>&1 &
+        --log-level info "${@:3}" >"$2" 2>&1 &
     PIDS+=($!)
     wait_for "$2" "listening on" || exit 1
 }
@@ -39,7 +39,8 @@ start_server() { # port log
 P1=$(free_port)
 P2=$(free_port)
 P3=$(free_port)
-start_server "$P1" "$WORK/s1.log"
+MPORT=$(free_port)
+start_server "$P1" "$WORK/s1.log" --metrics-listen "127.0.0.1:$MPORT"
 start_server "$P2" "$WORK/s2.log"
 start_server "$P3" "$WORK/s3.log"
 PORTS=("$P1" "$P2" "$P3")
@@ -67,6 +68,11 @@ checkrun() { # description name: rank 0's status RC0 is 0, else show the ranks' 
 
 pair all all 2
 checkrun "two ranks on two servers: every collective, send/recv, split, PreMulSum, ncclMemAlloc" all
+# Rank 0 of `all` made 11 collective calls and no kernel launch: the gate counted them.
+LAUNCHES=$(python3 -c 'import sys,urllib.request;print(urllib.request.urlopen(sys.argv[1]).read().decode())' \
+    "http://127.0.0.1:$MPORT/metrics" | awk '/^rgpu_tenant_launches_total\{tenant="a"\}/{print $2}')
+check "collectives pass the compute gate (launches counted: ${LAUNCHES:-none})" \
+    [ "${LAUNCHES:-0}" -ge 11 ]
 pair all3 all 3
 checkrun "three ranks on three servers" all3
 
