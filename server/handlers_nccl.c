@@ -63,6 +63,8 @@ struct nccl_rec {
     ncclResult_t error;   /* sticky: a collective's failure, or why the watchdog aborted it */
     uint64_t in_call_ms;  /* a collective call has been running since (0: none) */
     uint64_t recorded_ms; /* when `done` was last recorded (0: nothing pending) */
+    CUstream grouped;     /* a stream it has work on inside the open group (launched at its end) */
+    bool in_group;
 };
 
 struct nccl_mem {
@@ -78,6 +80,7 @@ struct srv_nccl {
     size_t nmems, mem_cap;
     struct srv_driver *drv;
     uint64_t group_end_ms; /* an ncclGroupEnd has been running since (0: none) */
+    int group_depth;       /* ncclGroupStart calls not yet ended */
     pthread_t watchdog;
     bool watching, stop;
 };
@@ -551,6 +554,14 @@ static ncclResult_t coll_run(ncclComm_t comm, const uint64_t *a, CUstream st)
     }
 }
 
+/* After r's latest work on st, for the watchdog (under the lock). */
+static void rec_mark(struct srv_session *s, struct nccl_rec *r, CUstream st)
+{
+    if (r->comm != NULL && r->done != NULL &&
+        s->drv.cuEventRecordWithFlags(r->done, st, 0) == CUDA_SUCCESS)
+        r->recorded_ms = now_ms();
+}
+
 /* A failure becomes the communicator's sticky error (ncclCommGetAsyncError, and the result of
  * its next synchronous call), as NCCL's own asynchronous errors are. */
 static CUresult h_coll(struct srv_session *s, struct srv_call *call)
@@ -583,9 +594,10 @@ static CUresult h_coll(struct srv_session *s, struct srv_call *call)
                     (unsigned)ARG(0), (unsigned long long)id, (int)res);
             r->error = res;
         }
-        if (r->comm != NULL && r->done != NULL &&
-            s->drv.cuEventRecordWithFlags(r->done, st, 0) == CUDA_SUCCESS)
-            r->recorded_ms = now_ms();
+        if (s->nccl->group_depth > 0) /* its kernel starts at the group's end */
+            r->grouped = st, r->in_group = true;
+        else
+            rec_mark(s, r, st);
     }
     pthread_mutex_unlock(&s->nccl->lock);
     call->nout = 0;
@@ -594,20 +606,29 @@ static CUresult h_coll(struct srv_session *s, struct srv_call *call)
 
 static CUresult h_group(struct srv_session *s, struct srv_call *call)
 {
+    struct srv_nccl *n;
     ncclResult_t res;
 
     if (!ready(s, call))
         return CUDA_SUCCESS;
+    n = s->nccl;
     if (ARG(0)) {
         res = lib.GroupStart();
+        n->group_depth += res == ncclSuccess;
     } else {
-        pthread_mutex_lock(&s->nccl->lock);
-        s->nccl->group_end_ms = now_ms();
-        pthread_mutex_unlock(&s->nccl->lock);
+        pthread_mutex_lock(&n->lock);
+        n->group_end_ms = now_ms();
+        pthread_mutex_unlock(&n->lock);
         res = lib.GroupEnd();
-        pthread_mutex_lock(&s->nccl->lock);
-        s->nccl->group_end_ms = 0;
-        pthread_mutex_unlock(&s->nccl->lock);
+        pthread_mutex_lock(&n->lock);
+        n->group_end_ms = 0;
+        if (n->group_depth > 0 && --n->group_depth == 0)
+            for (size_t i = 0; i < n->nrecs; i++)
+                if (n->recs[i].in_group) {
+                    n->recs[i].in_group = false;
+                    rec_mark(s, &n->recs[i], n->recs[i].grouped);
+                }
+        pthread_mutex_unlock(&n->lock);
     }
     if (res != ncclSuccess && res != ncclInProgress)
         rg_warn("nccl: ncclGroup%s failed: NCCL error %d", ARG(0) ? "Start" : "End", (int)res);
