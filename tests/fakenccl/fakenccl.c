@@ -16,6 +16,7 @@
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -433,6 +434,14 @@ FK_EXPORT ncclResult_t ncclCommInitRankConfig(ncclComm_t *comm, int nranks, nccl
 
     if (nranks < 1 || nranks > FK_MAX_RANKS || rank < 0 || rank >= nranks ||
         memcmp(id.internal, "FAKENCCL", 8) != 0)
+        return ncclInvalidArgument;
+    /* A config as rgpu's worker passes one (NCCL 2.18's layout, blocking); minCTAs above
+     * maxCTAs is refused, as NCCL refuses it. */
+    if (config != NULL &&
+        (config->magic != NCCL_CONFIG_MAGIC || config->version != NCCL_ABI_VERSION(2, 18, 0) ||
+         config->size < offsetof(ncclConfig_t, splitShare) + sizeof(int) || config->blocking != 1 ||
+         (config->minCTAs != NCCL_CONFIG_UNDEF_INT && config->maxCTAs != NCCL_CONFIG_UNDEF_INT &&
+          config->minCTAs > config->maxCTAs)))
         return ncclInvalidArgument;
     snprintf(name, sizeof(name), "/fakenccl-");
     for (int i = 0; i < 16; i++)

@@ -8,6 +8,8 @@
  *   join   rank 0 writes an id; rank 1 (another tenant) joining with it must be refused
  *   forge  (one process) an id with its MAC changed must be refused
  *   quota  (one process) a communicator that does not fit the quota must fail
+ *   single (one process) ncclCommInitAll over one device; ncclCommInitRankConfig whose config
+ *          reaches the worker's NCCL (minCTAs > maxCTAs refused there, a good one accepted)
  * Prints "rank R: ok" and exits 0 when every check passed. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,6 +25,9 @@
 ncclResult_t ncclGetUniqueId(ncclUniqueId *id);
 ncclResult_t ncclGetVersion(int *v);
 ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId id, int rank);
+ncclResult_t ncclCommInitRankConfig(ncclComm_t *comm, int nranks, ncclUniqueId id, int rank,
+                                    ncclConfig_t *config);
+ncclResult_t ncclCommInitAll(ncclComm_t *comms, int ndev, const int *devlist);
 ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t *newcomm,
                            ncclConfig_t *config);
 ncclResult_t ncclCommDestroy(ncclComm_t comm);
@@ -234,6 +239,34 @@ static void expect_failure(ncclComm_t comm, int limit, ncclResult_t want)
     NC(ncclCommAbort(comm));
 }
 
+static void mode_single(void)
+{
+    ncclConfig_t bad = {.size = sizeof(ncclConfig_t), .magic = NCCL_CONFIG_MAGIC,
+                        .version = NCCL_ABI_VERSION(2, 28, 0), .blocking = 0,
+                        .cgaClusterSize = NCCL_CONFIG_UNDEF_INT, .minCTAs = 4, .maxCTAs = 2,
+                        .splitShare = NCCL_CONFIG_UNDEF_INT}, good = bad;
+    CUdeviceptr d = dev_floats(NULL, 4);
+    float one[4] = {1, 1, 1, 1}, out[4];
+    ncclUniqueId id;
+    ncclComm_t comm;
+
+    NC(ncclCommInitAll(&comm, 1, NULL));
+    CU(cuMemcpyHtoD(d, one, sizeof(one)));
+    NC(ncclAllReduce((void *)d, (void *)d, 4, ncclFloat32, ncclSum, comm, st));
+    read_floats(out, d, 4);
+    EXPECT(out[2] == 1.0f, "one-rank all-reduce %g", out[2]);
+    NC(ncclCommDestroy(comm));
+    NC(ncclGetUniqueId(&id));
+    EXPECT(ncclCommInitRankConfig(&comm, 1, id, 0, &bad) == ncclInvalidArgument,
+           "minCTAs > maxCTAs accepted: the config did not reach the worker's NCCL");
+    good.minCTAs = 1;
+    good.maxCTAs = 4;
+    good.cgaClusterSize = 2;
+    NC(ncclGetUniqueId(&id));
+    NC(ncclCommInitRankConfig(&comm, 1, id, 0, &good));
+    NC(ncclCommDestroy(comm));
+}
+
 int main(int argc, char **argv)
 {
     const char *mode = argc > 4 ? argv[1] : "";
@@ -244,7 +277,7 @@ int main(int argc, char **argv)
     ncclResult_t res;
 
     if (argc < 5) {
-        fprintf(stderr, "usage: nccl_ranks all|die|hang|join|forge|quota RANK NRANKS IDFILE\n");
+        fprintf(stderr, "usage: nccl_ranks all|die|hang|join|forge|quota|single RANK NRANKS IDFILE\n");
         return 2;
     }
     rank = atoi(argv[2]);
@@ -254,7 +287,9 @@ int main(int argc, char **argv)
     CU(cuDevicePrimaryCtxRetain(&ctx, dev));
     CU(cuCtxSetCurrent(ctx));
     CU(cuStreamCreate(&st, CU_STREAM_NON_BLOCKING));
-    if (strcmp(mode, "forge") == 0 || strcmp(mode, "quota") == 0) {
+    if (strcmp(mode, "single") == 0) {
+        mode_single();
+    } else if (strcmp(mode, "forge") == 0 || strcmp(mode, "quota") == 0) {
         CUdeviceptr hold;
 
         NC(ncclGetUniqueId(&id));

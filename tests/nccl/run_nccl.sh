@@ -97,6 +97,9 @@ check "the refusal names the tenant" grep -q "not made for tenant 'b' was refuse
 on "$P1" a ta "$RANKS" forge 0 1 x >"$WORK/forge.0.out" 2>&1
 check "a forged unique id is refused" [ $? = 0 ]
 
+on "$P1" a ta "$RANKS" single 0 1 x >"$WORK/single.0.out" 2>&1
+check "ncclCommInitAll; an application's config reaches the worker's NCCL" [ $? = 0 ]
+[ -s "$WORK/single.0.out" ] && grep -q FAILED "$WORK/single.0.out" && show single
 on "$P1" q tq "$RANKS" quota 0 1 3670016 >"$WORK/quota.0.out" 2>&1
 check "a communicator over the quota fails" [ $? = 0 ]
 check "the quota refusal was logged" grep -q "over the quota" "$WORK/s1.log"
