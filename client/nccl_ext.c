@@ -1,7 +1,20 @@
 /* rgpuNcclCall (client/rgpu_ext.h): the NCCL shim's operations ride the session's call stream,
- * in order with the application's launches and copies. */
+ * in order with the application's launches and copies. ncclMemAlloc memory is device memory in
+ * the client's records (copies infer directions, pointer attributes answer) until it is freed. */
 #include "client.h"
+#include "memory_map.h"
 #include "rgpu_ext.h"
+
+/* After a synchronous call's reply: record or forget NCCL memory. */
+static void track_memory(const struct rgpu_nccl_call *c)
+{
+    struct mem_range r;
+
+    if (c->op == PROTO_OP_NCCL_MEM_ALLOC && c->nout >= 2 && c->out[0] == 0 && c->out[1] != 0)
+        mem_map_add(MEM_DEVICE, (uintptr_t)c->out[1], (size_t)c->args[0], cli_ctx_current(), 0);
+    else if (c->op == PROTO_OP_NCCL_MEM_FREE && c->nout >= 1 && c->out[0] == 0)
+        mem_map_remove(MEM_DEVICE, (uintptr_t)c->args[0], &r);
+}
 
 CLI_EXPORT CUresult rgpuNcclCall(struct rgpu_nccl_call *c)
 {
@@ -33,5 +46,7 @@ CLI_EXPORT CUresult rgpuNcclCall(struct rgpu_nccl_call *c)
     res = cli_call_sync(&call);
     c->nout = call.nout;
     c->rdata_len = call.rdata_len;
+    if (res == CUDA_SUCCESS)
+        track_memory(c);
     return res;
 }

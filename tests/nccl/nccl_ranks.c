@@ -197,6 +197,15 @@ static void mode_all(ncclComm_t comm)
     NC(ncclMemAlloc(&p, 1 << 20));
     CU(cuMemsetD8((CUdeviceptr)p, 7, 1 << 20));
     {
+        unsigned type = 0;
+        unsigned char b[2] = {0};
+
+        CU(cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, (CUdeviceptr)p));
+        EXPECT(type == CU_MEMORYTYPE_DEVICE, "ncclMemAlloc memory is of type %u", type);
+        CU(cuMemcpy((CUdeviceptr)b, (CUdeviceptr)p + 5, 2)); /* direction inferred: DtoH */
+        EXPECT(b[0] == 7 && b[1] == 7, "cuMemcpy from NCCL memory: %d", b[0]);
+    }
+    {
         void *handle = NULL;
         unsigned char b[4] = {0};
 
