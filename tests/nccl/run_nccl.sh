@@ -31,7 +31,8 @@ start_server() { # port log [metrics options]
     "$SERVER" --config "$WORK/server.conf" --listen 127.0.0.1 --port "$1" --driver "$FAKE" \
         --log-level info "${@:3}" >"$2" 2>&1 &
     PIDS+=($!)
-    wait_for "$2" "listening on" || exit 1
+    for _ in $(seq 300); do grep -q "listening on" "$2" 2>/dev/null && return 0; sleep 0.1; done
+    echo "server on port $1 did not start:"; cat "$2"; exit 1
 }
 # One server per rank: ranks of one job sit on different GPUs (NCCL refuses two on one), and
 # the fake driver has one GPU, whose compute gate would hold one rank's collective behind the
