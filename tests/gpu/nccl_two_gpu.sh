@@ -47,7 +47,7 @@ kill_run() { # runner label
         "$1" python3 "$T" --kill-rank 1 --kill-step 5 --timeout 600 >"$LOGS/kill.$2.r1" 2>&1 &
     p=$!
     RANK=0 LOCAL_RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=29541 \
-        timeout 300 "$1" python3 "$T" --kill-rank 1 --kill-step 5 --timeout 600 \
+        "$1" timeout 300 python3 "$T" --kill-rank 1 --kill-step 5 --timeout 600 \
         >"$LOGS/kill.$2.r0" 2>&1
     rc=$?
     wait $p
