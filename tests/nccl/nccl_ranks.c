@@ -8,6 +8,8 @@
  *   join   rank 0 writes an id; rank 1 (another tenant) joining with it must be refused
  *   forge  (one process) an id with its MAC changed must be refused
  *   quota  (one process) a communicator that does not fit the quota must fail
+ *   realid (one process) against a worker running a real NCCL (no GPU needed for this):
+ *          its version, and a unique id with NCCL's bytes and the worker's MAC
  *   single (one process) ncclCommInitAll over one device; ncclCommInitRankConfig whose config
  *          reaches the worker's NCCL (minCTAs > maxCTAs refused there, a good one accepted)
  * Prints "rank R: ok" and exits 0 when every check passed. */
@@ -181,7 +183,7 @@ static void mode_all(ncclComm_t comm)
 
     NC(ncclGetVersion(&v));
     printf("rank %d: NCCL version %d\n", rank, v);
-    if (getenv("NCCL_RANKS_VERSION") != NULL) /* the worker's NCCL answers, not the shim */
+    if (getenv("NCCL_RANKS_VERSION") != NULL && *getenv("NCCL_RANKS_VERSION") != '\0') /* the worker's NCCL answers, not the shim */
         EXPECT(v == atoi(getenv("NCCL_RANKS_VERSION")), "version %d", v);
     NC(ncclCommCount(comm, &n));
     NC(ncclCommUserRank(comm, &me));
@@ -286,7 +288,7 @@ int main(int argc, char **argv)
     ncclResult_t res;
 
     if (argc < 5) {
-        fprintf(stderr, "usage: nccl_ranks all|die|hang|join|forge|quota|single RANK NRANKS IDFILE\n");
+        fprintf(stderr, "usage: nccl_ranks all|die|hang|join|forge|quota|single|realid RANK NRANKS IDFILE\n");
         return 2;
     }
     rank = atoi(argv[2]);
@@ -296,7 +298,20 @@ int main(int argc, char **argv)
     CU(cuDevicePrimaryCtxRetain(&ctx, dev));
     CU(cuCtxSetCurrent(ctx));
     CU(cuStreamCreate(&st, CU_STREAM_NON_BLOCKING));
-    if (strcmp(mode, "single") == 0) {
+    if (strcmp(mode, "realid") == 0) {
+        int v = 0, head = 0, tail = 0;
+
+        NC(ncclGetVersion(&v));
+        printf("rank 0: NCCL version %d\n", v);
+        if (getenv("NCCL_RANKS_VERSION") != NULL && *getenv("NCCL_RANKS_VERSION") != '\0')
+            EXPECT(v == atoi(getenv("NCCL_RANKS_VERSION")), "version %d", v);
+        NC(ncclGetUniqueId(&id));
+        for (int i = 0; i < 96; i++)
+            head += id.internal[i] != 0;
+        for (int i = 96; i < 128; i++)
+            tail += id.internal[i] != 0;
+        EXPECT(head > 0 && tail > 16, "id: %d nonzero NCCL bytes, %d nonzero MAC bytes", head, tail);
+    } else if (strcmp(mode, "single") == 0) {
         mode_single();
     } else if (strcmp(mode, "forge") == 0 || strcmp(mode, "quota") == 0) {
         CUdeviceptr hold;

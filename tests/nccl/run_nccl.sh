@@ -108,6 +108,25 @@ on "$P1" q tq "$RANKS" quota 0 1 1048576 >"$WORK/quota_ok.0.out" 2>&1
 check "the same communicator under the quota succeeds (the check is not always failing)" \
     [ $? = 1 ]
 
+# The real NCCL, where the toolkit has one: the worker binds every entry point it needs, and
+# its unique id leaves the last 32 bytes to the MAC (ncclGetUniqueId needs no GPU).
+REAL=${CUDA_HOME:-/usr/local/cuda}/lib64/libnccl.so.2
+if [ -f "$REAL" ]; then
+    sed "s|^nccl_library = .*|nccl_library = $REAL|" "$WORK/server.conf" >"$WORK/real.conf"
+    P4=$(free_port)
+    "$SERVER" --config "$WORK/real.conf" --listen 127.0.0.1 --port "$P4" --driver "$FAKE" \
+        --log-level info >"$WORK/s4.log" 2>&1 &
+    PIDS+=($!)
+    sleep 1
+    V=$(python3 -c 'import re,sys; t=open(sys.argv[1]).read(); m=[int(re.search(r"NCCL_%s\s+(\d+)" % k, t).group(1)) for k in ("MAJOR","MINOR","PATCH")]; print(m[0]*10000+m[1]*100+m[2])' \
+        "${CUDA_HOME:-/usr/local/cuda}/include/nccl.h" 2>/dev/null || echo)
+    NCCL_RANKS_VERSION=$V on "$P4" a ta "$RANKS" realid 0 1 x >"$WORK/realid.0.out" 2>&1
+    check "the real NCCL ($REAL, $V): bound, its version answered, its id tagged" [ $? = 0 ]
+    grep -q FAILED "$WORK/realid.0.out" && { show realid; tail -5 "$WORK/s4.log"; }
+else
+    echo "skip the real NCCL check: no $REAL"
+fi
+
 PRE=$(ASAN_OPTIONS=verify_asan_link_order=0 RGPU_LIBDIR=$BUILD/lib "$BUILD/bin/rgpu" run -- sh -c 'echo "$LD_PRELOAD"')
 check "rgpu run preloads the NCCL shim" [ "$PRE" = "$BUILD/lib/libnccl.so.2" ]
 PRE=$(ASAN_OPTIONS=verify_asan_link_order=0 RGPU_NCCL=0 RGPU_LIBDIR=$BUILD/lib "$BUILD/bin/rgpu" run -- sh -c 'echo "$LD_PRELOAD"')
