@@ -50,6 +50,7 @@ for f in "$OUT"/bin/* "$OUT"/client/* "$OUT"/nccl/*; do
 done | sort -u | while read -r lib; do
     case $(basename "$lib") in
         libc.so.*|libm.so.*|libpthread.so.*|libdl.so.*|librt.so.*|ld-linux*|libcuda.so.*) ;;
+        libnccl.so.*) ;; # the shim is in nccl/, the host's NCCL is PyTorch's
         libgcc_s.so.*|libstdc++.so.*|libcudart.so.*|libcublas*) ;; # the GPU host has its own
         *) cp -L "$lib" "$OUT/deps/" ;;
     esac
