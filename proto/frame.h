@@ -21,7 +21,8 @@
  * Each op of proto/ops.def carries the minor it appeared in; an op newer than the session's
  * minor is refused with CUDA_ERROR_NOT_SUPPORTED, logged by name, by the side that knows it
  * (the client before sending it; the worker if one arrives anyway), never misread.
- * Minors: 1.0 the first (exact version match); 1.1 proto_minor and the op table's minors. */
+ * Minors: 1.0 the first (exact version match); 1.1 proto_minor, the op table's minors and the
+ * NCCL shim's ops (NCCL_*). */
 #define PROTO_VERSION 1u /* the major */
 #define PROTO_VERSION_MINOR 1u
 #define PROTO_MINORS_BACK 1u

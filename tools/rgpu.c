@@ -16,7 +16,8 @@ static void usage(FILE *out)
             "usage: rgpu run [--server HOST:PORT] [--config FILE] -- CMD [ARGS...]\n"
             "  Runs CMD with rgpu's libcuda.so.1 first in LD_LIBRARY_PATH, so every CUDA call\n"
             "  goes to the gpu-server named by --server, RGPU_SERVER, or the config file\n"
-            "  (--config or RGPU_CONFIG; key 'server = host:port').\n");
+            "  (--config or RGPU_CONFIG; key 'server = host:port'). rgpu's libnccl.so.2 is\n"
+            "  preloaded (LD_PRELOAD) so NCCL calls run on the GPU hosts (RGPU_NCCL=0: not).\n");
 }
 
 /* The directory holding libcuda.so.1: RGPU_LIBDIR, else <exe dir>/../lib. */
@@ -50,6 +51,19 @@ static int prepend_env(const char *name, const char *dir)
     return rc;
 }
 
+/* PyTorch finds libnccl.so.2 through its own RUNPATH (site-packages/nvidia/nccl/lib), which
+ * LD_LIBRARY_PATH does not override, so rgpu's NCCL shim is preloaded (RGPU_NCCL=0: not). */
+static int preload_nccl(const char *libdir)
+{
+    char shim[PATH_MAX + 32];
+    const char *off = getenv("RGPU_NCCL");
+
+    snprintf(shim, sizeof(shim), "%s/libnccl.so.2", libdir);
+    if ((off != NULL && strcmp(off, "0") == 0) || access(shim, R_OK) != 0)
+        return 0;
+    return prepend_env("LD_PRELOAD", shim);
+}
+
 static int cmd_run(int argc, char **argv)
 {
     char libdir[PATH_MAX], probe[PATH_MAX + 32];
@@ -78,7 +92,7 @@ static int cmd_run(int argc, char **argv)
         fprintf(stderr, "rgpu: %s: %s (set RGPU_LIBDIR)\n", probe, strerror(errno));
         return 1;
     }
-    if (prepend_env("LD_LIBRARY_PATH", libdir) != 0)
+    if (prepend_env("LD_LIBRARY_PATH", libdir) != 0 || preload_nccl(libdir) != 0)
         return 1;
     execvp(argv[i], &argv[i]);
     fprintf(stderr, "rgpu: cannot run %s: %s\n", argv[i], strerror(errno));
