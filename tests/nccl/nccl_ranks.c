@@ -11,7 +11,8 @@
  *   realid (one process) against a worker running a real NCCL (no GPU needed for this):
  *          its version, and a unique id with NCCL's bytes and the worker's MAC
  *   single (one process) ncclCommInitAll over one device; ncclCommInitRankConfig whose config
- *          reaches the worker's NCCL (minCTAs > maxCTAs refused there, a good one accepted)
+ *          reaches the worker's NCCL (minCTAs > maxCTAs refused there, a good one accepted);
+ *          rgpuNcclCall refuses calls the op table does not allow
  * Prints "rank R: ok" and exits 0 when every check passed. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,7 +22,9 @@
 
 #include <cuda.h>
 
+#include "client/rgpu_ext.h"
 #include "nccl/nccl_abi.h"
+#include "proto/ops.h"
 
 /* The shim's entry points (the application's view; the ABI header declares only types). */
 ncclResult_t ncclGetUniqueId(ncclUniqueId *id);
@@ -61,6 +64,8 @@ ncclResult_t ncclCommRegister(ncclComm_t, void *, size_t, void **);
 ncclResult_t ncclCommDeregister(ncclComm_t, void *);
 ncclResult_t ncclBcast(void *, size_t, ncclDataType_t, int, ncclComm_t, CUstream);
 const char *ncclGetLastError(ncclComm_t comm);
+/* The client's export for the shim (client/rgpu_ext.h), called here directly. */
+CUresult rgpuNcclCall(struct rgpu_nccl_call *c);
 
 #define N 1024
 static int rank, nranks, fails;
@@ -250,6 +255,31 @@ static void expect_failure(ncclComm_t comm, int limit, ncclResult_t want)
     NC(ncclCommAbort(comm));
 }
 
+/* The client's generic forwarder (client/nccl_ext.c) checks each call against the op table
+ * before it is sent: an op that is not an NCCL one, too few or too many argument words (too few
+ * would end the session at the worker), NOREPLY for an op that answers, and a stream argument
+ * for an op without one are refused with INVALID_VALUE; the session goes on. */
+static void forwarder_checks(void)
+{
+    const struct rgpu_nccl_call ok = {.size = sizeof(ok), .op = PROTO_OP_NCCL_GET_VERSION,
+                                      .stream_arg = ~0u};
+    struct rgpu_nccl_call c[5] = {ok, ok, ok, ok, ok};
+    const char *what[5] = {"a CUDA op", "too few words", "too many words", "async with a reply",
+                           "a stream for an op without"};
+
+    c[0].op = PROTO_OP_MEM_ALLOC, c[0].nargs = 1, c[0].args[0] = 4096;
+    c[1].op = PROTO_OP_NCCL_MEM_ALLOC, c[1].nargs = 0;
+    c[2].op = PROTO_OP_NCCL_MEM_ALLOC, c[2].nargs = 2, c[2].args[0] = 4096;
+    c[3].op = PROTO_OP_NCCL_MEM_ALLOC, c[3].nargs = 1, c[3].args[0] = 4096, c[3].async = 1;
+    c[4].op = PROTO_OP_NCCL_ASYNC_ERROR, c[4].nargs = 1, c[4].stream_arg = 0;
+    for (int i = 0; i < 5; i++)
+        EXPECT(rgpuNcclCall(&c[i]) == CUDA_ERROR_INVALID_VALUE, "%s: not refused", what[i]);
+    c[0] = ok;
+    EXPECT(rgpuNcclCall(&c[0]) == CUDA_SUCCESS && c[0].nout == 2 && c[0].out[0] == 0,
+           "NCCL_GET_VERSION after the refusals: %u values, result %llu", c[0].nout,
+           (unsigned long long)c[0].out[0]);
+}
+
 static void mode_single(void)
 {
     ncclConfig_t bad = {.size = sizeof(ncclConfig_t), .magic = NCCL_CONFIG_MAGIC,
@@ -276,6 +306,7 @@ static void mode_single(void)
     NC(ncclGetUniqueId(&id));
     NC(ncclCommInitRankConfig(&comm, 1, id, 0, &good));
     NC(ncclCommDestroy(comm));
+    forwarder_checks();
 }
 
 int main(int argc, char **argv)
