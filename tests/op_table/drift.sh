@@ -2,7 +2,8 @@
 # The op-table check must fail, naming the problem, on each of: an op whose handler is gone, a
 # handler defined twice, a handler no op names, a client call that leaves out an argument, a
 # client call with an argument its op does not have, a positional argument read in the server,
-# and a table whose ops share a handler with different arguments.
+# a table whose ops share a handler with different arguments, and an op the client sends
+# without waiting that the table does not flag noreply.
 # Usage: drift.sh PYTHON SRC_ROOT
 set -u
 PY=$1 SRC=$2
@@ -59,5 +60,9 @@ expect "positional read" "positional argument read"
 copy
 sed -i 's/^\(STREAM_QUERY .*| \)stream\( *|\)/\1strm  \2/' "$WORK/src/proto/ops.def"
 expect "shared handler, different arguments" "STREAM_QUERY shares srv_op_stream_sync_query"
+
+copy
+sed -i 's/^\(EVENT_RECORD .*| \)noreply stream/\1stream        /' "$WORK/src/proto/ops.def"
+expect "async op without noreply" "EVENT_RECORD is sent without waiting but is not flagged noreply"
 
 [ $fails -eq 0 ] && echo "drift caught: PASS" || exit 1
