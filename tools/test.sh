@@ -6,7 +6,8 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
 JOBS=$(nproc 2>/dev/null || echo 2)
 PKGS="build-essential cmake pkg-config python3 binutils protobuf-c-compiler libprotobuf-c-dev
-      libevent-dev libcmocka-dev libibverbs-dev librdmacm-dev iproute2"
+      libevent-dev libcmocka-dev libibverbs-dev librdmacm-dev iproute2
+      adduser lintian systemd"
 
 missing=""
 for p in $PKGS; do
@@ -28,6 +29,10 @@ echo "== build (RelWithDebInfo) and all tests"
 cmake -S "$ROOT" -B "$ROOT/build" -DCUDA_HOME="$CUDA_HOME" >/dev/null
 cmake --build "$ROOT/build" -j "$JOBS"
 (cd "$ROOT/build" && ctest --output-on-failure -j "$JOBS")
+
+# The packages as an operator gets them (root only: it installs and purges them).
+echo "== Debian packages: build, lint, install, unit checks, serve, purge"
+"$ROOT/tools/pkg_test.sh" "$ROOT/build"
 
 # The C parts again under AddressSanitizer and UBSan. The integration tests load the client into
 # nvcc-built programs that are not instrumented, so they run in the plain build only.
