@@ -74,7 +74,7 @@ fi
 CONFFILES=$(dpkg-query -W -f='${Conffiles}\n' rgpu-server rgpu-client | awk 'NF {print $1}' | sort | tr '\n' ' ')
 [ "$CONFFILES" = "/etc/rgpu/client.conf /etc/rgpu/server.conf " ] && ok "conffiles: $CONFFILES" ||
     fail "conffiles: $CONFFILES"
-[ -e /usr/lib/x86_64-linux-gnu/libcuda.so.1 ] || ! ldconfig -p | grep -q /usr/lib/rgpu &&
+! ldconfig -p | grep -q /usr/lib/rgpu &&
     ok "/usr/lib/rgpu is not on the loader's path" || fail "/usr/lib/rgpu is in the ld.so cache"
 
 # 3. The unit.
@@ -127,6 +127,16 @@ grep -qh "calling init: /usr/bin/../lib/rgpu/libcuda.so.1" "$WORK"/ld.* &&
 grep -q "session 1 .*ended" "$WORK/server.log" || sleep 1
 grep -qE "session 1 .*(ended|exit)" "$WORK/server.log" && ok "the server logged the session" ||
     fail "no session in the server log"
+# The client as deploy/docker/Dockerfile.client lays it out elsewhere (the Kubernetes example
+# copies it to /opt/rgpu): the package's files, libprotobuf-c beside the libraries, rgpu run.
+dpkg-deb -x "$CLIENT_DEB" "$WORK/layer"
+cp -L /usr/lib/*-linux-gnu/libprotobuf-c.so.1 "$WORK/layer/usr/lib/rgpu/"
+if "$WORK/layer/usr/bin/rgpu" run --server "127.0.0.1:$PORT" -- "$PROG" >"$WORK/layer.out" 2>&1 &&
+    grep -q PASS "$WORK/layer.out"; then
+    ok "the client layer (Dockerfile.client's files, moved) runs vadd_static"
+else
+    fail "the client layer: $(cat "$WORK/layer.out")"
+fi
 ls /var/cache/rgpu/modules >/dev/null 2>&1 && ok "module cache in /var/cache/rgpu/modules" ||
     fail "no module cache directory under /var/cache/rgpu"
 kill -TERM "$SERVER_PID"
