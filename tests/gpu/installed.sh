@@ -1,0 +1,125 @@
+#!/bin/bash
+# On the GPU host, the packages as an operator installs them: rgpu-server and rgpu-client from
+# the bundle (tests/gpu/bundle.sh puts them in deb/) installed with dpkg; the installed
+# gpu-server started exactly as the unit's ExecStart line says, as the unit's User= (rgpu),
+# with the unit's Environment= and the installed /etc/rgpu/server.conf, on the host's real
+# driver; a PyTorch program (tests/gpu/torch_smoke.py) through the installed client
+# (/usr/bin/rgpu run), its output compared with the native run; then SIGTERM, dpkg --purge, and
+# a check that nothing is left.
+# The GPU host (Ubuntu 24.04) has no package registry: dependencies that are not installed
+# there (libprotobuf-c1, maybe libevent) are not installable, so dpkg is told --force-depends
+# for exactly those and the bundle's deps/ folder is put in LD_LIBRARY_PATH (said in the log).
+# Without root (no dpkg, no setpriv), the packaged binary and config are unpacked with
+# dpkg-deb -x and run the same way as the current user instead (said in the log).
+# Usage: tests/gpu/installed.sh [BUNDLE_DIR]      (as root for the full check)
+set -u
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+B=$(cd "${1:-$ROOT/.bundle}" && pwd)
+LOGS=${OUT:-/tmp}/rgpu-gpu-logs
+mkdir -p "$LOGS"
+SERVER_DEB=$(ls "$B"/deb/rgpu-server_*.deb) CLIENT_DEB=$(ls "$B"/deb/rgpu-client_*.deb)
+FAILS=0 SERVER_PID= INSTALLED=0 PREFIX=
+ok() { echo "ok   $*"; }
+fail() { echo "FAIL $*"; FAILS=$((FAILS + 1)); }
+cleanup() {
+    [ -n "$SERVER_PID" ] && kill "$SERVER_PID" 2>/dev/null
+    [ "$INSTALLED" = 1 ] && dpkg --purge rgpu-client rgpu-server >/dev/null 2>&1
+}
+trap cleanup EXIT
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+cat /etc/os-release | grep PRETTY_NAME
+
+if [ "$(id -u)" -eq 0 ] && command -v dpkg >/dev/null; then
+    # Depends the host does not satisfy: forced, and served from the bundle's deps/.
+    missing=""
+    for dep in $( (dpkg-deb -f "$SERVER_DEB" Depends; dpkg-deb -f "$CLIENT_DEB" Depends) |
+                 tr ',' '\n' | sed 's/(.*//; s/|.*//; s/ //g' | sort -u); do
+        dpkg-query -W -f='${Status}' "$dep" 2>/dev/null | grep -q "ok installed" && continue
+        apt-cache showpkg "$dep" 2>/dev/null | sed -n '/^Reverse Provides:/,$p' | tail -n +2 |
+            awk '{print $1}' | while read -r p; do
+                dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" && echo y
+            done | grep -q y && continue
+        missing="$missing $dep"
+    done
+    force=""
+    [ -n "$missing" ] && force=--force-depends && echo "note: not installed here:$missing (dpkg $force)"
+    if dpkg -i $force "$SERVER_DEB" "$CLIENT_DEB" >"$LOGS/installed.dpkg.log" 2>&1; then
+        ok "dpkg -i $force rgpu-server rgpu-client"
+    else
+        fail "dpkg -i"; cat "$LOGS/installed.dpkg.log"; exit 1
+    fi
+    INSTALLED=1
+    UNIT=/lib/systemd/system/gpu-server.service
+    [ -f "$UNIT" ] || UNIT=/usr/lib/systemd/system/gpu-server.service
+    id rgpu && ok "user rgpu" || fail "no user rgpu"
+    AS_USER=(setpriv --reuid=rgpu --regid=rgpu --init-groups --no-new-privs --)
+    RGPU=/usr/bin/rgpu
+else
+    echo "note: not root: the packages unpacked into $LOGS/installed.root and run as $(id -un)"
+    PREFIX=$LOGS/installed.root
+    rm -rf "$PREFIX"
+    dpkg-deb -x "$SERVER_DEB" "$PREFIX" && dpkg-deb -x "$CLIENT_DEB" "$PREFIX" || exit 1
+    UNIT=$PREFIX/lib/systemd/system/gpu-server.service
+    AS_USER=()
+    RGPU=$PREFIX/usr/bin/rgpu
+fi
+
+# The server, as the unit starts it (paths under PREFIX when unpacked rather than installed).
+EXEC=$(sed -n 's/^ExecStart=//p' "$UNIT" | sed "s|/usr/sbin/|$PREFIX/usr/sbin/|; s|/etc/rgpu/|$PREFIX/etc/rgpu/|")
+ENVS=$(sed -n 's/^Environment=//p' "$UNIT")
+[ -n "$PREFIX" ] && ENVS="$ENVS CUDA_CACHE_PATH=$LOGS/installed.cache/cuda" &&
+    sed -i "s|^module_cache = .*|module_cache = $LOGS/installed.cache|" "$PREFIX/etc/rgpu/server.conf"
+LIBS=""
+ldd ${EXEC%% *} | grep -q "not found" && LIBS=$B/deps &&
+    echo "note: gpu-server's libraries from $B/deps: $(ldd ${EXEC%% *} | grep 'not found' | awk '{print $1}' | tr '\n' ' ')"
+echo "ExecStart: $EXEC (as ${AS_USER[*]:-$(id -un)}, $ENVS)"
+# shellcheck disable=SC2086
+env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin ${LIBS:+LD_LIBRARY_PATH=$LIBS} $ENVS "${AS_USER[@]}" \
+    $EXEC >"$LOGS/installed.server.log" 2>&1 &
+SERVER_PID=$!
+PORT=$(sed -n 's/^port *= *//p' "${PREFIX}/etc/rgpu/server.conf")
+for _ in $(seq 100); do
+    (exec 3<>/dev/tcp/127.0.0.1/"$PORT") 2>/dev/null && break
+    sleep 0.1
+done
+grep -q "listening on" "$LOGS/installed.server.log" && ok "installed gpu-server listens on $PORT" ||
+    { fail "gpu-server did not start"; cat "$LOGS/installed.server.log"; exit 1; }
+head -5 "$LOGS/installed.server.log"
+
+# PyTorch, natively and through the installed client; same output.
+T=$ROOT/tests/gpu/torch_smoke.py
+CLIB=""
+ldd "$(dirname "$RGPU")/../lib/rgpu/libcuda.so.1" | grep -q "not found" && CLIB=$B/deps
+python3 "$T" >"$LOGS/installed.torch.native" 2>"$LOGS/installed.torch.native.err"
+rn=$?
+[ -n "$CLIB" ] && export LD_LIBRARY_PATH=$CLIB${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+"$RGPU" run --server 127.0.0.1:"$PORT" -- python3 "$T" \
+    >"$LOGS/installed.torch.rgpu" 2>"$LOGS/installed.torch.rgpu.err"
+rr=$?
+if [ $rn -eq 0 ] && [ $rr -eq 0 ] && cmp -s "$LOGS/installed.torch.native" "$LOGS/installed.torch.rgpu" &&
+    grep -q PASS "$LOGS/installed.torch.rgpu"; then
+    ok "torch_smoke through the installed client and server: same output as native"
+else
+    fail "torch_smoke: native=$rn rgpu=$rr"
+    diff "$LOGS/installed.torch.native" "$LOGS/installed.torch.rgpu" | head
+    tail -5 "$LOGS/installed.torch.rgpu.err"
+fi
+grep -q "session 1 " "$LOGS/installed.server.log" && ok "the installed server logged the session" ||
+    fail "no session in the server log"
+kill -TERM "$SERVER_PID"; wait "$SERVER_PID"; rc=$?; SERVER_PID=
+[ $rc -eq 0 ] && ok "gpu-server exit 0 on SIGTERM" || fail "gpu-server exit $rc on SIGTERM"
+
+if [ "$INSTALLED" = 1 ]; then
+    INSTALLED=0
+    dpkg --purge rgpu-client rgpu-server >"$LOGS/installed.purge.log" 2>&1 || fail "dpkg --purge"
+    left=""
+    for f in /usr/sbin/gpu-server /usr/bin/rgpu /usr/lib/rgpu /etc/rgpu /var/cache/rgpu "$UNIT"; do
+        [ -e "$f" ] && left="$left $f"
+    done
+    getent passwd rgpu >/dev/null && left="$left user:rgpu"
+    getent group rgpu >/dev/null && left="$left group:rgpu"
+    [ -z "$left" ] && ok "purge left nothing" || fail "left after purge:$left"
+fi
+cp "$LOGS"/installed.server.log "$LOGS"/installed.torch.* "${OUT:-/tmp}/" 2>/dev/null
+[ $FAILS -eq 0 ] && echo "installed: all checks passed" || echo "installed: $FAILS check(s) failed"
+exit $((FAILS > 0))
