@@ -33,6 +33,13 @@ foreach(src man/gpu-server.8 man/rgpu.1 debian/changelog)
 endforeach()
 add_custom_target(rgpu_package_files ALL DEPENDS ${RGPU_PKG_GZ})
 
+# What the packages ship is linked with full RELRO (read-only relocations, bound at load).
+set(RGPU_SHIPPED gpu-server rgpu rgpu_client rgpu_nvml)
+if(TARGET rgpu_nccl)
+  list(APPEND RGPU_SHIPPED rgpu_nccl)
+endif()
+set_property(TARGET ${RGPU_SHIPPED} APPEND PROPERTY LINK_OPTIONS -Wl,-z,relro -Wl,-z,now)
+
 # rgpu-server
 install(TARGETS gpu-server RUNTIME DESTINATION ${CMAKE_INSTALL_SBINDIR} COMPONENT server)
 install(FILES ${CMAKE_SOURCE_DIR}/deploy/systemd/gpu-server.service

@@ -5,7 +5,8 @@
 # with the unit's Environment= and the installed /etc/rgpu/server.conf, on the host's real
 # driver; a PyTorch program (tests/gpu/torch_smoke.py) through the installed client
 # (/usr/bin/rgpu run), its output compared with the native run; then SIGTERM, dpkg --purge, and
-# a check that nothing is left.
+# a check that nothing is left. Where systemd is the host's init, also the unit itself: start,
+# the same program, reload, journal priorities, stop.
 # The GPU host (Ubuntu 24.04) has no package registry: dependencies that are not installed
 # there (libprotobuf-c1, maybe libevent) are not installable, so dpkg is told --force-depends
 # for exactly those and the bundle's deps/ folder is put in LD_LIBRARY_PATH (said in the log).
@@ -109,6 +110,42 @@ grep -q "session 1 " "$LOGS/installed.server.log" && ok "the installed server lo
 kill -TERM "$SERVER_PID"; wait "$SERVER_PID"; rc=$?; SERVER_PID=
 [ $rc -eq 0 ] && ok "gpu-server exit 0 on SIGTERM" || fail "gpu-server exit $rc on SIGTERM"
 
+# Where systemd runs this host, the unit itself, sandbox and all: start (returns once the
+# server sent READY=1), the same PyTorch program, reload, journal priorities, stop.
+if [ "$INSTALLED" = 1 ] && [ -d /run/systemd/system ]; then
+    if [ -n "$LIBS" ]; then
+        # A copy in /run: the unit cannot see a bundle under /home or /root (ProtectHome).
+        rm -rf /run/rgpu-installed-deps && cp -r "$LIBS" /run/rgpu-installed-deps &&
+            chmod -R a+rX /run/rgpu-installed-deps
+        mkdir -p /run/systemd/system/gpu-server.service.d
+        printf '[Service]\nEnvironment=LD_LIBRARY_PATH=/run/rgpu-installed-deps\n' \
+            >/run/systemd/system/gpu-server.service.d/deps.conf
+        echo "note: the unit gets LD_LIBRARY_PATH=/run/rgpu-installed-deps (a copy of $LIBS)"
+    fi
+    systemctl daemon-reload
+    if timeout 60 systemctl start gpu-server && systemctl is-active -q gpu-server; then
+        ok "systemctl start gpu-server (Type=notify: active once READY=1)"
+    else
+        fail "systemctl start gpu-server"; systemctl status gpu-server --no-pager | tail -20
+    fi
+    "$RGPU" run --server 127.0.0.1:"$PORT" -- python3 "$T" >"$LOGS/installed.unit.torch" \
+        2>"$LOGS/installed.unit.torch.err"
+    cmp -s "$LOGS/installed.torch.native" "$LOGS/installed.unit.torch" &&
+        ok "torch_smoke through the sandboxed unit: same output as native" ||
+        { fail "torch_smoke through the unit"; tail -5 "$LOGS/installed.unit.torch.err";
+          journalctl -u gpu-server --no-pager | tail -20; }
+    systemctl reload gpu-server && sleep 1 && systemctl is-active -q gpu-server &&
+        journalctl -u gpu-server --no-pager | grep -q "SIGHUP" && ok "systemctl reload" ||
+        fail "systemctl reload"
+    journalctl -u gpu-server -p info --no-pager -o json | grep -q '"PRIORITY":"6"' &&
+        ok "journal entries carry priorities" || fail "no priority-6 entries in the journal"
+    journalctl -u gpu-server --no-pager >"$LOGS/installed.journal.log"
+    systemctl stop gpu-server && ! systemctl is-active -q gpu-server && ok "systemctl stop" ||
+        fail "systemctl stop"
+    rm -rf /run/systemd/system/gpu-server.service.d /run/rgpu-installed-deps
+    systemctl daemon-reload
+fi
+
 if [ "$INSTALLED" = 1 ]; then
     INSTALLED=0
     dpkg --purge rgpu-client rgpu-server >"$LOGS/installed.purge.log" 2>&1 || fail "dpkg --purge"
@@ -120,6 +157,6 @@ if [ "$INSTALLED" = 1 ]; then
     getent group rgpu >/dev/null && left="$left group:rgpu"
     [ -z "$left" ] && ok "purge left nothing" || fail "left after purge:$left"
 fi
-cp "$LOGS"/installed.server.log "$LOGS"/installed.torch.* "${OUT:-/tmp}/" 2>/dev/null
+cp "$LOGS"/installed.* "${OUT:-/tmp}/" 2>/dev/null
 [ $FAILS -eq 0 ] && echo "installed: all checks passed" || echo "installed: $FAILS check(s) failed"
 exit $((FAILS > 0))
