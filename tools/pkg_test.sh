@@ -18,7 +18,10 @@ ok() { echo "ok   $*"; }
 fail() { echo "FAIL $*"; FAILS=$((FAILS + 1)); }
 purge() { dpkg --purge rgpu-client rgpu-server >"$WORK/purge.log" 2>&1; }
 cleanup() {
-    [ -n "$SERVER_PID" ] && kill "$SERVER_PID" 2>/dev/null && wait "$SERVER_PID" 2>/dev/null
+    if [ -n "$SERVER_PID" ]; then
+        kill $(cat /proc/"$SERVER_PID"/task/*/children 2>/dev/null) "$SERVER_PID" 2>/dev/null
+        wait "$SERVER_PID" 2>/dev/null
+    fi
     [ "$INSTALLED" = 1 ] && purge
     rm -rf "$WORK"
 }
@@ -144,6 +147,41 @@ wait "$SERVER_PID"
 RC=$?
 SERVER_PID=
 [ "$RC" = 0 ] && ok "gpu-server stopped on SIGTERM (exit 0)" || fail "gpu-server exit $RC on SIGTERM"
+
+# 4b. The same under strace: every system call and socket family the server and its workers
+# use while serving the program must be inside the unit's SystemCallFilter= and
+# RestrictAddressFamilies= (the fake driver stands in for the real one, whose own calls are
+# checked on a GPU host with systemd: tests/gpu/installed.sh).
+if command -v strace >/dev/null; then
+    install -d -m 0777 "$WORK/trace"
+    PORT2=$(python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])')
+    # shellcheck disable=SC2086
+    env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin $ENVS \
+        setpriv --reuid="$USER_" --regid="$USER_" --init-groups --no-new-privs -- \
+        strace -f -qq -o "$WORK/trace/log" \
+        $EXEC --driver "$WORK/driver/libfakecuda.so" --listen 127.0.0.1 --port "$PORT2" \
+        >"$WORK/server2.log" 2>&1 &
+    SERVER_PID=$!
+    for _ in $(seq 100); do
+        (exec 3<>/dev/tcp/127.0.0.1/"$PORT2") 2>/dev/null && break
+        sleep 0.1
+    done
+    # strace slows the server down: give the client time on a loaded machine.
+    RGPU_CONNECT_TIMEOUT_MS=60000 rgpu run --server "127.0.0.1:$PORT2" -- "$PROG" \
+        >"$WORK/prog2.out" 2>&1 ||
+        fail "vadd_static under strace: $(cat "$WORK/prog2.out" "$WORK/server2.log")"
+    sleep 0.5
+    # SIGTERM to gpu-server itself (strace's child); strace ends with it.
+    kill -TERM "$(cat /proc/"$SERVER_PID"/task/*/children | awk '{print $1}')"
+    wait "$SERVER_PID"; SERVER_PID=
+    if MSG=$(python3 "$(dirname "$0")/unit_syscalls.py" "$UNIT" "$WORK/trace/log"); then
+        ok "sandbox: $MSG"
+    else
+        fail "sandbox: $MSG"
+    fi
+else
+    fail "strace is not installed (the sandbox check needs it)"
+fi
 
 # 6. Purge: nothing left.
 FILES=$( (dpkg-deb -c "$SERVER_DEB"; dpkg-deb -c "$CLIENT_DEB") | awk '$1 !~ /^d/ {print substr($6, 2)}')

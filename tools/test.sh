@@ -7,7 +7,7 @@ CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
 JOBS=$(nproc 2>/dev/null || echo 2)
 PKGS="build-essential cmake pkg-config python3 binutils protobuf-c-compiler libprotobuf-c-dev
       libevent-dev libcmocka-dev libibverbs-dev librdmacm-dev iproute2
-      adduser lintian systemd nodejs"
+      adduser lintian systemd strace nodejs"
 
 missing=""
 for p in $PKGS; do
