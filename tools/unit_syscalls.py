@@ -3,7 +3,10 @@
 RestrictAddressFamilies=? Reads the unit, expands its filter with `systemd-analyze
 syscall-filter` (groups nest), and checks every system call and socket family in an
 `strace -f` log against it. Prints what was used outside; exit 1 if anything was.
-Usage: unit_syscalls.py UNIT_FILE STRACE_LOG"""
+Usage: unit_syscalls.py UNIT_FILE STRACE_LOG
+       unit_syscalls.py --dump UNIT_FILE OUT    the allowed calls and families, one a line,
+                                                 for a host without systemd-analyze
+       unit_syscalls.py --allowed LIST STRACE_LOG   check against such a list"""
 import re
 import subprocess
 import sys
@@ -36,8 +39,8 @@ def unit_values(unit, key):
         return [ln.split("=", 1)[1].strip() for ln in f if ln.startswith(key + "=")]
 
 
-def main():
-    unit, log = sys.argv[1], sys.argv[2]
+def unit_allowed(unit):
+    """The unit's allowed system calls (None: no filter) and socket families (empty: any)."""
     groups = filter_groups()
     allowed = None
     for value in unit_values(unit, "SystemCallFilter"):
@@ -52,6 +55,24 @@ def main():
         else:
             allowed |= names
     families = set(" ".join(unit_values(unit, "RestrictAddressFamilies")).split())
+    return allowed, families
+
+
+def main():
+    if sys.argv[1] == "--dump":
+        allowed, families = unit_allowed(sys.argv[2])
+        with open(sys.argv[3], "w") as f:
+            f.write("".join(n + "\n" for n in sorted(allowed | families)))
+        return 0
+    if sys.argv[1] == "--allowed":
+        with open(sys.argv[2]) as f:
+            names = set(f.read().split())
+        allowed = {n for n in names if not n.startswith("AF_")}
+        families = names - allowed
+        log = sys.argv[3]
+    else:
+        allowed, families = unit_allowed(sys.argv[1])
+        log = sys.argv[2]
     used, used_families = set(), set()
     call = re.compile(r"^\d+\s+(?:\d+:\d+:\d+\.\d+\s+)?([a-z0-9_]+)\((.*)")
     with open(log) as f:

@@ -38,6 +38,11 @@ mkdir -p "$OUT/deb"
 rm -f "$BUILD"/rgpu-*.deb
 (cd "$BUILD" && cpack -G DEB >/dev/null)
 cp "$BUILD"/rgpu-server_*.deb "$BUILD"/rgpu-client_*.deb "$OUT/deb/"
+# installed.sh checks the real driver's system calls against the unit's filter (no
+# systemd-analyze there): the allowed list, and strace (its libraries join deps/ below).
+python3 "$ROOT/tools/unit_syscalls.py" --dump "$ROOT/deploy/systemd/gpu-server.service" \
+    "$OUT/deb/allowed-syscalls.txt"
+cp "$(command -v strace)" "$OUT/bin/strace"
 SAMPLES_OUT=${2:-${RGPU_SAMPLES_OUT:-$ROOT/../samples-build}}
 if [ -f "$SAMPLES_OUT/samples.tar.xz" ]; then
     cp "$SAMPLES_OUT/samples.tar.xz" "$OUT/"

@@ -13,6 +13,9 @@
 # Without root (no dpkg, no setpriv), the packaged binary and config are unpacked with
 # dpkg-deb -x and run the same way as the current user instead (said in the log).
 # Usage: tests/gpu/installed.sh [BUNDLE_DIR]      (as root for the full check)
+# Dry run without a GPU (the script's own check, not the GPU result): DRY_DRIVER=<a fake
+# libcuda, e.g. build/tests/fakecuda/libfakecuda.so> adds --driver to ExecStart and runs the
+# bundle's vadd_static instead of PyTorch, checking its PASS instead of a native comparison.
 set -u
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 B=$(cd "${1:-$ROOT/.bundle}" && pwd)
@@ -67,6 +70,11 @@ fi
 
 # The server, as the unit starts it (paths under PREFIX when unpacked rather than installed).
 EXEC=$(sed -n 's/^ExecStart=//p' "$UNIT" | sed "s|/usr/sbin/|$PREFIX/usr/sbin/|; s|/etc/rgpu/|$PREFIX/etc/rgpu/|")
+if [ -n "${DRY_DRIVER:-}" ]; then
+    DRY=$(mktemp -d /tmp/rgpu-dry.XXXXXX) && cp "$DRY_DRIVER" "$DRY/" && chmod -R a+rX "$DRY"
+    EXEC="$EXEC --driver $DRY/$(basename "$DRY_DRIVER")"
+    echo "note: DRY RUN on $DRY_DRIVER (no GPU result)"
+fi
 ENVS=$(sed -n 's/^Environment=//p' "$UNIT")
 [ -n "$PREFIX" ] && ENVS="$ENVS CUDA_CACHE_PATH=$LOGS/installed.cache/cuda" &&
     sed -i "s|^module_cache = .*|module_cache = $LOGS/installed.cache|" "$PREFIX/etc/rgpu/server.conf"
@@ -89,16 +97,22 @@ head -5 "$LOGS/installed.server.log"
 
 # PyTorch, natively and through the installed client; same output.
 T=$ROOT/tests/gpu/torch_smoke.py
+PROGRAM=(python3 "$T")
+[ -n "${DRY_DRIVER:-}" ] && PROGRAM=("$B/bin/vadd_static")
+# Output of a run through rgpu ($1) is right: PASS, and the native output (not in a dry run).
+same_as_native() {
+    grep -q PASS "$1" && { [ -n "${DRY_DRIVER:-}" ] || cmp -s "$LOGS/installed.torch.native" "$1"; }
+}
 CLIB=""
 ldd "$(dirname "$RGPU")/../lib/rgpu/libcuda.so.1" | grep -q "not found" && CLIB=$B/deps
-python3 "$T" >"$LOGS/installed.torch.native" 2>"$LOGS/installed.torch.native.err"
+if [ -n "${DRY_DRIVER:-}" ]; then : >"$LOGS/installed.torch.native"; else
+    python3 "$T" >"$LOGS/installed.torch.native" 2>"$LOGS/installed.torch.native.err"; fi
 rn=$?
 [ -n "$CLIB" ] && export LD_LIBRARY_PATH=$CLIB${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-"$RGPU" run --server 127.0.0.1:"$PORT" -- python3 "$T" \
+"$RGPU" run --server 127.0.0.1:"$PORT" -- "${PROGRAM[@]}" \
     >"$LOGS/installed.torch.rgpu" 2>"$LOGS/installed.torch.rgpu.err"
 rr=$?
-if [ $rn -eq 0 ] && [ $rr -eq 0 ] && cmp -s "$LOGS/installed.torch.native" "$LOGS/installed.torch.rgpu" &&
-    grep -q PASS "$LOGS/installed.torch.rgpu"; then
+if [ $rn -eq 0 ] && [ $rr -eq 0 ] && same_as_native "$LOGS/installed.torch.rgpu"; then
     ok "torch_smoke through the installed client and server: same output as native"
 else
     fail "torch_smoke: native=$rn rgpu=$rr"
@@ -109,6 +123,44 @@ grep -q "session 1 " "$LOGS/installed.server.log" && ok "the installed server lo
     fail "no session in the server log"
 kill -TERM "$SERVER_PID"; wait "$SERVER_PID"; rc=$?; SERVER_PID=
 [ $rc -eq 0 ] && ok "gpu-server exit 0 on SIGTERM" || fail "gpu-server exit $rc on SIGTERM"
+
+# The sandbox's system call filter against the real driver: the same server and program
+# under strace (bundled), every call and socket family checked against the unit's lists
+# (bundle.sh wrote them with tools/unit_syscalls.py --dump).
+if [ -x "$B/bin/strace" ] && [ -f "$B/deb/allowed-syscalls.txt" ]; then
+    TR=$(mktemp -d /tmp/rgpu-strace.XXXXXX)
+    cp "$B/bin/strace" "$TR/"
+    for l in $(LD_LIBRARY_PATH=$B/deps ldd "$B/bin/strace" | awk '/=> \//{print $3}'); do
+        case $l in "$B"/deps/*) cp "$l" "$TR/" ;; esac
+    done
+    chmod -R a+rwX "$TR"
+    # shellcheck disable=SC2086
+    env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin ${LIBS:+LD_LIBRARY_PATH=$LIBS} $ENVS "${AS_USER[@]}" \
+        env LD_LIBRARY_PATH="$TR${LIBS:+:$LIBS}" "$TR/strace" -f -qq -o "$TR/log" \
+        env -u LD_LIBRARY_PATH ${LIBS:+LD_LIBRARY_PATH=$LIBS} $EXEC \
+        >"$LOGS/installed.strace.server.log" 2>&1 &
+    SERVER_PID=$!
+    for _ in $(seq 300); do
+        (exec 3<>/dev/tcp/127.0.0.1/"$PORT") 2>/dev/null && break
+        sleep 0.1
+    done
+    RGPU_CONNECT_TIMEOUT_MS=60000 "$RGPU" run --server 127.0.0.1:"$PORT" -- "${PROGRAM[@]}" \
+        >"$LOGS/installed.strace.torch" 2>"$LOGS/installed.strace.torch.err"
+    same_as_native "$LOGS/installed.strace.torch" ||
+        fail "torch_smoke under strace: $(tail -3 "$LOGS/installed.strace.torch.err")"
+    kill -TERM $(cat /proc/"$SERVER_PID"/task/*/children 2>/dev/null) 2>/dev/null
+    wait "$SERVER_PID"; SERVER_PID=
+    if MSG=$(python3 "$ROOT/tools/unit_syscalls.py" --allowed "$B/deb/allowed-syscalls.txt" "$TR/log"); then
+        ok "sandbox with the real driver: $MSG"
+    else
+        fail "sandbox with the real driver: $MSG"
+    fi
+    grep -oE '^[0-9]+ +[a-z0-9_]+\(' "$TR/log" | awk '{print $2}' | sort | uniq -c | sort -rn \
+        >"$LOGS/installed.syscalls.txt"
+    rm -rf "$TR"
+else
+    echo "note: no strace in the bundle; the system call filter is not checked here"
+fi
 
 # Where systemd runs this host, the unit itself, sandbox and all: start (returns once the
 # server sent READY=1), the same PyTorch program, reload, journal priorities, stop.
@@ -128,9 +180,9 @@ if [ "$INSTALLED" = 1 ] && [ -d /run/systemd/system ]; then
     else
         fail "systemctl start gpu-server"; systemctl status gpu-server --no-pager | tail -20
     fi
-    "$RGPU" run --server 127.0.0.1:"$PORT" -- python3 "$T" >"$LOGS/installed.unit.torch" \
+    "$RGPU" run --server 127.0.0.1:"$PORT" -- "${PROGRAM[@]}" >"$LOGS/installed.unit.torch" \
         2>"$LOGS/installed.unit.torch.err"
-    cmp -s "$LOGS/installed.torch.native" "$LOGS/installed.unit.torch" &&
+    same_as_native "$LOGS/installed.unit.torch" &&
         ok "torch_smoke through the sandboxed unit: same output as native" ||
         { fail "torch_smoke through the unit"; tail -5 "$LOGS/installed.unit.torch.err";
           journalctl -u gpu-server --no-pager | tail -20; }
