@@ -60,6 +60,18 @@ else
     fail "lintian is not installed"
 fi
 
+# The Dockerfiles build from the packages in BUILD_DIR as their context (docker is not here):
+# every file a COPY takes from the context must be there.
+for df in "$(dirname "$0")"/../deploy/docker/Dockerfile.*; do
+    missing=""
+    for src in $(awk '$1 == "COPY" && $2 !~ /^--/ {for (i = 2; i < NF; i++) print $i}' "$df"); do
+        # shellcheck disable=SC2086 # the source is a glob
+        ls "$BUILD"/$src >/dev/null 2>&1 || missing="$missing $src"
+    done
+    [ -z "$missing" ] && ok "$(basename "$df"): its context files are in the build dir" ||
+        fail "$(basename "$df"): not in $BUILD:$missing"
+done
+
 # 2. Install (dependencies are installed by tools/test.sh's package list).
 INSTALLED=1
 if dpkg -i "$SERVER_DEB" "$CLIENT_DEB" >"$WORK/install.log" 2>&1; then
