@@ -30,7 +30,7 @@ sed -i 's|^module_cache = .*|module_cache = off|' "$WORK/server.conf"
     --metrics-listen 127.0.0.1:0 --driver "$BUILD/tests/fakecuda/libfakecuda.so" \
     >"$WORK/server.log" 2>&1 &
 SERVER_PID=$!
-for _ in $(seq 50); do grep -q "listening on" "$WORK/server.log" && break; sleep 0.1; done
+for _ in $(seq 50); do grep -qs "listening on" "$WORK/server.log" && break; sleep 0.1; done
 if ! grep -q "listening on" "$WORK/server.log" || grep -qiE "warn|error" "$WORK/server.log"; then
     echo "FAIL: gpu-server on the manifests' config:"; cat "$WORK/server.log"; exit 1
 fi
