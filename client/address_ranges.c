@@ -147,7 +147,7 @@ bool cli_dev_lookup(CUdeviceptr dptr, CUdeviceptr *base_p, size_t *size_p)
     return true;
 }
 
-__attribute__((constructor)) static void memory_map_hooks(void)
+__attribute__((constructor)) static void address_ranges_hooks(void)
 {
     cli_ctx_on_teardown(forget_ctx);
 }

@@ -86,7 +86,7 @@ CUresult cli_transport_choose(const char *want)
                  want);
         return CUDA_ERROR_INVALID_VALUE;
     }
-    snprintf(cli_sess.transport, sizeof(cli_sess.transport), "%s", want);
+    memcpy(cli_sess.transport, want, strlen(want) + 1); /* one of the three: it fits */
     if (strcmp(want, "tcp") == 0 || transport_rdma_probe(why, sizeof(why)) == RG_OK)
         return CUDA_SUCCESS;
     if (strcmp(want, "rdma") == 0) {

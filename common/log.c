@@ -3,13 +3,31 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 int rg_log_level_current = RG_LOG_INFO;
 static rg_log_cb log_cb;
 static char log_prefix[128] = "rgpu";
 static const char *const level_names[] = {"error", "warn", "info", "debug", "trace"};
+/* syslog priorities of the levels (LOG_ERR, LOG_WARNING, LOG_INFO, LOG_DEBUG) */
+static const char *const journal_prio[] = {"<3>", "<4>", "<6>", "<7>", "<7>"};
+
+/* Is stderr the journal's stream? systemd names it in $JOURNAL_STREAM as "DEVICE:INODE"; a
+ * stderr redirected elsewhere since (a child's 2>file) is not, so it keeps plain lines. */
+static int stderr_is_journal(void)
+{
+    const char *v = getenv("JOURNAL_STREAM");
+    unsigned long long dev, ino;
+    struct stat st;
+
+    return v != NULL && sscanf(v, "%llu:%llu", &dev, &ino) == 2 &&
+           fstat(STDERR_FILENO, &st) == 0 && (unsigned long long)st.st_dev == dev &&
+           (unsigned long long)st.st_ino == ino;
+}
 
 void rg_log_set_level(enum rg_log_level level) { rg_log_level_current = (int)level; }
 
@@ -51,6 +69,6 @@ void rg_log_write(enum rg_log_level level, const char *fmt, ...)
     if (log_cb != NULL)
         log_cb(level, line);
     else
-        fprintf(stderr, "%s\n", line);
+        fprintf(stderr, "%s%s\n", stderr_is_journal() ? journal_prio[level] : "", line);
     errno = saved_errno;
 }

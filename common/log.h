@@ -16,7 +16,8 @@ void rg_log_set_level(enum rg_log_level level);
 void rg_log_set_level_str(const char *name);
 /* Prefix written before every line, e.g. "gpu-server[123] tenant=a session=7". */
 void rg_log_set_prefix(const char *prefix);
-/* Install a sink; NULL restores the default (stderr). */
+/* Install a sink; NULL restores the default: stderr, each line prefixed with its syslog
+ * priority ("<3>" for errors ... "<7>" for debug) when stderr is the journal ($JOURNAL_STREAM). */
 void rg_log_set_callback(rg_log_cb cb);
 void rg_log_write(enum rg_log_level level, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));

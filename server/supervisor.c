@@ -16,6 +16,7 @@
 
 #include "common/log.h"
 #include "server/metrics.h"
+#include "server/sd_notify.h"
 #include "server/server.h"
 #include "server/session_table.h"
 #include "transport/rdma.h"
@@ -156,6 +157,7 @@ static void reap(evutil_socket_t sig, short what, void *arg)
 static void on_stop(evutil_socket_t sig, short what, void *arg)
 {
     rg_info("signal %d: stopping; ending every session", (int)sig);
+    srv_notify("STOPPING=1");
     for (int i = 0; i < MAX_WORKERS; i++)
         if (sup.workers[i].pid > 0)
             kill(sup.workers[i].pid, SIGTERM);
@@ -175,6 +177,7 @@ static void on_reload(evutil_socket_t sig, short what, void *arg)
     }
     if ((fresh = calloc(1, sizeof(*fresh))) == NULL)
         return;
+    srv_notify("RELOADING=1");
     if (srv_tenants_load(sup.cfg->config_path, fresh) != RG_OK)
         rg_error("SIGHUP: cannot read %s; the tenants stay as they were", sup.cfg->config_path);
     else {
@@ -183,6 +186,7 @@ static void on_reload(evutil_socket_t sig, short what, void *arg)
                 sup.cfg->config_path, fresh->n);
     }
     free(fresh);
+    srv_notify("READY=1");
 }
 
 static void resume_accept(evutil_socket_t fd, short what, void *arg)
@@ -254,6 +258,7 @@ int srv_supervisor_run(const struct srv_config *cfg, const char *self_exe)
     event_add(ev_int, NULL);
     event_add(ev_term, NULL);
     rg_info("listening on %s", bound);
+    srv_notify("READY=1");
     event_base_dispatch(sup.base);
     event_free(sup.ev_accept);
     event_free(sup.ev_resume);

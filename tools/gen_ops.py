@@ -344,6 +344,21 @@ def check_sources(ops, root):
                 findings.append(f"client/{fn}:{line}: {name} without {', '.join(missing)}")
             if unknown:
                 findings.append(f"client/{fn}:{line}: {name} has no argument {unknown}")
+        # An op sent without waiting (cli_call_async, cli_handle_destroy) must be flagged
+        # noreply in the table: it gets no Reply, its failure comes as an AsyncError.
+        for m in re.finditer(r"\n\{\n(.*?)\n\}\n", text, re.S):
+            body = m.group(1)
+            named = set(re.findall(r"cli_handle_destroy\([^;]*PROTO_OP_(\w+)", body))
+            if "cli_call_async" in body:
+                for a, b in re.findall(r"PROTO_OP_(\w+)|CLI_ARGS(?:_AS\([^,]*,)?\(?\s*(\w+)",
+                                       body):
+                    named.add(a or b)
+            for name in sorted(named):
+                op = by_name.get(name)
+                if op is not None and "noreply" not in op.flags:
+                    line = text.count("\n", 0, m.start()) + 2
+                    findings.append(f"client/{fn}:{line}: {name} is sent without waiting but "
+                                    "is not flagged noreply in ops.def")
         for m in re.finditer(r"PROTO_OP_(\w+)", text):
             if m.group(1) not in by_name and m.group(1) != "COUNT":
                 line = text.count("\n", 0, m.start()) + 1

@@ -20,10 +20,11 @@ static void usage(FILE *out)
             "  preloaded (LD_PRELOAD) so NCCL calls run on the GPU hosts (RGPU_NCCL=0: not).\n");
 }
 
-/* The directory holding libcuda.so.1: RGPU_LIBDIR, else <exe dir>/../lib. */
+/* The directory holding libcuda.so.1: RGPU_LIBDIR, else <exe dir>/../lib/rgpu where the
+ * client is there (as installed: /usr/bin/rgpu, /usr/lib/rgpu), else <exe dir>/../lib. */
 static int find_libdir(char *buf, size_t len)
 {
-    char exe[PATH_MAX];
+    char exe[PATH_MAX], *dir;
     ssize_t n;
     const char *env = getenv("RGPU_LIBDIR");
 
@@ -33,7 +34,11 @@ static int find_libdir(char *buf, size_t len)
     if (n < 0)
         return -1;
     exe[n] = '\0';
-    return snprintf(buf, len, "%s/../lib", dirname(exe)) < (int)len ? 0 : -1;
+    dir = dirname(exe);
+    if (snprintf(buf, len, "%s/../lib/rgpu/libcuda.so.1", dir) < (int)len &&
+        access(buf, R_OK) == 0)
+        return snprintf(buf, len, "%s/../lib/rgpu", dir) < (int)len ? 0 : -1;
+    return snprintf(buf, len, "%s/../lib", dir) < (int)len ? 0 : -1;
 }
 
 static int prepend_env(const char *name, const char *dir)

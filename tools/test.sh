@@ -6,7 +6,8 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
 JOBS=$(nproc 2>/dev/null || echo 2)
 PKGS="build-essential cmake pkg-config python3 binutils protobuf-c-compiler libprotobuf-c-dev
-      libevent-dev libcmocka-dev libibverbs-dev librdmacm-dev iproute2"
+      libevent-dev libcmocka-dev libibverbs-dev librdmacm-dev iproute2
+      adduser lintian systemd strace nodejs"
 
 missing=""
 for p in $PKGS; do
@@ -19,6 +20,12 @@ if [ -n "$missing" ]; then
     $SUDO apt-get update -q
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends $missing
 fi
+# npm comes with some builds of nodejs and in a package of its own with Debian's.
+if ! command -v npm >/dev/null; then
+    SUDO=""
+    [ "$(id -u)" -ne 0 ] && SUDO=sudo
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends npm
+fi
 if [ ! -f "$CUDA_HOME/include/cuda.h" ] || [ ! -x "$CUDA_HOME/bin/nvcc" ]; then
     echo "error: the CUDA 13 toolkit (cuda.h, nvcc) is not at $CUDA_HOME; install it or set CUDA_HOME" >&2
     exit 1
@@ -28,6 +35,12 @@ echo "== build (RelWithDebInfo) and all tests"
 cmake -S "$ROOT" -B "$ROOT/build" -DCUDA_HOME="$CUDA_HOME" >/dev/null
 cmake --build "$ROOT/build" -j "$JOBS"
 (cd "$ROOT/build" && ctest --output-on-failure -j "$JOBS")
+
+# The packages as an operator gets them (root only: it installs and purges them).
+echo "== Debian packages: build, lint, install, unit checks, serve, purge"
+"$ROOT/tools/pkg_test.sh" "$ROOT/build"
+echo "== Kubernetes manifests: schemas, references, the server config they assemble"
+"$ROOT/tools/k8s_validate.sh" "$ROOT/build"
 
 # The C parts again under AddressSanitizer and UBSan. The integration tests load the client into
 # nvcc-built programs that are not instrumented, so they run in the plain build only.

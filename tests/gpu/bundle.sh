@@ -5,6 +5,7 @@
 #   nccl/    rgpu's NCCL shim libnccl.so.2 (preloaded by the NCCL scripts)
 #   bin/     gpu-server, rgpu, the test programs (static and shared cudart), ip
 #   deps/    every shared library those need that is not part of glibc, plus libcudart.so.13
+#   deb/     the rgpu-server and rgpu-client packages (tests/gpu/installed.sh)
 #   samples.tar.xz  NVIDIA's cuda-samples, when SAMPLES_OUT holds them (tests/gpu/samples.sh build)
 # Usage: tests/gpu/bundle.sh [BUILD_DIR [SAMPLES_OUT]]   (default <repo>/build, built beforehand;
 #        SAMPLES_OUT defaults to $RGPU_SAMPLES_OUT, else <repo>/../samples-build)
@@ -37,6 +38,16 @@ cp "$(command -v ip)" "$OUT/bin/ip"
 "$CUDA_HOME/bin/nvcc" -O2 -gencode arch=compute_90,code=sm_90 -o "$OUT/bin/cublas_sgemm" \
     "$ROOT/tests/gpu/cublas_sgemm.cu" -lcublas -Xlinker -rpath="$CUDA_HOME/lib64"
 cp -L "$CUDA_HOME"/lib64/libcudart.so.13 "$OUT/deps/"
+# The Debian packages, for tests/gpu/installed.sh (their libraries' dependencies are in deps/).
+mkdir -p "$OUT/deb"
+rm -f "$BUILD"/rgpu-*.deb
+(cd "$BUILD" && cpack -G DEB >/dev/null)
+cp "$BUILD"/rgpu-server_*.deb "$BUILD"/rgpu-client_*.deb "$OUT/deb/"
+# installed.sh checks the real driver's system calls against the unit's filter (no
+# systemd-analyze there): the allowed list, and strace (its libraries join deps/ below).
+python3 "$ROOT/tools/unit_syscalls.py" --dump "$ROOT/deploy/systemd/gpu-server.service" \
+    "$OUT/deb/allowed-syscalls.txt"
+cp "$(command -v strace)" "$OUT/bin/strace"
 SAMPLES_OUT=${2:-${RGPU_SAMPLES_OUT:-$ROOT/../samples-build}}
 if [ -f "$SAMPLES_OUT/samples.tar.xz" ]; then
     cp "$SAMPLES_OUT/samples.tar.xz" "$OUT/"

@@ -3,8 +3,9 @@
 # handler defined twice, a handler no op names, a client call that leaves out an argument, a
 # client call with an argument its op does not have, a positional argument read in the server,
 # a positional argument write in the client (call.a.words[i] = v) outside the generic forwarder,
-# that forwarder (client/nccl_ext.c) without its run-time check against proto_ops[], and a
-# table whose ops share a handler with different arguments.
+# that forwarder (client/nccl_ext.c) without its run-time check against proto_ops[], a table
+# whose ops share a handler with different arguments, and an op the client sends without
+# waiting that the table does not flag noreply.
 # Usage: drift.sh PYTHON SRC_ROOT
 set -u
 PY=$1 SRC=$2
@@ -70,5 +71,9 @@ expect "forwarder without its check" "nccl_ext.c: a generic forwarder that does 
 copy
 sed -i 's/^\(STREAM_QUERY .*| \)stream\( *|\)/\1strm  \2/' "$WORK/src/proto/ops.def"
 expect "shared handler, different arguments" "STREAM_QUERY shares srv_op_stream_sync_query"
+
+copy
+sed -i 's/^\(EVENT_RECORD .*| \)noreply stream/\1stream        /' "$WORK/src/proto/ops.def"
+expect "async op without noreply" "EVENT_RECORD is sent without waiting but is not flagged noreply"
 
 [ $fails -eq 0 ] && echo "drift caught: PASS" || exit 1

@@ -1,0 +1,124 @@
+# Debian packages made by this build: `cpack -G DEB` in the build directory (or the `package`
+# target) writes rgpu-server_<version>_<arch>.deb and rgpu-client_<version>_<arch>.deb.
+#   rgpu-server: /usr/sbin/gpu-server, its systemd unit, /etc/rgpu/server.conf (a conffile with
+#                module_cache set to the unit's cache), the user rgpu (maintainer scripts)
+#   rgpu-client: libcuda.so.1, libnvidia-ml.so.1 (and libnccl.so.2 when built) in /usr/lib/rgpu,
+#                a private directory never on the loader's default path, so they cannot shadow
+#                a real driver; /usr/bin/rgpu (finds /usr/lib/rgpu); /etc/rgpu/client.conf
+# Dependencies come from dpkg-shlibdeps; rdma-core's libraries are Recommends since they are
+# dlopened. tools/pkg_test.sh builds, lints, installs, runs and purges them.
+include(GNUInstallDirs)
+
+set(RGPU_DEB_DIR ${CMAKE_SOURCE_DIR}/deploy/debian)
+set(RGPU_PKG_GEN ${CMAKE_BINARY_DIR}/packaging)
+set(CMAKE_INSTALL_DEFAULT_DIRECTORY_PERMISSIONS
+    OWNER_READ OWNER_WRITE OWNER_EXECUTE GROUP_READ GROUP_EXECUTE WORLD_READ WORLD_EXECUTE)
+
+# Files made for the packages: the server config with the packaged cache directory, and the
+# man pages and changelog compressed the way Debian wants (gzip -9n: no name, no time stamp).
+file(READ ${CMAKE_SOURCE_DIR}/deploy/server.conf RGPU_SERVER_CONF)
+string(REPLACE "# module_cache = /var/cache/rgpu/modules" "module_cache = /var/cache/rgpu/modules"
+       RGPU_SERVER_CONF "${RGPU_SERVER_CONF}")
+file(WRITE ${RGPU_PKG_GEN}/server.conf "${RGPU_SERVER_CONF}")
+set(RGPU_PKG_GZ "")
+foreach(src man/gpu-server.8 man/rgpu.1 debian/changelog)
+  get_filename_component(name ${src} NAME)
+  if(name STREQUAL "changelog")
+    set(name changelog.Debian)
+  endif()
+  add_custom_command(OUTPUT ${RGPU_PKG_GEN}/${name}.gz
+                     COMMAND gzip -9nc ${CMAKE_SOURCE_DIR}/deploy/${src} > ${RGPU_PKG_GEN}/${name}.gz
+                     DEPENDS ${CMAKE_SOURCE_DIR}/deploy/${src} VERBATIM)
+  list(APPEND RGPU_PKG_GZ ${RGPU_PKG_GEN}/${name}.gz)
+endforeach()
+add_custom_target(rgpu_package_files ALL DEPENDS ${RGPU_PKG_GZ})
+
+# What the packages ship is linked with full RELRO (read-only relocations, bound at load).
+set(RGPU_SHIPPED gpu-server rgpu rgpu_client rgpu_nvml)
+if(TARGET rgpu_nccl)
+  list(APPEND RGPU_SHIPPED rgpu_nccl)
+endif()
+set_property(TARGET ${RGPU_SHIPPED} APPEND PROPERTY LINK_OPTIONS -Wl,-z,relro -Wl,-z,now)
+
+# rgpu-server
+install(TARGETS gpu-server RUNTIME DESTINATION ${CMAKE_INSTALL_SBINDIR} COMPONENT server)
+install(FILES ${CMAKE_SOURCE_DIR}/deploy/systemd/gpu-server.service
+        DESTINATION /lib/systemd/system COMPONENT server)
+install(FILES ${RGPU_PKG_GEN}/server.conf DESTINATION /etc/rgpu
+        PERMISSIONS OWNER_READ OWNER_WRITE GROUP_READ WORLD_READ COMPONENT server)
+install(FILES ${RGPU_PKG_GEN}/gpu-server.8.gz DESTINATION ${CMAKE_INSTALL_MANDIR}/man8
+        COMPONENT server)
+foreach(comp server client)
+  install(FILES ${RGPU_DEB_DIR}/copyright ${RGPU_PKG_GEN}/changelog.Debian.gz
+          DESTINATION ${CMAKE_INSTALL_DATADIR}/doc/rgpu-${comp} COMPONENT ${comp})
+endforeach()
+install(FILES ${CMAKE_SOURCE_DIR}/README.md DESTINATION ${CMAKE_INSTALL_DATADIR}/doc/rgpu-server
+        COMPONENT server)
+
+# rgpu-client. The shims are dlopened or found through LD_LIBRARY_PATH (rgpu run): no
+# development symlinks (NAMELINK_SKIP).
+set(RGPU_CLIENT_LIBS rgpu_client rgpu_nvml)
+if(TARGET rgpu_nccl)
+  list(APPEND RGPU_CLIENT_LIBS rgpu_nccl)
+endif()
+install(TARGETS ${RGPU_CLIENT_LIBS} LIBRARY DESTINATION /usr/lib/rgpu NAMELINK_SKIP
+        COMPONENT client)
+install(TARGETS rgpu RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT client)
+install(FILES ${CMAKE_SOURCE_DIR}/deploy/client.conf DESTINATION /etc/rgpu
+        PERMISSIONS OWNER_READ OWNER_WRITE GROUP_READ WORLD_READ COMPONENT client)
+install(FILES ${RGPU_PKG_GEN}/rgpu.1.gz DESTINATION ${CMAKE_INSTALL_MANDIR}/man1
+        COMPONENT client)
+
+# Control files: conffiles per package, the server's maintainer scripts.
+file(WRITE ${RGPU_PKG_GEN}/server/conffiles "/etc/rgpu/server.conf\n")
+file(WRITE ${RGPU_PKG_GEN}/client/conffiles "/etc/rgpu/client.conf\n")
+foreach(script server.postinst server.prerm server.postrm client.postinst client.postrm)
+  string(REPLACE "." ";" parts ${script})
+  list(GET parts 0 comp)
+  list(GET parts 1 name)
+  configure_file(${RGPU_DEB_DIR}/rgpu-${script} ${RGPU_PKG_GEN}/${comp}/${name} COPYONLY)
+endforeach()
+
+set(CPACK_GENERATOR DEB)
+set(CPACK_PACKAGE_NAME rgpu)
+set(CPACK_PACKAGE_VERSION ${PROJECT_VERSION})
+set(CPACK_PACKAGE_CONTACT "rgpu developers <rgpu-dev@example.org>")
+set(CPACK_PACKAGE_DESCRIPTION_SUMMARY "remote GPUs for unmodified CUDA programs")
+set(CPACK_STRIP_FILES ON)
+set(CPACK_DEB_COMPONENT_INSTALL ON)
+set(CPACK_COMPONENTS_ALL server client)
+set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
+set(CPACK_DEBIAN_PACKAGE_RELEASE 1)
+set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
+set(CPACK_DEBIAN_PACKAGE_PRIORITY optional)
+set(CPACK_DEBIAN_PACKAGE_HOMEPAGE "https://example.org/rgpu")
+set(CPACK_DEBIAN_PACKAGE_RECOMMENDS "libibverbs1, librdmacm1")
+
+set(CPACK_DEBIAN_SERVER_PACKAGE_NAME rgpu-server)
+set(CPACK_DEBIAN_SERVER_PACKAGE_SECTION net)
+set(CPACK_DEBIAN_SERVER_PACKAGE_DEPENDS "adduser")
+set(CPACK_DEBIAN_SERVER_DESCRIPTION "remote GPUs for unmodified CUDA programs - server
+gpu-server serves this host's GPUs to rgpu clients over TCP or RDMA: one worker
+process and CUDA context per client session, tenants with tokens, memory quotas
+and compute shares, Prometheus metrics. It runs as the system user rgpu under
+the systemd unit gpu-server.service, which is installed but not started: set
+up tenants in /etc/rgpu/server.conf first. The NVIDIA driver (libcuda.so.1) is
+needed at run time.")
+set(CPACK_DEBIAN_SERVER_PACKAGE_CONTROL_EXTRA
+    ${RGPU_PKG_GEN}/server/conffiles ${RGPU_PKG_GEN}/server/postinst
+    ${RGPU_PKG_GEN}/server/prerm ${RGPU_PKG_GEN}/server/postrm)
+set(CPACK_DEBIAN_SERVER_PACKAGE_CONTROL_STRICT_PERMISSION ON)
+
+set(CPACK_DEBIAN_CLIENT_PACKAGE_NAME rgpu-client)
+set(CPACK_DEBIAN_CLIENT_PACKAGE_SECTION utils)
+set(CPACK_DEBIAN_CLIENT_DESCRIPTION "remote GPUs for unmodified CUDA programs - client
+A drop-in CUDA driver library (libcuda.so.1), with NVML and NCCL shims, that
+sends every CUDA driver call to a gpu-server on a GPU host, so CUDA programs,
+cuBLAS and PyTorch run on a host without a GPU. The libraries live in the
+private directory /usr/lib/rgpu, never on the default library path: run a
+program with 'rgpu run -- PROGRAM' (or LD_LIBRARY_PATH=/usr/lib/rgpu).")
+set(CPACK_DEBIAN_CLIENT_PACKAGE_CONTROL_EXTRA ${RGPU_PKG_GEN}/client/conffiles
+    ${RGPU_PKG_GEN}/client/postinst ${RGPU_PKG_GEN}/client/postrm)
+set(CPACK_DEBIAN_CLIENT_PACKAGE_CONTROL_STRICT_PERMISSION ON)
+
+include(CPack)
