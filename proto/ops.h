@@ -267,7 +267,12 @@ enum proto_handle_type {
                                  /*  like a memory handle                                    */ \
     X(IPC_OPEN_EVENT_HANDLE)     /* [event id] data: CUipcEventHandle: the new id is bound   */ \
                                  /*  to the opened event (EVENT_DESTROY ends it); the same   */ \
-                                 /*  tenant rule as IPC_OPEN_MEM_HANDLE                      */
+                                 /*  tenant rule as IPC_OPEN_MEM_HANDLE                      */ \
+    X(TENSOR_MAP_ENCODE)         /* [kind, dtype, rank, addr, interleave, swizzle, l2, oob,  */ \
+                                 /*  channels/pixel, pixels/column, lower w, upper w, mode]  */ \
+                                 /*  data: struct proto_tensor_map_arrays -> data: the       */ \
+                                 /*  128-byte CUtensorMap the worker's driver encoded        */ \
+    X(TENSOR_MAP_REPLACE_ADDRESS) /* [addr] data: CUtensorMap -> data: the CUtensorMap      */
 
 enum proto_op {
 #define PROTO_OP_ENUM(name) PROTO_OP_##name,

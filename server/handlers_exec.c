@@ -21,6 +21,7 @@ extern const srv_handler_fn srv_memcpy_2d_handlers[PROTO_OP_COUNT];
 extern const srv_handler_fn srv_link_handlers[PROTO_OP_COUNT];
 extern const srv_handler_fn srv_status_handlers[PROTO_OP_COUNT];
 extern const srv_handler_fn srv_stream_attr_handlers[PROTO_OP_COUNT];
+extern const srv_handler_fn srv_tensor_map_handlers[PROTO_OP_COUNT];
 extern const srv_handler_fn srv_device_handlers[PROTO_OP_COUNT];
 extern const srv_handler_fn srv_module_names_handlers[PROTO_OP_COUNT];
 extern const srv_handler_fn srv_array_handlers[PROTO_OP_COUNT];
@@ -636,8 +637,8 @@ const uint8_t srv_min_args[PROTO_OP_COUNT] = {
     OP(STREAM_BEGIN_CAPTURE_TO_GRAPH, h, 4), OP(STREAM_GET_CAPTURE_INFO, h, 3),
     OP(STREAM_UPDATE_CAPTURE_DEPS, h, 4), OP(IPC_GET_MEM_HANDLE, h, 1),
     OP(IPC_OPEN_MEM_HANDLE, h, 1), OP(IPC_CLOSE_MEM_HANDLE, h, 1), OP(IPC_GET_EVENT_HANDLE, h, 1),
-    OP(IPC_OPEN_EVENT_HANDLE, h, 1),
-    OP(SHADOW_FREE, h, 1),
+    OP(IPC_OPEN_EVENT_HANDLE, h, 1), OP(TENSOR_MAP_ENCODE, h, 13),
+    OP(TENSOR_MAP_REPLACE_ADDRESS, h, 1), OP(SHADOW_FREE, h, 1),
 };
 #undef OP
 
@@ -649,6 +650,7 @@ srv_handler_fn srv_handler(unsigned op)
         srv_link_handlers,       srv_status_handlers,       srv_stream_attr_handlers,
         srv_device_handlers,     srv_module_names_handlers, srv_array_handlers,
         srv_rdma_copy_handlers,  srv_lanes_handlers,        srv_ipc_handlers,
+        srv_tensor_map_handlers,
     };
 
     if (op >= PROTO_OP_COUNT)

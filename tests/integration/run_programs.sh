@@ -177,6 +177,9 @@ else
     fail "arrays left by a client not freed"; grep -E "destroyed|freed" "$WORK/main.log" | tail -3
 fi
 
+# Tensor maps encoded by the worker's driver (cuTensorMapEncode*, cuTensorMapReplaceAddress).
+run_program tensor_maps "$TOOLS/tensor_maps"
+
 # No server reachable: a clear error naming the address, quickly, never a hang.
 if RGPU_SERVER=127.0.0.1:1 timeout 20 "$PROGS/vadd_static" >"$WORK/noserver.out" 2>&1; then
     fail "no server: the program succeeded"
