@@ -52,7 +52,11 @@ struct cli_ctx {
     bool is_primary;
     unsigned flags;
     void *cls;            /* context-local storage, owned by export_tables.c */
+    uint64_t limits[16];  /* cuCtxGetLimit answers already asked (context.c) */
+    unsigned limits_known; /* bit per CUlimit in limits[]; atomic */
 };
+/* Forget cached cuCtxGetLimit answers of ctx (a bit per CUlimit): the driver may change them. */
+void cli_ctx_limits_forget(struct cli_ctx *ctx, unsigned mask);
 
 /* One driver call on the wire (see proto/ops.h for the meaning of args/data per op). */
 #define CLI_CALL_MAX_ARGS 16

@@ -517,20 +517,31 @@ static CUresult global(CUdeviceptr *d, size_t *n, void *owner, const char *name)
 CUresult cuModuleGetGlobal(CUdeviceptr *d, size_t *n, CUmodule m, const char *name) { NEED_CTX(); return global(d, n, m, name); }
 CUresult cuLibraryGetGlobal(CUdeviceptr *d, size_t *n, CUlibrary l, const char *name) { NEED_CTX(); return global(d, n, l, name); }
 
+#define FK_STATIC_SHARED 1024 /* every fake kernel's static shared memory */
 static CUresult func_attr(int *v, CUfunction_attribute a)
 {
     static const int values[CU_FUNC_ATTRIBUTE_MAX] = {
         [CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK] = 1024, [CU_FUNC_ATTRIBUTE_NUM_REGS] = 32,
         [CU_FUNC_ATTRIBUTE_PTX_VERSION] = 90, [CU_FUNC_ATTRIBUTE_BINARY_VERSION] = 90,
         [CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES] = 49152,
-        [CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT] = -1};
+        [CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT] = -1,
+        [CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES] = FK_STATIC_SHARED};
     if (!v || (unsigned)a >= CU_FUNC_ATTRIBUTE_MAX) return CUDA_ERROR_INVALID_VALUE;
     *v = values[a];
     return CUDA_SUCCESS;
 }
 CUresult cuFuncGetAttribute(int *v, CUfunction_attribute a, CUfunction f) { NEED_CTX(); return f ? func_attr(v, a) : CUDA_ERROR_INVALID_HANDLE; }
 CUresult cuKernelGetAttribute(int *v, CUfunction_attribute a, CUkernel k, CUdevice d) { NEED_DEV(d); return k ? func_attr(v, a) : CUDA_ERROR_INVALID_HANDLE; }
-CUresult cuFuncSetAttribute(CUfunction f, CUfunction_attribute a, int v) { NEED_CTX(); return (unsigned)a < CU_FUNC_ATTRIBUTE_MAX ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE; }
+/* As the driver: the dynamic shared size plus the function's static size must fit the device's
+ * opt-in maximum (a failure the client cannot see coming: tests/integration/local_answers). */
+CUresult cuFuncSetAttribute(CUfunction f, CUfunction_attribute a, int v)
+{
+    NEED_CTX();
+    if ((unsigned)a >= CU_FUNC_ATTRIBUTE_MAX ||
+        (a == CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES && v > 232448 - FK_STATIC_SHARED))
+        return CUDA_ERROR_INVALID_VALUE;
+    return CUDA_SUCCESS;
+}
 CUresult cuKernelSetAttribute(CUfunction_attribute a, int v, CUkernel k, CUdevice d) { NEED_DEV(d); return (unsigned)a < CU_FUNC_ATTRIBUTE_MAX ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE; }
 CUresult cuFuncSetCacheConfig(CUfunction f, CUfunc_cache c) { NEED_CTX(); return CUDA_SUCCESS; }
 CUresult cuKernelSetCacheConfig(CUkernel k, CUfunc_cache c, CUdevice d) { NEED_DEV(d); return CUDA_SUCCESS; }
