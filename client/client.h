@@ -160,6 +160,8 @@ CUresult cli_module_walk(CUcontext ctx, CUmodule mod, cli_function_visitor visit
 
 /* Log an unsupported entry point once by name; returns CUDA_ERROR_NOT_SUPPORTED. */
 CUresult cli_unsupported(const char *name);
+/* The same for a probe, whose refusal the caller handles: said at info level. */
+CUresult cli_unsupported_probe(const char *name);
 
 /* Wait until the server has executed every call sent so far (deferred replies read); a
  * pending asynchronous error stays for the next synchronous call. */

@@ -4,7 +4,8 @@
  *     stack size (the driver grows it for a launch that needs more);
  *   - cuFuncSetAttribute: refused locally where the client can check (read-only attribute, a
  *     value out of range), else sent asynchronously; a failure only the driver sees (the fake's
- *     kernels have 1 KiB of static shared memory) is returned by the next synchronizing call.
+ *     kernels have 1 KiB of static shared memory) is returned by the next synchronizing call;
+ *   - a probe's refusal (cuMemHostGetDevicePointer) prints no warning; other refusals do.
  * run_programs.sh runs it with RGPU_STATS=1 and checks the round trips in the counts. */
 #include <cuda.h>
 #include <stdio.h>
@@ -57,6 +58,17 @@ static void attributes(CUfunction f)
     EXPECT(v == 1024, "max threads per block %d", v);
 }
 
+/* A probe's refusal is said at info level (not seen at the default level), any other refusal
+ * warns: run_programs.sh reads stderr. */
+static void probes(void)
+{
+    CUdeviceptr d = 0;
+    char host[64];
+
+    EXPECT_RESULT(cuMemHostGetDevicePointer(&d, host, 0), CUDA_ERROR_NOT_SUPPORTED);
+    EXPECT_RESULT(cuMemAllocManaged(&d, 4096, CU_MEM_ATTACH_GLOBAL), CUDA_ERROR_NOT_SUPPORTED);
+}
+
 int main(void)
 {
     CUdevice dev;
@@ -76,6 +88,7 @@ int main(void)
     OK(cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL));
     OK(cuCtxGetLimit(&stack, CU_LIMIT_STACK_SIZE)); /* asked again: the launch may grow it */
     OK(cuCtxSynchronize());
+    probes();
     OK(cuModuleUnload(mod));
     OK(cuCtxDestroy(ctx));
     printf("%s\n", failures ? "local_answers: FAILED" : "local_answers: PASS");

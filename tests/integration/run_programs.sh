@@ -190,6 +190,12 @@ if grep -Eq '^rgpu stats: CTX_GET_LIMIT +4 ' "$WORK/local_answers.err" &&
 else
     fail "local_answers: round trips"; grep -E 'LIMIT|ATTRIBUTE|operation' "$WORK/local_answers.err"
 fi
+if ! grep -q "cuMemHostGetDevicePointer" "$WORK/local_answers.err" &&
+   grep -q "warn: cuMemAllocManaged.* is not supported" "$WORK/local_answers.err"; then
+    ok "local_answers: a probe's refusal is not a warning, another refusal is"
+else
+    fail "local_answers: warnings"; grep -E "not supported" "$WORK/local_answers.err"
+fi
 
 # No server reachable: a clear error naming the address, quickly, never a hang.
 if RGPU_SERVER=127.0.0.1:1 timeout 20 "$PROGS/vadd_static" >"$WORK/noserver.out" 2>&1; then
