@@ -5,14 +5,17 @@
  *   - cuFuncSetAttribute: refused locally where the client can check (read-only attribute, a
  *     value out of range), else sent asynchronously; a failure only the driver sees (the fake's
  *     kernels have 1 KiB of static shared memory) is returned by the next synchronizing call;
- *   - a probe's refusal (cuMemHostGetDevicePointer) prints no warning; other refusals do.
+ *   - a probe's refusal (cuMemHostGetDevicePointer) prints no warning; other refusals do;
+ *   - a synchronous HtoD from pageable memory does not wait; its failure comes later.
  * run_programs.sh runs it with RGPU_STATS=1 and checks the round trips in the counts. */
 #include <cuda.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "expect.h"
 
 #define ROUNDS 50
+#define HTOD_BYTES 4096
 
 static const char ptx[] = ".version 8.0\n.target sm_90\n.entry empty() { ret; }\n";
 
@@ -69,6 +72,28 @@ static void probes(void)
     EXPECT_RESULT(cuMemAllocManaged(&d, 4096, CU_MEM_ATTACH_GLOBAL), CUDA_ERROR_NOT_SUPPORTED);
 }
 
+/* A synchronous HtoD from pageable memory returns once the bytes are sent: the data is there for
+ * what follows, the buffer may be reused at once, a failure comes at the next synchronizing
+ * call. */
+static void htod_pageable(void)
+{
+    static unsigned char src[HTOD_BYTES], back[HTOD_BYTES];
+    CUdeviceptr d;
+
+    NEED(cuMemAlloc(&d, HTOD_BYTES));
+    for (int i = 0; i < ROUNDS; i++) {
+        memset(src, i, sizeof(src));
+        OK(cuMemcpyHtoD(d, src, sizeof(src)));
+        memset(src, 0xee, sizeof(src)); /* reused at once */
+        OK(cuMemcpyDtoH(back, d, sizeof(back)));
+        EXPECT(back[0] == i && back[HTOD_BYTES - 1] == i, "round %d: %d", i, back[0]);
+    }
+    OK(cuMemcpyHtoD(d + HTOD_BYTES / 2, src, sizeof(src))); /* past the end: fails later */
+    EXPECT_RESULT(cuCtxSynchronize(), CUDA_ERROR_INVALID_VALUE);
+    OK(cuCtxSynchronize());
+    OK(cuMemFree(d));
+}
+
 int main(void)
 {
     CUdevice dev;
@@ -89,6 +114,7 @@ int main(void)
     OK(cuCtxGetLimit(&stack, CU_LIMIT_STACK_SIZE)); /* asked again: the launch may grow it */
     OK(cuCtxSynchronize());
     probes();
+    htod_pageable();
     OK(cuModuleUnload(mod));
     OK(cuCtxDestroy(ctx));
     printf("%s\n", failures ? "local_answers: FAILED" : "local_answers: PASS");
