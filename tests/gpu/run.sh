@@ -88,6 +88,16 @@ compare torch_gpt2 python3 "$ROOT/tests/gpu/torch_gpt2.py"
 compare torch_ipc python3 "$ROOT/tests/gpu/torch_ipc.py" # two processes, two sessions
 compare torch_compile python3 "$ROOT/tests/gpu/torch_compile.py" # Inductor/Triton kernels
 compare cupy_smoke python3 "$ROOT/tests/gpu/cupy_smoke.py"
+# NVRTC's compile cache through the driver's export table da9151d3 (cuDNN's runtime-compiled
+# engines, CuPy, Triton use NVRTC): a repeated compile within 3x of native's.
+N=$ROOT/tests/gpu/nvrtc_cache.py
+native python3 "$N" >"$LOGS/nvrtc_cache.native" 2>&1
+nm=$(sed -n 's/^repeat compile median \([0-9.]*\) ms/\1/p' "$LOGS/nvrtc_cache.native")
+if remote python3 "$N" --max-ms "$(awk -v m="${nm:-10}" 'BEGIN{print 3 * m}')" >"$LOGS/nvrtc_cache.rgpu" 2>&1; then
+    row nvrtc_cache PASS "repeat compile: native ${nm:-?} ms, $(tail -1 "$LOGS/nvrtc_cache.rgpu")"
+else
+    row nvrtc_cache FAIL "repeat compile: native ${nm:-?} ms, rgpu $(tail -1 "$LOGS/nvrtc_cache.rgpu") (export table da9151d3 refused)"
+fi
 # JAX (jit, grad, a training loop, XLA autotuning): losses within a relative tolerance, since
 # the autotuner's choices make the last digits vary natively too.
 J=$ROOT/tests/gpu/jax_train.py
