@@ -203,7 +203,9 @@ enum proto_handle_type {
     X(STREAM_SET_ATTR)           /* [stream, attr]            data: CUstreamAttrValue        */ \
     X(STREAM_GET_ATTR)           /* [stream, attr] -> data: CUstreamAttrValue                */ \
     X(DEVICE_STATUS)             /* [dev] -> out[mem total, used, free, util valid, util gpu */ \
-                                 /*  %, util memory %] (the NVML shim; client/rgpu_ext.h)    */ \
+                                 /*  %, util memory %, (PCIe link, when known: generation,  */ \
+                                 /*  width, max generation, max width, 16 bits each from     */ \
+                                 /*  bit 0)] (the NVML shim; client/rgpu_ext.h)              */ \
     X(CTX_RESET_L2)              /* []  cuCtxResetPersistingL2Cache                          */ \
     X(GRAPH_MEM_ATTR)            /* [dev, attr, set, value] -> out[value]                    */ \
     X(GRAPH_MEM_TRIM)            /* [dev]                                                    */ \
