@@ -96,5 +96,7 @@ struct transport_conn;
 struct transport_conn *cli_session_rdma_conn(void);
 /* Log an unsupported entry point once by name; returns CUDA_ERROR_NOT_SUPPORTED. */
 CUresult cli_unsupported(const char *name);
+/* The same for a probe, whose refusal the caller handles: said at info level. */
+CUresult cli_unsupported_probe(const char *name);
 
 #endif

@@ -107,6 +107,7 @@ static CUresult primary_reset(int dev)
     struct cli_call call = {CLI_ARGS(PRIMARY_CTX_RESET, .dev = dev), .ctx = ctx->h.id};
 
     ctx_teardown(ctx);
+    cli_ctx_limits_forget(ctx, ~0u);
     return cli_call_sync(&call);
 }
 
@@ -373,12 +374,25 @@ CLI_EXPORT CUresult cuCtxSynchronize_v2(CUcontext c)
     return ctx_synchronize(c != NULL ? ctx_check(c) : cli_ctx_current());
 }
 
+void cli_ctx_limits_forget(struct cli_ctx *ctx, unsigned mask)
+{
+    if (ctx != NULL && (__atomic_load_n(&ctx->limits_known, __ATOMIC_RELAXED) & mask))
+        __atomic_and_fetch(&ctx->limits_known, ~mask, __ATOMIC_RELEASE);
+}
+
+/* A limit the session set is read back once (the driver may round it); after that, and for
+ * limits only read, the answer is the context's cached one. The driver grows the stack size by
+ * itself for a launch that needs more, so launches forget that one (launch.c). */
 CLI_EXPORT CUresult cuCtxSetLimit(CUlimit limit, size_t value)
 {
     struct cli_call call = {CLI_ARGS(CTX_SET_LIMIT, .limit = limit, .value = value)};
     CUresult res = cli_need_ctx();
 
-    return res != CUDA_SUCCESS ? res : cli_call_sync(&call);
+    if (res != CUDA_SUCCESS)
+        return res;
+    res = cli_call_sync(&call);
+    cli_ctx_limits_forget(cli_ctx_current(), ~0u);
+    return res;
 }
 
 CLI_EXPORT CUresult cuCtxGetLimit(size_t *pvalue, CUlimit limit)
@@ -386,14 +400,25 @@ CLI_EXPORT CUresult cuCtxGetLimit(size_t *pvalue, CUlimit limit)
     uint64_t out[1];
     struct cli_call call = {CLI_ARGS(CTX_GET_LIMIT, .limit = limit), .out = out, .out_cap = 1};
     CUresult res = cli_need_ctx();
+    struct cli_ctx *ctx = cli_ctx_current();
+    unsigned bit = (unsigned)limit < 16 ? 1u << limit : 0;
 
     if (res != CUDA_SUCCESS)
         return res;
     if (pvalue == NULL)
         return CUDA_ERROR_INVALID_VALUE;
+    if (bit != 0 && (__atomic_load_n(&ctx->limits_known, __ATOMIC_ACQUIRE) & bit)) {
+        *pvalue = (size_t)__atomic_load_n(&ctx->limits[limit], __ATOMIC_RELAXED);
+        return CUDA_SUCCESS;
+    }
     res = cli_call_sync(&call);
-    if (res == CUDA_SUCCESS && call.nout >= 1)
+    if (res == CUDA_SUCCESS && call.nout >= 1) {
         *pvalue = (size_t)out[0];
+        if (bit != 0) {
+            __atomic_store_n(&ctx->limits[limit], out[0], __ATOMIC_RELAXED);
+            __atomic_or_fetch(&ctx->limits_known, bit, __ATOMIC_RELEASE);
+        }
+    }
     return res;
 }
 

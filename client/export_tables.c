@@ -366,7 +366,7 @@ static void et_tools_ctx_fill(void)
  * meaning is not known, so every slot refuses (and says so once). */
 static CUresult et_lt_unknown(void)
 {
-    return cli_unsupported("export table 1734dc26 (used by cuBLASLt)");
+    return cli_unsupported_probe("export table 1734dc26 (used by cuBLASLt)");
 }
 
 #define ET_LT_SLOTS 32

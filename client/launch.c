@@ -158,6 +158,7 @@ static CUresult launch(CUfunction func, const struct launch_dims *d, CUstream st
     call.a.LAUNCH.nattr = nattr;
     call.data = buf;
     call.data_len = len;
+    cli_ctx_limits_forget(cli_ctx_current(), 1u << CU_LIMIT_STACK_SIZE); /* it may grow */
     return cli_call_async(&call);
 }
 
@@ -292,6 +293,35 @@ static CUresult get_attribute(int *pi, int attrib, void *handle, CUdevice dev)
     return res;
 }
 
+/* What the driver checks of a function attribute's new value that the client can check too:
+ * which attributes are settable, and each one's range. */
+static CUresult attribute_value_check(int attrib, int value, CUdevice dev)
+{
+    int max = 0;
+
+    switch (attrib) {
+    case CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES:
+        if (cuDeviceGetAttribute(&max, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
+                                 dev) != CUDA_SUCCESS)
+            return CUDA_ERROR_INVALID_DEVICE;
+        return value >= 0 && value <= max ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+    case CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT:
+        return value >= -1 && value <= 100 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+    case CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH:
+    case CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_HEIGHT:
+    case CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_DEPTH:
+        return value >= 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+    case CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED:
+        return value == 0 || value == 1 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+    case CU_FUNC_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE:
+        return value >= 0 && value <= 2 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+    }
+    return CUDA_ERROR_INVALID_VALUE; /* read-only or unknown */
+}
+
+/* Sent without waiting (NOREPLY), as a launch is: what the client cannot check (a dynamic
+ * shared size that, with the function's static size, exceeds the device's) fails at the
+ * worker and is returned by the next synchronizing call. */
 static CUresult set_attribute(void *handle, int attrib, int value, CUdevice dev)
 {
     struct cli_func *f = cli_func_check(handle);
@@ -302,13 +332,13 @@ static CUresult set_attribute(void *handle, int attrib, int value, CUdevice dev)
         return CUDA_ERROR_NOT_INITIALIZED;
     if (f == NULL)
         return CUDA_ERROR_INVALID_HANDLE;
-    if (attrib < 0 || attrib >= CU_FUNC_ATTRIBUTE_MAX)
-        return CUDA_ERROR_INVALID_VALUE;
+    if ((res = attribute_value_check(attrib, value, dev)) != CUDA_SUCCESS)
+        return res;
     call.a.FUNC_SET_ATTRIBUTE.func = f->h.id;
     call.a.FUNC_SET_ATTRIBUTE.attrib = (uint64_t)attrib;
     call.a.FUNC_SET_ATTRIBUTE.value = (uint64_t)(int64_t)value;
     call.a.FUNC_SET_ATTRIBUTE.dev = (uint64_t)dev;
-    res = cli_call_sync(&call);
+    res = cli_call_async(&call);
     cli_occupancy_forget();
     pthread_mutex_lock(&f->lock);
     f->attrs_known &= ~(1ull << attrib); /* re-read: the driver may round the value */

@@ -1,6 +1,7 @@
 /* Copies and memsets in every direction, synchronous and asynchronous, and their per-thread
  * default stream variants (_ptds / _ptsz). Host-to-device data leaves the caller's buffer
- * during the call (it is written to the connection), so asynchronous HtoD never waits.
+ * during the call (it is written to the connection), so asynchronous HtoD, and synchronous HtoD
+ * from pageable memory, never wait.
  * Device-to-host into pinned memory completes later, at the next synchronizing call. On RDMA
  * sessions large copies of pinned memory go one-sided instead (rdma_copy.c); on TCP sessions
  * large copies go over the data lanes (lanes.c). */
@@ -30,7 +31,11 @@ static CUresult copy_htod(CUdeviceptr dst, const void *src, size_t n, CUstream s
     call.a.MEMCPY_HTOD.size = n;
     call.a.MEMCPY_HTOD.stream = sid;
     call.a.MEMCPY_HTOD.async = async;
-    return async ? cli_call_async(&call) : cli_call_sync(&call);
+    /* Synchronous from pageable memory too: the bytes have left the caller's buffer once the
+     * call is written, which is all the driver promises of such a copy; a failure comes back
+     * at the next synchronizing call (docs/frameworks.md). From pinned memory the driver's copy
+     * is synchronous, and so is this one. */
+    return async || !cli_host_pinned(src, n) ? cli_call_async(&call) : cli_call_sync(&call);
 }
 
 static CUresult copy_dtoh(void *dst, CUdeviceptr src, size_t n, CUstream stream,

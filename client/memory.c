@@ -195,7 +195,8 @@ CLI_EXPORT CUresult cuMemHostGetFlags(unsigned int *flags, void *p)
 CLI_EXPORT CUresult cuMemHostGetDevicePointer(CUdeviceptr *pdptr, void *p, unsigned int flags)
 {
     /* The GPU sits on another host: it cannot map this host's memory. */
-    return cli_unsupported("cuMemHostGetDevicePointer (mapped host memory across the network)");
+    return cli_unsupported_probe(
+        "cuMemHostGetDevicePointer (mapped host memory across the network)");
 }
 
 /* ---- pointer attributes ----------------------------------------------------------------- */

@@ -44,7 +44,11 @@ struct cli_ctx {
     bool is_primary;
     unsigned flags;
     void *cls;            /* context-local storage, owned by export_tables.c */
+    uint64_t limits[16];  /* cuCtxGetLimit answers already asked (context.c) */
+    unsigned limits_known; /* bit per CUlimit in limits[]; atomic */
 };
+/* Forget cached cuCtxGetLimit answers of ctx (a bit per CUlimit): the driver may change them. */
+void cli_ctx_limits_forget(struct cli_ctx *ctx, unsigned mask);
 
 /* Current context's id for Call.ctx, or 0. */
 uint64_t cli_ctx_current_id(void);

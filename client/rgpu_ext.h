@@ -15,7 +15,11 @@ struct rgpu_device_status {
     uint64_t mem_free;   /* what it may still allocate */
     uint32_t util_gpu;   /* percent of time a kernel ran (the whole GPU, all tenants) */
     uint32_t util_mem;   /* percent of time memory was read or written (the whole GPU) */
+    /* Since the PCIe fields: a caller whose size stops before them gets the fields above. */
+    uint32_t pcie_valid; /* 1 when the server's host could read the PCIe link */
+    uint32_t pcie_gen, pcie_width, pcie_max_gen, pcie_max_width;
 };
+#define RGPU_DEVICE_STATUS_V1_SIZE 40 /* up to util_mem */
 
 /* Ask the server (CUresult; CUDA_SUCCESS = 0). Needs cuInit; no context. */
 typedef int (*rgpu_device_status_fn)(int device, struct rgpu_device_status *status);

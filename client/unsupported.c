@@ -49,3 +49,15 @@ CUresult cli_unsupported(const char *name)
         rg_warn("%s is not supported; returning CUDA_ERROR_NOT_SUPPORTED", name);
     return CUDA_ERROR_NOT_SUPPORTED;
 }
+
+/* A probe: a call that frameworks make on every start to learn whether a feature exists, and
+ * whose refusal they meet with a fallback (PyTorch's cuMemHostGetDevicePointer, cuBLASLt's
+ * export table 1734dc26). Its refusal fails no program, so it is said once at info level, not
+ * as a warning on every run; every other refusal warns (docs/frameworks.md). */
+CUresult cli_unsupported_probe(const char *name)
+{
+    if (cli_unsupported_first(name))
+        rg_info("%s is not supported (probed; the caller falls back); returning "
+                "CUDA_ERROR_NOT_SUPPORTED", name);
+    return CUDA_ERROR_NOT_SUPPORTED;
+}

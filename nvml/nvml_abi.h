@@ -57,4 +57,16 @@ typedef struct {
     unsigned int gpu, memory; /* percent of the last sample period */
 } nvmlUtilization_t;
 
+/* nvmlDeviceGetFieldValues: one field asked (fieldId, scopeId in) and its answer. */
+typedef struct {
+    unsigned int fieldId, scopeId;
+    long long timestamp, latencyUsec;
+    int valueType;
+    nvmlReturn_t nvmlReturn;
+    union {
+        double dVal;
+        unsigned long long ullVal;
+    } value;
+} nvmlFieldValue_t;
+
 #endif

@@ -243,3 +243,60 @@ NO_PROCESSES(nvmlDeviceGetGraphicsRunningProcesses_v3)
 NO_PROCESSES(nvmlDeviceGetMPSComputeRunningProcesses)
 NO_PROCESSES(nvmlDeviceGetMPSComputeRunningProcesses_v2)
 NO_PROCESSES(nvmlDeviceGetMPSComputeRunningProcesses_v3)
+
+/* The PCIe link of the server's GPU, from its host's NVML (XLA reads the current link to
+ * estimate host-device bandwidth); not supported when the server's host has no NVML. */
+static nvmlReturn_t pcie_link(nvmlDevice_t device, unsigned int *out, int which)
+{
+    struct rgpu_device_status st;
+    const struct nvml_dev *d;
+    nvmlReturn_t ret;
+
+    DEVICE_ARGS(device, out, &d);
+    if ((ret = device_status(d, &st)) != NVML_SUCCESS)
+        return ret;
+    if (!st.pcie_valid)
+        return NVML_ERROR_NOT_SUPPORTED;
+    *out = which == 0 ? st.pcie_gen : which == 1 ? st.pcie_width
+         : which == 2 ? st.pcie_max_gen : st.pcie_max_width;
+    return NVML_SUCCESS;
+}
+
+NVML_EXPORT nvmlReturn_t nvmlDeviceGetCurrPcieLinkGeneration(nvmlDevice_t device, unsigned int *g)
+{
+    return pcie_link(device, g, 0);
+}
+
+NVML_EXPORT nvmlReturn_t nvmlDeviceGetCurrPcieLinkWidth(nvmlDevice_t device, unsigned int *w)
+{
+    return pcie_link(device, w, 1);
+}
+
+NVML_EXPORT nvmlReturn_t nvmlDeviceGetMaxPcieLinkGeneration(nvmlDevice_t device, unsigned int *g)
+{
+    return pcie_link(device, g, 2);
+}
+
+NVML_EXPORT nvmlReturn_t nvmlDeviceGetMaxPcieLinkWidth(nvmlDevice_t device, unsigned int *w)
+{
+    return pcie_link(device, w, 3);
+}
+
+/* Fields (NVLink counts and speeds, counters...) are not forwarded: the call succeeds and each
+ * field says NOT_SUPPORTED, as NVML does for a field a device lacks, so callers that ask on
+ * start (XLA) go on without an error. */
+NVML_EXPORT nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t device, int count,
+                                                  nvmlFieldValue_t *values)
+{
+    const struct nvml_dev *d;
+
+    DEVICE_ARGS(device, values, &d);
+    if (count < 0)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    for (int i = 0; i < count; i++) {
+        values[i].timestamp = 0;
+        values[i].latencyUsec = 0;
+        values[i].nvmlReturn = NVML_ERROR_NOT_SUPPORTED;
+    }
+    return NVML_SUCCESS;
+}

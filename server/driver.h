@@ -56,7 +56,9 @@
     X(cuGraphAddDependencies) X(cuGraphClone) X(cuGraphNodeGetType)                            \
     X(cuGraphExecKernelNodeSetParams) X(cuGraphExecUpdate) X(cuMemcpy2D) X(cuMemcpy2DAsync)  \
     X(cuLinkCreate) X(cuLinkAddData) X(cuLinkComplete) X(cuLinkDestroy)            \
-    X(cuStreamSetAttribute) X(cuStreamGetAttribute) X(cuCtxResetPersistingL2Cache)            \
+    X(cuTensorMapEncodeTiled) X(cuTensorMapEncodeIm2col) X(cuTensorMapEncodeIm2colWide)         \
+    X(cuTensorMapReplaceAddress) X(cuStreamSetAttribute) X(cuStreamGetAttribute)             \
+    X(cuCtxResetPersistingL2Cache)                                                             \
     X(cuDeviceGetGraphMemAttribute) X(cuDeviceSetGraphMemAttribute) X(cuDeviceGraphMemTrim)    \
     X(cuLaunchHostFunc) X(cuGraphAddHostNode) X(cuModuleGetFunctionCount)                     \
     X(cuModuleEnumerateFunctions) X(cuFuncGetName)                                              \

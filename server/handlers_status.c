@@ -31,5 +31,10 @@ CUresult srv_op_device_status(struct srv_session *s, struct srv_call *call)
     call->out[call->nout++] = usage.util_valid;
     call->out[call->nout++] = usage.util_gpu;
     call->out[call->nout++] = usage.util_mem;
+    if (usage.pcie_valid) /* 16 bits each, valid when not 0 (proto/ops.def) */
+        call->out[call->nout++] = (uint64_t)(usage.pcie_gen & 0xffff) |
+                                  (uint64_t)(usage.pcie_width & 0xffff) << 16 |
+                                  (uint64_t)(usage.pcie_max_gen & 0xffff) << 32 |
+                                  (uint64_t)(usage.pcie_max_width & 0xffff) << 48;
     return CUDA_SUCCESS;
 }

@@ -25,7 +25,12 @@ static struct {
     int (*by_pci)(const char *, void **);
     int (*util)(void *, host_nvml_util *);
     int (*memory)(void *, host_nvml_memory *);
+    int (*pcie[4])(void *, unsigned *); /* current generation, width; maximum generation, width */
 } hn;
+
+static const char *const pcie_names[4] = {
+    "nvmlDeviceGetCurrPcieLinkGeneration", "nvmlDeviceGetCurrPcieLinkWidth",
+    "nvmlDeviceGetMaxPcieLinkGeneration", "nvmlDeviceGetMaxPcieLinkWidth"};
 
 void srv_host_nvml_configure(const char *path)
 {
@@ -52,12 +57,29 @@ static bool host_nvml_open(void)
     *(void **)&hn.by_pci = dlsym(hn.dl, "nvmlDeviceGetHandleByPciBusId_v2");
     *(void **)&hn.util = dlsym(hn.dl, "nvmlDeviceGetUtilizationRates");
     *(void **)&hn.memory = dlsym(hn.dl, "nvmlDeviceGetMemoryInfo");
+    for (int i = 0; i < 4; i++)
+        *(void **)&hn.pcie[i] = dlsym(hn.dl, pcie_names[i]);
     if (hn.init == NULL || hn.by_pci == NULL || hn.init() != NVML_OK) {
         rg_warn("host NVML %s does not start: GPU utilization is not reported", hn.path);
         return false;
     }
     hn.usable = true;
     return true;
+}
+
+/* The PCIe link, current and maximum: all four values or none. */
+static void pcie_link(void *dev, struct srv_gpu_usage *usage_p)
+{
+    unsigned v[4];
+
+    for (int i = 0; i < 4; i++)
+        if (hn.pcie[i] == NULL || hn.pcie[i](dev, &v[i]) != NVML_OK)
+            return;
+    usage_p->pcie_valid = true;
+    usage_p->pcie_gen = v[0];
+    usage_p->pcie_width = v[1];
+    usage_p->pcie_max_gen = v[2];
+    usage_p->pcie_max_width = v[3];
 }
 
 void srv_host_nvml_usage(const char *pci_bus_id, struct srv_gpu_usage *usage_p)
@@ -78,4 +100,5 @@ void srv_host_nvml_usage(const char *pci_bus_id, struct srv_gpu_usage *usage_p)
         usage_p->mem_valid = true;
         usage_p->mem_free = m.free;
     }
+    pcie_link(dev, usage_p);
 }

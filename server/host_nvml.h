@@ -15,6 +15,8 @@ struct srv_gpu_usage {
     unsigned util_gpu, util_mem; /* percent */
     bool mem_valid;
     uint64_t mem_free;           /* the whole card's */
+    bool pcie_valid;
+    unsigned pcie_gen, pcie_width, pcie_max_gen, pcie_max_width; /* current and maximum link */
 };
 
 /* Usage of the GPU at PCI bus id ("0000:01:00.0"); fields not known are marked invalid. */

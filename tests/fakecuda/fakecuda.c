@@ -517,20 +517,31 @@ static CUresult global(CUdeviceptr *d, size_t *n, void *owner, const char *name)
 CUresult cuModuleGetGlobal(CUdeviceptr *d, size_t *n, CUmodule m, const char *name) { NEED_CTX(); return global(d, n, m, name); }
 CUresult cuLibraryGetGlobal(CUdeviceptr *d, size_t *n, CUlibrary l, const char *name) { NEED_CTX(); return global(d, n, l, name); }
 
+#define FK_STATIC_SHARED 1024 /* every fake kernel's static shared memory */
 static CUresult func_attr(int *v, CUfunction_attribute a)
 {
     static const int values[CU_FUNC_ATTRIBUTE_MAX] = {
         [CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK] = 1024, [CU_FUNC_ATTRIBUTE_NUM_REGS] = 32,
         [CU_FUNC_ATTRIBUTE_PTX_VERSION] = 90, [CU_FUNC_ATTRIBUTE_BINARY_VERSION] = 90,
         [CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES] = 49152,
-        [CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT] = -1};
+        [CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT] = -1,
+        [CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES] = FK_STATIC_SHARED};
     if (!v || (unsigned)a >= CU_FUNC_ATTRIBUTE_MAX) return CUDA_ERROR_INVALID_VALUE;
     *v = values[a];
     return CUDA_SUCCESS;
 }
 CUresult cuFuncGetAttribute(int *v, CUfunction_attribute a, CUfunction f) { NEED_CTX(); return f ? func_attr(v, a) : CUDA_ERROR_INVALID_HANDLE; }
 CUresult cuKernelGetAttribute(int *v, CUfunction_attribute a, CUkernel k, CUdevice d) { NEED_DEV(d); return k ? func_attr(v, a) : CUDA_ERROR_INVALID_HANDLE; }
-CUresult cuFuncSetAttribute(CUfunction f, CUfunction_attribute a, int v) { NEED_CTX(); return (unsigned)a < CU_FUNC_ATTRIBUTE_MAX ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE; }
+/* As the driver: the dynamic shared size plus the function's static size must fit the device's
+ * opt-in maximum (a failure the client cannot see coming: tests/integration/local_answers). */
+CUresult cuFuncSetAttribute(CUfunction f, CUfunction_attribute a, int v)
+{
+    NEED_CTX();
+    if ((unsigned)a >= CU_FUNC_ATTRIBUTE_MAX ||
+        (a == CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES && v > 232448 - FK_STATIC_SHARED))
+        return CUDA_ERROR_INVALID_VALUE;
+    return CUDA_SUCCESS;
+}
 CUresult cuKernelSetAttribute(CUfunction_attribute a, int v, CUkernel k, CUdevice d) { NEED_DEV(d); return (unsigned)a < CU_FUNC_ATTRIBUTE_MAX ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE; }
 CUresult cuFuncSetCacheConfig(CUfunction f, CUfunc_cache c) { NEED_CTX(); return CUDA_SUCCESS; }
 CUresult cuKernelSetCacheConfig(CUkernel k, CUfunc_cache c, CUdevice d) { NEED_DEV(d); return CUDA_SUCCESS; }
@@ -1001,3 +1012,70 @@ static cuuint64_t graph_mem_attrs[4];
 CUresult cuDeviceGetGraphMemAttribute(CUdevice d, CUgraphMem_attribute a, void *v) { NEED_INIT(); if (d != 0) return CUDA_ERROR_INVALID_DEVICE; if (!v || (unsigned)a >= 4) return CUDA_ERROR_INVALID_VALUE; *(cuuint64_t *)v = graph_mem_attrs[a]; return CUDA_SUCCESS; }
 CUresult cuDeviceSetGraphMemAttribute(CUdevice d, CUgraphMem_attribute a, void *v) { NEED_INIT(); if (d != 0) return CUDA_ERROR_INVALID_DEVICE; if (!v || (a != CU_GRAPH_MEM_ATTR_USED_MEM_HIGH && a != CU_GRAPH_MEM_ATTR_RESERVED_MEM_HIGH) || *(cuuint64_t *)v != 0) return CUDA_ERROR_INVALID_VALUE; graph_mem_attrs[a] = 0; return CUDA_SUCCESS; }
 CUresult cuDeviceGraphMemTrim(CUdevice d) { NEED_INIT(); return d == 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_DEVICE; }
+
+/* Tensor maps: the fake encodes what it was given so a test can read it back. Words (u64) of the
+ * 128 bytes: [0] global address, [1] kind (1 tiled, 2 im2col, 3 im2col wide) | dtype << 8 |
+ * rank << 16 | swizzle << 24 | oob << 32, [2..6] globalDim, [7..10] globalStrides,
+ * [11] box (tiled: boxDim[0] | boxDim[1] << 32; im2col: channels | pixels << 32),
+ * [12] elementStrides[0] | lower corner (first) << 32, [13] upper corner (first), [14] mode.
+ * Like the driver: the address must be 16-byte aligned, 1 <= rank <= 5 (3 for im2col). */
+static CUresult fk_tensor_map(CUtensorMap *m, unsigned kind, CUtensorMapDataType dt, cuuint32_t rank,
+                              void *addr, const cuuint64_t *dim, const cuuint64_t *strides,
+                              unsigned sw, unsigned oob)
+{
+    uint64_t *w = (uint64_t *)m;
+
+    NEED_CTX();
+    if (!m || !dim || rank == 0 || rank > 5 || (kind > 1 && rank < 3) || ((uintptr_t)addr & 15))
+        return CUDA_ERROR_INVALID_VALUE;
+    memset(m, 0, sizeof(*m));
+    w[0] = (uintptr_t)addr;
+    w[1] = kind | (uint64_t)dt << 8 | (uint64_t)rank << 16 | (uint64_t)sw << 24 | (uint64_t)oob << 32;
+    for (unsigned i = 0; i < rank; i++) {
+        w[2 + i] = dim[i];
+        if (i + 1 < rank)
+            w[7 + i] = strides[i];
+    }
+    return CUDA_SUCCESS;
+}
+CUresult cuTensorMapEncodeTiled(CUtensorMap *m, CUtensorMapDataType dt, cuuint32_t rank, void *addr, const cuuint64_t *dim, const cuuint64_t *strides, const cuuint32_t *box, const cuuint32_t *es, CUtensorMapInterleave il, CUtensorMapSwizzle sw, CUtensorMapL2promotion l2, CUtensorMapFloatOOBfill oob)
+{
+    CUresult r = fk_tensor_map(m, 1, dt, rank, addr, dim, strides, sw, oob);
+    (void)il; (void)l2;
+    if (r == CUDA_SUCCESS) {
+        ((uint64_t *)m)[11] = box[0] | (rank > 1 ? (uint64_t)box[1] << 32 : 0);
+        ((uint64_t *)m)[12] = es[0];
+    }
+    return r;
+}
+CUresult cuTensorMapEncodeIm2col(CUtensorMap *m, CUtensorMapDataType dt, cuuint32_t rank, void *addr, const cuuint64_t *dim, const cuuint64_t *strides, const int *lo, const int *up, cuuint32_t ch, cuuint32_t px, const cuuint32_t *es, CUtensorMapInterleave il, CUtensorMapSwizzle sw, CUtensorMapL2promotion l2, CUtensorMapFloatOOBfill oob)
+{
+    CUresult r = fk_tensor_map(m, 2, dt, rank, addr, dim, strides, sw, oob);
+    (void)il; (void)l2;
+    if (r == CUDA_SUCCESS) {
+        ((uint64_t *)m)[11] = ch | (uint64_t)px << 32;
+        ((uint64_t *)m)[12] = es[0] | (uint64_t)(uint32_t)lo[0] << 32;
+        ((uint64_t *)m)[13] = (uint32_t)up[0];
+    }
+    return r;
+}
+CUresult cuTensorMapEncodeIm2colWide(CUtensorMap *m, CUtensorMapDataType dt, cuuint32_t rank, void *addr, const cuuint64_t *dim, const cuuint64_t *strides, int lo, int up, cuuint32_t ch, cuuint32_t px, const cuuint32_t *es, CUtensorMapInterleave il, CUtensorMapIm2ColWideMode mode, CUtensorMapSwizzle sw, CUtensorMapL2promotion l2, CUtensorMapFloatOOBfill oob)
+{
+    CUresult r = fk_tensor_map(m, 3, dt, rank, addr, dim, strides, sw, oob);
+    (void)il; (void)l2;
+    if (r == CUDA_SUCCESS) {
+        ((uint64_t *)m)[11] = ch | (uint64_t)px << 32;
+        ((uint64_t *)m)[12] = es[0] | (uint64_t)(uint32_t)lo << 32;
+        ((uint64_t *)m)[13] = (uint32_t)up;
+        ((uint64_t *)m)[14] = mode;
+    }
+    return r;
+}
+CUresult cuTensorMapReplaceAddress(CUtensorMap *m, void *addr)
+{
+    NEED_CTX();
+    if (!m || ((uintptr_t)addr & 15) || (((uint64_t *)m)[1] & 0xff) == 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    ((uint64_t *)m)[0] = (uintptr_t)addr;
+    return CUDA_SUCCESS;
+}

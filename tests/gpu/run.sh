@@ -86,6 +86,29 @@ compare torch_graph python3 "$ROOT/tests/gpu/torch_graph.py"
 compare torch_features python3 "$ROOT/tests/gpu/torch_features.py"
 compare torch_gpt2 python3 "$ROOT/tests/gpu/torch_gpt2.py"
 compare torch_ipc python3 "$ROOT/tests/gpu/torch_ipc.py" # two processes, two sessions
+compare torch_compile python3 "$ROOT/tests/gpu/torch_compile.py" # Inductor/Triton kernels
+compare cupy_smoke python3 "$ROOT/tests/gpu/cupy_smoke.py"
+# NVRTC's compile cache through the driver's export table da9151d3 (cuDNN's runtime-compiled
+# engines, CuPy, Triton use NVRTC): a repeated compile within 3x of native's.
+N=$ROOT/tests/gpu/nvrtc_cache.py
+native python3 "$N" >"$LOGS/nvrtc_cache.native" 2>&1
+nm=$(sed -n 's/^repeat compile median \([0-9.]*\) ms/\1/p' "$LOGS/nvrtc_cache.native")
+if remote python3 "$N" --max-ms "$(awk -v m="${nm:-10}" 'BEGIN{print 3 * m}')" >"$LOGS/nvrtc_cache.rgpu" 2>&1; then
+    row nvrtc_cache PASS "repeat compile: native ${nm:-?} ms, $(tail -1 "$LOGS/nvrtc_cache.rgpu")"
+else
+    row nvrtc_cache FAIL "repeat compile: native ${nm:-?} ms, rgpu $(tail -1 "$LOGS/nvrtc_cache.rgpu") (export table da9151d3 refused)"
+fi
+# JAX (jit, grad, a training loop, XLA autotuning): losses within a relative tolerance, since
+# the autotuner's choices make the last digits vary natively too.
+J=$ROOT/tests/gpu/jax_train.py
+native python3 "$J" >"$LOGS/jax_train.native" 2>"$LOGS/jax_train.native.err"; rn=$?
+remote python3 "$J" >"$LOGS/jax_train.rgpu" 2>"$LOGS/jax_train.rgpu.err"; rr=$?
+if [ $rn -eq 0 ] && [ $rr -eq 0 ] &&
+   msg=$(python3 "$J" --compare "$LOGS/jax_train.native" "$LOGS/jax_train.rgpu" --rtol 1e-4 2>&1); then
+    row jax_train PASS "$msg"
+else
+    row jax_train FAIL "exit native=$rn rgpu=$rr: ${msg:-} $(grep -m2 -E 'Error|FAILED|not supported' "$LOGS/jax_train.rgpu.err" | tr '\n' ' ')"
+fi
 # What gpu-server's GPUDirect RDMA check finds on this host (natively; no NIC needed): a row
 # that informs (INFO) rather than passes, since a host without dmabuf export is not a failure.
 native "$B/bin/rgpu-dmabuf-probe" 0 >"$LOGS/dmabuf_probe.out" 2>&1

@@ -156,6 +156,28 @@ else
     fail "arrays left by a client not freed"; grep -E "destroyed|freed" "$WORK/main.log" | tail -3
 fi
 
+# Tensor maps encoded by the worker's driver (cuTensorMapEncode*, cuTensorMapReplaceAddress).
+run_program tensor_maps "$TOOLS/tensor_maps"
+
+# Local answers and asynchronous setters: 101 cuCtxGetLimit calls make 4 round trips (first
+# read, after a set, the stack size before and after a launch), the 52 cuFuncSetAttribute
+# calls that pass the client's checks none, the 51 synchronous HtoD copies from pageable
+# memory none.
+run_program local_answers env RGPU_STATS=1 "$TOOLS/local_answers"
+if grep -Eq '^rgpu stats: CTX_GET_LIMIT +4 ' "$WORK/local_answers.err" &&
+   grep -Eq '^rgpu stats: FUNC_SET_ATTRIBUTE +0 +[0-9.]+ +52$' "$WORK/local_answers.err" &&
+   grep -Eq '^rgpu stats: MEMCPY_HTOD +0 +[0-9.]+ +51$' "$WORK/local_answers.err"; then
+    ok "local_answers: limits from the client's cache, attribute setters without a round trip"
+else
+    fail "local_answers: round trips"; grep -E 'LIMIT|ATTRIBUTE|operation' "$WORK/local_answers.err"
+fi
+if ! grep -q "cuMemHostGetDevicePointer" "$WORK/local_answers.err" &&
+   grep -q "warn: cuMemAllocManaged.* is not supported" "$WORK/local_answers.err"; then
+    ok "local_answers: a probe's refusal is not a warning, another refusal is"
+else
+    fail "local_answers: warnings"; grep -E "not supported" "$WORK/local_answers.err"
+fi
+
 # No server reachable: a clear error naming the address, quickly, never a hang.
 if RGPU_SERVER=127.0.0.1:1 timeout 20 "$PROGS/vadd_static" >"$WORK/noserver.out" 2>&1; then
     fail "no server: the program succeeded"

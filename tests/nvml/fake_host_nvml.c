@@ -1,5 +1,6 @@
 /* A stand-in for a GPU host's libnvidia-ml.so.1 under gpu-server's worker (test double, never
- * installed): one GPU at PCI 0000:01:00.0, 37% busy, 11% memory activity, 1 GiB free. */
+ * installed): one GPU at PCI 0000:01:00.0, 37% busy, 11% memory activity, 1 GiB free, its PCIe
+ * link at generation 4 x8 of a generation 5 x16 maximum. */
 #include <string.h>
 
 static int the_gpu;
@@ -34,4 +35,32 @@ int nvmlDeviceGetMemoryInfo(void *device, unsigned long long mem[3])
     mem[1] = 1ull << 30;
     mem[2] = 3ull << 30;
     return 0;
+}
+
+static int link_value(void *device, unsigned int *v, unsigned int value)
+{
+    if (device != &the_gpu)
+        return 2;
+    *v = value;
+    return 0;
+}
+
+int nvmlDeviceGetCurrPcieLinkGeneration(void *device, unsigned int *v)
+{
+    return link_value(device, v, 4);
+}
+
+int nvmlDeviceGetCurrPcieLinkWidth(void *device, unsigned int *v)
+{
+    return link_value(device, v, 8);
+}
+
+int nvmlDeviceGetMaxPcieLinkGeneration(void *device, unsigned int *v)
+{
+    return link_value(device, v, 5);
+}
+
+int nvmlDeviceGetMaxPcieLinkWidth(void *device, unsigned int *v)
+{
+    return link_value(device, v, 16);
 }

@@ -103,6 +103,36 @@ static void test_memory(void **state)
     assert_int_equal(m.used, 0);
 }
 
+/* The PCIe link from the server host's NVML (fake: gen 4 x8 of gen 5 x16), not supported
+ * without one; field values: the call succeeds, each field not supported. */
+static void pcie_and_fields(nvmlDevice_t dev)
+{
+    static const char *const names[4] = {
+        "nvmlDeviceGetCurrPcieLinkGeneration", "nvmlDeviceGetCurrPcieLinkWidth",
+        "nvmlDeviceGetMaxPcieLinkGeneration", "nvmlDeviceGetMaxPcieLinkWidth"};
+    static const unsigned want[4] = {4, 8, 5, 16};
+    nvmlFieldValue_t f[2];
+    unsigned v;
+
+    for (int i = 0; i < 4; i++) {
+        nvmlReturn_t (*fn)(nvmlDevice_t, unsigned *) =
+            (nvmlReturn_t(*)(nvmlDevice_t, unsigned *))dlsym(nvml, names[i]);
+        assert_non_null(fn);
+        v = 0;
+        assert_int_equal(fn(dev, &v), with_util ? NVML_SUCCESS : NVML_ERROR_NOT_SUPPORTED);
+        if (with_util)
+            assert_int_equal(v, want[i]);
+    }
+    memset(f, 0, sizeof(f));
+    f[0].fieldId = 91; /* an NVLink field */
+    f[1].fieldId = 1;
+    f[1].nvmlReturn = NVML_SUCCESS;
+    assert_int_equal(NV(nvmlDeviceGetFieldValues, dev, 2, f), NVML_SUCCESS);
+    assert_int_equal(f[0].nvmlReturn, NVML_ERROR_NOT_SUPPORTED);
+    assert_int_equal(f[1].nvmlReturn, NVML_ERROR_NOT_SUPPORTED);
+    assert_int_equal(f[1].fieldId, 1);
+}
+
 static void test_utilization_processes_unsupported(void **state)
 {
     nvmlUtilization_t u = {0, 0};
@@ -117,6 +147,7 @@ static void test_utilization_processes_unsupported(void **state)
     } else {
         assert_int_equal(NV(nvmlDeviceGetUtilizationRates, dev, &u), NVML_ERROR_NOT_SUPPORTED);
     }
+    pcie_and_fields(dev);
     assert_int_equal(NV(nvmlDeviceGetComputeRunningProcesses_v3, dev, &n, NULL), NVML_SUCCESS);
     assert_int_equal(n, 0);
     assert_int_equal(NV(nvmlDeviceGetPowerUsage, dev, &power), NVML_ERROR_NOT_SUPPORTED);

@@ -1,0 +1,66 @@
+#!/bin/bash
+# Framework rows (issue 17), on a GPU host from the bundle (tests/gpu/bundle.sh): HF generate()
+# decode of a GPT-2 shaped model (b1, fp16, default attention; cold = new key lengths, warm =
+# lengths seen) and a JAX training step, natively and through rgpu over loopback, interleaved
+# (native, rgpu, native, rgpu...) RUNS times, since the host is noisy; then each rgpu workload
+# once more with RGPU_STATS=1 for its synchronous round trips (over the whole process, and per
+# token / step from two lengths' difference). Writes frameworks.md and frameworks.jsonl (into
+# $OUT when set) and prints the table.
+# Usage: bench/frameworks.sh [BUNDLE_DIR] [RUNS]   (defaults: <repo>/.bundle, 3)
+set -u
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+B=$(cd "${1:-$ROOT/.bundle}" && pwd)
+RUNS=${2:-3}
+DEPS=$B/deps
+RES=${OUT:-/tmp}
+PY="$ROOT/bench/frameworks.py"
+J=$RES/frameworks.jsonl
+: >"$J"
+LD_LIBRARY_PATH=$DEPS "$B/bin/gpu-server" --listen 127.0.0.1 --port 7070 >"$RES/fw-server.log" 2>&1 &
+SP=$!
+trap 'kill $SP 2>/dev/null' EXIT
+sleep 2
+mode() { # native|rgpu cmd...
+    local m=$1; shift
+    if [ "$m" = native ]; then LD_LIBRARY_PATH=$DEPS "$@"
+    else LD_LIBRARY_PATH=$B/client:$DEPS RGPU_SERVER=127.0.0.1:7070 "$@"; fi
+}
+for r in $(seq "$RUNS"); do
+    for m in native rgpu; do
+        for w in "hf 64" "jax 50"; do
+            line=$(mode $m timeout 300 python3 "$PY" $w 2>>"$RES/fw-$m.err" | tail -1)
+            echo "{\"mode\": \"$m\", \"run\": $r, \"workload\": \"${w% *}\", \"result\": ${line:-null}}" | tee -a "$J"
+        done
+    done
+done
+# Synchronous round trips: RGPU_STATS at exit, for two sizes; the difference per token / step.
+sync_total() { awk '/^rgpu stats: [A-Z]/ && $3 ~ /^[0-9]+$/ {s += $3} END {print s + 0}' "$1"; }
+for w in "hf 16 48 2" "jax 20 60 1"; do # hf: two generate() calls of n tokens per process
+    set -- $w
+    for n in $2 $3; do
+        mode rgpu env RGPU_STATS=1 timeout 300 python3 "$PY" "$1" "$n" >/dev/null 2>"$RES/fw-stats-$1-$n.txt"
+    done
+    a=$(sync_total "$RES/fw-stats-$1-$2.txt"); b=$(sync_total "$RES/fw-stats-$1-$3.txt")
+    echo "{\"mode\": \"rgpu\", \"workload\": \"$1\", \"sync_round_trips\": {\"$2\": $a, \"$3\": $b, \"per_unit\": $(awk -v a="$a" -v b="$b" -v x="$2" -v y="$3" -v k="$4" 'BEGIN{printf "%.2f", (b - a) / (y - x) / k}')}}" | tee -a "$J"
+done
+python3 - "$J" "$RES/frameworks.md" <<'PY'
+import json, statistics, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+def vals(m, w, k):
+    return [r["result"][k] for r in rows if r.get("mode") == m and r.get("workload") == w and r.get("result")]
+out = ["| workload | native (median, min-max) | rgpu (median, min-max) | rgpu/native |", "| --- | --- | --- | --- |"]
+for w, k, unit, higher in (("hf", "cold_tok_s", "tok/s cold", True), ("hf", "warm_tok_s", "tok/s warm", True),
+                           ("jax", "step_ms", "ms/step", False)):
+    n, r = vals("native", w, k), vals("rgpu", w, k)
+    if not n or not r:
+        out.append("| %s %s | %s | %s | - |" % (w, unit, n or "failed", r or "failed")); continue
+    mn, mr = statistics.median(n), statistics.median(r)
+    ratio = mr / mn if higher else mn / mr
+    out.append("| %s %s | %.2f (%.2f-%.2f) | %.2f (%.2f-%.2f) | %.2fx |" % (w, unit, mn, min(n), max(n), mr, min(r), max(r), ratio))
+for r in rows:
+    if "sync_round_trips" in r:
+        s = r["sync_round_trips"]
+        out.append("| %s synchronous round trips (rgpu) | | %s | per %s: %s |" % (r["workload"], {k: v for k, v in s.items() if k != "per_unit"}, "token" if r["workload"] == "hf" else "step", s["per_unit"]))
+open(sys.argv[2], "w").write("\n".join(out) + "\n")
+print("\n".join(out))
+PY
