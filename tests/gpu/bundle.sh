@@ -19,7 +19,7 @@ cp -L "$BUILD/lib/libcuda.so.1" "$OUT/client/"
 cp -L "$BUILD/lib/libnvidia-ml.so.1" "$OUT/client/" # the NVML shim
 cp "$BUILD/bin/gpu-server" "$BUILD/bin/rgpu" "$BUILD/bin/rgpu-demo-app" "$OUT/bin/"
 cp "$BUILD"/tests/programs/*_static "$BUILD"/tests/programs/*_shared "$OUT/bin/"
-cp "$BUILD/bin/rgpu-bench-micro" "$BUILD/bin/rgpu-bench-tcp" "$OUT/bin/"
+cp "$BUILD/bin/rgpu-bench-micro" "$BUILD/bin/rgpu-bench-tcp" "$BUILD/bin/rgpu-bench-peer" "$OUT/bin/"
 cp "$BUILD/bin/rgpu-dmabuf-probe" "$OUT/bin/" # GPUDirect RDMA capability, run natively
 "$CUDA_HOME/bin/nvcc" -O2 -gencode arch=compute_90,code=sm_90 -o "$OUT/bin/rgpu-bench-gemm" \
     "$ROOT/bench/gemm.cu" -lcublas -Xlinker -rpath="$CUDA_HOME/lib64"
