@@ -155,6 +155,23 @@ static CUresult devices_gather(void)
     return cli_proc.ndevices > 0 ? CUDA_SUCCESS : CUDA_ERROR_NO_DEVICE;
 }
 
+/* A process is admitted on all its servers or on none: when one refuses, those that accepted are
+ * told goodbye now (their workers end, freeing the quota and share they hold), not at exit. */
+static void sessions_abandon(void)
+{
+    for (int k = 0; k < cli_proc.nsessions; k++) {
+        struct cli_session *s = cli_proc.sessions[k];
+        pthread_mutex_lock(&s->lock);
+        if (s->conn != NULL && !s->dead) {
+            proto_send(s->conn, PROTO_BYE, NULL, NULL, 0);
+            transport_shutdown(s->conn);
+            s->dead = s->said_bye = true;
+            pthread_cond_signal(&s->batch_cond); /* its flusher sees dead and ends */
+        }
+        pthread_mutex_unlock(&s->lock);
+    }
+}
+
 /* ---- opening ---------------------------------------------------------------------------- */
 
 static CUresult process_open(void)
@@ -184,6 +201,8 @@ static CUresult process_open(void)
         res = CUDA_ERROR_NO_DEVICE;
     if (res == CUDA_SUCCESS)
         pthread_atfork(NULL, NULL, cli_session_atfork_child);
+    else if (cli_proc.nsessions > 1)
+        sessions_abandon();
     return res == CUDA_SUCCESS ? devices_gather() : res;
 }
 

@@ -64,4 +64,22 @@ grep -q "visible: 2048 MiB" "$WORK/vis_order.out" || fail "CUDA_VISIBLE_DEVICES=
 printf '[client]\nserver = 127.0.0.1:%s\nserver = 127.0.0.1:%s\n' "$A" "$B" >"$WORK/client.conf"
 run conf RGPU_CONFIG="$WORK/client.conf" timeout 60 "$PROG" || fail "config: $(cat "$WORK/conf.err")"
 grep -q PASS "$WORK/conf.out" || fail "two servers from the config did not pass"
+# Admitted on both servers or on none: c refuses the tenant's token; the session a accepted
+# must end while the client still runs (not at its exit).
+PORT_C=$(free_port)
+printf '[tenant t]\ntoken = other\n' >"$WORK/c.conf"
+"$SERVER" --config "$WORK/c.conf" --listen 127.0.0.1 --port "$PORT_C" --driver "$FAKE" \
+    >"$WORK/c.log" 2>&1 &
+PIDS+=($!)
+for _ in $(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/"$PORT_C") 2>/dev/null && break; sleep 0.1; done
+before=$(grep -c 'ended' "$WORK/a.log")
+env LD_LIBRARY_PATH="$LIBDIR" RGPU_SERVER=127.0.0.1:$A,127.0.0.1:$PORT_C RGPU_TENANT=t RGPU_TOKEN=t0k \
+    timeout 60 "$PROG" 0 >"$WORK/refused.out" 2>"$WORK/refused.err" &
+client=$!
+sleep 2
+after=$(grep -c 'ended' "$WORK/a.log")
+kill -0 $client 2>/dev/null || fail "the refused client exited too soon to tell"
+[ "$after" -gt "$before" ] || fail "server a still holds the session of a client that c refused"
+wait $client || fail "cuInit succeeded though server c refused: $(cat "$WORK/refused.out")"
+
 echo "two servers, two devices: routing, disjoint addresses, peer copies, visibility: PASS"
