@@ -9,6 +9,7 @@
  * stream, and is complete when the call returns, so later work on the stream follows it. */
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 
 #include "address_ranges.h"
 #include "bulk.h"
@@ -62,14 +63,59 @@ static CUresult dtod_in(struct cli_ctx *ctx, CUdeviceptr dst, CUdeviceptr src, s
     return cli_call_sync(&call);
 }
 
-/* Device to device between two servers, through a buffer here. */
+/* Server to server: the destination's worker listens, the source's connects to it with the
+ * secret chosen here and sends (docs/ARCHITECTURE.md). CLI_PEER_NOT_TAKEN when it cannot be done
+ * that way (an older server, RGPU_PEER_DIRECT=0, the source cannot reach the destination):
+ * then the client relays it. */
+static CUresult direct(struct cli_ctx *dctx, CUdeviceptr dst, struct cli_ctx *sctx,
+                       CUdeviceptr src, size_t n)
+{
+    const char *env = getenv("RGPU_PEER_DIRECT"), *colon;
+    uint8_t data[32 + 256];
+    uint64_t port = 0;
+    struct cli_call recv = {CLI_ARGS(PEER_RECV, .dst = dst, .size = n), .data = data,
+                            .data_len = 32, .out = &port, .out_cap = 1};
+    struct cli_call send = {CLI_ARGS(PEER_SEND, .src = src, .size = n), .data = data};
+    struct cli_call wait = {CLI_ARGS(PEER_WAIT, .cancel = 0)};
+    const char *server = cli_session_server(dctx->sess);
+    size_t hlen = (colon = strrchr(server, ':')) != NULL ? (size_t)(colon - server) : strlen(server);
+    CUresult res;
+
+    if ((env != NULL && strcmp(env, "0") == 0) || hlen == 0 || hlen > 255 ||
+        getrandom(data, 32, 0) != 32)
+        return CLI_PEER_NOT_TAKEN;
+    cli_call_in(&recv, dctx);
+    if ((res = cli_call_sync(&recv)) != CUDA_SUCCESS || recv.nout < 1)
+        return res == CUDA_ERROR_NOT_SUPPORTED || res == CUDA_SUCCESS ? CLI_PEER_NOT_TAKEN : res;
+    memcpy(data + 32, server, hlen);
+    send.a.PEER_SEND.port = port;
+    send.data_len = 32 + hlen;
+    cli_call_in(&send, sctx);
+    res = cli_call_sync(&send);
+    wait.a.PEER_WAIT.cancel = res != CUDA_SUCCESS;
+    cli_call_in(&wait, dctx);
+    if (res != CUDA_SUCCESS) {
+        cli_call_sync(&wait);
+        rg_info("server-to-server copy %s -> %s failed (%d): relayed through the client",
+                cli_session_server(sctx->sess), server, (int)res);
+        return res == CUDA_ERROR_NOT_READY ? CLI_PEER_NOT_TAKEN : res;
+    }
+    return cli_call_sync(&wait);
+}
+
+/* Device to device between two servers: server to server, else through a buffer here. */
 static CUresult relay(struct cli_ctx *dctx, CUdeviceptr dst, struct cli_ctx *sctx, CUdeviceptr src,
                       size_t n)
 {
     size_t chunk = n < RELAY_CHUNK ? n : RELAY_CHUNK;
-    uint8_t *buf = malloc(chunk ? chunk : 1);
-    CUresult res = buf != NULL ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+    CUresult res = direct(dctx, dst, sctx, src, n);
+    uint8_t *buf;
 
+    if (res != CLI_PEER_NOT_TAKEN)
+        return res;
+    if ((buf = malloc(chunk ? chunk : 1)) == NULL)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    res = CUDA_SUCCESS;
     for (size_t off = 0; off < n && res == CUDA_SUCCESS; off += chunk) {
         size_t len = n - off < chunk ? n - off : chunk;
         res = dtoh_in(sctx, buf, src + off, len);

@@ -258,6 +258,11 @@ bool cli_session_is_first(const struct cli_session *sess)
     return sess == NULL || sess->index == 0;
 }
 
+const char *cli_session_server(const struct cli_session *sess)
+{
+    return sess != NULL ? sess->server : "";
+}
+
 int cli_session_count(void)
 {
     return cli_initialized() ? cli_proc.nsessions : 0;

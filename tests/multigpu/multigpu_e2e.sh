@@ -45,9 +45,15 @@ run two RGPU_SERVER=127.0.0.1:$A,127.0.0.1:$B timeout 60 "$PROG" ||
     fail "two devices: $(cat "$WORK/two.err")"
 grep -q PASS "$WORK/two.out" || fail "two devices did not pass"
 
-# The relay carried the cross-server copies: both servers saw DtoH and HtoD calls.
+# The cross-server copies went server to server (PEER_RECV on one, PEER_SEND on the other).
 run trace RGPU_SERVER=127.0.0.1:$A,127.0.0.1:$B RGPU_TRACE_CALLS=1 timeout 60 "$PROG" ||
     fail "traced run: $(tail -5 "$WORK/trace.err")"
+[ "$(grep -c ' PEER_SEND ' "$WORK/trace.err")" -ge 5 ] || fail "copies did not go server to server"
+# And relayed through the client when asked (RGPU_PEER_DIRECT=0): the same results.
+run relay RGPU_SERVER=127.0.0.1:$A,127.0.0.1:$B RGPU_PEER_DIRECT=0 RGPU_TRACE_CALLS=1 timeout 60 "$PROG" ||
+    fail "relayed: $(tail -5 "$WORK/relay.err")"
+grep -q PASS "$WORK/relay.out" || fail "relayed copies did not pass"
+grep -q ' PEER_' "$WORK/relay.err" && fail "RGPU_PEER_DIRECT=0 still copied server to server"
 
 # CUDA_VISIBLE_DEVICES: by index (1 = server b's 2 GiB device), by UUID prefix (server a's).
 run vis_index RGPU_SERVER=127.0.0.1:$A,127.0.0.1:$B CUDA_VISIBLE_DEVICES=1 timeout 60 "$PROG" 1 ||
