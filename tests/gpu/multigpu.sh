@@ -8,7 +8,8 @@
 #      and print its own PASS / "Test passed" line where the native run does;
 #   2. PyTorch model parallelism (torch_model_parallel.py): halves on cuda:0/cuda:1 through two
 #      servers, both on cuda:0 natively; the losses must agree (rtol 1e-3);
-#   3. bandwidth: rgpu-bench-peer (cross-server cuMemcpyPeer, and HtoD/DtoH of one hop) beside
+#   3. bandwidth: rgpu-bench-peer (cross-server cuMemcpyPeer server to server and relayed through
+#      the client with RGPU_PEER_DIRECT=0, and HtoD/DtoH of one hop) beside
 #      the raw transport (rgpu-bench-tcp) on the same loopback, to $OUT/multigpu-bench.json and
 #      a table in $OUT/multigpu-bench.md (copy both to bench/results/).
 # Prints a summary table last; exits non-zero when a row fails.
@@ -101,8 +102,12 @@ fi
 
 # ---- 3. bandwidth: cross-server copies beside the raw transport
 J=${OUT:-/tmp}/multigpu-bench.json
-via "$TWO" timeout 300 "$B/bin/rgpu-bench-peer" 1 16 256 >"$J" 2>"$LOGS/peer.err" && row bench_peer PASS "$(wc -l <"$J") rows" ||
+via "$TWO" timeout 300 "$B/bin/rgpu-bench-peer" 1 16 256 >"$J" 2>"$LOGS/peer.err" && row bench_peer PASS "server to server: $(wc -l <"$J") rows" ||
     row bench_peer FAIL "$(tail -2 "$LOGS/peer.err" | tr '\n' ' ')"
+# The same copies relayed through the client (RGPU_PEER_DIRECT=0), rows renamed relay_*.
+RGPU_PEER_DIRECT=0 via "$TWO" timeout 300 "$B/bin/rgpu-bench-peer" 1 16 256 2>"$LOGS/peer_relay.err" |
+    sed 's/"bench": "peer_/"bench": "relay_peer_/' | grep relay_ >>"$J" ||
+    row bench_peer_relay FAIL "$(tail -2 "$LOGS/peer_relay.err" | tr '\n' ' ')"
 LD_LIBRARY_PATH=$DEPS "$B/bin/rgpu-bench-tcp" server 127.0.0.1:$((P + 9)) >/dev/null 2>&1 &
 PIDS+=($!)
 sleep 1
