@@ -7,10 +7,11 @@ static struct cli_call *in_ctx(struct cli_call *call)
 {
     struct cli_ctx *c;
 
-    if (call->ctx == 0 && (c = cli_ctx_current()) != NULL) {
+    /* A call already bound to another server (a device call) goes there without a context. */
+    if (call->ctx == 0 && (c = cli_ctx_current()) != NULL &&
+        (call->sess == NULL || call->sess == c->sess)) {
         call->ctx = c->h.id;
-        if (call->sess == NULL)
-            call->sess = c->sess;
+        call->sess = c->sess;
     }
     return call;
 }

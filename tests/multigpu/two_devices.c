@@ -11,6 +11,10 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "client/rgpu_ext.h"
+
+CUresult rgpuDeviceStatus(int device, struct rgpu_device_status *status); /* the client exports it */
+
 #define N (3u << 20) /* bytes per buffer: more than one relay chunk is not needed here */
 
 #define CHECK(call)                                                                                \
@@ -85,6 +89,15 @@ static void check_routing(CUcontext c0, CUcontext c1)
     CHECK(cuCtxSetCurrent(c1));
     CHECK(cuMemGetInfo(&free1, &t));
     EXPECT(t == total1, "cuMemGetInfo in device 1's context answered %zu", t);
+    /* A device call about device 1 from a context of device 0 (one its server alone knows)
+     * goes to device 1's server, without that context. */
+    struct rgpu_device_status st = {.size = sizeof(st)};
+    CUcontext own;
+    CHECK(cuCtxCreate(&own, NULL, 0, 0));
+    CHECK(rgpuDeviceStatus(1, &st));
+    EXPECT(st.mem_total == total1, "rgpuDeviceStatus(1) answered %llu",
+           (unsigned long long)st.mem_total);
+    CHECK(cuCtxDestroy(own));
 }
 
 static void check_copies(CUcontext c0, CUcontext c1, CUdeviceptr a0, CUdeviceptr a1)
