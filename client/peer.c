@@ -67,8 +67,8 @@ static CUresult dtod_in(struct cli_ctx *ctx, CUdeviceptr dst, CUdeviceptr src, s
  * secret chosen here and sends (docs/ARCHITECTURE.md). CLI_PEER_NOT_TAKEN when it cannot be done
  * that way (an older server, RGPU_PEER_DIRECT=0, the source cannot reach the destination):
  * then the client relays it. */
-static CUresult direct(struct cli_ctx *dctx, CUdeviceptr dst, struct cli_ctx *sctx,
-                       CUdeviceptr src, size_t n)
+static CUresult direct(struct cli_ctx *dctx, CUdeviceptr dst, struct cli_ctx *sctx, CUdeviceptr src,
+                       size_t n)
 {
     const char *env = getenv("RGPU_PEER_DIRECT"), *colon;
     uint8_t data[32 + 256];
@@ -78,7 +78,8 @@ static CUresult direct(struct cli_ctx *dctx, CUdeviceptr dst, struct cli_ctx *sc
     struct cli_call send = {CLI_ARGS(PEER_SEND, .src = src, .size = n), .data = data};
     struct cli_call wait = {CLI_ARGS(PEER_WAIT, .cancel = 0)};
     const char *server = cli_session_server(dctx->sess);
-    size_t hlen = (colon = strrchr(server, ':')) != NULL ? (size_t)(colon - server) : strlen(server);
+    size_t hlen =
+        (colon = strrchr(server, ':')) != NULL ? (size_t)(colon - server) : strlen(server);
     CUresult res;
 
     if ((env != NULL && strcmp(env, "0") == 0) || hlen == 0 || hlen > 255 ||

@@ -21,8 +21,8 @@
 #include "server/session.h"
 
 #define PEER_SECRET_LEN 32
-#define PEER_CHUNK (4u << 20)
-#define PEER_ACCEPT_MS 10000
+#define PEER_CHUNK      (4u << 20)
+#define PEER_ACCEPT_MS  10000
 
 struct peer_recv {
     bool running;
