@@ -86,7 +86,8 @@ CUresult cli_transport_choose(struct cli_session *s, const char *want)
                  want);
         return CUDA_ERROR_INVALID_VALUE;
     }
-    snprintf(s->transport, sizeof(s->transport), "%s", want);
+    /* one of the three names (checked above): it fits */
+    memcpy(s->transport, want, strlen(want) + 1);
     if (strcmp(want, "tcp") == 0 || transport_rdma_probe(why, sizeof(why)) == RG_OK)
         return CUDA_SUCCESS;
     if (strcmp(want, "rdma") == 0) {
