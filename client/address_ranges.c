@@ -78,6 +78,18 @@ bool addr_range_find(enum mem_kind kind, uintptr_t addr, struct mem_range *range
     return found;
 }
 
+bool addr_range_overlaps(enum mem_kind kind, uintptr_t base, size_t size)
+{
+    size_t i;
+    bool overlaps;
+
+    pthread_mutex_lock(&map_lock);
+    i = upper_bound(kind, base + (size ? size : 1) - 1);
+    overlaps = i > 0 && ranges[kind][i - 1].base + ranges[kind][i - 1].size > base;
+    pthread_mutex_unlock(&map_lock);
+    return overlaps;
+}
+
 bool addr_range_attach_mr(enum mem_kind kind, uintptr_t base, void *mr, void **mr_p)
 {
     size_t i;

@@ -25,6 +25,8 @@ bool addr_range_add(enum mem_kind kind, uintptr_t base, size_t size, struct cli_
                  unsigned flags);
 /* The range containing addr. */
 bool addr_range_find(enum mem_kind kind, uintptr_t addr, struct mem_range *range_p);
+/* Whether [base, base + size) shares a byte with a range. */
+bool addr_range_overlaps(enum mem_kind kind, uintptr_t base, size_t size);
 /* Attach mr to the range starting exactly at base unless one is attached already; the
  * attached one (mr, or the earlier one) in *mr_p. False if there is no such range. */
 bool addr_range_attach_mr(enum mem_kind kind, uintptr_t base, void *mr, void **mr_p);

@@ -5,9 +5,21 @@
 
 static struct cli_call *in_ctx(struct cli_call *call)
 {
-    if (call->ctx == 0)
-        call->ctx = cli_ctx_current_id();
+    struct cli_ctx *c;
+
+    /* A call already bound to another server (a device call) goes there without a context. */
+    if (call->ctx == 0 && (c = cli_ctx_current()) != NULL &&
+        (call->sess == NULL || call->sess == c->sess)) {
+        call->ctx = c->h.id;
+        call->sess = c->sess;
+    }
     return call;
+}
+
+void cli_call_in(struct cli_call *call, const struct cli_ctx *ctx)
+{
+    call->ctx = ctx != NULL ? ctx->h.id : 0;
+    call->sess = ctx != NULL ? ctx->sess : NULL;
 }
 
 CUresult cli_call_sync(struct cli_call *call)

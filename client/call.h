@@ -10,6 +10,8 @@
 
 #include "proto/ops.h"
 
+struct cli_session;
+
 /* One driver call on the wire (proto/ops.def says what each op's arguments and data mean). */
 #define CLI_CALL_MAX_ARGS PROTO_CALL_MAX_ARGS
 struct cli_call {
@@ -30,6 +32,10 @@ struct cli_call {
      * it is (data lanes start their job here: it is then on the wire before any later call). */
     void (*on_send)(void *arg);
     void *on_send_arg;
+    /* The session (server) that gets it: its context's (cli_call_* fill it from the current
+     * context, cli_call_in from a given one, cli_device_session for device calls); NULL: the
+     * first. */
+    struct cli_session *sess;
 };
 
 /* The session (session.c), the wire layer under the call API: the same three ways of sending,
@@ -48,6 +54,9 @@ CUresult cli_session_call_deferred(struct cli_call *call, void *dst, size_t len)
 #define CLI_ARGS_AS(op_expr, OP, ...)                                                              \
     .op = (op_expr), .nargs = PROTO_NARGS_##OP, .a.OP = {__VA_ARGS__}
 
+/* The call goes to context ctx (its id in Call.ctx, to its server); NULL: none. */
+struct cli_ctx;
+void cli_call_in(struct cli_call *call, const struct cli_ctx *ctx);
 /* Send and wait for the reply; returns the call's CUresult, or a pending asynchronous error,
  * or CUDA_ERROR_DEVICE_UNAVAILABLE when the server is gone. */
 CUresult cli_call_sync(struct cli_call *call);
@@ -86,10 +95,17 @@ bool cli_initialized(void);
 int cli_device_count(void);
 const struct cli_device *cli_device(int ordinal); /* NULL if out of range */
 
-/* Wait until the server has executed every call sent so far (deferred replies read), with a NOP
+/* Wait until the server (sess; NULL: the first) has executed every call sent so far (deferred replies read), with a NOP
  * in context ctx (the caller's current one: cli_ctx_current_id()); a
  * pending asynchronous error stays for the next synchronous call. */
-CUresult cli_session_fence(uint64_t ctx);
+CUresult cli_session_fence(struct cli_session *sess, uint64_t ctx);
+/* Several servers (client/session.c): the session of a device (NULL if out of range), its
+ * ordinal on its server, and whether it is the first session (sess NULL counts as the first). */
+struct cli_session *cli_device_session(int dev);
+int cli_device_remote(int dev);
+bool cli_session_is_first(const struct cli_session *sess);
+int cli_session_count(void);
+const char *cli_session_server(const struct cli_session *sess); /* its host:port */
 /* The session's connection when it runs on RDMA (for registering memory with it), else NULL.
  * It stays valid for the life of the process. */
 struct transport_conn;

@@ -35,8 +35,9 @@ static rg_status_t conf_key(void *arg, const char *section, const char *key, con
 
     if (section[0] != '\0' && strcmp(section, "client") != 0)
         return RG_OK;
-    if (strcmp(key, "server") == 0)
-        snprintf(conf->server, sizeof(conf->server), "%s", value);
+    if (strcmp(key, "server") == 0) /* repeated: one more server (one more session) */
+        snprintf(conf->server + strlen(conf->server), sizeof(conf->server) - strlen(conf->server),
+                 "%s%s", conf->server[0] ? "," : "", value);
     else if (strcmp(key, "tenant") == 0)
         snprintf(conf->tenant, sizeof(conf->tenant), "%s", value);
     else if (strcmp(key, "token") == 0)

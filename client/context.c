@@ -52,8 +52,11 @@ struct cli_ctx *cli_primary_ctx(int dev)
     pthread_mutex_lock(&primary_lock);
     ctx = primary[dev];
     if (ctx == NULL && (ctx = calloc(1, sizeof(*ctx))) != NULL) {
-        ctx->h = (struct cli_handle){PROTO_PRIMARY_CTX_ID(dev), PROTO_H_CTX, CLI_HANDLE_MAGIC};
+        /* the id names the device as its server knows it */
+        ctx->h = (struct cli_handle){PROTO_PRIMARY_CTX_ID(cli_device_remote(dev)), PROTO_H_CTX,
+                                     CLI_HANDLE_MAGIC};
         ctx->device = dev;
+        ctx->sess = cli_device_session(dev);
         ctx->is_primary = true;
         primary[dev] = ctx;
     }
@@ -104,8 +107,9 @@ static void ctx_teardown(struct cli_ctx *ctx)
 static CUresult primary_reset(int dev)
 {
     struct cli_ctx *ctx = cli_primary_ctx(dev);
-    struct cli_call call = {CLI_ARGS(PRIMARY_CTX_RESET, .dev = dev), .ctx = ctx->h.id};
+    struct cli_call call = {CLI_ARGS(PRIMARY_CTX_RESET, .dev = cli_device_remote(dev))};
 
+    cli_call_in(&call, ctx);
     ctx_teardown(ctx);
     cli_ctx_limits_forget(ctx, ~0u);
     return cli_call_sync(&call);
@@ -141,14 +145,15 @@ CLI_EXPORT CUresult cuDevicePrimaryCtxReset(CUdevice dev)
 CLI_EXPORT CUresult cuDevicePrimaryCtxSetFlags(CUdevice dev, unsigned int flags)
 {
     struct cli_ctx *ctx;
-    struct cli_call call = {CLI_ARGS(PRIMARY_CTX_SET_FLAGS, .dev = dev, .flags = flags)};
+    struct cli_call call = {CLI_ARGS(PRIMARY_CTX_SET_FLAGS, .flags = flags)};
     CUresult res;
 
     if (!cli_initialized())
         return CUDA_ERROR_NOT_INITIALIZED;
     if ((ctx = cli_primary_ctx(dev)) == NULL)
         return CUDA_ERROR_INVALID_DEVICE;
-    call.ctx = ctx->h.id;
+    call.a.PRIMARY_CTX_SET_FLAGS.dev = (uint64_t)cli_device_remote(dev);
+    cli_call_in(&call, ctx);
     res = cli_call_sync(&call);
     if (res == CUDA_SUCCESS)
         ctx->flags = flags;
@@ -199,10 +204,12 @@ static CUresult ctx_create(CUcontext *pctx, unsigned int flags, CUdevice dev)
         return CUDA_ERROR_OUT_OF_MEMORY;
     cli_handle_init(&ctx->h, PROTO_H_CTX);
     ctx->device = dev;
+    ctx->sess = cli_device_session(dev);
     ctx->flags = flags;
     call.a.CTX_CREATE.id = ctx->h.id;
     call.a.CTX_CREATE.flags = flags;
-    call.a.CTX_CREATE.dev = (uint64_t)dev;
+    call.a.CTX_CREATE.dev = (uint64_t)cli_device_remote(dev);
+    call.sess = ctx->sess;
     res = cli_call_sync(&call);
     if (res != CUDA_SUCCESS) {
         free(ctx);
@@ -238,7 +245,7 @@ CLI_EXPORT CUresult cuCtxDestroy(CUcontext c)
     if (ctx == NULL || ctx->is_primary)
         return CUDA_ERROR_INVALID_CONTEXT;
     call.a.CTX_DESTROY.ctx = ctx->h.id;
-    call.ctx = ctx->h.id;
+    cli_call_in(&call, ctx);
     ctx_teardown(ctx);
     res = cli_call_sync(&call);
     for (int i = 0; i < ctx_depth; i++)
@@ -360,7 +367,7 @@ static CUresult ctx_synchronize(struct cli_ctx *ctx)
 
     if (ctx == NULL)
         return cli_initialized() ? CUDA_ERROR_INVALID_CONTEXT : CUDA_ERROR_NOT_INITIALIZED;
-    call.ctx = ctx->h.id;
+    cli_call_in(&call, ctx);
     return cli_call_sync(&call);
 }
 

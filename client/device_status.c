@@ -20,7 +20,8 @@ CLI_EXPORT CUresult rgpuDeviceStatus(int device, struct rgpu_device_status *stat
         return CUDA_ERROR_INVALID_DEVICE;
     if (status == NULL || status->size < RGPU_DEVICE_STATUS_V1_SIZE)
         return CUDA_ERROR_INVALID_VALUE;
-    call.a.DEVICE_STATUS.dev = (uint64_t)device;
+    call.a.DEVICE_STATUS.dev = (uint64_t)cli_device_remote(device);
+    call.sess = cli_device_session(device);
     if ((res = cli_call_sync(&call)) != CUDA_SUCCESS)
         return res;
     if (call.nout < 6)

@@ -88,7 +88,7 @@ static CUresult event_call(unsigned op, CUevent event)
     if (e == NULL)
         return CUDA_ERROR_INVALID_HANDLE;
     call.a.EVENT_SYNCHRONIZE.event = e->h.id;
-    call.ctx = e->ctx->h.id;
+    cli_call_in(&call, e->ctx);
     return cli_call_sync(&call);
 }
 
@@ -119,7 +119,7 @@ CLI_EXPORT CUresult cuEventElapsedTime(float *ms, CUevent start, CUevent end)
         return CUDA_ERROR_INVALID_HANDLE;
     call.a.EVENT_ELAPSED.start = s->h.id;
     call.a.EVENT_ELAPSED.end = e->h.id;
-    call.ctx = s->ctx->h.id;
+    cli_call_in(&call, s->ctx);
     res = cli_call_sync(&call);
     if (res == CUDA_SUCCESS && call.nout >= 1) {
         bits = (uint32_t)out[0];
@@ -134,6 +134,13 @@ CLI_EXPORT CUresult cli_cuEventElapsedTime_v1(float *ms, CUevent a, CUevent b)
 CLI_EXPORT CUresult cli_cuEventElapsedTime_v1(float *ms, CUevent a, CUevent b)
 {
     return cuEventElapsedTime(ms, a, b);
+}
+
+struct cli_ctx *cli_event_ctx(CUevent event)
+{
+    struct cli_event *e = cli_handle_check(event, PROTO_H_EVENT);
+
+    return e != NULL ? e->ctx : NULL;
 }
 
 bool cli_event_ids(CUevent event, uint64_t *id_p, uint64_t *ctx_p)

@@ -17,24 +17,32 @@
  * the session (CUDA_ERROR_NOT_INITIALIZED). */
 void cli_session_atfork_child(void)
 {
-    pthread_mutex_init(&cli_sess.lock, NULL);
-    cli_sess.forked = true;
+    for (int k = 0; k < cli_proc.nsessions; k++) {
+        pthread_mutex_init(&cli_proc.sessions[k]->lock, NULL);
+        cli_proc.sessions[k]->forked = true;
+    }
 }
 
 /* At exit: flush what is pending and say goodbye. trylock: another thread may be blocked in a
  * synchronous call (holding the lock) while the process exits; never hang the exit for it. */
-__attribute__((destructor)) static void session_close(void)
+static void session_close(struct cli_session *s)
 {
     int tries = 0;
 
-    while (pthread_mutex_trylock(&cli_sess.lock) != 0)
+    while (pthread_mutex_trylock(&s->lock) != 0)
         if (++tries > 100 || usleep(1000) != 0)
             return;
     /* A forked child exiting must not end its parent's session. */
-    if (cli_sess.conn != NULL && !cli_sess.dead && getpid() == cli_sess.pid &&
-        cli_batch_flush() == CUDA_SUCCESS) {
-        proto_send(cli_sess.conn, PROTO_BYE, NULL, NULL, 0);
-        cli_sess.said_bye = true; /* pinned memory freed by later destructors needs no fence */
+    if (s->conn != NULL && !s->dead && getpid() == s->pid &&
+        cli_batch_flush(s) == CUDA_SUCCESS) {
+        proto_send(s->conn, PROTO_BYE, NULL, NULL, 0);
+        s->said_bye = true; /* pinned memory freed by later destructors needs no fence */
     }
-    pthread_mutex_unlock(&cli_sess.lock);
+    pthread_mutex_unlock(&s->lock);
+}
+
+__attribute__((destructor)) static void sessions_close(void)
+{
+    for (int k = 0; k < cli_proc.nsessions; k++)
+        session_close(cli_proc.sessions[k]);
 }

@@ -332,7 +332,7 @@ static CUresult graph_destroy(void *handle, enum proto_handle_type type, unsigne
         return CUDA_ERROR_INVALID_VALUE;
     if (type == PROTO_H_GRAPH && cli_capture_target_busy(g)) /* a capture's graph, until its end */
         return CUDA_ERROR_INVALID_VALUE;
-    call.ctx = g->ctx != NULL ? g->ctx->h.id : 0;
+    cli_call_in(&call, g->ctx);
     res = cli_call_async(&call);
     cli_graph_free(g);
     return res;
@@ -462,7 +462,7 @@ static CUresult graph_mem_call(unsigned op, CUdevice dev, uint64_t attr, bool se
 {
     uint64_t out[1] = {0};
     /* GRAPH_MEM_TRIM [dev] is GRAPH_MEM_ATTR's first argument alone */
-    struct cli_call call = {CLI_ARGS_AS(op, GRAPH_MEM_ATTR, .dev = (uint64_t)dev, .attr = attr,
+    struct cli_call call = {CLI_ARGS_AS(op, GRAPH_MEM_ATTR, .dev = (uint64_t)cli_device_remote(dev), .attr = attr,
                                         .set = set, .value = v ? *v : 0),
                             .out = out, .out_cap = 1};
     CUresult res = cli_need_ctx();

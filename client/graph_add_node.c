@@ -34,7 +34,7 @@ CLI_EXPORT CUresult cuGraphConditionalHandleCreate(CUgraphConditionalHandle *han
     if (handle == NULL)
         return CUDA_ERROR_INVALID_VALUE;
     call.a.GRAPH_COND_HANDLE_CREATE.graph = g->h.id;
-    call.ctx = c != NULL ? c->h.id : 0;
+    cli_call_in(&call, c);
     res = cli_call_sync(&call);
     if (res == CUDA_SUCCESS && call.nout < 1)
         res = CUDA_ERROR_UNKNOWN;

@@ -37,7 +37,7 @@ CUresult cli_handle_destroy(struct cli_handle *h, unsigned op, const struct cli_
     CUresult res;
 
     if (ctx != NULL)
-        call.ctx = ctx->h.id;
+        cli_call_in(&call, ctx);
     res = cli_call_async(&call);
     cli_handle_kill(h);
     free(h);

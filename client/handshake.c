@@ -14,7 +14,7 @@
 
 /* ---- handshake -------------------------------------------------------------------------- */
 
-static rg_status_t send_hello(const struct cli_conf *conf)
+static rg_status_t send_hello(struct cli_session *s, const struct cli_conf *conf)
 {
     Rgpu__Hello hello = RGPU__HELLO__INIT;
     char host[256] = "";
@@ -30,8 +30,8 @@ static rg_status_t send_hello(const struct cli_conf *conf)
     hello.tenant = (char *)conf->tenant;
     hello.token = (char *)conf->token;
     hello.mem_quota = conf->mem_quota;
-    hello.transport = cli_sess.transport;
-    return proto_send(cli_sess.conn, PROTO_HELLO, &hello.base, NULL, 0);
+    hello.transport = s->transport;
+    return proto_send(s->conn, PROTO_HELLO, &hello.base, NULL, 0);
 }
 
 static void device_from_info(struct cli_device *dev, int ordinal, const Rgpu__DeviceInfo *info)
@@ -51,33 +51,33 @@ static void device_from_info(struct cli_device *dev, int ordinal, const Rgpu__De
     dev->pci_device = dev->attrs[CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID];
 }
 
-static CUresult take_welcome(const Rgpu__Welcome *w)
+static CUresult take_welcome(struct cli_session *s, const Rgpu__Welcome *w)
 {
     if (w->status != 0) {
-        rg_error("gpu-server at %s refused the session: %s", cli_sess.server,
+        rg_error("gpu-server at %s refused the session: %s", s->server,
                  w->reason ? w->reason : "(no reason)");
         return w->status > 0 ? (CUresult)w->status : CUDA_ERROR_NOT_SUPPORTED;
     }
     /* The server accepted our major; it may be older (speaking an older minor) or newer. */
-    cli_sess.proto_minor =
+    s->proto_minor =
         w->proto_minor < PROTO_VERSION_MINOR ? w->proto_minor : PROTO_VERSION_MINOR;
-    cli_sess.devices = calloc(w->n_devices ? w->n_devices : 1, sizeof(*cli_sess.devices));
-    if (cli_sess.devices == NULL)
+    s->devices = calloc(w->n_devices ? w->n_devices : 1, sizeof(*s->devices));
+    if (s->devices == NULL)
         return CUDA_ERROR_OUT_OF_MEMORY;
     for (size_t i = 0; i < w->n_devices; i++)
-        device_from_info(&cli_sess.devices[i], (int)i, w->devices[i]);
-    cli_sess.ndevices = (int)w->n_devices;
+        device_from_info(&s->devices[i], (int)i, w->devices[i]);
+    s->ndevices = (int)w->n_devices;
     rg_info("session %llu on %s (%s), driver %d, %d device(s), protocol %u.%u",
-            (unsigned long long)w->session_id, cli_sess.server,
-            w->server_name ? w->server_name : "", w->driver_version, cli_sess.ndevices,
-            PROTO_VERSION, cli_sess.proto_minor);
-    return cli_sess.ndevices > 0 ? CUDA_SUCCESS : CUDA_ERROR_NO_DEVICE;
+            (unsigned long long)w->session_id, s->server,
+            w->server_name ? w->server_name : "", w->driver_version, s->ndevices,
+            PROTO_VERSION, s->proto_minor);
+    return s->ndevices > 0 ? CUDA_SUCCESS : CUDA_ERROR_NO_DEVICE;
 }
 
 /* ---- transport: tcp, or a move to RDMA after the handshake ------------------------------ */
 
 /* What to ask the server for. auto without RDMA here asks for tcp, saying why in one line. */
-CUresult cli_transport_choose(const char *want)
+CUresult cli_transport_choose(struct cli_session *s, const char *want)
 {
     char why[256];
 
@@ -86,76 +86,77 @@ CUresult cli_transport_choose(const char *want)
                  want);
         return CUDA_ERROR_INVALID_VALUE;
     }
-    memcpy(cli_sess.transport, want, strlen(want) + 1); /* one of the three: it fits */
+    /* one of the three names (checked above): it fits */
+    memcpy(s->transport, want, strlen(want) + 1);
     if (strcmp(want, "tcp") == 0 || transport_rdma_probe(why, sizeof(why)) == RG_OK)
         return CUDA_SUCCESS;
     if (strcmp(want, "rdma") == 0) {
         rg_error("transport = rdma, but this host cannot use RDMA: %s", why);
         return CUDA_ERROR_NO_DEVICE;
     }
-    rg_info("transport: tcp to %s (auto: %s here)", cli_sess.server, why);
-    snprintf(cli_sess.transport, sizeof(cli_sess.transport), "tcp");
+    rg_info("transport: tcp to %s (auto: %s here)", s->server, why);
+    snprintf(s->transport, sizeof(s->transport), "tcp");
     return CUDA_SUCCESS;
 }
 
 /* After the Welcome: take the server's RDMA offer, or say in one line why not. */
-static CUresult transport_upgrade(const Rgpu__Welcome *w, const struct transport_opts *opts)
+static CUresult transport_upgrade(struct cli_session *s, const Rgpu__Welcome *w, const struct transport_opts *opts)
 {
-    bool required = strcmp(cli_sess.transport, "rdma") == 0;
+    bool required = strcmp(s->transport, "rdma") == 0;
     struct transport_conn *rconn;
     rg_status_t st;
 
-    if (strcmp(cli_sess.transport, "tcp") == 0)
+    if (strcmp(s->transport, "tcp") == 0)
         return CUDA_SUCCESS;
     if (w->rdma_addr == NULL || w->rdma_addr[0] == '\0') {
         const char *note =
             w->transport_note && w->transport_note[0] ? w->transport_note : "no RDMA offer";
         if (required)
-            rg_error("transport = rdma, but gpu-server at %s offers no RDMA: %s", cli_sess.server,
+            rg_error("transport = rdma, but gpu-server at %s offers no RDMA: %s", s->server,
                      note);
         else
-            rg_info("transport: tcp to %s (auto: %s)", cli_sess.server, note);
+            rg_info("transport: tcp to %s (auto: %s)", s->server, note);
         return required ? CUDA_ERROR_NO_DEVICE : CUDA_SUCCESS;
     }
     st = transport_rdma_upgrade(w->rdma_addr, w->rdma_secret.data, w->rdma_secret.len,
-                                transport_fd(cli_sess.conn), opts, &rconn);
+                                transport_fd(s->conn), opts, &rconn);
     if (st != RG_OK) {
         if (required)
             rg_error("transport = rdma, but connecting to %s over RDMA failed: %s", w->rdma_addr,
                      rg_status_str(st));
         else
-            rg_info("transport: tcp to %s (auto: RDMA connect to %s failed: %s)", cli_sess.server,
+            rg_info("transport: tcp to %s (auto: RDMA connect to %s failed: %s)", s->server,
                     w->rdma_addr, rg_status_str(st));
         return required ? CUDA_ERROR_NO_DEVICE : CUDA_SUCCESS;
     }
-    cli_sess.tcp_ctl = cli_sess.conn;
-    cli_sess.conn = rconn;
-    rg_info("transport: rdma to %s (session with %s)", w->rdma_addr, cli_sess.server);
+    s->tcp_ctl = s->conn;
+    s->conn = rconn;
+    rg_info("transport: rdma to %s (session with %s)", w->rdma_addr, s->server);
     return CUDA_SUCCESS;
 }
 
-CUresult cli_handshake(const struct cli_conf *conf, const struct transport_opts *opts)
+CUresult cli_handshake(struct cli_session *s, const struct cli_conf *conf, const struct transport_opts *opts)
 {
     struct proto_frame_hdr hdr;
     Rgpu__Welcome *w;
     CUresult res;
 
-    if (send_hello(conf) != RG_OK ||
-        proto_recv(cli_sess.conn, &hdr, cli_sess.recv_buf, RECV_BUF_SIZE) != RG_OK) {
-        rg_error("gpu-server at %s closed the connection during the handshake", cli_sess.server);
+    if (send_hello(s, conf) != RG_OK ||
+        proto_recv(s->conn, &hdr, s->recv_buf, RECV_BUF_SIZE) != RG_OK) {
+        rg_error("gpu-server at %s closed the connection during the handshake", s->server);
         return CUDA_ERROR_NO_DEVICE;
     }
     if (hdr.type != PROTO_WELCOME || hdr.bulk_len != 0 ||
-        (w = rgpu__welcome__unpack(NULL, hdr.msg_len, cli_sess.recv_buf)) == NULL) {
-        rg_error("%s answered the handshake with a malformed %s frame", cli_sess.server,
+        (w = rgpu__welcome__unpack(NULL, hdr.msg_len, s->recv_buf)) == NULL) {
+        rg_error("%s answered the handshake with a malformed %s frame", s->server,
                  proto_frame_type_name(hdr.type));
         return CUDA_ERROR_NO_DEVICE;
     }
-    res = take_welcome(w);
+    res = take_welcome(s, w);
     if (res == CUDA_SUCCESS)
-        res = transport_upgrade(w, opts);
-    if (res == CUDA_SUCCESS && cli_sess.tcp_ctl == NULL) /* still on TCP */
-        cli_sess.hooks->lanes_offered(w->lane_addr, w->lane_secret.data, w->lane_secret.len,
+        res = transport_upgrade(s, w, opts);
+    if (res == CUDA_SUCCESS && s->tcp_ctl == NULL && s->index == 0) /* TCP, first */
+        cli_proc.hooks->lanes_offered(w->lane_addr, w->lane_secret.data, w->lane_secret.len,
                                       conf->lanes);
     rgpu__welcome__free_unpacked(w, NULL);
     return res;

@@ -176,7 +176,7 @@ static CUresult lanes_settle(uint64_t seq, bool lost)
 void cli_lanes_quiesce(void)
 {
     if (lanes_pending())
-        cli_session_fence(cli_ctx_current_id());
+        cli_session_fence(NULL, cli_ctx_current_id());
 }
 
 struct lanes_post {
@@ -223,7 +223,7 @@ CUresult cli_lanes_copy(bool htod, CUdeviceptr dptr, void *host, size_t n, uint6
         return CLI_LANES_NOT_TAKEN;
     }
     if (lanes_pending()) /* the previous copy still moves: its end comes before the reply */
-        res = cli_session_fence(cli_ctx_current_id());
+        res = cli_session_fence(NULL, cli_ctx_current_id());
     call.a.MEMCPY_HTOD_LANES.async = async;
     call.a.MEMCPY_HTOD_LANES.nlanes = (uint64_t)lanes.n;
     if (res == CUDA_SUCCESS)

@@ -280,7 +280,7 @@ static CUresult get_attribute(int *pi, int attrib, void *handle, CUdevice dev)
     if (!(f->attrs_known & (1ull << attrib))) {
         call.a.FUNC_GET_ATTRIBUTE.func = f->h.id;
         call.a.FUNC_GET_ATTRIBUTE.attrib = (uint64_t)attrib;
-        call.a.FUNC_GET_ATTRIBUTE.dev = (uint64_t)dev;
+        call.a.FUNC_GET_ATTRIBUTE.dev = (uint64_t)cli_device_remote(dev);
         res = cli_call_sync(&call);
         if (res == CUDA_SUCCESS && call.nout >= 1) {
             f->attrs[attrib] = (int)(int64_t)out[0];
@@ -337,7 +337,7 @@ static CUresult set_attribute(void *handle, int attrib, int value, CUdevice dev)
     call.a.FUNC_SET_ATTRIBUTE.func = f->h.id;
     call.a.FUNC_SET_ATTRIBUTE.attrib = (uint64_t)attrib;
     call.a.FUNC_SET_ATTRIBUTE.value = (uint64_t)(int64_t)value;
-    call.a.FUNC_SET_ATTRIBUTE.dev = (uint64_t)dev;
+    call.a.FUNC_SET_ATTRIBUTE.dev = (uint64_t)cli_device_remote(dev);
     res = cli_call_async(&call);
     cli_occupancy_forget();
     pthread_mutex_lock(&f->lock);
@@ -383,7 +383,7 @@ static CUresult set_cache_config(void *handle, CUfunc_cache config, CUdevice dev
         return CUDA_ERROR_INVALID_HANDLE;
     call.a.FUNC_SET_CACHE_CONFIG.func = f->h.id;
     call.a.FUNC_SET_CACHE_CONFIG.config = config;
-    call.a.FUNC_SET_CACHE_CONFIG.dev = (uint64_t)dev;
+    call.a.FUNC_SET_CACHE_CONFIG.dev = (uint64_t)cli_device_remote(dev);
     cli_occupancy_forget();
     return cli_call_async(&call);
 }

@@ -9,11 +9,25 @@
 
 #include "graph.h"
 
+/* Several servers (peer.c): true when the copy went there (its result in *res_p); else *bulk_p
+ * says whether the data lanes and RDMA copies may take it (they serve the first server). */
+static bool peer_copy(CUdeviceptr dst, bool dst_dev, CUdeviceptr src, bool src_dev, size_t n,
+                      CUstream stream, bool per_thread, bool *bulk_p, CUresult *res_p)
+{
+    *bulk_p = true;
+    if (cli_session_count() < 2)
+        return false;
+    *res_p = cli_peer_copy(dst, dst_dev, src, src_dev, n, stream, per_thread);
+    *bulk_p = cli_peer_bulk_ok();
+    return *res_p != CLI_PEER_NOT_TAKEN;
+}
+
 static CUresult copy_htod(CUdeviceptr dst, const void *src, size_t n, CUstream stream,
                           bool per_thread, bool async)
 {
     struct cli_call call = {CLI_ARGS(MEMCPY_HTOD), .data = src, .data_len = n};
     uint64_t sid;
+    bool bulk;
     CUresult res = cli_stream_arg(stream, per_thread, &sid);
 
     if (res != CUDA_SUCCESS || n == 0)
@@ -23,9 +37,11 @@ static CUresult copy_htod(CUdeviceptr dst, const void *src, size_t n, CUstream s
     /* Captured: the graph copies from a shadow that each launch fills from src. */
     if (cli_stream_capture_id(stream) != 0)
         return cli_capture_copy(stream, sid, 0, dst, (void *)src, n);
-    if ((res = cli_rdma_htod(dst, src, n, sid, async)) != CLI_RDMA_NOT_TAKEN)
+    if (peer_copy(dst, true, (uintptr_t)src, false, n, stream, per_thread, &bulk, &res))
         return res;
-    if ((res = cli_lanes_copy(true, dst, (void *)src, n, sid, async)) != CLI_LANES_NOT_TAKEN)
+    if (bulk && (res = cli_rdma_htod(dst, src, n, sid, async)) != CLI_RDMA_NOT_TAKEN)
+        return res;
+    if (bulk && (res = cli_lanes_copy(true, dst, (void *)src, n, sid, async)) != CLI_LANES_NOT_TAKEN)
         return res;
     call.a.MEMCPY_HTOD.dst = dst;
     call.a.MEMCPY_HTOD.size = n;
@@ -43,6 +59,7 @@ static CUresult copy_dtoh(void *dst, CUdeviceptr src, size_t n, CUstream stream,
 {
     struct cli_call call = {CLI_ARGS(MEMCPY_DTOH), .rdata = dst, .rdata_cap = n};
     uint64_t sid;
+    bool bulk;
     CUresult res = cli_stream_arg(stream, per_thread, &sid);
 
     if (res != CUDA_SUCCESS || n == 0)
@@ -51,9 +68,11 @@ static CUresult copy_dtoh(void *dst, CUdeviceptr src, size_t n, CUstream stream,
         return CUDA_ERROR_INVALID_VALUE;
     if (cli_stream_capture_id(stream) != 0)
         return cli_capture_copy(stream, sid, 1, src, dst, n);
-    if ((res = cli_rdma_dtoh(dst, src, n, sid, async)) != CLI_RDMA_NOT_TAKEN)
+    if (peer_copy((uintptr_t)dst, false, src, true, n, stream, per_thread, &bulk, &res))
         return res;
-    if ((res = cli_lanes_copy(false, src, dst, n, sid, async)) != CLI_LANES_NOT_TAKEN)
+    if (bulk && (res = cli_rdma_dtoh(dst, src, n, sid, async)) != CLI_RDMA_NOT_TAKEN)
+        return res;
+    if (bulk && (res = cli_lanes_copy(false, src, dst, n, sid, async)) != CLI_LANES_NOT_TAKEN)
         return res;
     call.a.MEMCPY_DTOH.src = src;
     call.a.MEMCPY_DTOH.size = n;
@@ -74,8 +93,11 @@ static CUresult copy_dtod(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s
     struct cli_call call = {
         CLI_ARGS(MEMCPY_DTOD, .dst = dst, .src = src, .size = n, .stream = 0, .async = async)};
     CUresult res = cli_stream_arg(stream, per_thread, &call.a.MEMCPY_DTOD.stream);
+    bool bulk;
 
     if (res != CUDA_SUCCESS || n == 0)
+        return res;
+    if (peer_copy(dst, true, src, true, n, stream, per_thread, &bulk, &res))
         return res;
     return async ? cli_call_async(&call) : cli_call_sync(&call);
 }

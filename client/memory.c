@@ -7,6 +7,57 @@
 
 #include "address_ranges.h"
 
+/* Unified addresses across servers (docs/ARCHITECTURE.md, "Several servers"): each server's
+ * driver picks addresses on its own, so with several sessions an allocation that overlaps one
+ * the client already knows (another device's) is kept aside and asked for again, until the
+ * answer is disjoint; those kept aside are then freed. One server: the first answer stands. */
+#define DISJOINT_TRIES 64
+static pthread_mutex_t disjoint_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* The size of the allocation an alloc call's reply names (height: MEM_ALLOC_PITCH's rows). */
+static size_t alloc_size(const uint64_t *out, size_t size, size_t height)
+{
+    return height ? (size_t)out[1] * height : size;
+}
+
+static CUresult alloc_disjoint(struct cli_call *call, uint64_t *out, size_t size, size_t height,
+                               unsigned flags)
+{
+    uint64_t kept[DISJOINT_TRIES];
+    int nkept = 0;
+    CUresult res;
+
+    if (cli_session_count() > 1)
+        pthread_mutex_lock(&disjoint_lock);
+    for (;;) {
+        call->nout = 0;
+        res = cli_call_sync(call);
+        if (res == CUDA_SUCCESS && call->nout < (height ? 2u : 1u))
+            res = CUDA_ERROR_UNKNOWN;
+        if (res != CUDA_SUCCESS || cli_session_count() < 2 ||
+            !addr_range_overlaps(MEM_DEVICE, (uintptr_t)out[0], alloc_size(out, size, height)))
+            break;
+        if (nkept == DISJOINT_TRIES) {
+            rg_error("device memory: %d allocations in a row overlap other devices' addresses",
+                     DISJOINT_TRIES);
+            res = CUDA_ERROR_OUT_OF_MEMORY;
+            break;
+        }
+        kept[nkept++] = out[0];
+    }
+    if (res == CUDA_SUCCESS)
+        addr_range_add(MEM_DEVICE, (uintptr_t)out[0], alloc_size(out, size, height),
+                       cli_ctx_current(), flags);
+    if (cli_session_count() > 1)
+        pthread_mutex_unlock(&disjoint_lock);
+    /* MEM_FREE answers (it is not `noreply` in ops.def): freed one by one, waiting. */
+    for (int i = 0; i < nkept; i++)
+        (void)cli_call_sync(&(struct cli_call){CLI_ARGS(MEM_FREE, .dptr = kept[i])});
+    if (res == CUDA_SUCCESS && nkept > 0)
+        rg_debug("device memory: %d overlapping allocation(s) skipped", nkept);
+    return res;
+}
+
 CLI_EXPORT CUresult cuMemAlloc(CUdeviceptr *dptr, size_t bytesize)
 {
     uint64_t out[1];
@@ -17,12 +68,8 @@ CLI_EXPORT CUresult cuMemAlloc(CUdeviceptr *dptr, size_t bytesize)
         return res;
     if (dptr == NULL || bytesize == 0)
         return CUDA_ERROR_INVALID_VALUE;
-    res = cli_call_sync(&call);
-    if (res != CUDA_SUCCESS)
+    if ((res = alloc_disjoint(&call, out, bytesize, 0, MEM_DEV_LEGACY_IPC)) != CUDA_SUCCESS)
         return res;
-    if (call.nout < 1)
-        return CUDA_ERROR_UNKNOWN;
-    addr_range_add(MEM_DEVICE, (uintptr_t)out[0], bytesize, cli_ctx_current(), MEM_DEV_LEGACY_IPC);
     *dptr = (CUdeviceptr)out[0];
     return CUDA_SUCCESS;
 }
@@ -40,13 +87,8 @@ CLI_EXPORT CUresult cuMemAllocPitch(CUdeviceptr *dptr, size_t *pitch, size_t wid
         return res;
     if (dptr == NULL || pitch == NULL)
         return CUDA_ERROR_INVALID_VALUE;
-    res = cli_call_sync(&call);
-    if (res != CUDA_SUCCESS)
+    if ((res = alloc_disjoint(&call, out, 0, height, MEM_DEV_LEGACY_IPC)) != CUDA_SUCCESS)
         return res;
-    if (call.nout < 2)
-        return CUDA_ERROR_UNKNOWN;
-    addr_range_add(MEM_DEVICE, (uintptr_t)out[0], (size_t)out[1] * height, cli_ctx_current(),
-                MEM_DEV_LEGACY_IPC);
     *dptr = (CUdeviceptr)out[0];
     *pitch = (size_t)out[1];
     return CUDA_SUCCESS;
@@ -302,13 +344,9 @@ static CUresult alloc_async(CUdeviceptr *dptr, size_t size, CUstream stream, boo
         return CUDA_ERROR_INVALID_VALUE;
     if (!cli_stream_id(stream, per_thread, &call.a.MEM_ALLOC_ASYNC.stream))
         return CUDA_ERROR_INVALID_HANDLE;
-    res = cli_call_sync(&call);
-    if (res == CUDA_SUCCESS && call.nout < 1)
-        res = CUDA_ERROR_UNKNOWN;
-    if (res == CUDA_SUCCESS) {
-        addr_range_add(MEM_DEVICE, (uintptr_t)out[0], size, cli_ctx_current(), 0);
+    res = alloc_disjoint(&call, out, size, 0, 0);
+    if (res == CUDA_SUCCESS)
         *dptr = (CUdeviceptr)out[0];
-    }
     return res;
 }
 

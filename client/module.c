@@ -185,7 +185,7 @@ static CUresult unload(void *handle, enum proto_handle_type type, unsigned op)
         return CUDA_ERROR_INVALID_HANDLE;
     call.a.MODULE_UNLOAD.handle = m->h.id;
     if (m->ctx != NULL)
-        call.ctx = m->ctx->h.id;
+        cli_call_in(&call, m->ctx);
     res = cli_call_sync(&call);
     cli_handle_kill(&m->h);
     /* Functions of the module keep pointing at it; the object stays allocated. */
@@ -314,7 +314,7 @@ static CUresult get_by_name(unsigned op, enum proto_handle_type type, struct cli
     call.data = name;
     call.data_len = strlen(name);
     if (owner->ctx != NULL)
-        call.ctx = owner->ctx->h.id;
+        cli_call_in(&call, owner->ctx);
     res = cli_call_sync(&call);
     if (res != CUDA_SUCCESS) {
         func_free(f);

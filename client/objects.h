@@ -18,6 +18,8 @@ struct cli_device {
     int attrs[CU_DEVICE_ATTRIBUTE_MAX];
     char pci_bus_id[32];
     int pci_domain, pci_bus, pci_device;
+    struct cli_session *sess; /* the session of its server */
+    int remote;               /* its ordinal on that server (what the wire carries) */
 };
 
 /* Every handle given to the application points to a client object that starts with this. */
@@ -41,6 +43,7 @@ CUresult cli_handle_destroy(struct cli_handle *h, unsigned op, const struct cli_
 struct cli_ctx {
     struct cli_handle h;
     int device;
+    struct cli_session *sess; /* its device's session: where its calls go */
     bool is_primary;
     unsigned flags;
     void *cls;            /* context-local storage, owned by export_tables.c */
@@ -75,6 +78,7 @@ uint64_t cli_stream_capture_id(CUstream stream);
  * event with those flags bound on the server by call, a synchronous call that names the new id
  * in args[0] (the event in *ph, or the call's error and no event). */
 bool cli_event_ids(CUevent event, uint64_t *id_p, uint64_t *ctx_p);
+struct cli_ctx *cli_event_ctx(CUevent event); /* its context; NULL: not an event */
 CUresult cli_event_bind(struct cli_call *call, unsigned flags, CUevent *ph);
 /* Pinned host memory known to the client (cuMemHostAlloc / cuMemHostRegister). */
 bool cli_host_pinned(const void *p, size_t len);

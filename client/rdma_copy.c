@@ -97,6 +97,6 @@ void cli_rdma_forget(void *mr)
 
     if (m == NULL || mr == (void *)&unregistrable)
         return;
-    cli_session_fence(cli_ctx_current_id()); /* the worker may still read or write the range */
+    cli_session_fence(NULL, cli_ctx_current_id()); /* the worker may still read or write the range */
     m->ops->mem_dereg(m);
 }

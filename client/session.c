@@ -1,6 +1,7 @@
-/* The session with gpu-server: its state (cli_sess, client/session.h), the hooks of the layers
- * above, and its opening on first use: configuration (config.c), connection, handshake
- * (handshake.c), then the call stream (call_stream.c) on one connection. */
+/* The sessions with gpu-servers: their state (client/session.h), the hooks of the layers
+ * above, and their opening on first use: configuration (config.c), then one session per server
+ * it names (connection, handshake.c, call stream call_stream.c), then the devices the process
+ * presents: every server's in order, less those CUDA_VISIBLE_DEVICES hides. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,99 +28,254 @@ static const struct cli_session_hooks no_hooks = {
     .after_reply = no_after_reply,
 };
 
-struct cli_session cli_sess = {.lock = PTHREAD_MUTEX_INITIALIZER,
-                               .next_call_id = 1,
-                               .batch_cond = PTHREAD_COND_INITIALIZER,
-                               .hooks = &no_hooks};
+struct cli_process cli_proc = {.lock = PTHREAD_MUTEX_INITIALIZER, .hooks = &no_hooks};
 
 void cli_session_set_hooks(const struct cli_session_hooks *h)
 {
-    cli_sess.hooks = h;
+    cli_proc.hooks = h;
 }
 
-static CUresult session_open(void)
+/* ---- one session ------------------------------------------------------------------------ */
+
+static struct cli_session *session_new(int index, const char *server)
 {
-    struct cli_conf conf;
+    struct cli_session *s = calloc(1, sizeof(*s));
+
+    if (s == NULL)
+        return NULL;
+    pthread_mutex_init(&s->lock, NULL);
+    pthread_cond_init(&s->batch_cond, NULL);
+    s->index = index;
+    s->next_call_id = 1;
+    s->trace_calls = getenv("RGPU_TRACE_CALLS") != NULL;
+    snprintf(s->server, sizeof(s->server), "%s", server);
+    s->recv_buf = malloc(RECV_BUF_SIZE);
+    if (s->recv_buf == NULL || proto_arena_init(&s->arena, 64u << 10) != RG_OK) {
+        free(s->recv_buf);
+        free(s);
+        return NULL;
+    }
+    return s;
+}
+
+static CUresult session_open(struct cli_session *s, const struct cli_conf *conf)
+{
     struct transport_opts opts = {0};
     const char *timeout = getenv("RGPU_CONNECT_TIMEOUT_MS");
     rg_status_t status;
     CUresult res;
 
-    /* A library stays quiet unless asked: warnings and errors only by default. */
-    rg_log_set_level(RG_LOG_WARN);
-    rg_log_set_level_str(getenv("RGPU_LOG_LEVEL"));
-    cli_conf_load(&conf);
-    cli_sess.trace_calls = getenv("RGPU_TRACE_CALLS") != NULL;
-    snprintf(cli_sess.server, sizeof(cli_sess.server), "%s", conf.server);
     opts.connect_timeout_ms = timeout ? atoi(timeout) : 5000;
-    cli_sess.recv_buf = malloc(RECV_BUF_SIZE);
-    if (cli_sess.recv_buf == NULL || proto_arena_init(&cli_sess.arena, 64u << 10) != RG_OK)
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    if ((res = cli_transport_choose(conf.transport)) != CUDA_SUCCESS)
+    if ((res = cli_transport_choose(s, conf->transport)) != CUDA_SUCCESS)
         return res;
-    status = transport_tcp_ops.connect(conf.server, &opts, &cli_sess.conn);
+    status = transport_tcp_ops.connect(s->server, &opts, &s->conn);
     if (status != RG_OK) {
         rg_error("cannot reach gpu-server at %s: %s. Start gpu-server there, or point "
                  "the client at one with RGPU_SERVER=host:port or RGPU_CONFIG=<file with "
                  "'server = host:port'>",
-                 conf.server, rg_status_str(status));
+                 s->server, rg_status_str(status));
         return CUDA_ERROR_NO_DEVICE;
     }
-    cli_sess.pid = getpid();
-    res = cli_handshake(&conf, &opts);
+    s->pid = getpid();
+    res = cli_handshake(s, conf, &opts);
     if (res == CUDA_SUCCESS && getenv("RGPU_BUSY_POLL_US") != NULL)
-        transport_set_busy_poll(cli_sess.conn, (unsigned)atoi(getenv("RGPU_BUSY_POLL_US")));
+        transport_set_busy_poll(s->conn, (unsigned)atoi(getenv("RGPU_BUSY_POLL_US")));
     if (res == CUDA_SUCCESS)
-        res = cli_batch_start();
+        res = cli_batch_start(s);
     if (res != CUDA_SUCCESS) {
-        transport_close(cli_sess.conn);
-        if (cli_sess.tcp_ctl != NULL)
-            transport_close(cli_sess.tcp_ctl);
-        cli_sess.conn = cli_sess.tcp_ctl = NULL;
+        transport_close(s->conn);
+        if (s->tcp_ctl != NULL)
+            transport_close(s->tcp_ctl);
+        s->conn = s->tcp_ctl = NULL;
     }
     return res;
+}
+
+/* ---- the devices the process presents ---------------------------------------------------- */
+
+/* CUDA_VISIBLE_DEVICES entry e names device d (of all, at index i): by index or by a prefix of
+ * its UUID ("GPU-" and at least a few hex digits), as the driver reads it. */
+static bool visible_names(const char *e, int i, const struct cli_device *d)
+{
+    char uuid[64];
+    const unsigned char *b = (const unsigned char *)d->uuid.bytes;
+    char *end;
+    long n = strtol(e, &end, 10);
+
+    if (end != e && *end == '\0')
+        return n == i;
+    if (strncasecmp(e, "GPU-", 4) != 0 || strlen(e) < 5)
+        return false;
+    snprintf(uuid, sizeof(uuid),
+             "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1],
+             b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14],
+             b[15]);
+    return strncasecmp(uuid, e, strlen(e)) == 0;
+}
+
+/* Append all[i] as the next visible device. */
+static void device_take(struct cli_device *all, int i)
+{
+    cli_proc.devices[cli_proc.ndevices] = all[i];
+    cli_proc.devices[cli_proc.ndevices].ordinal = cli_proc.ndevices;
+    cli_proc.ndevices++;
+}
+
+/* Every session's devices in order, filtered by CUDA_VISIBLE_DEVICES (in its order; it stops
+ * at the first entry that names no device, as in the driver). */
+static CUresult devices_gather(void)
+{
+    const char *vis = getenv("CUDA_VISIBLE_DEVICES");
+    char list[512], *save = NULL, *e;
+    struct cli_device all[64];
+    int n = 0;
+
+    for (int k = 0; k < cli_proc.nsessions; k++)
+        for (int j = 0; j < cli_proc.sessions[k]->ndevices && n < 64; j++, n++) {
+            all[n] = cli_proc.sessions[k]->devices[j];
+            all[n].sess = cli_proc.sessions[k];
+            all[n].remote = j;
+        }
+    if ((cli_proc.devices = calloc(n ? (size_t)n : 1, sizeof(*all))) == NULL)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    if (vis == NULL) {
+        for (int i = 0; i < n; i++)
+            device_take(all, i);
+        return n > 0 ? CUDA_SUCCESS : CUDA_ERROR_NO_DEVICE;
+    }
+    snprintf(list, sizeof(list), "%s", vis);
+    for (e = strtok_r(list, ", ", &save); e != NULL; e = strtok_r(NULL, ", ", &save)) {
+        int i = 0;
+        while (i < n && !visible_names(e, i, &all[i]))
+            i++;
+        if (i == n || cli_proc.ndevices == n)
+            break;
+        device_take(all, i);
+    }
+    return cli_proc.ndevices > 0 ? CUDA_SUCCESS : CUDA_ERROR_NO_DEVICE;
+}
+
+/* A process is admitted on all its servers or on none: when one refuses, those that accepted are
+ * told goodbye now (their workers end, freeing the quota and share they hold), not at exit. */
+static void sessions_abandon(void)
+{
+    for (int k = 0; k < cli_proc.nsessions; k++) {
+        struct cli_session *s = cli_proc.sessions[k];
+        pthread_mutex_lock(&s->lock);
+        if (s->conn != NULL && !s->dead) {
+            proto_send(s->conn, PROTO_BYE, NULL, NULL, 0);
+            transport_shutdown(s->conn);
+            s->dead = s->said_bye = true;
+            pthread_cond_signal(&s->batch_cond); /* its flusher sees dead and ends */
+        }
+        pthread_mutex_unlock(&s->lock);
+    }
+}
+
+/* ---- opening ---------------------------------------------------------------------------- */
+
+static CUresult process_open(void)
+{
+    struct cli_conf conf;
+    char list[sizeof(conf.server)], *save = NULL, *server;
+    CUresult res = CUDA_SUCCESS;
+
+    /* A library stays quiet unless asked: warnings and errors only by default. */
+    rg_log_set_level(RG_LOG_WARN);
+    rg_log_set_level_str(getenv("RGPU_LOG_LEVEL"));
+    cli_conf_load(&conf);
+    snprintf(list, sizeof(list), "%s", conf.server);
+    for (server = strtok_r(list, ", ", &save); server != NULL && res == CUDA_SUCCESS;
+         server = strtok_r(NULL, ", ", &save)) {
+        struct cli_session *s;
+        if (cli_proc.nsessions == CLI_MAX_SESSIONS) {
+            rg_error("more than %d servers configured: the rest are not used", CLI_MAX_SESSIONS);
+            break;
+        }
+        if ((s = session_new(cli_proc.nsessions, server)) == NULL)
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        cli_proc.sessions[cli_proc.nsessions++] = s;
+        res = session_open(s, &conf);
+    }
+    if (res == CUDA_SUCCESS && cli_proc.nsessions == 0)
+        res = CUDA_ERROR_NO_DEVICE;
+    if (res == CUDA_SUCCESS)
+        pthread_atfork(NULL, NULL, cli_session_atfork_child);
+    else if (cli_proc.nsessions > 1)
+        sessions_abandon();
+    return res == CUDA_SUCCESS ? devices_gather() : res;
 }
 
 CUresult cli_ensure_init(void)
 {
     CUresult res;
 
-    pthread_mutex_lock(&cli_sess.lock);
-    if (!cli_sess.tried) {
-        cli_sess.init_result = session_open();
-        cli_sess.tried = true;
+    pthread_mutex_lock(&cli_proc.lock);
+    if (!cli_proc.tried) {
+        cli_proc.init_result = process_open();
+        __atomic_store_n(&cli_proc.tried, true, __ATOMIC_RELEASE);
     }
-    res = cli_sess.init_result;
-    pthread_mutex_unlock(&cli_sess.lock);
+    res = cli_proc.init_result;
+    pthread_mutex_unlock(&cli_proc.lock);
     return res;
 }
 
 bool cli_initialized(void)
 {
-    /* cli_sess.tried is only ever set once, under the lock, after init_result. */
-    return __atomic_load_n(&cli_sess.tried, __ATOMIC_ACQUIRE) &&
-           cli_sess.init_result == CUDA_SUCCESS;
+    /* cli_proc.tried is only ever set once, under the lock, after init_result. */
+    return __atomic_load_n(&cli_proc.tried, __ATOMIC_ACQUIRE) &&
+           cli_proc.init_result == CUDA_SUCCESS;
 }
 
 int cli_device_count(void)
 {
-    return cli_initialized() ? cli_sess.ndevices : 0;
+    return cli_initialized() ? cli_proc.ndevices : 0;
 }
 
 const struct cli_device *cli_device(int ordinal)
 {
-    if (!cli_initialized() || ordinal < 0 || ordinal >= cli_sess.ndevices)
+    if (!cli_initialized() || ordinal < 0 || ordinal >= cli_proc.ndevices)
         return NULL;
-    return &cli_sess.devices[ordinal];
+    return &cli_proc.devices[ordinal];
 }
 
-/* cli_sess.conn never changes once the session is open; a session lost meanwhile is noticed by
- * the call that follows. */
+struct cli_session *cli_device_session(int dev)
+{
+    const struct cli_device *d = cli_device(dev);
+
+    return d != NULL ? d->sess : NULL;
+}
+
+int cli_device_remote(int dev)
+{
+    const struct cli_device *d = cli_device(dev);
+
+    return d != NULL ? d->remote : dev;
+}
+
+bool cli_session_is_first(const struct cli_session *sess)
+{
+    return sess == NULL || sess->index == 0;
+}
+
+const char *cli_session_server(const struct cli_session *sess)
+{
+    return sess != NULL ? sess->server : "";
+}
+
+int cli_session_count(void)
+{
+    return cli_initialized() ? cli_proc.nsessions : 0;
+}
+
+/* The first session's connection never changes once it is open; a session lost meanwhile is
+ * noticed by the call that follows. */
 struct transport_conn *cli_session_rdma_conn(void)
 {
-    if (!cli_initialized() || cli_sess.forked || cli_sess.conn == NULL ||
-        !(cli_sess.conn->ops->caps & TRANSPORT_CAP_ONE_SIDED))
-        return NULL;
-    return cli_sess.conn;
-}
+    struct cli_session *s = cli_initialized() ? cli_proc.sessions[0] : NULL;
 
+    if (s == NULL || s->forked || s->conn == NULL ||
+        !(s->conn->ops->caps & TRANSPORT_CAP_ONE_SIDED))
+        return NULL;
+    return s->conn;
+}

@@ -14,7 +14,7 @@
 #include "proto/frame.h"
 #include "transport/transport.h"
 
-#define RECV_BUF_SIZE (256u << 10) /* replies are read into cli_sess.recv_buf */
+#define RECV_BUF_SIZE (256u << 10) /* replies are read into cli_session.recv_buf */
 
 /* A DtoH reply still to come, written to dst when it does. */
 struct deferred {
@@ -23,11 +23,12 @@ struct deferred {
     size_t len;
 };
 
-/* The one session of the process; its lock serializes the call stream. */
+/* A session with one gpu-server (one per server the configuration names); its lock
+ * serializes its call stream. */
+#define CLI_MAX_SESSIONS 8
 struct cli_session {
     pthread_mutex_t lock;
-    bool tried;
-    CUresult init_result;
+    int index; /* in cli_proc.sessions: 0 is the first server (data lanes, RDMA copies) */
     struct transport_conn *conn;
     struct transport_conn *tcp_ctl; /* the TCP connection kept once frames moved to RDMA */
     char transport[8];              /* what the Hello asks for: tcp | rdma | auto */
@@ -47,16 +48,28 @@ struct cli_session {
     uint8_t *batch; /* coalesced asynchronous frames not yet written */
     size_t batch_len;
     pthread_cond_t batch_cond; /* signalled when the batch becomes non-empty */
-    struct cli_device *devices;
+    struct cli_device *devices; /* the server's, in its ordinals (its Welcome) */
     int ndevices;
     uint32_t proto_minor; /* the minor the session speaks: the older of ours and the server's */
     bool op_refused[PROTO_OP_COUNT]; /* ops refused as unknown to the server (said once each) */
+};
+
+/* The process: its sessions, opened together on first use, and the devices it presents
+ * (every server's, in the order of the configuration, less those CUDA_VISIBLE_DEVICES hides). */
+struct cli_process {
+    pthread_mutex_t lock;
+    bool tried;
+    CUresult init_result;
+    struct cli_session *sessions[CLI_MAX_SESSIONS];
+    int nsessions;
+    struct cli_device *devices;
+    int ndevices;
     const struct cli_session_hooks *hooks; /* of the layers above (never NULL) */
 };
-extern struct cli_session cli_sess;
+extern struct cli_process cli_proc;
 
 struct cli_conf {
-    char server[256];
+    char server[256]; /* host:port, or several separated by commas: one session each */
     char transport[8]; /* auto (default) | rdma | tcp */
     char tenant[128];
     char token[256];
@@ -68,15 +81,16 @@ struct cli_conf {
 void cli_conf_load(struct cli_conf *conf);
 
 /* What to ask the server for (transport = auto | rdma | tcp). */
-CUresult cli_transport_choose(const char *want);
+CUresult cli_transport_choose(struct cli_session *s, const char *want);
 /* Hello -> Welcome on the connected session, then the move to RDMA if offered. */
-CUresult cli_handshake(const struct cli_conf *conf, const struct transport_opts *opts);
+CUresult cli_handshake(struct cli_session *s, const struct cli_conf *conf,
+                      const struct transport_opts *opts);
 
 /* The call stream (call_stream.c): start the batch flusher; write the coalesced frames (lock
  * held); the connection is gone (said once; every call then fails). */
-CUresult cli_batch_start(void);
-CUresult cli_batch_flush(void);
-CUresult cli_session_lost(const char *what, rg_status_t status);
+CUresult cli_batch_start(struct cli_session *s);
+CUresult cli_batch_flush(struct cli_session *s);
+CUresult cli_session_lost(struct cli_session *s, const char *what, rg_status_t status);
 
 /* fork_exit.c: a forked child's view of the session (pthread_atfork child handler). */
 void cli_session_atfork_child(void);

@@ -124,6 +124,14 @@ static CUresult stream_call(unsigned op, CUstream stream, bool per_thread)
     return cli_call_sync(&call);
 }
 
+/* The context of a stream (NULL: the caller's current one). */
+static struct cli_ctx *stream_ctx(CUstream stream)
+{
+    struct cli_stream *s = cli_handle_check(stream, PROTO_H_STREAM);
+
+    return s != NULL ? s->ctx : NULL;
+}
+
 static CUresult stream_wait_event(CUstream stream, CUevent event, unsigned flags,
                                   bool per_thread)
 {
@@ -135,6 +143,10 @@ static CUresult stream_wait_event(CUstream stream, CUevent event, unsigned flags
         return res;
     if (e == NULL)
         return CUDA_ERROR_INVALID_HANDLE;
+    if (cli_session_count() > 1 &&
+        (res = cli_peer_wait_event(stream_ctx(stream), cli_event_ctx(event), event)) !=
+            CLI_PEER_NOT_TAKEN)
+        return res;
     call.a.STREAM_WAIT_EVENT.event = e->id;
     call.a.STREAM_WAIT_EVENT.flags = flags;
     return cli_call_async(&call);

@@ -1,8 +1,11 @@
 /* A fake CUDA driver for tests without a GPU: device memory is host memory, kernels are the C
  * functions of kernels.c, streams run everything at once, events read CLOCK_MONOTONIC. It
  * exports every entry point gpu-server resolves (server/driver.h). FAKECUDA_MEM_MB sets the
- * device size (default 4096); FAKECUDA_TRACE=1 logs calls. */
+ * device size (default 4096); FAKECUDA_TRACE=1 logs calls; FAKECUDA_UUID
+ * (16 bytes) names the device; FAKECUDA_VA_BASE: see va_alloc. */
 #include <pthread.h>
+#include <stdbool.h>
+#include <sys/mman.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -208,7 +211,7 @@ CUresult cuDeviceGetCount(int *n) { NEED_INIT(); if (!n) return CUDA_ERROR_INVAL
 CUresult cuDeviceGet(CUdevice *d, int ord) { NEED_INIT(); if (!d) return CUDA_ERROR_INVALID_VALUE; if (ord != 0) return CUDA_ERROR_INVALID_DEVICE; *d = 0; return CUDA_SUCCESS; }
 #define NEED_DEV(d) do { NEED_INIT(); if ((d) != 0) return CUDA_ERROR_INVALID_DEVICE; } while (0)
 CUresult cuDeviceGetName(char *name, int len, CUdevice d) { NEED_DEV(d); if (!name || len <= 0) return CUDA_ERROR_INVALID_VALUE; snprintf(name, (size_t)len, "rgpu fake device"); return CUDA_SUCCESS; }
-CUresult cuDeviceGetUuid(CUuuid *u, CUdevice d) { NEED_DEV(d); if (!u) return CUDA_ERROR_INVALID_VALUE; memcpy(u->bytes, "rgpu-fake-uuid-0", 16); return CUDA_SUCCESS; }
+CUresult cuDeviceGetUuid(CUuuid *u, CUdevice d) { NEED_DEV(d); if (!u) return CUDA_ERROR_INVALID_VALUE; memcpy(u->bytes, getenv("FAKECUDA_UUID") && strlen(getenv("FAKECUDA_UUID")) >= 16 ? getenv("FAKECUDA_UUID") : "rgpu-fake-uuid-0", 16); return CUDA_SUCCESS; }
 CUresult cuDeviceTotalMem(size_t *b, CUdevice d) { NEED_DEV(d); if (!b) return CUDA_ERROR_INVALID_VALUE; *b = total_mem(); return CUDA_SUCCESS; }
 CUresult cuDeviceGetPCIBusId(char *s, int len, CUdevice d) { NEED_DEV(d); if (!s || len <= 0) return CUDA_ERROR_INVALID_VALUE; snprintf(s, (size_t)len, "0000:01:00.0"); return CUDA_SUCCESS; }
 
@@ -300,6 +303,35 @@ CUresult cuCtxSetCacheConfig(CUfunc_cache c) { NEED_CTX(); return CUDA_SUCCESS; 
 
 /* ---- memory ---- */
 
+/* FAKECUDA_VA_BASE=<hex>: allocations at fixed addresses from there up (as a real driver picks
+ * the same addresses in every process), so that two fake servers answer alike: what the client
+ * must keep apart when it uses several (tests/multigpu). 0 when unset. */
+static uintptr_t va_next, va_end;
+
+static void *va_alloc(size_t len)
+{
+    const char *e = getenv("FAKECUDA_VA_BASE");
+    void *p;
+
+    if (va_end == 0 && e != NULL && e[0] != '\0') {
+        va_next = (uintptr_t)strtoull(e, NULL, 16);
+        va_end = va_next + ((size_t)64 << 30);
+    }
+    if (va_end == 0 || va_next + len > va_end)
+        return NULL;
+    p = mmap((void *)va_next, len, PROT_READ | PROT_WRITE,
+             MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+    if (p == MAP_FAILED)
+        return NULL;
+    va_next += len + FK_PAGE;
+    return p;
+}
+
+static bool va_owned(const void *p)
+{
+    return va_end != 0 && (uintptr_t)p >= va_end - ((size_t)64 << 30) && (uintptr_t)p < va_end;
+}
+
 CUresult cuMemAlloc(CUdeviceptr *d, size_t n)
 {
     void *p;
@@ -310,7 +342,8 @@ CUresult cuMemAlloc(CUdeviceptr *d, size_t n)
     pthread_mutex_lock(&lock);
     /* Whole pages, so fake_dmabuf.c can alias an allocation with a memfd. */
     if (used + n > total_mem() || nallocs == MAX_ALLOCS ||
-        ((p = fk_pages_reuse(fk_page_up(n))) == NULL && posix_memalign(&p, FK_PAGE, fk_page_up(n)) != 0))
+        ((p = va_alloc(fk_page_up(n))) == NULL && (p = fk_pages_reuse(fk_page_up(n))) == NULL &&
+         posix_memalign(&p, FK_PAGE, fk_page_up(n)) != 0))
         res = CUDA_ERROR_OUT_OF_MEMORY;
     else {
         size_t i = alloc_after((uintptr_t)p);
@@ -340,7 +373,10 @@ CUresult cuMemFree(CUdeviceptr d)
     size_t i = alloc_after((uintptr_t)d);
     if (i > 0 && (CUdeviceptr)allocs[i - 1].p == d) {
         fk_dmabuf_forget(allocs[i - 1].p);
-        fk_pages_free(allocs[i - 1].p, fk_page_up(allocs[i - 1].n));
+        if (va_owned(allocs[i - 1].p))
+            munmap(allocs[i - 1].p, fk_page_up(allocs[i - 1].n));
+        else
+            fk_pages_free(allocs[i - 1].p, fk_page_up(allocs[i - 1].n));
         used -= allocs[i - 1].n;
         memmove(&allocs[i - 1], &allocs[i], (nallocs - i) * sizeof(allocs[0]));
         nallocs--;

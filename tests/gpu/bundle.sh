@@ -25,7 +25,7 @@ cp "$BUILD/tests/nccl/nccl_ranks" "$BUILD/tests/nccl/nccl_busbw" "$BUILD/bin/rgp
     "$OUT/bin/" # tests/gpu/nccl_one_rank.sh, nccl_two_gpu.sh, bench/nccl_calls.sh
 cp "$BUILD/bin/gpu-server" "$BUILD/bin/rgpu" "$BUILD/bin/rgpu-demo-app" "$OUT/bin/"
 cp "$BUILD"/tests/programs/*_static "$BUILD"/tests/programs/*_shared "$OUT/bin/"
-cp "$BUILD/bin/rgpu-bench-micro" "$BUILD/bin/rgpu-bench-tcp" "$OUT/bin/"
+cp "$BUILD/bin/rgpu-bench-micro" "$BUILD/bin/rgpu-bench-tcp" "$BUILD/bin/rgpu-bench-peer" "$OUT/bin/"
 cp "$BUILD/bin/rgpu-dmabuf-probe" "$OUT/bin/" # GPUDirect RDMA capability, run natively
 "$CUDA_HOME/bin/nvcc" -O2 -gencode arch=compute_90,code=sm_90 -o "$OUT/bin/rgpu-bench-gemm" \
     "$ROOT/bench/gemm.cu" -lcublas -Xlinker -rpath="$CUDA_HOME/lib64"

@@ -1,0 +1,235 @@
+/* Several servers (docs/ARCHITECTURE.md, "Several GPUs, several servers"): copies whose device
+ * memory lives on another server than the calling context's, or on two servers, and the peer
+ * copy entry points. On one server every copy goes as before (cli_peer_copy is not even asked:
+ * memcpy.c asks only when there are several sessions).
+ *
+ * A copy between two servers is relayed through the client: the source's server sends the
+ * bytes here (DtoH, in its owner context), the client writes them to the destination's server
+ * (HtoD), a chunk at a time. Stream order: the copy first waits for the earlier work of its
+ * stream, and is complete when the call returns, so later work on the stream follows it. */
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+#include "address_ranges.h"
+#include "bulk.h"
+
+#define RELAY_CHUNK (8u << 20)
+
+CUresult cuStreamSynchronize_ptsz(CUstream stream); /* stream.c (cuda.h names it only with
+                                                     * CUDA_API_PER_THREAD_DEFAULT_STREAM) */
+
+/* The session a context's calls go to; a NULL context is the caller's current one. */
+static struct cli_session *sess_of(const struct cli_ctx *ctx)
+{
+    const struct cli_ctx *c = ctx != NULL ? ctx : cli_ctx_current();
+
+    return c != NULL ? c->sess : NULL;
+}
+
+/* The context owning device memory at p (NULL: unknown to the client, so the caller's). */
+static struct cli_ctx *owner_of(CUdeviceptr p)
+{
+    struct mem_range r;
+
+    return addr_range_find(MEM_DEVICE, (uintptr_t)p, &r) ? r.ctx : NULL;
+}
+
+static CUresult htod_in(struct cli_ctx *ctx, CUdeviceptr dst, const void *src, size_t n)
+{
+    struct cli_call call = {CLI_ARGS(MEMCPY_HTOD, .dst = dst, .size = n, .stream = 0, .async = 0),
+                            .data = src, .data_len = n};
+
+    cli_call_in(&call, ctx);
+    return cli_call_sync(&call);
+}
+
+static CUresult dtoh_in(struct cli_ctx *ctx, void *dst, CUdeviceptr src, size_t n)
+{
+    struct cli_call call = {CLI_ARGS(MEMCPY_DTOH, .src = src, .size = n, .stream = 0, .async = 0),
+                            .rdata = dst, .rdata_cap = n};
+    CUresult res;
+
+    cli_call_in(&call, ctx);
+    res = cli_call_sync(&call);
+    return res == CUDA_SUCCESS && call.rdata_len != n ? CUDA_ERROR_UNKNOWN : res;
+}
+
+static CUresult dtod_in(struct cli_ctx *ctx, CUdeviceptr dst, CUdeviceptr src, size_t n)
+{
+    struct cli_call call = {CLI_ARGS(MEMCPY_DTOD, .dst = dst, .src = src, .size = n, .async = 0)};
+
+    cli_call_in(&call, ctx);
+    return cli_call_sync(&call);
+}
+
+/* Server to server: the destination's worker listens, the source's connects to it with the
+ * secret chosen here and sends (docs/ARCHITECTURE.md). CLI_PEER_NOT_TAKEN when it cannot be done
+ * that way (an older server, RGPU_PEER_DIRECT=0, the source cannot reach the destination):
+ * then the client relays it. */
+static CUresult direct(struct cli_ctx *dctx, CUdeviceptr dst, struct cli_ctx *sctx, CUdeviceptr src,
+                       size_t n)
+{
+    const char *env = getenv("RGPU_PEER_DIRECT"), *colon;
+    uint8_t data[32 + 256];
+    uint64_t port = 0;
+    struct cli_call recv = {CLI_ARGS(PEER_RECV, .dst = dst, .size = n), .data = data,
+                            .data_len = 32, .out = &port, .out_cap = 1};
+    struct cli_call send = {CLI_ARGS(PEER_SEND, .src = src, .size = n), .data = data};
+    struct cli_call wait = {CLI_ARGS(PEER_WAIT, .cancel = 0)};
+    const char *server = cli_session_server(dctx->sess);
+    size_t hlen =
+        (colon = strrchr(server, ':')) != NULL ? (size_t)(colon - server) : strlen(server);
+    CUresult res;
+
+    if ((env != NULL && strcmp(env, "0") == 0) || hlen == 0 || hlen > 255 ||
+        getrandom(data, 32, 0) != 32)
+        return CLI_PEER_NOT_TAKEN;
+    cli_call_in(&recv, dctx);
+    if ((res = cli_call_sync(&recv)) != CUDA_SUCCESS || recv.nout < 1)
+        return res == CUDA_ERROR_NOT_SUPPORTED || res == CUDA_SUCCESS ? CLI_PEER_NOT_TAKEN : res;
+    memcpy(data + 32, server, hlen);
+    send.a.PEER_SEND.port = port;
+    send.data_len = 32 + hlen;
+    cli_call_in(&send, sctx);
+    res = cli_call_sync(&send);
+    wait.a.PEER_WAIT.cancel = res != CUDA_SUCCESS;
+    cli_call_in(&wait, dctx);
+    if (res != CUDA_SUCCESS) {
+        cli_call_sync(&wait);
+        rg_info("server-to-server copy %s -> %s failed (%d): relayed through the client",
+                cli_session_server(sctx->sess), server, (int)res);
+        return res == CUDA_ERROR_NOT_READY ? CLI_PEER_NOT_TAKEN : res;
+    }
+    return cli_call_sync(&wait);
+}
+
+/* Device to device between two servers: server to server, else through a buffer here. */
+static CUresult relay(struct cli_ctx *dctx, CUdeviceptr dst, struct cli_ctx *sctx, CUdeviceptr src,
+                      size_t n)
+{
+    size_t chunk = n < RELAY_CHUNK ? n : RELAY_CHUNK;
+    CUresult res = direct(dctx, dst, sctx, src, n);
+    uint8_t *buf;
+
+    if (res != CLI_PEER_NOT_TAKEN)
+        return res;
+    if ((buf = malloc(chunk ? chunk : 1)) == NULL)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    res = CUDA_SUCCESS;
+    for (size_t off = 0; off < n && res == CUDA_SUCCESS; off += chunk) {
+        size_t len = n - off < chunk ? n - off : chunk;
+        res = dtoh_in(sctx, buf, src + off, len);
+        if (res == CUDA_SUCCESS)
+            res = htod_in(dctx, dst + off, buf, len);
+    }
+    free(buf);
+    return res;
+}
+
+/* Wait for the earlier work of the copy's stream (none for a synchronous copy on the NULL
+ * stream: every call of the caller's session before it is done when its first call returns,
+ * and the other session's calls are ordered on that session). */
+static CUresult stream_wait(CUstream stream, bool per_thread)
+{
+    if (stream == NULL && !per_thread)
+        return cuCtxSynchronize();
+    return per_thread ? cuStreamSynchronize_ptsz(stream) : cuStreamSynchronize(stream);
+}
+
+/* A copy between the given contexts' memory (NULL context: host memory for that side), in
+ * stream order. */
+static CUresult copy_between(struct cli_ctx *dctx, CUdeviceptr dst, struct cli_ctx *sctx,
+                             CUdeviceptr src, size_t n, CUstream stream, bool per_thread)
+{
+    CUresult res = stream_wait(stream, per_thread);
+
+    if (res != CUDA_SUCCESS || n == 0)
+        return res;
+    if (dctx != NULL && sctx != NULL)
+        return dctx->sess == sctx->sess ? dtod_in(sctx, dst, src, n)
+                                        : relay(dctx, dst, sctx, src, n);
+    if (dctx != NULL)
+        return htod_in(dctx, dst, (const void *)src, n);
+    if (sctx != NULL)
+        return dtoh_in(sctx, (void *)dst, src, n);
+    return CUDA_ERROR_INVALID_VALUE;
+}
+
+CUresult cli_peer_copy(CUdeviceptr dst, bool dst_dev, CUdeviceptr src, bool src_dev, size_t n,
+                       CUstream stream, bool per_thread)
+{
+    struct cli_ctx *cur = cli_ctx_current();
+    struct cli_ctx *dctx = dst_dev ? owner_of(dst) : NULL;
+    struct cli_ctx *sctx = src_dev ? owner_of(src) : NULL;
+
+    if (cur == NULL ||
+        ((dctx == NULL || dctx->sess == cur->sess) && (sctx == NULL || sctx->sess == cur->sess)))
+        return CLI_PEER_NOT_TAKEN;
+    return copy_between(dst_dev ? (dctx ? dctx : cur) : NULL, dst,
+                        src_dev ? (sctx ? sctx : cur) : NULL, src, n, stream, per_thread);
+}
+
+bool cli_peer_bulk_ok(void)
+{
+    return cli_session_is_first(sess_of(NULL));
+}
+
+/* ---- cuMemcpyPeer ----------------------------------------------------------------------- */
+
+static CUresult copy_peer(CUdeviceptr dst, CUcontext dst_ctx, CUdeviceptr src, CUcontext src_ctx,
+                          size_t n, CUstream stream, bool per_thread, bool async)
+{
+    struct cli_ctx *d = cli_handle_check(dst_ctx, PROTO_H_CTX);
+    struct cli_ctx *s = cli_handle_check(src_ctx, PROTO_H_CTX);
+    struct cli_call call = {
+        CLI_ARGS(MEMCPY_DTOD, .dst = dst, .src = src, .size = n, .async = async)};
+    CUresult res = cli_need_ctx();
+
+    if (res != CUDA_SUCCESS)
+        return res;
+    if (d == NULL || s == NULL)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    /* Same server, in the caller's session: the driver's own peer copy, stream-ordered there. */
+    if (d->sess == s->sess && s->sess == sess_of(NULL)) {
+        if ((res = cli_stream_arg(stream, per_thread, &call.a.MEMCPY_DTOD.stream)) != CUDA_SUCCESS)
+            return res;
+        return async ? cli_call_async(&call) : cli_call_sync(&call);
+    }
+    return copy_between(d, dst, s, src, n, stream, per_thread);
+}
+
+CLI_EXPORT CUresult cuMemcpyPeer(CUdeviceptr dst, CUcontext dc, CUdeviceptr src, CUcontext sc,
+                                 size_t n)
+{
+    return copy_peer(dst, dc, src, sc, n, NULL, false, false);
+}
+
+CLI_EXPORT CUresult cuMemcpyPeer_ptds(CUdeviceptr dst, CUcontext dc, CUdeviceptr src, CUcontext sc,
+                                      size_t n)
+{
+    return copy_peer(dst, dc, src, sc, n, NULL, true, false);
+}
+
+CLI_EXPORT CUresult cuMemcpyPeerAsync(CUdeviceptr dst, CUcontext dc, CUdeviceptr src, CUcontext sc,
+                                      size_t n, CUstream stream)
+{
+    return copy_peer(dst, dc, src, sc, n, stream, false, true);
+}
+
+CLI_EXPORT CUresult cuMemcpyPeerAsync_ptsz(CUdeviceptr dst, CUcontext dc, CUdeviceptr src,
+                                           CUcontext sc, size_t n, CUstream stream)
+{
+    return copy_peer(dst, dc, src, sc, n, stream, true, true);
+}
+
+/* ---- events across servers --------------------------------------------------------------- */
+
+CUresult cli_peer_wait_event(struct cli_ctx *stream_ctx, struct cli_ctx *event_ctx, CUevent event)
+{
+    if (event_ctx == NULL || sess_of(stream_ctx) == event_ctx->sess)
+        return CLI_PEER_NOT_TAKEN;
+    /* The stream's server cannot see the event: the client waits for it instead (the stream's
+     * later work is sent after it has completed). */
+    return cuEventSynchronize(event);
+}

@@ -1,0 +1,91 @@
+#!/bin/bash
+# Several GPUs for one process (issue 18) on the fake driver: two gpu-servers, one fake device
+# each (1 GiB and 2 GiB, distinct UUIDs, the SAME device addresses: FAKECUDA_VA_BASE), one client
+# configured with both (RGPU_SERVER=a,b) runs two_devices (routing, disjoint addresses, copies
+# both ways); then CUDA_VISIBLE_DEVICES by index and by UUID picks one device of the two; and
+# the same servers named by repeated `server =` lines in a config file.
+# Usage: multigpu_e2e.sh GPU_SERVER FAKECUDA LIB_DIR TWO_DEVICES
+set -u
+SERVER=$1 FAKE=$2 LIBDIR=$3 PROG=$4
+WORK=$(mktemp -d)
+PIDS=()
+cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done; wait 2>/dev/null; rm -rf "$WORK"; }
+trap cleanup EXIT
+fail() {
+    echo "FAIL: $*"
+    for f in "$WORK"/*.log "$WORK"/*.err; do [ -f "$f" ] && { echo "--- $f"; tail -30 "$f"; }; done
+    exit 1
+}
+free_port() { python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])'; }
+
+# start NAME MEM_MB UUID(16 bytes): a gpu-server on the fake driver; prints its port
+start() {
+    local port
+    port=$(free_port)
+    FAKECUDA_MEM_MB=$2 FAKECUDA_UUID=$3 FAKECUDA_VA_BASE=7e0000000000 \
+        "$SERVER" --listen 127.0.0.1 --port "$port" --driver "$FAKE" >"$WORK/$1.log" 2>&1 &
+    PIDS+=($!)
+    for _ in $(seq 100); do
+        (exec 3<>/dev/tcp/127.0.0.1/"$port") 2>/dev/null && break
+        sleep 0.1
+    done
+    PORT=$port
+}
+start a 1024 "rgpu-fake-uuid-A"; A=$PORT
+start b 2048 "rgpu-fake-uuid-B"; B=$PORT
+
+run() { # NAME ENV... -- ARGS: the program with the client library
+    local name=$1
+    shift
+    env ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0 LD_LIBRARY_PATH="$LIBDIR" \
+        "$@" >"$WORK/$name.out" 2>"$WORK/$name.err"
+}
+
+run two RGPU_SERVER=127.0.0.1:$A,127.0.0.1:$B timeout 60 "$PROG" ||
+    fail "two devices: $(cat "$WORK/two.err")"
+grep -q PASS "$WORK/two.out" || fail "two devices did not pass"
+
+# The cross-server copies went server to server (PEER_RECV on one, PEER_SEND on the other).
+run trace RGPU_SERVER=127.0.0.1:$A,127.0.0.1:$B RGPU_TRACE_CALLS=1 timeout 60 "$PROG" ||
+    fail "traced run: $(tail -5 "$WORK/trace.err")"
+[ "$(grep -c ' PEER_SEND ' "$WORK/trace.err")" -ge 5 ] || fail "copies did not go server to server"
+# And relayed through the client when asked (RGPU_PEER_DIRECT=0): the same results.
+run relay RGPU_SERVER=127.0.0.1:$A,127.0.0.1:$B RGPU_PEER_DIRECT=0 RGPU_TRACE_CALLS=1 timeout 60 "$PROG" ||
+    fail "relayed: $(tail -5 "$WORK/relay.err")"
+grep -q PASS "$WORK/relay.out" || fail "relayed copies did not pass"
+grep -q ' PEER_' "$WORK/relay.err" && fail "RGPU_PEER_DIRECT=0 still copied server to server"
+
+# CUDA_VISIBLE_DEVICES: by index (1 = server b's 2 GiB device), by UUID prefix (server a's).
+run vis_index RGPU_SERVER=127.0.0.1:$A,127.0.0.1:$B CUDA_VISIBLE_DEVICES=1 timeout 60 "$PROG" 1 ||
+    fail "CUDA_VISIBLE_DEVICES=1: $(cat "$WORK/vis_index.err")"
+grep -q "visible: 2048 MiB" "$WORK/vis_index.out" || fail "index 1 is not server b's device"
+uuid_a=$(printf 'rgpu-fake-uuid-A' | od -An -tx1 | tr -d ' \n')
+run vis_uuid RGPU_SERVER=127.0.0.1:$A,127.0.0.1:$B CUDA_VISIBLE_DEVICES="GPU-${uuid_a:0:8}" \
+    timeout 60 "$PROG" 1 || fail "CUDA_VISIBLE_DEVICES=GPU-${uuid_a:0:8}: $(cat "$WORK/vis_uuid.err")"
+grep -q "visible: 1024 MiB" "$WORK/vis_uuid.out" || fail "the UUID did not pick server a's device"
+run vis_order RGPU_SERVER=127.0.0.1:$A,127.0.0.1:$B CUDA_VISIBLE_DEVICES=1,7,0 timeout 60 "$PROG" 1
+grep -q "visible: 2048 MiB" "$WORK/vis_order.out" || fail "CUDA_VISIBLE_DEVICES=1,7,0 (stops at 7): device 0 is not b's"
+
+# Repeated `server =` lines in the config file: the same two devices.
+printf '[client]\nserver = 127.0.0.1:%s\nserver = 127.0.0.1:%s\n' "$A" "$B" >"$WORK/client.conf"
+run conf RGPU_CONFIG="$WORK/client.conf" timeout 60 "$PROG" || fail "config: $(cat "$WORK/conf.err")"
+grep -q PASS "$WORK/conf.out" || fail "two servers from the config did not pass"
+# Admitted on both servers or on none: c refuses the tenant's token; the session a accepted
+# must end while the client still runs (not at its exit).
+PORT_C=$(free_port)
+printf '[tenant t]\ntoken = other\n' >"$WORK/c.conf"
+"$SERVER" --config "$WORK/c.conf" --listen 127.0.0.1 --port "$PORT_C" --driver "$FAKE" \
+    >"$WORK/c.log" 2>&1 &
+PIDS+=($!)
+for _ in $(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/"$PORT_C") 2>/dev/null && break; sleep 0.1; done
+before=$(grep -c 'ended' "$WORK/a.log")
+env LD_LIBRARY_PATH="$LIBDIR" RGPU_SERVER=127.0.0.1:$A,127.0.0.1:$PORT_C RGPU_TENANT=t RGPU_TOKEN=t0k \
+    timeout 60 "$PROG" 0 >"$WORK/refused.out" 2>"$WORK/refused.err" &
+client=$!
+sleep 2
+after=$(grep -c 'ended' "$WORK/a.log")
+kill -0 $client 2>/dev/null || fail "the refused client exited too soon to tell"
+[ "$after" -gt "$before" ] || fail "server a still holds the session of a client that c refused"
+wait $client || fail "cuInit succeeded though server c refused: $(cat "$WORK/refused.out")"
+
+echo "two servers, two devices: routing, disjoint addresses, peer copies, visibility: PASS"

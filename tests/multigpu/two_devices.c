@@ -1,0 +1,209 @@
+/* One process, two devices on two gpu-servers (the fake driver under each: multigpu_e2e.sh):
+ * devices 0..1 across the sessions, every call routed to its device's server, disjoint device
+ * addresses though both servers answer the same ones, pointer attributes naming the right
+ * device, and copies between the devices both ways: cuMemcpyPeer(Async), cuMemcpy /
+ * cuMemcpyAsync on unified addresses, HtoD/DtoH of the other device's memory, the same server's
+ * two contexts, and cuStreamWaitEvent on another device's event. Prints PASS.
+ * Usage: two_devices [expected device count = 2] */
+#include <cuda.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "client/rgpu_ext.h"
+
+CUresult rgpuDeviceStatus(int device, struct rgpu_device_status *status); /* the client exports it */
+
+#define N (3u << 20) /* bytes per buffer: more than one relay chunk is not needed here */
+
+#define CHECK(call)                                                                                \
+    do {                                                                                           \
+        CUresult r_ = (call);                                                                      \
+        if (r_ != CUDA_SUCCESS) {                                                                  \
+            fprintf(stderr, "line %d: %s failed: %d\n", __LINE__, #call, (int)r_);                 \
+            exit(1);                                                                               \
+        }                                                                                          \
+    } while (0)
+#define EXPECT(cond, ...)                                                                          \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "line %d: ", __LINE__);                                                \
+            fprintf(stderr, __VA_ARGS__);                                                          \
+            fputc('\n', stderr);                                                                   \
+            exit(1);                                                                               \
+        }                                                                                          \
+    } while (0)
+
+static unsigned char *pattern(unsigned seed)
+{
+    unsigned char *p = malloc(N);
+
+    for (size_t i = 0; i < N; i++)
+        p[i] = (unsigned char)(i * 31u + seed);
+    return p;
+}
+
+static void expect_bytes(CUcontext ctx, CUdeviceptr d, const unsigned char *want, const char *what)
+{
+    unsigned char *got = malloc(N);
+
+    CHECK(cuCtxSetCurrent(ctx));
+    CHECK(cuMemcpyDtoH(got, d, N));
+    EXPECT(memcmp(got, want, N) == 0, "%s: wrong bytes", what);
+    free(got);
+}
+
+/* Device memory of each device, and where it lives. */
+static void check_addresses(CUcontext c0, CUcontext c1, CUdeviceptr *a0, CUdeviceptr *a1)
+{
+    int ord = -1;
+    CUcontext owner;
+
+    CHECK(cuCtxSetCurrent(c0));
+    CHECK(cuMemAlloc(a0, N));
+    CHECK(cuCtxSetCurrent(c1));
+    CHECK(cuMemAlloc(a1, N));
+    EXPECT(*a0 + N <= *a1 || *a1 + N <= *a0, "device 0 [%#llx] and 1 [%#llx] overlap",
+           (unsigned long long)*a0, (unsigned long long)*a1);
+    CHECK(cuPointerGetAttribute(&ord, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, *a0));
+    EXPECT(ord == 0, "device 0's memory names device %d", ord);
+    CHECK(cuPointerGetAttribute(&ord, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, *a1 + 5));
+    EXPECT(ord == 1, "device 1's memory names device %d", ord);
+    CHECK(cuPointerGetAttribute(&owner, CU_POINTER_ATTRIBUTE_CONTEXT, *a1));
+    EXPECT(owner == c1, "device 1's memory names another context");
+}
+
+/* Each device's server answers for it: the fake servers have different memory sizes. */
+static void check_routing(CUcontext c0, CUcontext c1)
+{
+    size_t total0, total1, free0, free1, t;
+
+    CHECK(cuDeviceTotalMem(&total0, 0));
+    CHECK(cuDeviceTotalMem(&total1, 1));
+    EXPECT(total0 == (1024ull << 20) && total1 == (2048ull << 20),
+           "device sizes %zu, %zu: not from their own servers", total0, total1);
+    CHECK(cuCtxSetCurrent(c0));
+    CHECK(cuMemGetInfo(&free0, &t));
+    EXPECT(t == total0, "cuMemGetInfo in device 0's context answered %zu", t);
+    CHECK(cuCtxSetCurrent(c1));
+    CHECK(cuMemGetInfo(&free1, &t));
+    EXPECT(t == total1, "cuMemGetInfo in device 1's context answered %zu", t);
+    /* A device call about device 1 from a context of device 0 (one its server alone knows)
+     * goes to device 1's server, without that context. */
+    struct rgpu_device_status st = {.size = sizeof(st)};
+    CUcontext own;
+    CHECK(cuCtxCreate(&own, NULL, 0, 0));
+    CHECK(rgpuDeviceStatus(1, &st));
+    EXPECT(st.mem_total == total1, "rgpuDeviceStatus(1) answered %llu",
+           (unsigned long long)st.mem_total);
+    CHECK(cuCtxDestroy(own));
+}
+
+static void check_copies(CUcontext c0, CUcontext c1, CUdeviceptr a0, CUdeviceptr a1)
+{
+    unsigned char *p = pattern(1), *q = pattern(2), *r = pattern(3);
+    CUstream s0, s1;
+    CUevent e0;
+
+    /* HtoD into device 1's memory from device 0's context (unified addressing). */
+    CHECK(cuCtxSetCurrent(c0));
+    CHECK(cuMemcpyHtoD(a1, p, N));
+    expect_bytes(c1, a1, p, "HtoD of device 1's memory from device 0's context");
+    CHECK(cuCtxSetCurrent(c0));
+    CHECK(cuMemcpyHtoD(a0, q, N));
+    /* Peer copies both ways. */
+    CHECK(cuMemcpyPeer(a1, c1, a0, c0, N));
+    expect_bytes(c1, a1, q, "cuMemcpyPeer 0 -> 1");
+    CHECK(cuCtxSetCurrent(c1));
+    CHECK(cuMemcpyHtoD(a1, r, N));
+    CHECK(cuMemcpyPeer(a0, c0, a1, c1, N));
+    expect_bytes(c0, a0, r, "cuMemcpyPeer 1 -> 0");
+    /* cuMemcpy on unified addresses, from the other device's context. */
+    CHECK(cuCtxSetCurrent(c1));
+    CHECK(cuMemcpyHtoD(a1, p, N));
+    CHECK(cuCtxSetCurrent(c0));
+    CHECK(cuMemcpy(a0, a1, N));
+    expect_bytes(c0, a0, p, "cuMemcpy 1 -> 0");
+    /* Stream-ordered: a memset on device 0's stream, an event, device 1's stream waits for it
+     * and then copies from device 0 (cuMemcpyPeerAsync on device 1's stream). */
+    CHECK(cuCtxSetCurrent(c0));
+    CHECK(cuStreamCreate(&s0, CU_STREAM_NON_BLOCKING));
+    CHECK(cuEventCreate(&e0, 0));
+    CHECK(cuMemsetD8Async(a0, 0x5a, N, s0));
+    CHECK(cuEventRecord(e0, s0));
+    CHECK(cuCtxSetCurrent(c1));
+    CHECK(cuStreamCreate(&s1, CU_STREAM_NON_BLOCKING));
+    CHECK(cuStreamWaitEvent(s1, e0, 0));
+    CHECK(cuMemcpyPeerAsync(a1, c1, a0, c0, N, s1));
+    CHECK(cuMemcpyAsync(a0 + N / 2, a1, N / 2, s1)); /* and back, on the same stream */
+    CHECK(cuStreamSynchronize(s1));
+    memset(q, 0x5a, N);
+    expect_bytes(c1, a1, q, "cuMemcpyPeerAsync after the other device's event");
+    expect_bytes(c0, a0, q, "cuMemcpyAsync 1 -> 0 on device 1's stream");
+    CHECK(cuCtxSetCurrent(c1));
+    CHECK(cuStreamDestroy(s1));
+    CHECK(cuCtxSetCurrent(c0));
+    CHECK(cuStreamDestroy(s0));
+    CHECK(cuEventDestroy(e0));
+    free(p), free(q), free(r);
+}
+
+/* Two contexts of device 0 (one server): the driver's copy, not the relay. */
+static void check_same_server(CUcontext c0, CUdeviceptr a0)
+{
+    unsigned char *p = pattern(9);
+    CUcontext c2;
+    CUdeviceptr b;
+    int can = -1;
+
+    CHECK(cuCtxCreate(&c2, NULL, 0, 0));
+    CHECK(cuMemAlloc(&b, N));
+    CHECK(cuCtxSetCurrent(c0));
+    CHECK(cuMemcpyHtoD(a0, p, N));
+    CHECK(cuMemcpyPeer(b, c2, a0, c0, N));
+    expect_bytes(c2, b, p, "cuMemcpyPeer between two contexts of one server");
+    CHECK(cuMemFree(b));
+    CHECK(cuCtxDestroy(c2));
+    CHECK(cuDeviceCanAccessPeer(&can, 0, 1));
+    EXPECT(can == 0, "devices of two servers reported as peers");
+    free(p);
+}
+
+int main(int argc, char **argv)
+{
+    int want = argc > 1 ? atoi(argv[1]) : 2, n = 0;
+    CUcontext c0, c1;
+    CUdeviceptr a0, a1;
+    char name[64];
+
+    if (want == 0) { /* one server refuses: cuInit fails; stay a while, the others must let go */
+        CUresult r = cuInit(0);
+        printf("cuInit: %d\n", (int)r);
+        fflush(stdout);
+        sleep(3);
+        return r == CUDA_SUCCESS ? 1 : 0;
+    }
+    CHECK(cuInit(0));
+    CHECK(cuDeviceGetCount(&n));
+    EXPECT(n == want, "%d devices, expected %d", n, want);
+    if (want == 1) { /* CUDA_VISIBLE_DEVICES chose one: say which (by its size) */
+        size_t total;
+        CHECK(cuDeviceTotalMem(&total, 0));
+        printf("visible: %zu MiB\n", total >> 20);
+        return 0;
+    }
+    CHECK(cuDeviceGetName(name, sizeof(name), 1));
+    CHECK(cuDevicePrimaryCtxRetain(&c0, 0));
+    CHECK(cuDevicePrimaryCtxRetain(&c1, 1));
+    check_routing(c0, c1);
+    check_addresses(c0, c1, &a0, &a1);
+    check_copies(c0, c1, a0, a1);
+    check_same_server(c0, a0);
+    CHECK(cuCtxSetCurrent(c1));
+    CHECK(cuMemFree(a1));
+    CHECK(cuCtxSetCurrent(c0));
+    CHECK(cuMemFree(a0));
+    printf("PASS\n");
+    return 0;
+}
