@@ -29,7 +29,14 @@ enum proto_frame_type {
     PROTO_BYE = 6,
     PROTO_OUTPUT = 7, /* server -> client: text the session's kernels printed (bulk); flag */
                       /* PROTO_OUTPUT_STDERR: for stderr (device assert), else stdout   */
+    PROTO_PROBE = 8,       /* client -> server, first frame instead of a Hello: Probe */
+    PROTO_PROBE_REPLY = 9, /* server -> client: ProbeReply */
+    PROTO_ECHO = 10,       /* after an answered probe, either way: no message, bulk bytes. The */
+                           /* server answers each with an Echo carrying the same bytes, or */
+                           /* none with PROTO_ECHO_SINK (it reads and drops them) */
 };
+#define PROTO_ECHO_SINK 0x4u /* header flag of an Echo frame (beside PROTO_FLAG_* of proto/ops.h) */
+#define PROTO_ECHO_MAX (64u << 20) /* bulk of one Echo frame, at most */
 
 struct proto_frame_hdr {
     uint32_t magic;
