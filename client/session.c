@@ -7,17 +7,19 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/socket.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include "client.h"
+#include "client_config.h"
+#include "pool.h"
 #include "common/array_grow.h"
-#include "common/config.h"
 #include "proto/arena.h"
 #include "proto/frame.h"
 #include "transport/rdma.h"
 
-#define DEFAULT_SERVER "127.0.0.1:7070"
-#define DEFAULT_LANES 4 /* measured on the H100 host: see client/lanes.c */
+#define HANDSHAKE_TIMEOUT_MS 30000 /* a server that accepts and never answers */
 #define RECV_BUF_SIZE (256u << 10)
 /* Asynchronous calls are coalesced: written when BATCH_FLUSH_AT bytes are pending, at the next
  * synchronous call, or BATCH_DELAY_US after the first one, whichever comes first. */
@@ -61,85 +63,9 @@ static struct {
 } sess = {.lock = PTHREAD_MUTEX_INITIALIZER, .next_call_id = 1,
         .batch_cond = PTHREAD_COND_INITIALIZER};
 
-/* ---- configuration ---------------------------------------------------------------------- */
-
-struct client_conf {
-    char server[256];
-    char transport[8]; /* auto (default) | rdma | tcp */
-    char tenant[128];
-    char token[256];
-    uint64_t mem_quota; /* requested quota per GPU (mem_quota / RGPU_MEM_QUOTA), 0 = the tenant's */
-    int lanes;          /* data lanes for large copies on TCP (lanes / RGPU_LANES; 0: none) */
-};
-
-/* "4GiB", "512MiB", "64KiB" or bytes; 0 if malformed (then the tenant's quota applies). */
-static uint64_t parse_size(const char *text)
-{
-    char *end;
-    unsigned long long v = strtoull(text, &end, 10);
-    int shift = strcasecmp(end, "KiB") == 0 ? 10 : strcasecmp(end, "MiB") == 0 ? 20
-              : strcasecmp(end, "GiB") == 0 ? 30 : *end == '\0' ? 0 : -1;
-
-    if (end == text || shift < 0) {
-        rg_error("mem_quota '%s' is not a size (e.g. 4GiB); asking for the tenant's quota", text);
-        return 0;
-    }
-    return (uint64_t)v << shift;
-}
-
-static rg_status_t conf_key(void *arg, const char *section, const char *key, const char *value)
-{
-    struct client_conf *conf = arg;
-
-    if (section[0] != '\0' && strcmp(section, "client") != 0)
-        return RG_OK;
-    if (strcmp(key, "server") == 0)
-        snprintf(conf->server, sizeof(conf->server), "%s", value);
-    else if (strcmp(key, "tenant") == 0)
-        snprintf(conf->tenant, sizeof(conf->tenant), "%s", value);
-    else if (strcmp(key, "token") == 0)
-        snprintf(conf->token, sizeof(conf->token), "%s", value);
-    else if (strcmp(key, "transport") == 0)
-        snprintf(conf->transport, sizeof(conf->transport), "%s", value);
-    else if (strcmp(key, "mem_quota") == 0)
-        conf->mem_quota = parse_size(value);
-    else if (strcmp(key, "lanes") == 0)
-        conf->lanes = atoi(value);
-    return RG_OK;
-}
-
-static void conf_load(struct client_conf *conf)
-{
-    const char *path = getenv("RGPU_CONFIG");
-    const char *env;
-
-    memset(conf, 0, sizeof(*conf));
-    conf->lanes = -1;
-    if (path != NULL && path[0] != '\0' && rg_config_parse_file(path, conf_key, conf) != RG_OK)
-        rg_error("cannot read config file %s (RGPU_CONFIG)", path);
-    if ((env = getenv("RGPU_SERVER")) != NULL && env[0] != '\0')
-        snprintf(conf->server, sizeof(conf->server), "%s", env);
-    if ((env = getenv("RGPU_TENANT")) != NULL)
-        snprintf(conf->tenant, sizeof(conf->tenant), "%s", env);
-    if ((env = getenv("RGPU_TOKEN")) != NULL)
-        snprintf(conf->token, sizeof(conf->token), "%s", env);
-    if ((env = getenv("RGPU_MEM_QUOTA")) != NULL && env[0] != '\0')
-        conf->mem_quota = parse_size(env);
-    if ((env = getenv("RGPU_TRANSPORT")) != NULL && env[0] != '\0')
-        snprintf(conf->transport, sizeof(conf->transport), "%s", env);
-    if ((env = getenv("RGPU_LANES")) != NULL && env[0] != '\0')
-        conf->lanes = atoi(env);
-    if (conf->lanes < 0)
-        conf->lanes = DEFAULT_LANES;
-    if (conf->server[0] == '\0')
-        snprintf(conf->server, sizeof(conf->server), "%s", DEFAULT_SERVER);
-    if (conf->transport[0] == '\0')
-        snprintf(conf->transport, sizeof(conf->transport), "auto");
-}
-
 /* ---- handshake -------------------------------------------------------------------------- */
 
-static rg_status_t send_hello(const struct client_conf *conf)
+static rg_status_t send_hello(const struct cli_conf *conf)
 {
     Rgpu__Hello hello = RGPU__HELLO__INIT;
     char host[256] = "";
@@ -175,10 +101,10 @@ static void device_from_info(struct cli_device *dev, int ordinal, const Rgpu__De
     dev->pci_device = dev->attrs[CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID];
 }
 
-static CUresult take_welcome(const Rgpu__Welcome *w)
+static CUresult take_welcome(const Rgpu__Welcome *w, char *why, size_t why_len)
 {
     if (w->status != 0) {
-        rg_error("gpu-server at %s refused the session: %s", sess.server,
+        snprintf(why, why_len, "gpu-server at %s refused the session: %s", sess.server,
                  w->reason ? w->reason : "(no reason)");
         return w->status > 0 ? (CUresult)w->status : CUDA_ERROR_NOT_SUPPORTED;
     }
@@ -254,25 +180,37 @@ static CUresult transport_upgrade(const Rgpu__Welcome *w, const struct transport
     return CUDA_SUCCESS;
 }
 
-static CUresult handshake(const struct client_conf *conf, const struct transport_opts *opts)
+static void set_recv_timeout(int ms)
+{
+    struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
+
+    setsockopt(transport_fd(sess.conn), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+}
+
+static CUresult handshake(const struct cli_conf *conf, const struct transport_opts *opts,
+                          char *why, size_t why_len)
 {
     struct proto_frame_hdr hdr;
     Rgpu__Welcome *w;
+    rg_status_t st;
     CUresult res;
 
-    if (send_hello(conf) != RG_OK ||
-        proto_recv(sess.conn, &hdr, sess.recv_buf, RECV_BUF_SIZE) != RG_OK) {
-        rg_error("gpu-server at %s closed the connection during the handshake",
-                 sess.server);
+    set_recv_timeout(HANDSHAKE_TIMEOUT_MS);
+    if ((st = send_hello(conf)) == RG_OK)
+        st = proto_recv(sess.conn, &hdr, sess.recv_buf, RECV_BUF_SIZE);
+    set_recv_timeout(0);
+    if (st != RG_OK) {
+        snprintf(why, why_len, "gpu-server at %s %s during the handshake", sess.server,
+                 st == RG_ERR_TIMEOUT ? "did not answer" : "closed the connection");
         return CUDA_ERROR_NO_DEVICE;
     }
     if (hdr.type != PROTO_WELCOME || hdr.bulk_len != 0 ||
         (w = rgpu__welcome__unpack(NULL, hdr.msg_len, sess.recv_buf)) == NULL) {
-        rg_error("%s answered the handshake with a malformed %s frame", sess.server,
-                 proto_frame_type_name(hdr.type));
+        snprintf(why, why_len, "%s answered the handshake with a malformed %s frame",
+                 sess.server, proto_frame_type_name(hdr.type));
         return CUDA_ERROR_NO_DEVICE;
     }
-    res = take_welcome(w);
+    res = take_welcome(w, why, why_len);
     if (res == CUDA_SUCCESS)
         res = transport_upgrade(w, opts);
     if (res == CUDA_SUCCESS && sess.tcp_ctl == NULL) /* still on TCP */
@@ -339,41 +277,65 @@ static CUresult batch_start(void)
     return rc == 0 ? CUDA_SUCCESS : CUDA_ERROR_OPERATING_SYSTEM;
 }
 
+/* One server of the pool (cli_pool_try_fn): connect and hand-shake; on failure nothing is
+ * left open and why says what happened. */
+static int session_try(const char *addr, const struct cli_conf *conf, char *why, size_t why_len)
+{
+    struct transport_opts opts = {.connect_timeout_ms = conf->connect_timeout_ms};
+    rg_status_t status;
+    CUresult res;
+
+    snprintf(sess.server, sizeof(sess.server), "%s", addr);
+    status = transport_tcp_ops.connect(addr, &opts, &sess.conn);
+    if (status != RG_OK) {
+        snprintf(why, why_len, "cannot reach gpu-server at %s: %s%s", addr,
+                 rg_status_str(status), conf->npool > 1 ? "" :
+                 ". Start gpu-server there, or point the client at one with "
+                 "RGPU_SERVER=host:port or a client config (RGPU_CONFIG, ~/.config/rgpu/"
+                 "client.conf, /etc/rgpu/client.conf) with 'pool = host:port ...'");
+        sess.conn = NULL;
+        return CUDA_ERROR_NO_DEVICE;
+    }
+    res = handshake(conf, &opts, why, why_len);
+    if (res != CUDA_SUCCESS) {
+        transport_close(sess.conn);
+        if (sess.tcp_ctl != NULL)
+            transport_close(sess.tcp_ctl);
+        sess.conn = sess.tcp_ctl = NULL;
+        free(sess.devices);
+        sess.devices = NULL;
+        sess.ndevices = 0;
+    }
+    return res;
+}
+
 static CUresult session_open(void)
 {
-    struct client_conf conf;
-    struct transport_opts opts = {0};
-    const char *timeout = getenv("RGPU_CONNECT_TIMEOUT_MS");
-    rg_status_t status;
+    struct cli_conf conf;
+    char why[512];
     CUresult res;
 
     /* A library stays quiet unless asked: warnings and errors only by default. */
     rg_log_set_level(RG_LOG_WARN);
     rg_log_set_level_str(getenv("RGPU_LOG_LEVEL"));
-    conf_load(&conf);
+    if (cli_conf_load(&conf, why, sizeof(why)) != RG_OK) {
+        rg_error("client configuration: %s", why);
+        return CUDA_ERROR_INVALID_VALUE;
+    }
     sess.trace_calls = getenv("RGPU_TRACE_CALLS") != NULL;
-    snprintf(sess.server, sizeof(sess.server), "%s", conf.server);
-    opts.connect_timeout_ms = timeout ? atoi(timeout) : 5000;
+    snprintf(sess.server, sizeof(sess.server), "%s", conf.npool == 1 ? conf.pool[0] : "the pool");
     sess.recv_buf = malloc(RECV_BUF_SIZE);
     if (sess.recv_buf == NULL || proto_arena_init(&sess.arena, 64u << 10) != RG_OK)
         return CUDA_ERROR_OUT_OF_MEMORY;
     if ((res = transport_choose(conf.transport)) != CUDA_SUCCESS)
         return res;
-    status = transport_tcp_ops.connect(conf.server, &opts, &sess.conn);
-    if (status != RG_OK) {
-        rg_error("cannot reach gpu-server at %s: %s. Start gpu-server there, or point "
-                 "the client at one with RGPU_SERVER=host:port or RGPU_CONFIG=<file with "
-                 "'server = host:port'>",
-                 conf.server, rg_status_str(status));
-        return CUDA_ERROR_NO_DEVICE;
-    }
     sess.pid = getpid();
-    res = handshake(&conf, &opts);
+    res = (CUresult)cli_pool_connect(&conf, session_try, CUDA_ERROR_NO_DEVICE);
     if (res == CUDA_SUCCESS && getenv("RGPU_BUSY_POLL_US") != NULL)
         transport_set_busy_poll(sess.conn, (unsigned)atoi(getenv("RGPU_BUSY_POLL_US")));
     if (res == CUDA_SUCCESS)
         res = batch_start();
-    if (res != CUDA_SUCCESS) {
+    if (res != CUDA_SUCCESS && sess.conn != NULL) {
         transport_close(sess.conn);
         if (sess.tcp_ctl != NULL)
             transport_close(sess.tcp_ctl);
