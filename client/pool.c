@@ -282,12 +282,16 @@ static void skipped(const struct cli_pool *pool, char *all)
 }
 
 
-static const char *reason(enum sched_policy policy, int k)
+/* Why this server, in words: its rank under the policy among the n that could take the job. */
+static void reason(enum sched_policy policy, int k, int n, char *buf, size_t len)
 {
     if (k > 0)
-        return "the next one, after those before it failed";
-    return policy == SCHED_SPREAD ? "the least loaded" : policy == SCHED_PACK
-                                        ? "the fullest that fits" : "the first in the list";
+        snprintf(buf, len, "choice %d of %d that could take it, after those before it failed",
+                 k + 1, n);
+    else
+        snprintf(buf, len, "%s of %d that could take it",
+                 policy == SCHED_SPREAD ? "the least loaded"
+                 : policy == SCHED_PACK ? "the fullest that fits" : "the first listed", n);
 }
 
 static int try_in_order(const struct cli_conf *conf, const struct cli_pool *pool,
@@ -295,16 +299,16 @@ static int try_in_order(const struct cli_conf *conf, const struct cli_pool *pool
                         int fail_result)
 {
     int res = fail_result;
-    char why[512];
+    char why[512], rank[96];
 
     for (int k = 0; k < n; k++) {
         const struct cli_server *s = &pool->servers[order[k]];
         why[0] = '\0';
         if ((res = try_one(s->addr, conf, why, sizeof(why))) == 0) {
-            rg_info("pool: job placed on %s%s%s%s by policy %s (%s of %d server(s) that "
-                    "could take it)%s%s", s->addr, strcmp(s->name, s->addr) ? " (" : "",
-                    strcmp(s->name, s->addr) ? s->name : "", strcmp(s->name, s->addr) ? ")" : "",
-                    sched_policy_name(conf->policy), reason(conf->policy, k), n,
+            reason(conf->policy, k, n, rank, sizeof(rank));
+            rg_info("pool: job placed on %s%s%s%s by policy %s (%s)%s%s", s->addr,
+                    strcmp(s->name, s->addr) ? " (" : "", strcmp(s->name, s->addr) ? s->name : "",
+                    strcmp(s->name, s->addr) ? ")" : "", sched_policy_name(conf->policy), rank,
                     all[0] ? "; passed over: " : "", all);
             return 0;
         }
