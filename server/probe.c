@@ -112,8 +112,9 @@ void srv_probe_answer(struct srv_table *table, const struct srv_tenant *tenant, 
     reply->quota = req.quota;
 }
 
-/* The GPUs this server serves (its devices list, or every one the driver has). */
-static int list_gpus(struct srv_session *s, const struct srv_config *cfg,
+/* The GPUs this server serves (its devices list, or every one the driver has), from the
+ * driver. */
+static int open_gpus(struct srv_session *s, const struct srv_config *cfg,
                      struct srv_probe_gpu *gpus)
 {
     int count = 0, n = 0;
@@ -138,6 +139,36 @@ static int list_gpus(struct srv_session *s, const struct srv_config *cfg,
         s->drv.cuDeviceTotalMem(&total, dev);
         gpus[k].total_mem = total;
     }
+    return n;
+}
+
+int srv_probe_gpus(struct srv_session *s, const struct srv_config *cfg,
+                   struct srv_probe_gpu *gpus)
+{
+    struct srv_table *t = cfg->table;
+    int n;
+
+    if (t != NULL && atomic_load(&t->probe_ready)) {
+        for (n = 0; n < t->probe_ngpus && n < SRV_MAX_DEVICES; n++) {
+            gpus[n].index = t->probe_gpus[n].index;
+            memcpy(gpus[n].name, t->probe_gpus[n].name, sizeof(gpus[n].name));
+            gpus[n].total_mem = t->probe_gpus[n].total_mem;
+        }
+        return n;
+    }
+    if ((n = open_gpus(s, cfg, gpus)) < 0 || t == NULL)
+        return n;
+    srv_table_lock(t);
+    if (!atomic_load(&t->probe_ready)) {
+        for (int k = 0; k < n && k < SRV_TABLE_GPUS; k++) {
+            t->probe_gpus[k].index = gpus[k].index;
+            memcpy(t->probe_gpus[k].name, gpus[k].name, sizeof(t->probe_gpus[k].name));
+            t->probe_gpus[k].total_mem = gpus[k].total_mem;
+        }
+        t->probe_ngpus = n < SRV_TABLE_GPUS ? n : SRV_TABLE_GPUS;
+        atomic_store(&t->probe_ready, 1);
+    }
+    srv_table_unlock(t);
     return n;
 }
 
@@ -193,7 +224,7 @@ int srv_probe_serve(struct srv_session *s, const struct srv_config *cfg,
     if (cfg->tenants.n > 0 &&
         (tenant = srv_tenant_auth(&cfg->tenants, req->tenant, req->token, &refusal)) == NULL)
         reply.status = CUDA_ERROR_NOT_PERMITTED;
-    else if ((ngpus = list_gpus(s, cfg, gpus)) < 0)
+    else if ((ngpus = srv_probe_gpus(s, cfg, gpus)) < 0)
         refusal = "the server cannot open its GPUs";
     else
         srv_probe_answer(cfg->table, tenant, req->mem_quota, gpus, ngpus, gpu_msgs, gpu_ptrs,

@@ -4,6 +4,7 @@
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <string.h>
 #include <unistd.h>
@@ -11,6 +12,8 @@
 #include <cmocka.h>
 
 #include "server/probe.h"
+#include "server/server.h"
+#include "server/session.h"
 #include "server/session_table.h"
 #include "server/tenants.h"
 
@@ -141,12 +144,34 @@ static void test_no_table_answers_totals(void **state)
     assert_int_equal(reply.gpus[0]->sessions, 0);
 }
 
+/* A second probe reads the GPUs the first recorded in the table, without the driver: here the
+ * driver cannot even be opened, so without the record the call would fail. */
+static void test_gpus_recorded_once(void **state)
+{
+    static struct srv_config cfg;
+    static struct srv_session s;
+    struct srv_probe_gpu gpus[SRV_MAX_DEVICES];
+
+    snprintf(cfg.driver, sizeof(cfg.driver), "/nonexistent/libcuda.so.1");
+    cfg.table = table;
+    assert_int_equal(srv_probe_gpus(&s, &cfg, gpus), -1);
+    table->probe_gpus[0] = (struct srv_table_gpu_info){.index = 3, .name = "Recorded",
+                                                        .total_mem = 7 * GIB};
+    table->probe_ngpus = 1;
+    atomic_store(&table->probe_ready, 1);
+    assert_int_equal(srv_probe_gpus(&s, &cfg, gpus), 1);
+    assert_int_equal(gpus[0].index, 3);
+    assert_string_equal(gpus[0].name, "Recorded");
+    assert_int_equal(gpus[0].total_mem, 7 * GIB);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_own_figures_and_counts_only),
         cmocka_unit_test(test_would_refuse_with_reason),
         cmocka_unit_test(test_no_table_answers_totals),
+        cmocka_unit_test(test_gpus_recorded_once),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }
