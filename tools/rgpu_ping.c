@@ -4,6 +4,7 @@
  * cuMemcpyHtoD / DtoH through rgpu's own libcuda.so.1, in a child process with a session on
  * that server alone). The copy figure next to the ceiling shows what rgpu's path costs. */
 #include <dlfcn.h>
+#include <pthread.h>
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
@@ -17,7 +18,7 @@
 
 #define SMALL 64                /* bytes of each round-trip Echo */
 #define SINK_FRAME (4u << 20)   /* bytes of each ceiling Echo */
-#define SINK_FRAMES 32          /* 128 MiB in all */
+#define SINK_FRAMES 32          /* 128 MiB per stream */
 #define COPY_BYTES (64u << 20)
 #define COPY_REPS 4
 
@@ -26,6 +27,7 @@ struct ping_result {
     char why[256];
     double p50, p90, p99, min; /* round trip, microseconds */
     double ceiling;            /* GiB/s */
+    int streams;               /* TCP connections it used */
     double htod, dtoh;         /* GiB/s; < 0: no figure */
     char copy_why[200];
 };
@@ -83,21 +85,75 @@ static rg_status_t round_trips(struct transport_conn *conn, int count, struct pi
     return st;
 }
 
-/* Bulk frames sent back to back, then their short answers: bytes over the time of it all. */
-static rg_status_t ceiling(struct transport_conn *conn, struct ping_result *r)
-{
-    uint8_t *buf = calloc(1, SINK_FRAME), msg[64];
-    struct proto_frame_hdr hdr;
-    rg_status_t st = buf ? RG_OK : RG_ERR_NOMEM;
-    double t0 = now_s();
+/* One stream of the ceiling: bulk frames sent back to back, then their short answers. */
+struct sink_job {
+    const char *addr;
+    const struct cli_conf *conf;
+    pthread_barrier_t *go;
+    rg_status_t st;
+    double seconds;
+};
 
-    for (int i = 0; i < SINK_FRAMES && st == RG_OK; i++)
-        st = proto_send_flags(conn, PROTO_ECHO, PROTO_ECHO_SINK, NULL, buf, SINK_FRAME);
-    for (int i = 0; i < SINK_FRAMES && st == RG_OK; i++)
-        st = proto_recv(conn, &hdr, msg, sizeof(msg));
-    if (st == RG_OK)
-        r->ceiling = (double)SINK_FRAME * SINK_FRAMES / (now_s() - t0) / (1u << 30);
+static void *sink_stream(void *arg)
+{
+    struct sink_job *job = arg;
+    struct transport_conn *conn = NULL;
+    Rgpu__ProbeReply *reply = NULL;
+    struct proto_frame_hdr hdr;
+    uint8_t *buf = calloc(1, SINK_FRAME), msg[64];
+    char why[256];
+    double t0;
+
+    job->st = buf ? cli_probe_open(job->addr, job->conf, job->conf->probe_timeout_ms, &conn,
+                                   &reply, why, sizeof(why)) : RG_ERR_NOMEM;
+    if (reply != NULL)
+        rgpu__probe_reply__free_unpacked(reply, NULL);
+    pthread_barrier_wait(job->go);
+    t0 = now_s();
+    for (int i = 0; i < SINK_FRAMES && job->st == RG_OK; i++)
+        job->st = proto_send_flags(conn, PROTO_ECHO, PROTO_ECHO_SINK, NULL, buf, SINK_FRAME);
+    for (int i = 0; i < SINK_FRAMES && job->st == RG_OK; i++)
+        job->st = proto_recv(conn, &hdr, msg, sizeof(msg));
+    job->seconds = now_s() - t0;
+    if (conn != NULL)
+        transport_close(conn);
     free(buf);
+    return NULL;
+}
+
+/* The raw TCP ceiling: as many parallel streams as a session's copies use (its data lanes),
+ * each streaming SINK_FRAMES frames that the server reads and drops; all bytes over the time
+ * of the slowest stream. */
+static rg_status_t ceiling(const char *addr, const struct cli_conf *conf, int streams,
+                           struct ping_result *r)
+{
+    pthread_t threads[streams];
+    struct sink_job jobs[streams];
+    pthread_barrier_t go;
+    double slowest = 0;
+    rg_status_t st = RG_OK;
+
+    pthread_barrier_init(&go, NULL, (unsigned)streams);
+    for (int i = 0; i < streams; i++) {
+        jobs[i] = (struct sink_job){.addr = addr, .conf = conf, .go = &go};
+        if (i > 0 && pthread_create(&threads[i], NULL, sink_stream, &jobs[i]) != 0) {
+            fprintf(stderr, "rgpu: cannot start a thread\n");
+            exit(1);
+        }
+    }
+    sink_stream(&jobs[0]);
+    for (int i = 1; i < streams; i++)
+        pthread_join(threads[i], NULL);
+    pthread_barrier_destroy(&go);
+    for (int i = 0; i < streams; i++) {
+        if (jobs[i].st != RG_OK)
+            st = jobs[i].st;
+        if (jobs[i].seconds > slowest)
+            slowest = jobs[i].seconds;
+    }
+    if (st == RG_OK)
+        r->ceiling = (double)SINK_FRAME * SINK_FRAMES * streams / slowest / (1u << 30);
+    r->streams = streams;
     return st;
 }
 
@@ -179,6 +235,11 @@ static void copy_bandwidth(const char *addr, struct ping_result *r)
     snprintf(r->copy_why, sizeof(r->copy_why), "%.190s", n > 0 ? line + 2 : "the session failed");
 }
 
+static int ceiling_streams(const struct cli_conf *conf)
+{
+    return conf->lanes > 0 ? (conf->lanes < 16 ? conf->lanes : 16) : 1;
+}
+
 static void ping_one(const struct cli_server *s, const struct cli_conf *conf, int count,
                      struct ping_result *r)
 {
@@ -196,9 +257,10 @@ static void ping_one(const struct cli_server *s, const struct cli_conf *conf, in
     if (st != RG_OK)
         return;
     rgpu__probe_reply__free_unpacked(reply, NULL);
-    if ((st = round_trips(conn, count, r)) == RG_OK)
-        st = ceiling(conn, r);
+    st = round_trips(conn, count, r);
     transport_close(conn);
+    if (st == RG_OK)
+        st = ceiling(s->addr, conf, ceiling_streams(conf), r);
     if (st != RG_OK) {
         snprintf(r->why, sizeof(r->why), "echo failed: %s", rg_status_str(st));
         return;
@@ -207,7 +269,9 @@ static void ping_one(const struct cli_server *s, const struct cli_conf *conf, in
     copy_bandwidth(s->addr, r);
 }
 
-static void print_table(const struct cli_pool *pool, const struct ping_result *res, int count)
+
+static void print_table(const struct cli_pool *pool, const struct ping_result *res, int count,
+                        int streams)
 {
     char h[16], d[16];
 
@@ -228,8 +292,10 @@ static void print_table(const struct cli_pool *pool, const struct ping_result *r
             printf("%-21s  (no copy figure: %s)\n", "", r->copy_why);
     }
     printf("round trips: %d echoes of %d bytes each; HTOD/DTOH: best of %d pinned %u MiB "
-           "copies through rgpu; TCP-MAX: %u MiB streamed to the server and dropped\n",
-           count, SMALL, COPY_REPS, COPY_BYTES >> 20, (SINK_FRAME * SINK_FRAMES) >> 20);
+           "copies through rgpu;\nTCP-MAX: %u MiB per stream streamed to the server and "
+           "dropped, over as many streams as a session's data lanes (%d)\n",
+           count, SMALL, COPY_REPS, COPY_BYTES >> 20, (SINK_FRAME * SINK_FRAMES) >> 20,
+           streams);
 }
 
 static void print_json(const struct cli_pool *pool, const struct ping_result *res)
@@ -247,9 +313,9 @@ static void print_json(const struct cli_pool *pool, const struct ping_result *re
             continue;
         }
         printf(",\"rtt_us\":{\"min\":%.1f,\"p50\":%.1f,\"p90\":%.1f,\"p99\":%.1f},"
-               "\"tcp_ceiling_gib_s\":%.3f,\"htod_gib_s\":%.3f,\"dtoh_gib_s\":%.3f,"
+               "\"tcp_ceiling_gib_s\":%.3f,\"tcp_streams\":%d,\"htod_gib_s\":%.3f,\"dtoh_gib_s\":%.3f,"
                "\"copy_error\":",
-               r->min, r->p50, r->p90, r->p99, r->ceiling, r->htod, r->dtoh);
+               r->min, r->p50, r->p90, r->p99, r->ceiling, r->streams, r->htod, r->dtoh);
         rgpu_json_str(stdout, r->htod < 0 ? r->copy_why : "");
         printf("}");
     }
@@ -276,7 +342,7 @@ int rgpu_cmd_ping(int argc, char **argv)
     if (opts.json)
         print_json(&pool, res);
     else
-        print_table(&pool, res, opts.count);
+        print_table(&pool, res, opts.count, ceiling_streams(&conf));
     free(res);
     cli_pool_free(&pool);
     return answered > 0 ? 0 : 1;
