@@ -13,9 +13,9 @@
 
 #include "common/config.h"
 
-#define DEFAULT_LANES 4 /* measured on the H100 host: see client/lanes.c */
+#define DEFAULT_LANES              4 /* measured on the H100 host: see client/lanes.c */
 #define DEFAULT_CONNECT_TIMEOUT_MS 5000
-#define DEFAULT_PROBE_TIMEOUT_MS 3000
+#define DEFAULT_PROBE_TIMEOUT_MS   3000
 
 struct parse_ctx {
     struct cli_conf *conf;
@@ -27,8 +27,11 @@ bool cli_parse_size(const char *text, uint64_t *bytes_p)
 {
     char *end;
     unsigned long long v = strtoull(text, &end, 10);
-    int shift = strcasecmp(end, "KiB") == 0 ? 10 : strcasecmp(end, "MiB") == 0 ? 20
-              : strcasecmp(end, "GiB") == 0 ? 30 : *end == '\0' ? 0 : -1;
+    int shift = strcasecmp(end, "KiB") == 0   ? 10
+                : strcasecmp(end, "MiB") == 0 ? 20
+                : strcasecmp(end, "GiB") == 0 ? 30
+                : *end == '\0'                ? 0
+                                              : -1;
 
     if (end == text || shift < 0 || text[0] == '-')
         return false;
@@ -47,8 +50,7 @@ static bool parse_ms(const char *text, int *ms_p)
     return true;
 }
 
-rg_status_t cli_conf_add_pool(struct cli_conf *conf, const char *list, char *why,
-                              size_t why_len)
+rg_status_t cli_conf_add_pool(struct cli_conf *conf, const char *list, char *why, size_t why_len)
 {
     char buf[4096], *tok, *save = NULL;
 
@@ -68,8 +70,8 @@ rg_status_t cli_conf_add_pool(struct cli_conf *conf, const char *list, char *why
 }
 
 /* One key; every value is checked, and a bad one is an error naming the key. */
-static rg_status_t set_key(struct cli_conf *conf, const char *key, const char *value,
-                           char *why, size_t why_len)
+static rg_status_t set_key(struct cli_conf *conf, const char *key, const char *value, char *why,
+                           size_t why_len)
 {
     bool ok = true;
 
@@ -96,7 +98,7 @@ static rg_status_t set_key(struct cli_conf *conf, const char *key, const char *v
     /* other keys are for other readers (the NVML shim, later versions): ignored */
     if (!ok)
         snprintf(why, why_len, "%s = %s is not valid (%s)", key, value,
-                 strcmp(key, "policy") == 0 ? "spread, pack or first"
+                 strcmp(key, "policy") == 0      ? "spread, pack or first"
                  : strcmp(key, "mem_quota") == 0 ? "a size such as 4GiB"
                                                  : "milliseconds, 1 to 600000");
     return ok ? RG_OK : RG_ERR_INVALID;
@@ -111,8 +113,7 @@ static rg_status_t file_key(void *arg, const char *section, const char *key, con
     return set_key(ctx->conf, key, value, ctx->why, ctx->why_len);
 }
 
-rg_status_t cli_conf_read_file(struct cli_conf *conf, const char *path, char *why,
-                               size_t why_len)
+rg_status_t cli_conf_read_file(struct cli_conf *conf, const char *path, char *why, size_t why_len)
 {
     struct parse_ctx ctx = {conf, why, why_len};
 
@@ -156,8 +157,8 @@ rg_status_t cli_token_file_read(const char *path, char *token, size_t token_len,
         goto err_close;
     }
     if (st.st_uid != geteuid()) {
-        snprintf(why, why_len, "token_file %s belongs to uid %u, not to this user (uid %u)",
-                 path, (unsigned)st.st_uid, (unsigned)geteuid());
+        snprintf(why, why_len, "token_file %s belongs to uid %u, not to this user (uid %u)", path,
+                 (unsigned)st.st_uid, (unsigned)geteuid());
         goto err_close;
     }
     if (st.st_mode & 077) {
@@ -192,12 +193,15 @@ static rg_status_t env_key(struct cli_conf *conf, const char *var, const char *k
 /* Environment over the file. RGPU_SERVER and RGPU_POOL replace the file's pool. */
 static rg_status_t apply_env(struct cli_conf *conf, char *why, size_t why_len)
 {
-    static const char *const map[][2] = {
-        {"RGPU_TENANT", "tenant"}, {"RGPU_TOKEN", "token"}, {"RGPU_TOKEN_FILE", "token_file"},
-        {"RGPU_MEM_QUOTA", "mem_quota"}, {"RGPU_POLICY", "policy"},
-        {"RGPU_CONNECT_TIMEOUT_MS", "connect_timeout_ms"},
-        {"RGPU_PROBE_TIMEOUT_MS", "probe_timeout_ms"}, {"RGPU_TRANSPORT", "transport"},
-        {"RGPU_LANES", "lanes"}};
+    static const char *const map[][2] = {{"RGPU_TENANT", "tenant"},
+                                         {"RGPU_TOKEN", "token"},
+                                         {"RGPU_TOKEN_FILE", "token_file"},
+                                         {"RGPU_MEM_QUOTA", "mem_quota"},
+                                         {"RGPU_POLICY", "policy"},
+                                         {"RGPU_CONNECT_TIMEOUT_MS", "connect_timeout_ms"},
+                                         {"RGPU_PROBE_TIMEOUT_MS", "probe_timeout_ms"},
+                                         {"RGPU_TRANSPORT", "transport"},
+                                         {"RGPU_LANES", "lanes"}};
     const char *server = getenv("RGPU_SERVER"), *pool = getenv("RGPU_POOL");
     rg_status_t st = RG_OK;
 
@@ -240,8 +244,8 @@ rg_status_t cli_conf_load(struct cli_conf *conf, char *why, size_t why_len)
     if ((st = apply_env(conf, why, why_len)) != RG_OK)
         return st;
     if (conf->token_file[0] != '\0' &&
-        cli_token_file_read(conf->token_file, conf->token, sizeof(conf->token), why,
-                            why_len) != RG_OK)
+        cli_token_file_read(conf->token_file, conf->token, sizeof(conf->token), why, why_len) !=
+            RG_OK)
         return RG_ERR_INVALID;
     if (conf->lanes < 0)
         conf->lanes = DEFAULT_LANES;

@@ -17,23 +17,23 @@
 #include "common/status.h"
 #include "scheduler/placement.h"
 
-#define CLI_POOL_MAX 64
+#define CLI_POOL_MAX       64
 #define CLI_DEFAULT_SERVER "127.0.0.1:7070"
-#define CLI_DEFAULT_PORT "7070"
+#define CLI_DEFAULT_PORT   "7070"
 
 struct cli_conf {
-    char source[256];              /* the file read, "" when none */
-    char pool[CLI_POOL_MAX][256];  /* entries as written: host:port, or a DNS name[:port] */
+    char source[256];             /* the file read, "" when none */
+    char pool[CLI_POOL_MAX][256]; /* entries as written: host:port, or a DNS name[:port] */
     int npool;
-    char transport[8];             /* auto (default) | rdma | tcp */
+    char transport[8]; /* auto (default) | rdma | tcp */
     char tenant[128];
     char token[256];
     char token_file[256];
-    uint64_t mem_quota;            /* requested quota per GPU, 0 = the tenant's */
-    int lanes;                     /* data lanes for large copies on TCP (0: none) */
+    uint64_t mem_quota; /* requested quota per GPU, 0 = the tenant's */
+    int lanes;          /* data lanes for large copies on TCP (0: none) */
     enum sched_policy policy;
-    int connect_timeout_ms;        /* per server */
-    int probe_timeout_ms;          /* the whole parallel probe of a pool */
+    int connect_timeout_ms; /* per server */
+    int probe_timeout_ms;   /* the whole parallel probe of a pool */
 };
 
 /* The first of paths[0..n) that exists (NULL entries skipped), or NULL. */
@@ -44,12 +44,10 @@ const char *cli_conf_pick(const char *const *paths, int n);
 rg_status_t cli_conf_load(struct cli_conf *conf, char *why, size_t why_len);
 
 /* Read one file (no search, no environment) over conf's current values. */
-rg_status_t cli_conf_read_file(struct cli_conf *conf, const char *path, char *why,
-                               size_t why_len);
+rg_status_t cli_conf_read_file(struct cli_conf *conf, const char *path, char *why, size_t why_len);
 
 /* Append the entries of list ("a:7070, b:7071 c") to conf's pool. */
-rg_status_t cli_conf_add_pool(struct cli_conf *conf, const char *list, char *why,
-                              size_t why_len);
+rg_status_t cli_conf_add_pool(struct cli_conf *conf, const char *list, char *why, size_t why_len);
 
 /* The token in path (its first line), if the file is a regular file owned by this user and
  * readable by nobody else; otherwise RG_ERR_REFUSED with the reason in why. */

@@ -18,7 +18,7 @@
 #include "scheduler/placement.h"
 
 #define PROBE_BUF (64u << 10)
-#define WHY_ALL 4096 /* the one error naming every server tried */
+#define WHY_ALL   4096 /* the one error naming every server tried */
 
 static double now_ms(void)
 {
@@ -66,8 +66,7 @@ static rg_status_t resolve_entry(struct cli_pool *pool, const char *entry)
     if ((rc = getaddrinfo(host, port, &hints, &res)) != 0) {
         if ((s = pool_add(pool, entry)) == NULL)
             return RG_ERR_NOMEM;
-        snprintf(s->why, sizeof(s->why), "cannot resolve %.120s: %s", host,
-                 gai_strerror(rc));
+        snprintf(s->why, sizeof(s->why), "cannot resolve %.120s: %s", host, gai_strerror(rc));
         return RG_OK;
     }
     for (ai = res; ai != NULL; ai = ai->ai_next) {
@@ -157,8 +156,8 @@ static rg_status_t probe_exchange(struct transport_conn *conn, const struct cli_
 }
 
 rg_status_t cli_probe_open(const char *addr, const struct cli_conf *conf, int timeout_ms,
-                           struct transport_conn **conn_p, Rgpu__ProbeReply **reply_p,
-                           char *why, size_t why_len)
+                           struct transport_conn **conn_p, Rgpu__ProbeReply **reply_p, char *why,
+                           size_t why_len)
 {
     double deadline = now_ms() + timeout_ms;
     struct transport_opts opts = {.connect_timeout_ms = timeout_ms};
@@ -194,11 +193,17 @@ static void *probe_thread(void *arg)
     struct transport_conn *conn;
     double t0 = now_ms();
 
-    if (cli_probe_open(s->addr, job->conf, job->timeout_ms, &conn, &s->reply, s->why,
-                       sizeof(s->why)) == RG_OK) {
+    rg_status_t st = cli_probe_open(s->addr, job->conf, job->timeout_ms, &conn, &s->reply,
+                                    s->why, sizeof(s->why));
+
+    if (st == RG_OK) {
         s->rtt_ms = now_ms() - t0;
         s->answered = true;
         transport_close(conn);
+    } else if (st == RG_ERR_CLOSED) {
+        s->unprobed = true;
+        snprintf(s->why, sizeof(s->why), "closed the connection at the probe (a gpu-server "
+                                          "older than the probe?)");
     }
     return NULL;
 }
@@ -273,14 +278,16 @@ static void skipped(const struct cli_pool *pool, char *all)
 {
     for (int i = 0; i < pool->n; i++) {
         const struct cli_server *s = &pool->servers[i];
+        if (s->unprobed)
+            continue; /* tried last: its own failure, if any, is appended then */
         if (!s->answered)
             append(all, s->addr[0] ? s->addr : s->name, s->why);
         else if (!s->reply->admit)
-            append(all, s->addr, s->reply->why_not && s->reply->why_not[0]
-                                     ? s->reply->why_not : "would not admit the job");
+            append(all, s->addr,
+                   s->reply->why_not && s->reply->why_not[0] ? s->reply->why_not
+                                                             : "would not admit the job");
     }
 }
-
 
 /* Why this server, in words: its rank under the policy among the n that could take the job. */
 static void reason(enum sched_policy policy, int k, int n, char *buf, size_t len)
@@ -291,12 +298,13 @@ static void reason(enum sched_policy policy, int k, int n, char *buf, size_t len
     else
         snprintf(buf, len, "%s of %d that could take it",
                  policy == SCHED_SPREAD ? "the least loaded"
-                 : policy == SCHED_PACK ? "the fullest that fits" : "the first listed", n);
+                 : policy == SCHED_PACK ? "the fullest that fits"
+                                        : "the first listed",
+                 n);
 }
 
-static int try_in_order(const struct cli_conf *conf, const struct cli_pool *pool,
-                        const int *order, int n, cli_pool_try_fn try_one, char *all,
-                        int fail_result)
+static int try_in_order(const struct cli_conf *conf, const struct cli_pool *pool, const int *order,
+                        int n, cli_pool_try_fn try_one, char *all, int fail_result)
 {
     int res = fail_result;
     char why[512], rank[96];
@@ -318,13 +326,16 @@ static int try_in_order(const struct cli_conf *conf, const struct cli_pool *pool
 }
 
 /* Probe, place, try in order; 0 when a server took the job. */
-static int connect_pool(const struct cli_conf *conf, struct cli_pool *pool,
-                        cli_pool_try_fn try_one, char *all, int fail_result)
+static int connect_pool(const struct cli_conf *conf, struct cli_pool *pool, cli_pool_try_fn try_one,
+                        char *all, int fail_result)
 {
     int order[pool->n > 0 ? pool->n : 1], n, res;
 
     cli_pool_probe(pool, conf, conf->probe_timeout_ms);
     n = cli_pool_order(pool, conf, order);
+    for (int i = 0; i < pool->n; i++) /* servers that cannot answer a probe: last, in order */
+        if (pool->servers[i].unprobed)
+            order[n++] = i;
     skipped(pool, all);
     res = try_in_order(conf, pool, order, n, try_one, all, fail_result);
     if (res != 0)

@@ -12,12 +12,14 @@
 #include "proto/frame.h"
 
 struct cli_server {
-    char name[256];           /* the pool entry it came from */
-    char addr[80];            /* "ip:port" or "[ip6]:port"; "" when the name did not resolve */
-    bool answered;            /* its probe was answered (reply set) */
-    char why[256];            /* else why not: unreachable, refused, no answer in time */
-    Rgpu__ProbeReply *reply;  /* the answer (owned) */
-    double rtt_ms;            /* connect to answer */
+    char name[256];          /* the pool entry it came from */
+    char addr[80];           /* "ip:port" or "[ip6]:port"; "" when the name did not resolve */
+    bool answered;           /* its probe was answered (reply set) */
+    bool unprobed;           /* it closed the connection at the probe: an older server that does
+                                not know probes; tried after those that answered */
+    char why[256];           /* else why not: unreachable, refused, no answer in time */
+    Rgpu__ProbeReply *reply; /* the answer (owned) */
+    double rtt_ms;           /* connect to answer */
 };
 
 struct cli_pool {
@@ -41,8 +43,8 @@ int cli_pool_order(const struct cli_pool *pool, const struct cli_conf *conf, int
 /* One probe on a connection of its own, kept open for Echo frames (rgpu ping). On RG_OK the
  * connection and the answer are the caller's (rgpu__probe_reply__free_unpacked). */
 rg_status_t cli_probe_open(const char *addr, const struct cli_conf *conf, int timeout_ms,
-                           struct transport_conn **conn_p, Rgpu__ProbeReply **reply_p,
-                           char *why, size_t why_len);
+                           struct transport_conn **conn_p, Rgpu__ProbeReply **reply_p, char *why,
+                           size_t why_len);
 
 /* Try one server: connect and hand-shake a session. CUDA_SUCCESS, or a failure with the
  * reason (for the one error that names every server tried) in why. */

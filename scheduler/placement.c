@@ -17,8 +17,8 @@ bool sched_policy_parse(const char *name, enum sched_policy *policy_p)
 
 const char *sched_policy_name(enum sched_policy policy)
 {
-    return (unsigned)policy < sizeof(policy_names) / sizeof(policy_names[0])
-               ? policy_names[policy] : "?";
+    return (unsigned)policy < sizeof(policy_names) / sizeof(policy_names[0]) ? policy_names[policy]
+                                                                             : "?";
 }
 
 /* Memory decides first (in whole thousandths, so that near-equal servers tie and the random
@@ -44,8 +44,8 @@ static uint64_t next_random(uint64_t *seed)
     return x;
 }
 
-int sched_place(enum sched_policy policy, const struct sched_candidate *c, int n,
-                uint64_t *seed, int *order_p)
+int sched_place(enum sched_policy policy, const struct sched_candidate *c, int n, uint64_t *seed,
+                int *order_p)
 {
     double key[n > 0 ? n : 1];
     uint64_t tie[n > 0 ? n : 1];
@@ -56,8 +56,9 @@ int sched_place(enum sched_policy policy, const struct sched_candidate *c, int n
             continue;
         /* Insertion by (key, tie): spread wants the lowest load, pack the highest, first the
          * list order (its key is the index, so no ties). */
-        double k = policy == SCHED_FIRST ? (double)i
-                 : policy == SCHED_PACK ? -sched_load(&c[i]) : sched_load(&c[i]);
+        double k = policy == SCHED_FIRST  ? (double)i
+                   : policy == SCHED_PACK ? -sched_load(&c[i])
+                                          : sched_load(&c[i]);
         uint64_t t = policy == SCHED_FIRST ? 0 : next_random(seed);
         int j = count++;
         while (j > 0 && (key[j - 1] > k || (key[j - 1] == k && tie[j - 1] > t))) {

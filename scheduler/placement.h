@@ -37,7 +37,7 @@ double sched_load(const struct sched_candidate *c);
  * first, written to order_p[] (room for n). Returns how many. Candidates of equal load are
  * ordered at random from *seed (xorshift; any non-zero value, advanced on each use), so that
  * many clients starting at once with the same view do not all pick the same server. */
-int sched_place(enum sched_policy policy, const struct sched_candidate *c, int n,
-                uint64_t *seed, int *order_p);
+int sched_place(enum sched_policy policy, const struct sched_candidate *c, int n, uint64_t *seed,
+                int *order_p);
 
 #endif

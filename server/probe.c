@@ -67,8 +67,7 @@ static void gather(struct srv_table *t, int me, const struct srv_probe_gpu *gpus
 
 void srv_probe_answer(struct srv_table *table, const struct srv_tenant *tenant, uint64_t asked,
                       const struct srv_probe_gpu *gpus, int ngpus, Rgpu__ProbeGpu *gpu_msgs,
-                      Rgpu__ProbeGpu **gpu_ptrs, char *why, size_t why_len,
-                      Rgpu__ProbeReply *reply)
+                      Rgpu__ProbeGpu **gpu_ptrs, char *why, size_t why_len, Rgpu__ProbeReply *reply)
 {
     struct sched_gpu all[SRV_MAX_DEVICES];
     struct sched_request req = {.tenant = tenant ? tenant->name : "",
@@ -95,8 +94,8 @@ void srv_probe_answer(struct srv_table *table, const struct srv_tenant *tenant, 
         srv_table_unlock(table);
     }
     for (int k = 0; k < ngpus; k++) {
-        gpu_msgs[k].available = all[k].total_mem > all[k].reserved
-                                    ? all[k].total_mem - all[k].reserved : 0;
+        gpu_msgs[k].available =
+            all[k].total_mem > all[k].reserved ? all[k].total_mem - all[k].reserved : 0;
         gpu_msgs[k].sessions = (uint32_t)all[k].sessions;
     }
     req.tenant_sessions = (int)mine;
@@ -142,8 +141,7 @@ static int open_gpus(struct srv_session *s, const struct srv_config *cfg,
     return n;
 }
 
-int srv_probe_gpus(struct srv_session *s, const struct srv_config *cfg,
-                   struct srv_probe_gpu *gpus)
+int srv_probe_gpus(struct srv_session *s, const struct srv_config *cfg, struct srv_probe_gpu *gpus)
 {
     struct srv_table *t = cfg->table;
     int n;
@@ -194,8 +192,8 @@ static int serve_echo(struct srv_session *s)
         }
         if (hdr.bulk_len > 0 && transport_recv(s->conn, buf, hdr.bulk_len) != RG_OK)
             break;
-        if (proto_send(s->conn, PROTO_ECHO, NULL, sink ? NULL : buf,
-                       sink ? 0 : hdr.bulk_len) != RG_OK)
+        if (proto_send(s->conn, PROTO_ECHO, NULL, sink ? NULL : buf, sink ? 0 : hdr.bulk_len) !=
+            RG_OK)
             break;
     }
     free(buf);
@@ -211,8 +209,8 @@ int srv_probe_serve(struct srv_session *s, const struct srv_config *cfg,
     const struct srv_tenant *tenant = NULL;
     const char *refusal = NULL;
     char why[320];
-    Rgpu__Probe *req = hdr->bulk_len == 0
-                           ? rgpu__probe__unpack(NULL, hdr->msg_len, s->msg_buf) : NULL;
+    Rgpu__Probe *req =
+        hdr->bulk_len == 0 ? rgpu__probe__unpack(NULL, hdr->msg_len, s->msg_buf) : NULL;
     int ngpus, rc = 0;
 
     if (req == NULL) {
@@ -227,13 +225,16 @@ int srv_probe_serve(struct srv_session *s, const struct srv_config *cfg,
     else if ((ngpus = srv_probe_gpus(s, cfg, gpus)) < 0)
         refusal = "the server cannot open its GPUs";
     else
-        srv_probe_answer(cfg->table, tenant, req->mem_quota, gpus, ngpus, gpu_msgs, gpu_ptrs,
-                         why, sizeof(why), &reply);
+        srv_probe_answer(cfg->table, tenant, req->mem_quota, gpus, ngpus, gpu_msgs, gpu_ptrs, why,
+                         sizeof(why), &reply);
     if (refusal != NULL && reply.status == 0)
         reply.status = CUDA_ERROR_NO_DEVICE;
     reply.reason = (char *)(refusal ? refusal : "");
     rg_info("session %llu: probe from %s, tenant '%s': %s", (unsigned long long)s->id, s->peer,
-            req->tenant, reply.status ? reply.reason : reply.admit ? "would admit" : why);
+            req->tenant,
+            reply.status  ? reply.reason
+            : reply.admit ? "would admit"
+                          : why);
     rgpu__probe__free_unpacked(req, NULL);
     if (proto_send(s->conn, PROTO_PROBE_REPLY, &reply.base, NULL, 0) != RG_OK)
         return 0;

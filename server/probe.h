@@ -36,8 +36,7 @@ void srv_probe_answer(struct srv_table *table, const struct srv_tenant *tenant, 
  * the driver cannot be opened. From the session table when an earlier probe recorded them,
  * else from the driver (s->drv; then recorded), so that a probe costs a driver start once per
  * server, not once per probe. */
-int srv_probe_gpus(struct srv_session *s, const struct srv_config *cfg,
-                   struct srv_probe_gpu *gpus);
+int srv_probe_gpus(struct srv_session *s, const struct srv_config *cfg, struct srv_probe_gpu *gpus);
 
 /* The worker's hook where the first frame of a connection is read: that frame (hdr, message in
  * s->msg_buf) is a Probe. Authenticate it, answer, then serve Echo frames until the client

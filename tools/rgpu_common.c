@@ -26,11 +26,19 @@ int rgpu_find_libdir(char *buf, size_t len)
 
 int rgpu_parse_opts(int argc, char **argv, struct rgpu_opts *opts, struct cli_conf *conf)
 {
-    static const struct option longs[] = {
-        {"config", 1, 0, 'c'}, {"pool", 1, 0, 'p'}, {"server", 1, 0, 's'},
-        {"tenant", 1, 0, 't'}, {"token-file", 1, 0, 'k'}, {"policy", 1, 0, 'P'},
-        {"memory", 1, 0, 'm'}, {"json", 0, 0, 'j'}, {"once", 0, 0, 'o'},
-        {"interval", 1, 0, 'i'}, {"count", 1, 0, 'n'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+    static const struct option longs[] = {{"config", 1, 0, 'c'},
+                                          {"pool", 1, 0, 'p'},
+                                          {"server", 1, 0, 's'},
+                                          {"tenant", 1, 0, 't'},
+                                          {"token-file", 1, 0, 'k'},
+                                          {"policy", 1, 0, 'P'},
+                                          {"memory", 1, 0, 'm'},
+                                          {"json", 0, 0, 'j'},
+                                          {"once", 0, 0, 'o'},
+                                          {"interval", 1, 0, 'i'},
+                                          {"count", 1, 0, 'n'},
+                                          {"help", 0, 0, 'h'},
+                                          {0, 0, 0, 0}};
     char why[512];
     int c;
 
@@ -38,19 +46,46 @@ int rgpu_parse_opts(int argc, char **argv, struct rgpu_opts *opts, struct cli_co
     optind = 1;
     while ((c = getopt_long(argc, argv, "", longs, NULL)) != -1) {
         switch (c) {
-        case 'c': setenv("RGPU_CONFIG", optarg, 1); break;
-        case 'p': setenv("RGPU_POOL", optarg, 1); unsetenv("RGPU_SERVER"); break;
-        case 's': setenv("RGPU_SERVER", optarg, 1); break;
-        case 't': setenv("RGPU_TENANT", optarg, 1); break;
-        case 'k': setenv("RGPU_TOKEN_FILE", optarg, 1); break;
-        case 'P': setenv("RGPU_POLICY", optarg, 1); break;
-        case 'm': setenv("RGPU_MEM_QUOTA", optarg, 1); break;
-        case 'j': opts->json = true; break;
-        case 'o': opts->once = true; break;
-        case 'i': opts->interval = atof(optarg); break;
-        case 'n': opts->count = atoi(optarg); break;
-        case 'h': rgpu_usage(stdout); exit(0);
-        default: rgpu_usage(stderr); return 2;
+        case 'c':
+            setenv("RGPU_CONFIG", optarg, 1);
+            break;
+        case 'p':
+            setenv("RGPU_POOL", optarg, 1);
+            unsetenv("RGPU_SERVER");
+            break;
+        case 's':
+            setenv("RGPU_SERVER", optarg, 1);
+            break;
+        case 't':
+            setenv("RGPU_TENANT", optarg, 1);
+            break;
+        case 'k':
+            setenv("RGPU_TOKEN_FILE", optarg, 1);
+            break;
+        case 'P':
+            setenv("RGPU_POLICY", optarg, 1);
+            break;
+        case 'm':
+            setenv("RGPU_MEM_QUOTA", optarg, 1);
+            break;
+        case 'j':
+            opts->json = true;
+            break;
+        case 'o':
+            opts->once = true;
+            break;
+        case 'i':
+            opts->interval = atof(optarg);
+            break;
+        case 'n':
+            opts->count = atoi(optarg);
+            break;
+        case 'h':
+            rgpu_usage(stdout);
+            exit(0);
+        default:
+            rgpu_usage(stderr);
+            return 2;
         }
     }
     if (optind < argc || opts->interval <= 0 || opts->count <= 0) {

@@ -34,7 +34,9 @@ int main(int argc, char **argv)
     static const struct {
         const char *name;
         int (*fn)(int, char **);
-    } cmds[] = {{"run", rgpu_cmd_run}, {"status", rgpu_cmd_status}, {"top", rgpu_cmd_top},
+    } cmds[] = {{"run", rgpu_cmd_run},
+                {"status", rgpu_cmd_status},
+                {"top", rgpu_cmd_top},
                 {"ping", rgpu_cmd_ping}};
 
     rg_log_set_level(RG_LOG_ERROR); /* what fails is in the table */

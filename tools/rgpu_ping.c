@@ -16,11 +16,11 @@
 
 #include "rgpu.h"
 
-#define SMALL 64                /* bytes of each round-trip Echo */
-#define SINK_FRAME (4u << 20)   /* bytes of each ceiling Echo */
-#define SINK_FRAMES 32          /* 128 MiB per stream */
-#define COPY_BYTES (64u << 20)
-#define COPY_REPS 4
+#define SMALL       64         /* bytes of each round-trip Echo */
+#define SINK_FRAME  (4u << 20) /* bytes of each ceiling Echo */
+#define SINK_FRAMES 32         /* 128 MiB per stream */
+#define COPY_BYTES  (64u << 20)
+#define COPY_REPS   4
 
 struct ping_result {
     bool ok;
@@ -104,8 +104,9 @@ static void *sink_stream(void *arg)
     char why[256];
     double t0;
 
-    job->st = buf ? cli_probe_open(job->addr, job->conf, job->conf->probe_timeout_ms, &conn,
-                                   &reply, why, sizeof(why)) : RG_ERR_NOMEM;
+    job->st = buf ? cli_probe_open(job->addr, job->conf, job->conf->probe_timeout_ms, &conn, &reply,
+                                   why, sizeof(why))
+                  : RG_ERR_NOMEM;
     if (reply != NULL)
         rgpu__probe_reply__free_unpacked(reply, NULL);
     pthread_barrier_wait(job->go);
@@ -175,10 +176,13 @@ static void copy_child(const char *libdir, int fd)
     if ((lib = dlopen(path, RTLD_NOW | RTLD_LOCAL)) != NULL) {
         cu_fn init = (cu_fn)dlsym(lib, "cuInit"), get = (cu_fn)dlsym(lib, "cuDeviceGet");
         cu_fn retain = (cu_fn)dlsym(lib, "cuDevicePrimaryCtxRetain");
-        cu_fn set = (cu_fn)dlsym(lib, "cuCtxSetCurrent"), alloc = (cu_fn)dlsym(lib, "cuMemAlloc_v2");
+        cu_fn set = (cu_fn)dlsym(lib, "cuCtxSetCurrent"),
+              alloc = (cu_fn)dlsym(lib, "cuMemAlloc_v2");
         cu_fn halloc = (cu_fn)dlsym(lib, "cuMemAllocHost_v2");
-        cu_fn htod = (cu_fn)dlsym(lib, "cuMemcpyHtoD_v2"), dtoh = (cu_fn)dlsym(lib, "cuMemcpyDtoH_v2");
-        if ((step = "cuInit", rc = init(0)) == 0 && (step = "cuDeviceGet", rc = get(&dev, 0)) == 0 &&
+        cu_fn htod = (cu_fn)dlsym(lib, "cuMemcpyHtoD_v2"),
+              dtoh = (cu_fn)dlsym(lib, "cuMemcpyDtoH_v2");
+        if ((step = "cuInit", rc = init(0)) == 0 &&
+            (step = "cuDeviceGet", rc = get(&dev, 0)) == 0 &&
             (step = "context", rc = retain(&ctx, dev)) == 0 && (rc = set(ctx)) == 0 &&
             (step = "cuMemAlloc", rc = alloc(&dev_ptr, (size_t)COPY_BYTES)) == 0 &&
             (step = "cuMemAllocHost", rc = halloc(&host, (size_t)COPY_BYTES)) == 0) {
@@ -269,14 +273,13 @@ static void ping_one(const struct cli_server *s, const struct cli_conf *conf, in
     copy_bandwidth(s->addr, r);
 }
 
-
 static void print_table(const struct cli_pool *pool, const struct ping_result *res, int count,
                         int streams)
 {
     char h[16], d[16];
 
-    printf("%-21s %8s %8s %8s %8s %10s %10s %10s\n", "SERVER", "MIN", "P50", "P90", "P99",
-           "HTOD", "DTOH", "TCP-MAX");
+    printf("%-21s %8s %8s %8s %8s %10s %10s %10s\n", "SERVER", "MIN", "P50", "P90", "P99", "HTOD",
+           "DTOH", "TCP-MAX");
     for (int i = 0; i < pool->n; i++) {
         const struct cli_server *s = &pool->servers[i];
         const struct ping_result *r = &res[i];
@@ -286,16 +289,15 @@ static void print_table(const struct cli_pool *pool, const struct ping_result *r
         }
         snprintf(h, sizeof(h), r->htod < 0 ? "-" : "%.2fGiB/s", r->htod);
         snprintf(d, sizeof(d), r->dtoh < 0 ? "-" : "%.2fGiB/s", r->dtoh);
-        printf("%-21.21s %6.0fus %6.0fus %6.0fus %6.0fus %10s %10s %6.2fGiB/s\n",
-               s->addr, r->min, r->p50, r->p90, r->p99, h, d, r->ceiling);
+        printf("%-21.21s %6.0fus %6.0fus %6.0fus %6.0fus %10s %10s %6.2fGiB/s\n", s->addr, r->min,
+               r->p50, r->p90, r->p99, h, d, r->ceiling);
         if (r->htod < 0)
             printf("%-21s  (no copy figure: %s)\n", "", r->copy_why);
     }
     printf("round trips: %d echoes of %d bytes each; HTOD/DTOH: best of %d pinned %u MiB "
            "copies through rgpu;\nTCP-MAX: %u MiB per stream streamed to the server and "
            "dropped, over as many streams as a session's data lanes (%d)\n",
-           count, SMALL, COPY_REPS, COPY_BYTES >> 20, (SINK_FRAME * SINK_FRAMES) >> 20,
-           streams);
+           count, SMALL, COPY_REPS, COPY_BYTES >> 20, (SINK_FRAME * SINK_FRAMES) >> 20, streams);
 }
 
 static void print_json(const struct cli_pool *pool, const struct ping_result *res)
@@ -312,10 +314,11 @@ static void print_json(const struct cli_pool *pool, const struct ping_result *re
             printf("}");
             continue;
         }
-        printf(",\"rtt_us\":{\"min\":%.1f,\"p50\":%.1f,\"p90\":%.1f,\"p99\":%.1f},"
-               "\"tcp_ceiling_gib_s\":%.3f,\"tcp_streams\":%d,\"htod_gib_s\":%.3f,\"dtoh_gib_s\":%.3f,"
-               "\"copy_error\":",
-               r->min, r->p50, r->p90, r->p99, r->ceiling, r->streams, r->htod, r->dtoh);
+        printf(
+            ",\"rtt_us\":{\"min\":%.1f,\"p50\":%.1f,\"p90\":%.1f,\"p99\":%.1f},"
+            "\"tcp_ceiling_gib_s\":%.3f,\"tcp_streams\":%d,\"htod_gib_s\":%.3f,\"dtoh_gib_s\":%.3f,"
+            "\"copy_error\":",
+            r->min, r->p50, r->p90, r->p99, r->ceiling, r->streams, r->htod, r->dtoh);
         rgpu_json_str(stdout, r->htod < 0 ? r->copy_why : "");
         printf("}");
     }

@@ -28,9 +28,10 @@ static int prepend_env(const char *name, const char *dir)
 static int run_option(const char *opt, const char *val)
 {
     static const char *const map[][2] = {
-        {"--server", "RGPU_SERVER"}, {"--pool", "RGPU_POOL"}, {"--config", "RGPU_CONFIG"},
-        {"--memory", "RGPU_MEM_QUOTA"}, {"--policy", "RGPU_POLICY"},
-        {"--tenant", "RGPU_TENANT"}, {"--token-file", "RGPU_TOKEN_FILE"}};
+        {"--server", "RGPU_SERVER"},        {"--pool", "RGPU_POOL"},
+        {"--config", "RGPU_CONFIG"},        {"--memory", "RGPU_MEM_QUOTA"},
+        {"--policy", "RGPU_POLICY"},        {"--tenant", "RGPU_TENANT"},
+        {"--token-file", "RGPU_TOKEN_FILE"}};
     uint64_t bytes;
     enum sched_policy policy;
 
@@ -40,8 +41,9 @@ static int run_option(const char *opt, const char *val)
         if (val == NULL || (strcmp(opt, "--memory") == 0 && !cli_parse_size(val, &bytes)) ||
             (strcmp(opt, "--policy") == 0 && !sched_policy_parse(val, &policy))) {
             fprintf(stderr, "rgpu run: %s needs %s\n", opt,
-                    strcmp(opt, "--memory") == 0 ? "a size such as 4GiB"
-                    : strcmp(opt, "--policy") == 0 ? "spread, pack or first" : "a value");
+                    strcmp(opt, "--memory") == 0   ? "a size such as 4GiB"
+                    : strcmp(opt, "--policy") == 0 ? "spread, pack or first"
+                                                   : "a value");
             return -1;
         }
         if (strcmp(opt, "--pool") == 0)

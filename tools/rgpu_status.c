@@ -23,13 +23,12 @@ static void gpu_row(FILE *out, const struct cli_server *s, const Rgpu__ProbeGpu 
 
     snprintf(sess, sizeof(sess), "%u/%u", g->tenant_sessions, g->sessions);
     snprintf(rtt, sizeof(rtt), "%.1fms", s->rtt_ms);
-    fprintf(out, "%-21.21s %3d  %-14.14s %8s %8s %8s %8s %8s %4.0f%% %7s %s\n",
-            first ? s->addr : "", g->index, g->name ? g->name : "",
-            rgpu_bytes(g->total_mem, total, sizeof(total)),
-            rgpu_bytes(g->available, avail, sizeof(avail)),
-            rgpu_bytes(g->reserved, rsv, sizeof(rsv)), rgpu_bytes(g->used, used, sizeof(used)),
-            sess, g->utilization * 100, first ? rtt : "",
-            first ? (s->reply->admit ? "yes" : "no") : "");
+    fprintf(
+        out, "%-21.21s %3d  %-14.14s %8s %8s %8s %8s %8s %4.0f%% %7s %s\n", first ? s->addr : "",
+        g->index, g->name ? g->name : "", rgpu_bytes(g->total_mem, total, sizeof(total)),
+        rgpu_bytes(g->available, avail, sizeof(avail)), rgpu_bytes(g->reserved, rsv, sizeof(rsv)),
+        rgpu_bytes(g->used, used, sizeof(used)), sess, g->utilization * 100, first ? rtt : "",
+        first ? (s->reply->admit ? "yes" : "no") : "");
 }
 
 static void table(FILE *out, const struct cli_conf *conf, const struct cli_pool *pool)
@@ -51,11 +50,13 @@ static void table(FILE *out, const struct cli_conf *conf, const struct cli_pool 
         if (s->reply->n_gpus == 0)
             fprintf(out, "%-21.21s   -  no GPU served\n", s->addr);
     }
-    fprintf(out, "%d of %d server(s) answered; tenant %s; RESERVED, USED and the first SESSIONS "
-            "figure are yours", answered, pool->n, conf->tenant[0] ? conf->tenant : "(none)");
+    fprintf(out,
+            "%d of %d server(s) answered; tenant %s; RESERVED, USED and the first SESSIONS "
+            "figure are yours",
+            answered, pool->n, conf->tenant[0] ? conf->tenant : "(none)");
     if (placed > 0)
-        fprintf(out, "; the next job goes to %s (policy %s)\n",
-                pool->servers[order[0]].addr, sched_policy_name(conf->policy));
+        fprintf(out, "; the next job goes to %s (policy %s)\n", pool->servers[order[0]].addr,
+                sched_policy_name(conf->policy));
     else
         fprintf(out, "; no server would take a job now\n");
 }
@@ -64,9 +65,10 @@ static void json_gpu(FILE *out, const Rgpu__ProbeGpu *g, bool last)
 {
     fprintf(out, "{\"index\":%d,\"name\":", g->index);
     rgpu_json_str(out, g->name);
-    fprintf(out, ",\"memory_total\":%llu,\"memory_free\":%llu,\"memory_reserved\":%llu,"
-                 "\"memory_used\":%llu,\"sessions\":%u,\"tenant_sessions\":%u,"
-                 "\"utilization\":%.4f}%s",
+    fprintf(out,
+            ",\"memory_total\":%llu,\"memory_free\":%llu,\"memory_reserved\":%llu,"
+            "\"memory_used\":%llu,\"sessions\":%u,\"tenant_sessions\":%u,"
+            "\"utilization\":%.4f}%s",
             (unsigned long long)g->total_mem, (unsigned long long)g->available,
             (unsigned long long)g->reserved, (unsigned long long)g->used, g->sessions,
             g->tenant_sessions, g->utilization, last ? "" : ",");
@@ -87,8 +89,9 @@ static void json_server(FILE *out, const struct cli_server *s, bool placed_first
     }
     fprintf(out, ",\"server_name\":");
     rgpu_json_str(out, s->reply->server_name);
-    fprintf(out, ",\"rtt_ms\":%.3f,\"tenant_sessions\":%u,\"max_sessions\":%u,\"quota\":%llu,"
-                 "\"admit\":%s,\"next_job\":%s,\"why_not\":",
+    fprintf(out,
+            ",\"rtt_ms\":%.3f,\"tenant_sessions\":%u,\"max_sessions\":%u,\"quota\":%llu,"
+            "\"admit\":%s,\"next_job\":%s,\"why_not\":",
             s->rtt_ms, s->reply->tenant_sessions, s->reply->max_sessions,
             (unsigned long long)s->reply->quota, s->reply->admit ? "true" : "false",
             placed_first ? "true" : "false");

@@ -32,8 +32,9 @@ static void write_file(const char *path, const char *text, mode_t mode)
 static void clear_env(void)
 {
     static const char *const vars[] = {
-        "RGPU_CONFIG", "RGPU_SERVER", "RGPU_POOL", "RGPU_TENANT", "RGPU_TOKEN",
-        "RGPU_TOKEN_FILE", "RGPU_MEM_QUOTA", "RGPU_POLICY", "RGPU_CONNECT_TIMEOUT_MS",
+        "RGPU_CONFIG",           "RGPU_SERVER",    "RGPU_POOL",
+        "RGPU_TENANT",           "RGPU_TOKEN",     "RGPU_TOKEN_FILE",
+        "RGPU_MEM_QUOTA",        "RGPU_POLICY",    "RGPU_CONNECT_TIMEOUT_MS",
         "RGPU_PROBE_TIMEOUT_MS", "RGPU_TRANSPORT", "RGPU_LANES"};
 
     for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++)
@@ -96,7 +97,7 @@ static void test_search_order(void **state)
     assert_string_equal(conf.source, path_a);
     assert_int_equal(conf.npool, 1);
     assert_string_equal(conf.pool[0], "a:2");
-    assert_string_equal(conf.tenant, ""); /* not merged with the home file */
+    assert_string_equal(conf.tenant, "");                /* not merged with the home file */
     setenv("RGPU_CONFIG", "/nonexistent/named.conf", 1); /* named and missing: an error */
     assert_int_equal(cli_conf_load(&conf, why, sizeof(why)), RG_ERR_INVALID);
     assert_non_null(strstr(why, "/nonexistent/named.conf"));
@@ -174,11 +175,10 @@ static void test_every_key(void **state)
 
 static void test_bad_values_named(void **state)
 {
-    static const char *const bad[][2] = {
-        {"policy = binpack\n", "policy = binpack"},
-        {"mem_quota = lots\n", "mem_quota = lots"},
-        {"connect_timeout_ms = -5\n", "connect_timeout_ms = -5"},
-        {"probe_timeout_ms = soon\n", "probe_timeout_ms = soon"}};
+    static const char *const bad[][2] = {{"policy = binpack\n", "policy = binpack"},
+                                         {"mem_quota = lots\n", "mem_quota = lots"},
+                                         {"connect_timeout_ms = -5\n", "connect_timeout_ms = -5"},
+                                         {"probe_timeout_ms = soon\n", "probe_timeout_ms = soon"}};
     struct cli_conf conf;
     char why[512];
 
@@ -222,8 +222,8 @@ static void test_token_file_permissions(void **state)
     assert_int_equal(cli_token_file_read(dir, token, sizeof(token), why, sizeof(why)),
                      RG_ERR_REFUSED);
     assert_non_null(strstr(why, "not a regular file"));
-    assert_int_equal(cli_token_file_read("/nonexistent/t", token, sizeof(token), why,
-                                         sizeof(why)), RG_ERR_REFUSED);
+    assert_int_equal(cli_token_file_read("/nonexistent/t", token, sizeof(token), why, sizeof(why)),
+                     RG_ERR_REFUSED);
     /* through the configuration: the load fails with that reason */
     write_file(token_path, "s3cret\n", 0604);
     setenv("RGPU_TOKEN_FILE", token_path, 1);
@@ -242,9 +242,11 @@ static void test_pool_resolution(void **state)
     struct cli_pool pool;
     char why[128];
 
-    assert_int_equal(cli_conf_add_pool(&conf, "127.0.0.1:9, 127.0.0.2 localhost:5 "
-                                              "no-such-host.invalid:1 127.0.0.1:9", why,
-                                       sizeof(why)), RG_OK);
+    assert_int_equal(cli_conf_add_pool(&conf,
+                                       "127.0.0.1:9, 127.0.0.2 localhost:5 "
+                                       "no-such-host.invalid:1 127.0.0.1:9",
+                                       why, sizeof(why)),
+                     RG_OK);
     assert_int_equal(cli_pool_resolve(&conf, &pool), RG_OK);
     assert_true(pool.n >= 4);
     assert_string_equal(pool.servers[0].addr, "127.0.0.1:9");

@@ -90,9 +90,17 @@ static void test_sessions_then_utilization(void **state)
 {
     struct sched_candidate c[3] = {
         {.answered = true, .fits = true, .total_mem = GIB, .free_mem = GIB, .sessions = 2},
-        {.answered = true, .fits = true, .total_mem = GIB, .free_mem = GIB, .sessions = 1,
+        {.answered = true,
+         .fits = true,
+         .total_mem = GIB,
+         .free_mem = GIB,
+         .sessions = 1,
          .utilization = 0.9},
-        {.answered = true, .fits = true, .total_mem = GIB, .free_mem = GIB, .sessions = 1,
+        {.answered = true,
+         .fits = true,
+         .total_mem = GIB,
+         .free_mem = GIB,
+         .sessions = 1,
          .utilization = 0.1},
     };
     int order[3];

@@ -54,9 +54,14 @@ static int admit(const char *name, uint64_t used)
     uint64_t totals[1] = {5 * GIB};
     char why[256];
     const struct srv_tenant *t = tenant(name);
-    struct srv_admission a = {.tenant = t, .quota = t->mem_quota, .gpus = gpus,
-                              .gpu_total = totals, .ngpus = 1, .session = 1,
-                              .peer = "10.9.8.7:1234", .client = "hidden-client pid 4242"};
+    struct srv_admission a = {.tenant = t,
+                              .quota = t->mem_quota,
+                              .gpus = gpus,
+                              .gpu_total = totals,
+                              .ngpus = 1,
+                              .session = 1,
+                              .peer = "10.9.8.7:1234",
+                              .client = "hidden-client pid 4242"};
     int slot = srv_table_admit(table, &a, &verdict, why, sizeof(why));
 
     assert_true(slot >= 0);
@@ -75,8 +80,8 @@ struct answer {
 static void ask(const char *name, uint64_t asked, struct answer *a)
 {
     rgpu__probe_reply__init(&a->reply);
-    srv_probe_answer(table, tenant(name), asked, &gpu0, 1, a->msgs, a->ptrs, a->why,
-                     sizeof(a->why), &a->reply);
+    srv_probe_answer(table, tenant(name), asked, &gpu0, 1, a->msgs, a->ptrs, a->why, sizeof(a->why),
+                     &a->reply);
     a->len = rgpu__probe_reply__pack(&a->reply, a->packed);
 }
 
@@ -97,9 +102,9 @@ static void test_own_figures_and_counts_only(void **state)
     assert_string_equal(a.reply.gpus[0]->name, "Fake GPU");
     assert_int_equal(a.reply.gpus[0]->total_mem, 5 * GIB);
     assert_int_equal(a.reply.gpus[0]->available, 1 * GIB); /* 5 - 3 - 1 */
-    assert_int_equal(a.reply.gpus[0]->reserved, 1 * GIB);   /* alpha's own */
+    assert_int_equal(a.reply.gpus[0]->reserved, 1 * GIB);  /* alpha's own */
     assert_int_equal(a.reply.gpus[0]->used, 123 << 20);
-    assert_int_equal(a.reply.gpus[0]->sessions, 2);         /* a count over all tenants */
+    assert_int_equal(a.reply.gpus[0]->sessions, 2); /* a count over all tenants */
     assert_int_equal(a.reply.gpus[0]->tenant_sessions, 1);
     assert_int_equal(a.reply.tenant_sessions, 1);
     assert_int_equal(a.reply.max_sessions, 2);
@@ -155,8 +160,8 @@ static void test_gpus_recorded_once(void **state)
     snprintf(cfg.driver, sizeof(cfg.driver), "/nonexistent/libcuda.so.1");
     cfg.table = table;
     assert_int_equal(srv_probe_gpus(&s, &cfg, gpus), -1);
-    table->probe_gpus[0] = (struct srv_table_gpu_info){.index = 3, .name = "Recorded",
-                                                        .total_mem = 7 * GIB};
+    table->probe_gpus[0] =
+        (struct srv_table_gpu_info){.index = 3, .name = "Recorded", .total_mem = 7 * GIB};
     table->probe_ngpus = 1;
     atomic_store(&table->probe_ready, 1);
     assert_int_equal(srv_probe_gpus(&s, &cfg, gpus), 1);

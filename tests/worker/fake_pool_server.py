@@ -5,6 +5,8 @@
   fake_pool_server.py PORTFILE liar    answer every probe "would admit" (one 10 GiB GPU), then
                                        refuse every session at its Hello, as a server does when
                                        another client took the room between probe and session
+  fake_pool_server.py PORTFILE old     a server older than the probe: it closes the connection
+                                       on a probe; a Hello gets a refusal naming it
 
 Listens on 127.0.0.1, an ephemeral port written to PORTFILE. Runs until killed."""
 import socket
@@ -63,10 +65,20 @@ def liar(conn):
             conn.sendall(frame(WELCOME, welcome))
 
 
+def old(conn):
+    _, kind, _, msg_len, _, bulk = HDR.unpack(recv_exact(conn, HDR.size))
+    recv_exact(conn, msg_len + bulk)
+    if kind == HELLO:
+        welcome = field(1, 1) + field(2, 2) + field(3, "the old server is full")
+        conn.sendall(frame(WELCOME, welcome))
+
+
 def serve(conn, mode):
     try:
         if mode == "liar":
             liar(conn)
+        elif mode == "old":
+            old(conn)
         else:
             threading.Event().wait()
     except (EOFError, OSError):

@@ -45,8 +45,9 @@ start_server B
 start_server C
 start_fake liar liar
 start_fake hang hang
+start_fake old old
 A=127.0.0.1:$PORT_A B=127.0.0.1:$PORT_B C=127.0.0.1:$PORT_C
-LIAR=127.0.0.1:$PORT_liar HANG=127.0.0.1:$PORT_hang DEAD=127.0.0.1:$(free_port)
+LIAR=127.0.0.1:$PORT_liar HANG=127.0.0.1:$PORT_hang OLD=127.0.0.1:$PORT_old DEAD=127.0.0.1:$(free_port)
 
 # sessions POOL -> alpha's sessions per server of POOL, in pool order ("1 0 2")
 sessions() {
@@ -137,6 +138,9 @@ job none RGPU_POOL="$DEAD,$HANG,$LIAR" RGPU_PROBE_TIMEOUT_MS=1000
 check "no server can take it: cuInit fails" grep -q "cuInit(0) failed" "$WORK/none.out"
 check "... with one error naming every server tried and why" test "$(grep -c "error: no gpu-server of the pool can take this job; 3 tried: .*$DEAD (unreachable: .*$HANG (no answer to the probe in time).*$LIAR (gpu-server at $LIAR refused the session" "$WORK/none.out")" = 1
 check "... and nothing else at error level" test "$(grep -c " error: " "$WORK/none.out")" = 1
+job old RGPU_POOL="$OLD,$DEAD" RGPU_POLICY=first
+check "a server that closes at the probe (older than probes) is still tried, last" grep -q \
+    "no gpu-server of the pool can take this job; 2 tried: $DEAD (unreachable: .*); $OLD (gpu-server at $OLD refused the session: the old server is full)" "$WORK/old.out"
 for i in 1 2 3 4 5; do hold beta$i RGPU_POOL="$A" RGPU_TENANT=beta RGPU_TOKEN=beta-secret; done
 job full RGPU_POOL="$A,$B" RGPU_POLICY=first
 check "a server without room for the quota asked is passed over with the admission's reason" \
