@@ -205,8 +205,12 @@ static rg_status_t apply_env(struct cli_conf *conf, char *why, size_t why_len)
     const char *server = getenv("RGPU_SERVER"), *pool = getenv("RGPU_POOL");
     rg_status_t st = RG_OK;
 
+    const char *token = getenv("RGPU_TOKEN");
+
     if ((server && server[0]) || (pool && pool[0]))
         conf->npool = 0;
+    if (token && token[0]) /* a token in the environment wins over the file's token_file */
+        conf->token_file[0] = '\0';
     if (server && server[0])
         st = cli_conf_add_pool(conf, server, why, why_len);
     else if (pool && pool[0])

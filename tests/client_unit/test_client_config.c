@@ -164,6 +164,10 @@ static void test_every_key(void **state)
     assert_string_equal(conf.pool[1], "y:2");
     assert_int_equal(conf.policy, SCHED_FIRST);
     assert_int_equal(conf.mem_quota, 512ull << 20);
+    setenv("RGPU_TOKEN", "tok-from-env", 1); /* over the file's token_file */
+    assert_int_equal(cli_conf_load(&conf, why, sizeof(why)), RG_OK);
+    assert_string_equal(conf.token, "tok-from-env");
+    assert_string_equal(conf.token_file, "");
     setenv("RGPU_SERVER", "only:9", 1);
     assert_int_equal(cli_conf_load(&conf, why, sizeof(why)), RG_OK);
     assert_int_equal(conf.npool, 1);
