@@ -115,7 +115,7 @@ const char *rgpu_bytes(unsigned long long bytes, char *buf, size_t len)
         v /= 1024;
         u++;
     }
-    snprintf(buf, len, u == 0 ? "%.0f%s" : v < 10 ? "%.2f%s" : "%.1f%s", v, units[u]);
+    snprintf(buf, len, u == 0 || v >= 100 ? "%.0f%s" : v < 10 ? "%.2f%s" : "%.1f%s", v, units[u]);
     return buf;
 }
 

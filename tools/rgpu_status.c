@@ -24,7 +24,7 @@ static void gpu_row(FILE *out, const struct cli_server *s, const Rgpu__ProbeGpu 
     snprintf(sess, sizeof(sess), "%u/%u", g->tenant_sessions, g->sessions);
     snprintf(rtt, sizeof(rtt), "%.1fms", s->rtt_ms);
     fprintf(
-        out, "%-21.21s %3d  %-14.14s %8s %8s %8s %8s %8s %4.0f%% %7s %s\n", first ? s->addr : "",
+        out, "%-21.21s %3d  %-12.12s %7s %7s %7s %7s %8s %4.0f%% %7s %s\n", first ? s->addr : "",
         g->index, g->name ? g->name : "", rgpu_bytes(g->total_mem, total, sizeof(total)),
         rgpu_bytes(g->available, avail, sizeof(avail)), rgpu_bytes(g->reserved, rsv, sizeof(rsv)),
         rgpu_bytes(g->used, used, sizeof(used)), sess, g->utilization * 100, first ? rtt : "",
@@ -36,7 +36,7 @@ static void table(FILE *out, const struct cli_conf *conf, const struct cli_pool 
     int order[pool->n > 0 ? pool->n : 1], placed = cli_pool_order(pool, conf, order);
     int answered = 0;
 
-    fprintf(out, "%-21s %3s  %-14s %8s %8s %8s %8s %8s %5s %7s %s\n", "SERVER", "GPU", "NAME",
+    fprintf(out, "%-21s %3s  %-12s %7s %7s %7s %7s %8s %5s %7s %s\n", "SERVER", "GPU", "NAME",
             "MEMORY", "FREE", "RESERVED", "USED", "SESSIONS", "UTIL", "RTT", "ADMIT");
     for (int i = 0; i < pool->n; i++) {
         const struct cli_server *s = &pool->servers[i];
@@ -51,14 +51,14 @@ static void table(FILE *out, const struct cli_conf *conf, const struct cli_pool 
             fprintf(out, "%-21.21s   -  no GPU served\n", s->addr);
     }
     fprintf(out,
-            "%d of %d server(s) answered; tenant %s; RESERVED, USED and the first SESSIONS "
-            "figure are yours",
+            "%d of %d server(s) answered. Tenant %s: RESERVED, USED and the first SESSIONS "
+            "figure are yours.\n",
             answered, pool->n, conf->tenant[0] ? conf->tenant : "(none)");
     if (placed > 0)
-        fprintf(out, "; the next job goes to %s (policy %s)\n", pool->servers[order[0]].addr,
+        fprintf(out, "The next job goes to %s (policy %s).\n", pool->servers[order[0]].addr,
                 sched_policy_name(conf->policy));
     else
-        fprintf(out, "; no server would take a job now\n");
+        fprintf(out, "No server would take a job now.\n");
 }
 
 static void json_gpu(FILE *out, const Rgpu__ProbeGpu *g, bool last)

@@ -79,7 +79,7 @@ job() {
 # ---- rgpu status, top, ping ------------------------------------------------------------------
 "$RGPU" status --pool "$A,$B,$C,$DEAD" >"$WORK/status.txt" 2>&1
 check "rgpu status answers with every server and exits 0 when some answered (exit $?)" \
-    test "$(grep -c "^127.0.0.1:.* 0  rgpu fake dev" "$WORK/status.txt")" = 3
+    test "$(grep -c "^127.0.0.1:.* 0  rgpu fake d" "$WORK/status.txt")" = 3
 check "... and names the dead one" grep -q "^$DEAD .*unreachable" "$WORK/status.txt"
 "$RGPU" status --pool "$DEAD" >/dev/null 2>&1
 check "rgpu status exits 1 when no server answers" test $? = 1
