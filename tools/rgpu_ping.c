@@ -158,49 +158,87 @@ static rg_status_t ceiling(const char *addr, const struct cli_conf *conf, int st
     return st;
 }
 
-typedef int (*cu_fn)();
+/* The driver API entry points the copy measurement uses (CUresult, CUdevice and CUdeviceptr as
+ * the integers they are, so that the tool needs no cuda.h). */
+struct cu_api {
+    int (*init)(unsigned);
+    int (*device_get)(int *, int);
+    int (*ctx_retain)(void **, int);
+    int (*ctx_set)(void *);
+    int (*mem_alloc)(unsigned long long *, size_t);
+    int (*host_alloc)(void **, size_t);
+    int (*htod)(unsigned long long, const void *, size_t);
+    int (*dtoh)(void *, unsigned long long, size_t);
+};
+
+static bool cu_load(void *lib, struct cu_api *cu)
+{
+    bool ok = true;
+
+    /* POSIX's way of storing dlsym's answer in a function pointer */
+#define CU_LOAD(slot, name) ok = ok && (*(void **)&cu->slot = dlsym(lib, name)) != NULL
+    CU_LOAD(init, "cuInit");
+    CU_LOAD(device_get, "cuDeviceGet");
+    CU_LOAD(ctx_retain, "cuDevicePrimaryCtxRetain");
+    CU_LOAD(ctx_set, "cuCtxSetCurrent");
+    CU_LOAD(mem_alloc, "cuMemAlloc_v2");
+    CU_LOAD(host_alloc, "cuMemAllocHost_v2");
+    CU_LOAD(htod, "cuMemcpyHtoD_v2");
+    CU_LOAD(dtoh, "cuMemcpyDtoH_v2");
+#undef CU_LOAD
+    return ok;
+}
+
+static int failed(const char **step_p, const char *step, int rc)
+{
+    *step_p = step;
+    return rc;
+}
+
+/* A session, 64 MiB each side, then the copies; 0 or the failing call's result (*step_p). */
+static int copy_measure(const struct cu_api *cu, double best[2], const char **step_p)
+{
+    unsigned long long dev_ptr = 0;
+    void *ctx = NULL, *host = NULL;
+    int dev = 0, rc;
+
+    if ((rc = cu->init(0)) != 0 || (rc = cu->device_get(&dev, 0)) != 0)
+        return failed(step_p, "cuInit", rc);
+    if ((rc = cu->ctx_retain(&ctx, dev)) != 0 || (rc = cu->ctx_set(ctx)) != 0)
+        return failed(step_p, "a context", rc);
+    if ((rc = cu->mem_alloc(&dev_ptr, COPY_BYTES)) != 0 ||
+        (rc = cu->host_alloc(&host, COPY_BYTES)) != 0)
+        return failed(step_p, "allocating", rc);
+    memset(host, 1, COPY_BYTES);
+    for (int i = 0; i < 2 * COPY_REPS; i++) {
+        double t0 = now_s(), gibs;
+        rc = i % 2 ? cu->dtoh(host, dev_ptr, COPY_BYTES) : cu->htod(dev_ptr, host, COPY_BYTES);
+        if (rc != 0)
+            return failed(step_p, i % 2 ? "cuMemcpyDtoH" : "cuMemcpyHtoD", rc);
+        gibs = COPY_BYTES / (now_s() - t0) / (1u << 30);
+        if (gibs > best[i % 2])
+            best[i % 2] = gibs;
+    }
+    return 0;
+}
 
 /* In the child: a session on RGPU_SERVER through libcuda.so.1 in libdir; the best of
  * COPY_REPS pinned copies each way, written as "htod dtoh" (GiB/s) or "- why" to fd. */
 static void copy_child(const char *libdir, int fd)
 {
     char path[PATH_MAX + 16], line[256];
-    void *lib, *host = NULL;
-    unsigned long long dev_ptr = 0;
-    int dev = 0, rc = -1;
-    void *ctx = NULL;
     double best[2] = {0, 0};
-    const char *step = "dlopen";
+    const char *step = "";
+    struct cu_api cu;
+    void *lib;
+    int rc;
 
     snprintf(path, sizeof(path), "%s/libcuda.so.1", libdir);
-    if ((lib = dlopen(path, RTLD_NOW | RTLD_LOCAL)) != NULL) {
-        cu_fn init = (cu_fn)dlsym(lib, "cuInit"), get = (cu_fn)dlsym(lib, "cuDeviceGet");
-        cu_fn retain = (cu_fn)dlsym(lib, "cuDevicePrimaryCtxRetain");
-        cu_fn set = (cu_fn)dlsym(lib, "cuCtxSetCurrent"),
-              alloc = (cu_fn)dlsym(lib, "cuMemAlloc_v2");
-        cu_fn halloc = (cu_fn)dlsym(lib, "cuMemAllocHost_v2");
-        cu_fn htod = (cu_fn)dlsym(lib, "cuMemcpyHtoD_v2"),
-              dtoh = (cu_fn)dlsym(lib, "cuMemcpyDtoH_v2");
-        if ((step = "cuInit", rc = init(0)) == 0 &&
-            (step = "cuDeviceGet", rc = get(&dev, 0)) == 0 &&
-            (step = "context", rc = retain(&ctx, dev)) == 0 && (rc = set(ctx)) == 0 &&
-            (step = "cuMemAlloc", rc = alloc(&dev_ptr, (size_t)COPY_BYTES)) == 0 &&
-            (step = "cuMemAllocHost", rc = halloc(&host, (size_t)COPY_BYTES)) == 0) {
-            memset(host, 1, COPY_BYTES);
-            for (int i = 0; i < 2 * COPY_REPS && rc == 0; i++) {
-                double t0 = now_s(), gibs;
-                step = i % 2 ? "cuMemcpyDtoH" : "cuMemcpyHtoD";
-                rc = i % 2 ? dtoh(host, dev_ptr, (size_t)COPY_BYTES)
-                           : htod(dev_ptr, host, (size_t)COPY_BYTES);
-                gibs = COPY_BYTES / (now_s() - t0) / (1u << 30);
-                if (gibs > best[i % 2])
-                    best[i % 2] = gibs;
-            }
-        }
-    }
-    if (lib == NULL)
-        snprintf(line, sizeof(line), "- %s", dlerror());
-    else if (rc != 0)
+    if ((lib = dlopen(path, RTLD_NOW | RTLD_LOCAL)) == NULL)
+        snprintf(line, sizeof(line), "- %.200s", dlerror());
+    else if (!cu_load(lib, &cu))
+        snprintf(line, sizeof(line), "- %.200s lacks a driver entry point", path);
+    else if ((rc = copy_measure(&cu, best, &step)) != 0)
         snprintf(line, sizeof(line), "- %s failed (CUresult %d)", step, rc);
     else
         snprintf(line, sizeof(line), "%.3f %.3f", best[0], best[1]);
