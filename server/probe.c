@@ -219,16 +219,19 @@ int srv_probe_serve(struct srv_session *s, const struct srv_config *cfg,
     }
     reply.proto_version = PROTO_VERSION;
     reply.server_name = (char *)cfg->name;
-    if (cfg->tenants.n > 0 &&
-        (tenant = srv_tenant_auth(&cfg->tenants, req->tenant, req->token, &refusal)) == NULL)
+    if (req->proto_version != PROTO_VERSION) {
+        refusal = "protocol version mismatch";
+        reply.status = CUDA_ERROR_NOT_SUPPORTED;
+    } else if (cfg->tenants.n > 0 && (tenant = srv_tenant_auth(&cfg->tenants, req->tenant,
+                                                               req->token, &refusal)) == NULL) {
         reply.status = CUDA_ERROR_NOT_PERMITTED;
-    else if ((ngpus = srv_probe_gpus(s, cfg, gpus)) < 0)
+    } else if ((ngpus = srv_probe_gpus(s, cfg, gpus)) < 0) {
         refusal = "the server cannot open its GPUs";
-    else
+        reply.status = CUDA_ERROR_NO_DEVICE;
+    } else {
         srv_probe_answer(cfg->table, tenant, req->mem_quota, gpus, ngpus, gpu_msgs, gpu_ptrs, why,
                          sizeof(why), &reply);
-    if (refusal != NULL && reply.status == 0)
-        reply.status = CUDA_ERROR_NO_DEVICE;
+    }
     reply.reason = (char *)(refusal ? refusal : "");
     rg_info("session %llu: probe from %s, tenant '%s': %s", (unsigned long long)s->id, s->peer,
             req->tenant,
