@@ -88,6 +88,17 @@ check "rgpu status --json: total, free and tenant fields" test "$("$RGPU" status
 RGPU_TOKEN=wrong "$RGPU" status --pool "$A" >"$WORK/status-bad.txt" 2>&1
 check "a wrong token gets no figures, only the refusal (exit $?)" \
     grep -q "refused the probe: authentication failed" "$WORK/status-bad.txt"
+# a probe of another protocol version: refused with the reason (proto's framing by hand)
+reply=$(python3 -c '
+import socket, sys
+sys.path.insert(0, sys.argv[1])
+from fake_pool_server import HDR, PROBE, field, frame, recv_exact
+c = socket.create_connection(("127.0.0.1", int(sys.argv[2])))
+c.sendall(frame(PROBE, field(1, 99) + field(2, "alpha") + field(3, "alpha-secret")))
+_, kind, _, n, _, _ = HDR.unpack(recv_exact(c, HDR.size))
+print(kind, recv_exact(c, n))' "$(dirname "$0")" "$PORT_A" 2>&1)
+check "a probe of another protocol version is refused with the reason ($reply)" \
+    eval 'echo "$reply" | grep -q "^9 .*protocol version mismatch"'
 "$RGPU" top --once --pool "$A,$B" >"$WORK/top.txt" 2>&1
 check "rgpu top --once prints one screen (exit $?)" grep -q "^SERVER .*UTIL" "$WORK/top.txt"
 "$RGPU" ping --count 20 --json --pool "$A,$DEAD" >"$WORK/ping.json" 2>"$WORK/ping.err"
