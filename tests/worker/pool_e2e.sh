@@ -31,6 +31,7 @@ start_server() { # name -> its port in $PORT_<name>
     "$SERVER" --config "$WORK/server.conf" --listen 127.0.0.1 --port "$port" --driver "$FAKE" \
         --name "$1" >"$WORK/server-$1.log" 2>&1 &
     PIDS+=($!)
+    eval "SPID_$1=$!"
     wait_for "$WORK/server-$1.log" "listening on" || exit 1
     eval "PORT_$1=$port"
 }
@@ -160,6 +161,22 @@ check "a server without room for the quota asked is passed over with the admissi
 check "alpha's status shows beta's sessions as a count only, never its name or reservation" \
     test "$(python3 -c 'import json,sys;t=open(sys.argv[1]).read();g=json.loads(t)["servers"][0]["gpus"][0];print("beta" in t, g["sessions"], g["tenant_sessions"], g["memory_reserved"], g["memory_free"]>>30)' "$WORK/status-alpha.json")" = "False 5 0 0 0"
 release
+
+# ---- a server that dies during a job: that job's calls fail; it does not move ----------------
+start_server D
+D=127.0.0.1:$PORT_D
+env ASAN_OPTIONS=detect_leaks=0 RGPU_POOL="$D,$A" RGPU_POLICY=first "$BUILD/tests/integration/server_death" plain \
+    >"$WORK/death.out" 2>&1 &
+VICTIM=$!
+PIDS+=($VICTIM)
+wait_for "$WORK/death.out" running >/dev/null
+pkill -9 -P "$SPID_D" # its workers, then the supervisor
+kill -9 "$SPID_D"
+timeout 60 tail --pid="$VICTIM" -f /dev/null
+check "a server dying mid-job ends that job's calls with DEVICE_UNAVAILABLE ($(tail -1 "$WORK/death.out"))" \
+    grep -q "first error CUDA_ERROR_DEVICE_UNAVAILABLE" "$WORK/death.out"
+check "... and the job does not move to another server (live state is not migrated)" \
+    test "$(sessions "$A")" = 0
 
 # ---- token file --------------------------------------------------------------------------------
 echo alpha-secret >"$WORK/token"
