@@ -40,8 +40,9 @@ mem_quota = 1GiB
 max_sessions = 10
 CONF
 start_server() { # NAME PORT
+    [ -f "$LOGS/server-$1.log" ] && mv "$LOGS/server-$1.log" "$LOGS/server-$1.before-restart.log"
     LD_LIBRARY_PATH=$DEPS "$B/bin/gpu-server" --config "$LOGS/server.conf" --listen 127.0.0.1 \
-        --port "$2" --name "$1" --log-level info ${RGPU_POOL_DRIVER:+--driver "$RGPU_POOL_DRIVER"} >>"$LOGS/server-$1.log" 2>&1 &
+        --port "$2" --name "$1" --log-level info ${RGPU_POOL_DRIVER:+--driver "$RGPU_POOL_DRIVER"} >"$LOGS/server-$1.log" 2>&1 &
     eval "PID_$1=$!"
     PIDS+=($!)
     for _ in $(seq 100); do
@@ -49,13 +50,11 @@ start_server() { # NAME PORT
         sleep 0.1
     done
     echo "gpu-server $1 did not start: $(tail -3 "$LOGS/server-$1.log")"
-    exit 1
+    return 1
 }
 PA=$(free_port) PB=$(free_port) PC=$(free_port)
 A=127.0.0.1:$PA B_=127.0.0.1:$PB C=127.0.0.1:$PC
-start_server A "$PA"
-start_server B "$PB"
-start_server C "$PC"
+start_server A "$PA" && start_server B "$PB" && start_server C "$PC" || exit 1
 cat >"$LOGS/client.conf" <<CONF
 [client]
 pool = $A, $B_, $C
@@ -127,7 +126,7 @@ echo "== the PyTorch job's log line"; echo "$line"
 ok=FAIL
 grep -q PASS "$LOGS/torch.out" && echo "$line" | grep -q "placed on $C .*passed over: $A (session limit reached.*$B_ (unreachable" && ok=PASS
 row "full + stopped: PyTorch lands on the third" "$ok" "exit $rc; ${line:0:160}"
-start_server B "$PB"
+start_server B "$PB" || row "gpu-server B restarted" FAIL "$(tail -1 "$LOGS/server-B.log")"
 release
 
 # ---- 3. 20 clients at once against two servers with room for 10 each --------------------------
