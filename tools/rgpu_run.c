@@ -59,6 +59,10 @@ int rgpu_cmd_run(int argc, char **argv)
     char libdir[PATH_MAX], probe[PATH_MAX + 32];
     int i, taken = 0;
 
+    if (argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
+        rgpu_usage(stdout);
+        return 0;
+    }
     for (i = 1; i < argc && strcmp(argv[i], "--") != 0; i++) {
         if ((taken = run_option(argv[i], i + 1 < argc ? argv[i + 1] : NULL)) <= 0)
             break;
