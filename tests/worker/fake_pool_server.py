@@ -36,6 +36,37 @@ def field(num, value):
     return varint(num << 3 | 2) + varint(len(data)) + data
 
 
+def fields(msg):
+    """The top-level fields of a protobuf message: {number: int or bytes} (the last of each)."""
+    out, i = {}, 0
+
+    def read_varint():
+        nonlocal i
+        v = shift = 0
+        while True:
+            b = msg[i]
+            i += 1
+            v |= (b & 0x7F) << shift
+            shift += 7
+            if not b & 0x80:
+                return v
+
+    while i < len(msg):
+        key = read_varint()
+        if key & 7 == 0:
+            out[key >> 3] = read_varint()
+        elif key & 7 == 2:
+            n = read_varint()
+            out[key >> 3] = msg[i:i + n]
+            i += n
+        elif key & 7 == 1:
+            out[key >> 3] = msg[i:i + 8]
+            i += 8
+        else:
+            raise ValueError("wire type %d" % (key & 7))
+    return out
+
+
 def frame(kind, msg):
     return HDR.pack(MAGIC, kind, 0, len(msg), 0, 0) + msg
 

@@ -100,6 +100,30 @@ _, kind, _, n, _, _ = HDR.unpack(recv_exact(c, HDR.size))
 print(kind, recv_exact(c, n))' "$(dirname "$0")" "$PORT_A" 2>&1)
 check "a probe of another protocol version is refused with the reason ($reply)" \
     eval 'echo "$reply" | grep -q "^9 .*protocol version mismatch"'
+# the Probe carries MAJOR.MINOR and is judged by the Hello's rule (proto_version_accept): a 1.0
+# probe (no minor field) and a newer minor of the same major are answered, and the reply says
+# the server's version; another major is refused with a reason naming both
+probe_version() { # fields of the Probe's version, e.g. "1" or "1 7" -> "status minor reason"
+    python3 -c '
+import socket, sys
+sys.path.insert(0, sys.argv[1])
+from fake_pool_server import HDR, PROBE, field, fields, frame, recv_exact
+v = [int(x) for x in sys.argv[3].split()]
+c = socket.create_connection(("127.0.0.1", int(sys.argv[2])))
+c.sendall(frame(PROBE, b"".join(field(n, x) for n, x in zip((1, 5), v)) +
+                field(2, "alpha") + field(3, "alpha-secret")))
+_, kind, _, n, _, _ = HDR.unpack(recv_exact(c, HDR.size))
+f = fields(recv_exact(c, n))
+print(kind, f.get(2, 0), "%d.%d" % (f.get(1, 0), f.get(11, 0)), f.get(3, b"").decode())' \
+        "$(dirname "$0")" "$PORT_A" "$1" 2>&1
+}
+reply=$(probe_version "1")
+check "a 1.0 probe (no minor) is answered, the reply says 1.1 ($reply)" test "$reply" = "9 0 1.1 "
+reply=$(probe_version "1 7")
+check "a 1.7 probe (newer minor) is answered ($reply)" test "$reply" = "9 0 1.1 "
+reply=$(probe_version "2 0")
+check "a 2.0 probe is refused naming both versions ($reply)" \
+    eval 'echo "$reply" | grep -q "^9 [1-9][0-9]* 1.1 protocol version mismatch: client speaks 2, server speaks 1"'
 "$RGPU" top --once --pool "$A,$B" >"$WORK/top.txt" 2>&1
 check "rgpu top --once prints one screen (exit $?)" grep -q "^SERVER .*UTIL" "$WORK/top.txt"
 "$RGPU" ping --count 20 --json --pool "$A,$DEAD" >"$WORK/ping.json" 2>"$WORK/ping.err"
