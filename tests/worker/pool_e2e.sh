@@ -156,6 +156,18 @@ wait "$RUN"
 check "... and it ran to the end" grep -q PASS "$WORK/run.out"
 "$RGPU" run --memory lots -- true 2>/dev/null
 check "rgpu run --memory with a bad size exits 2" test $? = 2
+"$RGPU" run --memory "2 TiB" -- true
+check "rgpu run --memory takes the one size grammar (rg_parse_size: spaces, TiB)" test $? = 0
+# the client library beside an installed rgpu (RGPU_LIBDIR unset): <exe>/../lib/rgpu where
+# libcuda.so.1 is there (/usr/bin/rgpu, /usr/lib/rgpu), else <exe>/../lib (the build tree)
+mkdir -p "$WORK/inst/bin" "$WORK/inst/lib/rgpu"
+cp "$RGPU" "$WORK/inst/bin/rgpu"
+cp "$BUILD/lib/libcuda.so.1" "$WORK/inst/lib/rgpu/"
+check "rgpu run finds <exe>/../lib/rgpu/libcuda.so.1 first" test "$(env -u RGPU_LIBDIR \
+    "$WORK/inst/bin/rgpu" run -- sh -c 'echo "${LD_LIBRARY_PATH%%:*}"')" = "$WORK/inst/bin/../lib/rgpu"
+mv "$WORK/inst/lib/rgpu/libcuda.so.1" "$WORK/inst/lib/"
+check "... else <exe>/../lib" test "$(env -u RGPU_LIBDIR \
+    "$WORK/inst/bin/rgpu" run -- sh -c 'echo "${LD_LIBRARY_PATH%%:*}"')" = "$WORK/inst/bin/../lib"
 
 # ---- failover --------------------------------------------------------------------------------
 job refusal RGPU_POOL="$LIAR,$A" RGPU_POLICY=first
