@@ -1,6 +1,6 @@
 /* Entry points that libcuda.so.1 exports beside the CUDA driver API, for rgpu's own libraries
- * in the application's process (the NVML shim, nvml/). Looked up with dlsym; not for
- * applications. */
+ * in the application's process (the NVML shim, nvml/; the NCCL shim, nccl/). Looked up with
+ * dlsym; not for applications. */
 #ifndef RGPU_CLIENT_RGPU_EXT_H
 #define RGPU_CLIENT_RGPU_EXT_H
 
@@ -20,5 +20,31 @@ struct rgpu_device_status {
 /* Ask the server (CUresult; CUDA_SUCCESS = 0). Needs cuInit; no context. */
 typedef int (*rgpu_device_status_fn)(int device, struct rgpu_device_status *status);
 #define RGPU_DEVICE_STATUS_SYMBOL "rgpuDeviceStatus"
+
+/* One NCCL operation (proto/ops.def, NCCL_GET_VERSION .. NCCL_REDOP_DESTROY) in the session's
+ * ordered call stream, for the NCCL shim. args[stream_arg] (when stream_arg < nargs) holds the
+ * application's CUstream and is replaced by its wire id. async: sent without waiting (NOREPLY;
+ * a failure comes back at the next synchronous call); else out[] and rdata receive the reply. */
+#define RGPU_NCCL_MAX_ARGS 12
+struct rgpu_nccl_call {
+    uint32_t size; /* the caller sets sizeof(struct rgpu_nccl_call) */
+    uint32_t op;
+    uint32_t nargs;
+    uint32_t stream_arg;
+    uint32_t async;
+    uint32_t nout;
+    uint64_t args[RGPU_NCCL_MAX_ARGS];
+    uint64_t out[4];
+    const void *data;
+    uint64_t data_len;
+    void *rdata;
+    uint64_t rdata_cap;
+    uint64_t rdata_len;
+};
+
+/* Returns a CUresult: CUDA_ERROR_INVALID_VALUE for an op that is not an NCCL one, the context or
+ * stream errors of a driver call, or the call's own. */
+typedef int (*rgpu_nccl_call_fn)(struct rgpu_nccl_call *call);
+#define RGPU_NCCL_CALL_SYMBOL "rgpuNcclCall"
 
 #endif

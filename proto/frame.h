@@ -22,9 +22,9 @@
  * minor is refused with CUDA_ERROR_NOT_SUPPORTED, logged by name, by the side that knows it
  * (the client before sending it; the worker if one arrives anyway), never misread.
  * A Probe (PROTO_PROBE, client/pool.c) carries both too and is answered or refused by the same
- * rule. Minors: 1.0 the first (exact version match); 1.1 proto_minor, the op table's minors and
- * the Probe/ProbeReply/Echo frames (a 1.0 server closes the connection at a Probe: the pool
- * still tries it, after the servers that answered). */
+ * rule. Minors: 1.0 the first (exact version match); 1.1 proto_minor, the op table's minors,
+ * the NCCL shim's ops (NCCL_*) and the Probe/ProbeReply/Echo frames (a 1.0 server closes the
+ * connection at a Probe: the pool still tries it, after the servers that answered). */
 #define PROTO_VERSION 1u /* the major */
 #define PROTO_VERSION_MINOR 1u
 #define PROTO_MINORS_BACK 1u

@@ -31,6 +31,8 @@ static void usage(FILE *out)
             "  Config-only keys: module_cache = DIR|off (images kept by hash; default under\n"
             "  $XDG_RUNTIME_DIR or /tmp/rgpu-cache-UID), module_cache_max = SIZE (4GiB).\n"
             "  host_nvml = PATH|off: the NVML that GPU utilization is read from.\n"
+            "  nccl_library = PATH (libnccl.so.2), nccl_secret = S, nccl_timeout = SECONDS\n"
+            "  (600): the NCCL the workers run for rgpu's NCCL shim (docs/nccl.md).\n"
             "  rdma_direct = on|off: one-sided copies of RDMA sessions go straight to device\n"
             "  memory where the host can (GPUDirect RDMA; default on; RGPU_RDMA_DIRECT=0 too).\n"
             "  --metrics-listen ADDR:PORT: serve /metrics (Prometheus) and /status (JSON) there.\n"
@@ -68,6 +70,12 @@ static rg_status_t set_key(struct srv_config *c, const char *key, const char *va
         SET(module_cache_max);
     else if (strcmp(key, "host_nvml") == 0)
         SET(host_nvml);
+    else if (strcmp(key, "nccl_library") == 0)
+        SET(nccl_library);
+    else if (strcmp(key, "nccl_secret") == 0)
+        SET(nccl_secret);
+    else if (strcmp(key, "nccl_timeout") == 0)
+        SET(nccl_timeout);
     else if (strcmp(key, "metrics_listen") == 0 || strcmp(key, "metrics-listen") == 0)
         SET(metrics_listen);
     else if (strcmp(key, "rdma_direct") == 0 &&

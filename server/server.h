@@ -25,6 +25,9 @@ struct srv_config {
     char config_path[256]; /* the config file, passed on to workers */
     char metrics_listen[128]; /* "ADDR:PORT" of /metrics and /status; "" = not served */
     char rdma_direct[8];      /* on | off: GPUDirect RDMA for one-sided copies; "" = on */
+    char nccl_library[256];   /* the GPU host's NCCL; "" = libnccl.so.2 (docs/nccl.md) */
+    char nccl_secret[128];    /* mixed into the key binding NCCL unique ids to a tenant */
+    char nccl_timeout[16];    /* seconds before an unfinished collective aborts its comm */
     struct srv_tenants tenants;
     struct srv_table *table; /* workers: the supervisor's shared session table; NULL = none */
 };

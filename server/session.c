@@ -9,6 +9,7 @@
 #include "scheduler/admission.h"
 #include "server/module_cache.h"
 #include "server/session.h"
+#include "server/nccl.h"
 
 static size_t slot_of(uint64_t id, size_t cap)
 {
@@ -331,6 +332,7 @@ void srv_session_teardown(struct srv_session *s)
     for (int i = 0; i < 2; i++)
         if (s->staging[i] != NULL)
             s->drv.cuMemFreeHost(s->staging[i]);
+    srv_nccl_teardown(s); /* communicators aborted while their contexts live (server/nccl.h) */
     srv_ipc_teardown(s); /* other sessions' memory first, while the contexts live */
     for (size_t i = 0; i < s->nallocs; i++) {
         bytes += s->allocs[i].size;

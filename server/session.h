@@ -78,6 +78,7 @@ struct srv_session {
     struct srv_lanes *lanes;  /* data lanes of a TCP session (server/lanes.c), NULL until offered */
     struct srv_ipc_map *ipc_maps; /* memory opened from IPC handles (handlers_ipc.c) */
     size_t nipc_maps, ipc_map_cap;
+    struct srv_nccl *nccl;    /* NCCL communicators and memory (handlers_nccl.c), NULL until used */
     void *scratch;            /* launch parameters and their pointer array */
     size_t scratch_len;
     /* The move to RDMA (server/worker.c): the offer named in the Welcome, why there is none,

@@ -9,6 +9,7 @@
 
 #include "common/log.h"
 #include "server/host_nvml.h"
+#include "server/nccl.h"
 #include "server/lanes.h"
 #include "server/module_cache.h"
 #include "server/probe.h"
@@ -477,6 +478,7 @@ int srv_worker_run(const struct srv_config *cfg, int fd, uint64_t session_id, co
     transport_set_busy_poll(s.conn, (unsigned)atoi(cfg->busy_poll_us));
     srv_module_cache_configure(cfg);
     srv_host_nvml_configure(cfg->host_nvml);
+    srv_nccl_configure(cfg);
     srv_output_capture(&s);
     rc = handshake(&s, cfg);
     if (rc < 0) {

@@ -22,6 +22,11 @@ FLAGS = {  # name in ops.def -> C flag
 }
 MAX_ARGS = 16  # CLI_CALL_MAX_ARGS: the fixed part of every op must fit in the client's call
 IDENT = re.compile(r"^[a-z_][a-z0-9_]*$")
+# Client files that forward calls whose op is chosen by their caller (the NCCL shim hands an op
+# number and argument words to rgpuNcclCall): they fill call.a.words, which CLI_ARGS cannot
+# check, so they must check each call against proto_ops[] at run time (argument count, flags).
+# No other client file may write argument words by position.
+GENERIC_FORWARDERS = {"nccl_ext.c"}
 
 
 class Op:
@@ -306,6 +311,14 @@ def check_sources(ops, root):
         for m in re.finditer(r"\.args\s*=\s*\{|\bcall(->|\.)args\b|\buint64_t args\[", text):
             line = text.count("\n", 0, m.start()) + 1
             findings.append(f"client/{fn}:{line}: positional call arguments (use CLI_ARGS)")
+        if fn in GENERIC_FORWARDERS:
+            if "proto_ops[" not in text:
+                findings.append(f"client/{fn}: a generic forwarder that does not check its "
+                                "calls against proto_ops[]")
+        else:
+            for m in re.finditer(r"\ba\.words\s*\[[^\]]*\]\s*=(?!=)", text):
+                line = text.count("\n", 0, m.start()) + 1
+                findings.append(f"client/{fn}:{line}: positional argument write (use CLI_ARGS)")
         for m in re.finditer(r"\bCLI_ARGS(_AS)?\s*\(", text):
             line = text.count("\n", 0, m.start()) + 1
             parts = split_top(balanced(text, m.end()))

@@ -20,6 +20,8 @@ void rgpu_usage(FILE *out)
             "  Runs CMD with rgpu's libcuda.so.1 first in LD_LIBRARY_PATH, so every CUDA call\n"
             "  goes to a gpu-server of the pool: --pool, --server, RGPU_SERVER, or the client\n"
             "  config (RGPU_CONFIG, ~/.config/rgpu/client.conf, /etc/rgpu/client.conf).\n"
+            "  rgpu's libnccl.so.2 is preloaded (LD_PRELOAD) so NCCL calls run on the GPU\n"
+            "  hosts (RGPU_NCCL=0: not).\n"
             "       rgpu status [--json]              the pool: per server and GPU, memory,\n"
             "                                         your sessions, utilization, round trip\n"
             "       rgpu top [--once] [--interval S]  the same, refreshed until interrupted\n"

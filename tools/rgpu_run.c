@@ -25,6 +25,19 @@ static int prepend_env(const char *name, const char *dir)
     return rc;
 }
 
+/* PyTorch finds libnccl.so.2 through its own RUNPATH (site-packages/nvidia/nccl/lib), which
+ * LD_LIBRARY_PATH does not override, so rgpu's NCCL shim is preloaded (RGPU_NCCL=0: not). */
+static int preload_nccl(const char *libdir)
+{
+    char shim[PATH_MAX + 32];
+    const char *off = getenv("RGPU_NCCL");
+
+    snprintf(shim, sizeof(shim), "%s/libnccl.so.2", libdir);
+    if ((off != NULL && strcmp(off, "0") == 0) || access(shim, R_OK) != 0)
+        return 0;
+    return prepend_env("LD_PRELOAD", shim);
+}
+
 /* One option with its value; 1 when taken, 0 when not an option, -1 on a bad value. */
 static int run_option(const char *opt, const char *val)
 {
@@ -86,7 +99,7 @@ int rgpu_cmd_run(int argc, char **argv)
         fprintf(stderr, "rgpu: %s: %s (set RGPU_LIBDIR)\n", probe, strerror(errno));
         return 1;
     }
-    if (prepend_env("LD_LIBRARY_PATH", libdir) != 0)
+    if (prepend_env("LD_LIBRARY_PATH", libdir) != 0 || preload_nccl(libdir) != 0)
         return 1;
     execvp(argv[i], &argv[i]);
     fprintf(stderr, "rgpu: cannot run %s: %s\n", argv[i], strerror(errno));

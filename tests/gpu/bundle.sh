@@ -2,6 +2,7 @@
 # Bundle what the GPU host lacks into <repo>/.bundle (ignored by git; carried to the GPU host):
 #   client/  rgpu's libcuda.so.1 and NVML shim libnvidia-ml.so.1 (only these go first in a
 #            program's library path)
+#   nccl/    rgpu's NCCL shim libnccl.so.2 (preloaded by the NCCL scripts)
 #   bin/     gpu-server, rgpu, the test programs (static and shared cudart), ip
 #   deps/    every shared library those need that is not part of glibc, plus libcudart.so.13
 #   deb/     the rgpu-server and rgpu-client packages (tests/gpu/installed.sh)
@@ -18,6 +19,10 @@ rm -rf "$OUT"
 mkdir -p "$OUT/client" "$OUT/bin" "$OUT/deps"
 cp -L "$BUILD/lib/libcuda.so.1" "$OUT/client/"
 cp -L "$BUILD/lib/libnvidia-ml.so.1" "$OUT/client/" # the NVML shim
+mkdir -p "$OUT/nccl" # the NCCL shim, apart: only the NCCL scripts preload it (tests/gpu/nccl_lib.sh)
+cp -L "$BUILD/lib/libnccl.so.2" "$OUT/nccl/"
+cp "$BUILD/tests/nccl/nccl_ranks" "$BUILD/tests/nccl/nccl_busbw" "$BUILD/bin/rgpu-bench-nccl" \
+    "$OUT/bin/" # tests/gpu/nccl_one_rank.sh, nccl_two_gpu.sh, bench/nccl_calls.sh
 cp "$BUILD/bin/gpu-server" "$BUILD/bin/rgpu" "$BUILD/bin/rgpu-demo-app" "$OUT/bin/"
 cp "$BUILD"/tests/programs/*_static "$BUILD"/tests/programs/*_shared "$OUT/bin/"
 cp "$BUILD/bin/rgpu-bench-micro" "$BUILD/bin/rgpu-bench-tcp" "$OUT/bin/"
@@ -51,11 +56,12 @@ else
 fi
 
 # Shared libraries outside glibc that the bundled binaries need.
-for f in "$OUT"/bin/* "$OUT"/client/*; do
+for f in "$OUT"/bin/* "$OUT"/client/* "$OUT"/nccl/*; do
     ldd "$f" 2>/dev/null | awk '/=> \//{print $3}'
 done | sort -u | while read -r lib; do
     case $(basename "$lib") in
         libc.so.*|libm.so.*|libpthread.so.*|libdl.so.*|librt.so.*|ld-linux*|libcuda.so.*) ;;
+        libnccl.so.*) ;; # the shim is in nccl/, the host's NCCL is PyTorch's
         libgcc_s.so.*|libstdc++.so.*|libcudart.so.*|libcublas*) ;; # the GPU host has its own
         *) cp -L "$lib" "$OUT/deps/" ;;
     esac

@@ -2,8 +2,10 @@
 # The op-table check must fail, naming the problem, on each of: an op whose handler is gone, a
 # handler defined twice, a handler no op names, a client call that leaves out an argument, a
 # client call with an argument its op does not have, a positional argument read in the server,
-# a table whose ops share a handler with different arguments, and an op the client sends
-# without waiting that the table does not flag noreply.
+# a positional argument write in the client (call.a.words[i] = v) outside the generic forwarder,
+# that forwarder (client/nccl_ext.c) without its run-time check against proto_ops[], a table
+# whose ops share a handler with different arguments, and an op the client sends without
+# waiting that the table does not flag noreply.
 # Usage: drift.sh PYTHON SRC_ROOT
 set -u
 PY=$1 SRC=$2
@@ -56,6 +58,15 @@ copy
 printf 'static unsigned long long peek(const struct srv_call *call)\n{\n    return call->msg->args[2];\n}\n' \
     >>"$WORK/src/server/handlers_mem.c"
 expect "positional read" "positional argument read"
+
+copy
+printf 'static void poke(struct cli_call *call)\n{\n    call->a.words[1] = 7;\n}\n' \
+    >>"$WORK/src/client/vmm.c"
+expect "positional write" "client/vmm.c:[0-9]*: positional argument write"
+
+copy
+sed -i 's/proto_ops\[/proto_op_table[/g' "$WORK/src/client/nccl_ext.c"
+expect "forwarder without its check" "nccl_ext.c: a generic forwarder that does not check"
 
 copy
 sed -i 's/^\(STREAM_QUERY .*| \)stream\( *|\)/\1strm  \2/' "$WORK/src/proto/ops.def"

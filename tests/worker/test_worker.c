@@ -145,7 +145,8 @@ static void test_version_mismatch(void **state)
 
 /* A client of the previous minor (a 1.0 build sends no proto_minor) is served, and told the
  * server's minor; a newer minor is served too; a call of an op the server does not know is
- * refused with NOT_SUPPORTED and the session goes on. */
+ * refused with NOT_SUPPORTED and the session goes on, and so is, for the older client, an op
+ * newer than its minor (NCCL_GET_VERSION, new in 1.1). */
 static void test_older_client(void **state)
 {
     uint32_t minors[] = {PROTO_VERSION_MINOR - PROTO_MINORS_BACK, PROTO_VERSION_MINOR + 3};
@@ -168,6 +169,13 @@ static void test_older_client(void **state)
         r = reply(&p, NULL, 0);
         assert_int_equal(r->result, CUDA_ERROR_NOT_SUPPORTED);
         rgpu__reply__free_unpacked(r, NULL);
+        if (i == 0) { /* NCCL ops are newer than the previous minor */
+            send_call(&p, PROTO_OP_NCCL_GET_VERSION, 0, NULL, 0, NULL, 0, NULL, 0);
+            r = reply(&p, NULL, 0);
+            assert_int_equal(r->result, CUDA_ERROR_NOT_SUPPORTED);
+            assert_int_equal(r->n_out, 0);
+            rgpu__reply__free_unpacked(r, NULL);
+        }
         send_call(&p, PROTO_OP_NOP, 0, NULL, 0, NULL, 0, NULL, 0);
         r = reply(&p, NULL, 0);
         assert_int_equal(r->result, CUDA_SUCCESS);

@@ -1,0 +1,166 @@
+/* The NCCL shim's link to the client libcuda.so.1 of the process, its error bookkeeping and
+ * the version and error-string answers. */
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "common/log.h"
+#include "nccl/nccl_shim.h"
+
+/* Its presence tells gpu-server's worker that a libnccl.so.2 is this shim, never the real one. */
+NCCL_EXPORT const int rgpuNcclShim = 1;
+
+static struct nccl_client client;
+static bool client_ok;
+static pthread_once_t client_once = PTHREAD_ONCE_INIT;
+static __thread char last_error[256];
+
+static void *open_client(void)
+{
+    static const char name[] = "/libcuda.so.1";
+    Dl_info self;
+    char path[4096], *slash;
+    void *dl = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+
+    if (dl == NULL && dladdr((void *)&rgpuNcclShim, &self) != 0 && self.dli_fname != NULL &&
+        strlen(self.dli_fname) + sizeof(name) < sizeof(path)) {
+        snprintf(path, sizeof(path), "%s", self.dli_fname);
+        if ((slash = strrchr(path, '/')) != NULL) {
+            memcpy(slash, name, sizeof(name));
+            dl = dlopen(path, RTLD_NOW | RTLD_GLOBAL);
+        }
+    }
+    return dl != NULL ? dl : dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
+}
+
+static void bind_client(void)
+{
+    struct nccl_client *c = &client;
+    CUresult (*init)(unsigned) = NULL;
+    void *dl = open_client();
+
+    if (dl == NULL) {
+        rg_error("nccl: cannot load the rgpu client libcuda.so.1: %s", dlerror());
+        return;
+    }
+#define BIND(sym) (*(void **)&c->sym = dlsym(dl, #sym)) != NULL
+    if (!(BIND(cuCtxGetDevice) && BIND(cuCtxGetCurrent) && BIND(cuCtxSetCurrent) &&
+          BIND(cuDevicePrimaryCtxRetain) && BIND(cuDeviceGet)) ||
+        (*(void **)&c->call = dlsym(dl, RGPU_NCCL_CALL_SYMBOL)) == NULL ||
+        (*(void **)&init = dlsym(dl, "cuInit")) == NULL) {
+        rg_error("nccl: the libcuda.so.1 in this process is not rgpu's client (it lacks %s)",
+                 RGPU_NCCL_CALL_SYMBOL);
+        return;
+    }
+#undef BIND
+    if (init(0) != CUDA_SUCCESS) {
+        rg_error("nccl: the rgpu session did not start (cuInit failed)");
+        return;
+    }
+    client_ok = true;
+}
+
+const struct nccl_client *nccl_client(void)
+{
+    pthread_once(&client_once, bind_client);
+    return client_ok ? &client : NULL;
+}
+
+ncclResult_t nccl_fail(ncclResult_t res, const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(last_error, sizeof(last_error), fmt, ap);
+    va_end(ap);
+    rg_debug("nccl: %s", last_error);
+    return res;
+}
+
+static ncclResult_t driver_result(int res, const char *what)
+{
+    /* The session is gone, or the call could not run on the worker's driver. */
+    return nccl_fail(res == CUDA_ERROR_DEVICE_UNAVAILABLE ? ncclSystemError
+                                                          : ncclUnhandledCudaError,
+                     "%s: CUDA error %d on the rgpu session", what, res);
+}
+
+ncclResult_t nccl_call_sync(struct rgpu_nccl_call *c, const char *what)
+{
+    const struct nccl_client *cl = nccl_client();
+    int res;
+
+    if (cl == NULL)
+        return nccl_fail(ncclSystemError, "%s: no rgpu session", what);
+    c->size = sizeof(*c);
+    c->async = 0;
+    if ((res = cl->call(c)) != CUDA_SUCCESS)
+        return driver_result(res, what);
+    if (c->nout < 1)
+        return nccl_fail(ncclInternalError, "%s: the worker's reply lacks its result", what);
+    if (c->out[0] != ncclSuccess)
+        return nccl_fail((ncclResult_t)c->out[0], "%s failed on the GPU host (NCCL error %d)",
+                         what, (int)c->out[0]);
+    return ncclSuccess;
+}
+
+ncclResult_t nccl_call_async(struct rgpu_nccl_call *c, const char *what)
+{
+    const struct nccl_client *cl = nccl_client();
+    int res;
+
+    if (cl == NULL)
+        return nccl_fail(ncclSystemError, "%s: no rgpu session", what);
+    c->size = sizeof(*c);
+    c->async = 1;
+    if ((res = cl->call(c)) != CUDA_SUCCESS)
+        return driver_result(res, what);
+    return ncclSuccess;
+}
+
+NCCL_EXPORT ncclResult_t ncclGetVersion(int *version)
+{
+    static int cached;
+    struct rgpu_nccl_call c = {.op = PROTO_OP_NCCL_GET_VERSION, .stream_arg = ~0u};
+    ncclResult_t res;
+
+    if (version == NULL)
+        return nccl_fail(ncclInvalidArgument, "ncclGetVersion: version is NULL");
+    if (__atomic_load_n(&cached, __ATOMIC_ACQUIRE) == 0) {
+        if ((res = nccl_call_sync(&c, "ncclGetVersion")) != ncclSuccess)
+            return res;
+        if (c.nout < 2)
+            return nccl_fail(ncclInternalError, "ncclGetVersion: no version in the reply");
+        __atomic_store_n(&cached, (int)c.out[1], __ATOMIC_RELEASE);
+    }
+    *version = __atomic_load_n(&cached, __ATOMIC_ACQUIRE);
+    return ncclSuccess;
+}
+
+NCCL_EXPORT const char *ncclGetErrorString(ncclResult_t result)
+{
+    switch (result) {
+    case ncclSuccess: return "success";
+    case ncclUnhandledCudaError: return "a CUDA call failed (on the GPU host, through rgpu)";
+    case ncclSystemError: return "a system call or the rgpu session failed";
+    case ncclInternalError: return "internal NCCL error";
+    case ncclInvalidArgument: return "an argument is not valid";
+    case ncclInvalidUsage: return "the call is not valid here (or not offered by rgpu's NCCL)";
+    case ncclRemoteError: return "a peer rank exited or the network failed";
+    case ncclInProgress: return "the operation is still in progress";
+    default: return "unknown NCCL result";
+    }
+}
+
+NCCL_EXPORT const char *ncclGetLastError(ncclComm_t comm)
+{
+    (void)comm;
+    return last_error;
+}
+
+NCCL_PROFILE_ALIAS(ncclGetVersion)
+NCCL_PROFILE_ALIAS(ncclGetErrorString)
+NCCL_PROFILE_ALIAS(ncclGetLastError)

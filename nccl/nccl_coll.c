@@ -1,0 +1,247 @@
+/* Collectives, point-to-point, groups, NCCL memory, buffer registration and PreMulSum ops of
+ * the NCCL shim. Collectives and groups are asynchronous: their arguments are checked here and
+ * they go NOREPLY in the session's stream; the worker's failures become the communicator's
+ * async error (ncclCommGetAsyncError) or the next synchronous call's error. */
+#include <string.h>
+
+#include "nccl/nccl_shim.h"
+#include "nccl/nccl_wire.h"
+
+static __thread int group_depth;
+
+static const char *const coll_names[NCCL_WIRE_COLL_COUNT] = {
+    "ncclAllReduce", "ncclBroadcast", "ncclReduce", "ncclAllGather", "ncclReduceScatter",
+    "ncclSend",      "ncclRecv",
+};
+
+#define NO_ARG (-2147483647 - 1) /* the call takes no reduction op / no root or peer */
+
+/* Checks what NCCL checks before it enqueues, then sends. A reduction op is a built-in or one
+ * that ncclRedOpCreatePreMulSum made (the worker checks which); a root or peer is a rank. */
+static ncclResult_t coll(enum nccl_wire_coll kind, const void *sendbuf, void *recvbuf,
+                         size_t count, ncclDataType_t type, int op, int root, ncclComm_t comm,
+                         nccl_stream_t stream)
+{
+    struct rgpu_nccl_call c = {.op = PROTO_OP_NCCL_COLL, .nargs = 9, .stream_arg = 8};
+    const char *name = coll_names[kind];
+    struct ncclComm *cm = nccl_comm_check(comm);
+
+    if (cm == NULL)
+        return nccl_fail(ncclInvalidArgument, "%s: comm is not a live communicator", name);
+    if (nccl_type_size(type) == 0)
+        return nccl_fail(ncclInvalidArgument, "%s: datatype %d", name, (int)type);
+    if (op != NO_ARG && op < 0)
+        return nccl_fail(ncclInvalidArgument, "%s: reduction op %d", name, op);
+    if (root != NO_ARG && (root < 0 || root >= cm->nranks))
+        return nccl_fail(ncclInvalidArgument, "%s: rank %d of %d", name, root, cm->nranks);
+    if (count > 0 && ((kind != NCCL_WIRE_RECV && sendbuf == NULL) ||
+                      (kind != NCCL_WIRE_SEND && recvbuf == NULL)))
+        return nccl_fail(ncclInvalidArgument, "%s: NULL buffer", name);
+    c.args[0] = kind;
+    c.args[1] = cm->id;
+    c.args[2] = (uint64_t)(uintptr_t)sendbuf;
+    c.args[3] = (uint64_t)(uintptr_t)recvbuf;
+    c.args[4] = count;
+    c.args[5] = (uint64_t)type;
+    c.args[6] = (uint64_t)(uint32_t)op;
+    c.args[7] = (uint64_t)(uint32_t)root;
+    c.args[8] = (uint64_t)(uintptr_t)stream;
+    return nccl_call_async(&c, name);
+}
+
+NCCL_EXPORT ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count,
+                                       ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
+                                       nccl_stream_t stream)
+{
+    return coll(NCCL_WIRE_ALL_REDUCE, sendbuff, recvbuff, count, datatype, (int)op, NO_ARG, comm,
+                stream);
+}
+
+NCCL_EXPORT ncclResult_t ncclBroadcast(const void *sendbuff, void *recvbuff, size_t count,
+                                       ncclDataType_t datatype, int root, ncclComm_t comm,
+                                       nccl_stream_t stream)
+{
+    if (root < 0) /* NO_ARG is negative too */
+        return nccl_fail(ncclInvalidArgument, "ncclBroadcast: root %d", root);
+    return coll(NCCL_WIRE_BROADCAST, sendbuff, recvbuff, count, datatype, NO_ARG, root, comm, stream);
+}
+
+NCCL_EXPORT ncclResult_t ncclBcast(void *buff, size_t count, ncclDataType_t datatype, int root,
+                                   ncclComm_t comm, nccl_stream_t stream)
+{
+    return ncclBroadcast(buff, buff, count, datatype, root, comm, stream);
+}
+
+NCCL_EXPORT ncclResult_t ncclReduce(const void *sendbuff, void *recvbuff, size_t count,
+                                    ncclDataType_t datatype, ncclRedOp_t op, int root,
+                                    ncclComm_t comm, nccl_stream_t stream)
+{
+    struct ncclComm *cm = nccl_comm_check(comm);
+
+    if (root < 0) /* NO_ARG is negative too */
+        return nccl_fail(ncclInvalidArgument, "ncclReduce: root %d", root);
+    /* Only the root's receive buffer is written; the others may pass NULL. */
+    if (cm != NULL && cm->rank != root && recvbuff == NULL)
+        recvbuff = (void *)sendbuff;
+    return coll(NCCL_WIRE_REDUCE, sendbuff, recvbuff, count, datatype, (int)op, root, comm,
+                stream);
+}
+
+NCCL_EXPORT ncclResult_t ncclAllGather(const void *sendbuff, void *recvbuff, size_t sendcount,
+                                       ncclDataType_t datatype, ncclComm_t comm,
+                                       nccl_stream_t stream)
+{
+    return coll(NCCL_WIRE_ALL_GATHER, sendbuff, recvbuff, sendcount, datatype, NO_ARG, NO_ARG, comm,
+                stream);
+}
+
+NCCL_EXPORT ncclResult_t ncclReduceScatter(const void *sendbuff, void *recvbuff,
+                                           size_t recvcount, ncclDataType_t datatype,
+                                           ncclRedOp_t op, ncclComm_t comm, nccl_stream_t stream)
+{
+    return coll(NCCL_WIRE_REDUCE_SCATTER, sendbuff, recvbuff, recvcount, datatype, (int)op, NO_ARG,
+                comm, stream);
+}
+
+NCCL_EXPORT ncclResult_t ncclSend(const void *sendbuff, size_t count, ncclDataType_t datatype,
+                                  int peer, ncclComm_t comm, nccl_stream_t stream)
+{
+    if (peer < 0) /* NO_ARG is negative too */
+        return nccl_fail(ncclInvalidArgument, "ncclSend: peer %d", peer);
+    return coll(NCCL_WIRE_SEND, sendbuff, NULL, count, datatype, NO_ARG, peer, comm, stream);
+}
+
+NCCL_EXPORT ncclResult_t ncclRecv(void *recvbuff, size_t count, ncclDataType_t datatype,
+                                  int peer, ncclComm_t comm, nccl_stream_t stream)
+{
+    if (peer < 0) /* NO_ARG is negative too */
+        return nccl_fail(ncclInvalidArgument, "ncclRecv: peer %d", peer);
+    return coll(NCCL_WIRE_RECV, NULL, recvbuff, count, datatype, NO_ARG, peer, comm, stream);
+}
+
+static ncclResult_t group(int start)
+{
+    struct rgpu_nccl_call c = {.op = PROTO_OP_NCCL_GROUP, .nargs = 1, .stream_arg = ~0u};
+
+    if (!start && group_depth == 0)
+        return nccl_fail(ncclInvalidUsage, "ncclGroupEnd without ncclGroupStart");
+    group_depth += start ? 1 : -1;
+    c.args[0] = (uint64_t)start;
+    return nccl_call_async(&c, start ? "ncclGroupStart" : "ncclGroupEnd");
+}
+
+NCCL_EXPORT ncclResult_t ncclGroupStart(void) { return group(1); }
+NCCL_EXPORT ncclResult_t ncclGroupEnd(void) { return group(0); }
+
+NCCL_EXPORT ncclResult_t ncclMemAlloc(void **ptr, size_t size)
+{
+    struct rgpu_nccl_call c = {.op = PROTO_OP_NCCL_MEM_ALLOC, .nargs = 1, .stream_arg = ~0u};
+    ncclResult_t res;
+
+    if (ptr == NULL || size == 0)
+        return nccl_fail(ncclInvalidArgument, "ncclMemAlloc: bad argument");
+    c.args[0] = size;
+    if ((res = nccl_call_sync(&c, "ncclMemAlloc")) != ncclSuccess)
+        return res;
+    if (c.nout < 2)
+        return nccl_fail(ncclInternalError, "ncclMemAlloc: short reply");
+    *ptr = (void *)(uintptr_t)c.out[1];
+    return ncclSuccess;
+}
+
+NCCL_EXPORT ncclResult_t ncclMemFree(void *ptr)
+{
+    struct rgpu_nccl_call c = {.op = PROTO_OP_NCCL_MEM_FREE, .nargs = 1, .stream_arg = ~0u};
+
+    if (ptr == NULL)
+        return ncclSuccess;
+    c.args[0] = (uint64_t)(uintptr_t)ptr;
+    return nccl_call_sync(&c, "ncclMemFree");
+}
+
+NCCL_EXPORT ncclResult_t ncclCommRegister(const ncclComm_t comm, void *buff, size_t size,
+                                          void **handle)
+{
+    struct rgpu_nccl_call c = {.op = PROTO_OP_NCCL_REGISTER, .nargs = 3, .stream_arg = ~0u};
+    struct ncclComm *cm = nccl_comm_check(comm);
+    ncclResult_t res;
+
+    if (cm == NULL || buff == NULL || handle == NULL)
+        return nccl_fail(ncclInvalidArgument, "ncclCommRegister: bad argument");
+    c.args[0] = cm->id;
+    c.args[1] = (uint64_t)(uintptr_t)buff;
+    c.args[2] = size;
+    if ((res = nccl_call_sync(&c, "ncclCommRegister")) != ncclSuccess)
+        return res;
+    *handle = (void *)(uintptr_t)(c.nout >= 2 ? c.out[1] : 0);
+    return ncclSuccess;
+}
+
+NCCL_EXPORT ncclResult_t ncclCommDeregister(const ncclComm_t comm, void *handle)
+{
+    struct rgpu_nccl_call c = {.op = PROTO_OP_NCCL_DEREGISTER, .nargs = 2, .stream_arg = ~0u};
+    struct ncclComm *cm = nccl_comm_check(comm);
+
+    if (cm == NULL)
+        return nccl_fail(ncclInvalidArgument, "ncclCommDeregister: bad communicator");
+    c.args[0] = cm->id;
+    c.args[1] = (uint64_t)(uintptr_t)handle;
+    return nccl_call_sync(&c, "ncclCommDeregister");
+}
+
+NCCL_EXPORT ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t *op, void *scalar,
+                                                  ncclDataType_t datatype,
+                                                  ncclScalarResidence_t residence,
+                                                  ncclComm_t comm)
+{
+    struct rgpu_nccl_call c = {.op = PROTO_OP_NCCL_REDOP_CREATE, .nargs = 4, .stream_arg = ~0u};
+    struct ncclComm *cm = nccl_comm_check(comm);
+    size_t n = nccl_type_size(datatype);
+    ncclResult_t res;
+    uint64_t value = 0;
+
+    if (cm == NULL || op == NULL || scalar == NULL || n == 0 ||
+        (residence != ncclScalarDevice && residence != ncclScalarHostImmediate))
+        return nccl_fail(ncclInvalidArgument, "ncclRedOpCreatePreMulSum: bad argument");
+    if (residence == ncclScalarHostImmediate)
+        memcpy(&value, scalar, n); /* the value travels; NCCL copies it at this call too */
+    else
+        value = (uint64_t)(uintptr_t)scalar;
+    c.args[0] = cm->id;
+    c.args[1] = (uint64_t)datatype;
+    c.args[2] = (uint64_t)residence;
+    c.args[3] = value;
+    if ((res = nccl_call_sync(&c, "ncclRedOpCreatePreMulSum")) != ncclSuccess)
+        return res;
+    *op = (ncclRedOp_t)(c.nout >= 2 ? c.out[1] : ncclSum);
+    return ncclSuccess;
+}
+
+NCCL_EXPORT ncclResult_t ncclRedOpDestroy(ncclRedOp_t op, ncclComm_t comm)
+{
+    struct rgpu_nccl_call c = {.op = PROTO_OP_NCCL_REDOP_DESTROY, .nargs = 2, .stream_arg = ~0u};
+    struct ncclComm *cm = nccl_comm_check(comm);
+
+    if (cm == NULL || (int)op < ncclNumOps)
+        return nccl_fail(ncclInvalidArgument, "ncclRedOpDestroy: bad argument");
+    c.args[0] = cm->id;
+    c.args[1] = (uint64_t)op;
+    return nccl_call_sync(&c, "ncclRedOpDestroy");
+}
+
+NCCL_PROFILE_ALIAS(ncclAllReduce)
+NCCL_PROFILE_ALIAS(ncclBroadcast)
+NCCL_PROFILE_ALIAS(ncclBcast)
+NCCL_PROFILE_ALIAS(ncclReduce)
+NCCL_PROFILE_ALIAS(ncclAllGather)
+NCCL_PROFILE_ALIAS(ncclReduceScatter)
+NCCL_PROFILE_ALIAS(ncclSend)
+NCCL_PROFILE_ALIAS(ncclRecv)
+NCCL_PROFILE_ALIAS(ncclGroupStart)
+NCCL_PROFILE_ALIAS(ncclGroupEnd)
+NCCL_PROFILE_ALIAS(ncclMemAlloc)
+NCCL_PROFILE_ALIAS(ncclMemFree)
+NCCL_PROFILE_ALIAS(ncclCommRegister)
+NCCL_PROFILE_ALIAS(ncclCommDeregister)
+NCCL_PROFILE_ALIAS(ncclRedOpCreatePreMulSum)
+NCCL_PROFILE_ALIAS(ncclRedOpDestroy)

@@ -1,0 +1,55 @@
+/* Private to the NCCL shim (nccl/): its communicators and the client library it talks through. */
+#ifndef RGPU_NCCL_SHIM_H
+#define RGPU_NCCL_SHIM_H
+
+#include <stdint.h>
+
+#include <cuda.h>
+
+#include "client/rgpu_ext.h"
+#include "nccl/nccl_abi.h"
+#include "proto/ops.h"
+
+#define NCCL_EXPORT __attribute__((visibility("default")))
+/* NCCL also exports each entry point as pnccl* (for profilers); so does the shim. */
+#define NCCL_PROFILE_ALIAS(name)                                                               \
+    extern __typeof__(name) p##name __attribute__((alias(#name), visibility("default")));
+
+/* What the application's ncclComm_t points at: the worker knows the communicator by id. */
+#define NCCL_SHIM_COMM_MAGIC 0x6e63636cu
+struct ncclComm {
+    uint32_t magic; /* NCCL_SHIM_COMM_MAGIC while alive */
+    int nranks, rank, dev;
+    uint64_t id;
+};
+
+/* The process's client libcuda.so.1 (the one already loaded, else the one beside this library),
+ * cuInit done; NULL (logged once) when it is not there or not rgpu's. */
+struct nccl_client {
+    rgpu_nccl_call_fn call;
+    CUresult (*cuCtxGetDevice)(CUdevice *dev);
+    CUresult (*cuCtxGetCurrent)(CUcontext *ctx);
+    CUresult (*cuCtxSetCurrent)(CUcontext ctx);
+    CUresult (*cuDevicePrimaryCtxRetain)(CUcontext *ctx, CUdevice dev);
+    CUresult (*cuDeviceGet)(CUdevice *dev, int ordinal);
+};
+const struct nccl_client *nccl_client(void);
+
+/* Run one operation synchronously: ncclSuccess and out[] filled, or the error (the worker's
+ * out[0], or the mapping of a driver-level failure), remembered for ncclGetLastError. */
+ncclResult_t nccl_call_sync(struct rgpu_nccl_call *c, const char *what);
+/* Send one without waiting (collectives, groups). */
+ncclResult_t nccl_call_async(struct rgpu_nccl_call *c, const char *what);
+/* Remember an error of the shim's own checks for ncclGetLastError; returns res. */
+ncclResult_t nccl_fail(ncclResult_t res, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+/* A live communicator of this shim, or NULL. */
+struct ncclComm *nccl_comm_check(ncclComm_t comm);
+/* The config words of the wire (nccl/nccl_wire.h) from an application's config (NULL: unset). */
+void nccl_config_words(const ncclConfig_t *config, uint64_t *words);
+
+/* Exported entry points the shim itself calls. */
+ncclResult_t ncclGroupStart(void);
+ncclResult_t ncclGroupEnd(void);
+
+#endif

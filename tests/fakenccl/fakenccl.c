@@ -1,0 +1,598 @@
+/* A fake libnccl.so.2 for CI (test double under gpu-server's worker, on the fake driver, whose
+ * device memory is host memory): it really combines the ranks' buffers across processes through
+ * POSIX shared memory named by the unique id, with a barrier per step. Collectives run at the
+ * call (the fake driver's streams are synchronous), grouped calls at ncclGroupEnd with sends
+ * first. A rank that waits for a peer notices a dead peer process and reports ncclRemoteError as
+ * the communicator's async error, and keeps waiting, like a real NCCL kernel, until the
+ * communicator is aborted (from another thread), so the worker's watchdog is what ends the wait.
+ * Limits: 8 ranks, 1 MiB per rank per collective, 256 KiB per send, no 16-bit float
+ * reductions.
+ * FAKENCCL_DRIVER names the fake driver (for ncclMemAlloc and the communicator's own 1 MiB of
+ * device memory); FAKENCCL_VERSION overrides the version code. */
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "nccl/nccl_abi.h"
+
+#define FK_EXPORT __attribute__((visibility("default")))
+#define FK_MAX_RANKS 8
+#define FK_SLOT (1u << 20)
+#define FK_BOX (256u << 10) /* one point-to-point mailbox */
+#define FK_MAX_OPS 8
+#define FK_COMM_BYTES (1u << 20)
+#define FK_GIVE_UP_S 120 /* never hang CI: a wait this long fails with ncclSystemError */
+
+struct fk_shm {
+    atomic_int joined;
+    atomic_ullong arrived;
+    pid_t pids[FK_MAX_RANKS];
+    int colors[FK_MAX_RANKS], keys[FK_MAX_RANKS];
+    struct {
+        atomic_int full;
+        uint32_t len;
+    } mbox[FK_MAX_RANKS][FK_MAX_RANKS];
+};
+#define FK_SHM_BYTES (sizeof(struct fk_shm) + (size_t)FK_MAX_RANKS * FK_SLOT + (size_t)FK_MAX_RANKS * FK_MAX_RANKS * FK_BOX)
+
+struct ncclComm {
+    char name[64];
+    int nranks, rank, splits;
+    struct fk_shm *shm;
+    uint8_t *slots; /* FK_MAX_RANKS collective slots, then FK_MAX_RANKS^2 mailboxes */
+    uint64_t barriers;
+    atomic_int aborted, async;
+    double premul[FK_MAX_OPS];
+    void *internal; /* device memory of the communicator (quota accounting tests) */
+};
+
+struct fk_op {
+    int kind; /* 0 allreduce 1 bcast 2 reduce 3 allgather 4 reducescatter 5 send 6 recv */
+    const void *sb;
+    void *rb;
+    size_t count;
+    ncclDataType_t t;
+    int op, root;
+    struct ncclComm *comm;
+};
+static __thread int group_depth;
+static __thread struct fk_op *queued;
+static __thread size_t nqueued, queued_cap;
+
+
+/* ---- the fake driver's memory ----------------------------------------------------------- */
+
+typedef int (*mem_alloc_fn)(uint64_t *dptr, size_t n);
+typedef int (*mem_free_fn)(uint64_t dptr);
+static mem_alloc_fn drv_alloc;
+static mem_free_fn drv_free;
+
+static void drv_bind(void)
+{
+    const char *path = getenv("FAKENCCL_DRIVER");
+    void *dl;
+
+    if (drv_alloc != NULL || path == NULL || (dl = dlopen(path, RTLD_NOW | RTLD_NOLOAD)) == NULL)
+        return;
+    drv_free = (mem_free_fn)dlsym(dl, "cuMemFree_v2");
+    drv_alloc = (mem_alloc_fn)dlsym(dl, "cuMemAlloc_v2");
+}
+
+/* ---- waiting ------------------------------------------------------------------------------ */
+
+static bool peer_dead(const struct ncclComm *c)
+{
+    for (int r = 0; r < c->nranks; r++)
+        if (c->shm->pids[r] > 0 && kill(c->shm->pids[r], 0) != 0 && errno == ESRCH)
+            return true;
+    return false;
+}
+
+/* Wait until *v >= target; ncclSuccess, or the error that ended the wait. */
+static ncclResult_t wait_for(struct ncclComm *c, atomic_ullong *v, unsigned long long target)
+{
+    time_t start = time(NULL);
+    const struct timespec nap = {0, 100 * 1000};
+
+    while (atomic_load(v) < target) {
+        if (atomic_load(&c->aborted))
+            return ncclRemoteError;
+        if (atomic_load(&c->async) == ncclSuccess && peer_dead(c))
+            atomic_store(&c->async, ncclRemoteError); /* the worker's watchdog aborts us */
+        if (time(NULL) - start > FK_GIVE_UP_S)
+            return ncclSystemError;
+        nanosleep(&nap, NULL);
+    }
+    return ncclSuccess;
+}
+
+static ncclResult_t barrier(struct ncclComm *c)
+{
+    atomic_fetch_add(&c->shm->arrived, 1);
+    c->barriers++;
+    return wait_for(c, &c->shm->arrived, c->barriers * (unsigned long long)c->nranks);
+}
+
+static ncclResult_t wait_int(struct ncclComm *c, atomic_int *v, int want)
+{
+    time_t start = time(NULL);
+    const struct timespec nap = {0, 100 * 1000};
+
+    while (atomic_load(v) != want) {
+        if (atomic_load(&c->aborted))
+            return ncclRemoteError;
+        if (atomic_load(&c->async) == ncclSuccess && peer_dead(c))
+            atomic_store(&c->async, ncclRemoteError);
+        if (time(NULL) - start > FK_GIVE_UP_S)
+            return ncclSystemError;
+        nanosleep(&nap, NULL);
+    }
+    return ncclSuccess;
+}
+
+/* ---- reductions --------------------------------------------------------------------------- */
+
+#define REDUCE_CASE(T, tcode)                                                                  \
+    case tcode: {                                                                              \
+        T *d = dst;                                                                            \
+        const T *x = src;                                                                      \
+        for (size_t i = 0; i < n; i++)                                                         \
+            switch (op) {                                                                      \
+            case ncclProd: d[i] = first ? x[i] : (T)(d[i] * x[i]); break;                      \
+            case ncclMax: d[i] = first || x[i] > d[i] ? x[i] : d[i]; break;                    \
+            case ncclMin: d[i] = first || x[i] < d[i] ? x[i] : d[i]; break;                    \
+            default: d[i] = (T)((first ? 0 : d[i]) + (T)(x[i] * scale)); break;                \
+            }                                                                                  \
+        return true;                                                                           \
+    }
+
+static bool reduce_into(void *dst, const void *src, size_t n, ncclDataType_t t, int op,
+                        double scale, bool first)
+{
+    switch (t) {
+        REDUCE_CASE(int8_t, ncclInt8)
+        REDUCE_CASE(uint8_t, ncclUint8)
+        REDUCE_CASE(int32_t, ncclInt32)
+        REDUCE_CASE(uint32_t, ncclUint32)
+        REDUCE_CASE(int64_t, ncclInt64)
+        REDUCE_CASE(uint64_t, ncclUint64)
+        REDUCE_CASE(float, ncclFloat32)
+        REDUCE_CASE(double, ncclFloat64)
+    default: return false;
+    }
+}
+
+static bool finish_avg(void *dst, size_t n, ncclDataType_t t, int nranks)
+{
+    if (t == ncclFloat32)
+        for (size_t i = 0; i < n; i++)
+            ((float *)dst)[i] /= (float)nranks;
+    else if (t == ncclFloat64)
+        for (size_t i = 0; i < n; i++)
+            ((double *)dst)[i] /= nranks;
+    else if (t == ncclInt32)
+        for (size_t i = 0; i < n; i++)
+            ((int32_t *)dst)[i] /= nranks;
+    else
+        return false;
+    return true;
+}
+
+/* dst = op over ranks of slot[r] + offset (n elements). */
+static ncclResult_t combine(struct ncclComm *c, void *dst, size_t offset, size_t n,
+                            ncclDataType_t t, int op)
+{
+    double scale = op >= ncclNumOps ? c->premul[op - ncclNumOps] : 1.0;
+    int base = op >= ncclNumOps || op == ncclAvg ? ncclSum : op;
+
+    if (op >= ncclNumOps + FK_MAX_OPS)
+        return ncclInvalidArgument;
+    for (int r = 0; r < c->nranks; r++)
+        if (!reduce_into(dst, c->slots + (size_t)r * FK_SLOT + offset, n, t, base, scale, r == 0))
+            return ncclInvalidArgument;
+    if (op == ncclAvg && !finish_avg(dst, n, t, c->nranks))
+        return ncclInvalidArgument;
+    return ncclSuccess;
+}
+
+/* ---- one operation ------------------------------------------------------------------------ */
+
+static ncclResult_t run_p2p(const struct fk_op *o, size_t bytes)
+{
+    struct ncclComm *c = o->comm;
+    int from = o->kind == 5 ? c->rank : o->root, to = o->kind == 5 ? o->root : c->rank;
+    uint8_t *box = c->slots + (size_t)FK_MAX_RANKS * FK_SLOT +
+                   ((size_t)from * FK_MAX_RANKS + (size_t)to) * FK_BOX;
+    ncclResult_t res;
+
+    if (bytes > FK_BOX)
+        return ncclInvalidArgument;
+    if ((res = wait_int(c, &c->shm->mbox[from][to].full, o->kind == 5 ? 0 : 1)) != ncclSuccess)
+        return res;
+    if (o->kind == 5) {
+        memcpy(box, o->sb, bytes);
+        c->shm->mbox[from][to].len = (uint32_t)bytes;
+        atomic_store(&c->shm->mbox[from][to].full, 1);
+        return ncclSuccess;
+    }
+    if (c->shm->mbox[from][to].len != bytes)
+        return ncclInvalidUsage; /* the sizes of a send and its receive differ */
+    memcpy(o->rb, box, bytes);
+    atomic_store(&c->shm->mbox[from][to].full, 0);
+    return ncclSuccess;
+}
+
+static ncclResult_t run_op(const struct fk_op *o)
+{
+    struct ncclComm *c = o->comm;
+    size_t es = nccl_type_size(o->t), bytes = o->count * es;
+    uint8_t *mine = c->slots + (size_t)c->rank * FK_SLOT;
+    ncclResult_t res;
+
+    if (atomic_load(&c->aborted))
+        return ncclInvalidUsage;
+    if (bytes * (o->kind == 4 ? (size_t)c->nranks : 1) > FK_SLOT || es == 0)
+        return ncclInvalidArgument;
+    if (o->kind >= 5)
+        return run_p2p(o, bytes);
+    if (o->kind != 1 || c->rank == o->root)
+        memcpy(mine, o->sb, o->kind == 4 ? bytes * (size_t)c->nranks : bytes);
+    if ((res = barrier(c)) != ncclSuccess)
+        return res;
+    switch (o->kind) {
+    case 0: res = combine(c, o->rb, 0, o->count, o->t, o->op); break;
+    case 1: memcpy(o->rb, c->slots + (size_t)o->root * FK_SLOT, bytes); break;
+    case 2: res = c->rank == o->root ? combine(c, o->rb, 0, o->count, o->t, o->op) : ncclSuccess;
+            break;
+    case 3:
+        for (int r = 0; r < c->nranks; r++)
+            memcpy((uint8_t *)o->rb + (size_t)r * bytes, c->slots + (size_t)r * FK_SLOT, bytes);
+        break;
+    default: res = combine(c, o->rb, (size_t)c->rank * bytes, o->count, o->t, o->op); break;
+    }
+    if (res != ncclSuccess)
+        return res;
+    return barrier(c);
+}
+
+static ncclResult_t submit(int kind, const void *sb, void *rb, size_t count, ncclDataType_t t,
+                           int op, int root, ncclComm_t comm)
+{
+    struct fk_op o = {kind, sb, rb, count, t, op, root, comm};
+
+    if (comm == NULL)
+        return ncclInvalidArgument;
+    if (group_depth == 0)
+        return run_op(&o);
+    if (nqueued == queued_cap) {
+        size_t cap = queued_cap ? 2 * queued_cap : 16;
+        struct fk_op *q = realloc(queued, cap * sizeof(*q));
+
+        if (q == NULL)
+            return ncclSystemError;
+        queued = q, queued_cap = cap;
+    }
+    queued[nqueued++] = o;
+    return ncclSuccess;
+}
+
+FK_EXPORT ncclResult_t ncclGroupStart(void)
+{
+    group_depth++;
+    return ncclSuccess;
+}
+
+FK_EXPORT ncclResult_t ncclGroupEnd(void)
+{
+    ncclResult_t res = ncclSuccess, r;
+
+    if (group_depth == 0)
+        return ncclInvalidUsage;
+    if (--group_depth > 0)
+        return ncclSuccess;
+    for (int pass = 0; pass < 2; pass++) /* sends first, so grouped exchanges never deadlock */
+        for (size_t i = 0; i < nqueued; i++)
+            if ((queued[i].kind == 5) == (pass == 0) && (r = run_op(&queued[i])) != ncclSuccess &&
+                res == ncclSuccess)
+                res = r;
+    nqueued = 0;
+    return res;
+}
+
+FK_EXPORT ncclResult_t ncclAllReduce(const void *sb, void *rb, size_t count, ncclDataType_t t,
+                                     ncclRedOp_t op, ncclComm_t comm, void *stream)
+{
+    return submit(0, sb, rb, count, t, (int)op, 0, comm);
+}
+
+FK_EXPORT ncclResult_t ncclBroadcast(const void *sb, void *rb, size_t count, ncclDataType_t t,
+                                     int root, ncclComm_t comm, void *stream)
+{
+    return submit(1, sb, rb, count, t, 0, root, comm);
+}
+
+FK_EXPORT ncclResult_t ncclReduce(const void *sb, void *rb, size_t count, ncclDataType_t t,
+                                  ncclRedOp_t op, int root, ncclComm_t comm, void *stream)
+{
+    return submit(2, sb, rb, count, t, (int)op, root, comm);
+}
+
+FK_EXPORT ncclResult_t ncclAllGather(const void *sb, void *rb, size_t count, ncclDataType_t t,
+                                     ncclComm_t comm, void *stream)
+{
+    return submit(3, sb, rb, count, t, 0, 0, comm);
+}
+
+FK_EXPORT ncclResult_t ncclReduceScatter(const void *sb, void *rb, size_t count,
+                                         ncclDataType_t t, ncclRedOp_t op, ncclComm_t comm,
+                                         void *stream)
+{
+    return submit(4, sb, rb, count, t, (int)op, 0, comm);
+}
+
+FK_EXPORT ncclResult_t ncclSend(const void *sb, size_t count, ncclDataType_t t, int peer,
+                                ncclComm_t comm, void *stream)
+{
+    return submit(5, sb, NULL, count, t, 0, peer, comm);
+}
+
+FK_EXPORT ncclResult_t ncclRecv(void *rb, size_t count, ncclDataType_t t, int peer,
+                                ncclComm_t comm, void *stream)
+{
+    return submit(6, NULL, rb, count, t, 0, peer, comm);
+}
+
+/* ---- communicators ------------------------------------------------------------------------ */
+
+FK_EXPORT ncclResult_t ncclGetVersion(int *v)
+{
+    const char *env = getenv("FAKENCCL_VERSION");
+
+    *v = env != NULL ? atoi(env) : NCCL_ABI_VERSION(2, 28, 1);
+    return ncclSuccess;
+}
+
+FK_EXPORT ncclResult_t ncclGetUniqueId(ncclUniqueId *id)
+{
+    int fd = open("/dev/urandom", O_RDONLY);
+
+    memset(id, 0, sizeof(*id));
+    memcpy(id->internal, "FAKENCCL", 8);
+    if (fd < 0 || read(fd, id->internal + 8, 16) != 16) {
+        if (fd >= 0)
+            close(fd);
+        return ncclSystemError;
+    }
+    close(fd);
+    return ncclSuccess;
+}
+
+static ncclResult_t comm_open(const char *name, int nranks, int rank, ncclComm_t *out)
+{
+    struct ncclComm *c = calloc(1, sizeof(*c));
+    ncclResult_t res = ncclSystemError;
+    int fd;
+
+    if (c == NULL)
+        return ncclSystemError;
+    snprintf(c->name, sizeof(c->name), "%s", name);
+    c->nranks = nranks;
+    c->rank = rank;
+    if ((fd = shm_open(name, O_CREAT | O_RDWR, 0600)) < 0)
+        goto err_free;
+    if (ftruncate(fd, FK_SHM_BYTES) != 0 ||
+        (c->shm = mmap(NULL, FK_SHM_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)) ==
+            MAP_FAILED) {
+        close(fd);
+        goto err_free;
+    }
+    close(fd);
+    c->slots = (uint8_t *)(c->shm + 1);
+    c->shm->pids[rank] = getpid();
+    atomic_fetch_add(&c->shm->joined, 1);
+    if ((res = wait_int(c, &c->shm->joined, nranks)) != ncclSuccess ||
+        (res = barrier(c)) != ncclSuccess)
+        goto err_unmap;
+    if (rank == 0)
+        shm_unlink(name); /* every rank has it mapped now */
+    drv_bind();
+    if (drv_alloc != NULL) {
+        uint64_t d = 0;
+
+        if (drv_alloc(&d, FK_COMM_BYTES) != 0) {
+            res = ncclUnhandledCudaError;
+            goto err_unmap;
+        }
+        c->internal = (void *)(uintptr_t)d;
+    }
+    *out = c;
+    return ncclSuccess;
+err_unmap:
+    munmap(c->shm, FK_SHM_BYTES);
+    shm_unlink(name);
+err_free:
+    free(c);
+    return res;
+}
+
+FK_EXPORT ncclResult_t ncclCommInitRankConfig(ncclComm_t *comm, int nranks, ncclUniqueId id,
+                                              int rank, ncclConfig_t *config)
+{
+    char name[64];
+
+    if (nranks < 1 || nranks > FK_MAX_RANKS || rank < 0 || rank >= nranks ||
+        memcmp(id.internal, "FAKENCCL", 8) != 0)
+        return ncclInvalidArgument;
+    /* A config as rgpu's worker passes one (NCCL 2.18's layout, blocking); minCTAs above
+     * maxCTAs is refused, as NCCL refuses it. */
+    if (config != NULL &&
+        (config->magic != NCCL_CONFIG_MAGIC || config->version != NCCL_ABI_VERSION(2, 18, 0) ||
+         config->size < offsetof(ncclConfig_t, splitShare) + sizeof(int) || config->blocking != 1 ||
+         (config->minCTAs != NCCL_CONFIG_UNDEF_INT && config->maxCTAs != NCCL_CONFIG_UNDEF_INT &&
+          config->minCTAs > config->maxCTAs)))
+        return ncclInvalidArgument;
+    snprintf(name, sizeof(name), "/fakenccl-");
+    for (int i = 0; i < 16; i++)
+        snprintf(name + 10 + 2 * i, 3, "%02x", (uint8_t)id.internal[8 + i]);
+    return comm_open(name, nranks, rank, comm);
+}
+
+FK_EXPORT ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t *newcomm,
+                                     ncclConfig_t *config)
+{
+    struct fk_shm *sh = comm->shm;
+    int nranks = 0, rank = 0;
+    char name[64];
+    ncclResult_t res;
+
+    sh->colors[comm->rank] = color;
+    sh->keys[comm->rank] = key;
+    if ((res = barrier(comm)) != ncclSuccess)
+        return res;
+    for (int r = 0; r < comm->nranks; r++)
+        if (sh->colors[r] == color) {
+            nranks++;
+            if (sh->keys[r] < key || (sh->keys[r] == key && r < comm->rank))
+                rank++;
+        }
+    comm->splits++;
+    if ((res = barrier(comm)) != ncclSuccess)
+        return res;
+    *newcomm = NULL;
+    if (color == NCCL_SPLIT_NOCOLOR)
+        return ncclSuccess;
+    snprintf(name, sizeof(name), "%.40s-%d-%d", comm->name, comm->splits, color);
+    return comm_open(name, nranks, rank, newcomm);
+}
+
+FK_EXPORT ncclResult_t ncclCommFinalize(ncclComm_t comm)
+{
+    return comm != NULL ? ncclSuccess : ncclInvalidArgument;
+}
+
+static void comm_free(ncclComm_t comm)
+{
+    if (comm->internal != NULL && drv_free != NULL)
+        drv_free((uint64_t)(uintptr_t)comm->internal);
+    munmap(comm->shm, FK_SHM_BYTES);
+    free(comm);
+}
+
+FK_EXPORT ncclResult_t ncclCommDestroy(ncclComm_t comm)
+{
+    if (comm == NULL)
+        return ncclInvalidArgument;
+    comm_free(comm);
+    return ncclSuccess;
+}
+
+/* Another thread may be waiting inside a collective of comm: it sees the flag and returns, so
+ * an aborted communicator's memory is freed only when the process ends. */
+static struct ncclComm *aborted_list[64];
+static atomic_int naborted;
+
+__attribute__((destructor)) static void free_aborted(void)
+{
+    for (int i = 0; i < atomic_load(&naborted) && i < 64; i++)
+        comm_free(aborted_list[i]);
+}
+
+FK_EXPORT ncclResult_t ncclCommAbort(ncclComm_t comm)
+{
+    int slot;
+
+    if (comm == NULL || atomic_exchange(&comm->aborted, 1) != 0)
+        return ncclSuccess;
+    if ((slot = atomic_fetch_add(&naborted, 1)) < 64)
+        aborted_list[slot] = comm;
+    if (comm->internal != NULL && drv_free != NULL)
+        drv_free((uint64_t)(uintptr_t)comm->internal);
+    comm->internal = NULL;
+    return ncclSuccess;
+}
+
+FK_EXPORT ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *e)
+{
+    if (comm == NULL || e == NULL)
+        return ncclInvalidArgument;
+    if (atomic_load(&comm->async) == ncclSuccess && peer_dead(comm))
+        atomic_store(&comm->async, ncclRemoteError);
+    *e = (ncclResult_t)atomic_load(&comm->async);
+    return ncclSuccess;
+}
+
+FK_EXPORT ncclResult_t ncclCommCount(ncclComm_t comm, int *n)
+{
+    *n = comm->nranks;
+    return ncclSuccess;
+}
+
+FK_EXPORT ncclResult_t ncclCommUserRank(ncclComm_t comm, int *r)
+{
+    *r = comm->rank;
+    return ncclSuccess;
+}
+
+FK_EXPORT ncclResult_t ncclMemAlloc(void **p, size_t n)
+{
+    uint64_t d = 0;
+
+    drv_bind();
+    if (drv_alloc == NULL || drv_alloc(&d, n) != 0)
+        return ncclUnhandledCudaError;
+    *p = (void *)(uintptr_t)d;
+    return ncclSuccess;
+}
+
+FK_EXPORT ncclResult_t ncclMemFree(void *p)
+{
+    drv_bind();
+    return drv_free != NULL && drv_free((uint64_t)(uintptr_t)p) == 0 ? ncclSuccess
+                                                                      : ncclInvalidArgument;
+}
+
+FK_EXPORT ncclResult_t ncclCommRegister(ncclComm_t comm, void *buf, size_t n, void **handle)
+{
+    *handle = buf;
+    return ncclSuccess;
+}
+
+FK_EXPORT ncclResult_t ncclCommDeregister(ncclComm_t comm, void *handle)
+{
+    return handle != NULL ? ncclSuccess : ncclInvalidArgument;
+}
+
+FK_EXPORT ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t *op, void *scalar, ncclDataType_t t,
+                                                ncclScalarResidence_t where, ncclComm_t comm)
+{
+    for (int i = 0; i < FK_MAX_OPS; i++)
+        if (comm->premul[i] == 0) {
+            double v = t == ncclFloat64 ? *(double *)scalar
+                       : t == ncclFloat32 ? *(float *)scalar
+                                           : (double)*(int32_t *)scalar;
+            comm->premul[i] = v != 0 ? v : 1e-300;
+            *op = (ncclRedOp_t)(ncclNumOps + i);
+            return ncclSuccess;
+        }
+    return ncclInvalidUsage;
+}
+
+FK_EXPORT ncclResult_t ncclRedOpDestroy(ncclRedOp_t op, ncclComm_t comm)
+{
+    if ((int)op < ncclNumOps || (int)op >= ncclNumOps + FK_MAX_OPS)
+        return ncclInvalidArgument;
+    comm->premul[op - ncclNumOps] = 0;
+    return ncclSuccess;
+}

@@ -1,0 +1,382 @@
+/* One rank of an NCCL job through rgpu: links libnccl.so.2 (the shim) and libcuda.so.1 (the
+ * client) as an application would. Rank 0 makes the unique id and writes it to IDFILE; the
+ * others read it. Modes:
+ *   all    every collective, grouped send/recv, split, PreMulSum, ncclMemAlloc, checked values
+ *   die    rank 1 exits abruptly after init; rank 0's all-reduce must fail, not hang
+ *   hang   rank 1 stays alive but never calls; rank 0 must fail after the worker's nccl_timeout
+ *          (NCCL_RANKS_GROUPED=1: rank 0 waits in a grouped send/recv instead of an all-reduce)
+ *   join   rank 0 writes an id; rank 1 (another tenant) joining with it must be refused
+ *   forge  (one process) an id with its MAC changed must be refused
+ *   quota  (one process) a communicator that does not fit the quota must fail
+ *   realid (one process) against a worker running a real NCCL (no GPU needed for this):
+ *          its version, and a unique id with NCCL's bytes and the worker's MAC
+ *   single (one process) ncclCommInitAll over one device; ncclCommInitRankConfig whose config
+ *          reaches the worker's NCCL (minCTAs > maxCTAs refused there, a good one accepted);
+ *          rgpuNcclCall refuses calls the op table does not allow
+ * Prints "rank R: ok" and exits 0 when every check passed. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cuda.h>
+
+#include "client/rgpu_ext.h"
+#include "nccl/nccl_abi.h"
+#include "proto/ops.h"
+
+/* The shim's entry points (the application's view; the ABI header declares only types). */
+ncclResult_t ncclGetUniqueId(ncclUniqueId *id);
+ncclResult_t ncclGetVersion(int *v);
+ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId id, int rank);
+ncclResult_t ncclCommInitRankConfig(ncclComm_t *comm, int nranks, ncclUniqueId id, int rank,
+                                    ncclConfig_t *config);
+ncclResult_t ncclCommInitAll(ncclComm_t *comms, int ndev, const int *devlist);
+ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t *newcomm,
+                           ncclConfig_t *config);
+ncclResult_t ncclCommDestroy(ncclComm_t comm);
+ncclResult_t ncclCommAbort(ncclComm_t comm);
+ncclResult_t ncclCommFinalize(ncclComm_t comm);
+ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *e);
+ncclResult_t ncclCommCount(ncclComm_t comm, int *n);
+ncclResult_t ncclCommUserRank(ncclComm_t comm, int *r);
+ncclResult_t ncclCommCuDevice(ncclComm_t comm, int *d);
+ncclResult_t ncclAllReduce(const void *, void *, size_t, ncclDataType_t, ncclRedOp_t,
+                           ncclComm_t, CUstream);
+ncclResult_t ncclBroadcast(const void *, void *, size_t, ncclDataType_t, int, ncclComm_t,
+                           CUstream);
+ncclResult_t ncclReduce(const void *, void *, size_t, ncclDataType_t, ncclRedOp_t, int,
+                        ncclComm_t, CUstream);
+ncclResult_t ncclAllGather(const void *, void *, size_t, ncclDataType_t, ncclComm_t, CUstream);
+ncclResult_t ncclReduceScatter(const void *, void *, size_t, ncclDataType_t, ncclRedOp_t,
+                               ncclComm_t, CUstream);
+ncclResult_t ncclSend(const void *, size_t, ncclDataType_t, int, ncclComm_t, CUstream);
+ncclResult_t ncclRecv(void *, size_t, ncclDataType_t, int, ncclComm_t, CUstream);
+ncclResult_t ncclGroupStart(void);
+ncclResult_t ncclGroupEnd(void);
+ncclResult_t ncclMemAlloc(void **p, size_t n);
+ncclResult_t ncclMemFree(void *p);
+ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t *, void *, ncclDataType_t,
+                                      ncclScalarResidence_t, ncclComm_t);
+ncclResult_t ncclRedOpDestroy(ncclRedOp_t, ncclComm_t);
+ncclResult_t ncclCommRegister(ncclComm_t, void *, size_t, void **);
+ncclResult_t ncclCommDeregister(ncclComm_t, void *);
+ncclResult_t ncclBcast(void *, size_t, ncclDataType_t, int, ncclComm_t, CUstream);
+const char *ncclGetLastError(ncclComm_t comm);
+/* The client's export for the shim (client/rgpu_ext.h), called here directly. */
+CUresult rgpuNcclCall(struct rgpu_nccl_call *c);
+
+#define N 1024
+static int rank, nranks, fails;
+static CUstream st;
+
+#define CU(x) do { CUresult r_ = (x); if (r_ != CUDA_SUCCESS) { fprintf(stderr, "rank %d: %s = %d\n", rank, #x, (int)r_); exit(2); } } while (0)
+#define NC(x) do { ncclResult_t r_ = (x); if (r_ != ncclSuccess) { fprintf(stderr, "rank %d: %s = %d (%s)\n", rank, #x, (int)r_, ncclGetLastError(NULL)); exit(3); } } while (0)
+#define EXPECT(c, ...) do { if (!(c)) { fprintf(stderr, "rank %d: FAILED %s: ", rank, #c); fprintf(stderr, __VA_ARGS__); fputc('\n', stderr); fails++; } } while (0)
+
+static void id_share(const char *path, ncclUniqueId *id)
+{
+    char tmp[4096];
+    FILE *f;
+
+    if (rank == 0) {
+        NC(ncclGetUniqueId(id));
+        snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+        if ((f = fopen(tmp, "wb")) == NULL || fwrite(id, sizeof(*id), 1, f) != 1 || fclose(f))
+            exit(4);
+        rename(tmp, path);
+        return;
+    }
+    for (int i = 0; i < 600; i++) {
+        if ((f = fopen(path, "rb")) != NULL) {
+            size_t got = fread(id, sizeof(*id), 1, f);
+            fclose(f);
+            if (got == 1)
+                return;
+        }
+        usleep(50000);
+    }
+    fprintf(stderr, "rank %d: no unique id in %s\n", rank, path);
+    exit(4);
+}
+
+static CUdeviceptr dev_floats(const float *host, size_t n)
+{
+    CUdeviceptr d;
+
+    CU(cuMemAlloc(&d, n * sizeof(float)));
+    if (host != NULL)
+        CU(cuMemcpyHtoD(d, host, n * sizeof(float)));
+    return d;
+}
+
+static void read_floats(float *host, CUdeviceptr d, size_t n)
+{
+    CU(cuStreamSynchronize(st));
+    CU(cuMemcpyDtoH(host, d, n * sizeof(float)));
+}
+
+static void collectives(ncclComm_t comm)
+{
+    static float in[N], out[8 * N];
+    CUdeviceptr s = 0, r = 0, g = 0;
+    float sum = 0, prod = 1;
+
+    for (int i = 0; i < N; i++)
+        in[i] = (float)(rank + 1) + (float)i;
+    for (int q = 0; q < nranks; q++)
+        sum += (float)(q + 1), prod *= (float)(q + 1);
+    s = dev_floats(in, N);
+    r = dev_floats(NULL, N);
+    g = dev_floats(NULL, (size_t)nranks * N);
+    NC(ncclAllReduce((void *)s, (void *)r, N, ncclFloat32, ncclSum, comm, st));
+    read_floats(out, r, N);
+    EXPECT(out[0] == sum && out[N - 1] == sum + (float)nranks * (N - 1), "allreduce sum %g", out[0]);
+    NC(ncclAllReduce((void *)s, (void *)r, 1, ncclFloat32, ncclProd, comm, st));
+    read_floats(out, r, 1);
+    EXPECT(out[0] == prod, "allreduce prod %g want %g", out[0], prod);
+    NC(ncclAllReduce((void *)s, (void *)r, 1, ncclFloat32, ncclMax, comm, st));
+    read_floats(out, r, 1);
+    EXPECT(out[0] == (float)nranks, "allreduce max %g", out[0]);
+    NC(ncclBroadcast((void *)s, (void *)r, N, ncclFloat32, nranks - 1, comm, st));
+    read_floats(out, r, N);
+    EXPECT(out[0] == (float)nranks && out[5] == (float)nranks + 5, "broadcast %g", out[0]);
+    CU(cuMemsetD32(r, 0, N));
+    NC(ncclReduce((void *)s, (void *)r, N, ncclFloat32, ncclMin, 0, comm, st));
+    read_floats(out, r, N);
+    EXPECT(rank != 0 || out[3] == 4.0f, "reduce min at root %g", out[3]);
+    EXPECT(rank == 0 || out[3] == 0.0f, "reduce wrote a non-root %g", out[3]);
+    NC(ncclAllGather((void *)s, (void *)g, N, ncclFloat32, comm, st));
+    read_floats(out, g, (size_t)nranks * N);
+    for (int q = 0; q < nranks; q++)
+        EXPECT(out[(size_t)q * N + 2] == (float)(q + 1) + 2, "allgather part %d: %g", q,
+               out[(size_t)q * N + 2]);
+    NC(ncclAllReduce((void *)s, (void *)g, N, ncclFloat32, ncclSum, comm, st)); /* g: all sums */
+    NC(ncclReduceScatter((void *)g, (void *)r, N / nranks, ncclFloat32, ncclSum, comm, st));
+    read_floats(out, r, 1);
+    EXPECT(out[0] == (float)nranks * (sum + (float)(rank * (N / nranks)) * nranks),
+           "reducescatter %g", out[0]);
+    /* a ring exchange in one group: each sends to the next and receives from the previous */
+    NC(ncclGroupStart());
+    NC(ncclSend((void *)s, N, ncclFloat32, (rank + 1) % nranks, comm, st));
+    NC(ncclRecv((void *)r, N, ncclFloat32, (rank + nranks - 1) % nranks, comm, st));
+    NC(ncclGroupEnd());
+    read_floats(out, r, N);
+    EXPECT(out[1] == (float)((rank + nranks - 1) % nranks + 1) + 1, "ring recv %g", out[1]);
+    {
+        float half = 0.5f;
+        ncclRedOp_t op;
+
+        NC(ncclRedOpCreatePreMulSum(&op, &half, ncclFloat32, ncclScalarHostImmediate, comm));
+        NC(ncclAllReduce((void *)s, (void *)r, 1, ncclFloat32, op, comm, st));
+        read_floats(out, r, 1);
+        EXPECT(out[0] == sum * 0.5f, "premulsum %g", out[0]);
+        NC(ncclRedOpDestroy(op, comm));
+    }
+    CU(cuMemFree(s));
+    CU(cuMemFree(r));
+    CU(cuMemFree(g));
+}
+
+static void mode_all(ncclComm_t comm)
+{
+    ncclComm_t half;
+    ncclResult_t e;
+    void *p = NULL;
+    int v, n, me, dev;
+
+    NC(ncclGetVersion(&v));
+    printf("rank %d: NCCL version %d\n", rank, v);
+    if (getenv("NCCL_RANKS_VERSION") != NULL && *getenv("NCCL_RANKS_VERSION") != '\0') /* the worker's NCCL answers, not the shim */
+        EXPECT(v == atoi(getenv("NCCL_RANKS_VERSION")), "version %d", v);
+    NC(ncclCommCount(comm, &n));
+    NC(ncclCommUserRank(comm, &me));
+    NC(ncclCommCuDevice(comm, &dev));
+    EXPECT(n == nranks && me == rank && dev == 0, "count %d rank %d dev %d", n, me, dev);
+    collectives(comm);
+    NC(ncclCommSplit(comm, rank % 2, -rank, &half, NULL)); /* reversed order by key */
+    NC(ncclCommCount(half, &n));
+    NC(ncclCommUserRank(half, &me));
+    EXPECT(n == (nranks + 1 - rank % 2) / 2, "split count %d", n);
+    EXPECT(me == n - 1 - rank / 2, "split rank %d", me);
+    NC(ncclCommDestroy(half));
+    NC(ncclMemAlloc(&p, 1 << 20));
+    CU(cuMemsetD8((CUdeviceptr)p, 7, 1 << 20));
+    {
+        unsigned type = 0;
+        unsigned char b[2] = {0};
+
+        CU(cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, (CUdeviceptr)p));
+        EXPECT(type == CU_MEMORYTYPE_DEVICE, "ncclMemAlloc memory is of type %u", type);
+        CU(cuMemcpy((CUdeviceptr)b, (CUdeviceptr)p + 5, 2)); /* direction inferred: DtoH */
+        EXPECT(b[0] == 7 && b[1] == 7, "cuMemcpy from NCCL memory: %d", b[0]);
+    }
+    {
+        void *handle = NULL;
+        unsigned char b[4] = {0};
+
+        NC(ncclCommRegister(comm, p, 1 << 20, &handle));
+        if (rank == 0)
+            CU(cuMemsetD8((CUdeviceptr)p, 9, 4));
+        NC(ncclBcast(p, 4, ncclUint8, 0, comm, st)); /* in place, from rank 0 */
+        CU(cuStreamSynchronize(st));
+        CU(cuMemcpyDtoH(b, (CUdeviceptr)p, 4));
+        EXPECT(b[0] == 9 && b[3] == 9, "bcast into NCCL memory: %d", b[0]);
+        NC(ncclCommDeregister(comm, handle));
+    }
+    NC(ncclMemFree(p));
+    NC(ncclCommGetAsyncError(comm, &e));
+    EXPECT(e == ncclSuccess, "async error %d", (int)e);
+    NC(ncclCommFinalize(comm));
+    NC(ncclCommDestroy(comm));
+}
+
+/* A peer is gone: the all-reduce must end with an error within `limit` seconds. */
+static void expect_failure(ncclComm_t comm, int limit, ncclResult_t want)
+{
+    CUdeviceptr s = dev_floats(NULL, N);
+    time_t t0 = time(NULL);
+    ncclResult_t e = ncclSuccess;
+
+    if (getenv("NCCL_RANKS_GROUPED") != NULL) { /* the wait is in ncclGroupEnd */
+        NC(ncclGroupStart());
+        NC(ncclSend((void *)s, N, ncclFloat32, 1, comm, st));
+        NC(ncclRecv((void *)s, N, ncclFloat32, 1, comm, st));
+        NC(ncclGroupEnd());
+    } else
+        NC(ncclAllReduce((void *)s, (void *)s, N, ncclFloat32, ncclSum, comm, st));
+    CU(cuStreamSynchronize(st)); /* returns: the worker aborted the communicator */
+    NC(ncclCommGetAsyncError(comm, &e));
+    EXPECT(e == want, "async error %d, want %d", (int)e, (int)want);
+    EXPECT(time(NULL) - t0 <= limit, "took %ld s", (long)(time(NULL) - t0));
+    EXPECT(ncclAllReduce((void *)s, (void *)s, N, ncclFloat32, ncclSum, comm, st) == ncclSuccess,
+           "a later collective is still accepted (its error is the sticky one)");
+    NC(ncclCommAbort(comm));
+}
+
+/* The client's generic forwarder (client/nccl_ext.c) checks each call against the op table
+ * before it is sent: an op that is not an NCCL one, too few or too many argument words (too few
+ * would end the session at the worker), NOREPLY for an op that answers, and a stream argument
+ * for an op without one are refused with INVALID_VALUE; the session goes on. */
+static void forwarder_checks(void)
+{
+    const struct rgpu_nccl_call ok = {.size = sizeof(ok), .op = PROTO_OP_NCCL_GET_VERSION,
+                                      .stream_arg = ~0u};
+    struct rgpu_nccl_call c[5] = {ok, ok, ok, ok, ok};
+    const char *what[5] = {"a CUDA op", "too few words", "too many words", "async with a reply",
+                           "a stream for an op without"};
+
+    c[0].op = PROTO_OP_MEM_ALLOC, c[0].nargs = 1, c[0].args[0] = 4096;
+    c[1].op = PROTO_OP_NCCL_MEM_ALLOC, c[1].nargs = 0;
+    c[2].op = PROTO_OP_NCCL_MEM_ALLOC, c[2].nargs = 2, c[2].args[0] = 4096;
+    c[3].op = PROTO_OP_NCCL_MEM_ALLOC, c[3].nargs = 1, c[3].args[0] = 4096, c[3].async = 1;
+    c[4].op = PROTO_OP_NCCL_ASYNC_ERROR, c[4].nargs = 1, c[4].stream_arg = 0;
+    for (int i = 0; i < 5; i++)
+        EXPECT(rgpuNcclCall(&c[i]) == CUDA_ERROR_INVALID_VALUE, "%s: not refused", what[i]);
+    c[0] = ok;
+    EXPECT(rgpuNcclCall(&c[0]) == CUDA_SUCCESS && c[0].nout == 2 && c[0].out[0] == 0,
+           "NCCL_GET_VERSION after the refusals: %u values, result %llu", c[0].nout,
+           (unsigned long long)c[0].out[0]);
+}
+
+static void mode_single(void)
+{
+    ncclConfig_t bad = {.size = sizeof(ncclConfig_t), .magic = NCCL_CONFIG_MAGIC,
+                        .version = NCCL_ABI_VERSION(2, 28, 0), .blocking = 0,
+                        .cgaClusterSize = NCCL_CONFIG_UNDEF_INT, .minCTAs = 4, .maxCTAs = 2,
+                        .splitShare = NCCL_CONFIG_UNDEF_INT}, good = bad;
+    CUdeviceptr d = dev_floats(NULL, 4);
+    float one[4] = {1, 1, 1, 1}, out[4];
+    ncclUniqueId id;
+    ncclComm_t comm;
+
+    NC(ncclCommInitAll(&comm, 1, NULL));
+    CU(cuMemcpyHtoD(d, one, sizeof(one)));
+    NC(ncclAllReduce((void *)d, (void *)d, 4, ncclFloat32, ncclSum, comm, st));
+    read_floats(out, d, 4);
+    EXPECT(out[2] == 1.0f, "one-rank all-reduce %g", out[2]);
+    NC(ncclCommDestroy(comm));
+    NC(ncclGetUniqueId(&id));
+    EXPECT(ncclCommInitRankConfig(&comm, 1, id, 0, &bad) == ncclInvalidArgument,
+           "minCTAs > maxCTAs accepted: the config did not reach the worker's NCCL");
+    good.minCTAs = 1;
+    good.maxCTAs = 4;
+    good.cgaClusterSize = 2;
+    NC(ncclGetUniqueId(&id));
+    NC(ncclCommInitRankConfig(&comm, 1, id, 0, &good));
+    NC(ncclCommDestroy(comm));
+    forwarder_checks();
+}
+
+int main(int argc, char **argv)
+{
+    const char *mode = argc > 4 ? argv[1] : "";
+    ncclComm_t comm = NULL;
+    ncclUniqueId id;
+    CUcontext ctx;
+    CUdevice dev;
+    ncclResult_t res;
+
+    if (argc < 5) {
+        fprintf(stderr, "usage: nccl_ranks all|die|hang|join|forge|quota|single|realid RANK NRANKS IDFILE\n");
+        return 2;
+    }
+    rank = atoi(argv[2]);
+    nranks = atoi(argv[3]);
+    CU(cuInit(0));
+    CU(cuDeviceGet(&dev, 0));
+    CU(cuDevicePrimaryCtxRetain(&ctx, dev));
+    CU(cuCtxSetCurrent(ctx));
+    CU(cuStreamCreate(&st, CU_STREAM_NON_BLOCKING));
+    if (strcmp(mode, "realid") == 0) {
+        int v = 0, head = 0, tail = 0;
+
+        NC(ncclGetVersion(&v));
+        printf("rank 0: NCCL version %d\n", v);
+        if (getenv("NCCL_RANKS_VERSION") != NULL && *getenv("NCCL_RANKS_VERSION") != '\0')
+            EXPECT(v == atoi(getenv("NCCL_RANKS_VERSION")), "version %d", v);
+        NC(ncclGetUniqueId(&id));
+        for (int i = 0; i < 96; i++)
+            head += id.internal[i] != 0;
+        for (int i = 96; i < 128; i++)
+            tail += id.internal[i] != 0;
+        EXPECT(head > 0 && tail > 16, "id: %d nonzero NCCL bytes, %d nonzero MAC bytes", head, tail);
+    } else if (strcmp(mode, "single") == 0) {
+        mode_single();
+    } else if (strcmp(mode, "forge") == 0 || strcmp(mode, "quota") == 0) {
+        CUdeviceptr hold;
+
+        NC(ncclGetUniqueId(&id));
+        if (strcmp(mode, "forge") == 0)
+            id.internal[120] ^= 1;
+        else
+            CU(cuMemAlloc(&hold, (size_t)atoi(argv[4]))); /* argv[4]: bytes to hold first */
+        res = ncclCommInitRank(&comm, 1, id, 0);
+        EXPECT(res == (strcmp(mode, "forge") == 0 ? ncclInvalidArgument : ncclUnhandledCudaError),
+               "init gave %d", (int)res);
+    } else if (strcmp(mode, "join") == 0) {
+        id_share(argv[4], &id); /* rank 0 only makes the id */
+        if (rank == 0) {
+            printf("rank 0: ok\n");
+            return 0;
+        }
+        res = ncclCommInitRank(&comm, nranks, id, rank);
+        EXPECT(res == ncclInvalidArgument, "joining another tenant's job gave %d", (int)res);
+    } else {
+        id_share(argv[4], &id);
+        NC(ncclCommInitRank(&comm, nranks, id, rank));
+        if (strcmp(mode, "all") == 0)
+            mode_all(comm);
+        else if (rank == 1 && strcmp(mode, "die") == 0)
+            _exit(0); /* no goodbye: the worker sees the connection drop */
+        else if (rank == 1)
+            sleep(30); /* hang: alive, never calls */
+        else
+            expect_failure(comm, 20, strcmp(mode, "die") == 0 ? ncclRemoteError : ncclSystemError);
+    }
+    if (fails != 0)
+        return 1;
+    printf("rank %d: ok\n", rank);
+    return 0;
+}
