@@ -50,8 +50,7 @@ static int session_try(const char *addr, const struct cli_conf *conf, char *why,
     snprintf(cli_sess.server, sizeof(cli_sess.server), "%s", addr);
     status = transport_tcp_ops.connect(addr, &opts, &cli_sess.conn);
     if (status != RG_OK) {
-        snprintf(why, why_len, "cannot reach gpu-server at %s: %s%s", addr,
-                 rg_status_str(status),
+        snprintf(why, why_len, "cannot reach gpu-server at %s: %s%s", addr, rg_status_str(status),
                  conf->npool > 1 ? ""
                                  : ". Start gpu-server there, or point the client at one with "
                                    "RGPU_SERVER=host:port or a client config (RGPU_CONFIG, "

@@ -22,8 +22,7 @@ int rgpu_find_libdir(char *buf, size_t len)
         return -1;
     exe[n] = '\0';
     dir = dirname(exe);
-    if (snprintf(buf, len, "%s/../lib/rgpu/libcuda.so.1", dir) < (int)len &&
-        access(buf, R_OK) == 0)
+    if (snprintf(buf, len, "%s/../lib/rgpu/libcuda.so.1", dir) < (int)len && access(buf, R_OK) == 0)
         return snprintf(buf, len, "%s/../lib/rgpu", dir) < (int)len ? 0 : -1;
     return snprintf(buf, len, "%s/../lib", dir) < (int)len ? 0 : -1;
 }
