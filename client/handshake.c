@@ -5,12 +5,16 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/socket.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include "client/session.h"
 #include "common/array_grow.h"
 #include "common/config.h"
 #include "transport/rdma.h"
+
+#define HANDSHAKE_TIMEOUT_MS 30000 /* a server that accepts and never answers */
 
 /* ---- handshake -------------------------------------------------------------------------- */
 
@@ -51,16 +55,16 @@ static void device_from_info(struct cli_device *dev, int ordinal, const Rgpu__De
     dev->pci_device = dev->attrs[CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID];
 }
 
-static CUresult take_welcome(struct cli_session *s, const Rgpu__Welcome *w)
+static CUresult take_welcome(struct cli_session *s, const Rgpu__Welcome *w, char *why,
+                             size_t why_len)
 {
     if (w->status != 0) {
-        rg_error("gpu-server at %s refused the session: %s", s->server,
+        snprintf(why, why_len, "gpu-server at %s refused the session: %s", s->server,
                  w->reason ? w->reason : "(no reason)");
         return w->status > 0 ? (CUresult)w->status : CUDA_ERROR_NOT_SUPPORTED;
     }
     /* The server accepted our major; it may be older (speaking an older minor) or newer. */
-    s->proto_minor =
-        w->proto_minor < PROTO_VERSION_MINOR ? w->proto_minor : PROTO_VERSION_MINOR;
+    s->proto_minor = w->proto_minor < PROTO_VERSION_MINOR ? w->proto_minor : PROTO_VERSION_MINOR;
     s->devices = calloc(w->n_devices ? w->n_devices : 1, sizeof(*s->devices));
     if (s->devices == NULL)
         return CUDA_ERROR_OUT_OF_MEMORY;
@@ -68,10 +72,13 @@ static CUresult take_welcome(struct cli_session *s, const Rgpu__Welcome *w)
         device_from_info(&s->devices[i], (int)i, w->devices[i]);
     s->ndevices = (int)w->n_devices;
     rg_info("session %llu on %s (%s), driver %d, %d device(s), protocol %u.%u",
-            (unsigned long long)w->session_id, s->server,
-            w->server_name ? w->server_name : "", w->driver_version, s->ndevices,
-            PROTO_VERSION, s->proto_minor);
-    return s->ndevices > 0 ? CUDA_SUCCESS : CUDA_ERROR_NO_DEVICE;
+            (unsigned long long)w->session_id, s->server, w->server_name ? w->server_name : "",
+            w->driver_version, s->ndevices, PROTO_VERSION, s->proto_minor);
+    if (s->ndevices == 0) {
+        snprintf(why, why_len, "gpu-server at %s serves no GPU", s->server);
+        return CUDA_ERROR_NO_DEVICE;
+    }
+    return CUDA_SUCCESS;
 }
 
 /* ---- transport: tcp, or a move to RDMA after the handshake ------------------------------ */
@@ -100,7 +107,8 @@ CUresult cli_transport_choose(struct cli_session *s, const char *want)
 }
 
 /* After the Welcome: take the server's RDMA offer, or say in one line why not. */
-static CUresult transport_upgrade(struct cli_session *s, const Rgpu__Welcome *w, const struct transport_opts *opts)
+static CUresult transport_upgrade(struct cli_session *s, const Rgpu__Welcome *w,
+                                  const struct transport_opts *opts, char *why, size_t why_len)
 {
     bool required = strcmp(s->transport, "rdma") == 0;
     struct transport_conn *rconn;
@@ -112,8 +120,8 @@ static CUresult transport_upgrade(struct cli_session *s, const Rgpu__Welcome *w,
         const char *note =
             w->transport_note && w->transport_note[0] ? w->transport_note : "no RDMA offer";
         if (required)
-            rg_error("transport = rdma, but gpu-server at %s offers no RDMA: %s", s->server,
-                     note);
+            snprintf(why, why_len, "transport = rdma, but gpu-server at %s offers no RDMA: %s",
+                     s->server, note);
         else
             rg_info("transport: tcp to %s (auto: %s)", s->server, note);
         return required ? CUDA_ERROR_NO_DEVICE : CUDA_SUCCESS;
@@ -122,8 +130,8 @@ static CUresult transport_upgrade(struct cli_session *s, const Rgpu__Welcome *w,
                                 transport_fd(s->conn), opts, &rconn);
     if (st != RG_OK) {
         if (required)
-            rg_error("transport = rdma, but connecting to %s over RDMA failed: %s", w->rdma_addr,
-                     rg_status_str(st));
+            snprintf(why, why_len, "transport = rdma, but connecting to %s over RDMA failed: %s",
+                     w->rdma_addr, rg_status_str(st));
         else
             rg_info("transport: tcp to %s (auto: RDMA connect to %s failed: %s)", s->server,
                     w->rdma_addr, rg_status_str(st));
@@ -135,26 +143,39 @@ static CUresult transport_upgrade(struct cli_session *s, const Rgpu__Welcome *w,
     return CUDA_SUCCESS;
 }
 
-CUresult cli_handshake(struct cli_session *s, const struct cli_conf *conf, const struct transport_opts *opts)
+static void set_recv_timeout(struct cli_session *s, int ms)
+{
+    struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
+
+    setsockopt(transport_fd(s->conn), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+}
+
+CUresult cli_handshake(struct cli_session *s, const struct cli_conf *conf,
+                       const struct transport_opts *opts, char *why, size_t why_len)
 {
     struct proto_frame_hdr hdr;
     Rgpu__Welcome *w;
+    rg_status_t st;
     CUresult res;
 
-    if (send_hello(s, conf) != RG_OK ||
-        proto_recv(s->conn, &hdr, s->recv_buf, RECV_BUF_SIZE) != RG_OK) {
-        rg_error("gpu-server at %s closed the connection during the handshake", s->server);
+    set_recv_timeout(s, HANDSHAKE_TIMEOUT_MS);
+    if ((st = send_hello(s, conf)) == RG_OK)
+        st = proto_recv(s->conn, &hdr, s->recv_buf, RECV_BUF_SIZE);
+    set_recv_timeout(s, 0);
+    if (st != RG_OK) {
+        snprintf(why, why_len, "gpu-server at %s %s during the handshake", s->server,
+                 st == RG_ERR_TIMEOUT ? "did not answer" : "closed the connection");
         return CUDA_ERROR_NO_DEVICE;
     }
     if (hdr.type != PROTO_WELCOME || hdr.bulk_len != 0 ||
         (w = rgpu__welcome__unpack(NULL, hdr.msg_len, s->recv_buf)) == NULL) {
-        rg_error("%s answered the handshake with a malformed %s frame", s->server,
+        snprintf(why, why_len, "%s answered the handshake with a malformed %s frame", s->server,
                  proto_frame_type_name(hdr.type));
         return CUDA_ERROR_NO_DEVICE;
     }
-    res = take_welcome(s, w);
+    res = take_welcome(s, w, why, why_len);
     if (res == CUDA_SUCCESS)
-        res = transport_upgrade(s, w, opts);
+        res = transport_upgrade(s, w, opts, why, why_len);
     if (res == CUDA_SUCCESS && s->tcp_ctl == NULL && s->index == 0) /* TCP, first */
         cli_proc.hooks->lanes_offered(w->lane_addr, w->lane_secret.data, w->lane_secret.len,
                                       conf->lanes);

@@ -1,7 +1,9 @@
 /* The sessions with gpu-servers: their state (client/session.h), the hooks of the layers
  * above, and their opening on first use: configuration (config.c), then one session per server
- * it names (connection, handshake.c, call stream call_stream.c), then the devices the process
- * presents: every server's in order, less those CUDA_VISIBLE_DEVICES hides. */
+ * it lists (`server`, RGPU_SERVER), or one session on the server a pool's placement picks
+ * (`pool`, RGPU_POOL: pool.c probes, places and fails over at start), each connected and
+ * hand-shaken (handshake.c) with its call stream (call_stream.c); then the devices the process
+ * presents: every session's in order, less those CUDA_VISIBLE_DEVICES hides. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,6 +11,7 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include "client/pool.h"
 #include "client/session.h"
 #include "common/array_grow.h"
 #include "common/config.h"
@@ -58,31 +61,61 @@ static struct cli_session *session_new(int index, const char *server)
     return s;
 }
 
-static CUresult session_open(struct cli_session *s, const struct cli_conf *conf)
+/* The session session_try opens (cli_pool_connect's callback has no argument for it); set by
+ * session_open under cli_proc.lock. */
+static struct cli_session *opening;
+
+/* One server (cli_pool_try_fn): connect and hand-shake the session being opened; on failure
+ * nothing is left open and why says what happened. */
+static int session_try(const char *addr, const struct cli_conf *conf, char *why, size_t why_len)
 {
-    struct transport_opts opts = {0};
-    const char *timeout = getenv("RGPU_CONNECT_TIMEOUT_MS");
+    struct transport_opts opts = {.connect_timeout_ms = conf->connect_timeout_ms};
+    struct cli_session *s = opening;
     rg_status_t status;
     CUresult res;
 
-    opts.connect_timeout_ms = timeout ? atoi(timeout) : 5000;
-    if ((res = cli_transport_choose(s, conf->transport)) != CUDA_SUCCESS)
-        return res;
-    status = transport_tcp_ops.connect(s->server, &opts, &s->conn);
+    snprintf(s->server, sizeof(s->server), "%s", addr);
+    status = transport_tcp_ops.connect(addr, &opts, &s->conn);
     if (status != RG_OK) {
-        rg_error("cannot reach gpu-server at %s: %s. Start gpu-server there, or point "
-                 "the client at one with RGPU_SERVER=host:port or RGPU_CONFIG=<file with "
-                 "'server = host:port'>",
-                 s->server, rg_status_str(status));
+        snprintf(why, why_len, "cannot reach gpu-server at %s: %s%s", addr, rg_status_str(status),
+                 conf->npool > 1 ? ""
+                                 : ". Start gpu-server there, or point the client at one with "
+                                   "RGPU_SERVER=host:port or a client config (RGPU_CONFIG, "
+                                   "~/.config/rgpu/client.conf, /etc/rgpu/client.conf) with "
+                                   "'server = host:port' or 'pool = host:port ...'");
+        s->conn = NULL;
         return CUDA_ERROR_NO_DEVICE;
     }
+    res = cli_handshake(s, conf, &opts, why, why_len);
+    if (res != CUDA_SUCCESS) {
+        transport_close(s->conn);
+        if (s->tcp_ctl != NULL)
+            transport_close(s->tcp_ctl);
+        s->conn = s->tcp_ctl = NULL;
+        free(s->devices);
+        s->devices = NULL;
+        s->ndevices = 0;
+    }
+    return res;
+}
+
+/* Open s on the server conf's pool gives it: its one entry, or the one the pool's placement
+ * picks among several (pool.c tries them in the policy's order through session_try). */
+static CUresult session_open(struct cli_session *s, const struct cli_conf *conf)
+{
+    CUresult res;
+
+    if ((res = cli_transport_choose(s, conf->transport)) != CUDA_SUCCESS)
+        return res;
     s->pid = getpid();
-    res = cli_handshake(s, conf, &opts);
+    opening = s;
+    res = (CUresult)cli_pool_connect(conf, session_try, CUDA_ERROR_NO_DEVICE);
+    opening = NULL;
     if (res == CUDA_SUCCESS && getenv("RGPU_BUSY_POLL_US") != NULL)
         transport_set_busy_poll(s->conn, (unsigned)atoi(getenv("RGPU_BUSY_POLL_US")));
     if (res == CUDA_SUCCESS)
         res = cli_batch_start(s);
-    if (res != CUDA_SUCCESS) {
+    if (res != CUDA_SUCCESS && s->conn != NULL) {
         transport_close(s->conn);
         if (s->tcp_ctl != NULL)
             transport_close(s->tcp_ctl);
@@ -174,28 +207,46 @@ static void sessions_abandon(void)
 
 /* ---- opening ---------------------------------------------------------------------------- */
 
+/* One more session, opened on what conf names (a server, or a pool to place the job in). */
+static CUresult process_add(const char *name, const struct cli_conf *conf)
+{
+    struct cli_session *s;
+
+    if (cli_proc.nsessions == CLI_MAX_SESSIONS) {
+        rg_error("more than %d servers configured: the rest are not used", CLI_MAX_SESSIONS);
+        return CUDA_SUCCESS;
+    }
+    if ((s = session_new(cli_proc.nsessions, name)) == NULL)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    cli_proc.sessions[cli_proc.nsessions++] = s;
+    return session_open(s, conf);
+}
+
+/* Listed servers (`server`, RGPU_SERVER): one session each, all admitted or none. A pool
+ * (`pool`, RGPU_POOL): one session, on the server its placement picks; the job gets that
+ * server's GPUs (several servers for one job from a pool, `gpus = N`, is not done yet). */
 static CUresult process_open(void)
 {
-    struct cli_conf conf;
-    char list[sizeof(conf.server)], *save = NULL, *server;
+    static struct cli_conf conf, one; /* large; under cli_proc.lock, opened once */
+    char why[512];
     CUresult res = CUDA_SUCCESS;
 
     /* A library stays quiet unless asked: warnings and errors only by default. */
     rg_log_set_level(RG_LOG_WARN);
     rg_log_set_level_str(getenv("RGPU_LOG_LEVEL"));
-    cli_conf_load(&conf);
-    snprintf(list, sizeof(list), "%s", conf.server);
-    for (server = strtok_r(list, ", ", &save); server != NULL && res == CUDA_SUCCESS;
-         server = strtok_r(NULL, ", ", &save)) {
-        struct cli_session *s;
-        if (cli_proc.nsessions == CLI_MAX_SESSIONS) {
-            rg_error("more than %d servers configured: the rest are not used", CLI_MAX_SESSIONS);
-            break;
+    if (cli_conf_load(&conf, why, sizeof(why)) != RG_OK) {
+        rg_error("client configuration: %s", why);
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    if (conf.placed || conf.npool == 1) {
+        res = process_add(conf.npool == 1 ? conf.pool[0] : "the pool", &conf);
+    } else {
+        one = conf;
+        one.npool = 1;
+        for (int i = 0; i < conf.npool && res == CUDA_SUCCESS; i++) {
+            snprintf(one.pool[0], sizeof(one.pool[0]), "%s", conf.pool[i]);
+            res = process_add(conf.pool[i], &one);
         }
-        if ((s = session_new(cli_proc.nsessions, server)) == NULL)
-            return CUDA_ERROR_OUT_OF_MEMORY;
-        cli_proc.sessions[cli_proc.nsessions++] = s;
-        res = session_open(s, &conf);
     }
     if (res == CUDA_SUCCESS && cli_proc.nsessions == 0)
         res = CUDA_ERROR_NO_DEVICE;

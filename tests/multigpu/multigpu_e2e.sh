@@ -3,7 +3,8 @@
 # each (1 GiB and 2 GiB, distinct UUIDs, the SAME device addresses: FAKECUDA_VA_BASE), one client
 # configured with both (RGPU_SERVER=a,b) runs two_devices (routing, disjoint addresses, copies
 # both ways); then CUDA_VISIBLE_DEVICES by index and by UUID picks one device of the two; and
-# the same servers named by repeated `server =` lines in a config file.
+# the same servers named by repeated `server =` lines in a config file; the same two as a pool
+# (RGPU_POOL, `pool =`) place the process on one of them.
 # Usage: multigpu_e2e.sh GPU_SERVER FAKECUDA LIB_DIR TWO_DEVICES
 set -u
 SERVER=$1 FAKE=$2 LIBDIR=$3 PROG=$4
@@ -70,6 +71,13 @@ grep -q "visible: 2048 MiB" "$WORK/vis_order.out" || fail "CUDA_VISIBLE_DEVICES=
 printf '[client]\nserver = 127.0.0.1:%s\nserver = 127.0.0.1:%s\n' "$A" "$B" >"$WORK/client.conf"
 run conf RGPU_CONFIG="$WORK/client.conf" timeout 60 "$PROG" || fail "config: $(cat "$WORK/conf.err")"
 grep -q PASS "$WORK/conf.out" || fail "two servers from the config did not pass"
+# A pool (RGPU_POOL, `pool =`) is not several servers: its placement picks ONE of them, and
+# the process sees that server's one device.
+run pool RGPU_POOL=127.0.0.1:$A,127.0.0.1:$B timeout 60 "$PROG" 1 || fail "pool: $(cat "$WORK/pool.err")"
+grep -q "visible: [12][0-9]* MiB" "$WORK/pool.out" || fail "RGPU_POOL=a,b did not give one device"
+printf '[client]\npool = 127.0.0.1:%s, 127.0.0.1:%s\n' "$A" "$B" >"$WORK/pool.conf"
+run poolconf RGPU_CONFIG="$WORK/pool.conf" timeout 60 "$PROG" 1 ||
+    fail "pool = a, b: $(cat "$WORK/poolconf.err")"
 # Admitted on both servers or on none: c refuses the tenant's token; the session a accepted
 # must end while the client still runs (not at its exit).
 PORT_C=$(free_port)
