@@ -50,7 +50,7 @@ struct cli_session {
     bool trace_calls;
     uint8_t *batch; /* coalesced asynchronous frames not yet written */
     size_t batch_len;
-    pthread_cond_t batch_cond; /* signalled when the batch becomes non-empty */
+    pthread_cond_t batch_cond;  /* signalled when the batch becomes non-empty */
     struct cli_device *devices; /* the server's, in its ordinals (its Welcome) */
     int ndevices;
     uint32_t proto_minor; /* the minor the session speaks: the older of ours and the server's */
