@@ -3,6 +3,8 @@
  * client would, and checks what it may hold. */
 #include "tests/worker/wire_peer.h"
 
+#include "server/tenants.h"
+
 #define H(n, type) ((((uint64_t)(n)) << 4) | (type))
 
 /* A graph memcpy node between a shadow and device memory must fit the shadow's length: its
@@ -46,10 +48,47 @@ static void test_graph_memcpy_node_bounds(void **state)
     assert_int_equal(peer_finish(&p), 0);
 }
 
+/* Load text as a config file's tenants. */
+static rg_status_t load_tenants(const char *text, struct srv_tenants *ts)
+{
+    char path[] = "/tmp/rgpu-limits-XXXXXX";
+    int fd = mkstemp(path);
+    rg_status_t st;
+
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+    close(fd);
+    st = srv_tenants_load(path, ts);
+    unlink(path);
+    return st;
+}
+
+/* A malformed token_sha256 (63 hex digits) left the tenant with no token, open to anyone; any
+ * setting of a tenant that does not parse now fails the load. A '#' inside a token is kept. */
+static void test_bad_tenant_settings_fail_load(void **state)
+{
+    struct srv_tenants ts;
+    const char *why = NULL;
+    char hex[65];
+
+    (void)state;
+    srv_token_hash_hex("h4sh", hex);
+    hex[63] = '\0';
+    char text[256];
+    snprintf(text, sizeof(text), "[tenant bob]\ntoken_sha256 = %s\n", hex);
+    assert_int_not_equal(load_tenants(text, &ts), RG_OK);
+    assert_int_not_equal(load_tenants("[tenant bob]\nmem_quota = lots\n", &ts), RG_OK);
+    assert_int_not_equal(load_tenants("[tenant bob]\ntoken = \"s3cret\n", &ts), RG_OK);
+    assert_int_equal(load_tenants("[tenant bob]\ntoken = beta#secret # comment\n", &ts), RG_OK);
+    assert_null(srv_tenant_auth(&ts, "bob", "beta", &why));
+    assert_non_null(srv_tenant_auth(&ts, "bob", "beta#secret", &why));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_graph_memcpy_node_bounds),
+        cmocka_unit_test(test_bad_tenant_settings_fail_load),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
