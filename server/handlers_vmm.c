@@ -1,11 +1,15 @@
 /* Virtual memory management (cuMemAddressReserve / cuMemCreate / cuMemMap / cuMemSetAccess, as
  * PyTorch's expandable segments use them) and memory pools (cuMemPoolCreate,
  * cuMemAllocFromPoolAsync, the devices' default and current pools). Physical VMM memory counts
- * against the session's quota from cuMemCreate to cuMemRelease; pool allocations from
- * cuMemAllocFromPoolAsync to their free. Device ordinals inside the structures the client sends
+ * against the session's quota from cuMemCreate until its handle is released and its last mapping
+ * unmapped, as long as the driver keeps it (releasing right after mapping is legal and common:
+ * NVIDIA's vectorAddMMAP does it); pool allocations from cuMemAllocFromPoolAsync to their free. Device ordinals inside the structures the client sends
  * are the client's and are mapped to the server's here. */
+#include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "common/array_grow.h"
 #include "server/session.h"
 
 #define ARG(i) (call->msg->args[i])
@@ -41,6 +45,64 @@ static CUmemAccessDesc *access_descs(struct srv_session *s, struct srv_call *cal
     return d;
 }
 
+/* One cuMemCreate: its charge, its mappings, whether its handle was released. A slot is free
+ * when both the handle and every mapping are gone; the charge goes back then. */
+struct srv_vmm_phys {
+    CUmemGenericAllocationHandle mh; /* unique among the handles not yet released */
+    uint64_t size;
+    uint32_t maps;
+    bool live, released;
+};
+
+struct srv_vmm_map {
+    CUdeviceptr va;
+    size_t size;
+    size_t phys; /* index in s->vmm_phys */
+};
+
+/* The record of the live (not released) handle mh; SIZE_MAX if there is none. */
+static size_t phys_find(const struct srv_session *s, CUmemGenericAllocationHandle mh)
+{
+    for (size_t i = 0; i < s->nvmm_phys; i++)
+        if (s->vmm_phys[i].live && !s->vmm_phys[i].released && s->vmm_phys[i].mh == mh)
+            return i;
+    return SIZE_MAX;
+}
+
+static bool phys_add(struct srv_session *s, CUmemGenericAllocationHandle mh, uint64_t size)
+{
+    size_t i = 0;
+
+    while (i < s->nvmm_phys && s->vmm_phys[i].live)
+        i++;
+    if (i == s->nvmm_phys &&
+        !rg_array_grow((void **)&s->vmm_phys, &s->vmm_phys_cap, i, sizeof(*s->vmm_phys), 16))
+        return false;
+    s->vmm_phys[i] = (struct srv_vmm_phys){.mh = mh, .size = size, .live = true};
+    if (i == s->nvmm_phys)
+        s->nvmm_phys++;
+    return true;
+}
+
+/* Drop one reference (the handle's or a mapping's) of record i; the last gives the charge back. */
+static void phys_put(struct srv_session *s, size_t i)
+{
+    struct srv_vmm_phys *ph = &s->vmm_phys[i];
+
+    if (ph->maps > 0 || !ph->released)
+        return;
+    srv_quota_release(s, ph->size);
+    ph->live = false;
+}
+
+void srv_vmm_teardown(struct srv_session *s)
+{
+    free(s->vmm_phys);
+    free(s->vmm_maps);
+    s->vmm_phys = NULL, s->vmm_maps = NULL;
+    s->nvmm_phys = s->vmm_phys_cap = s->nvmm_maps = s->vmm_map_cap = 0;
+}
+
 static CUresult h_address_reserve(struct srv_session *s, struct srv_call *call)
 {
     CUdeviceptr p;
@@ -69,8 +131,15 @@ static CUresult h_create(struct srv_session *s, struct srv_call *call)
     if (!srv_quota_charge(s, ARG(1)))
         return CUDA_ERROR_OUT_OF_MEMORY;
     res = s->drv.cuMemCreate(&mh, ARG(1), &prop, ARG(2));
+    if (res == CUDA_SUCCESS && !phys_add(s, mh, ARG(1))) {
+        s->drv.cuMemRelease(mh);
+        res = CUDA_ERROR_OUT_OF_MEMORY;
+    }
     res = srv_handle_adopt(s, ARG(0), PROTO_H_MEM_HANDLE, res, (void *)(uintptr_t)mh);
     if (res != CUDA_SUCCESS) {
+        size_t i = phys_find(s, mh);
+        if (i != SIZE_MAX) /* adopt refused the id and released mh */
+            s->vmm_phys[i].live = false;
         srv_quota_release(s, ARG(1));
         return res;
     }
@@ -78,24 +147,68 @@ static CUresult h_create(struct srv_session *s, struct srv_call *call)
     return CUDA_SUCCESS;
 }
 
+/* The handle goes; its charge stays while a mapping holds the memory. */
 static CUresult h_release(struct srv_session *s, struct srv_call *call)
 {
-    return srv_handle_destroy(s, ARG(0), PROTO_H_MEM_HANDLE);
+    struct srv_handle *h = srv_handle_get(s, ARG(0), PROTO_H_MEM_HANDLE);
+    size_t i;
+    CUresult res;
+
+    if (h == NULL)
+        return CUDA_ERROR_INVALID_HANDLE;
+    i = phys_find(s, (CUmemGenericAllocationHandle)(uintptr_t)h->real);
+    if (i != SIZE_MAX)
+        h->size = 0; /* the record carries the charge from here */
+    res = srv_handle_destroy(s, ARG(0), PROTO_H_MEM_HANDLE);
+    if (i != SIZE_MAX) {
+        s->vmm_phys[i].released = true;
+        phys_put(s, i);
+    }
+    return res;
 }
 
 static CUresult h_map(struct srv_session *s, struct srv_call *call)
 {
     struct srv_handle *h = srv_handle_get(s, ARG(3), PROTO_H_MEM_HANDLE);
+    CUmemGenericAllocationHandle mh;
+    size_t i;
+    CUresult res;
 
     if (h == NULL)
         return CUDA_ERROR_INVALID_HANDLE;
-    return s->drv.cuMemMap(ARG(0), ARG(1), ARG(2), (CUmemGenericAllocationHandle)(uintptr_t)h->real,
-                           ARG(4));
+    mh = (CUmemGenericAllocationHandle)(uintptr_t)h->real;
+    if ((i = phys_find(s, mh)) == SIZE_MAX ||
+        !rg_array_grow((void **)&s->vmm_maps, &s->vmm_map_cap, s->nvmm_maps, sizeof(*s->vmm_maps), 16))
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    res = s->drv.cuMemMap(ARG(0), ARG(1), ARG(2), mh, ARG(4));
+    if (res != CUDA_SUCCESS)
+        return res;
+    s->vmm_maps[s->nvmm_maps++] = (struct srv_vmm_map){ARG(0), ARG(1), i};
+    s->vmm_phys[i].maps++;
+    return CUDA_SUCCESS;
 }
 
+/* Every mapping inside the unmapped range goes (the driver unmaps whole mappings only). */
 static CUresult h_unmap(struct srv_session *s, struct srv_call *call)
 {
-    return s->drv.cuMemUnmap(ARG(0), ARG(1));
+    CUdeviceptr va = ARG(0);
+    size_t size = ARG(1);
+    CUresult res = s->drv.cuMemUnmap(va, size);
+
+    if (res != CUDA_SUCCESS)
+        return res;
+    for (size_t k = 0; k < s->nvmm_maps;) {
+        struct srv_vmm_map *m = &s->vmm_maps[k];
+        if (m->va < va || m->va - va > size || m->size > size - (m->va - va)) {
+            k++;
+            continue;
+        }
+        size_t i = m->phys;
+        *m = s->vmm_maps[--s->nvmm_maps];
+        s->vmm_phys[i].maps--;
+        phys_put(s, i);
+    }
+    return CUDA_SUCCESS;
 }
 
 static CUresult h_set_access(struct srv_session *s, struct srv_call *call)

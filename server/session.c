@@ -349,5 +349,6 @@ void srv_session_teardown(struct srv_session *s)
             "RSS %.1f MiB, pinned staging %.1f MiB",
             (unsigned long long)s->id, n, bytes / 1048576.0, s->nhandles, ru.ru_maxrss / 1024.0,
             (s->staging_most + s->lanes_staging_most) / 1048576.0);
+    srv_vmm_teardown(s);
     free_tables(s);
 }

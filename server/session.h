@@ -72,11 +72,18 @@ struct srv_session {
     struct proto_arena arena; /* unpacked calls live here until the next one */
     int output_fd[2];         /* read ends of the pipes that are stdout and stderr, or -1 */
     struct srv_lanes *lanes;  /* data lanes of a TCP session (server/lanes.c), NULL until offered */
+    struct srv_vmm_phys *vmm_phys; /* VMM physical memory and its mappings (handlers_vmm.c) */
+    size_t nvmm_phys, vmm_phys_cap;
+    struct srv_vmm_map *vmm_maps;
+    size_t nvmm_maps, vmm_map_cap;
     struct srv_ipc_map *ipc_maps; /* memory opened from IPC handles (handlers_ipc.c) */
     size_t nipc_maps, ipc_map_cap;
     void *scratch;            /* launch parameters and their pointer array */
     size_t scratch_len;
 };
+
+/* Forget the VMM records at the session's end (the handles' teardown frees the memory). */
+void srv_vmm_teardown(struct srv_session *s);
 
 /* Session scratch memory of at least len bytes, 16-byte aligned (valid until the next call);
  * growing it keeps its contents. */

@@ -84,11 +84,100 @@ static void test_bad_tenant_settings_fail_load(void **state)
     assert_non_null(srv_tenant_auth(&ts, "bob", "beta#secret", &why));
 }
 
+/* Admit the next workers as tenant "alice" with the given quota (bytes, as a size string). */
+static void quota_tenant(const char *quota)
+{
+    memset(&peer_cfg.tenants, 0, sizeof(peer_cfg.tenants));
+    assert_int_equal(srv_tenant_key(&peer_cfg.tenants, "alice", "token", "s3cret"), RG_OK);
+    assert_int_equal(srv_tenant_key(&peer_cfg.tenants, "alice", "mem_quota", quota), RG_OK);
+}
+
+static CUresult vmm_create(struct peer *p, uint64_t id, uint64_t size)
+{
+    CUmemAllocationProp prop = {.type = CU_MEM_ALLOCATION_TYPE_PINNED,
+                                .location = {CU_MEM_LOCATION_TYPE_DEVICE, 0}};
+    uint64_t a[3] = {H(id, PROTO_H_MEM_HANDLE), size, 0};
+
+    return peer_call_data(p, PROTO_OP_MEM_CREATE, a, 3, &prop, sizeof(prop), NULL, 0, NULL, 0);
+}
+
+static uint64_t mem_free(struct peer *p)
+{
+    uint64_t out[2] = {0};
+
+    assert_int_equal(peer_call(p, PROTO_OP_MEM_GET_INFO, NULL, 0, out, 2), CUDA_SUCCESS);
+    return out[0];
+}
+
+/* VMM physical memory stays charged while a mapping holds it, whether or not its handle was
+ * released: the vectorAddMMAP pattern (create, map, release, use, unmap) under a 4 MiB quota.
+ * Before, the release gave the charge back and a session held 1.6 GiB under 256 MiB. */
+static void test_vmm_release_while_mapped(void **state)
+{
+    struct peer p;
+    const uint64_t mib2 = 2u << 20;
+    CUmemAccessDesc acc = {{CU_MEM_LOCATION_TYPE_DEVICE, 0}, CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+    uint64_t a[6], va, word = 0;
+
+    (void)state;
+    quota_tenant("4MiB");
+    peer_open(&p, "alice", "s3cret");
+    a[0] = 2 * mib2, a[1] = 0, a[2] = 0, a[3] = 0;
+    assert_int_equal(peer_call(&p, PROTO_OP_MEM_ADDRESS_RESERVE, a, 4, &va, 1), CUDA_SUCCESS);
+    assert_int_equal(vmm_create(&p, 1, mib2), CUDA_SUCCESS);
+    a[0] = va, a[1] = mib2, a[2] = 0, a[3] = H(1, PROTO_H_MEM_HANDLE), a[4] = 0;
+    assert_int_equal(peer_call(&p, PROTO_OP_MEM_MAP, a, 5, NULL, 0), CUDA_SUCCESS);
+    a[0] = va, a[1] = mib2;
+    assert_int_equal(peer_call_data(&p, PROTO_OP_MEM_SET_ACCESS, a, 2, &acc, sizeof(acc), NULL, 0,
+                                    NULL, 0), CUDA_SUCCESS);
+    a[0] = H(1, PROTO_H_MEM_HANDLE);
+    assert_int_equal(peer_call(&p, PROTO_OP_MEM_RELEASE, a, 1, NULL, 0), CUDA_SUCCESS);
+    assert_int_equal(mem_free(&p), mib2); /* the mapping still holds 2 MiB */
+    /* use it after the release: memset a word, read it back */
+    a[0] = va, a[1] = 0x5a, a[2] = 1, a[3] = 8, a[4] = PROTO_STREAM_NULL, a[5] = 0;
+    assert_int_equal(peer_call(&p, PROTO_OP_MEMSET, a, 6, NULL, 0), CUDA_SUCCESS);
+    a[0] = va, a[1] = 8, a[2] = PROTO_STREAM_NULL, a[3] = 0;
+    assert_int_equal(peer_call_data(&p, PROTO_OP_MEMCPY_DTOH, a, 4, NULL, 0, NULL, 0, &word, 8),
+                     CUDA_SUCCESS);
+    assert_int_equal(word, 0x5a5a5a5a5a5a5a5aull);
+    /* the quota holds: 2 MiB more fit, 2 MiB after that do not */
+    assert_int_equal(vmm_create(&p, 2, mib2), CUDA_SUCCESS);
+    assert_int_equal(vmm_create(&p, 3, mib2), CUDA_ERROR_OUT_OF_MEMORY);
+    a[0] = 1 << 20;
+    assert_int_equal(peer_call(&p, PROTO_OP_MEM_ALLOC, a, 1, NULL, 0), CUDA_ERROR_OUT_OF_MEMORY);
+    /* the last mapping gone, the charge goes with it */
+    a[0] = va, a[1] = mib2;
+    assert_int_equal(peer_call(&p, PROTO_OP_MEM_UNMAP, a, 2, NULL, 0), CUDA_SUCCESS);
+    assert_int_equal(mem_free(&p), mib2);
+    assert_int_equal(vmm_create(&p, 3, mib2), CUDA_SUCCESS);
+    /* a handle mapped twice is charged once, until both mappings and the handle are gone */
+    a[0] = va, a[1] = mib2, a[2] = 0, a[3] = H(3, PROTO_H_MEM_HANDLE), a[4] = 0;
+    assert_int_equal(peer_call(&p, PROTO_OP_MEM_MAP, a, 5, NULL, 0), CUDA_SUCCESS);
+    a[0] = va + mib2;
+    assert_int_equal(peer_call(&p, PROTO_OP_MEM_MAP, a, 5, NULL, 0), CUDA_SUCCESS);
+    a[0] = H(3, PROTO_H_MEM_HANDLE);
+    assert_int_equal(peer_call(&p, PROTO_OP_MEM_RELEASE, a, 1, NULL, 0), CUDA_SUCCESS);
+    assert_int_equal(mem_free(&p), 0);
+    a[0] = va, a[1] = mib2;
+    assert_int_equal(peer_call(&p, PROTO_OP_MEM_UNMAP, a, 2, NULL, 0), CUDA_SUCCESS);
+    assert_int_equal(mem_free(&p), 0);
+    a[0] = va + mib2;
+    assert_int_equal(peer_call(&p, PROTO_OP_MEM_UNMAP, a, 2, NULL, 0), CUDA_SUCCESS);
+    assert_int_equal(mem_free(&p), mib2);
+    /* released before any mapping: given back at once, as before */
+    a[0] = H(2, PROTO_H_MEM_HANDLE);
+    assert_int_equal(peer_call(&p, PROTO_OP_MEM_RELEASE, a, 1, NULL, 0), CUDA_SUCCESS);
+    assert_int_equal(mem_free(&p), 2 * mib2);
+    assert_int_equal(peer_finish(&p), 0);
+    memset(&peer_cfg.tenants, 0, sizeof(peer_cfg.tenants));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_graph_memcpy_node_bounds),
         cmocka_unit_test(test_bad_tenant_settings_fail_load),
+        cmocka_unit_test(test_vmm_release_while_mapped),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
