@@ -172,12 +172,67 @@ static void test_vmm_release_while_mapped(void **state)
     memset(&peer_cfg.tenants, 0, sizeof(peer_cfg.tenants));
 }
 
+/* A function of a PTX module the fake driver knows (its parameter layout is known). */
+static uint64_t load_function(struct peer *p, uint64_t mod_n, uint64_t fn_n, const char *name)
+{
+    static const char ptx[] = ".version 8.0\n.target sm_90\n.entry hello\n";
+    uint64_t a[3] = {H(mod_n, PROTO_H_MODULE), 0, sizeof(ptx)};
+
+    assert_int_equal(peer_call_data(p, PROTO_OP_MODULE_LOAD, a, 2, ptx, sizeof(ptx), NULL, 0,
+                                    NULL, 0), CUDA_SUCCESS);
+    a[0] = H(fn_n, PROTO_H_FUNCTION), a[1] = H(mod_n, PROTO_H_MODULE);
+    assert_int_equal(peer_call_data(p, PROTO_OP_MODULE_GET_FUNCTION, a, 2, name, strlen(name),
+                                    NULL, 0, NULL, 0), CUDA_SUCCESS);
+    return a[0];
+}
+
+/* h_launch receives the parameters into session scratch, and srv_param_pointers then grew that
+ * scratch for the pointer array and copied from the freed block (131,056 bytes of parameters:
+ * the receive fills exactly 128 KiB, the pointer array needs more). Under ASan a
+ * heap-use-after-free; without, the freed 128 KiB block is unmapped and the worker dies. */
+static void test_launch_params_grow_scratch(void **state)
+{
+    struct peer p;
+    const size_t plen = 131056;
+    uint8_t *params = calloc(1, plen);
+    uint64_t a[11] = {0}, dev;
+
+    (void)state;
+    peer_open(&p, NULL, NULL);
+    /* vadd(a, b, c, n = 1) on a device block: c = a + b */
+    a[0] = 64;
+    assert_int_equal(peer_call(&p, PROTO_OP_MEM_ALLOC, a, 1, &dev, 1), CUDA_SUCCESS);
+    float ab[2] = {1.5f, 2.0f}, c = 0;
+    uint64_t ptrs[3] = {dev, dev + 4, dev + 8};
+    int n = 1;
+    a[0] = dev, a[1] = sizeof(ab), a[2] = PROTO_STREAM_NULL, a[3] = 0;
+    assert_int_equal(peer_call_data(&p, PROTO_OP_MEMCPY_HTOD, a, 4, ab, sizeof(ab), NULL, 0, NULL, 0),
+                     CUDA_SUCCESS);
+    memcpy(params, ptrs, sizeof(ptrs));
+    memcpy(params + 24, &n, sizeof(n));
+    memset(a, 0, sizeof(a));
+    a[0] = load_function(&p, 1, 2, "_Z4vaddPKfS0_Pfi");
+    a[1] = a[2] = a[3] = a[4] = a[5] = a[6] = 1;
+    a[8] = PROTO_STREAM_NULL, a[9] = plen, a[10] = 0;
+    for (int i = 0; i < 2; i++) /* the second runs on the grown scratch */
+        assert_int_equal(peer_call_bulk(&p, PROTO_OP_LAUNCH, a, 11, NULL, 0, params, plen, NULL, 0,
+                                        NULL, 0), CUDA_SUCCESS);
+    a[0] = dev + 8, a[1] = 4, a[2] = PROTO_STREAM_NULL, a[3] = 0;
+    assert_int_equal(peer_call_data(&p, PROTO_OP_MEMCPY_DTOH, a, 4, NULL, 0, NULL, 0, &c, 4),
+                     CUDA_SUCCESS);
+    assert_true(c == 3.5f);
+    assert_int_equal(peer_call(&p, PROTO_OP_NOP, NULL, 0, NULL, 0), CUDA_SUCCESS);
+    assert_int_equal(peer_finish(&p), 0);
+    free(params);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_graph_memcpy_node_bounds),
         cmocka_unit_test(test_bad_tenant_settings_fail_load),
         cmocka_unit_test(test_vmm_release_while_mapped),
+        cmocka_unit_test(test_launch_params_grow_scratch),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -85,11 +85,11 @@ static void peer_open(struct peer *p, const char *tenant, const char *token)
     rgpu__welcome__free_unpacked(w, NULL);
 }
 
-/* One call and the result of its reply; its out[] words into out (up to cap), its inline data
- * into data (up to data_cap). */
-static CUresult peer_call_data(struct peer *p, unsigned op, const uint64_t *args, size_t nargs,
-                               const void *data, size_t len, uint64_t *out, size_t cap,
-                               void *rdata, size_t rdata_cap)
+/* One call (with bulk bytes after it when bulk_len > 0) and the result of its reply; its out[]
+ * words into out (up to cap), its inline data into rdata (up to rdata_cap). */
+static CUresult peer_call_bulk(struct peer *p, unsigned op, const uint64_t *args, size_t nargs,
+                               const void *data, size_t len, const void *bulk, size_t bulk_len,
+                               uint64_t *out, size_t cap, void *rdata, size_t rdata_cap)
 {
     static uint64_t id = 1;
     Rgpu__Call c = RGPU__CALL__INIT;
@@ -103,7 +103,7 @@ static CUresult peer_call_data(struct peer *p, unsigned op, const uint64_t *args
     c.n_args = nargs;
     c.args = (uint64_t *)args;
     c.data = (ProtobufCBinaryData){len, (uint8_t *)data};
-    assert_int_equal(proto_send_flags(p->conn, PROTO_CALL, 0, &c.base, NULL, 0), RG_OK);
+    assert_int_equal(proto_send_flags(p->conn, PROTO_CALL, 0, &c.base, bulk, bulk_len), RG_OK);
     assert_int_equal(proto_recv(p->conn, &hdr, p->buf, sizeof(p->buf)), RG_OK);
     assert_int_equal(hdr.type, PROTO_REPLY);
     assert_int_equal(hdr.bulk_len, 0);
@@ -116,6 +116,13 @@ static CUresult peer_call_data(struct peer *p, unsigned op, const uint64_t *args
         memcpy(rdata, r->data.data, r->data.len < rdata_cap ? r->data.len : rdata_cap);
     rgpu__reply__free_unpacked(r, NULL);
     return res;
+}
+
+static CUresult peer_call_data(struct peer *p, unsigned op, const uint64_t *args, size_t nargs,
+                               const void *data, size_t len, uint64_t *out, size_t cap,
+                               void *rdata, size_t rdata_cap)
+{
+    return peer_call_bulk(p, op, args, nargs, data, len, NULL, 0, out, cap, rdata, rdata_cap);
 }
 
 static CUresult peer_call(struct peer *p, unsigned op, const uint64_t *args, size_t nargs,
