@@ -3,6 +3,10 @@
  * client would, and checks what it may hold. */
 #include "tests/worker/wire_peer.h"
 
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+
 #include "server/tenants.h"
 
 #define H(n, type) ((((uint64_t)(n)) << 4) | (type))
@@ -226,6 +230,63 @@ static void test_launch_params_grow_scratch(void **state)
     free(params);
 }
 
+/* Bytes of the regular files in dir, and their count. */
+static uint64_t dir_bytes(const char *dir, size_t *n_p)
+{
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    uint64_t total = 0;
+    char path[600];
+    struct stat st;
+
+    *n_p = 0;
+    while (d != NULL && (e = readdir(d)) != NULL) {
+        snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+        if (lstat(path, &st) == 0 && S_ISREG(st.st_mode))
+            total += (uint64_t)st.st_size, (*n_p)++;
+    }
+    if (d != NULL)
+        closedir(d);
+    return total;
+}
+
+/* The module cache's bound holds past 4,096 files: eviction looked at the first 4,096 entries
+ * only, so with 5,000 images of 2 KiB (10,000 KiB) under a 9 MiB bound it saw 8,192 KiB and
+ * evicted nothing, and a cache of many small images grew without bound. */
+static void test_module_cache_many_files(void **state)
+{
+    static const char ptx[] = ".version 8.0\n.target sm_90\n.entry fresh\n";
+    char dir[] = "/tmp/rgpu-limits-cache-XXXXXX", sub[128], path[256], cmd[160];
+    uint8_t filler[2048];
+    uint64_t a[2] = {H(1, PROTO_H_MODULE), PROTO_IMAGE_CACHE};
+    struct peer p;
+    size_t n;
+
+    (void)state;
+    memset(filler, 0x42, sizeof(filler));
+    assert_non_null(mkdtemp(dir));
+    snprintf(sub, sizeof(sub), "%s/-", dir);
+    assert_int_equal(mkdir(sub, 0700), 0);
+    for (unsigned i = 0; i < 5000; i++) { /* names of 64 hex digits, as the cache writes them */
+        snprintf(path, sizeof(path), "%s/%064x", sub, i);
+        int fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0600);
+        assert_true(fd >= 0);
+        assert_int_equal(write(fd, filler, sizeof(filler)), (ssize_t)sizeof(filler));
+        close(fd);
+    }
+    snprintf(peer_cfg.module_cache, sizeof(peer_cfg.module_cache), "%s", dir);
+    snprintf(peer_cfg.module_cache_max, sizeof(peer_cfg.module_cache_max), "9MiB");
+    peer_open(&p, NULL, NULL);
+    assert_int_equal(peer_call_bulk(&p, PROTO_OP_MODULE_LOAD, a, 2, NULL, 0, ptx, sizeof(ptx), NULL,
+                                    0, NULL, 0), CUDA_SUCCESS);
+    assert_int_equal(peer_finish(&p), 0);
+    assert_true(dir_bytes(sub, &n) <= 9u << 20);
+    assert_true(n > 4000 && n < 5000);
+    peer_cfg.module_cache[0] = peer_cfg.module_cache_max[0] = '\0';
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -233,6 +294,7 @@ int main(void)
         cmocka_unit_test(test_bad_tenant_settings_fail_load),
         cmocka_unit_test(test_vmm_release_while_mapped),
         cmocka_unit_test(test_launch_params_grow_scratch),
+        cmocka_unit_test(test_module_cache_many_files),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
