@@ -72,7 +72,7 @@ static void global_capture_track(struct fk_graph *g, bool on)
 
 static struct fk_graph *capturing(CUstream s)
 {
-    struct fk_obj *o = (s && s != CU_STREAM_LEGACY && s != CU_STREAM_PER_THREAD) ? (struct fk_obj *)s : NULL;
+    struct fk_obj *o = (uintptr_t)s >= 4096 ? (struct fk_obj *)s : NULL; /* not the pseudo-handles */
     return o && o->magic == 0x46414b45u && o->kind == K_STREAM ? o->capture : NULL;
 }
 
@@ -128,10 +128,12 @@ static struct fk_obj *obj_new(int kind)
     return o;
 }
 
+/* The object behind a handle of that kind, or NULL. Handles below one page are never objects:
+ * NULL and the stream pseudo-handles (CU_STREAM_LEGACY, CU_STREAM_PER_THREAD) are not read. */
 static struct fk_obj *obj_check(const void *h, int kind)
 {
     const struct fk_obj *o = h;
-    return o && o->magic == FK_MAGIC && o->kind == kind ? (struct fk_obj *)o : NULL;
+    return (uintptr_t)o >= 4096 && o->magic == FK_MAGIC && o->kind == kind ? (struct fk_obj *)o : NULL;
 }
 
 /* Index of the first allocation that starts above a (allocs is sorted); lock held. */
@@ -419,6 +421,8 @@ static CUresult image_ok(const void *image)
     uint32_t magic;
 
     if (!image) return CUDA_ERROR_INVALID_VALUE;
+    /* an image shorter than its magic number is text ending within it: read no further */
+    if (strnlen(image, 4) < 4) return strstr(image, ".version") != NULL ? CUDA_SUCCESS : CUDA_ERROR_INVALID_IMAGE;
     memcpy(&magic, image, 4);
     if (magic == 0x466243B1u) { /* __fatBinC_Wrapper_t: the fatbin pointer is at offset 8 */
         const void *data;
