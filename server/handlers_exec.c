@@ -63,9 +63,12 @@ static CUresult h_ctx_create(struct srv_session *s, struct srv_call *call)
 
     if (ARG(2) >= (uint64_t)s->ndevices)
         return CUDA_ERROR_INVALID_DEVICE;
+    if (s->nctx >= SRV_MAX_CONTEXTS) /* each holds device memory and driver state */
+        return CUDA_ERROR_OUT_OF_MEMORY;
     res = s->drv.cuCtxCreate(&ctx, NULL, (unsigned)ARG(1), s->devices[ARG(2)]);
     if ((res = srv_handle_adopt(s, ARG(0), PROTO_H_CTX, res, ctx)) != CUDA_SUCCESS)
         return res;
+    s->nctx++;
     srv_handle_get(s, ARG(0), PROTO_H_CTX)->size = ARG(2); /* its device, for the gate */
     s->current_ctx = ARG(0);
     return CUDA_SUCCESS;
@@ -78,6 +81,8 @@ static CUresult h_ctx_destroy(struct srv_session *s, struct srv_call *call)
     if (ctx == NULL)
         return CUDA_ERROR_INVALID_CONTEXT;
     srv_gate_forget_context(s);
+    srv_ctx_limits_forget(s, ARG(0));
+    s->nctx--;
     srv_handle_del(s, ARG(0));
     srv_staging_release(s, ARG(0));
     s->current_ctx = 0;
@@ -91,7 +96,7 @@ static CUresult h_ctx_sync(struct srv_session *s, struct srv_call *call)
 
 static CUresult h_ctx_set_limit(struct srv_session *s, struct srv_call *call)
 {
-    return s->drv.cuCtxSetLimit((CUlimit)ARG(0), ARG(1));
+    return srv_ctx_set_limit(s, (CUlimit)ARG(0), ARG(1));
 }
 
 static CUresult h_ctx_get_limit(struct srv_session *s, struct srv_call *call)

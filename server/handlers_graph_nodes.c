@@ -22,14 +22,18 @@ static CUresult h_shadow_alloc(struct srv_session *s, struct srv_call *call)
 
     if (PROTO_ID_TYPE(ARG(0)) != PROTO_H_SHADOW || ARG(1) == 0 || ARG(1) > (1ull << 34))
         return CUDA_ERROR_INVALID_VALUE;
+    if (!srv_quota_charge(s, ARG(1))) /* pinned host memory: charged like device memory */
+        return CUDA_ERROR_OUT_OF_MEMORY;
     /* Shadows are made while a stream captures, where a global-mode capture would forbid
      * (and be invalidated by) an allocation: relax this thread's mode around it. */
     s->drv.cuThreadExchangeStreamCaptureMode(&mode);
     res = s->drv.cuMemHostAlloc(&p, ARG(1), CU_MEMHOSTALLOC_PORTABLE);
     s->drv.cuThreadExchangeStreamCaptureMode(&mode);
-    if ((res = srv_handle_adopt(s, ARG(0), PROTO_H_SHADOW, res, p)) != CUDA_SUCCESS)
+    if ((res = srv_handle_adopt(s, ARG(0), PROTO_H_SHADOW, res, p)) != CUDA_SUCCESS) {
+        srv_quota_release(s, ARG(1));
         return res;
-    srv_handle_get(s, ARG(0), PROTO_H_SHADOW)->size = ARG(1);
+    }
+    srv_handle_get(s, ARG(0), PROTO_H_SHADOW)->size = ARG(1); /* released with it */
     return CUDA_SUCCESS;
 }
 

@@ -57,7 +57,14 @@ static CUresult h_mem_alloc_pitch(struct srv_session *s, struct srv_call *call)
 {
     CUdeviceptr d;
     size_t pitch;
-    CUresult res = s->drv.cuMemAllocPitch(&d, &pitch, ARG(0), ARG(1), (unsigned)ARG(2));
+    CUresult res;
+
+    /* width x height at least, before the driver allocates (the padding is known after) */
+    if (ARG(1) != 0 && ARG(0) > UINT64_MAX / ARG(1))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!srv_quota_allows(s, ARG(0) * ARG(1)))
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    res = s->drv.cuMemAllocPitch(&d, &pitch, ARG(0), ARG(1), (unsigned)ARG(2));
 
     if (res == CUDA_SUCCESS && !srv_quota_allows(s, (uint64_t)pitch * ARG(1))) {
         s->drv.cuMemFree(d); /* the padded size is known only now */
@@ -88,6 +95,8 @@ static CUresult h_mem_get_info(struct srv_session *s, struct srv_call *call)
     size_t free_b, total;
     CUresult res = s->drv.cuMemGetInfo(&free_b, &total);
 
+    if (s->nipc_maps > 0)
+        srv_ipc_charge_orphans(s);
     if (res == CUDA_SUCCESS && s->mem_quota != 0) { /* frameworks size themselves to this */
         uint64_t left = s->mem_quota > s->mem_used ? s->mem_quota - s->mem_used : 0;
         free_b = left < free_b ? left : free_b;

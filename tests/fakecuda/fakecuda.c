@@ -328,7 +328,10 @@ CUresult cuMemAlloc(CUdeviceptr *d, size_t n)
 
 CUresult cuMemAllocPitch(CUdeviceptr *d, size_t *pitch, size_t w, size_t h, unsigned e)
 {
+    const char *cap = getenv("FAKECUDA_ABORT_ABOVE_MB"); /* a test: nobody may ask for more */
+
     if (!pitch) return CUDA_ERROR_INVALID_VALUE;
+    if (cap && w * h > strtoull(cap, NULL, 10) << 20) abort();
     *pitch = (w + 511) & ~(size_t)511;
     return cuMemAlloc(d, *pitch * h);
 }

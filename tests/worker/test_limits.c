@@ -287,14 +287,77 @@ static void test_module_cache_many_files(void **state)
     assert_int_equal(system(cmd), 0);
 }
 
+/* Memory a session made the worker hold without charging it (issue 15 item 9): pinned host
+ * shadows, device memory that context limits reserve, contexts without number, and a pitched
+ * allocation asked of the driver before the quota was looked at. */
+static void test_uncharged_paths(void **state)
+{
+    struct peer p;
+    const uint64_t mib = 1u << 20;
+    uint64_t a[3], out[2];
+
+    (void)state;
+    quota_tenant("4MiB");
+    peer_open(&p, "alice", "s3cret");
+    /* shadows: 3 MiB pinned leaves 1 MiB */
+    a[0] = H(1, PROTO_H_SHADOW), a[1] = 3 * mib;
+    assert_int_equal(peer_call(&p, PROTO_OP_SHADOW_ALLOC, a, 2, NULL, 0), CUDA_SUCCESS);
+    assert_int_equal(mem_free(&p), mib);
+    a[0] = H(2, PROTO_H_SHADOW), a[1] = 2 * mib;
+    assert_int_equal(peer_call(&p, PROTO_OP_SHADOW_ALLOC, a, 2, NULL, 0), CUDA_ERROR_OUT_OF_MEMORY);
+    a[0] = 2 * mib;
+    assert_int_equal(peer_call(&p, PROTO_OP_MEM_ALLOC, a, 1, NULL, 0), CUDA_ERROR_OUT_OF_MEMORY);
+    a[0] = H(1, PROTO_H_SHADOW);
+    assert_int_equal(peer_call(&p, PROTO_OP_SHADOW_FREE, a, 1, NULL, 0), CUDA_SUCCESS);
+    assert_int_equal(mem_free(&p), 4 * mib);
+    /* limits: the malloc heap and the printf FIFO are charged, a new value replaces the old */
+    a[0] = CU_LIMIT_MALLOC_HEAP_SIZE, a[1] = 64ull << 30;
+    assert_int_equal(peer_call(&p, PROTO_OP_CTX_SET_LIMIT, a, 2, NULL, 0), CUDA_ERROR_OUT_OF_MEMORY);
+    a[1] = 3 * mib;
+    assert_int_equal(peer_call(&p, PROTO_OP_CTX_SET_LIMIT, a, 2, NULL, 0), CUDA_SUCCESS);
+    assert_int_equal(mem_free(&p), mib);
+    a[1] = 2 * mib;
+    assert_int_equal(peer_call(&p, PROTO_OP_CTX_SET_LIMIT, a, 2, NULL, 0), CUDA_SUCCESS);
+    assert_int_equal(mem_free(&p), 2 * mib);
+    a[0] = CU_LIMIT_PRINTF_FIFO_SIZE, a[1] = 3 * mib;
+    assert_int_equal(peer_call(&p, PROTO_OP_CTX_SET_LIMIT, a, 2, NULL, 0), CUDA_ERROR_OUT_OF_MEMORY);
+    /* a stack of 1 KiB for each of 132 x 2048 resident threads is 264 MiB */
+    a[0] = CU_LIMIT_STACK_SIZE, a[1] = 1024;
+    assert_int_equal(peer_call(&p, PROTO_OP_CTX_SET_LIMIT, a, 2, NULL, 0), CUDA_ERROR_OUT_OF_MEMORY);
+    a[0] = CU_LIMIT_DEV_RUNTIME_SYNC_DEPTH, a[1] = 4; /* reserves nothing worth charging */
+    assert_int_equal(peer_call(&p, PROTO_OP_CTX_SET_LIMIT, a, 2, NULL, 0), CUDA_SUCCESS);
+    /* a pitched allocation over the quota is refused before the driver is asked (the fake
+     * aborts on any request above 16 MiB: it was asked for 32 GiB) */
+    a[0] = 1 << 20, a[1] = 1 << 15, a[2] = 4;
+    assert_int_equal(peer_call(&p, PROTO_OP_MEM_ALLOC_PITCH, a, 3, out, 2), CUDA_ERROR_OUT_OF_MEMORY);
+    a[0] = 1000, a[1] = 100;
+    assert_int_equal(peer_call(&p, PROTO_OP_MEM_ALLOC_PITCH, a, 3, out, 2), CUDA_SUCCESS);
+    assert_int_equal(out[1], 1024);
+    /* contexts: SRV_MAX_CONTEXTS, then refused until one goes */
+    for (unsigned i = 0; i < SRV_MAX_CONTEXTS; i++) {
+        a[0] = H(100 + i, PROTO_H_CTX), a[1] = 0, a[2] = 0;
+        assert_int_equal(peer_call(&p, PROTO_OP_CTX_CREATE, a, 3, NULL, 0), CUDA_SUCCESS);
+    }
+    a[0] = H(100 + SRV_MAX_CONTEXTS, PROTO_H_CTX);
+    assert_int_equal(peer_call(&p, PROTO_OP_CTX_CREATE, a, 3, NULL, 0), CUDA_ERROR_OUT_OF_MEMORY);
+    a[0] = H(100, PROTO_H_CTX);
+    assert_int_equal(peer_call(&p, PROTO_OP_CTX_DESTROY, a, 1, NULL, 0), CUDA_SUCCESS);
+    a[0] = H(100 + SRV_MAX_CONTEXTS, PROTO_H_CTX);
+    assert_int_equal(peer_call(&p, PROTO_OP_CTX_CREATE, a, 3, NULL, 0), CUDA_SUCCESS);
+    assert_int_equal(peer_finish(&p), 0);
+    memset(&peer_cfg.tenants, 0, sizeof(peer_cfg.tenants));
+}
+
 int main(void)
 {
+    setenv("FAKECUDA_ABORT_ABOVE_MB", "16", 1);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_graph_memcpy_node_bounds),
         cmocka_unit_test(test_bad_tenant_settings_fail_load),
         cmocka_unit_test(test_vmm_release_while_mapped),
         cmocka_unit_test(test_launch_params_grow_scratch),
         cmocka_unit_test(test_module_cache_many_files),
+        cmocka_unit_test(test_uncharged_paths),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
