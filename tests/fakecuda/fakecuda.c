@@ -610,7 +610,8 @@ CUresult cuLaunchKernelEx(const CUlaunchConfig *c, CUfunction f, void **params, 
 /* ---- streams and events ---- */
 
 CUresult cuStreamCreateWithPriority(CUstream *s, unsigned f, int p) { NEED_CTX(); if (!s) return CUDA_ERROR_INVALID_VALUE; return (*s = (CUstream)obj_new(K_STREAM)) ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY; }
-CUresult cuStreamDestroy(CUstream s) { struct fk_obj *o = obj_check(s, K_STREAM); if (!o) return CUDA_ERROR_INVALID_HANDLE; o->magic = 0; free(o); return CUDA_SUCCESS; }
+static void capture_abandon(struct fk_obj *o);
+CUresult cuStreamDestroy(CUstream s) { struct fk_obj *o = obj_check(s, K_STREAM); if (!o) return CUDA_ERROR_INVALID_HANDLE; capture_abandon(o); o->magic = 0; free(o); return CUDA_SUCCESS; }
 CUresult cuStreamSynchronize(CUstream s) { NEED_CTX(); STREAM_OK(s); return CUDA_SUCCESS; }
 /* Stream attributes: remembered per process (enough for the tests), the priority read back. */
 static CUstreamAttrValue stream_attrs[16];
@@ -690,6 +691,17 @@ static CUresult begin_capture(CUstream s, CUstreamCaptureMode mode, struct fk_gr
     return CUDA_SUCCESS;
 }
 CUresult cuStreamBeginCapture(CUstream s, CUstreamCaptureMode mode) { return begin_capture(s, mode, NULL); }
+/* A stream destroyed while it captures: the capture ends with it (its graph was never handed
+ * out, unless it captured into the caller's graph). */
+static void capture_abandon(struct fk_obj *o)
+{
+    struct fk_graph *g = o->capture;
+
+    if (!g) return;
+    o->capture = NULL;
+    if (g->global) global_capture_track(g, false);
+    if (!g->into) free(g);
+}
 /* The captured nodes follow the graph's own (nodes run in the order they were added). */
 CUresult cuStreamBeginCaptureToGraph(CUstream s, CUgraph graph, const CUgraphNode *deps, const CUgraphEdgeData *e, size_t n, CUstreamCaptureMode mode)
 {
