@@ -348,6 +348,70 @@ static void test_uncharged_paths(void **state)
     memset(&peer_cfg.tenants, 0, sizeof(peer_cfg.tenants));
 }
 
+/* The worker's peak resident memory (VmHWM), in MiB. */
+static long peak_rss_mib(pid_t pid)
+{
+    char path[64], line[128];
+    long kb = -1;
+    FILE *f;
+
+    snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+    assert_non_null(f = fopen(path, "r"));
+    while (fgets(line, sizeof(line), f) != NULL)
+        if (strncmp(line, "VmHWM:", 6) == 0)
+            kb = strtol(line + 6, NULL, 10);
+    fclose(f);
+    return kb / 1024;
+}
+
+/* A 2D copy moves through the worker in slabs of 16 MiB, whatever its size: before, the worker
+ * held all its host rows at once (up to 4 GiB a call, and kept that scratch for the session).
+ * 114 MiB of rows into a 117 MiB pitched allocation (the fake driver's device memory is the
+ * worker's own, so it counts too), back again, and rows wider than a slab. */
+static void test_copy_2d_in_slabs(void **state)
+{
+    const size_t w = 3000, h = 40000, pitch = 3072, len = w * h;
+    const size_t ww = 20u << 20, wpitch = 21u << 20; /* two rows wider than a slab */
+    uint8_t *rows, *back;
+    uint64_t a[9], dev, wdev;
+    struct peer p;
+
+    (void)state;
+    peer_open(&p, NULL, NULL); /* before the rows exist: the forked worker must not count them */
+    rows = malloc(len), back = malloc(len);
+    assert_non_null(rows);
+    assert_non_null(back);
+    for (size_t i = 0; i < len; i++)
+        rows[i] = (uint8_t)(i * 7 + i / 4093);
+    a[0] = pitch * h;
+    assert_int_equal(peer_call(&p, PROTO_OP_MEM_ALLOC, a, 1, &dev, 1), CUDA_SUCCESS);
+    a[0] = 0, a[1] = dev, a[2] = pitch, a[3] = 0, a[4] = w, a[5] = w, a[6] = h;
+    a[7] = PROTO_STREAM_NULL, a[8] = 0;
+    assert_int_equal(peer_call_bulk(&p, PROTO_OP_MEMCPY_2D, a, 9, NULL, 0, rows, len, NULL, 0,
+                                    NULL, 0), CUDA_SUCCESS);
+    a[0] = 1, a[1] = 0, a[2] = w, a[3] = dev, a[4] = pitch;
+    assert_int_equal(peer_call_bulk(&p, PROTO_OP_MEMCPY_2D, a, 9, NULL, 0, NULL, 0, NULL, 0, back,
+                                    len), CUDA_SUCCESS);
+    assert_memory_equal(rows, back, len);
+    long peak = peak_rss_mib(p.pid);
+    print_message("worker peak RSS after a %zu MiB 2D copy each way: %ld MiB\n", len >> 20, peak);
+    assert_true(peak < 190); /* 117 of device memory, 16 of slab, 16 of staging, the rest */
+    /* rows wider than a slab: pieces of a row */
+    a[0] = 2 * wpitch;
+    assert_int_equal(peer_call(&p, PROTO_OP_MEM_ALLOC, a, 1, &wdev, 1), CUDA_SUCCESS);
+    a[0] = 0, a[1] = wdev, a[2] = wpitch, a[3] = 0, a[4] = ww, a[5] = ww, a[6] = 2;
+    assert_int_equal(peer_call_bulk(&p, PROTO_OP_MEMCPY_2D, a, 9, NULL, 0, rows, 2 * ww, NULL, 0,
+                                    NULL, 0), CUDA_SUCCESS);
+    memset(back, 0, 2 * ww);
+    a[0] = 1, a[1] = 0, a[2] = ww, a[3] = wdev, a[4] = wpitch;
+    assert_int_equal(peer_call_bulk(&p, PROTO_OP_MEMCPY_2D, a, 9, NULL, 0, NULL, 0, NULL, 0, back,
+                                    2 * ww), CUDA_SUCCESS);
+    assert_memory_equal(rows, back, 2 * ww);
+    assert_int_equal(peer_finish(&p), 0);
+    free(rows);
+    free(back);
+}
+
 int main(void)
 {
     setenv("FAKECUDA_ABORT_ABOVE_MB", "16", 1);
@@ -358,6 +422,7 @@ int main(void)
         cmocka_unit_test(test_launch_params_grow_scratch),
         cmocka_unit_test(test_module_cache_many_files),
         cmocka_unit_test(test_uncharged_paths),
+        cmocka_unit_test(test_copy_2d_in_slabs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -86,7 +86,7 @@ static void peer_open(struct peer *p, const char *tenant, const char *token)
 }
 
 /* One call (with bulk bytes after it when bulk_len > 0) and the result of its reply; its out[]
- * words into out (up to cap), its inline data into rdata (up to rdata_cap). */
+ * words into out (up to cap), its inline data or bulk into rdata (up to rdata_cap). */
 static CUresult peer_call_bulk(struct peer *p, unsigned op, const uint64_t *args, size_t nargs,
                                const void *data, size_t len, const void *bulk, size_t bulk_len,
                                uint64_t *out, size_t cap, void *rdata, size_t rdata_cap)
@@ -106,8 +106,12 @@ static CUresult peer_call_bulk(struct peer *p, unsigned op, const uint64_t *args
     assert_int_equal(proto_send_flags(p->conn, PROTO_CALL, 0, &c.base, bulk, bulk_len), RG_OK);
     assert_int_equal(proto_recv(p->conn, &hdr, p->buf, sizeof(p->buf)), RG_OK);
     assert_int_equal(hdr.type, PROTO_REPLY);
-    assert_int_equal(hdr.bulk_len, 0);
     r = rgpu__reply__unpack(NULL, hdr.msg_len, p->buf);
+    if (hdr.bulk_len > 0) { /* the reply's bytes as bulk: into rdata */
+        assert_true(rdata != NULL && hdr.bulk_len <= rdata_cap);
+        assert_int_equal(transport_recv(p->conn, rdata, hdr.bulk_len), RG_OK);
+        rdata = NULL;
+    }
     assert_non_null(r);
     res = (CUresult)r->result;
     for (size_t i = 0; i < r->n_out && i < cap; i++)
