@@ -411,7 +411,8 @@ static CUresult h_launch(struct srv_session *s, struct srv_call *call)
     if (func_handle(s, ARG(0)) == NULL || !srv_stream(s, ARG(8), &stream))
         return CUDA_ERROR_INVALID_HANDLE;
     len = call->hdr->bulk_len > 0 ? call->hdr->bulk_len : call->msg->data.len;
-    if (nattr > 32 || plen > len || len - plen != nattr * sizeof(CUlaunchAttribute))
+    if (nattr > 32 || plen > len || len - plen != nattr * sizeof(CUlaunchAttribute) ||
+        plen > SRV_LAUNCH_PARAMS_MAX)
         return CUDA_ERROR_INVALID_VALUE;
     /* Parameters arrive in the scratch block that srv_param_pointers then works in place. */
     if ((buf = srv_scratch(s, len + 16)) == NULL)

@@ -88,6 +88,7 @@ struct srv_session {
 /* Per-session bounds on what a session makes the worker hold beyond its allocations
  * (server/session_limits.c; docs/tenants.md lists them all). */
 #define SRV_MAX_CONTEXTS 64 /* contexts one session may create */
+#define SRV_LAUNCH_PARAMS_MAX (1u << 20) /* a launch's parameter bytes (CUDA takes 32,764) */
 /* cuCtxSetLimit with the device memory the limit makes the driver reserve charged to the
  * quota (the malloc heap, the printf FIFO, the stack of every resident thread); the charge
  * replaces the context's previous one for that limit. */

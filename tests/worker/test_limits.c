@@ -225,6 +225,16 @@ static void test_launch_params_grow_scratch(void **state)
     assert_int_equal(peer_call_data(&p, PROTO_OP_MEMCPY_DTOH, a, 4, NULL, 0, NULL, 0, &c, 4),
                      CUDA_SUCCESS);
     assert_true(c == 3.5f);
+    /* parameters beyond SRV_LAUNCH_PARAMS_MAX are refused, not received into scratch */
+    uint8_t *huge = calloc(1, SRV_LAUNCH_PARAMS_MAX + 16);
+    assert_non_null(huge);
+    memcpy(huge, ptrs, sizeof(ptrs));
+    memcpy(huge + 24, &n, sizeof(n));
+    a[0] = H(2, PROTO_H_FUNCTION), a[1] = a[2] = a[3] = a[4] = a[5] = a[6] = 1;
+    a[7] = 0, a[8] = PROTO_STREAM_NULL, a[9] = SRV_LAUNCH_PARAMS_MAX + 16, a[10] = 0;
+    assert_int_equal(peer_call_bulk(&p, PROTO_OP_LAUNCH, a, 11, NULL, 0, huge, a[9], NULL, 0,
+                                    NULL, 0), CUDA_ERROR_INVALID_VALUE);
+    free(huge);
     assert_int_equal(peer_call(&p, PROTO_OP_NOP, NULL, 0, NULL, 0), CUDA_SUCCESS);
     assert_int_equal(peer_finish(&p), 0);
     free(params);
