@@ -91,11 +91,8 @@ static rg_status_t conf_key(void *arg, const char *section, const char *key, con
 {
     struct srv_config *c = arg;
 
-    if (strncmp(section, "tenant ", 7) == 0) {
-        if (srv_tenant_key(&c->tenants, section + 7, key, value) != RG_OK)
-            rg_warn("config: bad key '%s' for tenant '%s' ignored", key, section + 7);
-        return RG_OK;
-    }
+    if (strncmp(section, "tenant ", 7) == 0) /* a bad tenant setting fails the load */
+        return srv_tenant_key(&c->tenants, section + 7, key, value);
     if (strcmp(section, "server") != 0 && section[0] != '\0')
         return RG_OK;
     if (set_key(arg, key, value) != RG_OK)

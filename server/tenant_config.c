@@ -118,8 +118,10 @@ rg_status_t srv_tenant_key(struct srv_tenants *tenants, const char *name, const 
 static rg_status_t tenant_section_key(void *arg, const char *section, const char *key,
                                       const char *value)
 {
-    if (strncmp(section, "tenant ", 7) == 0 && srv_tenant_key(arg, section + 7, key, value) != RG_OK)
-        rg_warn("config: bad key '%s' for tenant '%s' ignored", key, section + 7);
+    /* A tenant setting that does not parse fails the whole load: ignored, a bad token_sha256
+     * left the tenant with no token at all, and a bad mem_quota with no quota. */
+    if (strncmp(section, "tenant ", 7) == 0)
+        return srv_tenant_key(arg, section + 7, key, value);
     return RG_OK;
 }
 
