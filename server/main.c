@@ -128,8 +128,10 @@ static rg_status_t conf_key(void *arg, const char *section, const char *key, con
     rg_status_t st;
 
     if (strncmp(section, "tenant ", 7) == 0) {
-        if (srv_tenant_key(&c->tenants, section + 7, key, value) != RG_OK)
-            rg_warn("config: bad key '%s' for tenant '%s' ignored", key, section + 7);
+        if (srv_tenant_key(&c->tenants, section + 7, key, value) != RG_OK) {
+            rg_error("config: bad key '%s' for tenant '%s'", key, section + 7);
+            return RG_ERR_INVALID; /* never a silent default for a tenant's limits or token */
+        }
         return RG_OK;
     }
     if (strcmp(section, "server") != 0 && section[0] != '\0')

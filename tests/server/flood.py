@@ -171,6 +171,7 @@ def legit(addr, args):
         s.sendall(call(i + 1, args.ops["NOP"], []))
         ftype, _ = recv_frame(s)
         rtts.append(time.monotonic() - t)
+    time.sleep(args.hold)
     s.close()
     rtts.sort()
     print(json.dumps({"served": True, "handshake_ms": round(hs * 1e3, 2),
@@ -248,6 +249,7 @@ def main():
     ap.add_argument("--duration", type=float, default=10)
     ap.add_argument("--tenant", default="")
     ap.add_argument("--token", default="")
+    ap.add_argument("--hold", type=float, default=0, help="legit: keep the session this long")
     ap.add_argument("--source", help="connect from this loopback address (e.g. 127.0.0.2)")
     ap.add_argument("--ops", default=os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                                   "..", "..", "proto", "ops.h"))
@@ -255,7 +257,8 @@ def main():
     host, port = args.server.rsplit(":", 1)
     if not ipaddress.ip_address(host.strip("[]")).is_loopback:
         sys.exit("flood.py: loopback addresses only")
-    if not (0 < args.count <= MAX_COUNT and 0 < args.duration <= MAX_DURATION):
+    if not (0 < args.count <= MAX_COUNT and 0 < args.duration <= MAX_DURATION and
+            0 <= args.hold <= MAX_DURATION):
         sys.exit("flood.py: --count up to %d, --duration up to %d s" % (MAX_COUNT, MAX_DURATION))
     args.ops = op_numbers(args.ops)
     global SOURCE
