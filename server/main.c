@@ -34,7 +34,8 @@ static void usage(FILE *out)
             "  host_nvml = PATH|off: the NVML that GPU utilization is read from.\n"
             "  rdma_direct = on|off: one-sided copies of RDMA sessions go straight to device\n"
             "  memory where the host can (GPUDirect RDMA; default on; RGPU_RDMA_DIRECT=0 too).\n"
-            "  --metrics-listen ADDR:PORT: serve /metrics (Prometheus) and /status (JSON) there.\n"
+            "  --metrics-listen ADDR:PORT: serve /metrics (Prometheus) and /status (JSON) there;\n"
+            "  a loopback address unless metrics_token = TOKEN is set (then required of readers).\n"
             "  Tenants: [tenant NAME] sections with token_sha256 (or token), mem_quota = SIZE,\n"
             "  weight = N, cap = PERCENT, class = guaranteed|best-effort, max_sessions = N.\n"
             "  SIGHUP reloads the tenants; running sessions go on.\n"
@@ -113,6 +114,8 @@ static rg_status_t set_key(struct srv_config *c, const char *key, const char *va
         SET(host_nvml);
     else if (strcmp(key, "metrics_listen") == 0 || strcmp(key, "metrics-listen") == 0)
         SET(metrics_listen);
+    else if (strcmp(key, "metrics_token") == 0 && strlen(value) < sizeof(c->metrics_token))
+        SET(metrics_token);
     else if (strcmp(key, "rdma_direct") == 0 &&
              (strcmp(value, "on") == 0 || strcmp(value, "off") == 0))
         SET(rdma_direct);

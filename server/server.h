@@ -25,6 +25,8 @@ struct srv_config {
     char host_nvml[256];       /* the host's NVML library; "" = libnvidia-ml.so.1, "off" */
     char config_path[256]; /* the config file, passed on to workers */
     char metrics_listen[128]; /* "ADDR:PORT" of /metrics and /status; "" = not served */
+    char metrics_token[128];  /* required of their readers ("Authorization: Bearer"); "" = none,
+                                 and then metrics_listen must be a loopback address */
     char rdma_direct[8];      /* on | off: GPUDirect RDMA for one-sided copies; "" = on */
     /* Bounds (docs/security.md; defaults in server/main.c) */
     int max_sessions;         /* sessions (worker processes) at once, all tenants */

@@ -428,7 +428,8 @@ int srv_supervisor_run(const struct srv_config *cfg, const char *self_exe)
         return 1;
     }
     if (cfg->metrics_listen[0] != '\0' &&
-        srv_metrics_start(sup.base, cfg->metrics_listen, sup.table, cfg->name, &sup.metrics) !=
+        srv_metrics_start(sup.base, cfg->metrics_listen, cfg->metrics_token, sup.table, cfg->name,
+                          &sup.metrics) !=
             RG_OK) {
         transport_tcp_ops.listener_close(sup.listener);
         return 1;

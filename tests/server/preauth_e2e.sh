@@ -12,9 +12,11 @@ BUILD=$(cd "$1" && pwd)
 FLOOD="python3 $(dirname "$0")/flood.py"
 export LD_LIBRARY_PATH=$BUILD/lib
 PORT=$(free_port)
+MPORT=$(free_port)
 
 cat >"$WORK/server.conf" <<CONF
 [server]
+metrics_listen = 127.0.0.1:$MPORT
 max_sessions = 6
 max_pending = 48
 max_pending_per_peer = 16
@@ -100,6 +102,19 @@ attack stalled-copy 4 --tenant mallory --token mallory-secret
 check "a copy stalled after 1 MiB: ended by recv_timeout_ms" \
     test "$(field "$RESULT" closed_by_server)" = 4
 check "a copy stalled after 1 MiB: a tenant's client is served" test "$(field "$LEGIT" served)" = True
+
+# /metrics and /status (item 8): 100 idle connections hold at most 32 descriptors of the
+# supervisor (the rest wait in the kernel's backlog), and the session port is served meanwhile.
+FDS_BEFORE=$(ls "/proc/$SERVER_PID/fd" | wc -l)
+$FLOOD --server "127.0.0.1:$MPORT" --mode idle --count 100 --duration 3 >"$WORK/metrics.json" &
+FPID=$!
+sleep 1.5
+FDS_DURING=$(ls "/proc/$SERVER_PID/fd" | wc -l)
+LEGIT=$(legit)
+wait "$FPID"
+echo "    metrics flood: supervisor descriptors $FDS_BEFORE before, $FDS_DURING during"
+check "idle connections to /metrics: at most 32 held" test "$FDS_DURING" -le $((FDS_BEFORE + 32))
+check "idle connections to /metrics: a tenant's client is served" test "$(field "$LEGIT" served)" = True
 
 sleep 1
 check "no worker left" test "$(workers)" = 0

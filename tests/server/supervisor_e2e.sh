@@ -97,5 +97,28 @@ start_server "$WORK/server2.log" || exit 1
 for i in $(seq 7); do client alpha alpha-secret --hold 4 >"$WORK/restart-$i.json" & done
 wait_clients
 check "the restarted supervisor's max_sessions = 5 holds" test "$(served "$WORK"/restart-*.json)" = 5
+# ---- item 8: /metrics and /status need a token off loopback ----
+MPORT=$(free_port)
+printf '[server]\nmetrics_listen = 0.0.0.0:%s\n' "$MPORT" >"$WORK/open.conf"
+timeout 10 "$SERVER" --config "$WORK/open.conf" --listen 127.0.0.1 --port 0 --driver "$FAKE" \
+    >"$WORK/open.log" 2>&1
+check "metrics on a non-loopback address without metrics_token: refused at start (exit $?)" \
+    grep -q "is not a loopback address: set metrics_token" "$WORK/open.log"
+printf '[server]\nmetrics_listen = 0.0.0.0:%s\nmetrics_token = m-secret\n' "$MPORT" >"$WORK/server.conf"
+PORT=$(free_port)
+start_server "$WORK/server3.log" || exit 1
+wait_for "$WORK/server3.log" "metrics on http" >/dev/null
+code() { python3 - "$@" <<'PY'
+import sys, urllib.request, urllib.error
+req = urllib.request.Request(sys.argv[1], headers={"Authorization": sys.argv[2]} if len(sys.argv) > 2 else {})
+try:
+    print(urllib.request.urlopen(req, timeout=5).status)
+except urllib.error.HTTPError as e:
+    print(e.code)
+PY
+}
+check "/status without the token: 401" test "$(code "http://127.0.0.1:$MPORT/status")" = 401
+check "/metrics with a wrong token: 401" test "$(code "http://127.0.0.1:$MPORT/metrics" "Bearer nope")" = 401
+check "/status with the token: 200" test "$(code "http://127.0.0.1:$MPORT/status" "Bearer m-secret")" = 200
 [ "$FAILS" = 0 ] || { echo "server logs:"; for f in "$WORK"/server*.log; do tail -n 20 "$f"; done; }
 exit $((FAILS > 0))
