@@ -699,6 +699,36 @@ static void test_lanes(void **state)
     rgpu__welcome__free_unpacked(w, NULL);
 }
 
+/* One byte sent to the lane listener by someone else, who then stays silent, does not stall
+ * the session's copy: the worker reads every lane's hello at once, and closes the silent one
+ * after its 2 s. */
+static void test_lane_silent_peer(void **state)
+{
+    static uint8_t src[LANE_COPY], dst[LANE_COPY];
+    struct client c;
+    struct transport_conn *silent, *lane[2];
+    Rgpu__Welcome *w = connect_hello(&c, PROTO_VERSION);
+    uint64_t args[6] = {0, LANE_COPY, PROTO_STREAM_NULL, 0, 2, LANE_STRIPE};
+    uint8_t one = 0x42;
+    struct iovec iov = {&one, 1};
+
+    fill(src, LANE_COPY);
+    args[0] = mem_alloc(&c, LANE_COPY);
+    assert_int_equal(transport_tcp_ops.connect(w->lane_addr, NULL, &silent), RG_OK);
+    assert_int_equal(transport_sendv(silent, &iov, 1), RG_OK);
+    lane[0] = lane_open(w, 0, true);
+    lane[1] = lane_open(w, 1, true);
+    lanes_copy(&c, lane, true, args, src, CUDA_SUCCESS);
+    lanes_copy(&c, lane, false, args, dst, CUDA_SUCCESS);
+    assert_memory_equal(src, dst, LANE_COPY);
+    expect_closed_conn(silent);
+    bye(&c);
+    expect_ended(&c, "status 0");
+    transport_close(lane[0]);
+    transport_close(lane[1]);
+    rgpu__welcome__free_unpacked(w, NULL);
+}
+
 /* A lane copy asking for two lanes when only one connects: after the worker's wait for the
  * lanes (10 s), the call is answered and that session ends as malformed (status 2). */
 static void test_lanes_missing(void **state)
@@ -786,6 +816,7 @@ int main(void)
         cmocka_unit_test(test_malformed_ends_only_its_session),
         cmocka_unit_test(test_lanes),
         cmocka_unit_test(test_lanes_missing),
+        cmocka_unit_test(test_lane_silent_peer),
         cmocka_unit_test(test_disconnect_frees_session),
         cmocka_unit_test(test_port_probe),
         cmocka_unit_test(test_no_driver),
