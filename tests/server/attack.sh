@@ -13,6 +13,8 @@ BUILD=$(cd "$1" && pwd)
 COUNT=${2:-2000}
 . "$(dirname "$0")/../worker/tenant_lib.sh"
 FLOOD="python3 $(dirname "$0")/flood.py"
+# The processes whose parent is $1 (from /proc: procps is not among CI's packages).
+children() { awk -v p="$1" '$4 == p {print $1}' /proc/[0-9]*/stat 2>/dev/null; }
 HOLD=$BUILD/tests/integration/hold_memory
 export LD_LIBRARY_PATH=$BUILD/lib
 PORT=$(free_port)
@@ -30,7 +32,7 @@ wait_for "$WORK/server.log" "listening on" >/dev/null || exit 1
 
 measure() { # label
     local pids n rss
-    pids="$SERVER_PID $(pgrep -P "$SERVER_PID" | tr '\n' ' ')"
+    pids="$SERVER_PID $(children "$SERVER_PID" | tr '\n' ' ')"
     n=$(echo $pids | wc -w)
     rss=$(for p in $pids; do awk '/^VmRSS/ {print $2}' "/proc/$p/status" 2>/dev/null; done |
           awk '{s += $1} END {printf "%.1f", s / 1024}')

@@ -13,6 +13,8 @@ set -u
 BUILD=$(cd "$1" && pwd)
 . "$(dirname "$0")/../worker/tenant_lib.sh"
 FLOOD="python3 $(dirname "$0")/flood.py"
+# The processes whose parent is $1 (from /proc: procps is not among CI's packages).
+children() { awk -v p="$1" '$4 == p {print $1}' /proc/[0-9]*/stat 2>/dev/null; }
 export LD_LIBRARY_PATH=$BUILD/lib
 PORT=$(free_port)
 
@@ -87,7 +89,7 @@ cp "$WORK/good.conf" "$WORK/server.conf"
 client alpha alpha-secret --hold 20 >"$WORK/orphan.json" &
 ORPHAN_CLIENT=$!
 sleep 1
-WORKER=$(pgrep -P "$SERVER_PID" | head -1)
+WORKER=$(children "$SERVER_PID" | head -1)
 kill -9 "$SERVER_PID"
 sleep 0.5
 running() { [ -d "/proc/$1" ] && ! grep -q '^State:.*Z' "/proc/$1/status" 2>/dev/null; }
