@@ -106,10 +106,13 @@ timeout 10 "$SERVER" --config "$WORK/open.conf" --listen 127.0.0.1 --port 0 --dr
     >"$WORK/open.log" 2>&1
 check "metrics on a non-loopback address without metrics_token: refused at start (exit $?)" \
     grep -q "is not a loopback address: set metrics_token" "$WORK/open.log"
-printf '[server]\nmetrics_listen = 0.0.0.0:%s\nmetrics_token = m-secret\n' "$MPORT" >"$WORK/server.conf"
-PORT=$(free_port)
-start_server "$WORK/server3.log" || exit 1
-wait_for "$WORK/server3.log" "metrics on http" >/dev/null
+for attempt in 1 2 3; do # a port picked free may be taken before the bind (tests run in parallel)
+    MPORT=$(free_port)
+    PORT=$(free_port)
+    printf '[server]\nmetrics_listen = 0.0.0.0:%s\nmetrics_token = m-secret\n' "$MPORT" >"$WORK/server.conf"
+    start_server "$WORK/server3.log" >/dev/null && break
+done
+wait_for "$WORK/server3.log" "metrics on http" >/dev/null || exit 1
 code() { python3 - "$@" <<'PY'
 import sys, urllib.request, urllib.error
 req = urllib.request.Request(sys.argv[1], headers={"Authorization": sys.argv[2]} if len(sys.argv) > 2 else {})
