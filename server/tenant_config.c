@@ -80,8 +80,13 @@ static rg_status_t policy_key(struct srv_tenant *t, const char *key, const char 
         return parse_uint(value, 1, &t->weight) ? RG_OK : RG_ERR_INVALID;
     if (strcmp(key, "cap") == 0)
         return parse_cap(value, &t->cap_permille) ? RG_OK : RG_ERR_INVALID;
-    if (strcmp(key, "max_sessions") == 0)
+    if (strcmp(key, "max_sessions") == 0) { /* 0 is refused: "unlimited" says it outright */
+        if (strcmp(value, "unlimited") == 0) {
+            t->max_sessions = 0;
+            return RG_OK;
+        }
         return parse_uint(value, 1, &t->max_sessions) ? RG_OK : RG_ERR_INVALID;
+    }
     if (strcmp(key, "class") == 0) {
         if (strcmp(value, "guaranteed") != 0 && strcmp(value, "best-effort") != 0)
             return RG_ERR_INVALID;

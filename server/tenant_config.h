@@ -34,7 +34,7 @@ struct srv_tenants {
 rg_status_t srv_tenant_key(struct srv_tenants *tenants, const char *name, const char *key,
                            const char *value);
 /* Every "[tenant NAME]" section of the config file at path (other sections ignored), for the
- * supervisor's start and its reload on SIGHUP. Bad keys are logged and skipped. */
+ * supervisor's start and its reload on SIGHUP. A bad tenant key fails the load. */
 rg_status_t srv_tenants_load(const char *path, struct srv_tenants *tenants);
 /* The tenant a Hello names, if its token matches (compared in constant time); NULL and a reason
  * otherwise. */
