@@ -5,12 +5,16 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/socket.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include "client/session.h"
 #include "common/array_grow.h"
 #include "common/config.h"
 #include "transport/rdma.h"
+
+#define HANDSHAKE_TIMEOUT_MS 30000 /* a server that accepts and never answers */
 
 /* ---- handshake -------------------------------------------------------------------------- */
 
@@ -51,10 +55,10 @@ static void device_from_info(struct cli_device *dev, int ordinal, const Rgpu__De
     dev->pci_device = dev->attrs[CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID];
 }
 
-static CUresult take_welcome(const Rgpu__Welcome *w)
+static CUresult take_welcome(const Rgpu__Welcome *w, char *why, size_t why_len)
 {
     if (w->status != 0) {
-        rg_error("gpu-server at %s refused the session: %s", cli_sess.server,
+        snprintf(why, why_len, "gpu-server at %s refused the session: %s", cli_sess.server,
                  w->reason ? w->reason : "(no reason)");
         return w->status > 0 ? (CUresult)w->status : CUDA_ERROR_NOT_SUPPORTED;
     }
@@ -71,7 +75,11 @@ static CUresult take_welcome(const Rgpu__Welcome *w)
             (unsigned long long)w->session_id, cli_sess.server,
             w->server_name ? w->server_name : "", w->driver_version, cli_sess.ndevices,
             PROTO_VERSION, cli_sess.proto_minor);
-    return cli_sess.ndevices > 0 ? CUDA_SUCCESS : CUDA_ERROR_NO_DEVICE;
+    if (cli_sess.ndevices == 0) {
+        snprintf(why, why_len, "gpu-server at %s serves no GPU", cli_sess.server);
+        return CUDA_ERROR_NO_DEVICE;
+    }
+    return CUDA_SUCCESS;
 }
 
 /* ---- transport: tcp, or a move to RDMA after the handshake ------------------------------ */
@@ -99,7 +107,8 @@ CUresult cli_transport_choose(const char *want)
 }
 
 /* After the Welcome: take the server's RDMA offer, or say in one line why not. */
-static CUresult transport_upgrade(const Rgpu__Welcome *w, const struct transport_opts *opts)
+static CUresult transport_upgrade(const Rgpu__Welcome *w, const struct transport_opts *opts,
+                                  char *why, size_t why_len)
 {
     bool required = strcmp(cli_sess.transport, "rdma") == 0;
     struct transport_conn *rconn;
@@ -111,8 +120,8 @@ static CUresult transport_upgrade(const Rgpu__Welcome *w, const struct transport
         const char *note =
             w->transport_note && w->transport_note[0] ? w->transport_note : "no RDMA offer";
         if (required)
-            rg_error("transport = rdma, but gpu-server at %s offers no RDMA: %s", cli_sess.server,
-                     note);
+            snprintf(why, why_len, "transport = rdma, but gpu-server at %s offers no RDMA: %s",
+                     cli_sess.server, note);
         else
             rg_info("transport: tcp to %s (auto: %s)", cli_sess.server, note);
         return required ? CUDA_ERROR_NO_DEVICE : CUDA_SUCCESS;
@@ -121,8 +130,8 @@ static CUresult transport_upgrade(const Rgpu__Welcome *w, const struct transport
                                 transport_fd(cli_sess.conn), opts, &rconn);
     if (st != RG_OK) {
         if (required)
-            rg_error("transport = rdma, but connecting to %s over RDMA failed: %s", w->rdma_addr,
-                     rg_status_str(st));
+            snprintf(why, why_len, "transport = rdma, but connecting to %s over RDMA failed: %s",
+                     w->rdma_addr, rg_status_str(st));
         else
             rg_info("transport: tcp to %s (auto: RDMA connect to %s failed: %s)", cli_sess.server,
                     w->rdma_addr, rg_status_str(st));
@@ -134,26 +143,39 @@ static CUresult transport_upgrade(const Rgpu__Welcome *w, const struct transport
     return CUDA_SUCCESS;
 }
 
-CUresult cli_handshake(const struct cli_conf *conf, const struct transport_opts *opts)
+static void set_recv_timeout(int ms)
+{
+    struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
+
+    setsockopt(transport_fd(cli_sess.conn), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+}
+
+CUresult cli_handshake(const struct cli_conf *conf, const struct transport_opts *opts, char *why,
+                       size_t why_len)
 {
     struct proto_frame_hdr hdr;
     Rgpu__Welcome *w;
+    rg_status_t st;
     CUresult res;
 
-    if (send_hello(conf) != RG_OK ||
-        proto_recv(cli_sess.conn, &hdr, cli_sess.recv_buf, RECV_BUF_SIZE) != RG_OK) {
-        rg_error("gpu-server at %s closed the connection during the handshake", cli_sess.server);
+    set_recv_timeout(HANDSHAKE_TIMEOUT_MS);
+    if ((st = send_hello(conf)) == RG_OK)
+        st = proto_recv(cli_sess.conn, &hdr, cli_sess.recv_buf, RECV_BUF_SIZE);
+    set_recv_timeout(0);
+    if (st != RG_OK) {
+        snprintf(why, why_len, "gpu-server at %s %s during the handshake", cli_sess.server,
+                 st == RG_ERR_TIMEOUT ? "did not answer" : "closed the connection");
         return CUDA_ERROR_NO_DEVICE;
     }
     if (hdr.type != PROTO_WELCOME || hdr.bulk_len != 0 ||
         (w = rgpu__welcome__unpack(NULL, hdr.msg_len, cli_sess.recv_buf)) == NULL) {
-        rg_error("%s answered the handshake with a malformed %s frame", cli_sess.server,
-                 proto_frame_type_name(hdr.type));
+        snprintf(why, why_len, "%s answered the handshake with a malformed %s frame",
+                 cli_sess.server, proto_frame_type_name(hdr.type));
         return CUDA_ERROR_NO_DEVICE;
     }
-    res = take_welcome(w);
+    res = take_welcome(w, why, why_len);
     if (res == CUDA_SUCCESS)
-        res = transport_upgrade(w, opts);
+        res = transport_upgrade(w, opts, why, why_len);
     if (res == CUDA_SUCCESS && cli_sess.tcp_ctl == NULL) /* still on TCP */
         cli_sess.hooks->lanes_offered(w->lane_addr, w->lane_secret.data, w->lane_secret.len,
                                       conf->lanes);

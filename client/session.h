@@ -1,6 +1,7 @@
 /* The session's private state and the functions its files share (session.c: opening and
- * state; config.c: configuration; handshake.c: the handshake and the transport choice;
- * call_stream.c: the ordered call stream and its batching; fork_exit.c: fork and exit).
+ * state, a server of the pool at a time; handshake.c: the handshake and the transport choice;
+ * call_stream.c: the ordered call stream and its batching; fork_exit.c: fork and exit). The
+ * configuration (config.c) and the pool (pool.c) have public headers, shared with the rgpu tool.
  * Nothing outside these files includes it: the rest of the client uses client.h. */
 #ifndef RGPU_CLIENT_SESSION_H
 #define RGPU_CLIENT_SESSION_H
@@ -10,6 +11,7 @@
 #include <stdint.h>
 
 #include "client.h"
+#include "client/config.h"
 #include "proto/arena.h"
 #include "proto/frame.h"
 #include "transport/transport.h"
@@ -55,22 +57,13 @@ struct cli_session {
 };
 extern struct cli_session cli_sess;
 
-struct cli_conf {
-    char server[256];
-    char transport[8]; /* auto (default) | rdma | tcp */
-    char tenant[128];
-    char token[256];
-    uint64_t mem_quota; /* requested quota per GPU (mem_quota / RGPU_MEM_QUOTA), 0 = the tenant's */
-    int lanes;          /* data lanes for large copies on TCP (lanes / RGPU_LANES; 0: none) */
-};
-
-/* The configuration: RGPU_CONFIG's [client] section, then RGPU_* variables, then defaults. */
-void cli_conf_load(struct cli_conf *conf);
-
 /* What to ask the server for (transport = auto | rdma | tcp). */
 CUresult cli_transport_choose(const char *want);
-/* Hello -> Welcome on the connected session, then the move to RDMA if offered. */
-CUresult cli_handshake(const struct cli_conf *conf, const struct transport_opts *opts);
+/* Hello -> Welcome on the connected session (bounded by a receive timeout: a server that
+ * accepts and never answers), then the move to RDMA if offered. On failure why says what
+ * happened (the pool names every server it tried in one error). */
+CUresult cli_handshake(const struct cli_conf *conf, const struct transport_opts *opts, char *why,
+                       size_t why_len);
 
 /* The call stream (call_stream.c): start the batch flusher; write the coalesced frames (lock
  * held); the connection is gone (said once; every call then fails). */

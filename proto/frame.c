@@ -51,6 +51,9 @@ const char *proto_frame_type_name(unsigned type)
     case PROTO_ASYNC_ERROR: return "async-error";
     case PROTO_BYE: return "bye";
     case PROTO_OUTPUT: return "output";
+    case PROTO_PROBE: return "probe";
+    case PROTO_PROBE_REPLY: return "probe-reply";
+    case PROTO_ECHO: return "echo";
     }
     return "unknown";
 }

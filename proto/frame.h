@@ -21,8 +21,10 @@
  * Each op of proto/ops.def carries the minor it appeared in; an op newer than the session's
  * minor is refused with CUDA_ERROR_NOT_SUPPORTED, logged by name, by the side that knows it
  * (the client before sending it; the worker if one arrives anyway), never misread.
- * Minors: 1.0 the first (exact version match); 1.1 proto_minor, the op table's minors and the
- * NCCL shim's ops (NCCL_*). */
+ * A Probe (PROTO_PROBE, client/pool.c) carries both too and is answered or refused by the same
+ * rule. Minors: 1.0 the first (exact version match); 1.1 proto_minor, the op table's minors,
+ * the NCCL shim's ops (NCCL_*) and the Probe/ProbeReply/Echo frames (a 1.0 server closes the
+ * connection at a Probe: the pool still tries it, after the servers that answered). */
 #define PROTO_VERSION 1u /* the major */
 #define PROTO_VERSION_MINOR 1u
 #define PROTO_MINORS_BACK 1u
@@ -40,7 +42,14 @@ enum proto_frame_type {
     PROTO_BYE = 6,
     PROTO_OUTPUT = 7, /* server -> client: text the session's kernels printed (bulk); flag */
                       /* PROTO_OUTPUT_STDERR: for stderr (device assert), else stdout   */
+    PROTO_PROBE = 8,       /* client -> server, first frame instead of a Hello: Probe */
+    PROTO_PROBE_REPLY = 9, /* server -> client: ProbeReply */
+    PROTO_ECHO = 10,       /* after an answered probe, either way: no message, bulk bytes. The */
+                           /* server answers each with an Echo carrying the same bytes, or */
+                           /* none with PROTO_ECHO_SINK (it reads and drops them) */
 };
+#define PROTO_ECHO_SINK 0x4u /* header flag of an Echo frame (beside PROTO_FLAG_* of proto/ops.h) */
+#define PROTO_ECHO_MAX (64u << 20) /* bulk of one Echo frame, at most */
 
 struct proto_frame_hdr {
     uint32_t magic;

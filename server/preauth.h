@@ -8,8 +8,8 @@
  * in the supervisor's libevent loop, so no peer can stall another.
  *
  * Extending: a complete first frame goes to the frame hook with its type; the supervisor keeps
- * one const table of pre-session frame types (today PROTO_HELLO; a token-checked probe or status
- * request is one more row). The hook answers and closes, or hands the fd on (to a worker). */
+ * one const table of pre-session frame types (PROTO_HELLO, PROTO_PROBE). The hook answers and
+ * closes, or hands the fd on (to a worker). */
 #ifndef RGPU_SERVER_PREAUTH_H
 #define RGPU_SERVER_PREAUTH_H
 

@@ -81,6 +81,14 @@ struct srv_table_ipc {
     int32_t tenant;   /* its tenant (index into tenants[], -1 when the server has none) */
 };
 
+/* The GPUs this server serves as the first probe found them (server/probe.c), so that later
+ * probes answer without opening the driver. Written once, under the lock; ready last. */
+struct srv_table_gpu_info {
+    int32_t index;
+    char name[96];
+    uint64_t total_mem;
+};
+
 struct srv_table {
     uint32_t magic;
     pthread_mutex_t lock;
@@ -92,6 +100,9 @@ struct srv_table {
     struct srv_table_gpu gpus[SRV_TABLE_GPUS];
     struct srv_table_slot slots[SRV_TABLE_SLOTS];
     struct srv_table_ipc ipc[SRV_TABLE_IPC];
+    _Atomic int32_t probe_ready; /* probe_gpus holds probe_ngpus entries */
+    int32_t probe_ngpus;
+    struct srv_table_gpu_info probe_gpus[SRV_TABLE_GPUS];
 };
 
 /* Supervisor: create the table in a memfd (not close-on-exec: workers inherit it). */

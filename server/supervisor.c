@@ -202,6 +202,52 @@ static bool on_hello(const struct srv_preauth_peer *who, const struct proto_fram
     return false; /* the worker has its own copy of the fd */
 }
 
+/* A probe (server/probe.h), bounded and authenticated here like a Hello: a probe of another
+ * version or without a valid tenant token is answered and closed by the supervisor, forking
+ * nothing. An authenticated one goes to a worker by the Hello's path (--hello-fd), which
+ * answers it: the answer may need the driver (the first probe records the GPUs in the session
+ * table) and the echo that follows may last, neither of which the supervisor does. */
+static void send_probe_refusal(const struct srv_preauth_peer *who, CUresult status,
+                               const char *reason)
+{
+    Rgpu__ProbeReply r = RGPU__PROBE_REPLY__INIT;
+
+    r.proto_version = PROTO_VERSION;
+    r.proto_minor = PROTO_VERSION_MINOR;
+    r.server_name = (char *)sup.cfg->name;
+    r.status = status;
+    r.reason = (char *)reason;
+    srv_preauth_send(who->fd, PROTO_PROBE_REPLY, &r.base);
+}
+
+static bool on_probe(const struct srv_preauth_peer *who, const struct proto_frame_hdr *hdr,
+                     const uint8_t *frame, size_t len)
+{
+    Rgpu__Probe *p = rgpu__probe__unpack(NULL, hdr->msg_len, frame + sizeof(*hdr));
+    char reason[200], tenant[80];
+    const char *why = NULL;
+    uint32_t minor;
+
+    if (p == NULL) {
+        rg_warn("closing %s: its probe does not decode", who->peer);
+        return false;
+    }
+    if (!proto_version_accept(PROTO_VERSION, PROTO_VERSION_MINOR, p->proto_version,
+                              p->proto_minor, &minor, reason, sizeof(reason))) {
+        rg_warn("refused the probe of %s: %s", who->peer, reason);
+        send_probe_refusal(who, CUDA_ERROR_NOT_SUPPORTED, reason);
+    } else if (sup.tenants->n > 0 &&
+               srv_tenant_auth(sup.tenants, p->tenant, p->token, &why) == NULL) {
+        rg_warn("refused the probe of %s: tenant '%s': %s", who->peer,
+                srv_printable(tenant, sizeof(tenant), p->tenant), why);
+        send_probe_refusal(who, CUDA_ERROR_NOT_PERMITTED, SRV_AUTH_REFUSED);
+    } else {
+        spawn(who, frame, len);
+    }
+    rgpu__probe__free_unpacked(p, NULL);
+    return false;
+}
+
 /* Frames a peer may send before it has a session, and who answers them (server/preauth.h). */
 static const struct {
     uint16_t type;
@@ -209,6 +255,7 @@ static const struct {
                const uint8_t *frame, size_t len);
 } presession_frames[] = {
     {PROTO_HELLO, on_hello},
+    {PROTO_PROBE, on_probe},
 };
 
 static bool on_first_frame(void *arg, const struct srv_preauth_peer *who,
@@ -217,7 +264,7 @@ static bool on_first_frame(void *arg, const struct srv_preauth_peer *who,
     for (size_t i = 0; i < sizeof(presession_frames) / sizeof(presession_frames[0]); i++)
         if (presession_frames[i].type == hdr->type)
             return presession_frames[i].fn(who, hdr, frame, len);
-    rg_warn("closing %s: its first frame is a %s, not a hello", who->peer,
+    rg_warn("closing %s: its first frame is a %s, not a hello or a probe", who->peer,
             proto_frame_type_name(hdr->type));
     return false;
 }

@@ -15,6 +15,7 @@
 #include "server/lanes.h"
 #include "server/module_cache.h"
 #include "server/preauth.h"
+#include "server/probe.h"
 #include "server/server.h"
 #include "server/session.h"
 #include "server/tenancy.h"
@@ -252,6 +253,8 @@ static int handshake(struct srv_session *s, const struct srv_config *cfg)
                 (unsigned long long)s->id, s->peer);
         return 0;
     }
+    if (st == RG_OK && hdr.type == PROTO_PROBE) /* not a session: server/probe.h */
+        return srv_probe_serve(s, cfg, &hdr);
     if (st != RG_OK || hdr.type != PROTO_HELLO || hdr.bulk_len != 0 ||
         (hello = rgpu__hello__unpack(NULL, hdr.msg_len, s->msg_buf)) == NULL) {
         rg_error("session %llu: malformed message from %s: expected a hello frame",

@@ -119,8 +119,9 @@ env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin $ENVS \
     $EXEC --driver "$WORK/driver/libfakecuda.so" --listen 127.0.0.1 --port "$PORT" \
     >"$WORK/server.log" 2>&1 &
 SERVER_PID=$!
+# ready when it says so (it logs after listen(): a connect alone can win the race with the line)
 for _ in $(seq 100); do
-    (exec 3<>/dev/tcp/127.0.0.1/"$PORT") 2>/dev/null && break
+    grep -q "listening on 127.0.0.1:$PORT" "$WORK/server.log" 2>/dev/null && break
     sleep 0.1
 done
 grep -q "listening on 127.0.0.1:$PORT" "$WORK/server.log" && ok "installed gpu-server listens (as $USER_)" ||

@@ -1,0 +1,59 @@
+/* The client's configuration: one file found by a search order, then environment variables
+ * over it. Shared by libcuda.so.1 and the rgpu tool (both link client/config.c; it uses nothing
+ * of the session). Sizes (mem_quota, rgpu run --memory) follow rg_parse_size (common/config.h).
+ *
+ * Search order: the file RGPU_CONFIG names, else ~/.config/rgpu/client.conf, else
+ * /etc/rgpu/client.conf; the first that exists is read, alone. Keys (section [client] or
+ * none): pool, server, tenant, token, token_file, mem_quota, policy, connect_timeout_ms,
+ * probe_timeout_ms, transport, lanes. Environment: RGPU_SERVER (a pool of one, over any pool),
+ * RGPU_POOL, RGPU_TENANT, RGPU_TOKEN, RGPU_TOKEN_FILE, RGPU_MEM_QUOTA, RGPU_POLICY,
+ * RGPU_CONNECT_TIMEOUT_MS, RGPU_PROBE_TIMEOUT_MS, RGPU_TRANSPORT, RGPU_LANES.
+ * deploy/client.conf is the documented example. */
+#ifndef RGPU_CLIENT_CLIENT_CONFIG_H
+#define RGPU_CLIENT_CLIENT_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/status.h"
+#include "scheduler/placement.h"
+
+#define CLI_POOL_MAX       64
+#define CLI_DEFAULT_SERVER "127.0.0.1:7070"
+#define CLI_DEFAULT_PORT   "7070"
+
+struct cli_conf {
+    char source[256];             /* the file read, "" when none */
+    char pool[CLI_POOL_MAX][256]; /* entries as written: host:port, or a DNS name[:port] */
+    int npool;
+    char transport[8]; /* auto (default) | rdma | tcp */
+    char tenant[128];
+    char token[256];
+    char token_file[256];
+    uint64_t mem_quota; /* requested quota per GPU, 0 = the tenant's */
+    int lanes;          /* data lanes for large copies on TCP (0: none) */
+    enum sched_policy policy;
+    int connect_timeout_ms; /* per server */
+    int probe_timeout_ms;   /* the whole parallel probe of a pool */
+};
+
+/* The first of paths[0..n) that exists (NULL entries skipped), or NULL. */
+const char *cli_conf_pick(const char *const *paths, int n);
+
+/* Read the configuration as above into conf. On error (a bad value, a token file refused)
+ * returns RG_ERR_INVALID with the reason in why. */
+rg_status_t cli_conf_load(struct cli_conf *conf, char *why, size_t why_len);
+
+/* Read one file (no search, no environment) over conf's current values. */
+rg_status_t cli_conf_read_file(struct cli_conf *conf, const char *path, char *why, size_t why_len);
+
+/* Append the entries of list ("a:7070, b:7071 c") to conf's pool. */
+rg_status_t cli_conf_add_pool(struct cli_conf *conf, const char *list, char *why, size_t why_len);
+
+/* The token in path (its first line), if the file is a regular file owned by this user and
+ * readable by nobody else; otherwise RG_ERR_REFUSED with the reason in why. */
+rg_status_t cli_token_file_read(const char *path, char *token, size_t token_len, char *why,
+                                size_t why_len);
+
+#endif

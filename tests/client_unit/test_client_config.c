@@ -1,0 +1,288 @@
+/* The client's configuration (client/config.c) and pool resolution (client/pool.c):
+ * the search order, every key and its errors, the environment over the file, RGPU_SERVER as a
+ * pool of one, the token file's permission check, and a pool entry resolving to servers. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "client/config.h"
+#include "pool.h"
+
+static char dir[64];
+static char path_a[128], path_home[128], token_path[128];
+
+static void write_file(const char *path, const char *text, mode_t mode)
+{
+    FILE *f = fopen(path, "w");
+
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+    assert_int_equal(chmod(path, mode), 0);
+}
+
+static void clear_env(void)
+{
+    static const char *const vars[] = {
+        "RGPU_CONFIG",           "RGPU_SERVER",    "RGPU_POOL",
+        "RGPU_TENANT",           "RGPU_TOKEN",     "RGPU_TOKEN_FILE",
+        "RGPU_MEM_QUOTA",        "RGPU_POLICY",    "RGPU_CONNECT_TIMEOUT_MS",
+        "RGPU_PROBE_TIMEOUT_MS", "RGPU_TRANSPORT", "RGPU_LANES"};
+
+    for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++)
+        unsetenv(vars[i]);
+}
+
+static int setup(void **state)
+{
+    char sub[160];
+
+    snprintf(dir, sizeof(dir), "/tmp/rgpu-conf-XXXXXX");
+    assert_non_null(mkdtemp(dir));
+    snprintf(sub, sizeof(sub), "%s/.config", dir);
+    mkdir(sub, 0700);
+    snprintf(sub, sizeof(sub), "%s/.config/rgpu", dir);
+    mkdir(sub, 0700);
+    snprintf(path_a, sizeof(path_a), "%s/a.conf", dir);
+    snprintf(path_home, sizeof(path_home), "%s/.config/rgpu/client.conf", dir);
+    snprintf(token_path, sizeof(token_path), "%s/token", dir);
+    setenv("HOME", dir, 1);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    char cmd[128];
+
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+static void test_pick_first_existing(void **state)
+{
+    const char *paths[] = {NULL, "/nonexistent/x.conf", path_a, path_home};
+
+    write_file(path_a, "", 0600);
+    write_file(path_home, "", 0600);
+    assert_string_equal(cli_conf_pick(paths, 4), path_a);
+    assert_string_equal(cli_conf_pick(paths + 3, 1), path_home);
+    assert_null(cli_conf_pick(paths, 2));
+    unlink(path_a);
+    unlink(path_home);
+}
+
+/* RGPU_CONFIG first, else ~/.config/rgpu/client.conf; the first found is read alone. */
+static void test_search_order(void **state)
+{
+    struct cli_conf conf;
+    char why[512];
+
+    clear_env();
+    write_file(path_home, "pool = home:1\ntenant = from-home\n", 0600);
+    write_file(path_a, "[client]\npool = a:2\n", 0600);
+    assert_int_equal(cli_conf_load(&conf, why, sizeof(why)), RG_OK);
+    assert_string_equal(conf.source, path_home);
+    assert_string_equal(conf.pool[0], "home:1");
+    assert_string_equal(conf.tenant, "from-home");
+    setenv("RGPU_CONFIG", path_a, 1);
+    assert_int_equal(cli_conf_load(&conf, why, sizeof(why)), RG_OK);
+    assert_string_equal(conf.source, path_a);
+    assert_int_equal(conf.npool, 1);
+    assert_string_equal(conf.pool[0], "a:2");
+    assert_string_equal(conf.tenant, "");                /* not merged with the home file */
+    setenv("RGPU_CONFIG", "/nonexistent/named.conf", 1); /* named and missing: an error */
+    assert_int_equal(cli_conf_load(&conf, why, sizeof(why)), RG_ERR_INVALID);
+    assert_non_null(strstr(why, "/nonexistent/named.conf"));
+    unlink(path_home);
+    unsetenv("RGPU_CONFIG");
+    /* nothing found (no /etc/rgpu/client.conf in CI): the default server */
+    if (access("/etc/rgpu/client.conf", F_OK) != 0) {
+        assert_int_equal(cli_conf_load(&conf, why, sizeof(why)), RG_OK);
+        assert_string_equal(conf.source, "");
+        assert_int_equal(conf.npool, 1);
+        assert_string_equal(conf.pool[0], CLI_DEFAULT_SERVER);
+    }
+    unlink(path_a);
+}
+
+static void test_every_key(void **state)
+{
+    struct cli_conf conf;
+    char why[512];
+
+    clear_env();
+    write_file(token_path, "tok-from-file\n", 0600);
+    char text[1024];
+    snprintf(text, sizeof(text),
+             "# a pool of three entries on two lines, and a server\n"
+             "[client]\n"
+             "pool = gpu-a:7070, gpu-b:7071\n"
+             "pool = gpu-pool.example.svc\n"
+             "server = 10.0.0.9:7000\n"
+             "tenant = alpha\n"
+             "token_file = %s\n"
+             "mem_quota = 4GiB\n"
+             "policy = pack\n"
+             "connect_timeout_ms = 1500\n"
+             "probe_timeout_ms = 800\n"
+             "transport = tcp\n"
+             "lanes = 2\n"
+             "[nvml]\n"
+             "pool = ignored:1\n",
+             token_path);
+    write_file(path_a, text, 0600);
+    setenv("RGPU_CONFIG", path_a, 1);
+    assert_int_equal(cli_conf_load(&conf, why, sizeof(why)), RG_OK);
+    assert_int_equal(conf.npool, 4);
+    assert_string_equal(conf.pool[0], "gpu-a:7070");
+    assert_string_equal(conf.pool[1], "gpu-b:7071");
+    assert_string_equal(conf.pool[2], "gpu-pool.example.svc");
+    assert_string_equal(conf.pool[3], "10.0.0.9:7000");
+    assert_string_equal(conf.tenant, "alpha");
+    assert_string_equal(conf.token, "tok-from-file");
+    assert_int_equal(conf.mem_quota, 4ull << 30);
+    assert_int_equal(conf.policy, SCHED_PACK);
+    assert_int_equal(conf.connect_timeout_ms, 1500);
+    assert_int_equal(conf.probe_timeout_ms, 800);
+    assert_string_equal(conf.transport, "tcp");
+    assert_int_equal(conf.lanes, 2);
+
+    /* the environment over the file; RGPU_SERVER is a pool of one and wins over RGPU_POOL */
+    setenv("RGPU_POOL", "x:1 y:2", 1);
+    setenv("RGPU_POLICY", "first", 1);
+    setenv("RGPU_MEM_QUOTA", "512MiB", 1);
+    assert_int_equal(cli_conf_load(&conf, why, sizeof(why)), RG_OK);
+    assert_int_equal(conf.npool, 2);
+    assert_string_equal(conf.pool[1], "y:2");
+    assert_int_equal(conf.policy, SCHED_FIRST);
+    assert_int_equal(conf.mem_quota, 512ull << 20);
+    setenv("RGPU_MEM_QUOTA", "2 TiB", 1); /* the one size grammar (rg_parse_size) */
+    assert_int_equal(cli_conf_load(&conf, why, sizeof(why)), RG_OK);
+    assert_int_equal(conf.mem_quota, 2ull << 40);
+    setenv("RGPU_TOKEN", "tok-from-env", 1); /* over the file's token_file */
+    assert_int_equal(cli_conf_load(&conf, why, sizeof(why)), RG_OK);
+    assert_string_equal(conf.token, "tok-from-env");
+    assert_string_equal(conf.token_file, "");
+    setenv("RGPU_SERVER", "only:9", 1);
+    assert_int_equal(cli_conf_load(&conf, why, sizeof(why)), RG_OK);
+    assert_int_equal(conf.npool, 1);
+    assert_string_equal(conf.pool[0], "only:9");
+    clear_env();
+    unlink(path_a);
+    unlink(token_path);
+}
+
+static void test_bad_values_named(void **state)
+{
+    static const char *const bad[][2] = {{"policy = binpack\n", "policy = binpack"},
+                                         {"mem_quota = lots\n", "mem_quota = lots"},
+                                         {"mem_quota = 99999999TiB\n", "mem_quota = 99999999TiB"},
+                                         {"connect_timeout_ms = -5\n", "connect_timeout_ms = -5"},
+                                         {"probe_timeout_ms = soon\n", "probe_timeout_ms = soon"}};
+    struct cli_conf conf;
+    char why[512];
+
+    clear_env();
+    setenv("RGPU_CONFIG", path_a, 1);
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        write_file(path_a, bad[i][0], 0600);
+        assert_int_equal(cli_conf_load(&conf, why, sizeof(why)), RG_ERR_INVALID);
+        assert_non_null(strstr(why, bad[i][1]));
+    }
+    write_file(path_a, "", 0600);
+    setenv("RGPU_POLICY", "random", 1);
+    assert_int_equal(cli_conf_load(&conf, why, sizeof(why)), RG_ERR_INVALID);
+    assert_non_null(strstr(why, "environment: policy = random"));
+    clear_env();
+    unlink(path_a);
+}
+
+/* A token file open to its group or to others is refused, with the reason and the fix. */
+static void test_token_file_permissions(void **state)
+{
+    struct cli_conf conf;
+    char token[64], why[512];
+
+    clear_env();
+    write_file(token_path, "s3cret\n", 0600);
+    assert_int_equal(cli_token_file_read(token_path, token, sizeof(token), why, sizeof(why)),
+                     RG_OK);
+    assert_string_equal(token, "s3cret");
+    write_file(token_path, "s3cret\n", 0400);
+    assert_int_equal(cli_token_file_read(token_path, token, sizeof(token), why, sizeof(why)),
+                     RG_OK);
+    write_file(token_path, "s3cret\n", 0644);
+    assert_int_equal(cli_token_file_read(token_path, token, sizeof(token), why, sizeof(why)),
+                     RG_ERR_REFUSED);
+    assert_non_null(strstr(why, "mode 0644"));
+    assert_non_null(strstr(why, "readable only by its owner"));
+    write_file(token_path, "s3cret\n", 0640);
+    assert_int_equal(cli_token_file_read(token_path, token, sizeof(token), why, sizeof(why)),
+                     RG_ERR_REFUSED);
+    assert_int_equal(cli_token_file_read(dir, token, sizeof(token), why, sizeof(why)),
+                     RG_ERR_REFUSED);
+    assert_non_null(strstr(why, "not a regular file"));
+    assert_int_equal(cli_token_file_read("/nonexistent/t", token, sizeof(token), why, sizeof(why)),
+                     RG_ERR_REFUSED);
+    /* through the configuration: the load fails with that reason */
+    write_file(token_path, "s3cret\n", 0604);
+    setenv("RGPU_TOKEN_FILE", token_path, 1);
+    assert_int_equal(cli_conf_load(&conf, why, sizeof(why)), RG_ERR_INVALID);
+    assert_non_null(strstr(why, "open to its group or others (mode 0604)"));
+    clear_env();
+    unlink(token_path);
+}
+
+/* Entries resolve to addresses: literal ones as they are, a port by default, names through
+ * the resolver (localhost: one server per address, no duplicates), unresolvable ones kept with
+ * the reason. */
+static void test_pool_resolution(void **state)
+{
+    struct cli_conf conf = {.npool = 0};
+    struct cli_pool pool;
+    char why[128];
+
+    assert_int_equal(cli_conf_add_pool(&conf,
+                                       "127.0.0.1:9, 127.0.0.2 localhost:5 "
+                                       "no-such-host.invalid:1 127.0.0.1:9",
+                                       why, sizeof(why)),
+                     RG_OK);
+    assert_int_equal(cli_pool_resolve(&conf, &pool), RG_OK);
+    assert_true(pool.n >= 4);
+    assert_string_equal(pool.servers[0].addr, "127.0.0.1:9");
+    assert_string_equal(pool.servers[1].addr, "127.0.0.2:" CLI_DEFAULT_PORT);
+    int unresolved = 0, localhost = 0, nine = 0;
+    for (int i = 0; i < pool.n; i++) {
+        localhost += strcmp(pool.servers[i].name, "localhost:5") == 0;
+        nine += strcmp(pool.servers[i].addr, "127.0.0.1:9") == 0;
+        if (pool.servers[i].addr[0] == '\0') {
+            unresolved++;
+            assert_non_null(strstr(pool.servers[i].why, "cannot resolve no-such-host.invalid"));
+        }
+    }
+    assert_int_equal(unresolved, 1);
+    assert_true(localhost >= 1);
+    assert_int_equal(nine, 1); /* listed twice, one server */
+    cli_pool_free(&pool);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_pick_first_existing),
+        cmocka_unit_test(test_search_order),
+        cmocka_unit_test(test_every_key),
+        cmocka_unit_test(test_bad_values_named),
+        cmocka_unit_test(test_token_file_permissions),
+        cmocka_unit_test(test_pool_resolution),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
