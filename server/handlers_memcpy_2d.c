@@ -56,6 +56,7 @@ static CUresult htod(struct srv_session *s, struct srv_call *call, const CUDA_ME
                      CUstream st)
 {
     size_t w = c->WidthInBytes, h = c->Height, len = w * h, got = 0;
+    bool async = SRV_ARGS(call, MEMCPY_2D)->async;
     struct piece p = {0};
     CUresult res = CUDA_SUCCESS;
     uint8_t *buf;
@@ -64,7 +65,7 @@ static CUresult htod(struct srv_session *s, struct srv_call *call, const CUDA_ME
         if (call->msg->data.len != len)
             return CUDA_ERROR_INVALID_VALUE;
         while (res == CUDA_SUCCESS && next_piece(&p, w, h))
-            res = copy_piece(s, c, &p, call->msg->data.data + p.row * w + p.x, w, st, SRV_ARGS(call, MEMCPY_2D)->async);
+            res = copy_piece(s, c, &p, call->msg->data.data + p.row * w + p.x, w, st, async);
         return res;
     }
     if (call->hdr->bulk_len != len)
@@ -78,7 +79,7 @@ static CUresult htod(struct srv_session *s, struct srv_call *call, const CUDA_ME
             return CUDA_ERROR_DEVICE_UNAVAILABLE;
         got += n;
         if (res == CUDA_SUCCESS)
-            res = copy_piece(s, c, &p, buf, p.width, st, SRV_ARGS(call, MEMCPY_2D)->async);
+            res = copy_piece(s, c, &p, buf, p.width, st, async);
     }
     return got == len ? res : CUDA_ERROR_DEVICE_UNAVAILABLE;
 }
@@ -89,6 +90,7 @@ static CUresult dtoh(struct srv_session *s, struct srv_call *call, const CUDA_ME
 {
     Rgpu__Reply reply = RGPU__REPLY__INIT;
     size_t w = c->WidthInBytes, h = c->Height, len = w * h;
+    bool async = SRV_ARGS(call, MEMCPY_2D)->async;
     struct piece p = {0};
     uint8_t *buf = srv_scratch(s, len < SLAB ? len : SLAB);
     CUresult res;
@@ -96,7 +98,7 @@ static CUresult dtoh(struct srv_session *s, struct srv_call *call, const CUDA_ME
     if (buf == NULL)
         return CUDA_ERROR_OUT_OF_MEMORY;
     next_piece(&p, w, h);
-    if ((res = copy_piece(s, c, &p, buf, p.width, st, SRV_ARGS(call, MEMCPY_2D)->async)) != CUDA_SUCCESS)
+    if ((res = copy_piece(s, c, &p, buf, p.width, st, async)) != CUDA_SUCCESS)
         return res;
     if (len <= SLAB) /* one piece: an ordinary reply */
         return srv_reply_bulk(s, call, buf, len);
@@ -111,7 +113,7 @@ static CUresult dtoh(struct srv_session *s, struct srv_call *call, const CUDA_ME
         if (!next_piece(&p, w, h))
             break;
         if (res == CUDA_SUCCESS)
-            res = copy_piece(s, c, &p, buf, p.width, st, SRV_ARGS(call, MEMCPY_2D)->async);
+            res = copy_piece(s, c, &p, buf, p.width, st, async);
         if (res != CUDA_SUCCESS)
             memset(buf, 0, p.rows * p.width); /* framing holds; the error stays sticky */
     }

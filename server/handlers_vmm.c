@@ -181,7 +181,8 @@ CUresult srv_op_mem_map(struct srv_session *s, struct srv_call *call)
         return CUDA_ERROR_INVALID_HANDLE;
     mh = (CUmemGenericAllocationHandle)(uintptr_t)h->real;
     if ((i = phys_find(s, mh)) == SIZE_MAX ||
-        !rg_array_grow((void **)&s->vmm_maps, &s->vmm_map_cap, s->nvmm_maps, sizeof(*s->vmm_maps), 16))
+        !rg_array_grow((void **)&s->vmm_maps, &s->vmm_map_cap, s->nvmm_maps,
+                       sizeof(*s->vmm_maps), 16))
         return CUDA_ERROR_OUT_OF_MEMORY;
     res = s->drv.cuMemMap(a->ptr, a->size, a->offset, mh, a->flags);
     if (res != CUDA_SUCCESS)
