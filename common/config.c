@@ -1,6 +1,7 @@
 #include "common/config.h"
 
 #include <ctype.h>
+#include <stdbool.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,12 +20,26 @@ static char *trim(char *s)
     return s;
 }
 
+/* Cut the line at its comment: a '#' at the start of the line or after whitespace, outside
+ * double quotes. A '#' inside a word ("beta#secret", "http://h/p#frag") is part of it. */
+static void cut_comment(char *line)
+{
+    bool quoted = false;
+
+    for (char *p = line; *p != '\0'; p++) {
+        if (*p == '"')
+            quoted = !quoted;
+        else if (*p == '#' && !quoted && (p == line || isspace((unsigned char)p[-1]))) {
+            *p = '\0';
+            return;
+        }
+    }
+}
+
 static rg_status_t parse_line(char *line, char *section, size_t section_len, const char *origin,
                               int lineno, rg_config_cb cb, void *arg)
 {
-    char *hash = strchr(line, '#');
-    if (hash != NULL)
-        *hash = '\0';
+    cut_comment(line);
     line = trim(line);
     if (*line == '\0')
         return RG_OK;
@@ -46,12 +61,18 @@ static rg_status_t parse_line(char *line, char *section, size_t section_len, con
     *eq = '\0';
     char *key = trim(line), *value = trim(eq + 1);
     size_t vlen = strlen(value);
-    if (vlen >= 2 && value[0] == '"' && value[vlen - 1] == '"') {
+    if (vlen >= 1 && value[0] == '"') {
+        if (vlen < 2 || value[vlen - 1] != '"') {
+            rg_error("%s:%d: value of '%s' opens a quote it does not close", origin, lineno, key);
+            return RG_ERR_INVALID;
+        }
         value[vlen - 1] = '\0';
         value++;
     }
     rg_status_t status = cb(arg, section, key, value);
-    if (status != RG_OK)
+    if (status != RG_OK && strstr(key, "token") != NULL) /* never a secret in a log */
+        rg_error("%s:%d: invalid setting '%s'", origin, lineno, key);
+    else if (status != RG_OK)
         rg_error("%s:%d: invalid setting '%s = %s'", origin, lineno, key, value);
     return status;
 }

@@ -1,6 +1,14 @@
-/* Config files: "key = value" lines, '#' comments, "[section]" or "[section name]" headers.
+/* Config files, line by line:
+ *   [section]  or  [section name]     a header; the keys below belong to it
+ *   key = value                       leading and trailing blanks of both are dropped
+ *   key = "value"                     the quotes are dropped; blanks and '#' inside are kept
+ *   # comment                         '#' starts a comment at the start of a line or after a
+ *                                     blank, outside quotes: "token = beta#secret" is the
+ *                                     token beta#secret, "token = beta #secret" is beta
+ * A quote opened and not closed, a header without ']' or a line without '=' is an error.
  * The parser calls back once per key; the callback validates and returns RG_OK or an error
- * (which stops parsing; the parser logs file:line). */
+ * (which stops parsing; the parser logs file:line, and the value unless the key names a
+ * token). */
 #ifndef RGPU_COMMON_CONFIG_H
 #define RGPU_COMMON_CONFIG_H
 

@@ -24,6 +24,15 @@ static bool get_varint(const uint8_t **p, const uint8_t *end, uint64_t *v)
     return false;
 }
 
+/* A length prefix: a varint of at most 5 bytes and 32 bits, as protobuf-c reads them (it
+ * refuses a longer one, so taking it here would decode what protobuf-c refuses). */
+static bool get_length(const uint8_t **p, const uint8_t *end, uint64_t *n)
+{
+    const uint8_t *start = *p;
+
+    return get_varint(p, end, n) && *p - start <= 5 && *n <= UINT32_MAX;
+}
+
 /* Field 4: n packed varints filling exactly [p, end). */
 static bool get_args(const uint8_t *p, const uint8_t *end, Rgpu__Call *m, uint64_t *args,
                      size_t cap)
@@ -65,7 +74,7 @@ bool proto_call_unpack(const uint8_t *buf, size_t len, Rgpu__Call *m, uint64_t *
                 m->ctx = v;
             continue;
         }
-        if ((tag & 7) != 2 || field < 4 || !get_varint(&p, end, &n) || n > (uint64_t)(end - p))
+        if ((tag & 7) != 2 || field < 4 || !get_length(&p, end, &n) || n > (uint64_t)(end - p))
             return false;
         if (field == 4 && !get_args(p, p + n, m, args, cap))
             return false;

@@ -259,6 +259,124 @@ static CUresult end_of(struct srv_session *s, const uint64_t *a, void *buf, size
     return CUDA_SUCCESS;
 }
 
+/* A 3D copy with a host end moves in slabs of at most SLAB3D bytes of host rows (whole slices,
+ * rows of one slice, or pieces of a row wider than a slab), as 2D copies do
+ * (handlers_memcpy_2d.c); the worker held the whole copy before, up to 4 GiB. */
+#define SLAB3D (16u << 20)
+
+struct piece3d {
+    size_t z, depth, y, rows, x, width;
+    bool started;
+};
+
+/* The next piece after p: whole slices while a slice fits in a slab, else rows of one slice,
+ * else pieces of one row. False past the last slice. */
+static bool next_piece3d(struct piece3d *p, size_t w, size_t h, size_t d)
+{
+    if (!p->started) {
+        *p = (struct piece3d){.started = true};
+    } else if (p->x + p->width < w) {
+        p->x += p->width;
+    } else {
+        p->x = 0, p->y += p->rows;
+        if (p->y >= h)
+            p->y = 0, p->z += p->depth;
+    }
+    if (p->z >= d)
+        return false;
+    p->width = w - p->x < SLAB3D ? w - p->x : SLAB3D;
+    p->rows = w > SLAB3D ? 1 : (SLAB3D / w < h - p->y ? SLAB3D / w : h - p->y);
+    p->depth = 1;
+    if (p->y == 0 && p->rows == h && SLAB3D / (w * h) > 1) /* whole slices */
+        p->depth = SLAB3D / (w * h) < d - p->z ? SLAB3D / (w * h) : d - p->z;
+    return true;
+}
+
+/* Copy one piece between host rows at host (packed, width p->width) and the other end of c. */
+static CUresult copy_piece3d(struct srv_session *s, const CUDA_MEMCPY3D *c,
+                             const struct piece3d *p, const void *host, CUstream st, bool async)
+{
+    CUDA_MEMCPY3D k = *c;
+    CUresult res;
+
+    k.WidthInBytes = p->width, k.Height = p->rows, k.Depth = p->depth;
+    if (c->srcMemoryType == CU_MEMORYTYPE_HOST) {
+        k.srcHost = host, k.srcPitch = p->width, k.srcHeight = p->rows;
+        k.dstXInBytes += p->x, k.dstY += p->y, k.dstZ += p->z;
+    } else {
+        k.dstHost = (void *)host, k.dstPitch = p->width, k.dstHeight = p->rows;
+        k.srcXInBytes += p->x, k.srcY += p->y, k.srcZ += p->z;
+    }
+    res = async ? s->drv.cuMemcpy3DAsync(&k, st) : s->drv.cuMemcpy3D(&k);
+    return res == CUDA_SUCCESS && async ? s->drv.cuStreamSynchronize(st) : res; /* buf reused */
+}
+
+/* Host rows in: from the call's data in place, or from its bulk slab by slab. */
+static CUresult copy_3d_up(struct srv_session *s, struct srv_call *call, const CUDA_MEMCPY3D *c,
+                           size_t len, CUstream st)
+{
+    size_t w = c->WidthInBytes, h = c->Height, got = 0;
+    struct piece3d p = {0};
+    CUresult res = CUDA_SUCCESS;
+    uint8_t *buf;
+
+    if (call->hdr->bulk_len == 0) {
+        if (call->msg->data.len != len)
+            return CUDA_ERROR_INVALID_VALUE;
+        while (res == CUDA_SUCCESS && next_piece3d(&p, w, h, c->Depth))
+            res = copy_piece3d(s, c, &p, call->msg->data.data + (p.z * h + p.y) * w + p.x, st,
+                               SRV_ARGS(call, MEMCPY_3D)->async);
+        return res;
+    }
+    if (call->hdr->bulk_len != len)
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((buf = srv_scratch(s, len < SLAB3D ? len : SLAB3D)) == NULL)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    call->bulk_taken = true;
+    while (next_piece3d(&p, w, h, c->Depth)) {
+        if (transport_recv(s->conn, buf, p.depth * p.rows * p.width) != RG_OK)
+            return CUDA_ERROR_DEVICE_UNAVAILABLE;
+        got += p.depth * p.rows * p.width;
+        if (res == CUDA_SUCCESS) /* after an error the rest is still read: framing holds */
+            res = copy_piece3d(s, c, &p, buf, st, SRV_ARGS(call, MEMCPY_3D)->async);
+    }
+    return got == len ? res : CUDA_ERROR_DEVICE_UNAVAILABLE;
+}
+
+/* Host rows out: the reply's bulk, streamed slab by slab after the first one is copied. */
+static CUresult copy_3d_down(struct srv_session *s, struct srv_call *call, const CUDA_MEMCPY3D *c,
+                             size_t len, CUstream st)
+{
+    Rgpu__Reply reply = RGPU__REPLY__INIT;
+    struct piece3d p = {0};
+    uint8_t *buf = srv_scratch(s, len < SLAB3D ? len : SLAB3D);
+    CUresult res;
+
+    if (buf == NULL)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    next_piece3d(&p, c->WidthInBytes, c->Height, c->Depth);
+    if ((res = copy_piece3d(s, c, &p, buf, st, SRV_ARGS(call, MEMCPY_3D)->async)) != CUDA_SUCCESS)
+        return res;
+    if (len <= SLAB3D) /* one piece: an ordinary reply */
+        return srv_reply_bulk(s, call, buf, len);
+    reply.id = call->msg->id;
+    call->replied = true;
+    if (proto_send(s->conn, PROTO_REPLY, &reply.base, NULL, len) != RG_OK)
+        return CUDA_ERROR_DEVICE_UNAVAILABLE;
+    for (;;) {
+        struct iovec iov = {buf, p.depth * p.rows * p.width};
+        if (transport_sendv(s->conn, &iov, 1) != RG_OK)
+            return CUDA_ERROR_DEVICE_UNAVAILABLE;
+        if (!next_piece3d(&p, c->WidthInBytes, c->Height, c->Depth))
+            break;
+        if (res == CUDA_SUCCESS)
+            res = copy_piece3d(s, c, &p, buf, st, SRV_ARGS(call, MEMCPY_3D)->async);
+        if (res != CUDA_SUCCESS) /* framing holds; the error stays sticky */
+            memset(buf, 0, p.depth * p.rows * p.width);
+    }
+    return CUDA_SUCCESS;
+}
+
 /* [skind, s0..s3, dkind, d0..d3, width, height, depth, stream, async] */
 CUresult srv_op_memcpy_3d(struct srv_session *s, struct srv_call *call)
 {
@@ -266,7 +384,6 @@ CUresult srv_op_memcpy_3d(struct srv_session *s, struct srv_call *call)
     CUDA_MEMCPY3D c = {.WidthInBytes = a->width, .Height = a->height, .Depth = a->depth};
     bool up = a->src[0] == 0, down = a->dst[0] == 0;
     uint64_t len = 0;
-    void *buf = NULL;
     CUstream st;
     CUresult res;
 
@@ -276,18 +393,14 @@ CUresult srv_op_memcpy_3d(struct srv_session *s, struct srv_call *call)
         __builtin_mul_overflow(a->width, a->height, &len) ||
         __builtin_mul_overflow(len, a->depth, &len))
         return CUDA_ERROR_INVALID_VALUE;
-    if ((up || down) && (len > (4ull << 30) || (buf = srv_scratch(s, len)) == NULL))
-        return len > (4ull << 30) ? CUDA_ERROR_INVALID_VALUE : CUDA_ERROR_OUT_OF_MEMORY;
-    if ((res = end_of(s, a->src, buf, a->width, a->height, true, &c)) != CUDA_SUCCESS ||
-        (res = end_of(s, a->dst, buf, a->width, a->height, false, &c)) != CUDA_SUCCESS)
+    if ((up || down) && len > (4ull << 30))
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((res = end_of(s, a->src, NULL, a->width, a->height, true, &c)) != CUDA_SUCCESS ||
+        (res = end_of(s, a->dst, NULL, a->width, a->height, false, &c)) != CUDA_SUCCESS)
         return res;
-    if (up && srv_recv_input(s, call, buf, len) != RG_OK)
-        return call->bulk_taken ? CUDA_ERROR_DEVICE_UNAVAILABLE : CUDA_ERROR_INVALID_VALUE;
-    /* Host scratch is reused by the next call: copies through it complete here. */
-    res = a->async ? s->drv.cuMemcpy3DAsync(&c, st) : s->drv.cuMemcpy3D(&c);
-    if (res == CUDA_SUCCESS && a->async && (up || down))
-        res = s->drv.cuStreamSynchronize(st);
-    if (res != CUDA_SUCCESS || !down)
-        return res;
-    return srv_reply_bulk(s, call, buf, len);
+    if (up)
+        return copy_3d_up(s, call, &c, len, st);
+    if (down)
+        return copy_3d_down(s, call, &c, len, st);
+    return a->async ? s->drv.cuMemcpy3DAsync(&c, st) : s->drv.cuMemcpy3D(&c);
 }

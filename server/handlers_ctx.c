@@ -21,9 +21,12 @@ CUresult srv_op_ctx_create(struct srv_session *s, struct srv_call *call)
 
     if (a->dev >= (uint64_t)s->ndevices)
         return CUDA_ERROR_INVALID_DEVICE;
+    if (s->nctx >= SRV_MAX_CONTEXTS) /* each holds device memory and driver state */
+        return CUDA_ERROR_OUT_OF_MEMORY;
     res = s->drv.cuCtxCreate(&ctx, NULL, (unsigned)a->flags, s->devices[a->dev]);
     if ((res = srv_handle_adopt(s, a->id, PROTO_H_CTX, res, ctx)) != CUDA_SUCCESS)
         return res;
+    s->nctx++;
     srv_handle_get(s, a->id, PROTO_H_CTX)->size = a->dev; /* its device, for the gate */
     s->current_ctx = a->id;
     return CUDA_SUCCESS;
@@ -37,6 +40,8 @@ CUresult srv_op_ctx_destroy(struct srv_session *s, struct srv_call *call)
     if (ctx == NULL)
         return CUDA_ERROR_INVALID_CONTEXT;
     srv_gate_forget_context(s);
+    srv_ctx_limits_forget(s, a->ctx);
+    s->nctx--;
     srv_handle_del(s, a->ctx);
     srv_staging_release(s, a->ctx);
     s->current_ctx = 0;
@@ -51,7 +56,7 @@ CUresult srv_op_ctx_sync(struct srv_session *s, struct srv_call *call)
 CUresult srv_op_ctx_set_limit(struct srv_session *s, struct srv_call *call)
 {
     const struct proto_args_CTX_SET_LIMIT *a = SRV_ARGS(call, CTX_SET_LIMIT);
-    return s->drv.cuCtxSetLimit((CUlimit)a->limit, a->value);
+    return srv_ctx_set_limit(s, (CUlimit)a->limit, a->value);
 }
 
 CUresult srv_op_ctx_get_limit(struct srv_session *s, struct srv_call *call)

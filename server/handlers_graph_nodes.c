@@ -21,14 +21,18 @@ CUresult srv_op_shadow_alloc(struct srv_session *s, struct srv_call *call)
 
     if (PROTO_ID_TYPE(a->id) != PROTO_H_SHADOW || a->size == 0 || a->size > (1ull << 34))
         return CUDA_ERROR_INVALID_VALUE;
+    if (!srv_quota_charge(s, a->size)) /* pinned host memory: charged like device memory */
+        return CUDA_ERROR_OUT_OF_MEMORY;
     /* Shadows are made while a stream captures, where a global-mode capture would forbid
      * (and be invalidated by) an allocation: relax this thread's mode around it. */
     s->drv.cuThreadExchangeStreamCaptureMode(&mode);
     res = s->drv.cuMemHostAlloc(&p, a->size, CU_MEMHOSTALLOC_PORTABLE);
     s->drv.cuThreadExchangeStreamCaptureMode(&mode);
-    if ((res = srv_handle_adopt(s, a->id, PROTO_H_SHADOW, res, p)) != CUDA_SUCCESS)
+    if ((res = srv_handle_adopt(s, a->id, PROTO_H_SHADOW, res, p)) != CUDA_SUCCESS) {
+        srv_quota_release(s, a->size);
         return res;
-    srv_handle_get(s, a->id, PROTO_H_SHADOW)->size = a->size;
+    }
+    srv_handle_get(s, a->id, PROTO_H_SHADOW)->size = a->size; /* released with it */
     return CUDA_SUCCESS;
 }
 
@@ -165,18 +169,39 @@ static CUresult kernel_params(struct srv_session *s, const uint64_t *a, const ui
     return CUDA_SUCCESS;
 }
 
-/* One copy endpoint: kind 0 = device address, 1 = shadow id. */
-static bool copy_end(struct srv_session *s, uint64_t kind, uint64_t v, size_t pitch,
+/* The bytes a pitched copy of height rows of width bytes spans from its start: the last row
+ * starts at (height - 1) * pitch. False when it overflows or rows overlap (width > pitch). */
+static bool pitched_extent(uint64_t width, uint64_t height, uint64_t pitch, uint64_t *bytes_p)
+{
+    if (width == 0 || height == 0) {
+        *bytes_p = 0;
+        return true;
+    }
+    if (height > 1 && width > pitch)
+        return false;
+    if (height - 1 > (UINT64_MAX - width) / (pitch ? pitch : 1))
+        return false;
+    *bytes_p = (height - 1) * pitch + width;
+    return true;
+}
+
+/* One copy endpoint: kind 0 = device address, 1 = shadow id, which must hold the whole
+ * width x height range at the given pitch. */
+static bool copy_end(struct srv_session *s, const uint64_t *end, uint64_t width, uint64_t height,
                      CUmemorytype *type, CUdeviceptr *dev, void **host, size_t *pitch_out)
 {
-    *pitch_out = pitch;
-    if (kind == 0) {
+    uint64_t bytes;
+
+    *pitch_out = end[2];
+    if (end[0] == 0) {
         *type = CU_MEMORYTYPE_DEVICE;
-        *dev = v;
+        *dev = end[1];
         return true;
     }
     *type = CU_MEMORYTYPE_HOST;
-    return (*host = shadow_range(s, v, 0, 1)) != NULL;
+    if (!pitched_extent(width, height, end[2], &bytes))
+        return false;
+    return (*host = shadow_range(s, end[1], 0, bytes)) != NULL;
 }
 
 /* MEMCPY node: [srckind, src, srcpitch, dstkind, dst, dstpitch, width, height]. */
@@ -186,9 +211,9 @@ static CUresult add_memcpy(struct srv_session *s, const uint64_t *p, CUgraph g, 
     CUDA_MEMCPY3D c = {.WidthInBytes = p[6], .Height = p[7], .Depth = 1};
     CUcontext ctx;
 
-    if (!copy_end(s, p[0], p[1], p[2], &c.srcMemoryType, &c.srcDevice, (void **)&c.srcHost,
+    if (!copy_end(s, &p[0], p[6], p[7], &c.srcMemoryType, &c.srcDevice, (void **)&c.srcHost,
                   &c.srcPitch) ||
-        !copy_end(s, p[3], p[4], p[5], &c.dstMemoryType, &c.dstDevice, &c.dstHost, &c.dstPitch))
+        !copy_end(s, &p[3], p[6], p[7], &c.dstMemoryType, &c.dstDevice, &c.dstHost, &c.dstPitch))
         return CUDA_ERROR_INVALID_VALUE;
     s->drv.cuCtxGetCurrent(&ctx);
     return s->drv.cuGraphAddMemcpyNode(node, g, deps, ndeps, &c, ctx);

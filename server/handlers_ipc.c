@@ -5,8 +5,10 @@
  * the shared table's registry (server/session_table.h) with its tenant, and a handle is opened
  * only when a live session of the opener's own tenant exported it (on a server without tenants,
  * any live session). Anything else, forged bytes included, is refused with INVALID_VALUE and
- * logged, and never reaches the driver. Opened memory is not charged to the opener's quota
- * (the exporter's holds it) and is closed at session end; opened events are ordinary event
+ * logged, and never reaches the driver. Opened memory is charged to the exporter's quota while
+ * the exporter's session lives; the driver keeps it alive while it is open, after that session
+ * ended as well, so from then on every session that keeps it open is charged its size, until
+ * it closes it (srv_ipc_charge_orphans; docs/tenants.md). Opened events are ordinary event
  * handles. */
 #include <stdlib.h>
 #include <string.h>
@@ -68,13 +70,31 @@ CUresult srv_op_ipc_get_mem(struct srv_session *s, struct srv_call *call)
     return res == CUDA_SUCCESS ? exported(s, call, SRV_IPC_MEM, &h) : res;
 }
 
-static bool map_add(struct srv_session *s, CUdeviceptr dptr, size_t size)
+static bool map_add(struct srv_session *s, CUdeviceptr dptr, size_t size, const CUipcMemHandle *h)
 {
     if (!rg_array_grow((void **)&s->ipc_maps, &s->ipc_map_cap, s->nipc_maps, sizeof(*s->ipc_maps),
                        16))
         return false;
-    s->ipc_maps[s->nipc_maps++] = (struct srv_ipc_map){dptr, size};
+    s->ipc_maps[s->nipc_maps] = (struct srv_ipc_map){.dptr = dptr, .size = size};
+    memcpy(s->ipc_maps[s->nipc_maps++].handle, h, CU_IPC_HANDLE_SIZE);
     return true;
+}
+
+void srv_ipc_charge_orphans(struct srv_session *s)
+{
+    char other[64];
+
+    for (size_t i = 0; i < s->nipc_maps; i++) {
+        struct srv_ipc_map *m = &s->ipc_maps[i];
+        if (m->charged ||
+            srv_tenancy_ipc_check(s, SRV_IPC_MEM, m->handle, other, sizeof(other)) == RG_OK)
+            continue;
+        m->charged = true; /* even over the quota: it is held; new allocations are refused */
+        s->mem_used += m->size;
+        rg_info("session %llu: the session that exported %zu bytes it keeps open through CUDA "
+                "IPC ended: charged to this session until it closes them",
+                (unsigned long long)s->id, m->size);
+    }
 }
 
 /* [flags] data: CUipcMemHandle -> out[dptr, size] */
@@ -95,7 +115,7 @@ CUresult srv_op_ipc_open_mem(struct srv_session *s, struct srv_call *call)
         return res;
     if (s->drv.cuMemGetAddressRange(&base, &size, d) != CUDA_SUCCESS || base != d)
         size = 0; /* the client then knows the start only */
-    if (!map_add(s, d, size)) {
+    if (!map_add(s, d, size, &h)) {
         s->drv.cuIpcCloseMemHandle(d);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
@@ -111,6 +131,8 @@ CUresult srv_op_ipc_close_mem(struct srv_session *s, struct srv_call *call)
     for (size_t i = 0; i < s->nipc_maps; i++) {
         if (s->ipc_maps[i].dptr != (CUdeviceptr)a->dptr)
             continue;
+        if (s->ipc_maps[i].charged)
+            srv_quota_release(s, s->ipc_maps[i].size);
         s->ipc_maps[i] = s->ipc_maps[--s->nipc_maps];
         return s->drv.cuIpcCloseMemHandle((CUdeviceptr)a->dptr);
     }

@@ -136,6 +136,7 @@ CUresult srv_param_pointers(struct srv_session *s, uint64_t func_id, const void 
     size_t aligned = (plen + 15) & ~(size_t)15;
     void **params;
     uint8_t *buf;
+    bool in_scratch;
     CUresult res;
 
     if (h == NULL)
@@ -145,11 +146,13 @@ CUresult srv_param_pointers(struct srv_session *s, uint64_t func_id, const void 
     for (unsigned i = 0; i < h->nparams; i++)
         if ((size_t)h->layout[2 * i] + h->layout[2 * i + 1] > plen)
             return CUDA_ERROR_INVALID_VALUE;
-    /* One scratch block: the parameter bytes (16-byte aligned), then the pointer array. */
+    /* One scratch block: the parameter bytes (16-byte aligned), then the pointer array. When
+     * the bytes already sit in scratch, growing it moves them (and frees where pbuf points). */
+    in_scratch = pbuf == s->scratch;
     if ((buf = srv_scratch(s, aligned + (h->nparams + 1) * sizeof(*params))) == NULL)
         return CUDA_ERROR_OUT_OF_MEMORY;
     params = (void **)(buf + aligned);
-    if (pbuf != buf)
+    if (!in_scratch)
         memmove(buf, pbuf, plen);
     for (unsigned i = 0; i < h->nparams; i++)
         params[i] = buf + h->layout[2 * i];
@@ -171,7 +174,8 @@ CUresult srv_op_launch(struct srv_session *s, struct srv_call *call)
     if (srv_func_handle(s, a->func) == NULL || !srv_stream(s, a->stream, &stream))
         return CUDA_ERROR_INVALID_HANDLE;
     len = call->hdr->bulk_len > 0 ? call->hdr->bulk_len : call->msg->data.len;
-    if (nattr > 32 || plen > len || len - plen != nattr * sizeof(CUlaunchAttribute))
+    if (nattr > 32 || plen > len || len - plen != nattr * sizeof(CUlaunchAttribute) ||
+        plen > SRV_LAUNCH_PARAMS_MAX)
         return CUDA_ERROR_INVALID_VALUE;
     /* Parameters arrive in the scratch block that srv_param_pointers then works in place. */
     if ((buf = srv_scratch(s, len + 16)) == NULL)

@@ -58,8 +58,14 @@ CUresult srv_op_mem_alloc_pitch(struct srv_session *s, struct srv_call *call)
     const struct proto_args_MEM_ALLOC_PITCH *a = SRV_ARGS(call, MEM_ALLOC_PITCH);
     CUdeviceptr d;
     size_t pitch;
-    CUresult res = s->drv.cuMemAllocPitch(&d, &pitch, a->width, a->height, (unsigned)a->elemsize);
+    CUresult res;
 
+    /* width x height at least, before the driver allocates (the padding is known after) */
+    if (a->height != 0 && a->width > UINT64_MAX / a->height)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!srv_quota_allows(s, a->width * a->height))
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    res = s->drv.cuMemAllocPitch(&d, &pitch, a->width, a->height, (unsigned)a->elemsize);
     if (res == CUDA_SUCCESS && !srv_quota_allows(s, (uint64_t)pitch * a->height)) {
         s->drv.cuMemFree(d); /* the padded size is known only now */
         return CUDA_ERROR_OUT_OF_MEMORY;
@@ -90,6 +96,8 @@ CUresult srv_op_mem_get_info(struct srv_session *s, struct srv_call *call)
     size_t free_b, total;
     CUresult res = s->drv.cuMemGetInfo(&free_b, &total);
 
+    if (s->nipc_maps > 0)
+        srv_ipc_charge_orphans(s);
     if (res == CUDA_SUCCESS && s->mem_quota != 0) { /* frameworks size themselves to this */
         uint64_t left = s->mem_quota > s->mem_used ? s->mem_quota - s->mem_used : 0;
         free_b = left < free_b ? left : free_b;

@@ -1,11 +1,15 @@
 /* Virtual memory management (cuMemAddressReserve / cuMemCreate / cuMemMap / cuMemSetAccess, as
  * PyTorch's expandable segments use them) and memory pools (cuMemPoolCreate,
  * cuMemAllocFromPoolAsync, the devices' default and current pools). Physical VMM memory counts
- * against the session's quota from cuMemCreate to cuMemRelease; pool allocations from
- * cuMemAllocFromPoolAsync to their free. Device ordinals inside the structures the client sends
+ * against the session's quota from cuMemCreate until its handle is released and its last mapping
+ * unmapped, as long as the driver keeps it (releasing right after mapping is legal and common:
+ * NVIDIA's vectorAddMMAP does it); pool allocations from cuMemAllocFromPoolAsync to their free. Device ordinals inside the structures the client sends
  * are the client's and are mapped to the server's here. */
+#include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "common/array_grow.h"
 #include "server/session.h"
 
 /* A CUmemLocation of type DEVICE names the client's ordinal: map it (false if out of range). */
@@ -39,6 +43,64 @@ static CUmemAccessDesc *access_descs(struct srv_session *s, struct srv_call *cal
     return d;
 }
 
+/* One cuMemCreate: its charge, its mappings, whether its handle was released. A slot is free
+ * when both the handle and every mapping are gone; the charge goes back then. */
+struct srv_vmm_phys {
+    CUmemGenericAllocationHandle mh; /* unique among the handles not yet released */
+    uint64_t size;
+    uint32_t maps;
+    bool live, released;
+};
+
+struct srv_vmm_map {
+    CUdeviceptr va;
+    size_t size;
+    size_t phys; /* index in s->vmm_phys */
+};
+
+/* The record of the live (not released) handle mh; SIZE_MAX if there is none. */
+static size_t phys_find(const struct srv_session *s, CUmemGenericAllocationHandle mh)
+{
+    for (size_t i = 0; i < s->nvmm_phys; i++)
+        if (s->vmm_phys[i].live && !s->vmm_phys[i].released && s->vmm_phys[i].mh == mh)
+            return i;
+    return SIZE_MAX;
+}
+
+static bool phys_add(struct srv_session *s, CUmemGenericAllocationHandle mh, uint64_t size)
+{
+    size_t i = 0;
+
+    while (i < s->nvmm_phys && s->vmm_phys[i].live)
+        i++;
+    if (i == s->nvmm_phys &&
+        !rg_array_grow((void **)&s->vmm_phys, &s->vmm_phys_cap, i, sizeof(*s->vmm_phys), 16))
+        return false;
+    s->vmm_phys[i] = (struct srv_vmm_phys){.mh = mh, .size = size, .live = true};
+    if (i == s->nvmm_phys)
+        s->nvmm_phys++;
+    return true;
+}
+
+/* Drop one reference (the handle's or a mapping's) of record i; the last gives the charge back. */
+static void phys_put(struct srv_session *s, size_t i)
+{
+    struct srv_vmm_phys *ph = &s->vmm_phys[i];
+
+    if (ph->maps > 0 || !ph->released)
+        return;
+    srv_quota_release(s, ph->size);
+    ph->live = false;
+}
+
+void srv_vmm_teardown(struct srv_session *s)
+{
+    free(s->vmm_phys);
+    free(s->vmm_maps);
+    s->vmm_phys = NULL, s->vmm_maps = NULL;
+    s->nvmm_phys = s->vmm_phys_cap = s->nvmm_maps = s->vmm_map_cap = 0;
+}
+
 CUresult srv_op_address_reserve(struct srv_session *s, struct srv_call *call)
 {
     const struct proto_args_MEM_ADDRESS_RESERVE *a = SRV_ARGS(call, MEM_ADDRESS_RESERVE);
@@ -70,8 +132,15 @@ CUresult srv_op_mem_create(struct srv_session *s, struct srv_call *call)
     if (!srv_quota_charge(s, a->size))
         return CUDA_ERROR_OUT_OF_MEMORY;
     res = s->drv.cuMemCreate(&mh, a->size, &prop, a->flags);
+    if (res == CUDA_SUCCESS && !phys_add(s, mh, a->size)) {
+        s->drv.cuMemRelease(mh);
+        res = CUDA_ERROR_OUT_OF_MEMORY;
+    }
     res = srv_handle_adopt(s, a->id, PROTO_H_MEM_HANDLE, res, (void *)(uintptr_t)mh);
     if (res != CUDA_SUCCESS) {
+        size_t i = phys_find(s, mh);
+        if (i != SIZE_MAX) /* adopt refused the id and released mh */
+            s->vmm_phys[i].live = false;
         srv_quota_release(s, a->size);
         return res;
     }
@@ -79,27 +148,72 @@ CUresult srv_op_mem_create(struct srv_session *s, struct srv_call *call)
     return CUDA_SUCCESS;
 }
 
+/* The handle goes; its charge stays while a mapping holds the memory. */
 CUresult srv_op_mem_release(struct srv_session *s, struct srv_call *call)
 {
     const struct proto_args_MEM_RELEASE *a = SRV_ARGS(call, MEM_RELEASE);
-    return srv_handle_destroy(s, a->handle, PROTO_H_MEM_HANDLE);
+    struct srv_handle *h = srv_handle_get(s, a->handle, PROTO_H_MEM_HANDLE);
+    size_t i;
+    CUresult res;
+
+    if (h == NULL)
+        return CUDA_ERROR_INVALID_HANDLE;
+    i = phys_find(s, (CUmemGenericAllocationHandle)(uintptr_t)h->real);
+    if (i != SIZE_MAX)
+        h->size = 0; /* the record carries the charge from here */
+    res = srv_handle_destroy(s, a->handle, PROTO_H_MEM_HANDLE);
+    if (i != SIZE_MAX) {
+        s->vmm_phys[i].released = true;
+        phys_put(s, i);
+    }
+    return res;
 }
 
 CUresult srv_op_mem_map(struct srv_session *s, struct srv_call *call)
 {
     const struct proto_args_MEM_MAP *a = SRV_ARGS(call, MEM_MAP);
     struct srv_handle *h = srv_handle_get(s, a->handle, PROTO_H_MEM_HANDLE);
+    CUmemGenericAllocationHandle mh;
+    size_t i;
+    CUresult res;
 
     if (h == NULL)
         return CUDA_ERROR_INVALID_HANDLE;
-    return s->drv.cuMemMap(a->ptr, a->size, a->offset,
-                           (CUmemGenericAllocationHandle)(uintptr_t)h->real, a->flags);
+    mh = (CUmemGenericAllocationHandle)(uintptr_t)h->real;
+    if ((i = phys_find(s, mh)) == SIZE_MAX ||
+        !rg_array_grow((void **)&s->vmm_maps, &s->vmm_map_cap, s->nvmm_maps,
+                       sizeof(*s->vmm_maps), 16))
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    res = s->drv.cuMemMap(a->ptr, a->size, a->offset, mh, a->flags);
+    if (res != CUDA_SUCCESS)
+        return res;
+    s->vmm_maps[s->nvmm_maps++] = (struct srv_vmm_map){a->ptr, a->size, i};
+    s->vmm_phys[i].maps++;
+    return CUDA_SUCCESS;
 }
 
+/* Every mapping inside the unmapped range goes (the driver unmaps whole mappings only). */
 CUresult srv_op_mem_unmap(struct srv_session *s, struct srv_call *call)
 {
     const struct proto_args_MEM_UNMAP *a = SRV_ARGS(call, MEM_UNMAP);
-    return s->drv.cuMemUnmap(a->ptr, a->size);
+    CUdeviceptr va = a->ptr;
+    size_t size = a->size;
+    CUresult res = s->drv.cuMemUnmap(va, size);
+
+    if (res != CUDA_SUCCESS)
+        return res;
+    for (size_t k = 0; k < s->nvmm_maps;) {
+        struct srv_vmm_map *m = &s->vmm_maps[k];
+        if (m->va < va || m->va - va > size || m->size > size - (m->va - va)) {
+            k++;
+            continue;
+        }
+        size_t i = m->phys;
+        *m = s->vmm_maps[--s->nvmm_maps];
+        s->vmm_phys[i].maps--;
+        phys_put(s, i);
+    }
+    return CUDA_SUCCESS;
 }
 
 CUresult srv_op_mem_set_access(struct srv_session *s, struct srv_call *call)

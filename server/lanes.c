@@ -10,12 +10,14 @@
  * queued before the copy on the call's stream. The reply goes after every lane finished, and
  * the copy is complete on the device by then, so later work on any stream sees it. A lane that
  * fails ends the session: its stream of stripes cannot be resynchronized. */
+#include <errno.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/socket.h>
 
 #include "common/log.h"
 #include "server/lanes.h"
@@ -23,6 +25,8 @@
 #include "transport/transport.h"
 
 #define LANE_ACCEPT_MS 10000
+#define LANE_HELLO_MS 2000     /* for one connection's hello */
+#define LANE_PENDING_MAX 16    /* connections read at once before their hello */
 #define LANE_STRIPE_MIN (64u << 10)
 #define LANE_STRIPE_MAX (16u << 20)
 
@@ -89,32 +93,79 @@ void srv_lanes_offer(struct srv_session *s, Rgpu__Welcome *w)
     w->lane_secret = (ProtobufCBinaryData){sizeof(L->secret), L->secret};
 }
 
+/* A connection to the lane listener that has not yet sent its 36-byte hello (the secret and
+ * its index). Several are read at once, each within LANE_HELLO_MS, so a silent or slow peer
+ * holds nobody up. */
+struct lane_hello {
+    struct transport_conn *conn;
+    int64_t deadline_ms;
+    size_t got;
+    struct { uint8_t secret[32]; uint32_t index; } msg;
+};
+
+static int64_t now_ms(void)
+{
+    return (int64_t)(srv_now_ns() / 1000000);
+}
+
+/* Equal secrets, in constant time. */
+static bool secret_ok(const struct srv_lanes *L, const uint8_t *given)
+{
+    uint8_t diff = 0;
+
+    for (size_t i = 0; i < sizeof(L->secret); i++)
+        diff |= (uint8_t)(given[i] ^ L->secret[i]);
+    return diff == 0;
+}
+
+/* Read what h's peer sent. true when h is finished with (taken as a lane, or dropped). */
+static bool lane_hello_read(struct srv_lanes *L, struct lane_hello *h, int n, int *got_p)
+{
+    ssize_t r = recv(transport_fd(h->conn), (uint8_t *)&h->msg + h->got, sizeof(h->msg) - h->got,
+                     MSG_DONTWAIT);
+
+    if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+        return now_ms() >= h->deadline_ms ? (transport_close(h->conn), true) : false;
+    if (r > 0 && (h->got += (size_t)r) < sizeof(h->msg))
+        return false;
+    if (r <= 0 || !secret_ok(L, h->msg.secret) || h->msg.index >= (uint32_t)n ||
+        L->lanes[h->msg.index].conn != NULL) {
+        rg_warn("session %llu: a data lane connection without the session's secret; closed",
+                (unsigned long long)L->s->id);
+        transport_close(h->conn);
+        return true;
+    }
+    L->lanes[h->msg.index].conn = h->conn;
+    (*got_p)++;
+    return true;
+}
+
 /* Accept n lanes, each proving the secret and naming its index, within LANE_ACCEPT_MS. */
 static rg_status_t lanes_accept(struct srv_lanes *L, int n)
 {
-    int64_t deadline = srv_now_ns() / 1000000 + LANE_ACCEPT_MS;
-    struct { uint8_t secret[32]; uint32_t index; } hello;
+    int64_t deadline = now_ms() + LANE_ACCEPT_MS;
+    struct lane_hello pend[LANE_PENDING_MAX];
+    struct pollfd p[1 + LANE_PENDING_MAX];
     struct transport_conn *c;
+    int npend = 0, got = 0;
 
-    for (int got = 0; got < n;) {
-        struct pollfd p = {transport_tcp_ops.listener_fd(L->listener), POLLIN, 0};
-        int wait = (int)(deadline - (int64_t)(srv_now_ns() / 1000000));
-        if (wait <= 0 || poll(&p, 1, wait) != 1 ||
-            transport_tcp_ops.accept(L->listener, &c) != RG_OK)
-            return RG_ERR_TIMEOUT;
-        p = (struct pollfd){transport_fd(c), POLLIN, 0};
-        if (poll(&p, 1, 2000) != 1 || transport_recv(c, &hello, sizeof(hello)) != RG_OK ||
-            memcmp(hello.secret, L->secret, sizeof(L->secret)) != 0 || hello.index >= (uint32_t)n ||
-            L->lanes[hello.index].conn != NULL) {
-            rg_warn("session %llu: a data lane connection without the session's secret; closed",
-                    (unsigned long long)L->s->id);
-            transport_close(c);
-            continue;
-        }
-        L->lanes[hello.index].conn = c;
-        got++;
+    while (got < n && now_ms() < deadline) {
+        int wait = (int)(deadline - now_ms());
+        p[0] = (struct pollfd){transport_tcp_ops.listener_fd(L->listener),
+                               npend < LANE_PENDING_MAX ? POLLIN : 0, 0};
+        for (int i = 0; i < npend; i++)
+            p[1 + i] = (struct pollfd){transport_fd(pend[i].conn), POLLIN, 0};
+        if (poll(p, (nfds_t)(1 + npend), wait < 100 ? wait : 100) < 0 && errno != EINTR)
+            break;
+        for (int i = npend - 1; i >= 0; i--)
+            if (lane_hello_read(L, &pend[i], n, &got))
+                pend[i] = pend[--npend];
+        if ((p[0].revents & POLLIN) && transport_tcp_ops.accept(L->listener, &c) == RG_OK)
+            pend[npend++] = (struct lane_hello){.conn = c, .deadline_ms = now_ms() + LANE_HELLO_MS};
     }
-    return RG_OK;
+    for (int i = 0; i < npend; i++)
+        transport_close(pend[i].conn);
+    return got == n ? RG_OK : RG_ERR_TIMEOUT;
 }
 
 static CUresult lane_staging(struct lane *ln, size_t stripe)

@@ -4,6 +4,7 @@
  * The config file has a [server] section with the same keys (listen, port, devices, driver,
  * log_level, name); flags override it. */
 #include <getopt.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,16 +36,59 @@ static void usage(FILE *out)
             "  (600): the NCCL the workers run for rgpu's NCCL shim (docs/nccl.md).\n"
             "  rdma_direct = on|off: one-sided copies of RDMA sessions go straight to device\n"
             "  memory where the host can (GPUDirect RDMA; default on; RGPU_RDMA_DIRECT=0 too).\n"
-            "  --metrics-listen ADDR:PORT: serve /metrics (Prometheus) and /status (JSON) there.\n"
+            "  --metrics-listen ADDR:PORT: serve /metrics (Prometheus) and /status (JSON) there;\n"
+            "  a loopback address unless metrics_token = TOKEN is set (then required of readers).\n"
             "  Tenants: [tenant NAME] sections with token_sha256 (or token), mem_quota = SIZE,\n"
             "  weight = N, cap = PERCENT, class = guaranteed|best-effort, max_sessions = N.\n"
             "  SIGHUP reloads the tenants; running sessions go on.\n"
+            "  Bounds (docs/security.md): max_sessions = N (%d), max_pending = N (256),\n"
+            "  max_pending_per_peer = N (32), handshake_timeout_ms = N (5000),\n"
+            "  recv_timeout_ms = N (30000), idle_timeout = SECONDS (0 = none).\n"
             "  gpu-server --hash-token TOKEN prints the token_sha256 value for a tenant.\n",
-            SRV_DEFAULT_PORT);
+            SRV_DEFAULT_PORT, SRV_TABLE_SLOTS);
+}
+
+/* A whole decimal number in [min, max] into *out. */
+static rg_status_t set_int(int *out, const char *value, long min, long max)
+{
+    char *end;
+    long v = strtol(value, &end, 10);
+
+    if (end == value || *end != '\0' || v < min || v > max)
+        return RG_ERR_INVALID;
+    *out = (int)v;
+    return RG_OK;
+}
+
+/* The bounds of docs/security.md; false when key is not one of them. */
+static bool limit_key(struct srv_config *c, const char *key, const char *value, rg_status_t *st)
+{
+    static const struct { const char *key; size_t off; long min, max; } keys[] = {
+        {"max_sessions", offsetof(struct srv_config, max_sessions), 1, SRV_TABLE_SLOTS},
+        {"max_pending", offsetof(struct srv_config, max_pending), 1, 65536},
+        {"max_pending_per_peer", offsetof(struct srv_config, max_pending_per_peer), 1, 65536},
+        {"handshake_timeout_ms", offsetof(struct srv_config, handshake_timeout_ms), 100, 600000},
+        {"recv_timeout_ms", offsetof(struct srv_config, recv_timeout_ms), 100, 3600000},
+        {"idle_timeout", offsetof(struct srv_config, idle_timeout_s), 0, 30 * 86400},
+    };
+
+    for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
+        if (strcmp(key, keys[i].key) == 0) {
+            *st = set_int((int *)((char *)c + keys[i].off), value, keys[i].min, keys[i].max);
+            if (*st != RG_OK)
+                rg_error("config: %s = '%s': expected a whole number from %ld to %ld", key,
+                         value, keys[i].min, keys[i].max);
+            return true;
+        }
+    return false;
 }
 
 static rg_status_t set_key(struct srv_config *c, const char *key, const char *value)
 {
+    rg_status_t st;
+
+    if (limit_key(c, key, value, &st))
+        return st;
 #define SET(field) snprintf(c->field, sizeof(c->field), "%s", value)
     if (strcmp(key, "listen") == 0)
         SET(listen);
@@ -78,6 +122,8 @@ static rg_status_t set_key(struct srv_config *c, const char *key, const char *va
         SET(nccl_timeout);
     else if (strcmp(key, "metrics_listen") == 0 || strcmp(key, "metrics-listen") == 0)
         SET(metrics_listen);
+    else if (strcmp(key, "metrics_token") == 0 && strlen(value) < sizeof(c->metrics_token))
+        SET(metrics_token);
     else if (strcmp(key, "rdma_direct") == 0 &&
              (strcmp(value, "on") == 0 || strcmp(value, "off") == 0))
         SET(rdma_direct);
@@ -90,17 +136,22 @@ static rg_status_t set_key(struct srv_config *c, const char *key, const char *va
 static rg_status_t conf_key(void *arg, const char *section, const char *key, const char *value)
 {
     struct srv_config *c = arg;
+    rg_status_t st;
 
-    if (strncmp(section, "tenant ", 7) == 0) {
-        if (srv_tenant_key(&c->tenants, section + 7, key, value) != RG_OK)
-            rg_warn("config: bad key '%s' for tenant '%s' ignored", key, section + 7);
-        return RG_OK;
-    }
+    if (strncmp(section, "tenant ", 7) == 0) /* a bad tenant setting fails the load */
+        return srv_tenant_key(&c->tenants, section + 7, key, value);
     if (strcmp(section, "server") != 0 && section[0] != '\0')
         return RG_OK;
+    if (limit_key(c, key, value, &st)) /* a bad bound is an error, never a silent default */
+        return st;
     if (set_key(arg, key, value) != RG_OK)
         rg_warn("config: unknown key '%s' ignored", key);
     return RG_OK;
+}
+
+static rg_status_t parse_file(const char *path, struct srv_config *c)
+{
+    return rg_config_parse_file(path, conf_key, c);
 }
 
 struct worker_args {
@@ -118,6 +169,7 @@ static int parse_args(int argc, char **argv, struct srv_config *c, struct worker
         {"name", 1, 0, 'n'}, {"worker-fd", 1, 0, 'W'}, {"session", 1, 0, 'S'},
         {"peer", 1, 0, 'P'}, {"busy-poll-us", 1, 0, 'B'}, {"transport", 1, 0, 'T'},
         {"table-fd", 1, 0, 'F'}, {"metrics-listen", 1, 0, 'M'}, {"help", 0, 0, 'h'},
+        {"hello-fd", 1, 0, 'H'},
         {0, 0, 0, 0}};
     int o;
 
@@ -125,7 +177,7 @@ static int parse_args(int argc, char **argv, struct srv_config *c, struct worker
     for (int i = 1; i + 1 < argc; i++)
         if (strcmp(argv[i], "--config") == 0 &&
             (snprintf(c->config_path, sizeof(c->config_path), "%s", argv[i + 1]) < 0 ||
-             rg_config_parse_file(argv[i + 1], conf_key, c) != RG_OK)) {
+             parse_file(argv[i + 1], c) != RG_OK)) {
             fprintf(stderr, "gpu-server: cannot read config file %s\n", argv[i + 1]);
             return 2;
         }
@@ -147,6 +199,7 @@ static int parse_args(int argc, char **argv, struct srv_config *c, struct worker
             break;
         case 'W': w->fd = atoi(optarg); break;
         case 'F': w->table_fd = atoi(optarg); break;
+        case 'H': c->hello_fd = atoi(optarg); break;
         case 'M': set_key(c, "metrics_listen", optarg); break;
         case 'S': w->session = strtoull(optarg, NULL, 10); break;
         case 'P': snprintf(w->peer, sizeof(w->peer), "%s", optarg); break;
@@ -193,7 +246,10 @@ int srv_driver_check(const struct srv_config *cfg)
 int main(int argc, char **argv)
 {
     struct srv_config cfg = {.listen = "0.0.0.0", .port = SRV_DEFAULT_PORT, .log_level = "info",
-                             .transport = "auto"};
+                             .transport = "auto", .max_sessions = SRV_TABLE_SLOTS,
+                             .max_pending = 256, .max_pending_per_peer = 32,
+                             .handshake_timeout_ms = 5000, .recv_timeout_ms = 30000,
+                             .parse_file = parse_file};
     struct worker_args w = {.fd = -1, .table_fd = -1};
     char self[4096];
     ssize_t n;

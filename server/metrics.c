@@ -1,12 +1,22 @@
 #include "server/metrics.h"
 
+#include <arpa/inet.h>
+#include <event2/bufferevent.h>
 #include <event2/http.h>
+#include <event2/listener.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/config.h"
 #include "common/log.h"
+#include "common/sha256.h"
+
+/* Bounds of the endpoint (docs/security.md): connections at once (the listener pauses at the
+ * cap, so more wait in the kernel's backlog and hold no descriptor here), and seconds a
+ * connection may stay idle or take to send its request. */
+#define HTTP_MAX_CONNS 32
+#define HTTP_TIMEOUT_S 10
 
 /* What a 1 s timer remembers of each slot, to turn GPU time into a share of the last second. */
 struct sample {
@@ -21,9 +31,18 @@ struct srv_metrics {
     struct srv_table *t;
     char name[64];
     uint64_t last_tick_ns;
+    struct evconnlistener *listener;
+    struct event *resume;       /* sweeps and resumes accepting while paused */
+    int conns;                  /* HTTP connections open now: bevs[0, conns) */
+    struct bufferevent *bevs[HTTP_MAX_CONNS];
+    bool paused;                /* at the cap, or after a failed accept */
+    bool has_token;
+    uint8_t token_sha256[RG_SHA256_LEN];
     struct sample samples[SRV_TABLE_SLOTS];
     double gpu_util[SRV_TABLE_GPUS];
 };
+
+static void sweep(struct srv_metrics *m);
 
 /* ---- sampling --------------------------------------------------------------------------- */
 
@@ -31,6 +50,8 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
 {
     struct srv_metrics *m = arg;
     uint64_t now = srv_now_ns(), dt = now - m->last_tick_ns;
+
+    sweep(m);
     int hi = atomic_load(&m->t->hiwater);
 
     memset(m->gpu_util, 0, sizeof(m->gpu_util));
@@ -312,6 +333,97 @@ void srv_metrics_json(struct srv_metrics *m, struct evbuffer *out)
 
 /* ---- HTTP -------------------------------------------------------------------------------- */
 
+/* With metrics_token set, every request must carry it ("Authorization: Bearer TOKEN"). */
+static bool authorized(const struct srv_metrics *m, struct evhttp_request *req)
+{
+    const char *auth = evhttp_find_header(evhttp_request_get_input_headers(req), "Authorization");
+    uint8_t d[RG_SHA256_LEN], diff = 0;
+
+    if (!m->has_token)
+        return true;
+    if (auth == NULL || strncmp(auth, "Bearer ", 7) != 0)
+        return false;
+    rg_sha256(auth + 7, strlen(auth + 7), d);
+    for (int i = 0; i < RG_SHA256_LEN; i++)
+        diff |= (uint8_t)(d[i] ^ m->token_sha256[i]);
+    return diff == 0;
+}
+
+/* Counting connections. evhttp has no hook for a connection's end in libevent 2.1, so each
+ * connection's bufferevent is made here (evhttp_set_bevcb) with one more reference: once evhttp
+ * has freed it (its callbacks are cleared), a sweep drops that reference, which closes the
+ * socket. At the cap the listener stops accepting; a 250 ms timer sweeps and resumes it. */
+static void accepting(struct srv_metrics *m, bool on)
+{
+    if (on == !m->paused)
+        return;
+    m->paused = !on;
+    if (on)
+        evconnlistener_enable(m->listener);
+    else
+        evconnlistener_disable(m->listener);
+}
+
+static void sweep(struct srv_metrics *m)
+{
+    for (int i = 0; i < m->conns;) {
+        bufferevent_data_cb r, w;
+        bufferevent_event_cb e;
+        void *arg;
+        bufferevent_getcb(m->bevs[i], &r, &w, &e, &arg);
+        if (r != NULL || w != NULL || e != NULL) {
+            i++;
+            continue;
+        }
+        bufferevent_decref(m->bevs[i]); /* evhttp let it go: ours was the last reference */
+        m->bevs[i] = m->bevs[--m->conns];
+    }
+}
+
+static void pause_a_while(struct srv_metrics *m, int us)
+{
+    struct timeval tv = {us / 1000000, us % 1000000};
+
+    accepting(m, false);
+    evtimer_add(m->resume, &tv);
+}
+
+static struct bufferevent *conn_new(struct event_base *base, void *arg)
+{
+    struct srv_metrics *m = arg;
+    struct bufferevent *bev;
+
+    sweep(m);
+    if (m->conns >= HTTP_MAX_CONNS) /* not reached: the listener pauses at the cap */
+        return NULL;
+    if ((bev = bufferevent_socket_new(base, -1, BEV_OPT_CLOSE_ON_FREE)) == NULL)
+        return NULL;
+    bufferevent_incref(bev);
+    m->bevs[m->conns++] = bev;
+    if (m->conns >= HTTP_MAX_CONNS)
+        pause_a_while(m, 250000);
+    return bev;
+}
+
+/* accept failed (out of descriptors): pause 1 s instead of retrying at once, which would log
+ * an error per try. */
+static void on_accept_error(struct evconnlistener *l, void *arg)
+{
+    rg_warn("metrics: accept failed: %m; not accepting for 1 s");
+    pause_a_while(arg, 1000000);
+}
+
+static void on_resume(evutil_socket_t fd, short what, void *arg)
+{
+    struct srv_metrics *m = arg;
+
+    sweep(m);
+    if (m->conns < HTTP_MAX_CONNS)
+        accepting(m, true);
+    else
+        pause_a_while(m, 250000);
+}
+
 static void on_request(struct evhttp_request *req, void *arg)
 {
     struct srv_metrics *m = arg;
@@ -321,6 +433,12 @@ static void on_request(struct evhttp_request *req, void *arg)
 
     if (out == NULL) {
         evhttp_send_error(req, HTTP_INTERNAL, NULL);
+        return;
+    }
+    if (!authorized(m, req)) {
+        evbuffer_free(out);
+        evhttp_add_header(h, "WWW-Authenticate", "Bearer");
+        evhttp_send_error(req, 401, "metrics_token required (Authorization: Bearer TOKEN)");
         return;
     }
     if (path != NULL && strcmp(path, "/metrics") == 0) {
@@ -354,7 +472,46 @@ static void log_bound(struct evhttp_bound_socket *bs)
     rg_info("metrics on http://%s:%d/metrics and /status", host, port);
 }
 
-rg_status_t srv_metrics_start(struct event_base *base, const char *listen,
+static bool loopback(const char *host)
+{
+    struct in_addr a4;
+    struct in6_addr a6;
+
+    if (strcmp(host, "localhost") == 0)
+        return true;
+    if (inet_pton(AF_INET, host, &a4) == 1)
+        return (ntohl(a4.s_addr) >> 24) == 127;
+    return inet_pton(AF_INET6, host, &a6) == 1 && IN6_IS_ADDR_LOOPBACK(&a6);
+}
+
+/* Where and to whom: a loopback address, or any address with a token. */
+static rg_status_t check_exposure(struct srv_metrics *m, const char *listen, const char *host,
+                                  const char *token)
+{
+    if (token != NULL && token[0] != '\0') {
+        m->has_token = true;
+        rg_sha256(token, strlen(token), m->token_sha256);
+        return RG_OK;
+    }
+    if (loopback(host))
+        return RG_OK;
+    rg_error("metrics_listen = %s is not a loopback address: set metrics_token too, or /status "
+             "would show every tenant's sessions to anyone who can reach it", listen);
+    return RG_ERR_INVALID;
+}
+
+static void http_limits(struct srv_metrics *m, struct evhttp_bound_socket *bs)
+{
+    evhttp_set_timeout(m->http, HTTP_TIMEOUT_S);
+    evhttp_set_max_headers_size(m->http, 8192);
+    evhttp_set_max_body_size(m->http, 0);
+    evhttp_set_bevcb(m->http, conn_new, m);
+    m->listener = evhttp_bound_socket_get_listener(bs);
+    evconnlistener_set_error_cb(m->listener, on_accept_error);
+    m->resume = evtimer_new(evconnlistener_get_base(m->listener), on_resume, m);
+}
+
+rg_status_t srv_metrics_start(struct event_base *base, const char *listen, const char *token,
                               struct srv_table *table, const char *server_name,
                               struct srv_metrics **m_p)
 {
@@ -366,6 +523,10 @@ rg_status_t srv_metrics_start(struct event_base *base, const char *listen,
     if (m == NULL || rg_split_hostport(listen, host, sizeof(host), port, sizeof(port), "9400") !=
                          RG_OK) {
         rg_error("metrics_listen '%s': expected ADDR:PORT", listen);
+        free(m);
+        return RG_ERR_INVALID;
+    }
+    if (check_exposure(m, listen, host, token) != RG_OK) {
         free(m);
         return RG_ERR_INVALID;
     }
@@ -382,6 +543,7 @@ rg_status_t srv_metrics_start(struct event_base *base, const char *listen,
     }
     evhttp_set_allowed_methods(m->http, EVHTTP_REQ_GET | EVHTTP_REQ_HEAD);
     evhttp_set_gencb(m->http, on_request, m);
+    http_limits(m, bs);
     log_bound(bs);
     m->last_tick_ns = srv_now_ns();
     m->tick = event_new(base, -1, EV_PERSIST, on_tick, m);
@@ -396,5 +558,7 @@ void srv_metrics_stop(struct srv_metrics *m)
         return;
     event_free(m->tick);
     evhttp_free(m->http);
+    sweep(m);
+    event_free(m->resume);
     free(m);
 }

@@ -14,8 +14,12 @@
 
 struct srv_metrics;
 
-/* Serve on listen ("ADDR:PORT"; port 0 picks one, logged as "metrics on http://..."). */
-rg_status_t srv_metrics_start(struct event_base *base, const char *listen,
+/* Serve on listen ("ADDR:PORT"; port 0 picks one, logged as "metrics on http://..."). With a
+ * token ("" = none) every request must send "Authorization: Bearer TOKEN" (else 401); without
+ * one, listen must be a loopback address (RG_ERR_INVALID otherwise), since /status names every
+ * tenant's sessions, peers and programs. At most 32 connections at once (more wait in the
+ * kernel's backlog), each closed after 10 s idle or slow. */
+rg_status_t srv_metrics_start(struct event_base *base, const char *listen, const char *token,
                               struct srv_table *table, const char *server_name,
                               struct srv_metrics **m_p);
 void srv_metrics_stop(struct srv_metrics *m);

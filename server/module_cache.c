@@ -12,11 +12,11 @@
 #include <unistd.h>
 
 #include "common/config.h"
+#include "common/array_grow.h"
 #include "common/log.h"
 #include "common/sha256.h"
 
 #define IMAGE_MAX ((size_t)1 << 30)
-#define MAX_ENTRIES 4096 /* files looked at when evicting */
 
 static struct {
     bool on;
@@ -271,25 +271,32 @@ static int older_first(const void *a, const void *b)
     return x->used.tv_nsec < y->used.tv_nsec ? -1 : x->used.tv_nsec > y->used.tv_nsec;
 }
 
-/* Add the images of one tenant directory to the list; returns their total size. */
-static uint64_t list_dir(const char *dir, struct cache_entry *list, size_t *n_p)
+struct cache_list {
+    struct cache_entry *e;
+    size_t n, cap;
+};
+
+/* Add the images of one tenant directory to the list (every one of them: eviction that saw only
+ * some undercounted the total and never reached the rest); returns their total size. */
+static uint64_t list_dir(const char *dir, struct cache_list *l)
 {
     DIR *d = opendir(dir);
     struct dirent *e;
     uint64_t total = 0;
 
-    while (d != NULL && (e = readdir(d)) != NULL && *n_p < MAX_ENTRIES) {
-        struct cache_entry *c = &list[*n_p];
+    while (d != NULL && (e = readdir(d)) != NULL) {
         struct stat st;
         if (strlen(e->d_name) != 2 * RG_SHA256_LEN ||
-            (size_t)snprintf(c->path, sizeof(c->path), "%s/%s", dir, e->d_name) >=
-                sizeof(c->path) ||
+            !rg_array_grow((void **)&l->e, &l->cap, l->n, sizeof(*l->e), 256))
+            continue;
+        struct cache_entry *c = &l->e[l->n];
+        if ((size_t)snprintf(c->path, sizeof(c->path), "%s/%s", dir, e->d_name) >= sizeof(c->path) ||
             lstat(c->path, &st) != 0 || !S_ISREG(st.st_mode))
             continue;
         c->used = st.st_mtim;
         c->size = (uint64_t)st.st_size;
         total += c->size;
-        (*n_p)++;
+        l->n++;
     }
     if (d != NULL)
         closedir(d);
@@ -299,33 +306,32 @@ static uint64_t list_dir(const char *dir, struct cache_entry *list, size_t *n_p)
 /* Keep the whole cache (every tenant) within max_bytes: least recently used images go. */
 static void evict(void)
 {
-    struct cache_entry *list = calloc(MAX_ENTRIES, sizeof(*list));
+    struct cache_list l = {NULL, 0, 0};
     DIR *d = opendir(cache.dir);
     struct dirent *e;
     uint64_t total = 0;
-    size_t n = 0;
 
-    while (list != NULL && d != NULL && (e = readdir(d)) != NULL) {
+    while (d != NULL && (e = readdir(d)) != NULL) {
         char sub[400];
         if (e->d_name[0] == '.' ||
             (size_t)snprintf(sub, sizeof(sub), "%s/%s", cache.dir, e->d_name) >= sizeof(sub))
             continue;
-        total += list_dir(sub, list, &n);
+        total += list_dir(sub, &l);
     }
     if (d != NULL)
         closedir(d);
-    if (list != NULL && total > cache.max_bytes) {
-        qsort(list, n, sizeof(*list), older_first);
-        for (size_t i = 0; i < n && total > cache.max_bytes; i++) {
-            if (unlink(list[i].path) == 0) {
-                total -= list[i].size;
+    if (total > cache.max_bytes) {
+        qsort(l.e, l.n, sizeof(*l.e), older_first);
+        for (size_t i = 0; i < l.n && total > cache.max_bytes; i++) {
+            if (unlink(l.e[i].path) == 0) {
+                total -= l.e[i].size;
                 cache.stats.evicted++;
-                rg_info("module cache: evicted %s (%llu bytes)", list[i].path,
-                        (unsigned long long)list[i].size);
+                rg_info("module cache: evicted %s (%llu bytes)", l.e[i].path,
+                        (unsigned long long)l.e[i].size);
             }
         }
     }
-    free(list);
+    free(l.e);
 }
 
 static bool write_all(int fd, const void *buf, size_t len)

@@ -4,6 +4,7 @@
 
 #include <stdint.h>
 
+#include "common/status.h"
 #include "server/tenant_config.h"
 
 struct srv_table;
@@ -24,11 +25,24 @@ struct srv_config {
     char host_nvml[256];       /* the host's NVML library; "" = libnvidia-ml.so.1, "off" */
     char config_path[256]; /* the config file, passed on to workers */
     char metrics_listen[128]; /* "ADDR:PORT" of /metrics and /status; "" = not served */
+    char metrics_token[128];  /* required of their readers ("Authorization: Bearer"); "" = none,
+                                 and then metrics_listen must be a loopback address */
     char rdma_direct[8];      /* on | off: GPUDirect RDMA for one-sided copies; "" = on */
     char nccl_library[256];   /* the GPU host's NCCL; "" = libnccl.so.2 (docs/nccl.md) */
     char nccl_secret[128];    /* mixed into the key binding NCCL unique ids to a tenant */
     char nccl_timeout[16];    /* seconds before an unfinished collective aborts its comm */
+    /* Bounds (docs/security.md; defaults in server/main.c) */
+    int max_sessions;         /* sessions (worker processes) at once, all tenants */
+    int max_pending;          /* connections before their hello, all peers */
+    int max_pending_per_peer; /* ... from one peer address */
+    int handshake_timeout_ms; /* for the hello to arrive whole, from the accept */
+    int recv_timeout_ms;      /* a session's message (or copy) that stops arriving this long */
+    int idle_timeout_s;       /* a session with no call this long is ended; 0 = never */
+    int hello_fd;             /* workers: pipe with the hello the supervisor read; 0 = none */
     struct srv_tenants tenants;
+    /* The config file parser (server/main.c) as the workers run it: the supervisor checks with
+     * it that a file reloaded on SIGHUP will load in its workers too. */
+    rg_status_t (*parse_file)(const char *path, struct srv_config *c);
     struct srv_table *table; /* workers: the supervisor's shared session table; NULL = none */
 };
 

@@ -102,14 +102,16 @@ void *srv_scratch(struct srv_session *s, size_t len)
     return s->scratch;
 }
 
-bool srv_quota_allows(const struct srv_session *s, uint64_t size)
+bool srv_quota_allows(struct srv_session *s, uint64_t size)
 {
+    if (s->nipc_maps > 0)
+        srv_ipc_charge_orphans(s);
     return sched_quota_fits(s->mem_quota, s->mem_used, size);
 }
 
 bool srv_quota_charge(struct srv_session *s, uint64_t size)
 {
-    if (!sched_quota_fits(s->mem_quota, s->mem_used, size))
+    if (!srv_quota_allows(s, size))
         return false;
     s->mem_used += size;
     return true;
@@ -255,9 +257,9 @@ CUresult srv_handle_destroy(struct srv_session *s, uint64_t id, unsigned type)
     if (h == NULL)
         return CUDA_ERROR_INVALID_HANDLE;
     real = h->real;
-    /* VMM physical memory, modules' globals and graphs' memory nodes leave the quota */
+    /* VMM physical memory, modules' globals, graphs' memory nodes and shadows leave the quota */
     if (type == PROTO_H_MEM_HANDLE || type == PROTO_H_MODULE || type == PROTO_H_LIBRARY ||
-        type == PROTO_H_GRAPH)
+        type == PROTO_H_GRAPH || type == PROTO_H_SHADOW)
         srv_quota_release(s, h->size);
     srv_handle_del(s, id);
     return destroy_real(s, type, real);
@@ -351,6 +353,7 @@ void srv_session_teardown(struct srv_session *s)
             "RSS %.1f MiB, pinned staging %.1f MiB",
             (unsigned long long)s->id, n, bytes / 1048576.0, s->nhandles, ru.ru_maxrss / 1024.0,
             (s->staging_most + s->lanes_staging_most) / 1048576.0);
+    srv_vmm_teardown(s);
     free_tables(s);
 }
 

@@ -21,7 +21,7 @@ struct srv_handle {
     bool borrowed;    /* owned by another object (a library's module, the driver's default
                        * pool): never destroyed alone */
     uint64_t size;    /* bytes charged to the quota (VMM memory, module globals, graph memory
-                       * nodes); shadows: their length */
+                       * nodes, shadows: their length) */
 };
 
 struct srv_alloc {
@@ -76,9 +76,16 @@ struct srv_session {
     struct proto_arena arena; /* unpacked calls live here until the next one */
     int output_fd[2];         /* read ends of the pipes that are stdout and stderr, or -1 */
     struct srv_lanes *lanes;  /* data lanes of a TCP session (server/lanes.c), NULL until offered */
+    struct srv_vmm_phys *vmm_phys; /* VMM physical memory and its mappings (handlers_vmm.c) */
+    size_t nvmm_phys, vmm_phys_cap;
+    struct srv_vmm_map *vmm_maps;
+    size_t nvmm_maps, vmm_map_cap;
     struct srv_ipc_map *ipc_maps; /* memory opened from IPC handles (handlers_ipc.c) */
     size_t nipc_maps, ipc_map_cap;
     struct srv_nccl *nccl;    /* NCCL communicators and memory (handlers_nccl.c), NULL until used */
+    struct srv_limit_charge *limit_charges; /* device memory limits set per context */
+    size_t nlimit_charges, limit_charge_cap;  /* (server/session_limits.c) */
+    unsigned nctx;            /* contexts created (CTX_CREATE), at most SRV_MAX_CONTEXTS */
     void *scratch;            /* launch parameters and their pointer array */
     size_t scratch_len;
     /* The move to RDMA (server/worker.c): the offer named in the Welcome, why there is none,
@@ -88,6 +95,20 @@ struct srv_session {
     struct transport_conn *tcp_ctl;
     char end_reason[160]; /* why a call broke the session (srv_call.why, kept) */
 };
+
+/* Per-session bounds on what a session makes the worker hold beyond its allocations
+ * (server/session_limits.c; docs/tenants.md lists them all). */
+#define SRV_MAX_CONTEXTS 64 /* contexts one session may create */
+#define SRV_LAUNCH_PARAMS_MAX (1u << 20) /* a launch's parameter bytes (CUDA takes 32,764) */
+/* cuCtxSetLimit with the device memory the limit makes the driver reserve charged to the
+ * quota (the malloc heap, the printf FIFO, the stack of every resident thread); the charge
+ * replaces the context's previous one for that limit. */
+CUresult srv_ctx_set_limit(struct srv_session *s, CUlimit limit, uint64_t value);
+/* The context (wire id) is destroyed: its limits' charges go back. */
+void srv_ctx_limits_forget(struct srv_session *s, uint64_t ctx);
+
+/* Forget the VMM records at the session's end (the handles' teardown frees the memory). */
+void srv_vmm_teardown(struct srv_session *s);
 
 /* Session scratch memory of at least len bytes, 16-byte aligned (valid until the next call);
  * growing it keeps its contents. */
@@ -136,7 +157,7 @@ CUresult srv_handle_adopt(struct srv_session *s, uint64_t id, unsigned type, CUr
  * which charges) and gives back through srv_quota_release (or srv_alloc_del);
  * srv_quota_allows: may size more bytes be allocated under the quota? srv_quota_charge: charge
  * them if they fit (false, nothing charged, if not). */
-bool srv_quota_allows(const struct srv_session *s, uint64_t size);
+bool srv_quota_allows(struct srv_session *s, uint64_t size);
 bool srv_quota_charge(struct srv_session *s, uint64_t size);
 void srv_quota_release(struct srv_session *s, uint64_t size);
 /* Allocation table (device pointers freed by cuMemFree at teardown). */
@@ -201,7 +222,12 @@ void srv_images_teardown(struct srv_session *s);
 struct srv_ipc_map {
     CUdeviceptr dptr;
     size_t size;
+    bool charged; /* its exporter's session ended: charged to this one */
+    uint8_t handle[CU_IPC_HANDLE_SIZE];
 };
+/* Charge this session for the IPC-opened memory whose exporter's session has ended (the
+ * driver keeps it alive while it is open); srv_quota_allows and srv_quota_charge call it. */
+void srv_ipc_charge_orphans(struct srv_session *s);
 void srv_ipc_teardown(struct srv_session *s);
 
 /* Make the call's context current (binding primary contexts lazily). */

@@ -1,21 +1,29 @@
 /* The supervisor: a libevent loop that accepts clients and forks/execs one worker process per
- * session, reaps workers and logs how each session ended. It owns the shared session table
+ * authenticated session, reaps workers and logs how each session ended. A connection gets no
+ * process until its Hello has arrived and named a tenant with the right token: the Hello is
+ * read in this loop, bounded in time, size and number (server/preauth.h), then handed to the
+ * worker with the socket. It owns the shared session table
  * (server/session_table.h) that its workers inherit, reloads the tenants on SIGHUP without
  * touching running sessions, and serves /metrics and /status (server/metrics.c). It never
  * touches CUDA itself. */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <event2/event.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <cuda.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "common/log.h"
 #include "server/metrics.h"
+#include "server/preauth.h"
 #include "server/sd_notify.h"
 #include "server/server.h"
 #include "server/session_table.h"
@@ -41,91 +49,235 @@ static struct {
     struct srv_table *table; /* shared with the workers (--table-fd) */
     int table_fd;
     struct srv_metrics *metrics;
+    struct srv_preauth *preauth; /* connections before their hello */
+    struct srv_tenants *tenants; /* as last loaded: the hello is checked against them */
+    int conf_fd; /* memfd with the text of the last config that loaded (workers read it); -1 */
 } sup;
 
-static void peer_name(int fd, char *buf, size_t len)
-{
-    struct sockaddr_storage ss;
-    socklen_t sl = sizeof(ss);
-    char host[INET6_ADDRSTRLEN] = "?";
-    int port = 0;
-
-    if (getpeername(fd, (struct sockaddr *)&ss, &sl) == 0) {
-        if (ss.ss_family == AF_INET) {
-            struct sockaddr_in *sin = (struct sockaddr_in *)&ss;
-            inet_ntop(AF_INET, &sin->sin_addr, host, sizeof(host));
-            port = ntohs(sin->sin_port);
-        } else if (ss.ss_family == AF_INET6) {
-            struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)&ss;
-            inet_ntop(AF_INET6, &sin6->sin6_addr, host, sizeof(host));
-            port = ntohs(sin6->sin6_port);
-        }
-    }
-    snprintf(buf, len, "%s:%d", host, port);
-}
-
-/* In the child: exec ourselves as a worker on the inherited socket. */
-static void exec_worker(int fd, uint64_t session, const char *peer)
+/* In the child: exec ourselves as a worker on the inherited socket, with the Hello the
+ * supervisor read in the pipe hello_fd. The worker dies with the supervisor (PR_SET_PDEATHSIG):
+ * a supervisor that is killed leaves no session running that a new one could not see, so
+ * max_sessions and the tenants' limits hold across a restart (docs/security.md). */
+static void exec_worker(int fd, int hello_fd, uint64_t session, const char *peer, pid_t parent)
 {
     const struct srv_config *c = sup.cfg;
-    char fdbuf[16], sid[24], tfd[16];
+    char fdbuf[16], sid[24], tfd[16], hfd[16], conf[40];
     int wfd = dup(fd); /* dup clears close-on-exec */
+    int flags = fcntl(wfd, F_GETFL);
     char *argv[] = {(char *)sup.self_exe, "--worker-fd", fdbuf, "--session", sid, "--peer",
                     (char *)peer, "--driver", (char *)c->driver, "--devices", (char *)c->devices,
                     "--log-level", (char *)c->log_level, "--name", (char *)c->name,
                     "--busy-poll-us", (char *)c->busy_poll_us, "--transport",
-                    (char *)c->transport, "--table-fd", tfd, NULL, NULL, NULL};
+                    (char *)c->transport, "--table-fd", tfd, "--hello-fd", hfd, NULL, NULL, NULL};
     size_t n = sizeof(argv) / sizeof(argv[0]) - 3;
 
-    if (c->config_path[0] != '\0') { /* the worker reads its tenants from the same file */
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent)
+        _exit(127); /* the supervisor is already gone */
+    if (flags >= 0)
+        fcntl(wfd, F_SETFL, flags & ~O_NONBLOCK);
+    if (sup.conf_fd >= 0) { /* the last config that loaded, not the file as it is now */
+        snprintf(conf, sizeof(conf), "/proc/self/fd/%d", sup.conf_fd);
         argv[n] = "--config";
-        argv[n + 1] = (char *)c->config_path;
+        argv[n + 1] = conf;
     }
     snprintf(fdbuf, sizeof(fdbuf), "%d", wfd);
     snprintf(sid, sizeof(sid), "%llu", (unsigned long long)session);
     snprintf(tfd, sizeof(tfd), "%d", sup.table_fd);
+    snprintf(hfd, sizeof(hfd), "%d", hello_fd);
     execv(sup.self_exe, argv);
     rg_error("cannot exec the worker %s: %m", sup.self_exe);
     _exit(127);
 }
 
+static void send_refusal(int fd, CUresult status, const char *reason);
+
+static void refuse(int fd, const char *peer, CUresult status, const char *reason)
+{
+    rg_warn("refused %s: %s", peer, reason);
+    send_refusal(fd, status, reason);
+}
+
+static int workers_running(void)
+{
+    int n = 0;
+
+    for (int i = 0; i < MAX_WORKERS; i++)
+        n += sup.workers[i].pid != 0;
+    return n;
+}
+
+/* Fork the worker of an authenticated session; the Hello frame goes to it through a pipe
+ * (it fits the pipe's buffer: SRV_PREAUTH_FRAME_MAX). */
+static void spawn(const struct srv_preauth_peer *who, const uint8_t *frame, size_t len)
+{
+    struct worker *w = NULL;
+    int pfd[2];
+    pid_t pid, self = getpid();
+
+    for (int i = 0; i < MAX_WORKERS && w == NULL; i++)
+        if (sup.workers[i].pid == 0)
+            w = &sup.workers[i];
+    if (w == NULL || pipe2(pfd, O_CLOEXEC) != 0) {
+        refuse(who->fd, who->peer, CUDA_ERROR_OUT_OF_MEMORY, "the server cannot start a worker");
+        return;
+    }
+    if (write(pfd[1], frame, len) != (ssize_t)len) {
+        refuse(who->fd, who->peer, CUDA_ERROR_OUT_OF_MEMORY, "the server cannot start a worker");
+        goto out;
+    }
+    w->session = ++sup.next_session;
+    pid = fork();
+    if (pid == 0) {
+        int hfd = dup(pfd[0]); /* without close-on-exec */
+        exec_worker(who->fd, hfd, w->session, who->peer, self);
+    }
+    if (pid < 0) {
+        rg_error("fork for %s failed: %m", who->peer);
+        refuse(who->fd, who->peer, CUDA_ERROR_OUT_OF_MEMORY, "the server cannot start a worker");
+        goto out;
+    }
+    w->pid = pid;
+    snprintf(w->peer, sizeof(w->peer), "%s", who->peer);
+    rg_info("session %llu from %s: worker pid %d", (unsigned long long)w->session, who->peer,
+            (int)pid);
+out:
+    close(pfd[0]);
+    close(pfd[1]);
+}
+
+/* A Welcome that refuses, in the worker's form (the server's version and minor). */
+static void send_refusal(int fd, CUresult status, const char *reason)
+{
+    Rgpu__Welcome w = RGPU__WELCOME__INIT;
+
+    w.proto_version = PROTO_VERSION;
+    w.proto_minor = PROTO_VERSION_MINOR;
+    w.status = status;
+    w.reason = (char *)reason;
+    srv_preauth_send(fd, PROTO_WELCOME, &w.base);
+}
+
+/* One refusal text whether the tenant is unknown or the token wrong: a peer without a token
+ * learns nothing about which tenants exist. The log says which, with the names made printable. */
+static bool hello_auth(const Rgpu__Hello *h, const struct srv_preauth_peer *who)
+{
+    const char *why = NULL;
+    char tenant[80], client[80], host[80];
+
+    if (sup.tenants->n == 0 || srv_tenant_auth(sup.tenants, h->tenant, h->token, &why) != NULL)
+        return true;
+    rg_warn("refused %s (client %s pid %u on %s): tenant '%s': %s", who->peer,
+            srv_printable(client, sizeof(client), h->client_name), h->client_pid,
+            srv_printable(host, sizeof(host), h->client_host),
+            srv_printable(tenant, sizeof(tenant), h->tenant), why);
+    send_refusal(who->fd, CUDA_ERROR_NOT_PERMITTED, SRV_AUTH_REFUSED);
+    return false;
+}
+
+static bool on_hello(const struct srv_preauth_peer *who, const struct proto_frame_hdr *hdr,
+                     const uint8_t *frame, size_t len)
+{
+    Rgpu__Hello *h = rgpu__hello__unpack(NULL, hdr->msg_len, frame + sizeof(*hdr));
+    char reason[160];
+    uint32_t minor;
+
+    if (h == NULL) {
+        rg_warn("closing %s: its hello does not decode", who->peer);
+        return false;
+    }
+    /* the worker's rule (proto/frame.h), checked again there on the Hello it is passed */
+    if (!proto_version_accept(PROTO_VERSION, PROTO_VERSION_MINOR, h->proto_version,
+                              h->proto_minor, &minor, reason, sizeof(reason))) {
+        refuse(who->fd, who->peer, CUDA_ERROR_NOT_SUPPORTED, reason);
+    } else if (!hello_auth(h, who)) {
+        /* refused and logged */
+    } else if (workers_running() >= sup.cfg->max_sessions) {
+        snprintf(reason, sizeof(reason), "the server is full: %d sessions (max_sessions = %d)",
+                 workers_running(), sup.cfg->max_sessions);
+        refuse(who->fd, who->peer, CUDA_ERROR_NOT_PERMITTED, reason);
+    } else {
+        spawn(who, frame, len);
+    }
+    rgpu__hello__free_unpacked(h, NULL);
+    return false; /* the worker has its own copy of the fd */
+}
+
+/* A probe (server/probe.h), bounded and authenticated here like a Hello: a probe of another
+ * version or without a valid tenant token is answered and closed by the supervisor, forking
+ * nothing. An authenticated one goes to a worker by the Hello's path (--hello-fd), which
+ * answers it: the answer may need the driver (the first probe records the GPUs in the session
+ * table) and the echo that follows may last, neither of which the supervisor does. */
+static void send_probe_refusal(const struct srv_preauth_peer *who, CUresult status,
+                               const char *reason)
+{
+    Rgpu__ProbeReply r = RGPU__PROBE_REPLY__INIT;
+
+    r.proto_version = PROTO_VERSION;
+    r.proto_minor = PROTO_VERSION_MINOR;
+    r.server_name = (char *)sup.cfg->name;
+    r.status = status;
+    r.reason = (char *)reason;
+    srv_preauth_send(who->fd, PROTO_PROBE_REPLY, &r.base);
+}
+
+static bool on_probe(const struct srv_preauth_peer *who, const struct proto_frame_hdr *hdr,
+                     const uint8_t *frame, size_t len)
+{
+    Rgpu__Probe *p = rgpu__probe__unpack(NULL, hdr->msg_len, frame + sizeof(*hdr));
+    char reason[200], tenant[80];
+    const char *why = NULL;
+    uint32_t minor;
+
+    if (p == NULL) {
+        rg_warn("closing %s: its probe does not decode", who->peer);
+        return false;
+    }
+    if (!proto_version_accept(PROTO_VERSION, PROTO_VERSION_MINOR, p->proto_version,
+                              p->proto_minor, &minor, reason, sizeof(reason))) {
+        rg_warn("refused the probe of %s: %s", who->peer, reason);
+        send_probe_refusal(who, CUDA_ERROR_NOT_SUPPORTED, reason);
+    } else if (sup.tenants->n > 0 &&
+               srv_tenant_auth(sup.tenants, p->tenant, p->token, &why) == NULL) {
+        rg_warn("refused the probe of %s: tenant '%s': %s", who->peer,
+                srv_printable(tenant, sizeof(tenant), p->tenant), why);
+        send_probe_refusal(who, CUDA_ERROR_NOT_PERMITTED, SRV_AUTH_REFUSED);
+    } else {
+        spawn(who, frame, len);
+    }
+    rgpu__probe__free_unpacked(p, NULL);
+    return false;
+}
+
+/* Frames a peer may send before it has a session, and who answers them (server/preauth.h). */
+static const struct {
+    uint16_t type;
+    bool (*fn)(const struct srv_preauth_peer *who, const struct proto_frame_hdr *hdr,
+               const uint8_t *frame, size_t len);
+} presession_frames[] = {
+    {PROTO_HELLO, on_hello},
+    {PROTO_PROBE, on_probe},
+};
+
+static bool on_first_frame(void *arg, const struct srv_preauth_peer *who,
+                           const struct proto_frame_hdr *hdr, const uint8_t *frame, size_t len)
+{
+    for (size_t i = 0; i < sizeof(presession_frames) / sizeof(presession_frames[0]); i++)
+        if (presession_frames[i].type == hdr->type)
+            return presession_frames[i].fn(who, hdr, frame, len);
+    rg_warn("closing %s: its first frame is a %s, not a hello or a probe", who->peer,
+            proto_frame_type_name(hdr->type));
+    return false;
+}
+
 static void on_accept(evutil_socket_t lfd, short what, void *arg)
 {
-    struct transport_conn *conn;
-    struct worker *w = NULL;
-    char peer[64];
-    pid_t pid;
-
-    if (sup.listener->ops->accept(sup.listener, &conn) != RG_OK) {
+    if (srv_preauth_accept(sup.preauth, (int)lfd) != RG_OK) {
         /* e.g. out of file descriptors: the listener stays readable, so do not spin on it */
         struct timeval pause = {1, 0};
         rg_warn("not accepting new sessions for 1 s after a failed accept");
         event_del(sup.ev_accept);
         evtimer_add(sup.ev_resume, &pause);
-        return;
     }
-    peer_name(transport_fd(conn), peer, sizeof(peer));
-    for (int i = 0; i < MAX_WORKERS && w == NULL; i++)
-        if (sup.workers[i].pid == 0)
-            w = &sup.workers[i];
-    if (w == NULL) {
-        rg_warn("refusing %s: %d sessions already running", peer, MAX_WORKERS);
-        transport_close(conn);
-        return;
-    }
-    w->session = ++sup.next_session;
-    pid = fork();
-    if (pid == 0)
-        exec_worker(transport_fd(conn), w->session, peer);
-    if (pid < 0)
-        rg_error("fork for %s failed: %m", peer);
-    else {
-        w->pid = pid;
-        snprintf(w->peer, sizeof(w->peer), "%s", peer);
-        rg_info("session %llu from %s: worker pid %d", (unsigned long long)w->session, peer,
-                (int)pid);
-    }
-    transport_close(conn);
 }
 
 static void reap(evutil_socket_t sig, short what, void *arg)
@@ -164,12 +316,50 @@ static void on_stop(evutil_socket_t sig, short what, void *arg)
     event_base_loopexit(sup.base, NULL);
 }
 
+/* Copy the config file into a new memfd (inherited by the workers: not close-on-exec) and load
+ * the tenants from that copy, so the supervisor and the workers it starts read the same text,
+ * whatever happens to the file later. */
+#define CONF_MAX (1u << 20)
+static rg_status_t conf_snapshot(const char *path, int *fd_p, struct srv_tenants *tenants)
+{
+    char *text = malloc(CONF_MAX), proc[40];
+    struct srv_config *check = NULL;
+    FILE *f = fopen(path, "r");
+    size_t len = 0;
+    int fd = -1;
+    rg_status_t st = RG_ERR_IO;
+
+    if (text == NULL || f == NULL)
+        goto out;
+    len = fread(text, 1, CONF_MAX, f);
+    if (ferror(f) || len == CONF_MAX || (fd = memfd_create("rgpu-config", 0)) < 0 ||
+        write(fd, text, len) != (ssize_t)len)
+        goto out;
+    snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
+    if ((check = calloc(1, sizeof(*check))) == NULL ||
+        (sup.cfg->parse_file != NULL && sup.cfg->parse_file(proc, check) != RG_OK))
+        goto out; /* a config its workers would refuse */
+    st = srv_tenants_load(proc, tenants);
+out:
+    if (st != RG_OK && fd >= 0)
+        close(fd);
+    else if (st == RG_OK)
+        *fd_p = fd;
+    if (f != NULL)
+        fclose(f);
+    free(check);
+    free(text);
+    return st;
+}
+
 /* SIGHUP: read the tenants again. Running sessions keep going: their weight, cap and class
  * come from the table and change at once; tokens, quotas and session limits apply to the
- * sessions that start from now on (each worker reads the file when it starts). */
+ * sessions that start from now on (each worker reads the config the supervisor last loaded).
+ * A config that does not load changes nothing, for new sessions either. */
 static void on_reload(evutil_socket_t sig, short what, void *arg)
 {
     struct srv_tenants *fresh;
+    int fd;
 
     if (sup.cfg->config_path[0] == '\0') {
         rg_warn("SIGHUP: no config file to reload (started without --config)");
@@ -178,14 +368,20 @@ static void on_reload(evutil_socket_t sig, short what, void *arg)
     if ((fresh = calloc(1, sizeof(*fresh))) == NULL)
         return;
     srv_notify("RELOADING=1");
-    if (srv_tenants_load(sup.cfg->config_path, fresh) != RG_OK)
-        rg_error("SIGHUP: cannot read %s; the tenants stay as they were", sup.cfg->config_path);
-    else {
-        srv_table_set_tenants(sup.table, fresh);
-        rg_info("SIGHUP: reloaded %s: %d tenant(s); running sessions go on",
-                sup.cfg->config_path, fresh->n);
+    if (conf_snapshot(sup.cfg->config_path, &fd, fresh) != RG_OK) {
+        rg_error("SIGHUP: cannot read %s; the tenants stay as they were, for new sessions too",
+                 sup.cfg->config_path);
+        free(fresh);
+        srv_notify("READY=1");
+        return;
     }
-    free(fresh);
+    close(sup.conf_fd);
+    sup.conf_fd = fd;
+    free(sup.tenants);
+    sup.tenants = fresh;
+    srv_table_set_tenants(sup.table, fresh);
+    rg_info("SIGHUP: reloaded %s: %d tenant(s); running sessions go on", sup.cfg->config_path,
+            fresh->n);
     srv_notify("READY=1");
 }
 
@@ -215,6 +411,42 @@ static int transport_check(const struct srv_config *cfg)
     return 0;
 }
 
+/* The tenants as the config file has them now, and its copy for the workers. */
+static rg_status_t tenants_init(const struct srv_config *cfg)
+{
+    sup.conf_fd = -1;
+    if ((sup.tenants = calloc(1, sizeof(*sup.tenants))) == NULL)
+        return RG_ERR_NOMEM;
+    if (cfg->config_path[0] == '\0') {
+        *sup.tenants = cfg->tenants;
+        return RG_OK;
+    }
+    if (conf_snapshot(cfg->config_path, &sup.conf_fd, sup.tenants) != RG_OK) {
+        rg_error("cannot read the config file %s", cfg->config_path);
+        return RG_ERR_IO;
+    }
+    return RG_OK;
+}
+
+static rg_status_t preauth_init(const struct srv_config *cfg)
+{
+    struct srv_preauth_limits lim = {.max_pending = cfg->max_pending,
+                                     .max_pending_per_peer = cfg->max_pending_per_peer,
+                                     .handshake_ms = cfg->handshake_timeout_ms};
+    int lfd = transport_tcp_ops.listener_fd(sup.listener);
+    int flags = fcntl(lfd, F_GETFL);
+
+    if (flags < 0 || fcntl(lfd, F_SETFL, flags | O_NONBLOCK) != 0) {
+        rg_error("cannot make the session port non-blocking: %m");
+        return RG_ERR_IO;
+    }
+    rg_info("limits: %d session(s), %d connection(s) before their hello (%d per peer), "
+            "%d ms for the hello, %d ms without progress inside a message",
+            cfg->max_sessions, lim.max_pending, lim.max_pending_per_peer, lim.handshake_ms,
+            cfg->recv_timeout_ms);
+    return srv_preauth_create(sup.base, &lim, on_first_frame, NULL, &sup.preauth);
+}
+
 int srv_supervisor_run(const struct srv_config *cfg, const char *self_exe)
 {
     char addr[192], bound[192];
@@ -236,11 +468,20 @@ int srv_supervisor_run(const struct srv_config *cfg, const char *self_exe)
         transport_tcp_ops.listener_close(sup.listener);
         return 1;
     }
-    srv_table_set_tenants(sup.table, &cfg->tenants);
+    if (tenants_init(cfg) != RG_OK) {
+        transport_tcp_ops.listener_close(sup.listener);
+        return 1;
+    }
+    srv_table_set_tenants(sup.table, sup.tenants);
     signal(SIGPIPE, SIG_IGN);
     sup.base = event_base_new();
+    if (preauth_init(cfg) != RG_OK) {
+        transport_tcp_ops.listener_close(sup.listener);
+        return 1;
+    }
     if (cfg->metrics_listen[0] != '\0' &&
-        srv_metrics_start(sup.base, cfg->metrics_listen, sup.table, cfg->name, &sup.metrics) !=
+        srv_metrics_start(sup.base, cfg->metrics_listen, cfg->metrics_token, sup.table, cfg->name,
+                          &sup.metrics) !=
             RG_OK) {
         transport_tcp_ops.listener_close(sup.listener);
         return 1;
@@ -267,6 +508,7 @@ int srv_supervisor_run(const struct srv_config *cfg, const char *self_exe)
     event_free(ev_term);
     event_free(ev_hup);
     srv_metrics_stop(sup.metrics);
+    srv_preauth_destroy(sup.preauth);
     event_base_free(sup.base);
     transport_tcp_ops.listener_close(sup.listener);
     return 0;

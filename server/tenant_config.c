@@ -80,8 +80,13 @@ static rg_status_t policy_key(struct srv_tenant *t, const char *key, const char 
         return parse_uint(value, 1, &t->weight) ? RG_OK : RG_ERR_INVALID;
     if (strcmp(key, "cap") == 0)
         return parse_cap(value, &t->cap_permille) ? RG_OK : RG_ERR_INVALID;
-    if (strcmp(key, "max_sessions") == 0)
+    if (strcmp(key, "max_sessions") == 0) { /* 0 is refused: "unlimited" says it outright */
+        if (strcmp(value, "unlimited") == 0) {
+            t->max_sessions = 0;
+            return RG_OK;
+        }
         return parse_uint(value, 1, &t->max_sessions) ? RG_OK : RG_ERR_INVALID;
+    }
     if (strcmp(key, "class") == 0) {
         if (strcmp(value, "guaranteed") != 0 && strcmp(value, "best-effort") != 0)
             return RG_ERR_INVALID;
@@ -118,8 +123,10 @@ rg_status_t srv_tenant_key(struct srv_tenants *tenants, const char *name, const 
 static rg_status_t tenant_section_key(void *arg, const char *section, const char *key,
                                       const char *value)
 {
-    if (strncmp(section, "tenant ", 7) == 0 && srv_tenant_key(arg, section + 7, key, value) != RG_OK)
-        rg_warn("config: bad key '%s' for tenant '%s' ignored", key, section + 7);
+    /* A tenant setting that does not parse fails the whole load: ignored, a bad token_sha256
+     * left the tenant with no token at all, and a bad mem_quota with no quota. */
+    if (strncmp(section, "tenant ", 7) == 0)
+        return srv_tenant_key(arg, section + 7, key, value);
     return RG_OK;
 }
 

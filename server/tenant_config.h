@@ -28,11 +28,13 @@ struct srv_tenants {
     int n;
 };
 
-/* One "key = value" of section "tenant NAME" (section is the part after "tenant "). */
+/* One "key = value" of section "tenant NAME" (section is the part after "tenant "). An unknown
+ * key or a value that does not parse (a token_sha256 not of 64 hex digits, a mem_quota not a
+ * size) is RG_ERR_INVALID, and the config load that met it fails. */
 rg_status_t srv_tenant_key(struct srv_tenants *tenants, const char *name, const char *key,
                            const char *value);
 /* Every "[tenant NAME]" section of the config file at path (other sections ignored), for the
- * supervisor's start and its reload on SIGHUP. Bad keys are logged and skipped. */
+ * supervisor's start and its reload on SIGHUP. A bad tenant key fails the load. */
 rg_status_t srv_tenants_load(const char *path, struct srv_tenants *tenants);
 /* The tenant a Hello names, if its token matches (compared in constant time); NULL and a reason
  * otherwise. */

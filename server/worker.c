@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <fcntl.h>
+#include <sys/socket.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include "common/log.h"
@@ -12,6 +14,7 @@
 #include "server/nccl.h"
 #include "server/lanes.h"
 #include "server/module_cache.h"
+#include "server/preauth.h"
 #include "server/probe.h"
 #include "server/server.h"
 #include "server/session.h"
@@ -138,7 +141,8 @@ static int authenticate(struct srv_session *s, const struct srv_config *cfg,
         return 0;
     t = srv_tenant_auth(&cfg->tenants, hello->tenant, hello->token, &why);
     if (t == NULL) {
-        refuse(s, CUDA_ERROR_NOT_PERMITTED, why);
+        rg_warn("session %llu (%s): %s", (unsigned long long)s->id, s->peer, why);
+        refuse(s, CUDA_ERROR_NOT_PERMITTED, SRV_AUTH_REFUSED);
         return 1;
     }
     snprintf(s->tenant, sizeof(s->tenant), "%s", t->name);
@@ -207,15 +211,42 @@ static int transport_upgrade(struct srv_session *s, const struct srv_config *cfg
     return -1;
 }
 
+/* The Hello: read by the supervisor and passed in a pipe (cfg->hello_fd), or, when a test
+ * drives a worker directly, from the connection. */
+static rg_status_t recv_hello(struct srv_session *s, const struct srv_config *cfg,
+                              struct proto_frame_hdr *hdr)
+{
+    size_t got = 0, want = sizeof(*hdr);
+    uint8_t *dst = (uint8_t *)hdr;
+
+    if (cfg->hello_fd <= 0)
+        return proto_recv(s->conn, hdr, s->msg_buf, PROTO_MSG_MAX);
+    while (got < want) {
+        ssize_t n = read(cfg->hello_fd, dst + got, want - got);
+        if (n <= 0)
+            break;
+        got += (size_t)n;
+        if (got == sizeof(*hdr) && dst == (uint8_t *)hdr) {
+            if (hdr->msg_len > PROTO_MSG_MAX)
+                break;
+            dst = s->msg_buf;
+            got = 0;
+            want = hdr->msg_len;
+        }
+    }
+    close(cfg->hello_fd);
+    return got == want && dst == s->msg_buf ? RG_OK : RG_ERR_PROTO;
+}
+
 /* Hello -> Welcome. Returns -1 to go on serving, or the worker's exit status. */
 static int handshake(struct srv_session *s, const struct srv_config *cfg)
 {
     struct proto_frame_hdr hdr;
     Rgpu__Hello *hello;
-    char reason[320], client[64];
+    char reason[320], client[200], name[80], host[80], tname[80]; /* names made printable */
     const struct srv_tenant *tenant;
     CUresult res;
-    rg_status_t st = proto_recv(s->conn, &hdr, s->msg_buf, PROTO_MSG_MAX);
+    rg_status_t st = recv_hello(s, cfg, &hdr);
 
     if (st == RG_ERR_CLOSED) { /* a port probe (load balancer, liveness check) */
         rg_info("session %llu: %s closed the connection before its hello",
@@ -231,15 +262,16 @@ static int handshake(struct srv_session *s, const struct srv_config *cfg)
         return EXIT_MALFORMED;
     }
     rg_info("session %llu: client %s pid %u on %s (%s), tenant '%s'", (unsigned long long)s->id,
-            hello->client_name, hello->client_pid, hello->client_host, s->peer, hello->tenant);
+            srv_printable(name, sizeof(name), hello->client_name), hello->client_pid,
+            srv_printable(host, sizeof(host), hello->client_host), s->peer,
+            srv_printable(tname, sizeof(tname), hello->tenant));
     if (!proto_version_accept(PROTO_VERSION, PROTO_VERSION_MINOR, hello->proto_version,
                               hello->proto_minor, &s->proto_minor, reason, sizeof(reason))) {
         rgpu__hello__free_unpacked(hello, NULL);
         refuse(s, CUDA_ERROR_NOT_SUPPORTED, reason);
         return 0;
     }
-    snprintf(client, sizeof(client), "%s pid %u on %s", hello->client_name, hello->client_pid,
-             hello->client_host);
+    snprintf(client, sizeof(client), "%s pid %u on %s", name, hello->client_pid, host);
     if (authenticate(s, cfg, hello, &tenant) != 0 ||
         transport_offer(s, cfg, hello->transport) != 0) {
         rgpu__hello__free_unpacked(hello, NULL);
@@ -429,17 +461,30 @@ static bool execute(struct srv_session *s, const struct proto_frame_hdr *hdr, co
     return ok;
 }
 
-static int serve(struct srv_session *s)
+/* Between calls a session may wait as long as idle_ms (-1: for ever); once a frame has begun,
+ * every receive and send must progress within the socket's timeout (recv_timeout_ms, set in
+ * srv_worker_run), or the session ends. */
+static int serve(struct srv_session *s, int idle_ms)
 {
     struct proto_frame_hdr hdr;
     const char *why = NULL;
     rg_status_t st;
 
     for (;;) {
+        if (transport_wait_readable(s->conn, idle_ms) == RG_ERR_TIMEOUT) {
+            rg_warn("session %llu (%s): no call for %d s (idle_timeout); ending the session",
+                    (unsigned long long)s->id, s->peer, idle_ms / 1000);
+            return 0;
+        }
         st = proto_recv(s->conn, &hdr, s->msg_buf, PROTO_MSG_MAX);
         if (st == RG_ERR_CLOSED || (st == RG_OK && hdr.type == PROTO_BYE)) {
             rg_info("session %llu (%s): client disconnected", (unsigned long long)s->id,
                     s->peer);
+            return 0;
+        }
+        if (st == RG_ERR_TIMEOUT) {
+            rg_warn("session %llu (%s): a message stopped arriving (recv_timeout_ms); ending "
+                    "the session", (unsigned long long)s->id, s->peer);
             return 0;
         }
         if (st == RG_ERR_PROTO)
@@ -464,6 +509,7 @@ static int serve(struct srv_session *s)
 int srv_worker_run(const struct srv_config *cfg, int fd, uint64_t session_id, const char *peer)
 {
     struct srv_session s = {.id = session_id};
+    struct timeval io_timeout = {cfg->recv_timeout_ms / 1000, cfg->recv_timeout_ms % 1000 * 1000};
     char prefix[64];
     int rc;
 
@@ -471,6 +517,10 @@ int srv_worker_run(const struct srv_config *cfg, int fd, uint64_t session_id, co
              (unsigned long long)session_id);
     rg_log_set_prefix(prefix);
     snprintf(s.peer, sizeof(s.peer), "%s", peer);
+    if (cfg->recv_timeout_ms > 0 && /* no progress inside a frame, either way: the session ends */
+        (setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &io_timeout, sizeof(io_timeout)) != 0 ||
+         setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &io_timeout, sizeof(io_timeout)) != 0))
+        rg_warn("cannot set the session's i/o timeout: %m");
     if ((s.msg_buf = malloc(PROTO_MSG_MAX)) == NULL ||
         proto_arena_init(&s.arena, 64u << 10) != RG_OK ||
         transport_tcp_adopt_fd(fd, &s.conn) != RG_OK)
@@ -482,7 +532,7 @@ int srv_worker_run(const struct srv_config *cfg, int fd, uint64_t session_id, co
     srv_output_capture(&s);
     rc = handshake(&s, cfg);
     if (rc < 0) {
-        rc = serve(&s);
+        rc = serve(&s, cfg->idle_timeout_s > 0 ? cfg->idle_timeout_s * 1000 : -1);
         srv_worker_stats_report();
         srv_lanes_end(&s);
         srv_tenancy_end(&s);

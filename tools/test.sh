@@ -7,7 +7,7 @@ CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
 JOBS=$(nproc 2>/dev/null || echo 2)
 PKGS="build-essential cmake pkg-config python3 binutils protobuf-c-compiler libprotobuf-c-dev
       libevent-dev libcmocka-dev libibverbs-dev librdmacm-dev iproute2
-      adduser lintian systemd strace nodejs"
+      adduser lintian systemd strace nodejs clang"
 
 missing=""
 for p in $PKGS; do
@@ -48,4 +48,11 @@ echo "== build with ASan+UBSan and the unit, transport and server tests"
 cmake -S "$ROOT" -B "$ROOT/build-asan" -DCUDA_HOME="$CUDA_HOME" -DRGPU_SANITIZE=ON >/dev/null
 cmake --build "$ROOT/build-asan" -j "$JOBS"
 (cd "$ROOT/build-asan" && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure -j "$JOBS" -LE integration)
+# libFuzzer over the frame decoder, the Call decoder and the worker on the fake driver: a short
+# run in CI (20 s a target); tests/fuzz/README.md has the longer run for a release.
+echo "== fuzz (clang, libFuzzer): 20 s per target"
+cmake -S "$ROOT" -B "$ROOT/build-fuzz" -DCUDA_HOME="$CUDA_HOME" -DCMAKE_C_COMPILER=clang \
+    -DRGPU_FUZZ=ON >/dev/null
+cmake --build "$ROOT/build-fuzz" -j "$JOBS" --target fuzz_frame fuzz_call fuzz_worker
+"$ROOT/tests/fuzz/run.sh" "$ROOT/build-fuzz" 20
 echo "== all tests passed"

@@ -175,6 +175,11 @@ static rg_status_t rdma_conn_setup(struct rdma_conn *c)
     c->watch_fd = -1;
     c->credits = RDMA_RECV_DEPTH;
     pthread_mutex_init(&c->lock, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&c->cond, &ca);
+    pthread_condattr_destroy(&ca);
     if ((c->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) < 0 ||
         (c->pd = c->dl->alloc_pd(verbs)) == NULL ||
         (c->cch = c->dl->create_comp_channel(verbs)) == NULL ||
@@ -221,6 +226,7 @@ static void rdma_conn_free(struct rdma_conn *c)
     free(c->send_buf);
     free(c->recv_buf);
     pthread_mutex_destroy(&c->lock);
+    pthread_cond_destroy(&c->cond);
     free(c);
 }
 
@@ -479,14 +485,12 @@ static int rdma_fd(struct transport_conn *conn)
 static void rdma_shutdown(struct transport_conn *conn)
 {
     struct rdma_conn *c = rdma_conn_of(conn);
-    uint64_t one = 1;
 
     pthread_mutex_lock(&c->lock);
     if (!c->shut) {
         c->shut = true;
         c->dl->disconnect(c->id); /* the peer sees the end; our queue pair is flushed */
-        if (write(c->wake_fd, &one, sizeof(one)) < 0)
-            rg_debug("rdma wake-up: %s", strerror(errno));
+        rdma_wake(c);
     }
     pthread_mutex_unlock(&c->lock);
 }

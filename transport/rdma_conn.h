@@ -29,7 +29,7 @@ struct rdma_conn {
     struct ibv_cq *cq;
     struct ibv_mr *send_mr, *recv_mr;
     uint8_t *send_buf, *recv_buf; /* RDMA_SEND_DEPTH / RDMA_RECV_DEPTH slots */
-    int wake_fd;                  /* eventfd: one waiting thread wakes another */
+    int wake_fd;                  /* eventfd: wakes the thread blocked in poll (the poller) */
     int watch_fd;                 /* transport_rdma_set_watch_fd; -1: none */
     int io_timeout_ms;
     uint32_t max_inline;
@@ -37,7 +37,14 @@ struct rdma_conn {
     char peer[TRANSPORT_PEER_MAX];
 
     pthread_mutex_t lock; /* guards everything below */
-    unsigned waiters;
+    /* Threads wait in rdma_wait one of two ways: one (the poller) blocks in poll on the
+     * channels and wake_fd; the others sleep on cond (CLOCK_MONOTONIC). Every change of state
+     * (rdma_wake) broadcasts cond and, while a poller polls, writes wake_fd; only the poller
+     * drains it, so no thread can swallow a wake-up meant for another, and the poller
+     * broadcasts when it returns so that a sleeper takes over the polling. */
+    pthread_cond_t cond;
+    bool polling;
+    unsigned sleepers;
     unsigned send_next, send_busy;    /* send slots, used and completed in order */
     unsigned sq_used;                 /* work requests in the send queue */
     unsigned credits;                 /* peer receive buffers we may fill */
@@ -52,6 +59,9 @@ struct rdma_conn {
     bool shut;
     rg_status_t broken; /* RG_OK while usable */
 };
+
+/* The state changed (lock held): every thread waiting in rdma_wait looks again. */
+void rdma_wake(struct rdma_conn *c);
 
 struct rdma_mr {
     struct transport_mr super;

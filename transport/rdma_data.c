@@ -32,6 +32,16 @@ static uint64_t rdma_now_us(void)
     return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
 }
 
+void rdma_wake(struct rdma_conn *c)
+{
+    uint64_t one = 1;
+
+    if (c->sleepers > 0)
+        pthread_cond_broadcast(&c->cond);
+    if (c->polling && write(c->wake_fd, &one, sizeof(one)) < 0)
+        rg_debug("rdma wake-up: %s", strerror(errno));
+}
+
 /* The first failure ends the connection; it is logged once, with what happened. */
 void rdma_mark_broken(struct rdma_conn *c, rg_status_t status, const char *what)
 {
@@ -42,11 +52,7 @@ void rdma_mark_broken(struct rdma_conn *c, rg_status_t status, const char *what)
         rg_debug("rdma connection to %s: %s", c->peer, what);
     else
         rg_error("rdma connection to %s failed: %s; the connection is closed", c->peer, what);
-    if (c->waiters > 0) {
-        uint64_t one = 1;
-        if (write(c->wake_fd, &one, sizeof(one)) < 0)
-            rg_debug("rdma wake-up: %s", strerror(errno));
-    }
+    rdma_wake(c);
 }
 
 rg_status_t rdma_post_recv_slot(struct rdma_conn *c, unsigned slot)
@@ -98,7 +104,12 @@ static void rdma_take_recv(struct rdma_conn *c, const struct ibv_wc *wc)
     c->ready[at].len = wc->byte_len;
 }
 
-/* Poll the completion queue (lock held); the number of completions handled. */
+/* Poll the completion queue (lock held); the number of completions handled. Whoever handles
+ * completions wakes the other threads waiting on the connection: a completion one of them
+ * waits for (credits, a free send slot, data) may be taken here by another thread, outside
+ * rdma_wait, after the completion event that would have woken it was consumed too (both ends'
+ * senders and receivers then slept for good: transport_rdma's test_both_directions hang,
+ * issue 15 item 14). */
 static int rdma_progress(struct rdma_conn *c)
 {
     struct ibv_wc wc[16];
@@ -128,6 +139,8 @@ static int rdma_progress(struct rdma_conn *c)
     }
     if (n < 0)
         rdma_mark_broken(c, RG_ERR_IO, "polling the completion queue failed");
+    if (total > 0)
+        rdma_wake(c);
     return total;
 }
 
@@ -172,8 +185,22 @@ static int rdma_busy_poll(struct rdma_conn *c)
     return n;
 }
 
+/* Sleep on the condition variable until a wake-up or the deadline (lock held). */
+static rg_status_t rdma_sleep(struct rdma_conn *c, int64_t deadline_ms)
+{
+    struct timespec ts = {.tv_sec = deadline_ms / 1000, .tv_nsec = (deadline_ms % 1000) * 1000000};
+    int rc;
+
+    c->sleepers++;
+    rc = deadline_ms > 0 ? pthread_cond_timedwait(&c->cond, &c->lock, &ts)
+                         : pthread_cond_wait(&c->cond, &c->lock);
+    c->sleepers--;
+    return rc == ETIMEDOUT ? RG_ERR_TIMEOUT : RG_OK;
+}
+
 /* Block until something may have changed or deadline_ms (absolute, 0: none) passed (lock
- * held, dropped while blocked). RG_ERR_TIMEOUT when the deadline passed. */
+ * held, dropped while blocked). RG_ERR_TIMEOUT when the deadline passed. One thread at a time
+ * polls the channels; the others sleep until it or another thread's progress wakes them. */
 static rg_status_t rdma_wait(struct rdma_conn *c, int64_t deadline_ms)
 {
     struct pollfd p[4] = {{.fd = c->cch->fd, .events = POLLIN},
@@ -190,24 +217,24 @@ static rg_status_t rdma_wait(struct rdma_conn *c, int64_t deadline_ms)
         return RG_OK;
     if (deadline_ms > 0 && (timeout = (int)(deadline_ms - rdma_now_ms())) <= 0)
         return RG_ERR_TIMEOUT;
-    c->waiters++;
+    if (c->polling)
+        return rdma_sleep(c, deadline_ms);
+    c->polling = true;
     pthread_mutex_unlock(&c->lock);
     rc = poll(p, c->watch_fd >= 0 ? 4 : 3, timeout);
     pthread_mutex_lock(&c->lock);
-    c->waiters--;
+    c->polling = false;
     if (rc > 0 && (p[0].revents & POLLIN) && c->dl->get_cq_event(c->cch, &cq, &ctx) == 0)
         c->dl->ack_cq_events(cq, 1);
     if (rc > 0 && (p[1].revents & POLLIN))
         rdma_take_cm_event(c);
     if (rc > 0 && (p[2].revents & POLLIN) && read(c->wake_fd, &v, sizeof(v)) < 0)
         v = 0;
-    if (rdma_progress(c) > 0 && c->waiters > 0) {
-        v = 1;
-        if (write(c->wake_fd, &v, sizeof(v)) < 0)
-            rg_debug("rdma wake-up: %s", strerror(errno));
-    }
+    rdma_progress(c);
     if (rc > 0 && p[3].revents != 0 && c->ready_count == 0)
         rdma_check_watch(c);
+    if (c->sleepers > 0) /* one of them polls next */
+        pthread_cond_broadcast(&c->cond);
     return RG_OK;
 }
 

@@ -1,6 +1,7 @@
 #include "transport/transport.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -189,6 +190,30 @@ static ssize_t sock_busy_recv(struct sock_conn *sc, void *dst, size_t cap)
         rc = recv(sc->fd, dst, cap, MSG_DONTWAIT);
     } while (rc < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) && now_us() < end);
     return rc;
+}
+
+rg_status_t transport_wait_readable(struct transport_conn *conn, int timeout_ms)
+{
+    struct sock_conn *sc;
+    struct pollfd p;
+    uint64_t end;
+    char byte;
+    int rc;
+
+    if (conn->ops != &transport_tcp_ops && conn->ops != &transport_loop_ops)
+        return RG_OK;
+    sc = sock_conn_of(conn);
+    if (sc->rpos < sc->rlen)
+        return RG_OK;
+    end = now_us() + sc->busy_poll_us;
+    do {
+        if (recv(sc->fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT) >= 0)
+            return RG_OK; /* data, or the peer closed */
+    } while ((errno == EAGAIN || errno == EWOULDBLOCK) && now_us() < end);
+    p = (struct pollfd){.fd = sc->fd, .events = POLLIN};
+    while ((rc = poll(&p, 1, timeout_ms)) < 0 && errno == EINTR)
+        ;
+    return rc == 0 ? RG_ERR_TIMEOUT : RG_OK;
 }
 
 /* One recv into dst (flags 0: whatever is there, at least one byte). */

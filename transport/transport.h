@@ -128,6 +128,13 @@ rg_status_t transport_local_any_port(int fd, char *addr, size_t len);
  * microseconds before it blocks, trading a CPU core for lower latency. 0 (default) = off. */
 void transport_set_busy_poll(struct transport_conn *conn, unsigned us);
 
+/* Wait until a receive on conn would return at least one byte at once (data buffered in the
+ * connection, or on its socket, or the peer closed), for up to timeout_ms (-1: no limit).
+ * RG_OK, or RG_ERR_TIMEOUT. A busy-polling connection spins its busy_poll_us first. Backends
+ * that cannot tell (rdma) return RG_OK at once. With a socket receive timeout set, this is how
+ * a caller waits for the next frame for long while bounding the wait inside one. */
+rg_status_t transport_wait_readable(struct transport_conn *conn, int timeout_ms);
+
 /* Convenience wrappers that dispatch through conn->ops. */
 static inline rg_status_t transport_sendv(struct transport_conn *c, const struct iovec *iov,
                                           int iovcnt)

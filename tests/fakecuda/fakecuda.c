@@ -75,7 +75,7 @@ static void global_capture_track(struct fk_graph *g, bool on)
 
 static struct fk_graph *capturing(CUstream s)
 {
-    struct fk_obj *o = (s && s != CU_STREAM_LEGACY && s != CU_STREAM_PER_THREAD) ? (struct fk_obj *)s : NULL;
+    struct fk_obj *o = (uintptr_t)s >= 4096 ? (struct fk_obj *)s : NULL; /* not the pseudo-handles */
     return o && o->magic == 0x46414b45u && o->kind == K_STREAM ? o->capture : NULL;
 }
 
@@ -131,10 +131,12 @@ static struct fk_obj *obj_new(int kind)
     return o;
 }
 
+/* The object behind a handle of that kind, or NULL. Handles below one page are never objects:
+ * NULL and the stream pseudo-handles (CU_STREAM_LEGACY, CU_STREAM_PER_THREAD) are not read. */
 static struct fk_obj *obj_check(const void *h, int kind)
 {
     const struct fk_obj *o = h;
-    return o && o->magic == FK_MAGIC && o->kind == kind ? (struct fk_obj *)o : NULL;
+    return (uintptr_t)o >= 4096 && o->magic == FK_MAGIC && o->kind == kind ? (struct fk_obj *)o : NULL;
 }
 
 /* Index of the first allocation that starts above a (allocs is sorted); lock held. */
@@ -359,7 +361,10 @@ CUresult cuMemAlloc(CUdeviceptr *d, size_t n)
 
 CUresult cuMemAllocPitch(CUdeviceptr *d, size_t *pitch, size_t w, size_t h, unsigned e)
 {
+    const char *cap = getenv("FAKECUDA_ABORT_ABOVE_MB"); /* a test: nobody may ask for more */
+
     if (!pitch) return CUDA_ERROR_INVALID_VALUE;
+    if (cap && w * h > strtoull(cap, NULL, 10) << 20) abort();
     *pitch = (w + 511) & ~(size_t)511;
     return cuMemAlloc(d, *pitch * h);
 }
@@ -455,6 +460,8 @@ static CUresult image_ok(const void *image)
     uint32_t magic;
 
     if (!image) return CUDA_ERROR_INVALID_VALUE;
+    /* an image shorter than its magic number is text ending within it: read no further */
+    if (strnlen(image, 4) < 4) return strstr(image, ".version") != NULL ? CUDA_SUCCESS : CUDA_ERROR_INVALID_IMAGE;
     memcpy(&magic, image, 4);
     if (magic == 0x466243B1u) { /* __fatBinC_Wrapper_t: the fatbin pointer is at offset 8 */
         const void *data;
@@ -650,7 +657,8 @@ CUresult cuLaunchKernelEx(const CUlaunchConfig *c, CUfunction f, void **params, 
 /* ---- streams and events ---- */
 
 CUresult cuStreamCreateWithPriority(CUstream *s, unsigned f, int p) { NEED_CTX(); if (!s) return CUDA_ERROR_INVALID_VALUE; return (*s = (CUstream)obj_new(K_STREAM)) ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY; }
-CUresult cuStreamDestroy(CUstream s) { struct fk_obj *o = obj_check(s, K_STREAM); if (!o) return CUDA_ERROR_INVALID_HANDLE; o->magic = 0; free(o); return CUDA_SUCCESS; }
+static void capture_abandon(struct fk_obj *o);
+CUresult cuStreamDestroy(CUstream s) { struct fk_obj *o = obj_check(s, K_STREAM); if (!o) return CUDA_ERROR_INVALID_HANDLE; capture_abandon(o); o->magic = 0; free(o); return CUDA_SUCCESS; }
 CUresult cuStreamSynchronize(CUstream s) { NEED_CTX(); STREAM_OK(s); return CUDA_SUCCESS; }
 /* Stream attributes: remembered per process (enough for the tests), the priority read back. */
 static CUstreamAttrValue stream_attrs[16];
@@ -730,6 +738,17 @@ static CUresult begin_capture(CUstream s, CUstreamCaptureMode mode, struct fk_gr
     return CUDA_SUCCESS;
 }
 CUresult cuStreamBeginCapture(CUstream s, CUstreamCaptureMode mode) { return begin_capture(s, mode, NULL); }
+/* A stream destroyed while it captures: the capture ends with it (its graph was never handed
+ * out, unless it captured into the caller's graph). */
+static void capture_abandon(struct fk_obj *o)
+{
+    struct fk_graph *g = o->capture;
+
+    if (!g) return;
+    o->capture = NULL;
+    if (g->global) global_capture_track(g, false);
+    if (!g->into) free(g);
+}
 /* The captured nodes follow the graph's own (nodes run in the order they were added). */
 CUresult cuStreamBeginCaptureToGraph(CUstream s, CUgraph graph, const CUgraphNode *deps, const CUgraphEdgeData *e, size_t n, CUstreamCaptureMode mode)
 {

@@ -9,6 +9,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -342,6 +344,38 @@ static void fault(CUkernel k, CUdeviceptr d)
                      CUDA_SUCCESS);
 }
 
+/* Issue 15 item 13: the legacy and per-thread stream pseudo-handles are not objects; capture
+ * on them is refused (as by the driver), never dereferenced (it crashed the fake). */
+static void test_capture_on_pseudo_streams(void **state)
+{
+    CUstream pseudo[] = {CU_STREAM_LEGACY, CU_STREAM_PER_THREAD, (CUstream)(uintptr_t)0x10};
+    CUgraph g;
+
+    for (size_t i = 0; i < sizeof(pseudo) / sizeof(pseudo[0]); i++) {
+        assert_int_equal(drv.cuStreamBeginCapture(pseudo[i], CU_STREAM_CAPTURE_MODE_GLOBAL),
+                         CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+        assert_int_equal(drv.cuStreamEndCapture(pseudo[i], &g), CUDA_ERROR_ILLEGAL_STATE);
+    }
+}
+
+/* A NUL-terminated image shorter than 4 bytes, at the very end of readable memory: the fake
+ * read 4 bytes of it for its magic number. */
+static void test_short_image_at_page_end(void **state)
+{
+    long page = sysconf(_SC_PAGESIZE);
+    uint8_t *two = mmap(NULL, 2 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    CUmodule mod;
+
+    assert_true(two != MAP_FAILED);
+    assert_int_equal(mprotect(two + page, page, PROT_NONE), 0);
+    memcpy(two + page - 3, "ab", 3);
+    assert_int_equal(drv.cuModuleLoadData(&mod, two + page - 3), CUDA_ERROR_INVALID_IMAGE);
+    two[page - 1] = 'c'; /* not even terminated within the 4 bytes, yet only its 3 are read */
+    two[page - 2] = '\0';
+    assert_int_equal(drv.cuModuleLoadData(&mod, two + page - 2), CUDA_ERROR_INVALID_IMAGE);
+    munmap(two, 2 * page);
+}
+
 static void test_fault_is_sticky(void **state)
 {
     CUcontext primary, ctx;
@@ -383,6 +417,10 @@ int main(void)
                                         primary_release),
         cmocka_unit_test_setup_teardown(test_global, primary_current, primary_release),
         cmocka_unit_test_setup_teardown(test_streams_and_events, primary_current,
+                                        primary_release),
+        cmocka_unit_test_setup_teardown(test_capture_on_pseudo_streams, primary_current,
+                                        primary_release),
+        cmocka_unit_test_setup_teardown(test_short_image_at_page_end, primary_current,
                                         primary_release),
         cmocka_unit_test_setup_teardown(test_fault_is_sticky, primary_current, primary_release),
     };

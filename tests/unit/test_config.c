@@ -52,6 +52,32 @@ static void test_sections_keys_comments(void **state)
     assert_string_equal(s.lines[4], "tenant alice|quota|8G");
 }
 
+/* '#' starts a comment only at the start of a line or after whitespace; inside double quotes
+ * it is a character like any other (issue 15: "token = beta#secret" made the token "beta"). */
+static void test_hash_inside_values(void **state)
+{
+    const char *text = "token = beta#secret\n"
+                       "url = http://h/p#frag   # a comment\n"
+                       "tab = x\t#comment\n"
+                       "quoted = \"a # b\"  # comment\n"
+                       "#comment = no\n"
+                       "q2 = \"#\"\n"
+                       "empty = # all comment\n";
+    struct seen s = {0};
+
+    (void)state;
+    assert_int_equal(rg_config_parse_string(text, "test", record, &s), RG_OK);
+    assert_int_equal(s.n, 6);
+    assert_string_equal(s.lines[0], "|token|beta#secret");
+    assert_string_equal(s.lines[1], "|url|http://h/p#frag");
+    assert_string_equal(s.lines[2], "|tab|x");
+    assert_string_equal(s.lines[3], "|quoted|a # b");
+    assert_string_equal(s.lines[4], "|q2|#");
+    assert_string_equal(s.lines[5], "|empty|");
+    /* an opening quote never closed is an error, not a value running to the end of the line */
+    assert_int_not_equal(rg_config_parse_string("k = \"open # x\n", "test", record, &s), RG_OK);
+}
+
 static void test_empty(void **state)
 {
     struct seen s = {0};
@@ -168,6 +194,7 @@ int main(void)
         cmocka_unit_test(test_sections_keys_comments),
         cmocka_unit_test(test_parse_size),
         cmocka_unit_test(test_empty),
+        cmocka_unit_test(test_hash_inside_values),
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_callback_error_stops),
         cmocka_unit_test(test_parse_file),

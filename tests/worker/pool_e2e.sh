@@ -89,6 +89,7 @@ check "... and names the dead one" grep -q "^$DEAD .*unreachable" "$WORK/status.
 check "rgpu status exits 1 when no server answers" test $? = 1
 check "rgpu status --json: total, free and tenant fields" test "$("$RGPU" status --json --pool "$A" |
     python3 -c 'import json,sys;s=json.load(sys.stdin)["servers"][0];g=s["gpus"][0];print(s["answered"],g["memory_total"]>>30,g["memory_free"]>>30,s["quota"]>>30,s["admit"])')" = "True 10 10 1 True"
+forks=$(grep -c "worker pid" "$WORK/server-A.log")
 RGPU_TOKEN=wrong "$RGPU" status --pool "$A" >"$WORK/status-bad.txt" 2>&1
 check "a wrong token gets no figures, only the refusal (exit $?)" \
     grep -q "refused the probe: authentication failed" "$WORK/status-bad.txt"
@@ -103,6 +104,9 @@ _, kind, _, n, _, _ = HDR.unpack(recv_exact(c, HDR.size))
 print(kind, recv_exact(c, n))' "$(dirname "$0")" "$PORT_A" 2>&1)
 check "a probe of another protocol version is refused with the reason ($reply)" \
     eval 'echo "$reply" | grep -q "^9 .*protocol version mismatch"'
+# both refused by the supervisor before any fork, as a Hello is (server/supervisor.c on_probe)
+check "... both refused by the supervisor, no worker forked" \
+    test "$(grep -c "worker pid" "$WORK/server-A.log") $(grep -c "refused the probe of" "$WORK/server-A.log")" = "$forks 2"
 # the Probe carries MAJOR.MINOR and is judged by the Hello's rule (proto_version_accept): a 1.0
 # probe (no minor field) and a newer minor of the same major are answered, and the reply says
 # the server's version; another major is refused with a reason naming both

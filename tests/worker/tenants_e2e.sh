@@ -70,10 +70,18 @@ check "a client asking for less (RGPU_MEM_QUOTA=512MiB) is admitted in what is l
     grep -q PASS "$WORK/gamma-small.out"
 as alpha wrong-secret "$HOLD" 16 0 >"$WORK/badtoken.out" 2>&1
 check "wrong token refused with the reason" \
-    grep -q "refused the session: authentication failed: wrong token for the tenant" "$WORK/badtoken.out"
+    grep -q "refused the session: authentication failed: unknown tenant or wrong token" "$WORK/badtoken.out"
+# An unknown tenant gets the same answer (a peer without a token learns no tenant's name); the
+# supervisor's log tells them apart, before any worker exists.
+as nosuch wrong-secret "$HOLD" 16 0 >"$WORK/badtenant.out" 2>&1
+check "unknown tenant refused with the same text" \
+    grep -q "refused the session: authentication failed: unknown tenant or wrong token" "$WORK/badtenant.out"
+check "the log tells wrong token from unknown tenant" \
+    test "$(grep -c "gpu-server warn: refused 127.0.0.1:[0-9]* (client .*): tenant 'alpha': authentication failed: wrong token" "$WORK/server.log")" = 1 -a \
+         "$(grep -c "gpu-server warn: refused 127.0.0.1:[0-9]* (client .*): tenant 'nosuch': authentication failed: unknown tenant" "$WORK/server.log")" = 1
 # Refused sessions allocated nothing: their workers never made a context and freed nothing.
 check "refused sessions left nothing allocated" \
-    test "$(grep -c 'refused:' "$WORK/server.log")" = 3 -a "$(grep -c 'freed ' "$WORK/server.log")" = 1
+    test "$(grep -c 'refused:' "$WORK/server.log")" = 2 -a "$(grep -c 'freed ' "$WORK/server.log")" = 1
 check "log lines name tenant and session" \
     grep -q "tenant=gamma session [0-9]* warn: .*refused: insufficient GPU memory" "$WORK/server.log"
 

@@ -919,7 +919,7 @@ static void test_ipc(void **state)
     expect_bytes(&a, d, theirs, 64);
     send_call(&b, PROTO_OP_MEM_GET_INFO, 0, NULL, 0, NULL, 0, NULL, 0);
     r = reply(&b, NULL, 0);
-    assert_int_equal(r->out[0], 1u << 20); /* nothing charged to the opener */
+    assert_int_equal(r->out[0], 1u << 20); /* the exporter's charge while it lives */
     rgpu__reply__free_unpacked(r, NULL);
     assert_int_equal(call_result(&b, PROTO_OP_IPC_OPEN_EVENT_HANDLE, &ev_b, 1, eh, 64),
                      CUDA_SUCCESS);
@@ -942,6 +942,10 @@ static void test_ipc(void **state)
     shutdown(transport_fd(a.conn), SHUT_RDWR);
     assert_int_equal(finish(&a), 0);
     assert_int_equal(ipc_open_mem(&b, mh, out), CUDA_ERROR_INVALID_VALUE);
+    send_call(&b, PROTO_OP_MEM_GET_INFO, 0, NULL, 0, NULL, 0, NULL, 0);
+    r = reply(&b, NULL, 0);
+    assert_int_equal(r->out[0], (1u << 20) - 3 * 4096); /* its exporter gone, now the opener's */
+    rgpu__reply__free_unpacked(r, NULL);
     assert_int_equal(call_result(&b, PROTO_OP_NOP, NULL, 0, NULL, 0), CUDA_SUCCESS);
     assert_int_equal(finish(&c), 0);
     assert_int_equal(finish(&b), 0);

@@ -1,0 +1,309 @@
+#include "server/preauth.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "server/session_table.h"
+
+/* Why a connection was dropped before its first frame (one summary line per kind). */
+enum drop { DROP_TOTAL, DROP_PEER, DROP_DEADLINE, DROP_MALFORMED, DROP_KINDS };
+static const char *const drop_text[DROP_KINDS] = {
+    [DROP_TOTAL] = "over max_pending (connections waiting for their first frame)",
+    [DROP_PEER] = "over max_pending_per_peer",
+    [DROP_DEADLINE] = "first frame not complete within handshake_timeout_ms",
+    [DROP_MALFORMED] = "malformed first frame",
+};
+#define SUMMARY_S 10
+
+struct pending {
+    struct srv_preauth *p;
+    int fd;
+    char peer[64], host[INET6_ADDRSTRLEN];
+    struct event *ev;
+    uint64_t deadline_ns;
+    size_t got;     /* bytes of frame[] received */
+    bool checked;   /* the header was checked and frame[] sized for the message */
+    uint8_t *frame; /* header, then message */
+    struct pending *prev, *next;
+};
+
+struct srv_preauth {
+    struct event_base *base;
+    struct srv_preauth_limits lim;
+    srv_preauth_frame_fn on_frame;
+    void *arg;
+    struct pending *head;
+    int n;
+    struct event *summary;
+    uint64_t dropped[DROP_KINDS];
+    bool logged[DROP_KINDS]; /* the first of each kind is logged at once */
+};
+
+static void drop_note(struct srv_preauth *p, enum drop why, const char *peer)
+{
+    if (!p->logged[why]) {
+        p->logged[why] = true;
+        rg_warn("closing %s before its hello: %s (later ones are counted every %d s)", peer,
+                drop_text[why], SUMMARY_S);
+        return;
+    }
+    p->dropped[why]++;
+}
+
+static void on_summary(evutil_socket_t fd, short what, void *arg)
+{
+    struct srv_preauth *p = arg;
+
+    for (int k = 0; k < DROP_KINDS; k++) {
+        if (p->dropped[k] != 0)
+            rg_warn("closed %llu connection(s) before their hello in the last %d s: %s",
+                    (unsigned long long)p->dropped[k], SUMMARY_S, drop_text[k]);
+        p->dropped[k] = 0;
+    }
+}
+
+static void pending_free(struct pending *c, bool close_fd)
+{
+    struct srv_preauth *p = c->p;
+
+    if (c->prev != NULL)
+        c->prev->next = c->next;
+    else
+        p->head = c->next;
+    if (c->next != NULL)
+        c->next->prev = c->prev;
+    p->n--;
+    event_free(c->ev);
+    if (close_fd)
+        close(c->fd);
+    free(c->frame);
+    free(c);
+}
+
+/* The frame is whole: hand it to the hook. */
+static void pending_done(struct pending *c)
+{
+    const struct proto_frame_hdr *hdr = (const struct proto_frame_hdr *)c->frame;
+    struct srv_preauth_peer who = {.fd = c->fd, .peer = c->peer, .host = c->host};
+    bool kept = c->p->on_frame(c->p->arg, &who, hdr, c->frame, c->got);
+
+    pending_free(c, !kept);
+}
+
+/* The header arrived: check it and make room for the message. false: malformed. */
+static bool header_ok(struct pending *c)
+{
+    struct proto_frame_hdr hdr;
+    uint8_t *grown;
+
+    memcpy(&hdr, c->frame, sizeof(hdr));
+    if (hdr.magic != PROTO_MAGIC || hdr.bulk_len != 0 ||
+        hdr.msg_len > SRV_PREAUTH_FRAME_MAX - sizeof(hdr))
+        return false;
+    if ((grown = realloc(c->frame, sizeof(hdr) + hdr.msg_len)) == NULL)
+        return false;
+    c->frame = grown;
+    return true;
+}
+
+static size_t frame_want(const struct pending *c)
+{
+    const struct proto_frame_hdr *hdr = (const struct proto_frame_hdr *)c->frame;
+
+    return c->got < sizeof(*hdr) ? sizeof(*hdr) : sizeof(*hdr) + hdr->msg_len;
+}
+
+static void arm(struct pending *c)
+{
+    uint64_t now = srv_now_ns(), left = c->deadline_ns > now ? c->deadline_ns - now : 0;
+    struct timeval tv = {(time_t)(left / 1000000000u), (suseconds_t)(left % 1000000000u / 1000)};
+
+    event_add(c->ev, &tv);
+}
+
+static void on_readable(evutil_socket_t fd, short what, void *arg)
+{
+    struct pending *c = arg;
+
+    if (what & EV_TIMEOUT) {
+        drop_note(c->p, DROP_DEADLINE, c->peer);
+        pending_free(c, true);
+        return;
+    }
+    for (;;) {
+        size_t want = frame_want(c);
+        ssize_t n = recv(c->fd, c->frame + c->got, want - c->got, 0);
+        if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+            rg_debug("%s closed the connection before its hello", c->peer);
+            pending_free(c, true);
+            return;
+        }
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            arm(c);
+            return;
+        }
+        c->got += (size_t)n;
+        if (c->got < sizeof(struct proto_frame_hdr))
+            continue;
+        if (!c->checked && !(c->checked = header_ok(c))) {
+            drop_note(c->p, DROP_MALFORMED, c->peer);
+            pending_free(c, true);
+            return;
+        }
+        if (c->got == frame_want(c)) {
+            pending_done(c);
+            return;
+        }
+    }
+}
+
+static void peer_names(const struct sockaddr_storage *ss, char *peer, size_t plen, char *host,
+                       size_t hlen)
+{
+    int port = 0;
+
+    snprintf(host, hlen, "?");
+    if (ss->ss_family == AF_INET) {
+        const struct sockaddr_in *sin = (const struct sockaddr_in *)ss;
+        inet_ntop(AF_INET, &sin->sin_addr, host, (socklen_t)hlen);
+        port = ntohs(sin->sin_port);
+    } else if (ss->ss_family == AF_INET6) {
+        const struct sockaddr_in6 *sin6 = (const struct sockaddr_in6 *)ss;
+        inet_ntop(AF_INET6, &sin6->sin6_addr, host, (socklen_t)hlen);
+        port = ntohs(sin6->sin6_port);
+    }
+    snprintf(peer, plen, "%s:%d", host, port);
+}
+
+static int peer_count(const struct srv_preauth *p, const char *host)
+{
+    int n = 0;
+
+    for (const struct pending *c = p->head; c != NULL; c = c->next)
+        n += strcmp(c->host, host) == 0;
+    return n;
+}
+
+/* A new connection: start waiting for its first frame, unless a limit says no. */
+static void pending_add(struct srv_preauth *p, int fd, const struct sockaddr_storage *ss)
+{
+    struct pending *c = calloc(1, sizeof(*c));
+    char peer[64], host[INET6_ADDRSTRLEN];
+
+    peer_names(ss, peer, sizeof(peer), host, sizeof(host));
+    if (p->n >= p->lim.max_pending || peer_count(p, host) >= p->lim.max_pending_per_peer ||
+        c == NULL || (c->frame = malloc(sizeof(struct proto_frame_hdr))) == NULL) {
+        drop_note(p, p->n >= p->lim.max_pending ? DROP_TOTAL : DROP_PEER, peer);
+        close(fd);
+        if (c != NULL)
+            free(c->frame);
+        free(c);
+        return;
+    }
+    c->p = p;
+    c->fd = fd;
+    snprintf(c->peer, sizeof(c->peer), "%s", peer);
+    snprintf(c->host, sizeof(c->host), "%s", host);
+    c->deadline_ns = srv_now_ns() + (uint64_t)p->lim.handshake_ms * 1000000u;
+    c->ev = event_new(p->base, fd, EV_READ, on_readable, c);
+    c->next = p->head;
+    if (p->head != NULL)
+        p->head->prev = c;
+    p->head = c;
+    p->n++;
+    arm(c);
+}
+
+rg_status_t srv_preauth_accept(struct srv_preauth *p, int lfd)
+{
+    for (int i = 0; i < 256; i++) { /* then let other events run */
+        struct sockaddr_storage ss;
+        socklen_t sl = sizeof(ss);
+        int fd = accept4(lfd, (struct sockaddr *)&ss, &sl, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd >= 0) {
+            pending_add(p, fd, &ss);
+            continue;
+        }
+        if (errno == EINTR || errno == ECONNABORTED)
+            continue;
+        if (errno == EAGAIN || errno == EWOULDBLOCK)
+            return RG_OK;
+        rg_error("accept on the session port failed: %m");
+        return RG_ERR_IO;
+    }
+    return RG_OK;
+}
+
+int srv_preauth_pending(const struct srv_preauth *p)
+{
+    return p->n;
+}
+
+rg_status_t srv_preauth_create(struct event_base *base, const struct srv_preauth_limits *limits,
+                               srv_preauth_frame_fn on_frame, void *arg,
+                               struct srv_preauth **p_p)
+{
+    struct srv_preauth *p = calloc(1, sizeof(*p));
+    struct timeval every = {SUMMARY_S, 0};
+
+    if (p == NULL)
+        return RG_ERR_NOMEM;
+    p->base = base;
+    p->lim = *limits;
+    p->on_frame = on_frame;
+    p->arg = arg;
+    p->summary = event_new(base, -1, EV_PERSIST, on_summary, p);
+    event_add(p->summary, &every);
+    *p_p = p;
+    return RG_OK;
+}
+
+void srv_preauth_destroy(struct srv_preauth *p)
+{
+    if (p == NULL)
+        return;
+    while (p->head != NULL)
+        pending_free(p->head, true);
+    event_free(p->summary);
+    free(p);
+}
+
+void srv_preauth_send(int fd, enum proto_frame_type type, const ProtobufCMessage *msg)
+{
+    uint8_t buf[4096];
+    size_t len = proto_frame_pack(buf, sizeof(buf), type, 0, msg, 0);
+
+    if (len > 0 && send(fd, buf, len, MSG_NOSIGNAL | MSG_DONTWAIT) < 0)
+        rg_debug("sending a refusal failed: %m");
+}
+
+const char *srv_printable(char *dst, size_t len, const char *src)
+{
+    size_t o = 0;
+
+    if (len == 0)
+        return dst;
+    for (; src != NULL && *src != '\0'; src++) {
+        unsigned char ch = (unsigned char)*src;
+        char esc[5];
+        size_t n = 1;
+        if (ch < 0x20 || ch >= 0x7f || ch == '\\')
+            n = (size_t)snprintf(esc, sizeof(esc), "\\x%02x", ch);
+        else
+            esc[0] = (char)ch;
+        if (o + n >= len)
+            break;
+        memcpy(dst + o, esc, n);
+        o += n;
+    }
+    dst[o] = '\0';
+    return dst;
+}

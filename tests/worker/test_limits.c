@@ -1,0 +1,478 @@
+/* Issue 15: a session may not reach past its buffers or its quota. Each test drives a worker on
+ * the fake driver over the wire (tests/worker/wire_peer.h) the way a hostile or merely unusual
+ * client would, and checks what it may hold. */
+#include "tests/worker/wire_peer.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+
+#include "server/tenant_config.h"
+
+#define H(n, type) ((((uint64_t)(n)) << 4) | (type))
+
+/* A graph memcpy node between a shadow and device memory must fit the shadow's length: its
+ * width x height at its pitch, not one byte of it (the worker wrote 1 MiB into 4 KiB). */
+static void test_graph_memcpy_node_bounds(void **state)
+{
+    struct peer p;
+    const uint64_t g = H(10, PROTO_H_GRAPH), shadow = H(11, PROTO_H_SHADOW);
+    uint64_t a[16] = {0}, dev;
+
+    (void)state;
+    peer_open(&p, NULL, NULL);
+    a[0] = 1 << 20;
+    assert_int_equal(peer_call(&p, PROTO_OP_MEM_ALLOC, a, 1, &dev, 1), CUDA_SUCCESS);
+    a[0] = shadow, a[1] = 4096;
+    assert_int_equal(peer_call(&p, PROTO_OP_SHADOW_ALLOC, a, 2, NULL, 0), CUDA_SUCCESS);
+    a[0] = g, a[1] = 0;
+    assert_int_equal(peer_call(&p, PROTO_OP_GRAPH_CREATE, a, 2, NULL, 0), CUDA_SUCCESS);
+    a[2] = CU_GRAPH_NODE_TYPE_MEMCPY, a[3] = 0;
+    /* The fake driver takes one row only (Height 1), so the cases are single rows; the
+     * worker checks (height - 1) * pitch + width for more. */
+    /* device -> shadow, [srckind, src, srcpitch, dstkind, dst, dstpitch, width, height] */
+    uint64_t *n = &a[4];
+    struct { uint64_t width, height, pitch; CUresult want; } cases[] = {
+        {4096, 1, 4096, CUDA_SUCCESS},               /* exactly the shadow */
+        {1 << 20, 1, 1 << 20, CUDA_ERROR_INVALID_VALUE}, /* 1 MiB into 4 KiB */
+        {4097, 1, 4097, CUDA_ERROR_INVALID_VALUE},   /* one byte past */
+        {0, 1, 0, CUDA_SUCCESS},                     /* nothing */
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        a[1] = H(100 + i, PROTO_H_GRAPH_NODE);
+        n[0] = 0, n[1] = dev, n[2] = cases[i].pitch;
+        n[3] = 1, n[4] = shadow, n[5] = cases[i].pitch, n[6] = cases[i].width, n[7] = cases[i].height;
+        assert_int_equal(peer_call(&p, PROTO_OP_GRAPH_ADD_NODE, a, 16, NULL, 0), cases[i].want);
+        /* the same with the shadow as the source (the worker's heap read back) */
+        a[1] = H(200 + i, PROTO_H_GRAPH_NODE);
+        n[0] = 1, n[1] = shadow, n[3] = 0, n[4] = dev;
+        assert_int_equal(peer_call(&p, PROTO_OP_GRAPH_ADD_NODE, a, 16, NULL, 0), cases[i].want);
+    }
+    assert_int_equal(peer_call(&p, PROTO_OP_NOP, NULL, 0, NULL, 0), CUDA_SUCCESS);
+    assert_int_equal(peer_finish(&p), 0);
+}
+
+/* Load text as a config file's tenants. */
+static rg_status_t load_tenants(const char *text, struct srv_tenants *ts)
+{
+    char path[] = "/tmp/rgpu-limits-XXXXXX";
+    int fd = mkstemp(path);
+    rg_status_t st;
+
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+    close(fd);
+    st = srv_tenants_load(path, ts);
+    unlink(path);
+    return st;
+}
+
+/* A malformed token_sha256 (63 hex digits) left the tenant with no token, open to anyone; any
+ * setting of a tenant that does not parse now fails the load. A '#' inside a token is kept. */
+static void test_bad_tenant_settings_fail_load(void **state)
+{
+    struct srv_tenants ts;
+    const char *why = NULL;
+    char hex[65];
+
+    (void)state;
+    srv_token_hash_hex("h4sh", hex);
+    hex[63] = '\0';
+    char text[256];
+    snprintf(text, sizeof(text), "[tenant bob]\ntoken_sha256 = %s\n", hex);
+    assert_int_not_equal(load_tenants(text, &ts), RG_OK);
+    assert_int_not_equal(load_tenants("[tenant bob]\nmem_quota = lots\n", &ts), RG_OK);
+    assert_int_not_equal(load_tenants("[tenant bob]\ntoken = \"s3cret\n", &ts), RG_OK);
+    assert_int_equal(load_tenants("[tenant bob]\ntoken = beta#secret # comment\n", &ts), RG_OK);
+    assert_null(srv_tenant_auth(&ts, "bob", "beta", &why));
+    assert_non_null(srv_tenant_auth(&ts, "bob", "beta#secret", &why));
+}
+
+/* Admit the next workers as tenant "alice" with the given quota (bytes, as a size string). */
+static void quota_tenant(const char *quota)
+{
+    memset(&peer_cfg.tenants, 0, sizeof(peer_cfg.tenants));
+    assert_int_equal(srv_tenant_key(&peer_cfg.tenants, "alice", "token", "s3cret"), RG_OK);
+    assert_int_equal(srv_tenant_key(&peer_cfg.tenants, "alice", "mem_quota", quota), RG_OK);
+}
+
+static CUresult vmm_create(struct peer *p, uint64_t id, uint64_t size)
+{
+    CUmemAllocationProp prop = {.type = CU_MEM_ALLOCATION_TYPE_PINNED,
+                                .location = {CU_MEM_LOCATION_TYPE_DEVICE, 0}};
+    uint64_t a[3] = {H(id, PROTO_H_MEM_HANDLE), size, 0};
+
+    return peer_call_data(p, PROTO_OP_MEM_CREATE, a, 3, &prop, sizeof(prop), NULL, 0, NULL, 0);
+}
+
+static uint64_t mem_free(struct peer *p)
+{
+    uint64_t out[2] = {0};
+
+    assert_int_equal(peer_call(p, PROTO_OP_MEM_GET_INFO, NULL, 0, out, 2), CUDA_SUCCESS);
+    return out[0];
+}
+
+/* VMM physical memory stays charged while a mapping holds it, whether or not its handle was
+ * released: the vectorAddMMAP pattern (create, map, release, use, unmap) under a 4 MiB quota.
+ * Before, the release gave the charge back and a session held 1.6 GiB under 256 MiB. */
+static void test_vmm_release_while_mapped(void **state)
+{
+    struct peer p;
+    const uint64_t mib2 = 2u << 20;
+    CUmemAccessDesc acc = {{CU_MEM_LOCATION_TYPE_DEVICE, 0}, CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+    uint64_t a[6], va, word = 0;
+
+    (void)state;
+    quota_tenant("4MiB");
+    peer_open(&p, "alice", "s3cret");
+    a[0] = 2 * mib2, a[1] = 0, a[2] = 0, a[3] = 0;
+    assert_int_equal(peer_call(&p, PROTO_OP_MEM_ADDRESS_RESERVE, a, 4, &va, 1), CUDA_SUCCESS);
+    assert_int_equal(vmm_create(&p, 1, mib2), CUDA_SUCCESS);
+    a[0] = va, a[1] = mib2, a[2] = 0, a[3] = H(1, PROTO_H_MEM_HANDLE), a[4] = 0;
+    assert_int_equal(peer_call(&p, PROTO_OP_MEM_MAP, a, 5, NULL, 0), CUDA_SUCCESS);
+    a[0] = va, a[1] = mib2;
+    assert_int_equal(peer_call_data(&p, PROTO_OP_MEM_SET_ACCESS, a, 2, &acc, sizeof(acc), NULL, 0,
+                                    NULL, 0), CUDA_SUCCESS);
+    a[0] = H(1, PROTO_H_MEM_HANDLE);
+    assert_int_equal(peer_call(&p, PROTO_OP_MEM_RELEASE, a, 1, NULL, 0), CUDA_SUCCESS);
+    assert_int_equal(mem_free(&p), mib2); /* the mapping still holds 2 MiB */
+    /* use it after the release: memset a word, read it back */
+    a[0] = va, a[1] = 0x5a, a[2] = 1, a[3] = 8, a[4] = PROTO_STREAM_NULL, a[5] = 0;
+    assert_int_equal(peer_call(&p, PROTO_OP_MEMSET, a, 6, NULL, 0), CUDA_SUCCESS);
+    a[0] = va, a[1] = 8, a[2] = PROTO_STREAM_NULL, a[3] = 0;
+    assert_int_equal(peer_call_data(&p, PROTO_OP_MEMCPY_DTOH, a, 4, NULL, 0, NULL, 0, &word, 8),
+                     CUDA_SUCCESS);
+    assert_int_equal(word, 0x5a5a5a5a5a5a5a5aull);
+    /* the quota holds: 2 MiB more fit, 2 MiB after that do not */
+    assert_int_equal(vmm_create(&p, 2, mib2), CUDA_SUCCESS);
+    assert_int_equal(vmm_create(&p, 3, mib2), CUDA_ERROR_OUT_OF_MEMORY);
+    a[0] = 1 << 20;
+    assert_int_equal(peer_call(&p, PROTO_OP_MEM_ALLOC, a, 1, NULL, 0), CUDA_ERROR_OUT_OF_MEMORY);
+    /* the last mapping gone, the charge goes with it */
+    a[0] = va, a[1] = mib2;
+    assert_int_equal(peer_call(&p, PROTO_OP_MEM_UNMAP, a, 2, NULL, 0), CUDA_SUCCESS);
+    assert_int_equal(mem_free(&p), mib2);
+    assert_int_equal(vmm_create(&p, 3, mib2), CUDA_SUCCESS);
+    /* a handle mapped twice is charged once, until both mappings and the handle are gone */
+    a[0] = va, a[1] = mib2, a[2] = 0, a[3] = H(3, PROTO_H_MEM_HANDLE), a[4] = 0;
+    assert_int_equal(peer_call(&p, PROTO_OP_MEM_MAP, a, 5, NULL, 0), CUDA_SUCCESS);
+    a[0] = va + mib2;
+    assert_int_equal(peer_call(&p, PROTO_OP_MEM_MAP, a, 5, NULL, 0), CUDA_SUCCESS);
+    a[0] = H(3, PROTO_H_MEM_HANDLE);
+    assert_int_equal(peer_call(&p, PROTO_OP_MEM_RELEASE, a, 1, NULL, 0), CUDA_SUCCESS);
+    assert_int_equal(mem_free(&p), 0);
+    a[0] = va, a[1] = mib2;
+    assert_int_equal(peer_call(&p, PROTO_OP_MEM_UNMAP, a, 2, NULL, 0), CUDA_SUCCESS);
+    assert_int_equal(mem_free(&p), 0);
+    a[0] = va + mib2;
+    assert_int_equal(peer_call(&p, PROTO_OP_MEM_UNMAP, a, 2, NULL, 0), CUDA_SUCCESS);
+    assert_int_equal(mem_free(&p), mib2);
+    /* released before any mapping: given back at once, as before */
+    a[0] = H(2, PROTO_H_MEM_HANDLE);
+    assert_int_equal(peer_call(&p, PROTO_OP_MEM_RELEASE, a, 1, NULL, 0), CUDA_SUCCESS);
+    assert_int_equal(mem_free(&p), 2 * mib2);
+    assert_int_equal(peer_finish(&p), 0);
+    memset(&peer_cfg.tenants, 0, sizeof(peer_cfg.tenants));
+}
+
+/* A function of a PTX module the fake driver knows (its parameter layout is known). */
+static uint64_t load_function(struct peer *p, uint64_t mod_n, uint64_t fn_n, const char *name)
+{
+    static const char ptx[] = ".version 8.0\n.target sm_90\n.entry hello\n";
+    uint64_t a[3] = {H(mod_n, PROTO_H_MODULE), 0, sizeof(ptx)};
+
+    assert_int_equal(peer_call_data(p, PROTO_OP_MODULE_LOAD, a, 2, ptx, sizeof(ptx), NULL, 0,
+                                    NULL, 0), CUDA_SUCCESS);
+    a[0] = H(fn_n, PROTO_H_FUNCTION), a[1] = H(mod_n, PROTO_H_MODULE);
+    assert_int_equal(peer_call_data(p, PROTO_OP_MODULE_GET_FUNCTION, a, 2, name, strlen(name),
+                                    NULL, 0, NULL, 0), CUDA_SUCCESS);
+    return a[0];
+}
+
+/* h_launch receives the parameters into session scratch, and srv_param_pointers then grew that
+ * scratch for the pointer array and copied from the freed block (131,056 bytes of parameters:
+ * the receive fills exactly 128 KiB, the pointer array needs more). Under ASan a
+ * heap-use-after-free; without, the freed 128 KiB block is unmapped and the worker dies. */
+static void test_launch_params_grow_scratch(void **state)
+{
+    struct peer p;
+    const size_t plen = 131056;
+    uint8_t *params = calloc(1, plen);
+    uint64_t a[11] = {0}, dev;
+
+    (void)state;
+    peer_open(&p, NULL, NULL);
+    /* vadd(a, b, c, n = 1) on a device block: c = a + b */
+    a[0] = 64;
+    assert_int_equal(peer_call(&p, PROTO_OP_MEM_ALLOC, a, 1, &dev, 1), CUDA_SUCCESS);
+    float ab[2] = {1.5f, 2.0f}, c = 0;
+    uint64_t ptrs[3] = {dev, dev + 4, dev + 8};
+    int n = 1;
+    a[0] = dev, a[1] = sizeof(ab), a[2] = PROTO_STREAM_NULL, a[3] = 0;
+    assert_int_equal(peer_call_data(&p, PROTO_OP_MEMCPY_HTOD, a, 4, ab, sizeof(ab), NULL, 0, NULL, 0),
+                     CUDA_SUCCESS);
+    memcpy(params, ptrs, sizeof(ptrs));
+    memcpy(params + 24, &n, sizeof(n));
+    memset(a, 0, sizeof(a));
+    a[0] = load_function(&p, 1, 2, "_Z4vaddPKfS0_Pfi");
+    a[1] = a[2] = a[3] = a[4] = a[5] = a[6] = 1;
+    a[8] = PROTO_STREAM_NULL, a[9] = plen, a[10] = 0;
+    for (int i = 0; i < 2; i++) /* the second runs on the grown scratch */
+        assert_int_equal(peer_call_bulk(&p, PROTO_OP_LAUNCH, a, 11, NULL, 0, params, plen, NULL, 0,
+                                        NULL, 0), CUDA_SUCCESS);
+    a[0] = dev + 8, a[1] = 4, a[2] = PROTO_STREAM_NULL, a[3] = 0;
+    assert_int_equal(peer_call_data(&p, PROTO_OP_MEMCPY_DTOH, a, 4, NULL, 0, NULL, 0, &c, 4),
+                     CUDA_SUCCESS);
+    assert_true(c == 3.5f);
+    /* parameters beyond SRV_LAUNCH_PARAMS_MAX are refused, not received into scratch */
+    uint8_t *huge = calloc(1, SRV_LAUNCH_PARAMS_MAX + 16);
+    assert_non_null(huge);
+    memcpy(huge, ptrs, sizeof(ptrs));
+    memcpy(huge + 24, &n, sizeof(n));
+    a[0] = H(2, PROTO_H_FUNCTION), a[1] = a[2] = a[3] = a[4] = a[5] = a[6] = 1;
+    a[7] = 0, a[8] = PROTO_STREAM_NULL, a[9] = SRV_LAUNCH_PARAMS_MAX + 16, a[10] = 0;
+    assert_int_equal(peer_call_bulk(&p, PROTO_OP_LAUNCH, a, 11, NULL, 0, huge, a[9], NULL, 0,
+                                    NULL, 0), CUDA_ERROR_INVALID_VALUE);
+    free(huge);
+    assert_int_equal(peer_call(&p, PROTO_OP_NOP, NULL, 0, NULL, 0), CUDA_SUCCESS);
+    assert_int_equal(peer_finish(&p), 0);
+    free(params);
+}
+
+/* Bytes of the regular files in dir, and their count. */
+static uint64_t dir_bytes(const char *dir, size_t *n_p)
+{
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    uint64_t total = 0;
+    char path[600];
+    struct stat st;
+
+    *n_p = 0;
+    while (d != NULL && (e = readdir(d)) != NULL) {
+        snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+        if (lstat(path, &st) == 0 && S_ISREG(st.st_mode))
+            total += (uint64_t)st.st_size, (*n_p)++;
+    }
+    if (d != NULL)
+        closedir(d);
+    return total;
+}
+
+/* The module cache's bound holds past 4,096 files: eviction looked at the first 4,096 entries
+ * only, so with 5,000 images of 2 KiB (10,000 KiB) under a 9 MiB bound it saw 8,192 KiB and
+ * evicted nothing, and a cache of many small images grew without bound. */
+static void test_module_cache_many_files(void **state)
+{
+    static const char ptx[] = ".version 8.0\n.target sm_90\n.entry fresh\n";
+    char dir[] = "/tmp/rgpu-limits-cache-XXXXXX", sub[128], path[256], cmd[160];
+    uint8_t filler[2048];
+    uint64_t a[2] = {H(1, PROTO_H_MODULE), PROTO_IMAGE_CACHE};
+    struct peer p;
+    size_t n;
+
+    (void)state;
+    memset(filler, 0x42, sizeof(filler));
+    assert_non_null(mkdtemp(dir));
+    snprintf(sub, sizeof(sub), "%s/-", dir);
+    assert_int_equal(mkdir(sub, 0700), 0);
+    for (unsigned i = 0; i < 5000; i++) { /* names of 64 hex digits, as the cache writes them */
+        snprintf(path, sizeof(path), "%s/%064x", sub, i);
+        int fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0600);
+        assert_true(fd >= 0);
+        assert_int_equal(write(fd, filler, sizeof(filler)), (ssize_t)sizeof(filler));
+        close(fd);
+    }
+    snprintf(peer_cfg.module_cache, sizeof(peer_cfg.module_cache), "%s", dir);
+    snprintf(peer_cfg.module_cache_max, sizeof(peer_cfg.module_cache_max), "9MiB");
+    peer_open(&p, NULL, NULL);
+    assert_int_equal(peer_call_bulk(&p, PROTO_OP_MODULE_LOAD, a, 2, NULL, 0, ptx, sizeof(ptx), NULL,
+                                    0, NULL, 0), CUDA_SUCCESS);
+    assert_int_equal(peer_finish(&p), 0);
+    assert_true(dir_bytes(sub, &n) <= 9u << 20);
+    assert_true(n > 4000 && n < 5000);
+    peer_cfg.module_cache[0] = peer_cfg.module_cache_max[0] = '\0';
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
+/* Memory a session made the worker hold without charging it (issue 15 item 9): pinned host
+ * shadows, device memory that context limits reserve, contexts without number, and a pitched
+ * allocation asked of the driver before the quota was looked at. */
+static void test_uncharged_paths(void **state)
+{
+    struct peer p;
+    const uint64_t mib = 1u << 20;
+    uint64_t a[3], out[2];
+
+    (void)state;
+    quota_tenant("4MiB");
+    peer_open(&p, "alice", "s3cret");
+    /* shadows: 3 MiB pinned leaves 1 MiB */
+    a[0] = H(1, PROTO_H_SHADOW), a[1] = 3 * mib;
+    assert_int_equal(peer_call(&p, PROTO_OP_SHADOW_ALLOC, a, 2, NULL, 0), CUDA_SUCCESS);
+    assert_int_equal(mem_free(&p), mib);
+    a[0] = H(2, PROTO_H_SHADOW), a[1] = 2 * mib;
+    assert_int_equal(peer_call(&p, PROTO_OP_SHADOW_ALLOC, a, 2, NULL, 0), CUDA_ERROR_OUT_OF_MEMORY);
+    a[0] = 2 * mib;
+    assert_int_equal(peer_call(&p, PROTO_OP_MEM_ALLOC, a, 1, NULL, 0), CUDA_ERROR_OUT_OF_MEMORY);
+    a[0] = H(1, PROTO_H_SHADOW);
+    assert_int_equal(peer_call(&p, PROTO_OP_SHADOW_FREE, a, 1, NULL, 0), CUDA_SUCCESS);
+    assert_int_equal(mem_free(&p), 4 * mib);
+    /* limits: the malloc heap and the printf FIFO are charged, a new value replaces the old */
+    a[0] = CU_LIMIT_MALLOC_HEAP_SIZE, a[1] = 64ull << 30;
+    assert_int_equal(peer_call(&p, PROTO_OP_CTX_SET_LIMIT, a, 2, NULL, 0), CUDA_ERROR_OUT_OF_MEMORY);
+    a[1] = 3 * mib;
+    assert_int_equal(peer_call(&p, PROTO_OP_CTX_SET_LIMIT, a, 2, NULL, 0), CUDA_SUCCESS);
+    assert_int_equal(mem_free(&p), mib);
+    a[1] = 2 * mib;
+    assert_int_equal(peer_call(&p, PROTO_OP_CTX_SET_LIMIT, a, 2, NULL, 0), CUDA_SUCCESS);
+    assert_int_equal(mem_free(&p), 2 * mib);
+    a[0] = CU_LIMIT_PRINTF_FIFO_SIZE, a[1] = 3 * mib;
+    assert_int_equal(peer_call(&p, PROTO_OP_CTX_SET_LIMIT, a, 2, NULL, 0), CUDA_ERROR_OUT_OF_MEMORY);
+    /* a stack of 1 KiB for each of 132 x 2048 resident threads is 264 MiB */
+    a[0] = CU_LIMIT_STACK_SIZE, a[1] = 1024;
+    assert_int_equal(peer_call(&p, PROTO_OP_CTX_SET_LIMIT, a, 2, NULL, 0), CUDA_ERROR_OUT_OF_MEMORY);
+    a[0] = CU_LIMIT_DEV_RUNTIME_SYNC_DEPTH, a[1] = 4; /* reserves nothing worth charging */
+    assert_int_equal(peer_call(&p, PROTO_OP_CTX_SET_LIMIT, a, 2, NULL, 0), CUDA_SUCCESS);
+    /* a pitched allocation over the quota is refused before the driver is asked (the fake
+     * aborts on any request above 16 MiB: it was asked for 32 GiB) */
+    a[0] = 1 << 20, a[1] = 1 << 15, a[2] = 4;
+    assert_int_equal(peer_call(&p, PROTO_OP_MEM_ALLOC_PITCH, a, 3, out, 2), CUDA_ERROR_OUT_OF_MEMORY);
+    a[0] = 1000, a[1] = 100;
+    assert_int_equal(peer_call(&p, PROTO_OP_MEM_ALLOC_PITCH, a, 3, out, 2), CUDA_SUCCESS);
+    assert_int_equal(out[1], 1024);
+    /* contexts: SRV_MAX_CONTEXTS, then refused until one goes */
+    for (unsigned i = 0; i < SRV_MAX_CONTEXTS; i++) {
+        a[0] = H(100 + i, PROTO_H_CTX), a[1] = 0, a[2] = 0;
+        assert_int_equal(peer_call(&p, PROTO_OP_CTX_CREATE, a, 3, NULL, 0), CUDA_SUCCESS);
+    }
+    a[0] = H(100 + SRV_MAX_CONTEXTS, PROTO_H_CTX);
+    assert_int_equal(peer_call(&p, PROTO_OP_CTX_CREATE, a, 3, NULL, 0), CUDA_ERROR_OUT_OF_MEMORY);
+    a[0] = H(100, PROTO_H_CTX);
+    assert_int_equal(peer_call(&p, PROTO_OP_CTX_DESTROY, a, 1, NULL, 0), CUDA_SUCCESS);
+    a[0] = H(100 + SRV_MAX_CONTEXTS, PROTO_H_CTX);
+    assert_int_equal(peer_call(&p, PROTO_OP_CTX_CREATE, a, 3, NULL, 0), CUDA_SUCCESS);
+    assert_int_equal(peer_finish(&p), 0);
+    memset(&peer_cfg.tenants, 0, sizeof(peer_cfg.tenants));
+}
+
+/* The worker's peak resident memory (VmHWM), in MiB. */
+static long peak_rss_mib(pid_t pid)
+{
+    char path[64], line[128];
+    long kb = -1;
+    FILE *f;
+
+    snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+    assert_non_null(f = fopen(path, "r"));
+    while (fgets(line, sizeof(line), f) != NULL)
+        if (strncmp(line, "VmHWM:", 6) == 0)
+            kb = strtol(line + 6, NULL, 10);
+    fclose(f);
+    return kb / 1024;
+}
+
+/* A 2D copy moves through the worker in slabs of 16 MiB, whatever its size: before, the worker
+ * held all its host rows at once (up to 4 GiB a call, and kept that scratch for the session).
+ * 114 MiB of rows into a 117 MiB pitched allocation (the fake driver's device memory is the
+ * worker's own, so it counts too), back again, and rows wider than a slab. */
+static void test_copy_2d_in_slabs(void **state)
+{
+    const size_t w = 3000, h = 40000, pitch = 3072, len = w * h;
+    const size_t ww = 20u << 20, wpitch = 21u << 20; /* two rows wider than a slab */
+    uint8_t *rows, *back;
+    uint64_t a[9], dev, wdev;
+    struct peer p;
+
+    (void)state;
+    peer_open(&p, NULL, NULL); /* before the rows exist: the forked worker must not count them */
+    rows = malloc(len), back = malloc(len);
+    assert_non_null(rows);
+    assert_non_null(back);
+    for (size_t i = 0; i < len; i++)
+        rows[i] = (uint8_t)(i * 7 + i / 4093);
+    a[0] = pitch * h;
+    assert_int_equal(peer_call(&p, PROTO_OP_MEM_ALLOC, a, 1, &dev, 1), CUDA_SUCCESS);
+    a[0] = 0, a[1] = dev, a[2] = pitch, a[3] = 0, a[4] = w, a[5] = w, a[6] = h;
+    a[7] = PROTO_STREAM_NULL, a[8] = 0;
+    assert_int_equal(peer_call_bulk(&p, PROTO_OP_MEMCPY_2D, a, 9, NULL, 0, rows, len, NULL, 0,
+                                    NULL, 0), CUDA_SUCCESS);
+    a[0] = 1, a[1] = 0, a[2] = w, a[3] = dev, a[4] = pitch;
+    assert_int_equal(peer_call_bulk(&p, PROTO_OP_MEMCPY_2D, a, 9, NULL, 0, NULL, 0, NULL, 0, back,
+                                    len), CUDA_SUCCESS);
+    assert_memory_equal(rows, back, len);
+    long peak = peak_rss_mib(p.pid);
+    print_message("worker peak RSS after a %zu MiB 2D copy each way: %ld MiB\n", len >> 20, peak);
+#ifndef __SANITIZE_ADDRESS__ /* ASan's shadow and quarantine make the number meaningless */
+    assert_true(peak < 190); /* 117 of device memory, 16 of slab, 16 of staging, the rest */
+#endif
+    /* rows wider than a slab: pieces of a row */
+    a[0] = 2 * wpitch;
+    assert_int_equal(peer_call(&p, PROTO_OP_MEM_ALLOC, a, 1, &wdev, 1), CUDA_SUCCESS);
+    a[0] = 0, a[1] = wdev, a[2] = wpitch, a[3] = 0, a[4] = ww, a[5] = ww, a[6] = 2;
+    assert_int_equal(peer_call_bulk(&p, PROTO_OP_MEMCPY_2D, a, 9, NULL, 0, rows, 2 * ww, NULL, 0,
+                                    NULL, 0), CUDA_SUCCESS);
+    memset(back, 0, 2 * ww);
+    a[0] = 1, a[1] = 0, a[2] = ww, a[3] = wdev, a[4] = wpitch;
+    assert_int_equal(peer_call_bulk(&p, PROTO_OP_MEMCPY_2D, a, 9, NULL, 0, NULL, 0, NULL, 0, back,
+                                    2 * ww), CUDA_SUCCESS);
+    assert_memory_equal(rows, back, 2 * ww);
+    assert_int_equal(peer_finish(&p), 0);
+    free(rows);
+    free(back);
+}
+
+/* 3D copies with a host end move in slabs too: 40 slices of 1000 rows of 3000 bytes each way
+ * into a pitched 3D block, and back. */
+static void test_copy_3d_in_slabs(void **state)
+{
+    const size_t w = 3000, h = 1000, d = 40, pitch = 3072, len = w * h * d;
+    uint8_t *rows, *back;
+    uint64_t a[15] = {0}, dev;
+    struct peer p;
+
+    (void)state;
+    peer_open(&p, NULL, NULL);
+    rows = malloc(len), back = malloc(len);
+    assert_non_null(rows);
+    assert_non_null(back);
+    for (size_t i = 0; i < len; i++)
+        rows[i] = (uint8_t)(i * 11 + i / 4091);
+    a[0] = pitch * h * d;
+    assert_int_equal(peer_call(&p, PROTO_OP_MEM_ALLOC, a, 1, &dev, 1), CUDA_SUCCESS);
+    memset(a, 0, sizeof(a));
+    a[0] = 0, a[5] = 1, a[6] = dev, a[7] = pitch, a[8] = h; /* host rows -> device */
+    a[10] = w, a[11] = h, a[12] = d, a[13] = PROTO_STREAM_NULL;
+    assert_int_equal(peer_call_bulk(&p, PROTO_OP_MEMCPY_3D, a, 15, NULL, 0, rows, len, NULL, 0,
+                                    NULL, 0), CUDA_SUCCESS);
+    a[0] = 1, a[1] = dev, a[2] = pitch, a[3] = h, a[5] = 0, a[6] = a[7] = a[8] = 0;
+    assert_int_equal(peer_call_bulk(&p, PROTO_OP_MEMCPY_3D, a, 15, NULL, 0, NULL, 0, NULL, 0, back,
+                                    len), CUDA_SUCCESS);
+    assert_memory_equal(rows, back, len);
+    long peak = peak_rss_mib(p.pid);
+    print_message("worker peak RSS after a %zu MiB 3D copy each way: %ld MiB\n", len >> 20, peak);
+#ifndef __SANITIZE_ADDRESS__
+    assert_true(peak < 190);
+#endif
+    assert_int_equal(peer_finish(&p), 0);
+    free(rows);
+    free(back);
+}
+
+int main(void)
+{
+    setenv("FAKECUDA_ABORT_ABOVE_MB", "16", 1);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_graph_memcpy_node_bounds),
+        cmocka_unit_test(test_bad_tenant_settings_fail_load),
+        cmocka_unit_test(test_vmm_release_while_mapped),
+        cmocka_unit_test(test_launch_params_grow_scratch),
+        cmocka_unit_test(test_module_cache_many_files),
+        cmocka_unit_test(test_uncharged_paths),
+        cmocka_unit_test(test_copy_2d_in_slabs),
+        cmocka_unit_test(test_copy_3d_in_slabs),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
