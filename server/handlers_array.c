@@ -347,7 +347,6 @@ static CUresult copy_3d_up(struct srv_session *s, struct srv_call *call, const C
 static CUresult copy_3d_down(struct srv_session *s, struct srv_call *call, const CUDA_MEMCPY3D *c,
                              size_t len, CUstream st)
 {
-    Rgpu__Reply reply = RGPU__REPLY__INIT;
     struct piece3d p = {0};
     uint8_t *buf = srv_scratch(s, len < SLAB3D ? len : SLAB3D);
     CUresult res;
@@ -359,10 +358,8 @@ static CUresult copy_3d_down(struct srv_session *s, struct srv_call *call, const
         return res;
     if (len <= SLAB3D) /* one piece: an ordinary reply */
         return srv_reply_bulk(s, call, buf, len);
-    reply.id = call->msg->id;
-    call->replied = true;
-    if (proto_send(s->conn, PROTO_REPLY, &reply.base, NULL, len) != RG_OK)
-        return CUDA_ERROR_DEVICE_UNAVAILABLE;
+    if ((res = srv_reply_bulk(s, call, NULL, len)) != CUDA_SUCCESS)
+        return res;
     for (;;) {
         struct iovec iov = {buf, p.depth * p.rows * p.width};
         if (transport_sendv(s->conn, &iov, 1) != RG_OK)

@@ -169,7 +169,6 @@ static CUresult dtoh_chunk(struct srv_session *s, void *dst, CUdeviceptr src, si
 static CUresult dtoh_bulk(struct srv_session *s, struct srv_call *call, CUdeviceptr src,
                           size_t len, CUstream stream)
 {
-    Rgpu__Reply reply = RGPU__REPLY__INIT;
     CUresult res = srv_staging_ready(s);
     size_t n = len < STAGING_CHUNK ? len : STAGING_CHUNK, next;
 
@@ -177,10 +176,8 @@ static CUresult dtoh_bulk(struct srv_session *s, struct srv_call *call, CUdevice
         res = dtoh_chunk(s, s->staging[0], src, n, stream);
     if (res != CUDA_SUCCESS)
         return res;
-    reply.id = call->msg->id;
-    call->replied = true;
-    if (proto_send(s->conn, PROTO_REPLY, &reply.base, NULL, len) != RG_OK)
-        return CUDA_ERROR_DEVICE_UNAVAILABLE;
+    if ((res = srv_reply_bulk(s, call, NULL, len)) != CUDA_SUCCESS)
+        return res;
     for (size_t off = 0; off < len; off += n, n = next) {
         int k = (int)((off / STAGING_CHUNK) & 1);
         struct iovec iov = {s->staging[k], n};

@@ -88,7 +88,6 @@ static CUresult htod(struct srv_session *s, struct srv_call *call, const CUDA_ME
 static CUresult dtoh(struct srv_session *s, struct srv_call *call, const CUDA_MEMCPY2D *c,
                      CUstream st)
 {
-    Rgpu__Reply reply = RGPU__REPLY__INIT;
     size_t w = c->WidthInBytes, h = c->Height, len = w * h;
     bool async = SRV_ARGS(call, MEMCPY_2D)->async;
     struct piece p = {0};
@@ -102,10 +101,8 @@ static CUresult dtoh(struct srv_session *s, struct srv_call *call, const CUDA_ME
         return res;
     if (len <= SLAB) /* one piece: an ordinary reply */
         return srv_reply_bulk(s, call, buf, len);
-    reply.id = call->msg->id;
-    call->replied = true;
-    if (proto_send(s->conn, PROTO_REPLY, &reply.base, NULL, len) != RG_OK)
-        return CUDA_ERROR_DEVICE_UNAVAILABLE;
+    if ((res = srv_reply_bulk(s, call, NULL, len)) != CUDA_SUCCESS)
+        return res;
     for (;;) {
         struct iovec iov = {buf, p.rows * p.width};
         if (transport_sendv(s->conn, &iov, 1) != RG_OK)

@@ -264,7 +264,8 @@ void srv_rdma_direct_forget(struct srv_session *s, CUdeviceptr dptr);
 void srv_rdma_direct_configure(const char *value);
 
 /* Reply to the call now, successfully, with len bytes of bulk from buf (the handler's result;
- * CUDA_ERROR_DEVICE_UNAVAILABLE when the connection failed). */
+ * CUDA_ERROR_DEVICE_UNAVAILABLE when the connection failed). With buf NULL only the reply goes
+ * out, announcing len bytes that the handler then streams with transport_sendv (proto_send). */
 CUresult srv_reply_bulk(struct srv_session *s, struct srv_call *call, const void *buf, size_t len);
 
 /* Bulk input of a call: inline data or frame bulk received into dst (at most cap). */

@@ -13,8 +13,6 @@ set -u
 BUILD=$(cd "$1" && pwd)
 . "$(dirname "$0")/../worker/tenant_lib.sh"
 FLOOD="python3 $(dirname "$0")/flood.py"
-# The processes whose parent is $1 (from /proc: procps is not among CI's packages).
-children() { awk -v p="$1" '$4 == p {print $1}' /proc/[0-9]*/stat 2>/dev/null; }
 export LD_LIBRARY_PATH=$BUILD/lib
 PORT=$(free_port)
 

@@ -1,6 +1,6 @@
 # Sourced by the tenant end-to-end scripts (tenants_e2e.sh, ipc_tenants.sh) after they set BUILD:
 # gpu-server and the fake driver, a work directory removed at exit (KEEP=1 keeps it), ok/fail/
-# check counting into FAILS, a free port, waiting for a log line, and running a client as a
+# check counting into FAILS, a free port, a process's children, waiting for a log line, and running a client as a
 # tenant against the server on $PORT.
 SERVER=$BUILD/bin/gpu-server
 FAKE=$BUILD/tests/fakecuda/libfakecuda.so
@@ -10,6 +10,8 @@ PIDS=()
 cleanup() { for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null; done; [ -n "${KEEP:-}" ] || rm -rf "$WORK"; }
 trap cleanup EXIT
 
+# The processes whose parent is $1 (from /proc: procps is not among CI's packages).
+children() { awk -v p="$1" '$4 == p {print $1}' /proc/[0-9]*/stat 2>/dev/null; }
 free_port() { python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])'; }
 ok() { echo "ok   $*"; }
 fail() { echo "FAIL $*"; FAILS=$((FAILS + 1)); }
