@@ -25,16 +25,23 @@ bool srv_capture_bound(uint64_t id)
     return false;
 }
 
+bool srv_graph_known(const struct srv_session *s, CUgraph g)
+{
+    for (size_t i = 0; i < s->handle_cap; i++)
+        if (s->handles[i].id != 0 && PROTO_ID_TYPE(s->handles[i].id) == PROTO_H_GRAPH &&
+            s->handles[i].real == (void *)g)
+            return true;
+    return false;
+}
+
 /* Bind the capturing graph g to the new id: a graph id not bound yet, and g known under no
  * other id (a capture into a graph, or a second binding of the same capture, is refused). */
 static CUresult capture_bind(struct srv_session *s, uint64_t id, CUgraph g)
 {
     if (PROTO_ID_TYPE(id) != PROTO_H_GRAPH || srv_handle_get(s, id, PROTO_H_GRAPH) != NULL)
         return CUDA_ERROR_INVALID_HANDLE;
-    for (size_t i = 0; i < s->handle_cap; i++)
-        if (s->handles[i].id != 0 && PROTO_ID_TYPE(s->handles[i].id) == PROTO_H_GRAPH &&
-            s->handles[i].real == (void *)g)
-            return CUDA_ERROR_INVALID_VALUE;
+    if (srv_graph_known(s, g))
+        return CUDA_ERROR_INVALID_VALUE;
     if (ncaptures == MAX_CAPTURES)
         return CUDA_ERROR_OUT_OF_MEMORY;
     if (srv_handle_put(s, id, g) != RG_OK)

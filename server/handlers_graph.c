@@ -48,8 +48,15 @@ CUresult srv_op_stream_end_capture(struct srv_session *s, struct srv_call *call)
         (a->graph != 0 && PROTO_ID_TYPE(a->graph) != PROTO_H_GRAPH))
         return CUDA_ERROR_INVALID_HANDLE;
     res = s->drv.cuStreamEndCapture(st, &g);
-    if (a->graph == 0)
+    if (a->graph == 0) {
+        /* Only a capture into a graph the session holds ends without a new id; the graph of
+         * a plain capture would have no owner: it is destroyed and the call refused. */
+        if (res == CUDA_SUCCESS && g != NULL && !srv_graph_known(s, g)) {
+            s->drv.cuGraphDestroy(g);
+            return CUDA_ERROR_INVALID_VALUE;
+        }
         return res;
+    }
     if (srv_capture_bound(a->graph))
         return srv_capture_end(s, a->graph, res, g);
     return srv_handle_adopt(s, a->graph, PROTO_H_GRAPH, res, g);

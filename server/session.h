@@ -203,6 +203,8 @@ void srv_graph_forget(struct srv_session *s, uint64_t graph);
 CUresult srv_op_capture_info(struct srv_session *s, struct srv_call *call);
 CUresult srv_op_capture_update_deps(struct srv_session *s, struct srv_call *call);
 bool srv_capture_bound(uint64_t id);
+/* Whether g is a graph the session holds under some id. */
+bool srv_graph_known(const struct srv_session *s, CUgraph g);
 CUresult srv_capture_end(struct srv_session *s, uint64_t id, CUresult res, CUgraph g);
 
 /* A do-nothing host node standing for a client host function (handlers_device.c). */

@@ -458,6 +458,12 @@ static void test_capture_info(void **state)
     assert_int_equal(capture_info(&p, stream, other, 0, out), CUDA_SUCCESS);
     a[1] = 0;
     assert_int_equal(call_result(&p, PROTO_OP_STREAM_END_CAPTURE, a, 2, NULL, 0), CUDA_SUCCESS);
+    /* a plain capture ended without a graph id: its graph would have no owner (the fuzzer
+     * found it leaking); refused, and the stream can capture again */
+    a[1] = CU_STREAM_CAPTURE_MODE_RELAXED;
+    assert_int_equal(call_result(&p, PROTO_OP_STREAM_BEGIN_CAPTURE, a, 2, NULL, 0), CUDA_SUCCESS);
+    a[1] = 0;
+    assert_int_equal(call_result(&p, PROTO_OP_STREAM_END_CAPTURE, a, 2, NULL, 0), CUDA_ERROR_INVALID_VALUE);
     /* a capture invalidated by a synchronization: its end fails and the bound id goes */
     a[1] = CU_STREAM_CAPTURE_MODE_GLOBAL;
     assert_int_equal(call_result(&p, PROTO_OP_STREAM_BEGIN_CAPTURE, a, 2, NULL, 0), CUDA_SUCCESS);
