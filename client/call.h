@@ -64,6 +64,7 @@ CUresult cli_call_sync(struct cli_call *call);
  * cli_stats_now_us is 0 when the statistics are off. */
 double cli_stats_now_us(void);
 void cli_stats_count(unsigned op, bool sync, double since_us);
+void cli_stats_note_compute_cache(bool hit); /* NVRTC compile cache lookups (RGPU_STATS) */
 /* A synchronous call in the current context with at most one output value (out may be NULL;
  * CUDA_ERROR_UNKNOWN when the reply lacks it). */
 CUresult cli_call_simple(struct cli_call *call, uint64_t *out);
