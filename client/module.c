@@ -49,10 +49,61 @@ static CUresult image_by_hash(struct cli_call *call)
     return res;
 }
 
+/* One load of the image in call's session: a large image goes by hash, then (not cached) once
+ * as bulk with PROTO_IMAGE_CACHE; a small one inline or as bulk. */
+static CUresult image_send(struct cli_call *call)
+{
+    CUresult res = PROTO_RESULT_NOT_CACHED;
+
+    call->a.MODULE_LOAD.image_flags = 0;
+    call->a.MODULE_LOAD.image_len = call->data_len;
+    if (call->data_len >= IMAGE_CACHE_MIN) {
+        res = image_by_hash(call);
+        call->a.MODULE_LOAD.image_flags = PROTO_IMAGE_CACHE;
+    }
+    if (res == (CUresult)PROTO_RESULT_NOT_CACHED)
+        res = cli_call_sync(call);
+    return res;
+}
+
+/* A library and its kernels belong to the process, not to a context: natively a library is
+ * loaded into every device's context. With several servers, its load and each kernel lookup go
+ * to every session: first where the call goes (its context's), then to the others without a
+ * context, their replies' outputs dropped. When one fails, undo_op (if any) takes the object
+ * back from the sessions that have it and the failure is returned. */
+static CUresult every_session(struct cli_call *call, CUresult (*send)(struct cli_call *),
+                              unsigned undo_op)
+{
+    CUresult res = send(call);
+    int first = cli_session_index(call->sess), n = cli_session_count();
+    unsigned done = res == CUDA_SUCCESS ? 1u << first : 0; /* bit i: session i has it */
+
+    for (int i = 0; i < n && res == CUDA_SUCCESS; i++) {
+        struct cli_call c = *call;
+
+        if (i == first)
+            continue;
+        c.sess = cli_session_at(i);
+        c.ctx = 0;
+        c.out = NULL, c.out_cap = 0, c.rdata = NULL, c.rdata_cap = 0;
+        if ((res = send(&c)) == CUDA_SUCCESS)
+            done |= 1u << i;
+    }
+    for (int i = 0; res != CUDA_SUCCESS && undo_op != 0 && i < n; i++) {
+        struct cli_call u = {CLI_ARGS_AS(undo_op, MODULE_UNLOAD)};
+
+        if (!(done & (1u << i)))
+            continue;
+        u.a.MODULE_UNLOAD.handle = call->a.MODULE_LOAD.id;
+        u.sess = cli_session_at(i);
+        (void)cli_call_sync(&u);
+    }
+    return res;
+}
+
 /* MODULE_LOAD(_JIT) / LIBRARY_LOAD(_JIT) as call (op, and any JIT arguments after the
- * image's; the four ops begin with MODULE_LOAD's arguments): a large image goes by hash, then (not
- * cached) once as bulk with PROTO_IMAGE_CACHE; a small one inline or as bulk. Only stack state:
- * safe in any thread. */
+ * image's; the four ops begin with MODULE_LOAD's arguments); a library in every session. Only
+ * stack state: safe in any thread. */
 static CUresult image_load(struct cli_call *call, enum proto_handle_type type, const void *image,
                            void **handle_p)
 {
@@ -71,15 +122,8 @@ static CUresult image_load(struct cli_call *call, enum proto_handle_type type, c
     if ((m = module_new(type)) == NULL)
         return CUDA_ERROR_OUT_OF_MEMORY;
     call->a.MODULE_LOAD.id = m->h.id;
-    call->a.MODULE_LOAD.image_flags = 0;
-    call->a.MODULE_LOAD.image_len = call->data_len;
-    res = PROTO_RESULT_NOT_CACHED;
-    if (call->data_len >= IMAGE_CACHE_MIN) {
-        res = image_by_hash(call);
-        call->a.MODULE_LOAD.image_flags = PROTO_IMAGE_CACHE;
-    }
-    if (res == (CUresult)PROTO_RESULT_NOT_CACHED)
-        res = cli_call_sync(call);
+    res = type == PROTO_H_LIBRARY ? every_session(call, image_send, PROTO_OP_LIBRARY_UNLOAD)
+                                  : image_send(call);
     if (res != CUDA_SUCCESS) {
         free(m);
         return res;
@@ -186,7 +230,7 @@ static CUresult unload(void *handle, enum proto_handle_type type, unsigned op)
     call.a.MODULE_UNLOAD.handle = m->h.id;
     if (m->ctx != NULL)
         cli_call_in(&call, m->ctx);
-    res = cli_call_sync(&call);
+    res = type == PROTO_H_LIBRARY ? every_session(&call, cli_call_sync, 0) : cli_call_sync(&call);
     cli_handle_kill(&m->h);
     /* Functions of the module keep pointing at it; the object stays allocated. */
     return res;
@@ -315,7 +359,7 @@ static CUresult get_by_name(unsigned op, enum proto_handle_type type, struct cli
     call.data_len = strlen(name);
     if (owner->ctx != NULL)
         cli_call_in(&call, owner->ctx);
-    res = cli_call_sync(&call);
+    res = type == PROTO_H_KERNEL ? every_session(&call, cli_call_sync, 0) : cli_call_sync(&call);
     if (res != CUDA_SUCCESS) {
         func_free(f);
         return res;
