@@ -1,5 +1,6 @@
-/* SHA-256 (FIPS 180-4): tenant tokens stored hashed in the server config, and the content hash
- * of module images in the module cache (client and server). */
+/* SHA-256 (FIPS 180-4, computed by OpenSSL's libcrypto): tenant tokens stored hashed in the
+ * server config, the content hash of module images in the module cache (client and server),
+ * NVRTC's compile cache keys. */
 #ifndef RGPU_COMMON_SHA256_H
 #define RGPU_COMMON_SHA256_H
 
@@ -8,12 +9,10 @@
 
 #define RG_SHA256_LEN 32
 
-/* Incremental form: init, update with any number of pieces, final. */
+/* Incremental form: init, update with any number of pieces, final (which frees the state:
+ * every init must reach a final). */
 struct rg_sha256 {
-    uint32_t h[8];
-    uint8_t block[64];
-    size_t fill;    /* bytes in block */
-    uint64_t total; /* bytes hashed so far */
+    void *evp; /* EVP_MD_CTX */
 };
 
 void rg_sha256_init(struct rg_sha256 *c);

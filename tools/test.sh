@@ -6,7 +6,7 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
 JOBS=$(nproc 2>/dev/null || echo 2)
 PKGS="build-essential cmake pkg-config python3 binutils protobuf-c-compiler libprotobuf-c-dev
-      libevent-dev libcmocka-dev libibverbs-dev librdmacm-dev iproute2
+      libevent-dev libssl-dev libcmocka-dev libibverbs-dev librdmacm-dev iproute2
       adduser lintian systemd strace nodejs clang"
 
 missing=""

@@ -63,6 +63,7 @@ done | sort -u | while read -r lib; do
         libc.so.*|libm.so.*|libpthread.so.*|libdl.so.*|librt.so.*|ld-linux*|libcuda.so.*) ;;
         libnccl.so.*) ;; # the shim is in nccl/, the host's NCCL is PyTorch's
         libgcc_s.so.*|libstdc++.so.*|libcudart.so.*|libcublas*) ;; # the GPU host has its own
+        libcrypto.so.*|libssl.so.*) ;; # so has it (Ubuntu's OpenSSL 3, which its Python uses)
         *) cp -L "$lib" "$OUT/deps/" ;;
     esac
 done
