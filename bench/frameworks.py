@@ -5,7 +5,10 @@
            generate() of the process (every key length new: cuDNN builds its plans, as a user's
            first request does), "warm" a second identical one (lengths seen).
   jax N    a JAX training step (jit, grad, SGD) of a 4-layer MLP (1024 wide, batch 512, fp32):
-           the median of N steps after 5 warm-up steps, in ms."""
+           the median of N steps after 5 warm-up steps, in ms.
+  resnet N torchvision ResNet-50, random weights, batch 32, PyTorch's defaults (eager, cuDNN):
+           fp16 inference and an AMP (fp16 autocast, GradScaler, SGD) training step, images/s
+           over N iterations after 10 warm-up ones."""
 import json
 import os
 import statistics
@@ -69,6 +72,49 @@ def jax_step(n):
     return {"steps": n, "step_ms": statistics.median(times), "loss": float(loss(params))}
 
 
+def resnet(n):
+    import torch
+    import torchvision
+
+    torch.manual_seed(0)
+    model = torchvision.models.resnet50().cuda()
+    x = torch.randn(32, 3, 224, 224, device="cuda")
+    y = torch.randint(0, 1000, (32,), device="cuda")
+    out = {"iterations": n}
+    half = model.half().eval()
+    with torch.no_grad():
+        out["infer_img_s"] = rate(lambda: half(x.half()), n)
+    model.float().train()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    scaler = torch.amp.GradScaler("cuda")
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        with torch.autocast("cuda", dtype=torch.float16):
+            loss = torch.nn.functional.cross_entropy(model(x), y)
+        scaler.scale(loss).backward()
+        scaler.step(opt)
+        scaler.update()
+
+    out["train_img_s"] = rate(step, n)
+    return out
+
+
+def rate(fn, n):
+    import torch
+
+    for _ in range(10):
+        fn()
+    torch.cuda.synchronize()
+    t = time.perf_counter()
+    for _ in range(n):
+        fn()
+    torch.cuda.synchronize()
+    return 32 * n / (time.perf_counter() - t)
+
+
 if __name__ == "__main__":
     kind, n = sys.argv[1], int(sys.argv[2])
-    print(json.dumps(hf(n) if kind == "hf" else jax_step(n)), flush=True)
+    work = {"hf": hf, "jax": jax_step, "resnet": resnet}[kind]
+    print(json.dumps(work(n)), flush=True)
+

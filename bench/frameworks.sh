@@ -1,12 +1,13 @@
 #!/bin/bash
 # Framework rows (issue 17), on a GPU host from the bundle (tests/gpu/bundle.sh): HF generate()
 # decode of a GPT-2 shaped model (b1, fp16, default attention; cold = new key lengths, warm =
-# lengths seen) and a JAX training step, natively and through rgpu over loopback, interleaved
+# lengths seen), a JAX training step and ResNet-50 (fp16 inference, AMP training), natively and through rgpu over loopback, interleaved
 # (native, rgpu, native, rgpu...) RUNS times, since the host is noisy; then each rgpu workload
 # once more with RGPU_STATS=1 for its synchronous round trips (over the whole process, and per
 # token / step from two lengths' difference). Writes frameworks.md and frameworks.jsonl (into
 # $OUT when set) and prints the table.
 # Usage: bench/frameworks.sh [BUNDLE_DIR] [RUNS]   (defaults: <repo>/.bundle, 3)
+#        FW_WORKLOADS="hf:64 resnet:50" picks workloads (default hf:64 jax:50 resnet:50)
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 B=$(cd "${1:-$ROOT/.bundle}" && pwd)
@@ -27,7 +28,8 @@ mode() { # native|rgpu cmd...
 }
 for r in $(seq "$RUNS"); do
     for m in native rgpu; do
-        for w in "hf 64" "jax 50"; do
+        for w in ${FW_WORKLOADS:-hf:64 jax:50 resnet:50}; do
+            w=${w/:/ }
             line=$(mode $m timeout 300 python3 "$PY" $w 2>>"$RES/fw-$m.err" | tail -1)
             echo "{\"mode\": \"$m\", \"run\": $r, \"workload\": \"${w% *}\", \"result\": ${line:-null}}" | tee -a "$J"
         done
@@ -37,6 +39,7 @@ done
 sync_total() { awk '/^rgpu stats: [A-Z]/ && $3 ~ /^[0-9]+$/ {s += $3} END {print s + 0}' "$1"; }
 for w in "hf 16 48 2" "jax 20 60 1"; do # hf: two generate() calls of n tokens per process
     set -- $w
+    case " ${FW_WORKLOADS:-hf: jax:} " in *" $1:"*) ;; *) continue ;; esac
     for n in $2 $3; do
         mode rgpu env RGPU_STATS=1 timeout 300 python3 "$PY" "$1" "$n" >/dev/null 2>"$RES/fw-stats-$1-$n.txt"
     done
@@ -50,7 +53,9 @@ def vals(m, w, k):
     return [r["result"][k] for r in rows if r.get("mode") == m and r.get("workload") == w and r.get("result")]
 out = ["| workload | native (median, min-max) | rgpu (median, min-max) | rgpu/native |", "| --- | --- | --- | --- |"]
 for w, k, unit, higher in (("hf", "cold_tok_s", "tok/s cold", True), ("hf", "warm_tok_s", "tok/s warm", True),
-                           ("jax", "step_ms", "ms/step", False)):
+                           ("jax", "step_ms", "ms/step", False),
+                           ("resnet", "infer_img_s", "fp16 inference images/s", True),
+                           ("resnet", "train_img_s", "AMP training images/s", True)):
     n, r = vals("native", w, k), vals("rgpu", w, k)
     if not n or not r:
         out.append("| %s %s | %s | %s | - |" % (w, unit, n or "failed", r or "failed")); continue
