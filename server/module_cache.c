@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include "common/config.h"
@@ -23,6 +24,7 @@ static struct {
     char dir[256];
     uint64_t max_bytes;
     struct srv_module_cache_stats stats;
+    bool checked; /* the last hit hashed its bytes (false: its mark vouched for them) */
 } cache;
 
 /* Make path a directory only we can use: create it 0700, or accept an existing one we own
@@ -139,13 +141,52 @@ static int cache_open(const char *tenant, const uint8_t hash[RG_SHA256_LEN], siz
     return fd;
 }
 
-/* The bytes read or mapped from a cache file against the hash they are filed under: a file
- * that does not match is removed. */
-static bool cache_verify(const char *path, const void *image, size_t len,
+/* A file's mark (extended attribute): its hash and its modification time when it was last
+ * checked. A file changed since (any write moves the time) is checked again; where the file
+ * system keeps no user attributes, every read is checked. */
+#define VERIFIED_XATTR "user.rgpu.verified"
+struct verified_mark {
+    uint8_t hash[RG_SHA256_LEN];
+    int64_t sec, nsec;
+};
+
+static bool marked_verified(int fd, const uint8_t hash[RG_SHA256_LEN])
+{
+    struct verified_mark m;
+    struct stat st;
+
+    return fgetxattr(fd, VERIFIED_XATTR, &m, sizeof(m)) == (ssize_t)sizeof(m) &&
+           fstat(fd, &st) == 0 && memcmp(m.hash, hash, RG_SHA256_LEN) == 0 &&
+           m.sec == st.st_mtim.tv_sec && m.nsec == st.st_mtim.tv_nsec;
+}
+
+/* Most recently used (the eviction order), and marked checked as of that time. */
+static void mark_used(int fd, const uint8_t hash[RG_SHA256_LEN])
+{
+    struct verified_mark m;
+    struct stat st;
+
+    futimens(fd, NULL);
+    if (fstat(fd, &st) != 0)
+        return;
+    memcpy(m.hash, hash, RG_SHA256_LEN);
+    m.sec = st.st_mtim.tv_sec;
+    m.nsec = st.st_mtim.tv_nsec;
+    (void)fsetxattr(fd, VERIFIED_XATTR, &m, sizeof(m), 0);
+}
+
+/* The bytes read or mapped from a cache file against the hash they are filed under, unless the
+ * file is marked checked and unchanged since: a file that does not match is removed. A
+ * PyTorch start loads hundreds of MiB of images by hash; hashing each again on every hit cost
+ * about a fifth of a second. */
+static bool cache_verify(int fd, const char *path, const void *image, size_t len,
                          const uint8_t hash[RG_SHA256_LEN])
 {
     uint8_t got[RG_SHA256_LEN];
 
+    cache.checked = !marked_verified(fd, hash);
+    if (!cache.checked)
+        return true;
     rg_sha256(image, len, got);
     if (memcmp(got, hash, RG_SHA256_LEN) == 0)
         return true;
@@ -165,11 +206,11 @@ static void *cache_read(const char *tenant, const uint8_t hash[RG_SHA256_LEN], s
     if (fd < 0)
         return NULL;
     if ((image = calloc(1, len + 1)) == NULL || !read_all(fd, image, len) ||
-        !cache_verify(path, image, len, hash)) {
+        !cache_verify(fd, path, image, len, hash)) {
         free(image);
         image = NULL;
     } else {
-        futimens(fd, NULL); /* most recently used */
+        mark_used(fd, hash);
     }
     close(fd);
     return image;
@@ -193,7 +234,8 @@ static CUresult count_lookup(const struct srv_session *s, size_t len, bool hit)
         return PROTO_RESULT_NOT_CACHED;
     }
     cache.stats.hits++;
-    rg_info("module cache: hit, %zu image bytes not sent (tenant '%s')", len, s->tenant);
+    rg_info("module cache: hit, %zu image bytes not sent (tenant '%s'; %s)", len, s->tenant,
+            cache.checked ? "hash checked" : "checked before, unchanged since");
     return CUDA_SUCCESS;
 }
 
@@ -243,12 +285,12 @@ CUresult srv_image_map(struct srv_session *s, struct srv_call *call, void **map_
         return CUDA_ERROR_INVALID_VALUE;
     if ((fd = cache_open(s->tenant, call->msg->data.data, len, path, sizeof(path))) >= 0) {
         map = mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0);
-        if (map != MAP_FAILED && !cache_verify(path, map, len, call->msg->data.data)) {
+        if (map != MAP_FAILED && !cache_verify(fd, path, map, len, call->msg->data.data)) {
             munmap(map, len);
             map = MAP_FAILED;
         }
         if (map != MAP_FAILED)
-            futimens(fd, NULL); /* most recently used */
+            mark_used(fd, call->msg->data.data);
         close(fd);
     }
     *map_p = map == MAP_FAILED ? NULL : map;

@@ -1,6 +1,7 @@
 /* gpu-server's session worker driven directly over TCP, on the fake driver: handshake, copies
  * inline and as bulk, asynchronous errors, bad handles and ops, malformed input, disconnect;
  * and the session handle table. */
+#include <fcntl.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -10,6 +11,7 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -746,6 +748,22 @@ static int count_in(const char *path, const char *text)
     return n;
 }
 
+/* Whether files in dir keep user extended attributes (tmpfs before Linux 6.6 does not). */
+static bool xattrs_kept(const char *dir)
+{
+    char path[300];
+    int fd;
+    bool ok;
+
+    snprintf(path, sizeof(path), "%s/.xattr-probe", dir);
+    if ((fd = open(path, O_CREAT | O_WRONLY, 0600)) < 0)
+        return false;
+    ok = fsetxattr(fd, "user.rgpu.probe", "1", 1, 0) == 0;
+    close(fd);
+    unlink(path);
+    return ok;
+}
+
 /* Library images in the cache: sent and kept, then by hash, each read in place from a mapping
  * of its cache file (the fake driver checks at unload that the bytes did not change), the hash
  * checked over the mapped bytes (a corrupted file is refused and removed); a PTX image without a
@@ -772,6 +790,14 @@ static void test_library_cache(void **state)
     assert_int_equal(finish(&p), 0);
     assert_int_equal(count_in(log, "read in place from its cache file"), 2);
     assert_int_equal(count_in(log, "module cache: hit"), 1);
+    assert_int_equal(count_in(log, "hash checked"), 1);
+    /* Another process: the file is marked checked and unchanged since, so its bytes are not
+     * hashed again (where the file system keeps user attributes: else they are). */
+    session_as("", &p);
+    assert_int_equal(load_as(&p, true, image, len, true, false), CUDA_SUCCESS);
+    assert_int_equal(finish(&p), 0);
+    assert_int_equal(count_in(log, xattrs_kept(dir) ? "checked before, unchanged since"
+                                                     : "hash checked"), 1);
 
     session_as("", &p);
     assert_int_equal(load_as(&p, true, bare, page_len, false, true), CUDA_SUCCESS);
@@ -781,6 +807,7 @@ static void test_library_cache(void **state)
     assert_int_equal(count_in(log, "module cache: hit"), 1);
 
     cached_path(dir, "-", image, len, path, sizeof(path));
+    usleep(20000); /* past the file system's clock tick: the write moves the time */
     assert_non_null(f = fopen(path, "r+")); /* corrupted on disk: refused and removed */
     fseek(f, 2000, SEEK_SET);
     fputc('#', f);
