@@ -38,7 +38,7 @@ static CUresult image_by_hash(struct cli_call *call)
     const void *image = call->data;
     CUresult res;
 
-    rg_sha256(image, call->data_len, hash);
+    cli_image_hash(image, call->data_len, hash);
     call->a.MODULE_LOAD.image_flags = PROTO_IMAGE_BY_HASH;
     call->a.MODULE_LOAD.image_len = call->data_len;
     call->data = hash;

@@ -9,6 +9,9 @@ struct cli_module {
     struct cli_ctx *ctx;  /* modules only */
 };
 
+/* A module image's SHA-256, remembered on disk for images inside library files (image_hash.c). */
+void cli_image_hash(const void *image, size_t len, uint8_t out[32]);
+
 #define FUNC_CTX_SLOTS 8
 
 /* A CUfunction or a CUkernel (h.type tells which). */
