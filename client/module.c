@@ -219,6 +219,9 @@ CLI_EXPORT CUresult cuModuleLoad(CUmodule *module, const char *fname)
     return res;
 }
 
+/* Sent without waiting, as a launch is: the client checked the handle; what only the worker
+ * could refuse comes back at the next synchronizing call. cuDNN unloads its runtime-compiled
+ * engines as it goes (24 unloads of ~2-3 ms each in an HF decode's first generate()). */
 static CUresult unload(void *handle, enum proto_handle_type type, unsigned op)
 {
     struct cli_module *m = cli_handle_check(handle, type);
@@ -230,7 +233,8 @@ static CUresult unload(void *handle, enum proto_handle_type type, unsigned op)
     call.a.MODULE_UNLOAD.handle = m->h.id;
     if (m->ctx != NULL)
         cli_call_in(&call, m->ctx);
-    res = type == PROTO_H_LIBRARY ? every_session(&call, cli_call_sync, 0) : cli_call_sync(&call);
+    res = type == PROTO_H_LIBRARY ? every_session(&call, cli_call_async, 0)
+                                  : cli_call_async(&call);
     cli_handle_kill(&m->h);
     /* Functions of the module keep pointing at it; the object stays allocated. */
     return res;

@@ -166,8 +166,9 @@ run_program tensor_maps "$TOOLS/tensor_maps"
 run_program local_answers env RGPU_STATS=1 "$TOOLS/local_answers"
 if grep -Eq '^rgpu stats: CTX_GET_LIMIT +4 ' "$WORK/local_answers.err" &&
    grep -Eq '^rgpu stats: FUNC_SET_ATTRIBUTE +0 +[0-9.]+ +52$' "$WORK/local_answers.err" &&
-   grep -Eq '^rgpu stats: MEMCPY_HTOD +0 +[0-9.]+ +51$' "$WORK/local_answers.err"; then
-    ok "local_answers: limits from the client's cache, attribute setters without a round trip"
+   grep -Eq '^rgpu stats: MEMCPY_HTOD +0 +[0-9.]+ +51$' "$WORK/local_answers.err" &&
+   grep -Eq '^rgpu stats: MODULE_UNLOAD +0 +[0-9.]+ +1$' "$WORK/local_answers.err"; then
+    ok "local_answers: limits from the client's cache, setters and unloads without a round trip"
 else
     fail "local_answers: round trips"; grep -E 'LIMIT|ATTRIBUTE|operation' "$WORK/local_answers.err"
 fi
