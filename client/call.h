@@ -105,6 +105,7 @@ struct cli_session *cli_device_session(int dev);
 int cli_device_remote(int dev);
 bool cli_session_is_first(const struct cli_session *sess);
 int cli_session_count(void);
+struct cli_session *cli_session_at(int i); /* the i-th server's, NULL if out of range */
 const char *cli_session_server(const struct cli_session *sess); /* its host:port */
 /* The session's connection when it runs on RDMA (for registering memory with it), else NULL.
  * It stays valid for the life of the process. */

@@ -49,6 +49,61 @@ static CUresult image_by_hash(struct cli_call *call)
     return res;
 }
 
+/* The image to the call's session: a large one by hash first, then (not cached) once as bulk
+ * with PROTO_IMAGE_CACHE; a small one inline or as bulk. */
+static CUresult send_image(struct cli_call *call)
+{
+    CUresult res = PROTO_RESULT_NOT_CACHED;
+
+    call->a.MODULE_LOAD.image_flags = 0;
+    call->a.MODULE_LOAD.image_len = call->data_len;
+    if (call->data_len >= IMAGE_CACHE_MIN) {
+        res = image_by_hash(call);
+        call->a.MODULE_LOAD.image_flags = PROTO_IMAGE_CACHE;
+    }
+    if (res == (CUresult)PROTO_RESULT_NOT_CACHED)
+        res = cli_call_sync(call);
+    return res;
+}
+
+/* The session a sent call went to (cli_call_* chose it). */
+static struct cli_session *sent_to(const struct cli_call *call)
+{
+    return call->sess != NULL ? call->sess : cli_session_at(0);
+}
+
+/* MODULE_UNLOAD-shaped op of handle id in session s, without a context. */
+static CUresult unload_in(struct cli_session *s, unsigned op, uint64_t id)
+{
+    struct cli_call call = {CLI_ARGS_AS(op, MODULE_UNLOAD, .handle = id), .sess = s};
+
+    return cli_call_sync(&call);
+}
+
+/* Several servers: a library is context-independent and any device may launch its kernels, so
+ * it is loaded on every server under the same handle id (its kernels too: get_by_name), the
+ * ids the calls carry then being valid wherever they go. call went to one session already;
+ * the others get the same call. On a failure the copies made are unloaded again. */
+static CUresult library_everywhere(struct cli_call *call)
+{
+    struct cli_session *first = sent_to(call), *s;
+    CUresult res = CUDA_SUCCESS;
+    int i, failed = -1;
+
+    for (i = 0; failed < 0 && (s = cli_session_at(i)) != NULL; i++) {
+        if (s == first)
+            continue;
+        call->sess = s;
+        call->ctx = 0;
+        if ((res = send_image(call)) != CUDA_SUCCESS)
+            failed = i;
+    }
+    for (i = 0; failed >= 0 && (s = cli_session_at(i)) != NULL; i++)
+        if (i < failed || (i > failed && s == first))
+            unload_in(s, PROTO_OP_LIBRARY_UNLOAD, call->a.MODULE_LOAD.id);
+    return res;
+}
+
 /* MODULE_LOAD(_JIT) / LIBRARY_LOAD(_JIT) as call (op, and any JIT arguments after the
  * image's; the four ops begin with MODULE_LOAD's arguments): a large image goes by hash, then (not
  * cached) once as bulk with PROTO_IMAGE_CACHE; a small one inline or as bulk. Only stack state:
@@ -71,15 +126,9 @@ static CUresult image_load(struct cli_call *call, enum proto_handle_type type, c
     if ((m = module_new(type)) == NULL)
         return CUDA_ERROR_OUT_OF_MEMORY;
     call->a.MODULE_LOAD.id = m->h.id;
-    call->a.MODULE_LOAD.image_flags = 0;
-    call->a.MODULE_LOAD.image_len = call->data_len;
-    res = PROTO_RESULT_NOT_CACHED;
-    if (call->data_len >= IMAGE_CACHE_MIN) {
-        res = image_by_hash(call);
-        call->a.MODULE_LOAD.image_flags = PROTO_IMAGE_CACHE;
-    }
-    if (res == (CUresult)PROTO_RESULT_NOT_CACHED)
-        res = cli_call_sync(call);
+    res = send_image(call);
+    if (res == CUDA_SUCCESS && type == PROTO_H_LIBRARY)
+        res = library_everywhere(call);
     if (res != CUDA_SUCCESS) {
         free(m);
         return res;
@@ -187,6 +236,9 @@ static CUresult unload(void *handle, enum proto_handle_type type, unsigned op)
     if (m->ctx != NULL)
         cli_call_in(&call, m->ctx);
     res = cli_call_sync(&call);
+    for (int i = 0; type == PROTO_H_LIBRARY && cli_session_at(i) != NULL; i++)
+        if (cli_session_at(i) != sent_to(&call))
+            unload_in(cli_session_at(i), op, m->h.id); /* library_everywhere's copies */
     cli_handle_kill(&m->h);
     /* Functions of the module keep pointing at it; the object stays allocated. */
     return res;
@@ -295,6 +347,23 @@ static void func_free(struct cli_func *f)
     free(f);
 }
 
+/* A library's kernel on every server its library is on (library_everywhere), under the same
+ * id; call went to one of them already. A server that fails it fails the whole call (the
+ * kernel objects made on the others go with the library). */
+static CUresult kernel_everywhere(struct cli_call *call)
+{
+    struct cli_session *first = sent_to(call), *s;
+    CUresult res = CUDA_SUCCESS;
+
+    for (int i = 0; res == CUDA_SUCCESS && (s = cli_session_at(i)) != NULL; i++)
+        if (s != first) {
+            call->sess = s;
+            call->ctx = 0;
+            res = cli_call_sync(call);
+        }
+    return res;
+}
+
 /* MODULE_GET_FUNCTION / LIBRARY_GET_KERNEL: [id, owner], data = name. */
 static CUresult get_by_name(unsigned op, enum proto_handle_type type, struct cli_module *owner,
                             const char *name, void **handle_p)
@@ -316,6 +385,8 @@ static CUresult get_by_name(unsigned op, enum proto_handle_type type, struct cli
     if (owner->ctx != NULL)
         cli_call_in(&call, owner->ctx);
     res = cli_call_sync(&call);
+    if (res == CUDA_SUCCESS && type == PROTO_H_KERNEL)
+        res = kernel_everywhere(&call);
     if (res != CUDA_SUCCESS) {
         func_free(f);
         return res;

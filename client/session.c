@@ -319,6 +319,11 @@ int cli_session_count(void)
     return cli_initialized() ? cli_proc.nsessions : 0;
 }
 
+struct cli_session *cli_session_at(int i)
+{
+    return i >= 0 && i < cli_session_count() ? cli_proc.sessions[i] : NULL;
+}
+
 /* The first session's connection never changes once it is open; a session lost meanwhile is
  * noticed by the call that follows. */
 struct transport_conn *cli_session_rdma_conn(void)

@@ -5,9 +5,11 @@
 # both ways); then CUDA_VISIBLE_DEVICES by index and by UUID picks one device of the two; and
 # the same servers named by repeated `server =` lines in a config file; the same two as a pool
 # (RGPU_POOL, `pool =`) place the process on one of them.
-# Usage: multigpu_e2e.sh GPU_SERVER FAKECUDA LIB_DIR TWO_DEVICES
+# multi_reduce runs simpleMultiGPU's pattern (one library, per-device streams, pinned buffers,
+# async copies and launches) on both devices.
+# Usage: multigpu_e2e.sh GPU_SERVER FAKECUDA LIB_DIR TWO_DEVICES MULTI_REDUCE
 set -u
-SERVER=$1 FAKE=$2 LIBDIR=$3 PROG=$4
+SERVER=$1 FAKE=$2 LIBDIR=$3 PROG=$4 REDUCE=$5
 WORK=$(mktemp -d)
 PIDS=()
 cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done; wait 2>/dev/null; rm -rf "$WORK"; }
@@ -55,6 +57,11 @@ run relay RGPU_SERVER=127.0.0.1:$A,127.0.0.1:$B RGPU_PEER_DIRECT=0 RGPU_TRACE_CA
     fail "relayed: $(tail -5 "$WORK/relay.err")"
 grep -q PASS "$WORK/relay.out" || fail "relayed copies did not pass"
 grep -q ' PEER_' "$WORK/relay.err" && fail "RGPU_PEER_DIRECT=0 still copied server to server"
+
+# simpleMultiGPU's pattern: every device computes its own part.
+run reduce RGPU_SERVER=127.0.0.1:$A,127.0.0.1:$B timeout 60 "$REDUCE" ||
+    fail "simpleMultiGPU pattern: $(tail -5 "$WORK/reduce.err")"
+grep -q PASS "$WORK/reduce.out" || fail "simpleMultiGPU pattern did not pass"
 
 # CUDA_VISIBLE_DEVICES: by index (1 = server b's 2 GiB device), by UUID prefix (server a's).
 run vis_index RGPU_SERVER=127.0.0.1:$A,127.0.0.1:$B CUDA_VISIBLE_DEVICES=1 timeout 60 "$PROG" 1 ||
