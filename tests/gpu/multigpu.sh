@@ -8,10 +8,11 @@
 #      and print its own PASS / "Test passed" line where the native run does;
 #   2. PyTorch model parallelism (torch_model_parallel.py): halves on cuda:0/cuda:1 through two
 #      servers, both on cuda:0 natively; the losses must agree (rtol 1e-3);
-#   3. bandwidth: rgpu-bench-peer (cross-server cuMemcpyPeer server to server and relayed through
-#      the client with RGPU_PEER_DIRECT=0, and HtoD/DtoH of one hop) beside
+#   3. bandwidth (bench/peer_bw.sh): rgpu-bench-peer (cross-server cuMemcpyPeer server to server
+#      and relayed through the client with RGPU_PEER_DIRECT=0, and HtoD/DtoH of one hop) beside
 #      the raw transport (rgpu-bench-tcp) on the same loopback, to $OUT/multigpu-bench.json and
-#      a table in $OUT/multigpu-bench.md (copy both to bench/results/).
+#      a table in $OUT/multigpu-bench.md, peer rows with their ratio to raw TCP (copy both to
+#      bench/results/).
 # Prints a summary table last; exits non-zero when a row fails.
 # Usage: tests/gpu/multigpu.sh [BUNDLE_DIR]   (MULTIGPU_PORT, default 7090)
 set -u
@@ -100,27 +101,15 @@ else
     row torch_model_parallel SKIP "no torch in python3"
 fi
 
-# ---- 3. bandwidth: cross-server copies beside the raw transport
-J=${OUT:-/tmp}/multigpu-bench.json
-via "$TWO" timeout 300 "$B/bin/rgpu-bench-peer" 1 16 256 >"$J" 2>"$LOGS/peer.err" && row bench_peer PASS "server to server: $(wc -l <"$J") rows" ||
-    row bench_peer FAIL "$(tail -2 "$LOGS/peer.err" | tr '\n' ' ')"
-# The same copies relayed through the client (RGPU_PEER_DIRECT=0), rows renamed relay_*.
-RGPU_PEER_DIRECT=0 via "$TWO" timeout 300 "$B/bin/rgpu-bench-peer" 1 16 256 2>"$LOGS/peer_relay.err" |
-    sed 's/"bench": "peer_/"bench": "relay_peer_/' | grep relay_ >>"$J" ||
-    row bench_peer_relay FAIL "$(tail -2 "$LOGS/peer_relay.err" | tr '\n' ' ')"
-LD_LIBRARY_PATH=$DEPS "$B/bin/rgpu-bench-tcp" server 127.0.0.1:$((P + 9)) >/dev/null 2>&1 &
-PIDS+=($!)
-sleep 1
-LD_LIBRARY_PATH=$DEPS timeout 120 "$B/bin/rgpu-bench-tcp" client 127.0.0.1:$((P + 9)) >>"$J" 2>"$LOGS/tcp.err" ||
-    row bench_tcp FAIL "$(tail -2 "$LOGS/tcp.err" | tr '\n' ' ')"
-python3 - "$J" >"${OUT:-/tmp}/multigpu-bench.md" <<'PY'
-import json, sys
-rows = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
-print("| measurement | bytes | GB/s |\n|---|---|---|")
-for r in rows:
-    gbps = r.get("GBps", r.get("gbps", r.get("GB/s", "")))
-    print("| %s | %s | %s |" % (r.get("bench", r.get("name", "?")), r.get("bytes", ""), gbps))
-PY
+# ---- 3. bandwidth: cross-server copies beside the raw transport (bench/peer_bw.sh: both
+# peer benches and rgpu-bench-tcp, every row in GB/s, peer rows as a ratio of raw TCP)
+if CLIENT_LD_PATH=$B/client:$DEPS:$CUDA_HOME/lib64 RAW_LD_PATH=$DEPS PEER_BW_LOGS=$LOGS \
+    PEER_BW_TCP_PORT=$((P + 9)) "$ROOT/bench/peer_bw.sh" "$B/bin" "$TWO" "${OUT:-/tmp}/multigpu-bench" \
+    1 16 256 2>"$LOGS/peer_bw.err"; then
+    row bench_peer PASS "$(grep -c '"bench"' "${OUT:-/tmp}/multigpu-bench.json") rows, raw TCP beside"
+else
+    row bench_peer FAIL "$(tail -3 "$LOGS/peer_bw.err" | tr '\n' ' ')"
+fi
 cat "${OUT:-/tmp}/multigpu-bench.md"
 
 echo
