@@ -64,6 +64,7 @@ CUresult cli_call_sync(struct cli_call *call);
  * cli_stats_now_us is 0 when the statistics are off. */
 double cli_stats_now_us(void);
 void cli_stats_count(unsigned op, bool sync, double since_us);
+void cli_stats_note_compute_cache(bool hit); /* NVRTC compile cache lookups (RGPU_STATS) */
 /* A synchronous call in the current context with at most one output value (out may be NULL;
  * CUDA_ERROR_UNKNOWN when the reply lacks it). */
 CUresult cli_call_simple(struct cli_call *call, uint64_t *out);
@@ -105,7 +106,8 @@ struct cli_session *cli_device_session(int dev);
 int cli_device_remote(int dev);
 bool cli_session_is_first(const struct cli_session *sess);
 int cli_session_count(void);
-struct cli_session *cli_session_at(int i); /* the i-th server's, NULL if out of range */
+struct cli_session *cli_session_at(int i);            /* NULL past the last */
+int cli_session_index(const struct cli_session *sess); /* NULL counts as the first (0) */
 const char *cli_session_server(const struct cli_session *sess); /* its host:port */
 /* The session's connection when it runs on RDMA (for registering memory with it), else NULL.
  * It stays valid for the life of the process. */

@@ -12,6 +12,7 @@ static struct op_stats {
     double wait_us;
 } stats[PROTO_OP_COUNT];
 static bool enabled;
+static uint64_t cc_hits, cc_misses; /* compute_cache.c: NVRTC's compile cache */
 
 __attribute__((constructor)) static void call_stats_init(void)
 {
@@ -42,6 +43,12 @@ void cli_stats_count(unsigned op, bool sync, double since_us)
     stats[op].wait_us += cli_stats_now_us() - since_us;
 }
 
+void cli_stats_note_compute_cache(bool hit)
+{
+    if (enabled)
+        __atomic_add_fetch(hit ? &cc_hits : &cc_misses, 1, __ATOMIC_RELAXED);
+}
+
 static int by_wait(const void *a, const void *b)
 {
     const struct op_stats *x = &stats[*(const unsigned *)a], *y = &stats[*(const unsigned *)b];
@@ -64,4 +71,7 @@ __attribute__((destructor)) static void call_stats_print(void)
         fprintf(stderr, "rgpu stats: %-26s %10llu %12.3f %10llu\n", proto_op_name(order[i]),
                 (unsigned long long)stats[order[i]].sync, stats[order[i]].wait_us / 1e3,
                 (unsigned long long)stats[order[i]].async);
+    if (cc_hits + cc_misses > 0)
+        fprintf(stderr, "rgpu stats: compute cache (NVRTC): %llu hits, %llu misses\n",
+                (unsigned long long)cc_hits, (unsigned long long)cc_misses);
 }

@@ -405,6 +405,8 @@ static void et_tools_module_fill(void)
 
 /* ---- lookup by UUID --------------------------------------------------------------------- */
 
+extern const void *const cli_compute_cache_table[7]; /* compute_cache.c */
+
 struct et_entry {
     uint8_t uuid[16];
     const void *const *table;
@@ -425,6 +427,7 @@ static const struct et_entry et_tables[] = {
     {ET_UUID(21, 31, 8c, 60, 97, 14, 32, 48, 8c, a6, 41, ff, 73, 24, c8, f2), et_tools_ctx},
     {ET_UUID(17, 34, dc, 26, 80, 0d, 47, 45, 87, 26, c0, f1, e7, dd, 8b, ca), et_lt},
     {ET_UUID(6e, 16, 3f, be, b9, 58, 44, 4d, 83, 5c, e1, 82, af, f1, 99, 1e), et_tools_module},
+    {ET_UUID(da, 91, 51, d3, 3a, e6, cc, 41, a5, c0, 4f, 26, d5, 33, e3, 28), cli_compute_cache_table},
 };
 
 const void *cli_export_table(const CUuuid *id)

@@ -263,6 +263,14 @@ CLI_EXPORT CUresult cuKernelGetParamInfo(CUkernel kernel, size_t index, size_t *
     return param_info(kernel, index, off, size);
 }
 
+/* A kernel's attributes are per device: a call about device dev goes to dev's server (in the
+ * current context when it is on that server, else with none). A function's go to its context. */
+static void kernel_call_for(struct cli_call *call, const struct cli_func *f, CUdevice dev)
+{
+    if (f->h.type == PROTO_H_KERNEL)
+        call->sess = cli_device_session(dev);
+}
+
 static CUresult get_attribute(int *pi, int attrib, void *handle, CUdevice dev)
 {
     struct cli_func *f = cli_func_check(handle);
@@ -281,6 +289,7 @@ static CUresult get_attribute(int *pi, int attrib, void *handle, CUdevice dev)
         call.a.FUNC_GET_ATTRIBUTE.func = f->h.id;
         call.a.FUNC_GET_ATTRIBUTE.attrib = (uint64_t)attrib;
         call.a.FUNC_GET_ATTRIBUTE.dev = (uint64_t)cli_device_remote(dev);
+        kernel_call_for(&call, f, dev);
         res = cli_call_sync(&call);
         if (res == CUDA_SUCCESS && call.nout >= 1) {
             f->attrs[attrib] = (int)(int64_t)out[0];
@@ -338,6 +347,7 @@ static CUresult set_attribute(void *handle, int attrib, int value, CUdevice dev)
     call.a.FUNC_SET_ATTRIBUTE.attrib = (uint64_t)attrib;
     call.a.FUNC_SET_ATTRIBUTE.value = (uint64_t)(int64_t)value;
     call.a.FUNC_SET_ATTRIBUTE.dev = (uint64_t)cli_device_remote(dev);
+    kernel_call_for(&call, f, dev);
     res = cli_call_async(&call);
     cli_occupancy_forget();
     pthread_mutex_lock(&f->lock);
@@ -384,6 +394,7 @@ static CUresult set_cache_config(void *handle, CUfunc_cache config, CUdevice dev
     call.a.FUNC_SET_CACHE_CONFIG.func = f->h.id;
     call.a.FUNC_SET_CACHE_CONFIG.config = config;
     call.a.FUNC_SET_CACHE_CONFIG.dev = (uint64_t)cli_device_remote(dev);
+    kernel_call_for(&call, f, dev);
     cli_occupancy_forget();
     return cli_call_async(&call);
 }

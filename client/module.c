@@ -49,9 +49,9 @@ static CUresult image_by_hash(struct cli_call *call)
     return res;
 }
 
-/* The image to the call's session: a large one by hash first, then (not cached) once as bulk
- * with PROTO_IMAGE_CACHE; a small one inline or as bulk. */
-static CUresult send_image(struct cli_call *call)
+/* One load of the image in call's session: a large image goes by hash, then (not cached) once
+ * as bulk with PROTO_IMAGE_CACHE; a small one inline or as bulk. */
+static CUresult image_send(struct cli_call *call)
 {
     CUresult res = PROTO_RESULT_NOT_CACHED;
 
@@ -66,48 +66,44 @@ static CUresult send_image(struct cli_call *call)
     return res;
 }
 
-/* The session a sent call went to (cli_call_* chose it). */
-static struct cli_session *sent_to(const struct cli_call *call)
+/* A library and its kernels belong to the process, not to a context: natively a library is
+ * loaded into every device's context. With several servers, its load and each kernel lookup go
+ * to every session: first where the call goes (its context's), then to the others without a
+ * context, their replies' outputs dropped. When one fails, undo_op (if any) takes the object
+ * back from the sessions that have it and the failure is returned. */
+static CUresult every_session(struct cli_call *call, CUresult (*send)(struct cli_call *),
+                              unsigned undo_op)
 {
-    return call->sess != NULL ? call->sess : cli_session_at(0);
-}
+    CUresult res = send(call);
+    int first = cli_session_index(call->sess), n = cli_session_count();
+    unsigned done = res == CUDA_SUCCESS ? 1u << first : 0; /* bit i: session i has it */
 
-/* MODULE_UNLOAD-shaped op of handle id in session s, without a context. */
-static CUresult unload_in(struct cli_session *s, unsigned op, uint64_t id)
-{
-    struct cli_call call = {CLI_ARGS_AS(op, MODULE_UNLOAD, .handle = id), .sess = s};
+    for (int i = 0; i < n && res == CUDA_SUCCESS; i++) {
+        struct cli_call c = *call;
 
-    return cli_call_sync(&call);
-}
-
-/* Several servers: a library is context-independent and any device may launch its kernels, so
- * it is loaded on every server under the same handle id (its kernels too: get_by_name), the
- * ids the calls carry then being valid wherever they go. call went to one session already;
- * the others get the same call. On a failure the copies made are unloaded again. */
-static CUresult library_everywhere(struct cli_call *call)
-{
-    struct cli_session *first = sent_to(call), *s;
-    CUresult res = CUDA_SUCCESS;
-    int i, failed = -1;
-
-    for (i = 0; failed < 0 && (s = cli_session_at(i)) != NULL; i++) {
-        if (s == first)
+        if (i == first)
             continue;
-        call->sess = s;
-        call->ctx = 0;
-        if ((res = send_image(call)) != CUDA_SUCCESS)
-            failed = i;
+        c.sess = cli_session_at(i);
+        c.ctx = 0;
+        c.out = NULL, c.out_cap = 0, c.rdata = NULL, c.rdata_cap = 0;
+        if ((res = send(&c)) == CUDA_SUCCESS)
+            done |= 1u << i;
     }
-    for (i = 0; failed >= 0 && (s = cli_session_at(i)) != NULL; i++)
-        if (i < failed || (i > failed && s == first))
-            unload_in(s, PROTO_OP_LIBRARY_UNLOAD, call->a.MODULE_LOAD.id);
+    for (int i = 0; res != CUDA_SUCCESS && undo_op != 0 && i < n; i++) {
+        struct cli_call u = {CLI_ARGS_AS(undo_op, MODULE_UNLOAD)};
+
+        if (!(done & (1u << i)))
+            continue;
+        u.a.MODULE_UNLOAD.handle = call->a.MODULE_LOAD.id;
+        u.sess = cli_session_at(i);
+        (void)cli_call_sync(&u);
+    }
     return res;
 }
 
 /* MODULE_LOAD(_JIT) / LIBRARY_LOAD(_JIT) as call (op, and any JIT arguments after the
- * image's; the four ops begin with MODULE_LOAD's arguments): a large image goes by hash, then (not
- * cached) once as bulk with PROTO_IMAGE_CACHE; a small one inline or as bulk. Only stack state:
- * safe in any thread. */
+ * image's; the four ops begin with MODULE_LOAD's arguments); a library in every session. Only
+ * stack state: safe in any thread. */
 static CUresult image_load(struct cli_call *call, enum proto_handle_type type, const void *image,
                            void **handle_p)
 {
@@ -126,9 +122,8 @@ static CUresult image_load(struct cli_call *call, enum proto_handle_type type, c
     if ((m = module_new(type)) == NULL)
         return CUDA_ERROR_OUT_OF_MEMORY;
     call->a.MODULE_LOAD.id = m->h.id;
-    res = send_image(call);
-    if (res == CUDA_SUCCESS && type == PROTO_H_LIBRARY)
-        res = library_everywhere(call);
+    res = type == PROTO_H_LIBRARY ? every_session(call, image_send, PROTO_OP_LIBRARY_UNLOAD)
+                                  : image_send(call);
     if (res != CUDA_SUCCESS) {
         free(m);
         return res;
@@ -235,10 +230,7 @@ static CUresult unload(void *handle, enum proto_handle_type type, unsigned op)
     call.a.MODULE_UNLOAD.handle = m->h.id;
     if (m->ctx != NULL)
         cli_call_in(&call, m->ctx);
-    res = cli_call_sync(&call);
-    for (int i = 0; type == PROTO_H_LIBRARY && cli_session_at(i) != NULL; i++)
-        if (cli_session_at(i) != sent_to(&call))
-            unload_in(cli_session_at(i), op, m->h.id); /* library_everywhere's copies */
+    res = type == PROTO_H_LIBRARY ? every_session(&call, cli_call_sync, 0) : cli_call_sync(&call);
     cli_handle_kill(&m->h);
     /* Functions of the module keep pointing at it; the object stays allocated. */
     return res;
@@ -347,23 +339,6 @@ static void func_free(struct cli_func *f)
     free(f);
 }
 
-/* A library's kernel on every server its library is on (library_everywhere), under the same
- * id; call went to one of them already. A server that fails it fails the whole call (the
- * kernel objects made on the others go with the library). */
-static CUresult kernel_everywhere(struct cli_call *call)
-{
-    struct cli_session *first = sent_to(call), *s;
-    CUresult res = CUDA_SUCCESS;
-
-    for (int i = 0; res == CUDA_SUCCESS && (s = cli_session_at(i)) != NULL; i++)
-        if (s != first) {
-            call->sess = s;
-            call->ctx = 0;
-            res = cli_call_sync(call);
-        }
-    return res;
-}
-
 /* MODULE_GET_FUNCTION / LIBRARY_GET_KERNEL: [id, owner], data = name. */
 static CUresult get_by_name(unsigned op, enum proto_handle_type type, struct cli_module *owner,
                             const char *name, void **handle_p)
@@ -384,9 +359,7 @@ static CUresult get_by_name(unsigned op, enum proto_handle_type type, struct cli
     call.data_len = strlen(name);
     if (owner->ctx != NULL)
         cli_call_in(&call, owner->ctx);
-    res = cli_call_sync(&call);
-    if (res == CUDA_SUCCESS && type == PROTO_H_KERNEL)
-        res = kernel_everywhere(&call);
+    res = type == PROTO_H_KERNEL ? every_session(&call, cli_call_sync, 0) : cli_call_sync(&call);
     if (res != CUDA_SUCCESS) {
         func_free(f);
         return res;

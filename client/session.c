@@ -324,6 +324,11 @@ struct cli_session *cli_session_at(int i)
     return i >= 0 && i < cli_session_count() ? cli_proc.sessions[i] : NULL;
 }
 
+int cli_session_index(const struct cli_session *sess)
+{
+    return sess != NULL ? sess->index : 0;
+}
+
 /* The first session's connection never changes once it is open; a session lost meanwhile is
  * noticed by the call that follows. */
 struct transport_conn *cli_session_rdma_conn(void)

@@ -29,3 +29,6 @@ CUresult cli_module_walk(CUcontext ctx, CUmodule mod, cli_function_visitor visit
         return (CUresult)1;
     return visit(user, (CUfunction)0x20, "second", 0) != 0 ? (CUresult)1 : CUDA_SUCCESS;
 }
+
+/* compute_cache.c counts its lookups for RGPU_STATS (call_stats.c). */
+void cli_stats_note_compute_cache(bool hit) { (void)hit; }

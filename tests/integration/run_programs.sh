@@ -178,6 +178,29 @@ else
     fail "local_answers: warnings"; grep -E "not supported" "$WORK/local_answers.err"
 fi
 
+# NVRTC's compile cache (client/compute_cache.c): the toolkit's NVRTC, run twice with one cache
+# directory, misses and stores the first time (its second round of the same sources hits), hits
+# every lookup the second time, with the same outputs; with CUDA_CACHE_DISABLE=1 nothing hits.
+if [ -x "$TOOLS/nvrtc_cache" ]; then
+    cc_run() { # name env...
+        local name=$1; shift
+        run_program "$name" env CUDA_CACHE_PATH="$WORK/compute-cache" RGPU_STATS=1 "$@" \
+            "$TOOLS/nvrtc_cache" >&2
+        sed -n 's/^rgpu stats: compute cache (NVRTC): \([0-9]*\) hits, \([0-9]*\) misses$/\1 \2/p' \
+            "$WORK/$name.err" | grep . || echo "0 0"
+    }
+    cold=$(cc_run nvrtc_cold) warm=$(cc_run nvrtc_warm) off=$(cc_run nvrtc_off CUDA_CACHE_DISABLE=1)
+    if [ "${cold##* }" -gt 0 ] && [ "${warm##* }" = 0 ] &&
+       [ "${warm%% *}" = $((${cold%% *} + ${cold##* })) ] && [ "${off%% *}" = 0 ] &&
+       [ "$(ls "$WORK/compute-cache/rgpu" | wc -l)" = "${cold##* }" ] &&
+       cmp -s "$WORK/nvrtc_cold.out" "$WORK/nvrtc_warm.out"; then
+        ok "nvrtc compile cache: cold $cold, warm $warm, disabled $off (hits misses), same outputs"
+    else
+        fail "nvrtc compile cache: cold '$cold', warm '$warm', disabled '$off' (hits misses)"
+        diff "$WORK/nvrtc_cold.out" "$WORK/nvrtc_warm.out" | head
+    fi
+fi
+
 # No server reachable: a clear error naming the address, quickly, never a hang.
 if RGPU_SERVER=127.0.0.1:1 timeout 20 "$PROGS/vadd_static" >"$WORK/noserver.out" 2>&1; then
     fail "no server: the program succeeded"

@@ -170,6 +170,39 @@ static void check_same_server(CUcontext c0, CUdeviceptr a0)
     free(p);
 }
 
+/* A library belongs to the process: loaded in device 0's context, its kernel works on device 1
+ * (another server) too, as natively (cuBLAS loads its kernels once, then runs them on every
+ * device). */
+static void check_libraries(CUcontext c0, CUcontext c1, CUdeviceptr a1)
+{
+    static const char ptx[] = ".version 8.0\n.target sm_90\n.address_size 64\n"
+                              ".visible .entry _Z5scalePffi()\n{\n ret;\n}\n";
+    float x[256], two = 2.0f, back[256];
+    int n = 256, threads = 0;
+    void *params[] = {&a1, &two, &n};
+    CUlibrary lib;
+    CUkernel k;
+    CUfunction f0, f1;
+
+    for (int i = 0; i < n; i++)
+        x[i] = (float)i;
+    CHECK(cuCtxSetCurrent(c0));
+    CHECK(cuLibraryLoadData(&lib, ptx, NULL, NULL, 0, NULL, NULL, 0));
+    CHECK(cuLibraryGetKernel(&k, lib, "_Z5scalePffi"));
+    CHECK(cuKernelGetFunction(&f0, k));
+    CHECK(cuCtxSetCurrent(c1));
+    CHECK(cuKernelGetFunction(&f1, k));
+    CHECK(cuKernelGetAttribute(&threads, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, k, 1));
+    EXPECT(threads > 0, "kernel attribute on device 1: %d", threads);
+    CHECK(cuMemcpyHtoD(a1, x, sizeof(x)));
+    CHECK(cuLaunchKernel(f1, 1, 1, 1, 256, 1, 1, 0, NULL, params, NULL));
+    CHECK(cuMemcpyDtoH(back, a1, sizeof(back)));
+    for (int i = 0; i < n; i++)
+        EXPECT(back[i] == 2.0f * (float)i, "library kernel on device 1: x[%d] = %g", i, back[i]);
+    CHECK(cuLibraryUnload(lib));
+    CHECK(cuCtxSetCurrent(c0));
+}
+
 int main(int argc, char **argv)
 {
     int want = argc > 1 ? atoi(argv[1]) : 2, n = 0;
@@ -200,6 +233,7 @@ int main(int argc, char **argv)
     check_addresses(c0, c1, &a0, &a1);
     check_copies(c0, c1, a0, a1);
     check_same_server(c0, a0);
+    check_libraries(c0, c1, a1);
     CHECK(cuCtxSetCurrent(c1));
     CHECK(cuMemFree(a1));
     CHECK(cuCtxSetCurrent(c0));
