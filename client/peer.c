@@ -233,3 +233,113 @@ CUresult cli_peer_wait_event(struct cli_ctx *stream_ctx, struct cli_ctx *event_c
      * later work is sent after it has completed). */
     return cuEventSynchronize(event);
 }
+
+/* ---- peer access ------------------------------------------------------------------------- */
+
+/* What a device pair's server says of peer access (P2P_QUERY), asked once per pair: [0] can
+ * access, [1..4] the P2P attributes PERFORMANCE_RANK .. CUDA_ARRAY_ACCESS_SUPPORTED. Devices of
+ * two servers are never peers; nor is a device its own; a server too old to be asked says no. */
+#define P2P_CACHED_DEVICES 32
+#define P2P_ANSWERS        5
+static struct {
+    bool known;
+    int v[P2P_ANSWERS];
+} p2p_cache[P2P_CACHED_DEVICES][P2P_CACHED_DEVICES];
+static pthread_mutex_t p2p_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static CUresult p2p_ask(int src, int dst, int v[P2P_ANSWERS])
+{
+    uint64_t out[P2P_ANSWERS] = {0};
+    struct cli_call call = {CLI_ARGS(P2P_QUERY, .src = (uint64_t)cli_device_remote(src),
+                                     .dst = (uint64_t)cli_device_remote(dst)),
+                            .out = out, .out_cap = P2P_ANSWERS, .sess = cli_device_session(src)};
+    CUresult res = cli_call_sync(&call);
+
+    if (res == CUDA_ERROR_NOT_SUPPORTED) /* an older server */
+        res = CUDA_SUCCESS;
+    for (unsigned i = 0; i < P2P_ANSWERS; i++)
+        v[i] = i < call.nout ? (int)(int64_t)out[i] : 0;
+    return res;
+}
+
+static CUresult p2p_answers(int src, int dst, int v[P2P_ANSWERS])
+{
+    bool cacheable = src < P2P_CACHED_DEVICES && dst < P2P_CACHED_DEVICES;
+    CUresult res = CUDA_SUCCESS;
+
+    if (!cli_initialized())
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (cli_device(src) == NULL || cli_device(dst) == NULL)
+        return CUDA_ERROR_INVALID_DEVICE;
+    memset(v, 0, P2P_ANSWERS * sizeof(int));
+    if (src == dst || cli_device_session(src) != cli_device_session(dst))
+        return CUDA_SUCCESS;
+    pthread_mutex_lock(&p2p_lock);
+    if (cacheable && p2p_cache[src][dst].known) {
+        memcpy(v, p2p_cache[src][dst].v, P2P_ANSWERS * sizeof(int));
+    } else if ((res = p2p_ask(src, dst, v)) == CUDA_SUCCESS && cacheable) {
+        memcpy(p2p_cache[src][dst].v, v, P2P_ANSWERS * sizeof(int));
+        p2p_cache[src][dst].known = true;
+    }
+    pthread_mutex_unlock(&p2p_lock);
+    return res;
+}
+
+CLI_EXPORT CUresult cuDeviceCanAccessPeer(int *canAccessPeer, CUdevice dev, CUdevice peerDev)
+{
+    int v[P2P_ANSWERS];
+    CUresult res;
+
+    if (canAccessPeer == NULL)
+        return cli_initialized() ? CUDA_ERROR_INVALID_VALUE : CUDA_ERROR_NOT_INITIALIZED;
+    if ((res = p2p_answers(dev, peerDev, v)) == CUDA_SUCCESS)
+        *canAccessPeer = v[0];
+    return res;
+}
+
+CLI_EXPORT CUresult cuDeviceGetP2PAttribute(int *value, CUdevice_P2PAttribute attrib,
+                                            CUdevice src, CUdevice dst)
+{
+    int v[P2P_ANSWERS];
+    CUresult res;
+
+    if (value == NULL || attrib < CU_DEVICE_P2P_ATTRIBUTE_PERFORMANCE_RANK ||
+        attrib > CU_DEVICE_P2P_ATTRIBUTE_CUDA_ARRAY_ACCESS_SUPPORTED)
+        return cli_initialized() ? CUDA_ERROR_INVALID_VALUE : CUDA_ERROR_NOT_INITIALIZED;
+    if (src == dst && cli_device(src) != NULL)
+        return CUDA_ERROR_INVALID_DEVICE; /* as the driver: a device is not its own peer */
+    if ((res = p2p_answers(src, dst, v)) == CUDA_SUCCESS)
+        *value = v[attrib];
+    return res;
+}
+
+/* In the driver of the server both contexts are on; contexts of two servers never reach each
+ * other's memory. */
+static CUresult peer_access(CUcontext peer_ctx, unsigned flags, bool enable)
+{
+    struct cli_ctx *cur = cli_ctx_current(), *peer = cli_handle_check(peer_ctx, PROTO_H_CTX);
+    struct cli_call call = {CLI_ARGS(CTX_PEER_ACCESS, .enable = enable, .flags = flags)};
+    CUresult res = cli_need_ctx();
+
+    if (res != CUDA_SUCCESS)
+        return res;
+    if (peer == NULL)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    if (peer->sess != cur->sess)
+        return enable ? CUDA_ERROR_PEER_ACCESS_UNSUPPORTED : CUDA_ERROR_PEER_ACCESS_NOT_ENABLED;
+    call.a.CTX_PEER_ACCESS.peer = peer->h.id;
+    res = cli_call_sync(&call);
+    if (res == CUDA_ERROR_NOT_SUPPORTED) /* an older server: as before, no peers */
+        res = enable ? CUDA_ERROR_PEER_ACCESS_UNSUPPORTED : CUDA_ERROR_PEER_ACCESS_NOT_ENABLED;
+    return res;
+}
+
+CLI_EXPORT CUresult cuCtxEnablePeerAccess(CUcontext peerContext, unsigned int Flags)
+{
+    return peer_access(peerContext, Flags, true);
+}
+
+CLI_EXPORT CUresult cuCtxDisablePeerAccess(CUcontext peerContext)
+{
+    return peer_access(peerContext, 0, false);
+}

@@ -7,9 +7,12 @@
 # (RGPU_POOL, `pool =`) place the process on one of them.
 # multi_reduce runs simpleMultiGPU's pattern (one library, per-device streams, pinned buffers,
 # async copies and launches) on both devices.
-# Usage: multigpu_e2e.sh GPU_SERVER FAKECUDA LIB_DIR TWO_DEVICES MULTI_REDUCE
+# p2p_answers checks peer access as the drivers answer it: two devices of one server (the fake
+# with FAKECUDA_DEVICES=2) are peers when FAKECUDA_P2P=1 says so, else not; devices of two
+# servers never are.
+# Usage: multigpu_e2e.sh GPU_SERVER FAKECUDA LIB_DIR TWO_DEVICES MULTI_REDUCE P2P_ANSWERS
 set -u
-SERVER=$1 FAKE=$2 LIBDIR=$3 PROG=$4 REDUCE=$5
+SERVER=$1 FAKE=$2 LIBDIR=$3 PROG=$4 REDUCE=$5 P2P=$6
 WORK=$(mktemp -d)
 PIDS=()
 cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done; wait 2>/dev/null; rm -rf "$WORK"; }
@@ -21,11 +24,12 @@ fail() {
 }
 free_port() { python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])'; }
 
-# start NAME MEM_MB UUID(16 bytes): a gpu-server on the fake driver; prints its port
+# start NAME MEM_MB UUID(16 bytes) [VAR=VALUE...]: a gpu-server on the fake driver (with
+# those variables); its port in PORT
 start() {
     local port
     port=$(free_port)
-    FAKECUDA_MEM_MB=$2 FAKECUDA_UUID=$3 FAKECUDA_VA_BASE=7e0000000000 \
+    env "${@:4}" FAKECUDA_MEM_MB=$2 FAKECUDA_UUID=$3 FAKECUDA_VA_BASE=7e0000000000 \
         "$SERVER" --listen 127.0.0.1 --port "$port" --driver "$FAKE" >"$WORK/$1.log" 2>&1 &
     PIDS+=($!)
     for _ in $(seq 100); do
@@ -62,6 +66,27 @@ grep -q ' PEER_' "$WORK/relay.err" && fail "RGPU_PEER_DIRECT=0 still copied serv
 run reduce RGPU_SERVER=127.0.0.1:$A,127.0.0.1:$B timeout 60 "$REDUCE" ||
     fail "simpleMultiGPU pattern: $(tail -5 "$WORK/reduce.err")"
 grep -q PASS "$WORK/reduce.out" || fail "simpleMultiGPU pattern did not pass"
+
+# Peer access: what one server's driver says of its two devices; never across servers.
+start p2p_yes 1024 "rgpu-fake-uuid-P" FAKECUDA_DEVICES=2 FAKECUDA_P2P=1; P2P_YES=$PORT
+start p2p_no 1024 "rgpu-fake-uuid-Q" FAKECUDA_DEVICES=2; P2P_NO=$PORT
+start p2p_c 1024 "rgpu-fake-uuid-C" FAKECUDA_P2P=1; P2P_C=$PORT
+# P2P_QUERY and CTX_PEER_ACCESS are ops of protocol 1.2: until the build speaks it (the minor is
+# raised when the branch is merged), a client asks nothing and says no, as an older server makes
+# it do; the run that needs the driver's yes waits for it.
+minor=$(sed -n 's/^#define PROTO_VERSION_MINOR \([0-9]*\)u.*/\1/p' "$(dirname "$0")/../../proto/frame.h")
+if [ "${minor:-0}" -ge 2 ]; then
+    run p2p_yes RGPU_SERVER=127.0.0.1:$P2P_YES timeout 60 "$P2P" 1 ||
+        fail "one server whose driver says peers: $(tail -3 "$WORK/p2p_yes.err")"
+else
+    echo "peer access of one server's devices: not run (protocol 1.$minor has no P2P_QUERY)"
+    run p2p_old RGPU_SERVER=127.0.0.1:$P2P_YES timeout 60 "$P2P" 0 ||
+        fail "a 1.$minor client must say no peers: $(tail -3 "$WORK/p2p_old.err")"
+fi
+run p2p_no RGPU_SERVER=127.0.0.1:$P2P_NO timeout 60 "$P2P" 0 ||
+    fail "one server whose driver says no peers: $(tail -3 "$WORK/p2p_no.err")"
+run p2p_two RGPU_SERVER=127.0.0.1:$P2P_YES,127.0.0.1:$P2P_C CUDA_VISIBLE_DEVICES=0,2 \
+    timeout 60 "$P2P" 0 || fail "devices of two servers: $(tail -3 "$WORK/p2p_two.err")"
 
 # CUDA_VISIBLE_DEVICES: by index (1 = server b's 2 GiB device), by UUID prefix (server a's).
 run vis_index RGPU_SERVER=127.0.0.1:$A,127.0.0.1:$B CUDA_VISIBLE_DEVICES=1 timeout 60 "$PROG" 1 ||
