@@ -369,6 +369,11 @@ static uintptr_t va_next, va_end;
 
 static void *va_alloc(size_t len)
 {
+    return fk_va_map(len, PROT_READ | PROT_WRITE, -1);
+}
+
+void *fk_va_map(size_t len, int prot, int fd)
+{
     const char *e = getenv("FAKECUDA_VA_BASE");
     void *p;
 
@@ -378,11 +383,11 @@ static void *va_alloc(size_t len)
     }
     if (va_end == 0 || va_next + len > va_end)
         return NULL;
-    p = mmap((void *)va_next, len, PROT_READ | PROT_WRITE,
-             MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+    p = mmap((void *)va_next, len, prot,
+             (fd < 0 ? MAP_PRIVATE | MAP_ANONYMOUS : MAP_SHARED) | MAP_FIXED_NOREPLACE, fd, 0);
     if (p == MAP_FAILED)
         return NULL;
-    va_next += len + FK_PAGE;
+    va_next += fk_page_up(len) + FK_PAGE;
     return p;
 }
 

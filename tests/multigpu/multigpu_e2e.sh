@@ -10,9 +10,14 @@
 # p2p_answers checks peer access as the drivers answer it: two devices of one server (the fake
 # with FAKECUDA_DEVICES=2) are peers when FAKECUDA_P2P=1 says so, else not; devices of two
 # servers never are.
-# Usage: multigpu_e2e.sh GPU_SERVER FAKECUDA LIB_DIR TWO_DEVICES MULTI_REDUCE P2P_ANSWERS
+# vmm_two checks unified addresses for VMM: reservations and allocations of the two servers
+# kept apart, device 1's physical memory made and mapped on its server.
+# ipc_two: memory exported by a process of server b, opened by one of servers a and b; an open
+# that would overlap device 0's memory is refused, one clear of it works.
+# Usage: multigpu_e2e.sh GPU_SERVER FAKECUDA LIB_DIR TWO_DEVICES MULTI_REDUCE P2P_ANSWERS VMM_TWO
+#                        IPC_TWO
 set -u
-SERVER=$1 FAKE=$2 LIBDIR=$3 PROG=$4 REDUCE=$5 P2P=$6
+SERVER=$1 FAKE=$2 LIBDIR=$3 PROG=$4 REDUCE=$5 P2P=$6 VMM=$7 IPC=$8
 WORK=$(mktemp -d)
 PIDS=()
 cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done; wait 2>/dev/null; rm -rf "$WORK"; }
@@ -66,6 +71,17 @@ grep -q ' PEER_' "$WORK/relay.err" && fail "RGPU_PEER_DIRECT=0 still copied serv
 run reduce RGPU_SERVER=127.0.0.1:$A,127.0.0.1:$B timeout 60 "$REDUCE" ||
     fail "simpleMultiGPU pattern: $(tail -5 "$WORK/reduce.err")"
 grep -q PASS "$WORK/reduce.out" || fail "simpleMultiGPU pattern did not pass"
+
+# VMM across the two servers (the same addresses answered by both).
+run vmm RGPU_SERVER=127.0.0.1:$A,127.0.0.1:$B timeout 60 "$VMM" ||
+    fail "VMM on two servers: $(tail -3 "$WORK/vmm.err")"
+
+# IPC: exported on server b alone, opened by a process of both servers.
+run ipc_export RGPU_SERVER=127.0.0.1:$B timeout 60 "$IPC" export "$WORK/ipc.handle" &
+exporter=$!
+run ipc_import RGPU_SERVER=127.0.0.1:$A,127.0.0.1:$B timeout 60 "$IPC" import "$WORK/ipc.handle" ||
+    fail "IPC on two servers: $(tail -3 "$WORK/ipc_import.err")"
+wait $exporter || fail "IPC exporter: $(tail -3 "$WORK/ipc_export.err")"
 
 # Peer access: what one server's driver says of its two devices; never across servers.
 start p2p_yes 1024 "rgpu-fake-uuid-P" FAKECUDA_DEVICES=2 FAKECUDA_P2P=1; P2P_YES=$PORT
