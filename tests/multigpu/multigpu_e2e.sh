@@ -126,6 +126,38 @@ grep -q "visible: [12][0-9]* MiB" "$WORK/pool.out" || fail "RGPU_POOL=a,b did no
 printf '[client]\npool = 127.0.0.1:%s, 127.0.0.1:%s\n' "$A" "$B" >"$WORK/pool.conf"
 run poolconf RGPU_CONFIG="$WORK/pool.conf" timeout 60 "$PROG" 1 ||
     fail "pool = a, b: $(cat "$WORK/poolconf.err")"
+# gpus = N from a pool: servers taken whole in the policy's order until N GPUs, or refused.
+run gpus2 RGPU_POOL=127.0.0.1:$A,127.0.0.1:$B RGPU_GPUS=2 RGPU_POLICY=first timeout 60 "$PROG" ||
+    fail "RGPU_GPUS=2 from a pool of a and b: $(tail -3 "$WORK/gpus2.err")"
+grep -q PASS "$WORK/gpus2.out" || fail "RGPU_GPUS=2 did not pass"
+printf '[client]\npool = 127.0.0.1:%s, 127.0.0.1:%s\npolicy = first\ngpus = 2\n' "$A" "$B" >"$WORK/gpus.conf"
+run gpusconf RGPU_CONFIG="$WORK/gpus.conf" timeout 60 "$PROG" ||
+    fail "gpus = 2 in the config: $(tail -3 "$WORK/gpusconf.err")"
+run gpus3 RGPU_POOL=127.0.0.1:$A,127.0.0.1:$B RGPU_GPUS=3 timeout 60 "$PROG" 0 ||
+    fail "RGPU_GPUS=3 from two one-GPU servers was not refused"
+grep -q "gpus = 3: the pool has 2 GPU(s)" "$WORK/gpus3.err" || fail "RGPU_GPUS=3: no clear error: $(cat "$WORK/gpus3.err")"
+# A quota of 1.5 GiB per GPU fits b (2 GiB) but not a (1 GiB): one GPU (b's), not two.
+run quota2 RGPU_POOL=127.0.0.1:$A,127.0.0.1:$B RGPU_MEM_QUOTA=1536MiB RGPU_GPUS=2 timeout 60 "$PROG" 0 ||
+    fail "RGPU_GPUS=2 where only b fits the quota was not refused"
+grep -q "gpus = 2: the pool has 1 GPU(s).*127.0.0.1:$A" "$WORK/quota2.err" ||
+    fail "the quota refusal does not name a: $(cat "$WORK/quota2.err")"
+run quota1 RGPU_POOL=127.0.0.1:$A,127.0.0.1:$B RGPU_MEM_QUOTA=1536MiB RGPU_GPUS=1 RGPU_LOG_LEVEL=info \
+    timeout 60 "$PROG" 1 || fail "RGPU_GPUS=1 with the quota: $(tail -3 "$WORK/quota1.err")"
+grep -q "session [0-9]* on 127.0.0.1:$B " "$WORK/quota1.err" && ! grep -q "on 127.0.0.1:$A " "$WORK/quota1.err" ||
+    fail "RGPU_GPUS=1 with the quota is not on b alone: $(cat "$WORK/quota1.err")"
+# A server of two GPUs gives both; two of a server with two and one with one, the first two.
+run gpus_one_server RGPU_POOL=127.0.0.1:$P2P_NO RGPU_GPUS=2 timeout 60 "$P2P" 0 ||
+    fail "RGPU_GPUS=2 from one two-GPU server: $(tail -3 "$WORK/gpus_one_server.err")"
+run gpus_cap RGPU_POOL=127.0.0.1:$A,127.0.0.1:$P2P_NO RGPU_POLICY=first RGPU_GPUS=2 timeout 60 "$P2P" 0 ||
+    fail "RGPU_GPUS=2 of three GPUs: $(tail -3 "$WORK/gpus_cap.err")"
+# Listed servers: the first N of their devices, or refused.
+run listed1 RGPU_SERVER=127.0.0.1:$A,127.0.0.1:$B RGPU_GPUS=1 timeout 60 "$PROG" 1 ||
+    fail "RGPU_GPUS=1 of listed servers: $(tail -3 "$WORK/listed1.err")"
+grep -q "visible: 1024 MiB" "$WORK/listed1.out" || fail "RGPU_GPUS=1 of listed servers is not a's"
+run listed3 RGPU_SERVER=127.0.0.1:$A,127.0.0.1:$B RGPU_GPUS=3 timeout 60 "$PROG" 0 ||
+    fail "RGPU_GPUS=3 of two listed one-GPU servers was not refused"
+grep -q "gpus = 3: the servers give 2 device(s)" "$WORK/listed3.err" || fail "listed: no clear error"
+
 # Admitted on both servers or on none: c refuses the tenant's token; the session a accepted
 # must end while the client still runs (not at its exit).
 PORT_C=$(free_port)
