@@ -5,7 +5,9 @@
 #   1. cuda-samples simpleP2P, simpleMultiGPU, simpleMultiCopy, p2pBandwidthLatencyTest (from
 #      the bundle's samples.tar.xz) natively, through rgpu on one server and on two: each must
 #      end as natively (exit 0, or simpleP2P's waiver 2: P2P between the two devices is absent)
-#      and print its own PASS / "Test passed" line where the native run does;
+#      and print its own PASS / "Test passed" line where the native run does; then simpleMultiGPU
+#      with RGPU_POOL of the two servers and RGPU_GPUS=2 (gpus = N), and the CI's vmm_two and
+#      p2p_answers through the two servers on the real driver;
 #   2. PyTorch model parallelism (torch_model_parallel.py): halves on cuda:0/cuda:1 through two
 #      servers, both on cuda:0 natively; the losses must agree (rtol 1e-3);
 #   3. bandwidth (bench/peer_bw.sh): rgpu-bench-peer (cross-server cuMemcpyPeer server to server
@@ -85,6 +87,26 @@ sample() { # name
     fi
 }
 for s in simpleP2P simpleMultiGPU simpleMultiCopy p2pBandwidthLatencyTest; do sample "$s"; done
+# gpus = 2 from a pool of the two servers (each admits the job on its one GPU): simpleMultiGPU
+# on the two devices the pool gives.
+if [ -x "$WORK/s/simpleMultiGPU/simpleMultiGPU" ]; then
+    (cd "$WORK/s/simpleMultiGPU" && LD_LIBRARY_PATH=$B/client:$DEPS:$CUDA_HOME/lib64:$WORK/_lib \
+        RGPU_POOL=$TWO RGPU_GPUS=2 timeout 300 ./simpleMultiGPU >"$LOGS/gpus2.out" 2>&1); rc=$?
+    if [ $rc = 0 ] && grep -q "CUDA-capable device count: 2" "$LOGS/gpus2.out" && passed_line "$LOGS/gpus2.out"; then
+        row pool_gpus2_simpleMultiGPU PASS "RGPU_POOL of two servers, RGPU_GPUS=2: 2 devices, Test passed"
+    else
+        row pool_gpus2_simpleMultiGPU FAIL "exit $rc: $(tail -2 "$LOGS/gpus2.out" | tr '\n' ' ')"
+    fi
+fi
+# The CI's multigpu programs that hold on a real driver: VMM across the two servers (reservations
+# kept apart, device 1's memory made, mapped and used on its server) and peer answers (no).
+for p in "vmm_two" "p2p_answers 0"; do
+    if [ -x "$B/bin/${p%% *}" ]; then
+        via "$TWO" timeout 120 "$B/bin/"$p >"$LOGS/${p%% *}.out" 2>&1 &&
+            row "ci_${p%% *}" PASS "two servers, real driver" ||
+            row "ci_${p%% *}" FAIL "$(tail -2 "$LOGS/${p%% *}.out" | tr '\n' ' ')"
+    fi
+done
 
 # ---- 2. PyTorch: two-device model parallelism, losses as on one local GPU
 T=$ROOT/tests/gpu/torch_model_parallel.py
