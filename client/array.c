@@ -69,6 +69,13 @@ bool cli_array_id(CUarray array, uint64_t *id_p)
     return true;
 }
 
+struct cli_ctx *cli_array_ctx(CUarray array)
+{
+    struct cli_array a;
+
+    return array_get(array, false, &a) ? (struct cli_ctx *)a.ctx : NULL;
+}
+
 static CUresult array_create(CUarray *out, const CUDA_ARRAY3D_DESCRIPTOR *d)
 {
     struct cli_call call = {CLI_ARGS(ARRAY_CREATE), .data = d, .data_len = sizeof(*d)};

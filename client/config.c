@@ -52,6 +52,17 @@ rg_status_t cli_conf_add_pool(struct cli_conf *conf, const char *list, char *why
     return RG_OK;
 }
 
+static bool parse_gpus(const char *value, int *gpus_p)
+{
+    char *end;
+    long n = strtol(value, &end, 10);
+
+    if (end == value || *end != '\0' || n < 1 || n > CLI_GPUS_MAX)
+        return false;
+    *gpus_p = (int)n;
+    return true;
+}
+
 /* One key; every value is checked, and a bad one is an error naming the key. */
 static rg_status_t set_key(struct cli_conf *conf, const char *key, const char *value, char *why,
                            size_t why_len)
@@ -80,11 +91,14 @@ static rg_status_t set_key(struct cli_conf *conf, const char *key, const char *v
         ok = parse_ms(value, &conf->probe_timeout_ms);
     else if (strcmp(key, "lanes") == 0)
         conf->lanes = atoi(value);
+    else if (strcmp(key, "gpus") == 0)
+        ok = parse_gpus(value, &conf->gpus);
     /* other keys are for other readers (the NVML shim, later versions): ignored */
     if (!ok)
         snprintf(why, why_len, "%s = %s is not valid (%s)", key, value,
                  strcmp(key, "policy") == 0      ? "spread, pack or first"
                  : strcmp(key, "mem_quota") == 0 ? "a size such as 4GiB"
+                 : strcmp(key, "gpus") == 0      ? "a count, 1 to 64"
                                                  : "milliseconds, 1 to 600000");
     return ok ? RG_OK : RG_ERR_INVALID;
 }
@@ -187,7 +201,8 @@ static rg_status_t apply_env(struct cli_conf *conf, char *why, size_t why_len)
                                          {"RGPU_CONNECT_TIMEOUT_MS", "connect_timeout_ms"},
                                          {"RGPU_PROBE_TIMEOUT_MS", "probe_timeout_ms"},
                                          {"RGPU_TRANSPORT", "transport"},
-                                         {"RGPU_LANES", "lanes"}};
+                                         {"RGPU_LANES", "lanes"},
+                                         {"RGPU_GPUS", "gpus"}};
     const char *server = getenv("RGPU_SERVER"), *pool = getenv("RGPU_POOL");
     rg_status_t st = RG_OK;
 

@@ -5,10 +5,10 @@
  * Search order: the file RGPU_CONFIG names, else ~/.config/rgpu/client.conf, else
  * /etc/rgpu/client.conf; the first that exists is read, alone. Keys (section [client] or
  * none): pool, server, tenant, token, token_file, mem_quota, policy, connect_timeout_ms,
- * probe_timeout_ms, transport, lanes. Environment: RGPU_SERVER (the servers of the process,
- * over any pool), RGPU_POOL (a pool, placed), RGPU_TENANT, RGPU_TOKEN, RGPU_TOKEN_FILE,
+ * probe_timeout_ms, transport, lanes, gpus. Environment: RGPU_SERVER (the servers of the
+ * process, over any pool), RGPU_POOL (a pool, placed), RGPU_TENANT, RGPU_TOKEN, RGPU_TOKEN_FILE,
  * RGPU_MEM_QUOTA, RGPU_POLICY, RGPU_CONNECT_TIMEOUT_MS, RGPU_PROBE_TIMEOUT_MS, RGPU_TRANSPORT,
- * RGPU_LANES. deploy/client.conf is the documented example. */
+ * RGPU_LANES, RGPU_GPUS. deploy/client.conf is the documented example. */
 #ifndef RGPU_CLIENT_CLIENT_CONFIG_H
 #define RGPU_CLIENT_CLIENT_CONFIG_H
 
@@ -20,6 +20,7 @@
 #include "scheduler/placement.h"
 
 #define CLI_POOL_MAX       64
+#define CLI_GPUS_MAX       64
 #define CLI_DEFAULT_SERVER "127.0.0.1:7070"
 #define CLI_DEFAULT_PORT   "7070"
 
@@ -40,6 +41,10 @@ struct cli_conf {
     enum sched_policy policy;
     int connect_timeout_ms; /* per server */
     int probe_timeout_ms;   /* the whole parallel probe of a pool */
+    /* GPUs the job asks for (0: not said). From a pool: placed on as many servers as it takes,
+     * each admitting the job on all its GPUs, or refused; from listed servers: the first N of
+     * their devices, refused when they have fewer. */
+    int gpus;
 };
 
 /* The first of paths[0..n) that exists (NULL entries skipped), or NULL. */

@@ -142,26 +142,3 @@ CLI_EXPORT CUresult cuDeviceGetByPCIBusId(CUdevice *dev, const char *pciBusId)
     }
     return CUDA_ERROR_INVALID_DEVICE;
 }
-
-CLI_EXPORT CUresult cuDeviceCanAccessPeer(int *canAccessPeer, CUdevice dev, CUdevice peerDev)
-{
-    NEED_INIT();
-    if (canAccessPeer == NULL)
-        return CUDA_ERROR_INVALID_VALUE;
-    if (cli_device(dev) == NULL || cli_device(peerDev) == NULL)
-        return CUDA_ERROR_INVALID_DEVICE;
-    *canAccessPeer = 0; /* peer access between remote devices is not offered (yet) */
-    return CUDA_SUCCESS;
-}
-
-CLI_EXPORT CUresult cuDeviceGetP2PAttribute(int *value, CUdevice_P2PAttribute attrib,
-                                            CUdevice src, CUdevice dst)
-{
-    NEED_INIT();
-    if (value == NULL)
-        return CUDA_ERROR_INVALID_VALUE;
-    if (cli_device(src) == NULL || cli_device(dst) == NULL)
-        return CUDA_ERROR_INVALID_DEVICE;
-    *value = 0;
-    return CUDA_SUCCESS;
-}

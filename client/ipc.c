@@ -7,7 +7,11 @@
  * handle names memory on another host (INVALID_VALUE too).
  *
  * Opened memory is device memory in the client's records (pointer attributes, copy directions,
- * cuMemGetAddressRange) from the open to cuIpcCloseMemHandle. */
+ * cuMemGetAddressRange) from the open to cuIpcCloseMemHandle. With several servers the opener's
+ * worker picks the address alone, and opening again would give the same one: an opened range
+ * that overlaps an address the client knows on another server is closed and the open refused
+ * (CUDA_ERROR_MAP_FAILED); later allocations keep clear of opened ranges as of any other
+ * (docs/ARCHITECTURE.md, "Unified addresses"). */
 #include <string.h>
 
 #include "address_ranges.h"
@@ -28,6 +32,21 @@ CLI_EXPORT CUresult cuIpcGetMemHandle(CUipcMemHandle *handle, CUdeviceptr dptr)
     return res;
 }
 
+/* Several servers: does the range the opener's worker answered overlap another server's? (The
+ * same handle opened again in one context answers the range already opened: no clash.) */
+static bool opened_clashes(uintptr_t base, size_t size)
+{
+    struct cli_ctx *cur = cli_ctx_current();
+    struct mem_range r;
+
+    if (cli_session_count() < 2)
+        return false;
+    if (addr_range_find(MEM_DEVICE, base, &r) && r.base == base && (r.flags & MEM_DEV_IPC_OPENED) &&
+        r.ctx == cur)
+        return false;
+    return addr_range_overlaps(MEM_DEVICE, base, size) || cli_vmm_reserved_overlaps(base, size);
+}
+
 /* cuda.h maps cuIpcOpenMemHandle to the _v2 symbol; both have this signature. */
 CLI_EXPORT CUresult cuIpcOpenMemHandle(CUdeviceptr *dptr, CUipcMemHandle handle,
                                        unsigned int flags)
@@ -46,6 +65,13 @@ CLI_EXPORT CUresult cuIpcOpenMemHandle(CUdeviceptr *dptr, CUipcMemHandle handle,
         res = CUDA_ERROR_UNKNOWN;
     if (res != CUDA_SUCCESS)
         return res;
+    if (opened_clashes((uintptr_t)out[0], (size_t)out[1])) {
+        rg_error("cuIpcOpenMemHandle: %s mapped it at %#llx, where another server's device "
+                 "memory is: refused",
+                 cli_session_server(cli_ctx_current()->sess), (unsigned long long)out[0]);
+        (void)cli_call_sync(&(struct cli_call){CLI_ARGS(IPC_CLOSE_MEM_HANDLE, .dptr = out[0])});
+        return CUDA_ERROR_MAP_FAILED;
+    }
     addr_range_add(MEM_DEVICE, (uintptr_t)out[0], (size_t)out[1], cli_ctx_current(),
                 MEM_DEV_IPC_OPENED);
     *dptr = (CUdeviceptr)out[0];

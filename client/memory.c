@@ -35,7 +35,8 @@ static CUresult alloc_disjoint(struct cli_call *call, uint64_t *out, size_t size
         if (res == CUDA_SUCCESS && call->nout < (height ? 2u : 1u))
             res = CUDA_ERROR_UNKNOWN;
         if (res != CUDA_SUCCESS || cli_session_count() < 2 ||
-            !addr_range_overlaps(MEM_DEVICE, (uintptr_t)out[0], alloc_size(out, size, height)))
+            (!addr_range_overlaps(MEM_DEVICE, (uintptr_t)out[0], alloc_size(out, size, height)) &&
+             !cli_vmm_reserved_overlaps(out[0], alloc_size(out, size, height))))
             break;
         if (nkept == DISJOINT_TRIES) {
             rg_error("device memory: %d allocations in a row overlap other devices' addresses",

@@ -84,6 +84,10 @@ CUresult cli_event_bind(struct cli_call *call, unsigned flags, CUevent *ph);
 bool cli_host_pinned(const void *p, size_t len);
 /* The wire id of a CUDA array handle (array.c); false if it is not a live array. */
 bool cli_array_id(CUarray array, uint64_t *id_p);
+/* Whether [va, va + size) shares a byte with an address reservation (vmm.c). */
+bool cli_vmm_reserved_overlaps(CUdeviceptr va, size_t size);
+/* The context a CUDA array was created in (array.c); NULL if it is not a live array. */
+struct cli_ctx *cli_array_ctx(CUarray array);
 /* Device allocation containing dptr; false if none. */
 bool cli_dev_lookup(CUdeviceptr dptr, CUdeviceptr *base_p, size_t *size_p);
 

@@ -243,6 +243,7 @@ static struct sched_candidate candidate(const struct cli_server *s)
     if (!s->answered)
         return c;
     c.fits = s->reply->admit;
+    c.ngpus = (uint32_t)s->reply->n_gpus;
     for (size_t g = 0; g < s->reply->n_gpus; g++) {
         const Rgpu__ProbeGpu *p = s->reply->gpus[g];
         if (g == 0 || p->total_mem < c.total_mem)
@@ -364,4 +365,50 @@ int cli_pool_connect(const struct cli_conf *conf, cli_pool_try_fn try_one, int f
     cli_pool_free(&pool);
     free(all);
     return res;
+}
+
+/* ---- gpus = N ------------------------------------------------------------------------------ */
+
+int cli_pool_place_gpus(const struct cli_conf *conf, int want, struct cli_placed *out, int cap,
+                        char *why, size_t why_len)
+{
+    struct cli_pool pool;
+    char *all = calloc(1, WHY_ALL);
+    int n = 0, need = 0, have = 0;
+
+    if (all == NULL || cli_pool_resolve(conf, &pool) != RG_OK) {
+        free(all);
+        snprintf(why, why_len, "out of memory");
+        return 0;
+    }
+    {
+        int order[pool.n > 0 ? pool.n : 1];
+        struct sched_candidate c[pool.n > 0 ? pool.n : 1];
+        uint64_t seed = seed_now();
+
+        cli_pool_probe(&pool, conf, conf->probe_timeout_ms);
+        for (int i = 0; i < pool.n; i++)
+            c[i] = candidate(&pool.servers[i]);
+        n = sched_place(conf->policy, c, pool.n, &seed, order);
+        need = sched_gpus_prefix(c, order, n, want);
+        for (int k = 0; k < n; k++)
+            have += (int)c[order[k]].ngpus;
+        skipped(&pool, all);
+        for (int i = 0; i < pool.n; i++)
+            if (pool.servers[i].unprobed) /* how many GPUs it has is not known */
+                append(all, pool.servers[i].addr, "does not answer probes: not counted");
+        n = n < cap ? n : cap;
+        for (int k = 0; need > 0 && k < n; k++) {
+            snprintf(out[k].addr, sizeof(out[k].addr), "%s", pool.servers[order[k]].addr);
+            out[k].ngpus = (int)c[order[k]].ngpus;
+        }
+    }
+    if (need == 0) {
+        snprintf(why, why_len, "gpus = %d: the pool has %d GPU(s) on servers that would admit "
+                               "this job%s%.3500s", want, have, all[0] ? "; not counted: " : "", all);
+        n = 0;
+    }
+    cli_pool_free(&pool);
+    free(all);
+    return n;
 }

@@ -57,4 +57,18 @@ typedef int (*cli_pool_try_fn)(const char *addr, const struct cli_conf *conf, ch
  * take the job. Returns try_one's result for the last server tried (0 = started). */
 int cli_pool_connect(const struct cli_conf *conf, cli_pool_try_fn try_one, int fail_result);
 
+/* A server placement chose for a job that asks for several GPUs, and how many it has. */
+struct cli_placed {
+    char addr[80];
+    int ngpus;
+};
+
+/* A job asking for want GPUs (`gpus = N`): probe the pool and order it by the policy; every
+ * server that would admit the job on all its GPUs, best first, into out (room for cap): the
+ * caller takes them whole in that order until it has want GPUs (those after stand by for one
+ * that fails). Returns how many, or 0 when they have fewer than want GPUs together, with one
+ * reason naming every server left out in why (the job is then refused: all or nothing). */
+int cli_pool_place_gpus(const struct cli_conf *conf, int want, struct cli_placed *out, int cap,
+                        char *why, size_t why_len);
+
 #endif

@@ -154,6 +154,21 @@ static void device_take(struct cli_device *all, int i)
     cli_proc.ndevices++;
 }
 
+/* `gpus = N`: the first N of the devices presented; fewer is an error. */
+static CUresult devices_count_wanted(void)
+{
+    int want = cli_proc.want_gpus;
+
+    if (want > 0 && cli_proc.ndevices < want) {
+        rg_error("gpus = %d: the servers give %d device(s)%s", want, cli_proc.ndevices,
+                 getenv("CUDA_VISIBLE_DEVICES") ? " that CUDA_VISIBLE_DEVICES leaves visible" : "");
+        return CUDA_ERROR_NO_DEVICE;
+    }
+    if (want > 0)
+        cli_proc.ndevices = want;
+    return cli_proc.ndevices > 0 ? CUDA_SUCCESS : CUDA_ERROR_NO_DEVICE;
+}
+
 /* Every session's devices in order, filtered by CUDA_VISIBLE_DEVICES (in its order; it stops
  * at the first entry that names no device, as in the driver). */
 static CUresult devices_gather(void)
@@ -171,13 +186,11 @@ static CUresult devices_gather(void)
         }
     if ((cli_proc.devices = calloc(n ? (size_t)n : 1, sizeof(*all))) == NULL)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    if (vis == NULL) {
-        for (int i = 0; i < n; i++)
-            device_take(all, i);
-        return n > 0 ? CUDA_SUCCESS : CUDA_ERROR_NO_DEVICE;
-    }
-    snprintf(list, sizeof(list), "%s", vis);
-    for (e = strtok_r(list, ", ", &save); e != NULL; e = strtok_r(NULL, ", ", &save)) {
+    snprintf(list, sizeof(list), "%s", vis != NULL ? vis : "");
+    for (int i = 0; vis == NULL && i < n; i++)
+        device_take(all, i);
+    for (e = vis != NULL ? strtok_r(list, ", ", &save) : NULL; e != NULL;
+         e = strtok_r(NULL, ", ", &save)) {
         int i = 0;
         while (i < n && !visible_names(e, i, &all[i]))
             i++;
@@ -185,7 +198,7 @@ static CUresult devices_gather(void)
             break;
         device_take(all, i);
     }
-    return cli_proc.ndevices > 0 ? CUDA_SUCCESS : CUDA_ERROR_NO_DEVICE;
+    return devices_count_wanted();
 }
 
 /* A process is admitted on all its servers or on none: when one refuses, those that accepted are
@@ -222,9 +235,63 @@ static CUresult process_add(const char *name, const struct cli_conf *conf)
     return session_open(s, conf);
 }
 
+/* A session process_add opened and could not keep (its server refused or failed): forgotten. */
+static void session_drop_last(void)
+{
+    struct cli_session *s = cli_proc.sessions[--cli_proc.nsessions];
+
+    cli_proc.sessions[cli_proc.nsessions] = NULL;
+    proto_arena_destroy(&s->arena);
+    pthread_cond_destroy(&s->batch_cond);
+    pthread_mutex_destroy(&s->lock);
+    free(s->devices);
+    free(s->recv_buf);
+    free(s);
+}
+
+/* `gpus = N` from a pool: the servers placement ordered (each admitting the job on all its
+ * GPUs), opened whole in that order until the job has N GPUs; one that fails is dropped and
+ * the next taken. All N, or none: on failure every session opened is ended now. */
+static CUresult process_open_gpus(const struct cli_conf *conf)
+{
+    static struct cli_conf one; /* large; under cli_proc.lock */
+    static struct cli_placed placed[CLI_POOL_MAX];
+    char why[4096], failed[2048] = "";
+    int n = cli_pool_place_gpus(conf, conf->gpus, placed, CLI_POOL_MAX, why, sizeof(why));
+    int have = 0;
+
+    if (n == 0) {
+        rg_error("%s", why);
+        return CUDA_ERROR_NO_DEVICE;
+    }
+    one = *conf;
+    one.npool = 1;
+    one.placed = false;
+    for (int k = 0; k < n && have < conf->gpus && cli_proc.nsessions < CLI_MAX_SESSIONS; k++) {
+        size_t used = strlen(failed);
+        snprintf(one.pool[0], sizeof(one.pool[0]), "%.79s", placed[k].addr);
+        if (process_add(placed[k].addr, &one) == CUDA_SUCCESS) {
+            have += cli_proc.sessions[cli_proc.nsessions - 1]->ndevices;
+            continue;
+        }
+        session_drop_last();
+        snprintf(failed + used, sizeof(failed) - used, "%s%.79s", used ? ", " : "",
+                 placed[k].addr);
+    }
+    if (have < conf->gpus) {
+        rg_error("gpus = %d: %d GPU(s) could be had; the servers that would admit the job failed "
+                 "to start it: %s", conf->gpus, have, failed[0] ? failed : "none");
+        sessions_abandon();
+        return CUDA_ERROR_NO_DEVICE;
+    }
+    rg_info("pool: gpus = %d placed on %d server(s) by policy %s", conf->gpus, cli_proc.nsessions,
+            sched_policy_name(conf->policy));
+    return CUDA_SUCCESS;
+}
+
 /* Listed servers (`server`, RGPU_SERVER): one session each, all admitted or none. A pool
- * (`pool`, RGPU_POOL): one session, on the server its placement picks; the job gets that
- * server's GPUs (several servers for one job from a pool, `gpus = N`, is not done yet). */
+ * (`pool`, RGPU_POOL): one session, on the server its placement picks, and the job gets that
+ * server's GPUs; with `gpus = N`, as many servers as N GPUs take (process_open_gpus). */
 static CUresult process_open(void)
 {
     static struct cli_conf conf, one; /* large; under cli_proc.lock, opened once */
@@ -238,7 +305,10 @@ static CUresult process_open(void)
         rg_error("client configuration: %s", why);
         return CUDA_ERROR_INVALID_VALUE;
     }
-    if (conf.placed || conf.npool == 1) {
+    cli_proc.want_gpus = conf.gpus;
+    if (conf.placed && conf.gpus > 0) {
+        res = process_open_gpus(&conf);
+    } else if (conf.placed || conf.npool == 1) {
         res = process_add(conf.npool == 1 ? conf.pool[0] : "the pool", &conf);
     } else {
         one = conf;

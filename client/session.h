@@ -67,6 +67,7 @@ struct cli_process {
     int nsessions;
     struct cli_device *devices;
     int ndevices;
+    int want_gpus; /* `gpus = N` (0: all the sessions' devices) */
     const struct cli_session_hooks *hooks; /* of the layers above (never NULL) */
 };
 extern struct cli_process cli_proc;

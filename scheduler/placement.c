@@ -73,3 +73,15 @@ int sched_place(enum sched_policy policy, const struct sched_candidate *c, int n
     }
     return count;
 }
+
+int sched_gpus_prefix(const struct sched_candidate *c, const int *order, int n, int want)
+{
+    uint64_t have = 0;
+
+    for (int k = 0; k < n; k++) {
+        have += c[order[k]].ngpus;
+        if (have >= (uint64_t)(want > 0 ? want : 1))
+            return k + 1;
+    }
+    return 0;
+}

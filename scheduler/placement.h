@@ -23,6 +23,7 @@ struct sched_candidate {
     uint64_t free_mem;  /* what the job could still reserve on its fullest GPU, bytes */
     uint32_t sessions;  /* sessions on its busiest GPU, all tenants together (a count) */
     double utilization; /* busy fraction of its busiest GPU, 0..1 */
+    uint32_t ngpus;     /* GPUs a session gets there (admission is for all of them at once) */
 };
 
 /* "spread" | "pack" | "first" -> *policy_p; false (and *policy_p untouched) otherwise. */
@@ -39,5 +40,10 @@ double sched_load(const struct sched_candidate *c);
  * many clients starting at once with the same view do not all pick the same server. */
 int sched_place(enum sched_policy policy, const struct sched_candidate *c, int n, uint64_t *seed,
                 int *order_p);
+
+/* A job asking for want GPUs (`gpus = N`): how many candidates, taken whole in the order
+ * sched_place gave (order[0..n)), are needed for want GPUs: the shortest prefix whose ngpus
+ * add up to want. 0 when all n together have fewer (the job is refused: all or nothing). */
+int sched_gpus_prefix(const struct sched_candidate *c, const int *order, int n, int want);
 
 #endif

@@ -68,7 +68,8 @@
     X(cuMemGetHandleForAddressRange) X(cuFlushGPUDirectRDMAWrites)                            \
     X(cuStreamGetCaptureInfo) X(cuStreamUpdateCaptureDependencies)                            \
     X(cuIpcGetMemHandle) X(cuIpcOpenMemHandle) X(cuIpcCloseMemHandle) X(cuIpcGetEventHandle)   \
-    X(cuIpcOpenEventHandle) X(cuMemGetAddressRange)
+    X(cuIpcOpenEventHandle) X(cuMemGetAddressRange) X(cuDeviceCanAccessPeer)                  \
+    X(cuDeviceGetP2PAttribute) X(cuCtxEnablePeerAccess) X(cuCtxDisablePeerAccess)
 
 struct srv_driver {
     void *dl;

@@ -203,3 +203,43 @@ CUresult srv_op_peer_send(struct srv_session *s, struct srv_call *call)
     close(fd);
     return res;
 }
+
+/* ---- peer access between this server's devices (several GPUs, one process) -------------- */
+
+CUresult srv_op_p2p_query(struct srv_session *s, struct srv_call *call)
+{
+    static const CUdevice_P2PAttribute attrs[] = {
+        CU_DEVICE_P2P_ATTRIBUTE_PERFORMANCE_RANK, CU_DEVICE_P2P_ATTRIBUTE_ACCESS_SUPPORTED,
+        CU_DEVICE_P2P_ATTRIBUTE_NATIVE_ATOMIC_SUPPORTED,
+        CU_DEVICE_P2P_ATTRIBUTE_CUDA_ARRAY_ACCESS_SUPPORTED};
+    const struct proto_args_P2P_QUERY *a = SRV_ARGS(call, P2P_QUERY);
+    CUdevice src, dst;
+    int v = 0;
+    CUresult res;
+
+    if (a->src >= (uint64_t)s->ndevices || a->dst >= (uint64_t)s->ndevices)
+        return CUDA_ERROR_INVALID_DEVICE;
+    src = s->devices[a->src];
+    dst = s->devices[a->dst];
+    if ((res = s->drv.cuDeviceCanAccessPeer(&v, src, dst)) != CUDA_SUCCESS)
+        return res;
+    call->out[call->nout++] = (uint64_t)v;
+    for (size_t i = 0; i < sizeof(attrs) / sizeof(attrs[0]); i++) {
+        if (s->drv.cuDeviceGetP2PAttribute(&v, attrs[i], src, dst) != CUDA_SUCCESS)
+            v = 0; /* the same device, or an attribute this driver does not know */
+        call->out[call->nout++] = (uint64_t)(int64_t)v;
+    }
+    return CUDA_SUCCESS;
+}
+
+CUresult srv_op_ctx_peer_access(struct srv_session *s, struct srv_call *call)
+{
+    const struct proto_args_CTX_PEER_ACCESS *a = SRV_ARGS(call, CTX_PEER_ACCESS);
+    CUcontext peer;
+    CUresult res = srv_ctx_real(s, a->peer, &peer);
+
+    if (res != CUDA_SUCCESS)
+        return res;
+    return a->enable ? s->drv.cuCtxEnablePeerAccess(peer, (unsigned)a->flags)
+                     : s->drv.cuCtxDisablePeerAccess(peer);
+}

@@ -191,23 +191,27 @@ static CUresult primary_bind(struct srv_session *s, uint64_t ctx_id, CUcontext *
     return CUDA_SUCCESS;
 }
 
-CUresult srv_use_ctx(struct srv_session *s, uint64_t ctx_id)
+CUresult srv_ctx_real(struct srv_session *s, uint64_t ctx_id, CUcontext *ctx_p)
 {
     struct srv_handle *h;
+
+    if (ctx_id < ((uint64_t)PROTO_ID_FIRST_COUNTER << 4))
+        return primary_bind(s, ctx_id, ctx_p);
+    if ((h = srv_handle_get(s, ctx_id, PROTO_H_CTX)) == NULL)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    *ctx_p = h->real;
+    return CUDA_SUCCESS;
+}
+
+CUresult srv_use_ctx(struct srv_session *s, uint64_t ctx_id)
+{
     CUcontext ctx;
     CUresult res;
 
     if (ctx_id == 0 || ctx_id == s->current_ctx)
         return CUDA_SUCCESS;
-    if (ctx_id < ((uint64_t)PROTO_ID_FIRST_COUNTER << 4)) {
-        res = primary_bind(s, ctx_id, &ctx);
-        if (res != CUDA_SUCCESS)
-            return res;
-    } else if ((h = srv_handle_get(s, ctx_id, PROTO_H_CTX)) != NULL) {
-        ctx = h->real;
-    } else {
-        return CUDA_ERROR_INVALID_CONTEXT;
-    }
+    if ((res = srv_ctx_real(s, ctx_id, &ctx)) != CUDA_SUCCESS)
+        return res;
     res = s->drv.cuCtxSetCurrent(ctx);
     if (res == CUDA_SUCCESS)
         s->current_ctx = ctx_id;

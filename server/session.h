@@ -234,6 +234,8 @@ void srv_ipc_teardown(struct srv_session *s);
 
 /* Make the call's context current (binding primary contexts lazily). */
 CUresult srv_use_ctx(struct srv_session *s, uint64_t ctx_id);
+/* The driver's context of the client's context id (a primary one is retained on first use). */
+CUresult srv_ctx_real(struct srv_session *s, uint64_t ctx_id, CUcontext *ctx_p);
 /* The driver stream for a wire stream id; false if unknown. */
 bool srv_stream(struct srv_session *s, uint64_t id, CUstream *stream_p);
 

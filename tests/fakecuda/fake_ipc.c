@@ -106,7 +106,8 @@ CUresult cuIpcOpenMemHandle(CUdeviceptr *dptr, CUipcMemHandle handle, unsigned i
         return CUDA_ERROR_INVALID_CONTEXT; /* the driver opens only other processes' handles */
     if ((fd = reopen(&h)) < 0)
         return CUDA_ERROR_INVALID_VALUE;
-    p = mmap(NULL, h.len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if ((p = fk_va_map(h.len, PROT_READ | PROT_WRITE, fd)) == NULL) /* FAKECUDA_VA_BASE unset */
+        p = mmap(NULL, h.len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     close(fd);
     if (p == MAP_FAILED)
         return CUDA_ERROR_OUT_OF_MEMORY;

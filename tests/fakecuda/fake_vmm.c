@@ -50,7 +50,8 @@ CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t align, CUdevi
     CUresult res = CUDA_ERROR_OUT_OF_MEMORY;
 
     if (!ptr || size == 0 || size % GRAN) return CUDA_ERROR_INVALID_VALUE;
-    p = mmap(NULL, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if ((p = fk_va_map(size, PROT_NONE, -1)) == NULL) /* FAKECUDA_VA_BASE unset: anywhere */
+        p = mmap(NULL, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (p == MAP_FAILED) return CUDA_ERROR_OUT_OF_MEMORY;
     pthread_mutex_lock(&vlock);
     for (int i = 0; i < MAX_VMM; i++)

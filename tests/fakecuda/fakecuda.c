@@ -209,9 +209,17 @@ static CUresult error_lookup(CUresult r, const char **s, bool name)
 CUresult cuGetErrorName(CUresult r, const char **s) { return s ? error_lookup(r, s, true) : CUDA_ERROR_INVALID_VALUE; }
 CUresult cuGetErrorString(CUresult r, const char **s) { return s ? error_lookup(r, s, false) : CUDA_ERROR_INVALID_VALUE; }
 
-CUresult cuDeviceGetCount(int *n) { NEED_INIT(); if (!n) return CUDA_ERROR_INVALID_VALUE; *n = 1; return CUDA_SUCCESS; }
-CUresult cuDeviceGet(CUdevice *d, int ord) { NEED_INIT(); if (!d) return CUDA_ERROR_INVALID_VALUE; if (ord != 0) return CUDA_ERROR_INVALID_DEVICE; *d = 0; return CUDA_SUCCESS; }
-#define NEED_DEV(d) do { NEED_INIT(); if ((d) != 0) return CUDA_ERROR_INVALID_DEVICE; } while (0)
+/* FAKECUDA_DEVICES=N (1..8, default 1): N devices alike, sharing the one memory and primary
+ * context (tests/multigpu: P2P answers between two devices of one server). */
+static int device_count(void)
+{
+    const char *e = getenv("FAKECUDA_DEVICES");
+    int n = e ? atoi(e) : 1;
+    return n < 1 ? 1 : n > 8 ? 8 : n;
+}
+CUresult cuDeviceGetCount(int *n) { NEED_INIT(); if (!n) return CUDA_ERROR_INVALID_VALUE; *n = device_count(); return CUDA_SUCCESS; }
+CUresult cuDeviceGet(CUdevice *d, int ord) { NEED_INIT(); if (!d) return CUDA_ERROR_INVALID_VALUE; if (ord < 0 || ord >= device_count()) return CUDA_ERROR_INVALID_DEVICE; *d = ord; return CUDA_SUCCESS; }
+#define NEED_DEV(d) do { NEED_INIT(); if ((d) < 0 || (d) >= device_count()) return CUDA_ERROR_INVALID_DEVICE; } while (0)
 CUresult cuDeviceGetName(char *name, int len, CUdevice d) { NEED_DEV(d); if (!name || len <= 0) return CUDA_ERROR_INVALID_VALUE; snprintf(name, (size_t)len, "rgpu fake device"); return CUDA_SUCCESS; }
 CUresult cuDeviceGetUuid(CUuuid *u, CUdevice d) { NEED_DEV(d); if (!u) return CUDA_ERROR_INVALID_VALUE; memcpy(u->bytes, getenv("FAKECUDA_UUID") && strlen(getenv("FAKECUDA_UUID")) >= 16 ? getenv("FAKECUDA_UUID") : "rgpu-fake-uuid-0", 16); return CUDA_SUCCESS; }
 CUresult cuDeviceTotalMem(size_t *b, CUdevice d) { NEED_DEV(d); if (!b) return CUDA_ERROR_INVALID_VALUE; *b = total_mem(); return CUDA_SUCCESS; }
@@ -298,6 +306,55 @@ CUresult cuCtxDestroy(CUcontext c) { struct fk_obj *o = obj_check(c, K_CTX); if 
 CUresult cuCtxSetCurrent(CUcontext c) { NEED_INIT(); if (c && !obj_check(c, K_CTX)) return CUDA_ERROR_INVALID_CONTEXT; current = c; return CUDA_SUCCESS; }
 CUresult cuCtxGetCurrent(CUcontext *c) { NEED_INIT(); if (!c) return CUDA_ERROR_INVALID_VALUE; *c = current; return CUDA_SUCCESS; }
 CUresult cuCtxSynchronize(void) { NEED_CTX(); CAPTURE_SAFE(); return CUDA_SUCCESS; }
+/* Peer access between the fake's devices: FAKECUDA_P2P=1 says they reach each other (a host
+ * with P2P between its GPUs), else not (one GPU served twice, or no P2P); a device is never its
+ * own peer. Enabled pairs are remembered so that enabling twice or disabling what was not
+ * enabled fails as in the driver. */
+static bool p2p_ok(CUdevice a, CUdevice b) { const char *e = getenv("FAKECUDA_P2P"); return a != b && e && strcmp(e, "1") == 0; }
+CUresult cuDeviceCanAccessPeer(int *can, CUdevice d, CUdevice peer)
+{
+    NEED_DEV(d);
+    NEED_DEV(peer);
+    if (!can) return CUDA_ERROR_INVALID_VALUE;
+    *can = p2p_ok(d, peer);
+    return CUDA_SUCCESS;
+}
+CUresult cuDeviceGetP2PAttribute(int *v, CUdevice_P2PAttribute a, CUdevice src, CUdevice dst)
+{
+    NEED_DEV(src);
+    NEED_DEV(dst);
+    if (!v || a < CU_DEVICE_P2P_ATTRIBUTE_PERFORMANCE_RANK || a > CU_DEVICE_P2P_ATTRIBUTE_CUDA_ARRAY_ACCESS_SUPPORTED || src == dst)
+        return CUDA_ERROR_INVALID_VALUE;
+    *v = !p2p_ok(src, dst) ? 0 : a == CU_DEVICE_P2P_ATTRIBUTE_PERFORMANCE_RANK ? 3 : 1;
+    return CUDA_SUCCESS;
+}
+static const void *peer_on[16][2]; /* (context, peer) pairs enabled */
+static int peer_find(const void *c, const void *p)
+{
+    for (int i = 0; i < 16; i++) if (peer_on[i][0] == c && peer_on[i][1] == p) return i;
+    return -1;
+}
+CUresult cuCtxEnablePeerAccess(CUcontext peer, unsigned flags)
+{
+    int i;
+    NEED_CTX();
+    if (!obj_check(peer, K_CTX)) return CUDA_ERROR_INVALID_CONTEXT;
+    if (flags != 0) return CUDA_ERROR_INVALID_VALUE;
+    if (!p2p_ok(0, 1)) return CUDA_ERROR_PEER_ACCESS_UNSUPPORTED;
+    if (peer_find(current, peer) >= 0) return CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED;
+    if ((i = peer_find(NULL, NULL)) < 0) return CUDA_ERROR_TOO_MANY_PEERS;
+    peer_on[i][0] = current, peer_on[i][1] = peer;
+    return CUDA_SUCCESS;
+}
+CUresult cuCtxDisablePeerAccess(CUcontext peer)
+{
+    int i;
+    NEED_CTX();
+    if (!obj_check(peer, K_CTX)) return CUDA_ERROR_INVALID_CONTEXT;
+    if ((i = peer_find(current, peer)) < 0) return CUDA_ERROR_PEER_ACCESS_NOT_ENABLED;
+    peer_on[i][0] = peer_on[i][1] = NULL;
+    return CUDA_SUCCESS;
+}
 static size_t limits[16];
 CUresult cuCtxSetLimit(CUlimit l, size_t v) { NEED_CTX(); if ((unsigned)l >= 16) return CUDA_ERROR_INVALID_VALUE; limits[l] = v; return CUDA_SUCCESS; }
 CUresult cuCtxGetLimit(size_t *v, CUlimit l) { NEED_CTX(); if (!v || (unsigned)l >= 16) return CUDA_ERROR_INVALID_VALUE; *v = limits[l]; return CUDA_SUCCESS; }
@@ -312,6 +369,11 @@ static uintptr_t va_next, va_end;
 
 static void *va_alloc(size_t len)
 {
+    return fk_va_map(len, PROT_READ | PROT_WRITE, -1);
+}
+
+void *fk_va_map(size_t len, int prot, int fd)
+{
     const char *e = getenv("FAKECUDA_VA_BASE");
     void *p;
 
@@ -321,11 +383,11 @@ static void *va_alloc(size_t len)
     }
     if (va_end == 0 || va_next + len > va_end)
         return NULL;
-    p = mmap((void *)va_next, len, PROT_READ | PROT_WRITE,
-             MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+    p = mmap((void *)va_next, len, prot,
+             (fd < 0 ? MAP_PRIVATE | MAP_ANONYMOUS : MAP_SHARED) | MAP_FIXED_NOREPLACE, fd, 0);
     if (p == MAP_FAILED)
         return NULL;
-    va_next += len + FK_PAGE;
+    va_next += fk_page_up(len) + FK_PAGE;
     return p;
 }
 

@@ -43,6 +43,10 @@ bool fk_valid(const void *p, size_t len);
 static inline size_t fk_page_up(size_t n) { return (n + FK_PAGE - 1) & ~(size_t)(FK_PAGE - 1); }
 /* The cuMemAlloc allocation holding p: its start and its length in whole pages. */
 bool fk_alloc_find(const void *p, void **base_p, size_t *len_p);
+/* FAKECUDA_VA_BASE's next len bytes mapped with prot, anonymous or of fd (cuMemAlloc's memory,
+ * cuMemAddressReserve's reservations, IPC-opened memory: one window, as a real driver's), NULL
+ * when it is unset or full. */
+void *fk_va_map(size_t len, int prot, int fd);
 /* fake_dmabuf.c: the device attributes of GPUDirect RDMA (dmabuf export on unless
  * FAKECUDA_DMABUF=0), and drop the alias of the allocation at p before it is freed. */
 int fk_dmabuf_attribute(CUdevice_attribute a);

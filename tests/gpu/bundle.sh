@@ -32,6 +32,7 @@ cp "$BUILD/bin/rgpu-dmabuf-probe" "$OUT/bin/" # GPUDirect RDMA capability, run n
 cp "$BUILD"/tests/integration/hold_memory "$BUILD"/tests/integration/server_death "$OUT/bin/"
 cp "$BUILD"/tests/integration/vmm_pools "$BUILD"/tests/integration/copies_2d \
     "$BUILD"/tests/integration/arrays "$BUILD"/tests/integration/lanes_async "$OUT/bin/"
+cp "$BUILD"/tests/multigpu/vmm_two "$BUILD"/tests/multigpu/p2p_answers "$OUT/bin/" # multigpu.sh
 cp "$(command -v ip)" "$OUT/bin/ip"
 "$CUDA_HOME/bin/nvcc" -O2 -gencode arch=compute_90,code=sm_90 -o "$OUT/bin/tenant_load" \
     "$ROOT/tests/gpu/tenant_load.cu" # saturating, latency and long loads for tenant_*.sh

@@ -5,13 +5,16 @@
 #   1. cuda-samples simpleP2P, simpleMultiGPU, simpleMultiCopy, p2pBandwidthLatencyTest (from
 #      the bundle's samples.tar.xz) natively, through rgpu on one server and on two: each must
 #      end as natively (exit 0, or simpleP2P's waiver 2: P2P between the two devices is absent)
-#      and print its own PASS / "Test passed" line where the native run does;
+#      and print its own PASS / "Test passed" line where the native run does; then simpleMultiGPU
+#      with RGPU_POOL of the two servers and RGPU_GPUS=2 (gpus = N), and the CI's vmm_two and
+#      p2p_answers through the two servers on the real driver;
 #   2. PyTorch model parallelism (torch_model_parallel.py): halves on cuda:0/cuda:1 through two
 #      servers, both on cuda:0 natively; the losses must agree (rtol 1e-3);
-#   3. bandwidth: rgpu-bench-peer (cross-server cuMemcpyPeer server to server and relayed through
-#      the client with RGPU_PEER_DIRECT=0, and HtoD/DtoH of one hop) beside
+#   3. bandwidth (bench/peer_bw.sh): rgpu-bench-peer (cross-server cuMemcpyPeer server to server
+#      and relayed through the client with RGPU_PEER_DIRECT=0, and HtoD/DtoH of one hop) beside
 #      the raw transport (rgpu-bench-tcp) on the same loopback, to $OUT/multigpu-bench.json and
-#      a table in $OUT/multigpu-bench.md (copy both to bench/results/).
+#      a table in $OUT/multigpu-bench.md, peer rows with their ratio to raw TCP (copy both to
+#      bench/results/).
 # Prints a summary table last; exits non-zero when a row fails.
 # Usage: tests/gpu/multigpu.sh [BUNDLE_DIR]   (MULTIGPU_PORT, default 7090)
 set -u
@@ -84,6 +87,26 @@ sample() { # name
     fi
 }
 for s in simpleP2P simpleMultiGPU simpleMultiCopy p2pBandwidthLatencyTest; do sample "$s"; done
+# gpus = 2 from a pool of the two servers (each admits the job on its one GPU): simpleMultiGPU
+# on the two devices the pool gives.
+if [ -x "$WORK/s/simpleMultiGPU/simpleMultiGPU" ]; then
+    (cd "$WORK/s/simpleMultiGPU" && LD_LIBRARY_PATH=$B/client:$DEPS:$CUDA_HOME/lib64:$WORK/_lib \
+        RGPU_POOL=$TWO RGPU_GPUS=2 timeout 300 ./simpleMultiGPU >"$LOGS/gpus2.out" 2>&1); rc=$?
+    if [ $rc = 0 ] && grep -q "CUDA-capable device count: 2" "$LOGS/gpus2.out" && passed_line "$LOGS/gpus2.out"; then
+        row pool_gpus2_simpleMultiGPU PASS "RGPU_POOL of two servers, RGPU_GPUS=2: 2 devices, Test passed"
+    else
+        row pool_gpus2_simpleMultiGPU FAIL "exit $rc: $(tail -2 "$LOGS/gpus2.out" | tr '\n' ' ')"
+    fi
+fi
+# The CI's multigpu programs that hold on a real driver: VMM across the two servers (reservations
+# kept apart, device 1's memory made, mapped and used on its server) and peer answers (no).
+for p in "vmm_two" "p2p_answers 0"; do
+    if [ -x "$B/bin/${p%% *}" ]; then
+        via "$TWO" timeout 120 "$B/bin/"$p >"$LOGS/${p%% *}.out" 2>&1 &&
+            row "ci_${p%% *}" PASS "two servers, real driver" ||
+            row "ci_${p%% *}" FAIL "$(tail -2 "$LOGS/${p%% *}.out" | tr '\n' ' ')"
+    fi
+done
 
 # ---- 2. PyTorch: two-device model parallelism, losses as on one local GPU
 T=$ROOT/tests/gpu/torch_model_parallel.py
@@ -100,27 +123,15 @@ else
     row torch_model_parallel SKIP "no torch in python3"
 fi
 
-# ---- 3. bandwidth: cross-server copies beside the raw transport
-J=${OUT:-/tmp}/multigpu-bench.json
-via "$TWO" timeout 300 "$B/bin/rgpu-bench-peer" 1 16 256 >"$J" 2>"$LOGS/peer.err" && row bench_peer PASS "server to server: $(wc -l <"$J") rows" ||
-    row bench_peer FAIL "$(tail -2 "$LOGS/peer.err" | tr '\n' ' ')"
-# The same copies relayed through the client (RGPU_PEER_DIRECT=0), rows renamed relay_*.
-RGPU_PEER_DIRECT=0 via "$TWO" timeout 300 "$B/bin/rgpu-bench-peer" 1 16 256 2>"$LOGS/peer_relay.err" |
-    sed 's/"bench": "peer_/"bench": "relay_peer_/' | grep relay_ >>"$J" ||
-    row bench_peer_relay FAIL "$(tail -2 "$LOGS/peer_relay.err" | tr '\n' ' ')"
-LD_LIBRARY_PATH=$DEPS "$B/bin/rgpu-bench-tcp" server 127.0.0.1:$((P + 9)) >/dev/null 2>&1 &
-PIDS+=($!)
-sleep 1
-LD_LIBRARY_PATH=$DEPS timeout 120 "$B/bin/rgpu-bench-tcp" client 127.0.0.1:$((P + 9)) >>"$J" 2>"$LOGS/tcp.err" ||
-    row bench_tcp FAIL "$(tail -2 "$LOGS/tcp.err" | tr '\n' ' ')"
-python3 - "$J" >"${OUT:-/tmp}/multigpu-bench.md" <<'PY'
-import json, sys
-rows = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
-print("| measurement | bytes | GB/s |\n|---|---|---|")
-for r in rows:
-    gbps = r.get("GBps", r.get("gbps", r.get("GB/s", "")))
-    print("| %s | %s | %s |" % (r.get("bench", r.get("name", "?")), r.get("bytes", ""), gbps))
-PY
+# ---- 3. bandwidth: cross-server copies beside the raw transport (bench/peer_bw.sh: both
+# peer benches and rgpu-bench-tcp, every row in GB/s, peer rows as a ratio of raw TCP)
+if CLIENT_LD_PATH=$B/client:$DEPS:$CUDA_HOME/lib64 RAW_LD_PATH=$DEPS PEER_BW_LOGS=$LOGS \
+    PEER_BW_TCP_PORT=$((P + 9)) "$ROOT/bench/peer_bw.sh" "$B/bin" "$TWO" "${OUT:-/tmp}/multigpu-bench" \
+    1 16 256 2>"$LOGS/peer_bw.err"; then
+    row bench_peer PASS "$(grep -c '"bench"' "${OUT:-/tmp}/multigpu-bench.json") rows, raw TCP beside"
+else
+    row bench_peer FAIL "$(tail -3 "$LOGS/peer_bw.err" | tr '\n' ' ')"
+fi
 cat "${OUT:-/tmp}/multigpu-bench.md"
 
 echo

@@ -3,9 +3,12 @@
  * addresses though both servers answer the same ones, pointer attributes naming the right
  * device, and copies between the devices both ways: cuMemcpyPeer(Async), cuMemcpy /
  * cuMemcpyAsync on unified addresses, HtoD/DtoH of the other device's memory, the same server's
- * two contexts, and cuStreamWaitEvent on another device's event. Prints PASS.
+ * two contexts, cuStreamWaitEvent on another device's event, and cuMemcpy3DPeer(Async) between
+ * pitched regions of the two devices (in several slabs) and of one server from the other's
+ * context. Prints PASS.
  * Usage: two_devices [expected device count = 2] */
 #include <cuda.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -203,6 +206,101 @@ static void check_libraries(CUcontext c0, CUcontext c1, CUdeviceptr a1)
     CHECK(cuCtxSetCurrent(c0));
 }
 
+/* A pitched 3D region of device memory: pitch, rows per slice, slices. */
+struct box {
+    CUcontext ctx;
+    CUdeviceptr d;
+    size_t pitch, height, depth;
+};
+
+#define W3 1000u /* the region copied: W3 bytes x H3 rows x D3 slices (12 MB: two relay slabs) */
+#define H3 1000u
+#define D3 12u
+
+static size_t box_bytes(const struct box *b) { return b->pitch * b->height * b->depth; }
+
+/* Device memory in ctx, filled with seed's pattern (0: zeros). */
+static struct box box_new(CUcontext ctx, size_t pitch, size_t height, size_t depth, unsigned seed)
+{
+    struct box b = {ctx, 0, pitch, height, depth};
+    unsigned char *p = calloc(1, box_bytes(&b));
+
+    for (size_t i = 0; seed != 0 && i < box_bytes(&b); i++)
+        p[i] = (unsigned char)(i * 7u + i / 4093u + seed);
+    CHECK(cuCtxSetCurrent(ctx));
+    CHECK(cuMemAlloc(&b.d, box_bytes(&b)));
+    CHECK(cuMemcpyHtoD(b.d, p, box_bytes(&b)));
+    free(p);
+    return b;
+}
+
+static unsigned char *box_read(const struct box *b)
+{
+    unsigned char *p = malloc(box_bytes(b));
+
+    CHECK(cuCtxSetCurrent(b->ctx));
+    CHECK(cuMemcpyDtoH(p, b->d, box_bytes(b)));
+    return p;
+}
+
+/* The W3 x H3 x D3 region at (sx, sy, sz) of src copied to (dx, dy, dz) of dst, in ctx
+ * (on stream s when it is not NULL): then dst holds it there and its old bytes elsewhere. */
+static void copy_box(CUcontext ctx, CUstream s, const struct box *dst, size_t dx, size_t dy,
+                     size_t dz, const struct box *src, size_t sx, size_t sy, size_t sz,
+                     const char *what)
+{
+    unsigned char *from = box_read(src), *before = box_read(dst), *after;
+    CUDA_MEMCPY3D_PEER p = {
+        .srcXInBytes = sx, .srcY = sy, .srcZ = sz, .srcMemoryType = CU_MEMORYTYPE_DEVICE,
+        .srcDevice = src->d, .srcContext = src->ctx, .srcPitch = src->pitch,
+        .srcHeight = src->height, .dstXInBytes = dx, .dstY = dy, .dstZ = dz,
+        .dstMemoryType = CU_MEMORYTYPE_DEVICE, .dstDevice = dst->d, .dstContext = dst->ctx,
+        .dstPitch = dst->pitch, .dstHeight = dst->height, .WidthInBytes = W3, .Height = H3,
+        .Depth = D3};
+
+    CHECK(cuCtxSetCurrent(ctx));
+    if (s != NULL) {
+        CHECK(cuMemcpy3DPeerAsync(&p, s));
+        CHECK(cuStreamSynchronize(s));
+    } else {
+        CHECK(cuMemcpy3DPeer(&p));
+    }
+    after = box_read(dst);
+    for (size_t z = 0; z < dst->depth; z++)
+        for (size_t y = 0; y < dst->height; y++)
+            for (size_t x = 0; x < dst->pitch; x++) {
+                size_t i = (z * dst->height + y) * dst->pitch + x;
+                bool in = x >= dx && x < dx + W3 && y >= dy && y < dy + H3 && z >= dz &&
+                          z < dz + D3;
+                unsigned char want =
+                    in ? from[((z - dz + sz) * src->height + y - dy + sy) * src->pitch + x - dx +
+                              sx]
+                       : before[i];
+                EXPECT(after[i] == want, "%s: byte (%zu, %zu, %zu) is %u, expected %u", what, x,
+                       y, z, after[i], want);
+            }
+    free(from), free(before), free(after);
+}
+
+static void check_3d_peer(CUcontext c0, CUcontext c1)
+{
+    struct box a = box_new(c0, 1024, 1010, D3 + 1, 11), b = box_new(c1, 1100, 1003, D3 + 2, 0);
+    struct box a2 = box_new(c0, 1000, 1000, D3, 0);
+    CUstream s1;
+
+    copy_box(c0, NULL, &b, 50, 2, 2, &a, 8, 5, 1, "cuMemcpy3DPeer device 0 -> 1");
+    CHECK(cuCtxSetCurrent(c1));
+    CHECK(cuStreamCreate(&s1, CU_STREAM_NON_BLOCKING));
+    copy_box(c1, s1, &a2, 0, 0, 0, &b, 50, 2, 2, "cuMemcpy3DPeerAsync device 1 -> 0");
+    copy_box(c1, NULL, &a, 24, 10, 1, &a2, 0, 0, 0, "cuMemcpy3DPeer within device 0 from 1");
+    CHECK(cuCtxSetCurrent(c1));
+    CHECK(cuStreamDestroy(s1));
+    CHECK(cuMemFree(b.d));
+    CHECK(cuCtxSetCurrent(c0));
+    CHECK(cuMemFree(a.d));
+    CHECK(cuMemFree(a2.d));
+}
+
 int main(int argc, char **argv)
 {
     int want = argc > 1 ? atoi(argv[1]) : 2, n = 0;
@@ -233,6 +331,7 @@ int main(int argc, char **argv)
     check_addresses(c0, c1, &a0, &a1);
     check_copies(c0, c1, a0, a1);
     check_same_server(c0, a0);
+    check_3d_peer(c0, c1);
     check_libraries(c0, c1, a1);
     CHECK(cuCtxSetCurrent(c1));
     CHECK(cuMemFree(a1));

@@ -114,6 +114,32 @@ static void test_sessions_then_utilization(void **state)
 
 /* Equal servers: the order depends on the seed, each comes first about as often, and one seed
  * always gives the same order (tests can reproduce a placement). */
+/* gpus = N: servers taken whole in placement order until N; fewer in all: refused. */
+static void test_gpus_prefix(void **state)
+{
+    struct sched_candidate c[4] = {
+        {.answered = true, .fits = true, .total_mem = 80 * GIB, .free_mem = 80 * GIB, .ngpus = 1},
+        {.answered = true, .fits = false, .total_mem = 80 * GIB, .free_mem = 0, .ngpus = 8},
+        {.answered = true, .fits = true, .total_mem = 80 * GIB, .free_mem = 40 * GIB, .ngpus = 2},
+        {.answered = false, .ngpus = 4},
+    };
+    int order[4], n;
+    uint64_t seed = 7;
+
+    n = sched_place(SCHED_SPREAD, c, 4, &seed, order); /* 0 (empty), then 2; 1 and 3 out */
+    assert_int_equal(n, 2);
+    assert_int_equal(order[0], 0);
+    assert_int_equal(order[1], 2);
+    assert_int_equal(sched_gpus_prefix(c, order, n, 1), 1);
+    assert_int_equal(sched_gpus_prefix(c, order, n, 2), 2); /* 1 + 2: the second server too */
+    assert_int_equal(sched_gpus_prefix(c, order, n, 3), 2);
+    assert_int_equal(sched_gpus_prefix(c, order, n, 4), 0); /* the full server's 8 never count */
+    n = sched_place(SCHED_PACK, c, 4, &seed, order); /* the fuller one first: 2 GPUs at once */
+    assert_int_equal(order[0], 2);
+    assert_int_equal(sched_gpus_prefix(c, order, n, 2), 1);
+    assert_int_equal(sched_gpus_prefix(c, order, 0, 1), 0);
+}
+
 static void test_ties_broken_randomly(void **state)
 {
     struct sched_candidate c[2] = {
@@ -149,6 +175,7 @@ int main(void)
         cmocka_unit_test(test_skips_unanswered_and_full),
         cmocka_unit_test(test_sessions_then_utilization),
         cmocka_unit_test(test_ties_broken_randomly),
+        cmocka_unit_test(test_gpus_prefix),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
