@@ -24,9 +24,11 @@
  * A Probe (PROTO_PROBE, client/pool.c) carries both too and is answered or refused by the same
  * rule. Minors: 1.0 the first (exact version match); 1.1 proto_minor, the op table's minors,
  * the NCCL shim's ops (NCCL_*) and the Probe/ProbeReply/Echo frames (a 1.0 server closes the
- * connection at a Probe: the pool still tries it, after the servers that answered). */
+ * connection at a Probe: the pool still tries it, after the servers that answered); 1.2 the
+ * ops of several devices (P2P_QUERY, CTX_PEER_ACCESS, ...) and of mirrored host memory
+ * (HOST_MIRROR_*); MODULE_UNLOAD and LIBRARY_UNLOAD may come without waiting for a reply. */
 #define PROTO_VERSION 1u /* the major */
-#define PROTO_VERSION_MINOR 1u
+#define PROTO_VERSION_MINOR 2u
 #define PROTO_MINORS_BACK 1u
 /* Limits: a frame whose message is larger is a protocol violation and ends the session. */
 #define PROTO_MSG_MAX (4u << 20)

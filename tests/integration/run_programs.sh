@@ -244,10 +244,12 @@ else
 fi
 
 # Protocol checks from a raw socket: a version mismatch is refused naming both versions; an
-# oversized message after a good handshake ends that session with a log line.
-python3 - "$PORT" >"$WORK/proto.out" 2>&1 <<'PY'
+# oversized message after a good handshake ends that session with a log line. The raw Hellos
+# speak this build's version (proto/frame.h's minor: a server serves only recent minors).
+PROTO_MINOR=$(sed -n 's/^#define PROTO_VERSION_MINOR \([0-9]*\)u.*/\1/p' "$(dirname "$0")/../../proto/frame.h")
+python3 - "$PORT" "$PROTO_MINOR" >"$WORK/proto.out" 2>&1 <<'PY'
 import socket, struct, sys
-port = int(sys.argv[1])
+port, minor = int(sys.argv[1]), int(sys.argv[2])
 def frame(ftype, msg, bulk_len=0, msg_len=None):
     n = len(msg) if msg_len is None else msg_len
     return struct.pack("<IHHIIQ", 0x55504752, ftype, 0, n, 0, bulk_len) + msg
@@ -268,7 +270,7 @@ s.sendall(frame(1, bytes([0x08, 99])))          # Hello{proto_version = 99}
 ftype, body = read_frame(s)
 print("mismatch:", body.decode("latin1"))
 s = socket.create_connection(("127.0.0.1", port))
-s.sendall(frame(1, bytes([0x08, 1])))           # Hello{proto_version = 1}
+s.sendall(frame(1, bytes([0x08, 1, 0x58, minor])))  # Hello{proto_version = 1, proto_minor}
 ftype, body = read_frame(s)
 print("welcome type", ftype)
 s.sendall(frame(3, b"", msg_len=64 << 20))      # a Call claiming a 64 MiB message
@@ -285,9 +287,9 @@ fi
 
 # A one-sided copy named on a TCP session is refused (NOT_SUPPORTED) without touching anything,
 # and the session goes on.
-python3 - "$PORT" "$(dirname "$0")/../../proto/ops.def" >"$WORK/rdma_on_tcp.out" 2>&1 <<'PY'
+python3 - "$PORT" "$(dirname "$0")/../../proto/ops.def" "$PROTO_MINOR" >"$WORK/rdma_on_tcp.out" 2>&1 <<'PY'
 import re, socket, struct, sys
-port, ops_def = int(sys.argv[1]), open(sys.argv[2]).read()
+port, ops_def, minor = int(sys.argv[1]), open(sys.argv[2]).read(), int(sys.argv[3])
 ops = re.findall(r"^([A-Z][A-Z0-9_]*)\s*\|", ops_def, re.M)  # the op table, in enum order
 def varint(v):
     out = b""
@@ -305,7 +307,10 @@ def frame(ftype, msg):
 def read_frame(s):
     buf = b""
     while len(buf) < 24:
-        buf += s.recv(24 - len(buf))
+        chunk = s.recv(24 - len(buf))
+        if not chunk:
+            sys.exit("the server closed the connection")
+        buf += chunk
     _, ftype, _, n, _, bulk = struct.unpack("<IHHIIQ", buf)
     body = b""
     while len(body) < n:
@@ -327,7 +332,7 @@ def result(body):  # Reply.result (field 2, sint32)
     return 0
 s = socket.create_connection(("127.0.0.1", port))
 s.settimeout(10)
-s.sendall(frame(1, bytes([0x08, 1])))
+s.sendall(frame(1, bytes([0x08, 1, 0x58, minor])))
 print("welcome type", read_frame(s)[0])
 s.sendall(frame(3, call(1, ops.index("MEMCPY_HTOD_RDMA"), [0, 1 << 20, 0, 0, 0x10000, 5])))
 print("htod_rdma result", result(read_frame(s)[1]))

@@ -31,7 +31,10 @@ import time
 
 MAGIC = 0x55504752
 HELLO, WELCOME, CALL, REPLY = 1, 2, 3, 4
-PROTO_VERSION = 1
+# The version this build speaks, read from proto/frame.h so that the two never drift apart.
+_FRAME_H = open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "../../proto/frame.h")).read()
+PROTO_VERSION = int(re.search(r"#define PROTO_VERSION (\d+)u", _FRAME_H).group(1))
+PROTO_MINOR = int(re.search(r"#define PROTO_VERSION_MINOR (\d+)u", _FRAME_H).group(1))
 HDR = struct.Struct("<IHHIIQ")  # magic, type, flags, msg_len, reserved, bulk_len
 MAX_COUNT, MAX_DURATION = 5000, 600
 
@@ -66,7 +69,7 @@ def frame(ftype, msg, bulk_len=0):
 def hello(tenant, token):
     msg = (field_varint(1, PROTO_VERSION) + field_bytes(2, "flood") + field_bytes(3, "loopback")
            + field_varint(4, os.getpid()) + field_bytes(5, tenant) + field_bytes(6, token)
-           + field_bytes(10, "tcp"))
+           + field_bytes(10, "tcp") + field_varint(11, PROTO_MINOR))
     return frame(HELLO, msg)
 
 

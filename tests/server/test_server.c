@@ -180,6 +180,7 @@ static Rgpu__Welcome *connect_hello(struct client *c, uint32_t version)
     assert_int_equal(transport_tcp_ops.connect(srv.addr, NULL, &c->conn), RG_OK);
     local_name(transport_fd(c->conn), c->local, sizeof(c->local));
     h.proto_version = version;
+    h.proto_minor = PROTO_VERSION_MINOR;
     h.client_name = "test_server";
     w = wire_hello(c->conn, &h, c->buf, sizeof(c->buf));
     c->session = w->session_id;

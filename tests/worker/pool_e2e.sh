@@ -107,9 +107,10 @@ check "a probe of another protocol version is refused with the reason ($reply)" 
 # both refused by the supervisor before any fork, as a Hello is (server/supervisor.c on_probe)
 check "... both refused by the supervisor, no worker forked" \
     test "$(grep -c "worker pid" "$WORK/server-A.log") $(grep -c "refused the probe of" "$WORK/server-A.log")" = "$forks 2"
-# the Probe carries MAJOR.MINOR and is judged by the Hello's rule (proto_version_accept): a 1.0
-# probe (no minor field) and a newer minor of the same major are answered, and the reply says
-# the server's version; another major is refused with a reason naming both
+# the Probe carries MAJOR.MINOR and is judged by the Hello's rule (proto_version_accept): the
+# previous minor and a newer one of the same major are answered, and the reply says the server's
+# version; an older minor (1.0 sends no minor field) and another major are refused with a reason
+# naming both
 probe_version() { # fields of the Probe's version, e.g. "1" or "1 7" -> "status minor reason"
     python3 -c '
 import socket, sys
@@ -124,13 +125,16 @@ f = fields(recv_exact(c, n))
 print(kind, f.get(2, 0), "%d.%d" % (f.get(1, 0), f.get(11, 0)), f.get(3, b"").decode())' \
         "$(dirname "$0")" "$PORT_A" "$1" 2>&1
 }
+reply=$(probe_version "1 1")
+check "a 1.1 probe (the previous minor) is answered, the reply says 1.2 ($reply)" test "$reply" = "9 0 1.2 "
 reply=$(probe_version "1")
-check "a 1.0 probe (no minor) is answered, the reply says 1.1 ($reply)" test "$reply" = "9 0 1.1 "
+check "a 1.0 probe (no minor: two older) is refused naming both ($reply)" \
+    eval 'echo "$reply" | grep -q "^9 [1-9][0-9]* 1.2 protocol version too old: client speaks 1.0, server speaks 1.2"'
 reply=$(probe_version "1 7")
-check "a 1.7 probe (newer minor) is answered ($reply)" test "$reply" = "9 0 1.1 "
+check "a 1.7 probe (newer minor) is answered ($reply)" test "$reply" = "9 0 1.2 "
 reply=$(probe_version "2 0")
 check "a 2.0 probe is refused naming both versions ($reply)" \
-    eval 'echo "$reply" | grep -q "^9 [1-9][0-9]* 1.1 protocol version mismatch: client speaks 2, server speaks 1"'
+    eval 'echo "$reply" | grep -q "^9 [1-9][0-9]* 1.2 protocol version mismatch: client speaks 2, server speaks 1"'
 "$RGPU" top --once --pool "$A,$B" >"$WORK/top.txt" 2>&1
 check "rgpu top --once prints one screen (exit $?)" grep -q "^SERVER .*UTIL" "$WORK/top.txt"
 "$RGPU" ping --count 20 --json --pool "$A,$DEAD" >"$WORK/ping.json" 2>"$WORK/ping.err"
