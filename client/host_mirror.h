@@ -1,0 +1,61 @@
+/* Pinned host memory mirrored on the worker (host_mirror.c; docs/ARCHITECTURE.md, "Mapped
+ * pinned host memory"). GPU work that names a pinned host address (a kernel argument, a
+ * memset's target, a copy's endpoint) makes the worker map the same pages at the same address
+ * and register them with its driver, lazily, once per range and session. A mirrored range is
+ * CLEAN (the client's bytes are authoritative: pushed before the next GPU op that uses it) or
+ * DIRTY (GPU work may have written the mirror: read back, as a merge of the bytes the GPU
+ * changed, after the next synchronization that means "GPU work is done").
+ *
+ * Cost when nothing is mirrored: launches read two words (the bounds of all pinned host
+ * ranges, lock-free) and compare the parameter words with them; synchronizing calls read one
+ * counter. Every function here may be called from any thread. */
+#ifndef RGPU_CLIENT_HOST_MIRROR_H
+#define RGPU_CLIENT_HOST_MIRROR_H
+
+#include "client.h"
+
+/* [lowest, highest) address of the pinned host ranges ever known; 0, 0 when none. */
+extern uintptr_t cli_mirror_lo, cli_mirror_hi;
+/* Mirrored ranges that are DIRTY now. */
+extern unsigned cli_mirror_ndirty;
+
+/* A pinned host range was made (cuMemHostAlloc, cuMemHostRegister): widen the bounds. */
+void cli_mirror_host_added(uintptr_t base, size_t size);
+/* Whether addr may lie in a pinned host range (false: it certainly does not). */
+static inline bool cli_mirror_may_hold(uintptr_t addr)
+{
+    uintptr_t lo = __atomic_load_n(&cli_mirror_lo, __ATOMIC_RELAXED);
+    uintptr_t hi = __atomic_load_n(&cli_mirror_hi, __ATOMIC_RELAXED);
+
+    return addr - lo < hi - lo;
+}
+
+/* GPU work in the current context is about to use the pinned host memory holding addr (a
+ * memset's target, a copy's endpoint): mirror it in the context's session if it is not yet
+ * (a round trip, once), push the client's bytes if it is CLEAN (sent in order before the op),
+ * and mark it DIRTY. False (and nothing done) when addr is not pinned host memory or the range
+ * cannot be mirrored: the op then goes as it would have without mirroring. */
+bool cli_mirror_use(uintptr_t addr);
+/* A launch's packed parameters: every 8-byte-aligned word that points into pinned host memory
+ * gets cli_mirror_use. Without pinned host memory: one load. */
+void cli_mirror_launch_slow(const uint8_t *params, size_t len);
+static inline void cli_mirror_launch(const uint8_t *params, size_t len)
+{
+    if (__atomic_load_n(&cli_mirror_hi, __ATOMIC_RELAXED) != 0)
+        cli_mirror_launch_slow(params, len);
+}
+/* Whether [addr, addr + len) lies in a range mirrored in the current context's session
+ * (dirty_only: a DIRTY one). Such copies run on the worker, on the mirror. */
+bool cli_mirror_holds(uintptr_t addr, size_t len, bool dirty_only);
+/* A synchronization on session sess (NULL: the first) succeeded: read back its DIRTY ranges
+ * (one round trip for all of them), which become CLEAN. Nothing to do costs one load. */
+void cli_mirror_synced_slow(struct cli_session *sess);
+static inline void cli_mirror_synced(struct cli_session *sess)
+{
+    if (__atomic_load_n(&cli_mirror_ndirty, __ATOMIC_ACQUIRE) != 0)
+        cli_mirror_synced_slow(sess);
+}
+/* The pinned range at base is freed or unregistered: every session's mirror of it goes. */
+void cli_mirror_forget(uintptr_t base);
+
+#endif
