@@ -21,6 +21,7 @@ struct mirror {
 };
 
 uintptr_t cli_mirror_lo, cli_mirror_hi;
+uint64_t cli_mirror_filter[(1u << CLI_MIRROR_FILTER_BITS) / 64];
 unsigned cli_mirror_ndirty;
 static unsigned nmirrors; /* atomic reads outside the lock */
 static struct mirror mirrors[MIRRORS_MAX];
@@ -31,6 +32,11 @@ void cli_mirror_host_added(uintptr_t base, size_t size)
     uintptr_t lo = __atomic_load_n(&cli_mirror_lo, __ATOMIC_RELAXED);
     uintptr_t hi = __atomic_load_n(&cli_mirror_hi, __ATOMIC_RELAXED);
 
+    for (uintptr_t r = base >> CLI_MIRROR_REGION_SHIFT;
+         r <= (base + size - 1) >> CLI_MIRROR_REGION_SHIFT; r++) {
+        unsigned bit = cli_mirror_filter_bit(r << CLI_MIRROR_REGION_SHIFT);
+        __atomic_or_fetch(&cli_mirror_filter[bit / 64], 1ull << (bit % 64), __ATOMIC_RELAXED);
+    }
     while ((lo == 0 || base < lo) &&
            !__atomic_compare_exchange_n(&cli_mirror_lo, &lo, base, true, __ATOMIC_RELAXED,
                                         __ATOMIC_RELAXED))

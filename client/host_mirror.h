@@ -6,9 +6,11 @@
  * DIRTY (GPU work may have written the mirror: read back, as a merge of the bytes the GPU
  * changed, after the next synchronization that means "GPU work is done").
  *
- * Cost when nothing is mirrored: launches read two words (the bounds of all pinned host
- * ranges, lock-free) and compare the parameter words with them; synchronizing calls read one
- * counter. Every function here may be called from any thread. */
+ * Cost for programs that never give the GPU a pinned host address (PyTorch): a launch without
+ * any pinned memory reads one word; with pinned memory, each parameter word is compared with
+ * the bounds of all pinned ranges and tested against a bit filter of the 2 MiB regions they
+ * cover, lock-free, before any exact lookup (which takes the address registry's lock); a
+ * synchronizing call reads one counter. Every function here may be called from any thread. */
 #ifndef RGPU_CLIENT_HOST_MIRROR_H
 #define RGPU_CLIENT_HOST_MIRROR_H
 
@@ -16,6 +18,16 @@
 
 /* [lowest, highest) address of the pinned host ranges ever known; 0, 0 when none. */
 extern uintptr_t cli_mirror_lo, cli_mirror_hi;
+/* A filter on top of the bounds (device pointers often lie between pinned ranges): one bit per
+ * 2 MiB region that holds pinned host memory, hashed into 64 Ki bits; set, never cleared. */
+#define CLI_MIRROR_REGION_SHIFT 21
+#define CLI_MIRROR_FILTER_BITS 16
+extern uint64_t cli_mirror_filter[(1u << CLI_MIRROR_FILTER_BITS) / 64];
+static inline unsigned cli_mirror_filter_bit(uintptr_t addr)
+{
+    return (unsigned)(((uint64_t)(addr >> CLI_MIRROR_REGION_SHIFT) * 0x9e3779b97f4a7c15ull) >>
+                      (64 - CLI_MIRROR_FILTER_BITS));
+}
 /* Mirrored ranges that are DIRTY now. */
 extern unsigned cli_mirror_ndirty;
 
@@ -27,7 +39,12 @@ static inline bool cli_mirror_may_hold(uintptr_t addr)
     uintptr_t lo = __atomic_load_n(&cli_mirror_lo, __ATOMIC_RELAXED);
     uintptr_t hi = __atomic_load_n(&cli_mirror_hi, __ATOMIC_RELAXED);
 
-    return addr - lo < hi - lo;
+    unsigned bit;
+
+    if (addr - lo >= hi - lo)
+        return false;
+    bit = cli_mirror_filter_bit(addr);
+    return (__atomic_load_n(&cli_mirror_filter[bit / 64], __ATOMIC_RELAXED) >> (bit % 64)) & 1;
 }
 
 /* GPU work in the current context is about to use the pinned host memory holding addr (a
