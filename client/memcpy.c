@@ -26,6 +26,14 @@ static CUresult copy_on_mirror(CUdeviceptr dst, CUdeviceptr src, size_t n, uint6
     return res;
 }
 
+/* A pinned host address given where the driver takes a device pointer (under unified
+ * addressing it is one): the worker's mirror of it must be current. */
+static void mirror_endpoint(CUdeviceptr p)
+{
+    if (cli_mirror_may_hold(p))
+        cli_mirror_use(p);
+}
+
 /* A synchronous copy is done: so is the GPU work before it (mirrors read back). */
 static CUresult copy_synced(struct cli_call *call)
 {
@@ -66,6 +74,7 @@ static CUresult copy_htod(CUdeviceptr dst, const void *src, size_t n, CUstream s
         return cli_capture_copy(stream, sid, 0, dst, (void *)src, n);
     if (cli_mirror_holds((uintptr_t)src, n, true)) /* the GPU's bytes, not the client's */
         return copy_on_mirror(dst, (uintptr_t)src, n, sid, async);
+    mirror_endpoint(dst);
     if (peer_copy(dst, true, (uintptr_t)src, false, n, stream, per_thread, &bulk, &res))
         return res;
     if (bulk && (res = cli_rdma_htod(dst, src, n, sid, async)) != CLI_RDMA_NOT_TAKEN)
@@ -99,6 +108,7 @@ static CUresult copy_dtoh(void *dst, CUdeviceptr src, size_t n, CUstream stream,
         return cli_capture_copy(stream, sid, 1, src, dst, n);
     if (cli_mirror_holds((uintptr_t)dst, n, false) && cli_mirror_use((uintptr_t)dst))
         return copy_on_mirror((uintptr_t)dst, src, n, sid, async); /* in order with its users */
+    mirror_endpoint(src);
     if (peer_copy((uintptr_t)dst, false, src, true, n, stream, per_thread, &bulk, &res))
         return res;
     if (bulk && (res = cli_rdma_dtoh(dst, src, n, sid, async)) != CLI_RDMA_NOT_TAKEN)
@@ -128,6 +138,8 @@ static CUresult copy_dtod(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s
 
     if (res != CUDA_SUCCESS || n == 0)
         return res;
+    mirror_endpoint(dst);
+    mirror_endpoint(src);
     if (peer_copy(dst, true, src, true, n, stream, per_thread, &bulk, &res))
         return res;
     return async ? cli_call_async(&call) : copy_synced(&call);
@@ -148,6 +160,9 @@ static CUresult copy_any(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream st
         return copy_dtoh((void *)dst, src, n, stream, per_thread, async);
     if (n > 0 && (dst == 0 || src == 0))
         return CUDA_ERROR_INVALID_VALUE;
+    /* Host to host, but the GPU may be writing one side: then on the worker, in stream order. */
+    if (cli_mirror_holds(src, n, true) || cli_mirror_holds(dst, n, true))
+        return copy_dtod(dst, src, n, stream, per_thread, async);
     memmove((void *)dst, (const void *)src, n);
     return CUDA_SUCCESS;
 }

@@ -34,7 +34,7 @@ static void launch(CUfunction f, void **args)
 
 static void check_jax(void)
 {
-    unsigned *out;
+    unsigned *out, result = 0;
     CUdeviceptr buf;
     unsigned long long n = 1024;
     void *args[] = {&buf, &n, &out};
@@ -46,7 +46,10 @@ static void check_jax(void)
     OK(cuMemsetD8Async(buf + 10, 0, 5, st)); /* five bytes of the redzone overwritten */
     OK(cuMemsetD32Async((CUdeviceptr)(uintptr_t)out, 0, 4, st));
     launch(k_redzone, args);
+    /* XLA reads the result back with a copy from the buffer's address, as a device pointer. */
+    OK(cuMemcpyDtoHAsync(&result, (CUdeviceptr)(uintptr_t)out, sizeof(result), st));
     OK(cuStreamSynchronize(st));
+    EXPECT(result == 5, "redzone: copied back %u, expected 5", result);
     EXPECT(out[0] == 5 && out[1] == 0 && out[2] == 0 && out[3] == 0,
            "redzone: host reads %#x %#x %#x %#x, expected 5 0 0 0", out[0], out[1], out[2], out[3]);
     /* Again with the redzone intact: the host's zero goes up, the kernel writes nothing. */
