@@ -4,6 +4,7 @@
  * DIRTY, ever take. */
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "address_ranges.h"
 #include "host_mirror.h"
@@ -26,6 +27,48 @@ unsigned cli_mirror_ndirty;
 static unsigned nmirrors; /* atomic reads outside the lock */
 static struct mirror mirrors[MIRRORS_MAX];
 static pthread_mutex_t mirror_lock = PTHREAD_MUTEX_INITIALIZER;
+
+#ifndef MAP_FIXED_NOREPLACE
+#define MAP_FIXED_NOREPLACE 0x100000 /* Linux 4.17 */
+#endif
+/* Pinned allocations from [32 TiB, 48 TiB): above where an ASan runtime keeps its shadow, below
+ * the top-down area of libraries, heaps and the CUDA driver's reservations in both processes.
+ * Each allocation starts on its own 2 MiB boundary (pages never shared between two ranges). */
+#define HOST_REGION_BASE ((uintptr_t)32 << 40)
+#define HOST_REGION_END ((uintptr_t)48 << 40)
+#define HOST_STEP ((uintptr_t)2 << 20)
+#define HOST_TRIES 8
+static uintptr_t host_next = HOST_REGION_BASE;
+
+void *cli_mirror_host_alloc(size_t size, bool *mapped_p)
+{
+    size_t len = (size + 4095) & ~(size_t)4095, span = (len + HOST_STEP - 1) & ~(HOST_STEP - 1);
+    void *p;
+
+    for (int i = 0; i < HOST_TRIES && size <= HOST_REGION_END - HOST_REGION_BASE; i++) {
+        uintptr_t at = __atomic_fetch_add(&host_next, span, __ATOMIC_RELAXED);
+        if (at + span > HOST_REGION_END || at + span < at)
+            break;
+        p = mmap((void *)at, len, PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+        if (p == (void *)at) {
+            *mapped_p = true;
+            return p;
+        }
+        if (p != MAP_FAILED) /* a kernel that took the address as a hint */
+            munmap(p, len);
+    }
+    *mapped_p = false;
+    return posix_memalign(&p, 4096, size) == 0 ? p : NULL;
+}
+
+void cli_mirror_host_free(void *p, size_t size, bool mapped)
+{
+    if (mapped)
+        munmap(p, (size + 4095) & ~(size_t)4095);
+    else
+        free(p);
+}
 
 void cli_mirror_host_added(uintptr_t base, size_t size)
 {

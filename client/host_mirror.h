@@ -31,6 +31,12 @@ static inline unsigned cli_mirror_filter_bit(uintptr_t addr)
 /* Mirrored ranges that are DIRTY now. */
 extern unsigned cli_mirror_ndirty;
 
+/* Memory for cuMemHostAlloc, placed where the worker's process is unlikely to have anything
+ * (its driver's own address reservations lie elsewhere), so that a mirror at the same address
+ * can be made there: mapped from a region of its own (*mapped_p true), or from the heap when
+ * that fails. NULL when out of memory. Freed with cli_mirror_host_free. */
+void *cli_mirror_host_alloc(size_t size, bool *mapped_p);
+void cli_mirror_host_free(void *p, size_t size, bool mapped);
 /* A pinned host range was made (cuMemHostAlloc, cuMemHostRegister): widen the bounds. */
 void cli_mirror_host_added(uintptr_t base, size_t size);
 /* Whether addr may lie in a pinned host range (false: it certainly does not). */

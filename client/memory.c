@@ -158,18 +158,25 @@ static void prefault(void *p, size_t len, bool read_only)
             read_only ? MADV_POPULATE_READ : MADV_POPULATE_WRITE);
 }
 
+/* Internal flags of a host range beside the application's: made by cuMemHostAlloc, and mapped
+ * by host_mirror.c (else from the heap). */
+#define HOST_ALLOC 0x80000000u
+#define HOST_MAPPED 0x40000000u
+
 CLI_EXPORT CUresult cuMemHostAlloc(void **pp, size_t bytesize, unsigned int flags)
 {
+    bool mapped;
     void *p;
 
     if (!cli_initialized())
         return CUDA_ERROR_NOT_INITIALIZED;
     if (pp == NULL || bytesize == 0)
         return CUDA_ERROR_INVALID_VALUE;
-    if (posix_memalign(&p, 4096, bytesize) != 0)
+    if ((p = cli_mirror_host_alloc(bytesize, &mapped)) == NULL)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    if (!addr_range_add(MEM_HOST, (uintptr_t)p, bytesize, NULL, flags | 0x80000000u)) {
-        free(p);
+    if (!addr_range_add(MEM_HOST, (uintptr_t)p, bytesize, NULL,
+                        flags | HOST_ALLOC | (mapped ? HOST_MAPPED : 0))) {
+        cli_mirror_host_free(p, bytesize, mapped);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     prefault(p, bytesize, false);
@@ -188,13 +195,13 @@ CLI_EXPORT CUresult cuMemFreeHost(void *p)
     struct mem_range r;
 
     if (!addr_range_find(MEM_HOST, (uintptr_t)p, &r) || r.base != (uintptr_t)p ||
-        !(r.flags & 0x80000000u))
+        !(r.flags & HOST_ALLOC))
         return CUDA_ERROR_INVALID_VALUE;
     cli_mirror_forget((uintptr_t)p);
     addr_range_remove(MEM_HOST, (uintptr_t)p, &r);
     cli_rdma_forget(r.mr);
     cli_lanes_quiesce();
-    free(p);
+    cli_mirror_host_free(p, r.size, r.flags & HOST_MAPPED);
     return CUDA_SUCCESS;
 }
 
@@ -220,7 +227,7 @@ CLI_EXPORT CUresult cuMemHostUnregister(void *p)
     struct mem_range r;
 
     if (!addr_range_find(MEM_HOST, (uintptr_t)p, &r) || r.base != (uintptr_t)p ||
-        (r.flags & 0x80000000u))
+        (r.flags & HOST_ALLOC))
         return CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
     cli_mirror_forget((uintptr_t)p);
     addr_range_remove(MEM_HOST, (uintptr_t)p, &r);
@@ -235,7 +242,7 @@ CLI_EXPORT CUresult cuMemHostGetFlags(unsigned int *flags, void *p)
 
     if (flags == NULL || !addr_range_find(MEM_HOST, (uintptr_t)p, &r))
         return CUDA_ERROR_INVALID_VALUE;
-    *flags = r.flags & ~0x80000000u;
+    *flags = r.flags & ~(HOST_ALLOC | HOST_MAPPED);
     return CUDA_SUCCESS;
 }
 

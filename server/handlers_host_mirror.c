@@ -77,6 +77,21 @@ static CUresult refuse(struct srv_session *s, CUresult res, uintptr_t base, size
     return res;
 }
 
+/* The whole point is that the GPU reaches the mirror at the client's address: a device without
+ * CU_DEVICE_ATTRIBUTE_CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM maps it elsewhere. */
+static CUresult same_address(struct srv_session *s, uintptr_t base)
+{
+    CUdeviceptr d = 0;
+    CUresult res = s->drv.cuMemHostGetDevicePointer(&d, (void *)base, 0);
+
+    if (res != CUDA_SUCCESS)
+        return refuse(s, res, base, 0, "cuMemHostGetDevicePointer failed");
+    if (d != (CUdeviceptr)base)
+        return refuse(s, CUDA_ERROR_NOT_SUPPORTED, base, 0,
+                      "the device maps registered host memory at another address");
+    return CUDA_SUCCESS;
+}
+
 CUresult srv_op_host_mirror_map(struct srv_session *s, struct srv_call *call)
 {
     const struct proto_args_HOST_MIRROR_MAP *a = SRV_ARGS(call, HOST_MIRROR_MAP);
@@ -112,9 +127,13 @@ CUresult srv_op_host_mirror_map(struct srv_session *s, struct srv_call *call)
         refuse(s, res, base, len, "cuMemHostRegister failed");
         goto err_unmap;
     }
+    if ((res = same_address(s, base)) != CUDA_SUCCESS)
+        goto err_unregister;
     s->mirrors[s->nmirrors++] = (struct srv_host_mirror){base, len, ref};
     return CUDA_SUCCESS;
 
+err_unregister:
+    s->drv.cuMemHostUnregister((void *)base);
 err_unmap:
     munmap((void *)base, len);
 err_free_ref:

@@ -61,6 +61,15 @@ CUresult cuMemHostUnregister(void *p)
     return res;
 }
 
+/* Unified addressing: registered memory's device pointer is its address. */
+CUresult cuMemHostGetDevicePointer(CUdeviceptr *d, void *p, unsigned flags)
+{
+    if (d == NULL || flags != 0 || !fk_hostreg_valid(p, 1))
+        return CUDA_ERROR_INVALID_VALUE;
+    *d = (CUdeviceptr)(uintptr_t)p;
+    return CUDA_SUCCESS;
+}
+
 bool fk_hostreg_valid(const void *p, size_t len)
 {
     uintptr_t a = (uintptr_t)p;

@@ -595,9 +595,11 @@ static void test_host_mirror(void **state)
     assert_int_equal(srv_tenant_key(&cfg.tenants, "carol", "token", "c4rol"), RG_OK);
     assert_int_equal(srv_tenant_key(&cfg.tenants, "carol", "mem_quota", "1 MiB"), RG_OK);
     start_worker(&p);
-    /* An address free here after the fork is free in the worker: the client's buffer. */
-    probe = mmap(NULL, 4u << 20, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    assert_true(probe != MAP_FAILED);
+    /* The client's buffer: an address free here, far below where the worker, forked from us,
+     * maps its libraries and heap arenas (top-down from the same place as we would). */
+    probe = mmap((void *)(uintptr_t)0x3e0000000000ull, 4u << 20, PROT_READ,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+    assert_true(probe == (void *)(uintptr_t)0x3e0000000000ull);
     munmap(probe, 4u << 20);
     a = (uint64_t)(uintptr_t)probe + 100;
     h.proto_version = PROTO_VERSION;
