@@ -597,9 +597,9 @@ static void test_host_mirror(void **state)
     start_worker(&p);
     /* The client's buffer: an address free here, far below where the worker, forked from us,
      * maps its libraries and heap arenas (top-down from the same place as we would). */
-    probe = mmap((void *)(uintptr_t)0x3e0000000000ull, 4u << 20, PROT_READ,
+    probe = mmap((void *)(uintptr_t)0x2e0000000000ull, 4u << 20, PROT_READ,
                  MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
-    assert_true(probe == (void *)(uintptr_t)0x3e0000000000ull);
+    assert_true(probe == (void *)(uintptr_t)0x2e0000000000ull);
     munmap(probe, 4u << 20);
     a = (uint64_t)(uintptr_t)probe + 100;
     h.proto_version = PROTO_VERSION;
