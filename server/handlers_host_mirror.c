@@ -77,6 +77,21 @@ static CUresult refuse(struct srv_session *s, CUresult res, uintptr_t base, size
     return res;
 }
 
+/* Registering is an operation a stream capture in global mode forbids (the first launch that
+ * names the buffer may be a captured one): done in relaxed mode, as the driver's own pinned
+ * allocations during capture are. */
+static CUresult host_register(struct srv_session *s, uintptr_t base, size_t len)
+{
+    CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+    CUresult res;
+
+    s->drv.cuThreadExchangeStreamCaptureMode(&mode);
+    res = s->drv.cuMemHostRegister((void *)base, len,
+                                   CU_MEMHOSTREGISTER_DEVICEMAP | CU_MEMHOSTREGISTER_PORTABLE);
+    s->drv.cuThreadExchangeStreamCaptureMode(&mode);
+    return res;
+}
+
 /* The whole point is that the GPU reaches the mirror at the client's address: a device without
  * CU_DEVICE_ATTRIBUTE_CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM maps it elsewhere. */
 static CUresult same_address(struct srv_session *s, uintptr_t base)
@@ -121,8 +136,7 @@ CUresult srv_op_host_mirror_map(struct srv_session *s, struct srv_call *call)
         refuse(s, res, base, len, "the address is taken in the worker");
         goto err_free_ref;
     }
-    res = s->drv.cuMemHostRegister((void *)base, len,
-                                   CU_MEMHOSTREGISTER_DEVICEMAP | CU_MEMHOSTREGISTER_PORTABLE);
+    res = host_register(s, base, len);
     if (res != CUDA_SUCCESS) {
         refuse(s, res, base, len, "cuMemHostRegister failed");
         goto err_unmap;
