@@ -3,6 +3,11 @@
  *   sync_rtt        cuStreamQuery on an idle stream: median and p99 (us)
  *   launch_async    empty kernels launched back to back, then one sync (launches/s, best of 5)
  *   launch_sync     one empty launch + cuStreamSynchronize: median (us)
+ *   launch_ptrs_async, launch_ptrs_pinned_async  a kernel of four device-pointer parameters
+ *                   launched back to back (launches/s, best of 5), before and after 64 MiB of
+ *                   pinned host memory exists: through rgpu, the cost of the check for pinned
+ *                   host addresses among a launch's parameters (client/host_mirror.h), which
+ *                   PyTorch pays on every launch once its pinned staging buffers exist
  *   memcpy_*        HtoD / DtoH, pageable and pinned, 4 KiB .. 1 GiB (GiB/s, best of reps)
  * Usage: rgpu-bench-micro [max_copy_MiB] */
 #include <cuda.h>
@@ -13,7 +18,9 @@
 #include <time.h>
 
 static const char empty_ptx[] = ".version 8.0\n.target sm_90\n.address_size 64\n"
-                                ".visible .entry empty()\n{\n ret;\n}\n";
+                                ".visible .entry empty()\n{\n ret;\n}\n"
+                                ".visible .entry ptrs(.param .u64 a, .param .u64 b, "
+                                ".param .u64 c, .param .u64 d)\n{\n ret;\n}\n";
 
 #define CHECK(x)                                                                               \
     do {                                                                                       \
@@ -99,6 +106,28 @@ static void bench_launch(CUfunction f, CUstream s)
     percentiles("launch_sync", v, M);
 }
 
+static void bench_launch_ptrs(CUfunction f, CUstream s, const char *name)
+{
+    enum { N = 20000 };
+    CUdeviceptr d[4];
+    void *args[] = {&d[0], &d[1], &d[2], &d[3]};
+    double best = 0;
+
+    for (int i = 0; i < 4; i++)
+        CHECK(cuMemAlloc(&d[i], 1 << 20));
+    for (int r = 0; r < 5; r++) {
+        double t = now_us();
+        for (int i = 0; i < N; i++)
+            CHECK(cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, s, args, NULL));
+        CHECK(cuStreamSynchronize(s));
+        double rate = N / ((now_us() - t) / 1e6);
+        best = rate > best ? rate : best;
+    }
+    report(name, best, "launches/s");
+    for (int i = 0; i < 4; i++)
+        CHECK(cuMemFree(d[i]));
+}
+
 static double copy_rate(CUdeviceptr d, void *h, size_t size, int htod, CUstream s)
 {
     int reps = size <= (1u << 20) ? 50 : size <= (64u << 20) ? 5 : 2;
@@ -147,8 +176,9 @@ int main(int argc, char **argv)
     CUdevice dev;
     CUcontext ctx;
     CUmodule mod;
-    CUfunction f;
+    CUfunction f, fp;
     CUstream s;
+    void *staging;
 
     CHECK(cuInit(0));
     CHECK(cuDeviceGet(&dev, 0));
@@ -157,8 +187,13 @@ int main(int argc, char **argv)
     CHECK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
     CHECK(cuModuleLoadData(&mod, empty_ptx));
     CHECK(cuModuleGetFunction(&f, mod, "empty"));
+    CHECK(cuModuleGetFunction(&fp, mod, "ptrs"));
     bench_rtt(s);
     bench_launch(f, s);
+    bench_launch_ptrs(fp, s, "launch_ptrs_async");
+    CHECK(cuMemHostAlloc(&staging, 64 << 20, CU_MEMHOSTALLOC_PORTABLE));
+    bench_launch_ptrs(fp, s, "launch_ptrs_pinned_async");
+    CHECK(cuMemFreeHost(staging));
     bench_memcpy(max, s);
     CHECK(cuStreamDestroy(s));
     CHECK(cuModuleUnload(mod));

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "client.h"
+#include "host_mirror.h"
 
 struct cli_event {
     struct cli_handle h;
@@ -82,6 +83,7 @@ static CUresult event_call(unsigned op, CUevent event)
 {
     struct cli_event *e = cli_handle_check(event, PROTO_H_EVENT);
     struct cli_call call = {CLI_ARGS_AS(op, EVENT_SYNCHRONIZE)};
+    CUresult res;
 
     if (!cli_initialized())
         return CUDA_ERROR_NOT_INITIALIZED;
@@ -89,7 +91,9 @@ static CUresult event_call(unsigned op, CUevent event)
         return CUDA_ERROR_INVALID_HANDLE;
     call.a.EVENT_SYNCHRONIZE.event = e->h.id;
     cli_call_in(&call, e->ctx);
-    return cli_call_sync(&call);
+    if ((res = cli_call_sync(&call)) == CUDA_SUCCESS) /* the work is done (or none was left) */
+        cli_mirror_synced(call.sess);
+    return res;
 }
 
 CLI_EXPORT CUresult cuEventSynchronize(CUevent e)

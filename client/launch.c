@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "host_mirror.h"
 #include "module.h"
 
 #define LAUNCH_PARAMS_MAX (64u << 10)
@@ -158,6 +159,7 @@ static CUresult launch(CUfunction func, const struct launch_dims *d, CUstream st
     call.a.LAUNCH.nattr = nattr;
     call.data = buf;
     call.data_len = len;
+    cli_mirror_launch(buf, plen); /* pinned host memory it names: mirrored, pushed first */
     cli_ctx_limits_forget(cli_ctx_current(), 1u << CU_LIMIT_STACK_SIZE); /* it may grow */
     return cli_call_async(&call);
 }

@@ -8,6 +8,41 @@
 #include <string.h>
 
 #include "graph.h"
+#include "host_mirror.h"
+
+/* A copy with a host endpoint in pinned memory mirrored on the worker (host_mirror.h): it runs
+ * there, on the mirror, in stream order with the GPU work that uses it. */
+static CUresult copy_on_mirror(CUdeviceptr dst, CUdeviceptr src, size_t n, uint64_t sid,
+                               bool async)
+{
+    struct cli_call call = {
+        CLI_ARGS(MEMCPY_DTOD, .dst = dst, .src = src, .size = n, .stream = sid, .async = async)};
+    CUresult res;
+
+    if (async)
+        return cli_call_async(&call);
+    if ((res = cli_call_sync(&call)) == CUDA_SUCCESS)
+        cli_mirror_synced(call.sess);
+    return res;
+}
+
+/* A pinned host address given where the driver takes a device pointer (under unified
+ * addressing it is one): the worker's mirror of it must be current. */
+static void mirror_endpoint(CUdeviceptr p)
+{
+    if (cli_mirror_may_hold(p))
+        cli_mirror_use(p);
+}
+
+/* A synchronous copy is done: so is the GPU work before it (mirrors read back). */
+static CUresult copy_synced(struct cli_call *call)
+{
+    CUresult res = cli_call_sync(call);
+
+    if (res == CUDA_SUCCESS)
+        cli_mirror_synced(call->sess);
+    return res;
+}
 
 /* Several servers (peer.c): true when the copy went there (its result in *res_p); else *bulk_p
  * says whether the data lanes and RDMA copies may take it (they serve the first server). */
@@ -37,6 +72,9 @@ static CUresult copy_htod(CUdeviceptr dst, const void *src, size_t n, CUstream s
     /* Captured: the graph copies from a shadow that each launch fills from src. */
     if (cli_stream_capture_id(stream) != 0)
         return cli_capture_copy(stream, sid, 0, dst, (void *)src, n);
+    if (cli_mirror_holds((uintptr_t)src, n, true)) /* the GPU's bytes, not the client's */
+        return copy_on_mirror(dst, (uintptr_t)src, n, sid, async);
+    mirror_endpoint(dst);
     if (peer_copy(dst, true, (uintptr_t)src, false, n, stream, per_thread, &bulk, &res))
         return res;
     if (bulk && (res = cli_rdma_htod(dst, src, n, sid, async)) != CLI_RDMA_NOT_TAKEN)
@@ -51,7 +89,7 @@ static CUresult copy_htod(CUdeviceptr dst, const void *src, size_t n, CUstream s
      * call is written, which is all the driver promises of such a copy; a failure comes back
      * at the next synchronizing call (docs/frameworks.md). From pinned memory the driver's copy
      * is synchronous, and so is this one. */
-    return async || !cli_host_pinned(src, n) ? cli_call_async(&call) : cli_call_sync(&call);
+    return async || !cli_host_pinned(src, n) ? cli_call_async(&call) : copy_synced(&call);
 }
 
 static CUresult copy_dtoh(void *dst, CUdeviceptr src, size_t n, CUstream stream,
@@ -68,6 +106,9 @@ static CUresult copy_dtoh(void *dst, CUdeviceptr src, size_t n, CUstream stream,
         return CUDA_ERROR_INVALID_VALUE;
     if (cli_stream_capture_id(stream) != 0)
         return cli_capture_copy(stream, sid, 1, src, dst, n);
+    if (cli_mirror_holds((uintptr_t)dst, n, false) && cli_mirror_use((uintptr_t)dst))
+        return copy_on_mirror((uintptr_t)dst, src, n, sid, async); /* in order with its users */
+    mirror_endpoint(src);
     if (peer_copy((uintptr_t)dst, false, src, true, n, stream, per_thread, &bulk, &res))
         return res;
     if (bulk && (res = cli_rdma_dtoh(dst, src, n, sid, async)) != CLI_RDMA_NOT_TAKEN)
@@ -81,7 +122,7 @@ static CUresult copy_dtoh(void *dst, CUdeviceptr src, size_t n, CUstream stream,
     /* Pageable destinations make even an async copy synchronous, as in CUDA. */
     if (async && cli_host_pinned(dst, n))
         return cli_call_deferred(&call, dst, n);
-    res = cli_call_sync(&call);
+    res = copy_synced(&call);
     if (res == CUDA_SUCCESS && call.rdata_len != n)
         res = CUDA_ERROR_UNKNOWN;
     return res;
@@ -97,9 +138,11 @@ static CUresult copy_dtod(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s
 
     if (res != CUDA_SUCCESS || n == 0)
         return res;
+    mirror_endpoint(dst);
+    mirror_endpoint(src);
     if (peer_copy(dst, true, src, true, n, stream, per_thread, &bulk, &res))
         return res;
-    return async ? cli_call_async(&call) : cli_call_sync(&call);
+    return async ? cli_call_async(&call) : copy_synced(&call);
 }
 
 /* cuMemcpy with unified addressing: the client knows which addresses are device memory. */
@@ -117,6 +160,9 @@ static CUresult copy_any(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream st
         return copy_dtoh((void *)dst, src, n, stream, per_thread, async);
     if (n > 0 && (dst == 0 || src == 0))
         return CUDA_ERROR_INVALID_VALUE;
+    /* Host to host, but the GPU may be writing one side: then on the worker, in stream order. */
+    if (cli_mirror_holds(src, n, true) || cli_mirror_holds(dst, n, true))
+        return copy_dtod(dst, src, n, stream, per_thread, async);
     memmove((void *)dst, (const void *)src, n);
     return CUDA_SUCCESS;
 }
@@ -153,7 +199,9 @@ static CUresult memset_1d(CUdeviceptr dst, unsigned value, unsigned elemsize, si
 
     if (res != CUDA_SUCCESS || count == 0)
         return res;
-    return async ? cli_call_async(&call) : cli_call_sync(&call);
+    if (cli_mirror_may_hold(dst)) /* a pinned host target: mirrored, written there */
+        cli_mirror_use(dst);
+    return async ? cli_call_async(&call) : copy_synced(&call);
 }
 
 static CUresult memset_2d(CUdeviceptr dst, size_t pitch, unsigned value, unsigned elemsize,
@@ -167,7 +215,9 @@ static CUresult memset_2d(CUdeviceptr dst, size_t pitch, unsigned value, unsigne
 
     if (res != CUDA_SUCCESS || width == 0 || height == 0)
         return res;
-    return async ? cli_call_async(&call) : cli_call_sync(&call);
+    if (cli_mirror_may_hold(dst))
+        cli_mirror_use(dst);
+    return async ? cli_call_async(&call) : copy_synced(&call);
 }
 
 SYNC_PAIR(cuMemsetD8_v2, (CUdeviceptr d, unsigned char v, size_t n), memset_1d, d, v, 1, n)

@@ -6,6 +6,7 @@
 #include <sys/mman.h>
 
 #include "address_ranges.h"
+#include "host_mirror.h"
 
 /* Unified addresses across servers (docs/ARCHITECTURE.md, "Several servers"): each server's
  * driver picks addresses on its own, so with several sessions an allocation that overlaps one
@@ -158,21 +159,29 @@ static void prefault(void *p, size_t len, bool read_only)
             read_only ? MADV_POPULATE_READ : MADV_POPULATE_WRITE);
 }
 
+/* Internal flags of a host range beside the application's: made by cuMemHostAlloc, and mapped
+ * by host_mirror.c (else from the heap). */
+#define HOST_ALLOC 0x80000000u
+#define HOST_MAPPED 0x40000000u
+
 CLI_EXPORT CUresult cuMemHostAlloc(void **pp, size_t bytesize, unsigned int flags)
 {
+    bool mapped;
     void *p;
 
     if (!cli_initialized())
         return CUDA_ERROR_NOT_INITIALIZED;
     if (pp == NULL || bytesize == 0)
         return CUDA_ERROR_INVALID_VALUE;
-    if (posix_memalign(&p, 4096, bytesize) != 0)
+    if ((p = cli_mirror_host_alloc(bytesize, &mapped)) == NULL)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    if (!addr_range_add(MEM_HOST, (uintptr_t)p, bytesize, NULL, flags | 0x80000000u)) {
-        free(p);
+    if (!addr_range_add(MEM_HOST, (uintptr_t)p, bytesize, NULL,
+                        flags | HOST_ALLOC | (mapped ? HOST_MAPPED : 0))) {
+        cli_mirror_host_free(p, bytesize, mapped);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     prefault(p, bytesize, false);
+    cli_mirror_host_added((uintptr_t)p, bytesize);
     *pp = p;
     return CUDA_SUCCESS;
 }
@@ -187,12 +196,13 @@ CLI_EXPORT CUresult cuMemFreeHost(void *p)
     struct mem_range r;
 
     if (!addr_range_find(MEM_HOST, (uintptr_t)p, &r) || r.base != (uintptr_t)p ||
-        !(r.flags & 0x80000000u))
+        !(r.flags & HOST_ALLOC))
         return CUDA_ERROR_INVALID_VALUE;
+    cli_mirror_forget((uintptr_t)p);
     addr_range_remove(MEM_HOST, (uintptr_t)p, &r);
     cli_rdma_forget(r.mr);
     cli_lanes_quiesce();
-    free(p);
+    cli_mirror_host_free(p, r.size, r.flags & HOST_MAPPED);
     return CUDA_SUCCESS;
 }
 
@@ -209,6 +219,7 @@ CLI_EXPORT CUresult cuMemHostRegister(void *p, size_t bytesize, unsigned int fla
     if (!addr_range_add(MEM_HOST, (uintptr_t)p, bytesize, NULL, flags))
         return CUDA_ERROR_OUT_OF_MEMORY;
     prefault(p, bytesize, flags & CU_MEMHOSTREGISTER_READ_ONLY);
+    cli_mirror_host_added((uintptr_t)p, bytesize);
     return CUDA_SUCCESS;
 }
 
@@ -217,8 +228,9 @@ CLI_EXPORT CUresult cuMemHostUnregister(void *p)
     struct mem_range r;
 
     if (!addr_range_find(MEM_HOST, (uintptr_t)p, &r) || r.base != (uintptr_t)p ||
-        (r.flags & 0x80000000u))
+        (r.flags & HOST_ALLOC))
         return CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
+    cli_mirror_forget((uintptr_t)p);
     addr_range_remove(MEM_HOST, (uintptr_t)p, &r);
     cli_rdma_forget(r.mr);
     cli_lanes_quiesce();
@@ -231,15 +243,20 @@ CLI_EXPORT CUresult cuMemHostGetFlags(unsigned int *flags, void *p)
 
     if (flags == NULL || !addr_range_find(MEM_HOST, (uintptr_t)p, &r))
         return CUDA_ERROR_INVALID_VALUE;
-    *flags = r.flags & ~0x80000000u;
+    *flags = r.flags & ~(HOST_ALLOC | HOST_MAPPED);
     return CUDA_SUCCESS;
 }
 
+/* Unified addressing: a pinned buffer's device address is its host address. GPU work that
+ * uses it gets it mirrored on the worker at that address (host_mirror.c). */
 CLI_EXPORT CUresult cuMemHostGetDevicePointer(CUdeviceptr *pdptr, void *p, unsigned int flags)
 {
-    /* The GPU sits on another host: it cannot map this host's memory. */
-    return cli_unsupported_probe(
-        "cuMemHostGetDevicePointer (mapped host memory across the network)");
+    if (!cli_initialized())
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (pdptr == NULL || flags != 0 || !cli_host_pinned(p, 1))
+        return CUDA_ERROR_INVALID_VALUE;
+    *pdptr = (CUdeviceptr)(uintptr_t)p;
+    return CUDA_SUCCESS;
 }
 
 /* ---- pointer attributes ----------------------------------------------------------------- */
@@ -250,6 +267,7 @@ static CUresult host_attribute(void *data, CUpointer_attribute attr, const struc
     switch (attr) {
     case CU_POINTER_ATTRIBUTE_MEMORY_TYPE: *(unsigned *)data = CU_MEMORYTYPE_HOST; break;
     case CU_POINTER_ATTRIBUTE_HOST_POINTER: *(void **)data = (void *)p; break;
+    case CU_POINTER_ATTRIBUTE_DEVICE_POINTER: *(CUdeviceptr *)data = (CUdeviceptr)p; break;
     case CU_POINTER_ATTRIBUTE_IS_MANAGED: *(unsigned *)data = 0; break;
     case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR: *(void **)data = (void *)r->base; break;
     case CU_POINTER_ATTRIBUTE_RANGE_SIZE: *(size_t *)data = r->size; break;

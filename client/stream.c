@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "graph.h"
+#include "host_mirror.h"
 
 struct cli_stream {
     struct cli_handle h;
@@ -121,7 +122,9 @@ static CUresult stream_call(unsigned op, CUstream stream, bool per_thread)
 
     if (res != CUDA_SUCCESS)
         return res;
-    return cli_call_sync(&call);
+    if ((res = cli_call_sync(&call)) == CUDA_SUCCESS) /* the work is done (or none was left) */
+        cli_mirror_synced(call.sess);
+    return res;
 }
 
 /* The context of a stream (NULL: the caller's current one). */

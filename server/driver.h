@@ -20,7 +20,7 @@
     X(cuCtxCreate) X(cuCtxDestroy) X(cuCtxSetCurrent) X(cuCtxGetCurrent) X(cuCtxSynchronize)    \
     X(cuCtxSetLimit) X(cuCtxGetLimit) X(cuCtxSetCacheConfig)                                    \
     X(cuMemAlloc) X(cuMemAllocPitch) X(cuMemFree) X(cuMemGetInfo) X(cuMemHostAlloc)             \
-    X(cuMemFreeHost)                                                                            \
+    X(cuMemFreeHost) X(cuMemHostRegister) X(cuMemHostUnregister) X(cuMemHostGetDevicePointer)   \
     X(cuMemcpyHtoD) X(cuMemcpyHtoDAsync) X(cuMemcpyDtoH) X(cuMemcpyDtoHAsync)                  \
     X(cuMemcpyDtoD) X(cuMemcpyDtoDAsync)                                                        \
     X(cuMemsetD8) X(cuMemsetD16) X(cuMemsetD32)                                                 \

@@ -340,6 +340,7 @@ void srv_session_teardown(struct srv_session *s)
             s->drv.cuMemFreeHost(s->staging[i]);
     srv_nccl_teardown(s); /* communicators aborted while their contexts live (server/nccl.h) */
     srv_ipc_teardown(s); /* other sessions' memory first, while the contexts live */
+    srv_host_mirror_teardown(s);
     for (size_t i = 0; i < s->nallocs; i++) {
         bytes += s->allocs[i].size;
         s->drv.cuMemFree(s->allocs[i].dptr);

@@ -83,6 +83,8 @@ struct srv_session {
     struct srv_ipc_map *ipc_maps; /* memory opened from IPC handles (handlers_ipc.c) */
     size_t nipc_maps, ipc_map_cap;
     struct srv_nccl *nccl;    /* NCCL communicators and memory (handlers_nccl.c), NULL until used */
+    struct srv_host_mirror *mirrors; /* the client's pinned host memory mirrored here */
+    size_t nmirrors, mirror_cap;     /* (handlers_host_mirror.c) */
     struct srv_limit_charge *limit_charges; /* device memory limits set per context */
     size_t nlimit_charges, limit_charge_cap;  /* (server/session_limits.c) */
     unsigned nctx;            /* contexts created (CTX_CREATE), at most SRV_MAX_CONTEXTS */
@@ -109,6 +111,19 @@ void srv_ctx_limits_forget(struct srv_session *s, uint64_t ctx);
 
 /* Forget the VMM records at the session's end (the handles' teardown frees the memory). */
 void srv_vmm_teardown(struct srv_session *s);
+
+/* Pinned host memory of the client mirrored at the same address (handlers_host_mirror.c):
+ * [base, base + len) mapped in the worker and registered with the driver; ref is the copy the
+ * client last sent or was last sent, against which HOST_MIRROR_PULL finds the GPU's writes. */
+struct srv_host_mirror {
+    uintptr_t base;
+    size_t len;
+    uint8_t *ref;
+};
+#define SRV_MAX_HOST_MIRRORS 256           /* mirrors one session may hold */
+#define SRV_HOST_MIRROR_MAX ((size_t)1 << 30) /* their bytes together (and the quota) */
+/* Unregister and unmap every mirror (session end, while its contexts live). */
+void srv_host_mirror_teardown(struct srv_session *s);
 
 /* Session scratch memory of at least len bytes, 16-byte aligned (valid until the next call);
  * growing it keeps its contents. */

@@ -171,7 +171,9 @@ bool fk_valid(const void *p, size_t len)
     bool ok;
 
     if (a + len < a) return false;
-    if (fk_global_valid(p, len) || fk_vmm_valid(p, len) || fk_ipc_valid(p, len)) return true;
+    if (fk_global_valid(p, len) || fk_vmm_valid(p, len) || fk_ipc_valid(p, len) ||
+        fk_hostreg_valid(p, len))
+        return true;
     pthread_mutex_lock(&lock);
     i = alloc_after(a);
     ok = i > 0 && a + len <= (uintptr_t)allocs[i - 1].p + allocs[i - 1].n;

@@ -35,7 +35,10 @@ const struct fk_global *fk_global_find(const char *name);
 bool fk_global_valid(const void *p, size_t len);
 /* True when [p, p+len) lies inside mapped, accessible VMM memory (fake_vmm.c). */
 bool fk_vmm_valid(const void *p, size_t len);
-/* True when [p, p+len) lies inside live fake device memory. */
+/* True when [p, p+len) lies inside host memory registered with cuMemHostRegister
+ * (fake_hostreg.c). */
+bool fk_hostreg_valid(const void *p, size_t len);
+/* True when [p, p+len) lies inside live fake device memory (or registered host memory). */
 bool fk_valid(const void *p, size_t len);
 
 /* Device allocations are whole pages (fake_dmabuf.c aliases them with memfds). */

@@ -167,6 +167,48 @@ static CUresult k_linear_fetch(const struct fk_launch *l)
     return CUDA_SUCCESS;
 }
 
+/* Mapped pinned host memory (tests/integration/host_mirror.c). redzone_check is XLA's redzone
+ * checker in small: counts the bytes of buf[0, n) that are not 0xab and, if any, adds the count
+ * to *out (a host buffer, mapped). delay is p2pBandwidthLatencyTest's: it waits on a host flag
+ * (the fake runs it at once: it reads the flag and returns). read_flag copies the flag it reads
+ * into device memory, so a test sees what the GPU saw. */
+static CUresult k_redzone_check(const struct fk_launch *l)
+{
+    const unsigned char *buf = P(l, 0, const unsigned char *);
+    unsigned long long n = P(l, 1, unsigned long long);
+    unsigned *out = P(l, 2, unsigned *);
+    unsigned bad = 0;
+
+    if (!fk_valid(buf, n) || !fk_valid(out, sizeof(*out)))
+        return CUDA_ERROR_ILLEGAL_ADDRESS;
+    for (unsigned long long i = 0; i < n; i++)
+        bad += buf[i] != 0xab;
+    if (bad > 0)
+        *out += bad;
+    return CUDA_SUCCESS;
+}
+
+static CUresult k_delay(const struct fk_launch *l)
+{
+    const volatile int *flag = P(l, 0, const volatile int *);
+
+    if (!fk_valid((const void *)flag, sizeof(*flag)))
+        return CUDA_ERROR_ILLEGAL_ADDRESS;
+    (void)*flag;
+    return CUDA_SUCCESS;
+}
+
+static CUresult k_read_flag(const struct fk_launch *l)
+{
+    const int *flag = P(l, 0, const int *);
+    int *out = P(l, 1, int *);
+
+    if (!fk_valid(flag, sizeof(*flag)) || !fk_valid(out, sizeof(*out)))
+        return CUDA_ERROR_ILLEGAL_ADDRESS;
+    *out = *flag;
+    return CUDA_SUCCESS;
+}
+
 static const struct fk_kernel kernels[] = {
     {"empty", 0, {0}, {0}, k_empty}, /* bench/micro.c */
     {"_Z5helloi", 1, {0}, {4}, k_hello},
@@ -174,6 +216,9 @@ static const struct fk_kernel kernels[] = {
     {"_Z4vaddPKfS0_Pfi", 4, {0, 8, 16, 24}, {8, 8, 8, 4}, k_vadd},
     {"_Z6matmulPKfS0_Pfi", 4, {0, 8, 16, 24}, {8, 8, 8, 4}, k_matmul},
     {"_Z5scalePffi", 3, {0, 8, 12}, {8, 4, 4}, k_scale},
+    {"_Z13redzone_checkPKhyPj", 3, {0, 8, 16}, {8, 8, 8}, k_redzone_check},
+    {"_Z5delayPViy", 2, {0, 8}, {8, 8}, k_delay},
+    {"_Z9read_flagPKiPi", 2, {0, 8}, {8, 8}, k_read_flag},
     {"saxpy_ptx", 4, {0, 8, 16, 24}, {4, 8, 8, 4}, k_saxpy},
     {"_Z9oob_writePi", 1, {0}, {8}, k_oob_write},
     {"_Z11tex_to_surfyyii", 4, {0, 8, 16, 20}, {8, 8, 4, 4}, k_tex_to_surf},

@@ -8,6 +8,11 @@ import os
 import sys
 
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+# XLA's default autotune level (4) checks redzones: a pinned host buffer written by a kernel,
+# which rgpu mirrors on the worker (docs/frameworks.md, "Mapped pinned host memory"). A lower
+# level in the environment would skip that path: refuse it rather than pass without it.
+if "autotune_level" in os.environ.get("XLA_FLAGS", ""):
+    sys.exit("jax_train.py: run it with XLA's default autotune level (XLA_FLAGS sets one)")
 
 
 def train():

@@ -68,7 +68,9 @@ static void probes(void)
     CUdeviceptr d = 0;
     char host[64];
 
-    EXPECT_RESULT(cuMemHostGetDevicePointer(&d, host, 0), CUDA_ERROR_NOT_SUPPORTED);
+    /* PyTorch's probe: answered now (mapped pinned memory is mirrored on the worker), and for
+     * memory that is not pinned refused as the driver does, without a word. */
+    EXPECT_RESULT(cuMemHostGetDevicePointer(&d, host, 0), CUDA_ERROR_INVALID_VALUE);
     EXPECT_RESULT(cuMemAllocManaged(&d, 4096, CU_MEM_ATTACH_GLOBAL), CUDA_ERROR_NOT_SUPPORTED);
 }
 

@@ -127,6 +127,28 @@ run_program copies_2d "$TOOLS/copies_2d"
 
 # Pinned memory copies (one-sided on RDMA sessions): every size, direction and kind of pinning.
 run_program pinned_copies "$TOOLS/pinned_copies"
+
+# Mapped pinned host memory (client/host_mirror.c): XLA's redzone checker, p2pBandwidthLatencyTest's
+# flag, copies in and out of mirrored memory, freeing, device pointers; each check in a process of
+# its own. A launch that names no pinned memory sends nothing extra.
+for check in jax p2p copies free attrs; do
+    run_program "host_mirror_$check" env RGPU_STATS=1 "$TOOLS/host_mirror" "$check"
+done
+if grep -Eq '^rgpu stats: HOST_MIRROR_MAP +1 ' "$WORK/host_mirror_jax.err" &&
+   grep -Eq '^rgpu stats: HOST_MIRROR_PUSH +0 +[0-9.]+ +2$' "$WORK/host_mirror_jax.err" &&
+   grep -Eq '^rgpu stats: HOST_MIRROR_PULL +2 ' "$WORK/host_mirror_jax.err" &&
+   grep -Eq '^rgpu stats: HOST_MIRROR_UNMAP +1 ' "$WORK/host_mirror_jax.err"; then
+    ok "host_mirror: the redzone buffer mapped once, pushed twice, pulled twice, unmapped once"
+else
+    fail "host_mirror: mirror calls"; grep -E 'HOST_MIRROR' "$WORK/host_mirror_jax.err"
+fi
+run_program host_mirror_plain env RGPU_STATS=1 "$TOOLS/host_mirror" --plain
+if grep -q '^rgpu stats: LAUNCH ' "$WORK/host_mirror_plain.err" &&
+   ! grep -q 'HOST_MIRROR' "$WORK/host_mirror_plain.err"; then
+    ok "host_mirror: a launch on device memory only sends no mirror call"
+else
+    fail "host_mirror: plain launch"; cat "$WORK/host_mirror_plain.err"
+fi
 # Asynchronous copies over the data lanes return once sent (RGPU_STATS counts them as calls
 # that did not wait; on RDMA there are no lanes and they are ordinary copies).
 run_program lanes_async env RGPU_LANES=4 RGPU_STATS=1 "$TOOLS/lanes_async"

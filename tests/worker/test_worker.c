@@ -560,6 +560,108 @@ static void test_tenant_quota(void **state)
     memset(&cfg.tenants, 0, sizeof(cfg.tenants));
 }
 
+/* One call and its result; bulk (cap bytes) receives the reply's bulk. */
+static int mirror_call(struct peer *p, unsigned op, const uint64_t *args, size_t nargs,
+                       const void *data, size_t len, void *bulk, size_t cap)
+{
+    Rgpu__Reply *r;
+    int result;
+
+    send_call(p, op, 0, args, nargs, data, len, NULL, 0);
+    r = reply(p, bulk, cap);
+    result = r->result;
+    rgpu__reply__free_unpacked(r, NULL);
+    return result;
+}
+
+static uint64_t quota_free(struct peer *p)
+{
+    Rgpu__Reply *r;
+    uint64_t f;
+
+    send_call(p, PROTO_OP_MEM_GET_INFO, 0, NULL, 0, NULL, 0, NULL, 0);
+    r = reply(p, NULL, 0);
+    assert_int_equal(r->result, CUDA_SUCCESS);
+    f = r->out[0];
+    rgpu__reply__free_unpacked(r, NULL);
+    return f;
+}
+
+/* Pinned host memory mirrored in the worker (server/handlers_host_mirror.c): mapped at the
+ * client's address and charged to the quota, refused over the quota or where the worker has the
+ * address already (the session goes on); a pull returns exactly the bytes GPU work changed since
+ * the push, once; unmapping gives the quota back and the address is free again. */
+static void test_host_mirror(void **state)
+{
+    static const uint64_t taken = 0; /* mapped in the worker too (it is forked from us) */
+    struct peer p;
+    Rgpu__Hello h = RGPU__HELLO__INIT;
+    uint8_t bulk[64], want[19];
+    uint64_t a, args[6], n;
+    void *probe;
+
+    assert_int_equal(srv_tenant_key(&cfg.tenants, "carol", "token", "c4rol"), RG_OK);
+    assert_int_equal(srv_tenant_key(&cfg.tenants, "carol", "mem_quota", "1 MiB"), RG_OK);
+    start_worker(&p);
+    /* The client's buffer: an address free here, far below where the worker, forked from us,
+     * maps its libraries and heap arenas (top-down from the same place as we would). */
+    probe = mmap((void *)(uintptr_t)0x2e0000000000ull, 4u << 20, PROT_READ,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+    assert_true(probe == (void *)(uintptr_t)0x2e0000000000ull);
+    munmap(probe, 4u << 20);
+    a = (uint64_t)(uintptr_t)probe + 100;
+    h.proto_version = PROTO_VERSION;
+    h.proto_minor = PROTO_VERSION_MINOR;
+    h.tenant = "carol";
+    h.token = "c4rol";
+    rgpu__welcome__free_unpacked(wire_hello(p.conn, &h, p.buf, sizeof(p.buf)), NULL);
+
+    args[0] = a, args[1] = 5000; /* two pages */
+    assert_int_equal(mirror_call(&p, PROTO_OP_HOST_MIRROR_MAP, args, 2, NULL, 0, NULL, 0), 0);
+    assert_int_equal(quota_free(&p), (1u << 20) - 8192);
+    args[0] = a + (2u << 20), args[1] = 1u << 20;
+    assert_int_equal(mirror_call(&p, PROTO_OP_HOST_MIRROR_MAP, args, 2, NULL, 0, NULL, 0),
+                     CUDA_ERROR_OUT_OF_MEMORY);
+    args[0] = (uint64_t)(uintptr_t)&taken, args[1] = 8;
+    assert_int_equal(mirror_call(&p, PROTO_OP_HOST_MIRROR_MAP, args, 2, NULL, 0, NULL, 0),
+                     CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(quota_free(&p), (1u << 20) - 8192);
+
+    /* The client's bytes, then a memset into them, then a pull: the memset's three bytes. */
+    args[0] = a, args[1] = 16;
+    send_call(&p, PROTO_OP_HOST_MIRROR_PUSH, PROTO_FLAG_NOREPLY, args, 2, "0123456789abcdef", 16,
+              NULL, 0);
+    args[0] = a + 4, args[1] = 'z', args[2] = 1, args[3] = 3, args[4] = PROTO_STREAM_NULL,
+    args[5] = 0;
+    assert_int_equal(mirror_call(&p, PROTO_OP_MEMSET, args, 6, NULL, 0, NULL, 0), 0);
+    n = 1;
+    memset(bulk, 0xee, sizeof(bulk));
+    assert_int_equal(mirror_call(&p, PROTO_OP_HOST_MIRROR_PULL, &n, 1, &a, 8, bulk, sizeof(bulk)),
+                     0);
+    ((uint64_t *)want)[0] = a + 4, ((uint64_t *)want)[1] = 3;
+    memcpy(want + 16, "zzz", 3);
+    assert_memory_equal(bulk, want, sizeof(want));
+    assert_int_equal(bulk[sizeof(want)], 0xee);
+    memset(bulk, 0xee, sizeof(bulk));
+    assert_int_equal(mirror_call(&p, PROTO_OP_HOST_MIRROR_PULL, &n, 1, &a, 8, bulk, sizeof(bulk)),
+                     0);
+    assert_int_equal(bulk[0], 0xee); /* nothing changed since */
+
+    args[0] = a;
+    assert_int_equal(mirror_call(&p, PROTO_OP_HOST_MIRROR_UNMAP, args, 1, NULL, 0, NULL, 0), 0);
+    assert_int_equal(quota_free(&p), 1u << 20);
+    assert_int_equal(mirror_call(&p, PROTO_OP_HOST_MIRROR_PULL, &n, 1, &a, 8, NULL, 0),
+                     CUDA_ERROR_INVALID_VALUE);
+    args[0] = a + 4, args[1] = 'z', args[2] = 1, args[3] = 3, args[4] = PROTO_STREAM_NULL,
+    args[5] = 0;
+    assert_int_equal(mirror_call(&p, PROTO_OP_MEMSET, args, 6, NULL, 0, NULL, 0),
+                     CUDA_ERROR_INVALID_VALUE); /* no longer the GPU's to write */
+    args[0] = a, args[1] = 5000;
+    assert_int_equal(mirror_call(&p, PROTO_OP_HOST_MIRROR_MAP, args, 2, NULL, 0, NULL, 0), 0);
+    assert_int_equal(finish(&p), 0);
+    memset(&cfg.tenants, 0, sizeof(cfg.tenants));
+}
+
 /* FIPS 180-4 examples, a two-block padding boundary, and a hashed token accepted. */
 static void test_token_hash(void **state)
 {
@@ -1044,6 +1146,7 @@ int main(void)
         cmocka_unit_test(test_capture_info),
         cmocka_unit_test(test_malformed_ends_session),
         cmocka_unit_test(test_tenant_quota),
+        cmocka_unit_test(test_host_mirror),
         cmocka_unit_test(test_token_hash),
         cmocka_unit_test(test_module_cache),
         cmocka_unit_test(test_library_cache),
