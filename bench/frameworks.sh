@@ -36,7 +36,7 @@ for r in $(seq "$RUNS"); do
     done
 done
 # Synchronous round trips: RGPU_STATS at exit, for two sizes; the difference per token / step.
-sync_total() { awk '/^rgpu stats: [A-Z]/ && $3 ~ /^[0-9]+$/ {s += $3} END {print s + 0}' "$1"; }
+sync_total() { awk '/^rgpu stats: [A-Z]/ && $4 ~ /^[0-9]+$/ {s += $4} END {print s + 0}' "$1"; }
 for w in "hf 16 48 2" "jax 20 60 1"; do # hf: two generate() calls of n tokens per process
     set -- $w
     case " ${FW_WORKLOADS:-hf: jax:} " in *" $1:"*) ;; *) continue ;; esac
