@@ -129,7 +129,7 @@ static CUresult begin_capture_to_graph(CUstream stream, CUgraph graph, const CUg
         return CUDA_ERROR_INVALID_HANDLE;
     for (size_t i = 0; edges != NULL && i < ndeps; i++)
         if (edges[i].type != CU_GRAPH_DEPENDENCY_TYPE_DEFAULT || edges[i].from_port != 0)
-            return cli_unsupported("programmatic graph edges");
+            return cli_unsupported("programmatic edges at the start of a capture into a graph");
     return begin_capture_into(stream, g, deps, ndeps, mode, per_thread);
 }
 

@@ -63,6 +63,11 @@ CUresult cli_graph_add_node(CUgraphNode *node_p, CUgraph graph, const CUgraphNod
 /* Node ids of deps, which must all be nodes of g (CUDA_ERROR_INVALID_VALUE otherwise). */
 CUresult cli_graph_dep_ids(struct cli_graph *g, const CUgraphNode *deps, size_t ndeps,
                            uint64_t *ids);
+/* Whether edge data names only default edges (NULL, or every entry zero). */
+bool cli_graph_edges_plain(const CUgraphEdgeData *edges, size_t n);
+/* An edge as the driver takes it between nodes of these types: a default edge names no port; a
+ * programmatic one joins two kernel nodes from the programmatic or launch-order port. */
+bool cli_graph_edge_valid(const CUgraphEdgeData *e, CUgraphNodeType from, CUgraphNodeType to);
 /* Append src's shadows and host functions, and those of the conditional bodies under it, to
  * dst (what an executable graph of src needs around each launch). */
 bool graph_host_collect(struct graph_host *dst, struct cli_graph *src);

@@ -9,6 +9,7 @@
 #include "graph.h"
 
 #define MAX_BODIES 256
+#define MAX_EDGES 64 /* as GRAPH_ADD_DEPS takes */
 
 _Static_assert(sizeof(CUDA_KERNEL_NODE_PARAMS_v3) == sizeof(CUDA_KERNEL_NODE_PARAMS),
                "the v3 kernel node parameters are the v2 ones");
@@ -158,12 +159,27 @@ CLI_EXPORT CUresult cuGraphAddNode_v2(CUgraphNode *node, CUgraph graph, const CU
                                       const CUgraphEdgeData *edges, size_t ndeps,
                                       CUgraphNodeParams *params)
 {
+    CUgraphNode to[MAX_EDGES];
+    CUresult res;
+
     if (params == NULL)
         return CUDA_ERROR_INVALID_VALUE;
-    for (size_t i = 0; edges != NULL && i < ndeps; i++)
-        if (edges[i].type != CU_GRAPH_DEPENDENCY_TYPE_DEFAULT || edges[i].from_port != 0)
-            return cli_unsupported("programmatic graph edges");
-    return add_any(node, graph, deps, ndeps, params);
+    if (cli_graph_edges_plain(edges, ndeps))
+        return add_any(node, graph, deps, ndeps, params);
+    /* Programmatic edges (XLA's command buffers): the node, then its edges with their data,
+     * which the driver takes alike; checked first so that a refusal leaves no node behind. */
+    if (ndeps > MAX_EDGES || deps == NULL || node == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    for (size_t i = 0; i < ndeps; i++) {
+        struct cli_node *d = cli_handle_check(deps[i], PROTO_H_GRAPH_NODE);
+        if (d == NULL || !cli_graph_edge_valid(&edges[i], d->type, params->type))
+            return CUDA_ERROR_INVALID_VALUE;
+    }
+    if ((res = add_any(node, graph, NULL, 0, params)) != CUDA_SUCCESS)
+        return res;
+    for (size_t i = 0; i < ndeps; i++)
+        to[i] = *node;
+    return cuGraphAddDependencies_v2(graph, deps, to, edges, ndeps);
 }
 
 /* CUDA 12.2's form, without edge data. */

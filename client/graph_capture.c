@@ -147,17 +147,6 @@ static CUresult deps_keep(struct capture_target *t, const uint64_t *out, unsigne
     return CUDA_SUCCESS;
 }
 
-/* Edge data other than the default (which a query without edgeData_out would lose). */
-static bool edges_plain(const CUgraphEdgeData *edges, size_t n)
-{
-    static const CUgraphEdgeData plain;
-
-    for (size_t i = 0; i < n; i++)
-        if (memcmp(&edges[i], &plain, sizeof(plain)) != 0)
-            return false;
-    return true;
-}
-
 CUresult cli_capture_query(CUstream stream, bool per_thread, CUstreamCaptureStatus *status,
                            CUgraph *graph, const CUgraphNode **deps,
                            const CUgraphEdgeData **edges, size_t *ndeps)
@@ -188,7 +177,7 @@ CUresult cli_capture_query(CUstream stream, bool per_thread, CUstreamCaptureStat
     free(out);
     if (res != CUDA_SUCCESS || *status != CU_STREAM_CAPTURE_STATUS_ACTIVE)
         return res;
-    if (deps != NULL && edges == NULL && !edges_plain(t->edges, n))
+    if (deps != NULL && edges == NULL && !cli_graph_edges_plain(t->edges, n))
         return CUDA_ERROR_LOSSY_QUERY;
     if (graph != NULL)
         *graph = (CUgraph)t->graph;

@@ -321,34 +321,60 @@ CLI_EXPORT CUresult cuGraphAddMemFreeNode(CUgraphNode *node, CUgraph graph,
 
 /* ---- dependencies, node queries, executable-graph parameters ---------------------------- */
 
+bool cli_graph_edges_plain(const CUgraphEdgeData *edges, size_t n)
+{
+    static const CUgraphEdgeData plain;
+
+    for (size_t i = 0; edges != NULL && i < n; i++)
+        if (memcmp(&edges[i], &plain, sizeof(plain)) != 0)
+            return false;
+    return true;
+}
+
+bool cli_graph_edge_valid(const CUgraphEdgeData *e, CUgraphNodeType from, CUgraphNodeType to)
+{
+    static const unsigned char zero[sizeof(e->reserved)];
+
+    if (e->to_port != 0 || memcmp(e->reserved, zero, sizeof(zero)) != 0)
+        return false;
+    if (e->type == CU_GRAPH_DEPENDENCY_TYPE_DEFAULT)
+        return e->from_port == CU_GRAPH_KERNEL_NODE_PORT_DEFAULT;
+    return e->type == CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC && from == CU_GRAPH_NODE_TYPE_KERNEL &&
+           to == CU_GRAPH_NODE_TYPE_KERNEL &&
+           (e->from_port == CU_GRAPH_KERNEL_NODE_PORT_PROGRAMMATIC ||
+            e->from_port == CU_GRAPH_KERNEL_NODE_PORT_LAUNCH_ORDER);
+}
+
+/* Edge data goes along only when some edge is not a default one (a 1.1 worker refuses it). */
 CLI_EXPORT CUresult cuGraphAddDependencies_v2(CUgraph graph, const CUgraphNode *from,
                                               const CUgraphNode *to,
                                               const CUgraphEdgeData *edges, size_t n)
 {
     struct cli_graph *g = cli_handle_check(graph, PROTO_H_GRAPH);
-    uint64_t ids[2 * MAX_DEPS];
+    uint64_t ids[3 * MAX_DEPS];
     struct cli_call call = {CLI_ARGS(GRAPH_ADD_DEPS)};
+    bool with_edges = !cli_graph_edges_plain(edges, n);
 
     if (g == NULL)
         return CUDA_ERROR_INVALID_HANDLE;
     if (n > MAX_DEPS || (n > 0 && (from == NULL || to == NULL)))
         return CUDA_ERROR_INVALID_VALUE;
-    if (edges != NULL)
-        for (size_t i = 0; i < n; i++)
-            if (edges[i].type != CU_GRAPH_DEPENDENCY_TYPE_DEFAULT || edges[i].from_port != 0)
-                return cli_unsupported("programmatic graph edges");
     for (size_t i = 0; i < n; i++) {
         struct cli_node *a = cli_handle_check(from[i], PROTO_H_GRAPH_NODE);
         struct cli_node *b = cli_handle_check(to[i], PROTO_H_GRAPH_NODE);
-        if (a == NULL || b == NULL || a->graph != g || b->graph != g)
+        if (a == NULL || b == NULL || a->graph != g || b->graph != g ||
+            (with_edges && !cli_graph_edge_valid(&edges[i], a->type, b->type)))
             return CUDA_ERROR_INVALID_VALUE;
         ids[i] = a->h.id;
         ids[n + i] = b->h.id;
     }
+    if (with_edges)
+        memcpy(&ids[2 * n], edges, sizeof(*edges) * n);
     call.a.GRAPH_ADD_DEPS.graph = g->h.id;
     call.a.GRAPH_ADD_DEPS.n = n;
+    call.a.GRAPH_ADD_DEPS.has_edges = with_edges;
     call.data = ids;
-    call.data_len = 16 * n;
+    call.data_len = (with_edges ? 24 : 16) * n;
     return cli_call_sync(&call);
 }
 

@@ -316,16 +316,19 @@ CUresult srv_op_graph_add_deps(struct srv_session *s, struct srv_call *call)
     struct srv_handle *g = srv_handle_get(s, a->graph, PROTO_H_GRAPH);
     size_t n = a->n;
     CUgraphNode from[64], to[64];
+    CUgraphEdgeData edges[64];
     CUresult res;
 
     if (g == NULL)
         return CUDA_ERROR_INVALID_HANDLE;
-    if (n > 64 || call->msg->data.len != 16 * n)
+    if (n > 64 || call->msg->data.len != (a->has_edges ? 24 : 16) * n)
         return CUDA_ERROR_INVALID_VALUE;
     if ((res = srv_graph_nodes_of(s, call->msg->data.data, n, from)) != CUDA_SUCCESS ||
         (res = srv_graph_nodes_of(s, call->msg->data.data + 8 * n, n, to)) != CUDA_SUCCESS)
         return res;
-    return s->drv.cuGraphAddDependencies(g->real, from, to, NULL, n);
+    if (a->has_edges)
+        memcpy(edges, call->msg->data.data + 16 * n, sizeof(edges[0]) * n);
+    return s->drv.cuGraphAddDependencies(g->real, from, to, a->has_edges ? edges : NULL, n);
 }
 
 CUresult srv_op_graph_clone(struct srv_session *s, struct srv_call *call)

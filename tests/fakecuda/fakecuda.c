@@ -1055,6 +1055,13 @@ CUresult cuGraphAddDependencies(CUgraph graph, const CUgraphNode *from, const CU
     struct fk_graph *g = (struct fk_graph *)obj_check(graph, K_GRAPH);
     if (!g) return CUDA_ERROR_INVALID_HANDLE;
     if (!nodes_in(g, from, n) || !nodes_in(g, to, n)) return CUDA_ERROR_INVALID_VALUE;
+    for (size_t i = 0; e && i < n; i++) /* a programmatic edge joins two kernels from port 1 or 2 */
+        if (e[i].to_port || e[i].type > CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC ||
+            (e[i].type == CU_GRAPH_DEPENDENCY_TYPE_DEFAULT && e[i].from_port) ||
+            (e[i].type == CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC &&
+             (((struct fk_node *)from[i])->type != CU_GRAPH_NODE_TYPE_KERNEL ||
+              ((struct fk_node *)to[i])->type != CU_GRAPH_NODE_TYPE_KERNEL || !e[i].from_port || e[i].from_port > 2)))
+            return CUDA_ERROR_INVALID_VALUE;
     for (size_t i = 0; i < n; i++) /* the order of addition must already respect each edge */
         if (((struct fk_node *)from[i])->idx >= ((struct fk_node *)to[i])->idx) return CUDA_ERROR_NOT_SUPPORTED;
     return CUDA_SUCCESS;

@@ -1,13 +1,15 @@
 // CUDA graphs built node by node and captured with host memory: copies from and to host
 // memory, memsets, kernels, host nodes and host functions; node lists and types, clones,
 // kernel parameters changed in an executable graph, and executable-graph update. Host input
-// changes between launches, so each launch must read it anew.
+// changes between launches, so each launch must read it anew. Programmatic edges between
+// kernels (XLA's command buffers add them with cudaGraphAddNode), and one the driver refuses.
 #include <vector>
 #include "common.h"
 
 __global__ void scale(float *x, float s, int n)
 {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
+    cudaGridDependencySynchronize(); // after a programmatic edge: waits for the kernel before
     if (i < n)
         x[i] *= s;
 }
@@ -135,6 +137,61 @@ static void captured(cudaStream_t st, float *d, int n)
     CHECK(cudaGraphDestroy(g));
 }
 
+static cudaGraphNode_t add_scale(cudaGraph_t g, const cudaGraphNode_t *dep,
+                                  const cudaGraphEdgeData *edge, float **d, float *s, int *n,
+                                  cudaError_t *err)
+{
+    cudaGraphNode_t node = NULL;
+    cudaGraphNodeParams p = {};
+    void *args[] = {d, s, n};
+
+    p.type = cudaGraphNodeTypeKernel;
+    p.kernel.func = (void *)scale, p.kernel.gridDim = dim3((*n + 255) / 256);
+    p.kernel.blockDim = dim3(256), p.kernel.kernelParams = args;
+    *err = cudaGraphAddNode(&node, g, dep, edge, dep != NULL, &p);
+    return node;
+}
+
+static void programmatic(cudaStream_t st, float *d, int n)
+{
+    std::vector<float> h(n, 1.0f);
+    cudaGraph_t g, g2;
+    cudaGraphExec_t exec;
+    cudaGraphNode_t k1, ms;
+    size_t count = 0;
+    cudaGraphEdgeData edge = {};
+    cudaMemsetParams mp = {};
+    cudaError_t err;
+    float two = 2.0f, three = 3.0f;
+
+    CHECK(cudaMemcpy(d, h.data(), n * sizeof(float), cudaMemcpyHostToDevice));
+    CHECK(cudaGraphCreate(&g, 0));
+    k1 = add_scale(g, NULL, NULL, &d, &two, &n, &err);
+    CHECK(err);
+    edge.type = cudaGraphDependencyTypeProgrammatic;
+    edge.from_port = cudaGraphKernelNodePortProgrammatic;
+    add_scale(g, &k1, &edge, &d, &three, &n, &err);
+    CHECK(err);
+    mp.dst = d, mp.value = 0, mp.elementSize = 4, mp.width = n, mp.height = 1;
+    CHECK(cudaGraphCreate(&g2, 0));
+    CHECK(cudaGraphAddMemsetNode(&ms, g2, NULL, 0, &mp));
+    add_scale(g2, &ms, &edge, &d, &three, &n, &err); // a memset has no programmatic port
+    printf("programmatic edge from a memset: %s\n", cudaGetErrorName(err));
+    if (err == cudaSuccess)
+        bad++;
+    (void)cudaGetLastError();
+    CHECK(cudaGraphGetNodes(g2, NULL, &count));
+    expect("nodes left by the refused one", (float)count, 1.0f);
+    CHECK(cudaGraphDestroy(g2));
+    CHECK(cudaGraphInstantiate(&exec, g, 0));
+    CHECK(cudaGraphLaunch(exec, st));
+    CHECK(cudaMemcpyAsync(h.data(), d, n * sizeof(float), cudaMemcpyDeviceToHost, st));
+    CHECK(cudaStreamSynchronize(st));
+    expect("kernels joined by a programmatic edge", h[n - 1], 6.0f);
+    CHECK(cudaGraphExecDestroy(exec));
+    CHECK(cudaGraphDestroy(g));
+}
+
 int main()
 {
     const int n = 4096;
@@ -146,6 +203,7 @@ int main()
     CHECK(cudaMalloc(&z, n * sizeof(float)));
     manual(st, d, z, n);
     captured(st, d, n);
+    programmatic(st, d, n);
     CHECK(cudaFree(d));
     CHECK(cudaFree(z));
     CHECK(cudaStreamDestroy(st));

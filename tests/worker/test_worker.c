@@ -310,6 +310,22 @@ static void test_hostile_arguments(void **state)
     assert_int_equal(call_result(&p, PROTO_OP_GRAPH_ADD_NODE, a, 16, &no_node, 8), CUDA_ERROR_INVALID_VALUE);
     a[3] = 65; /* more dependencies than a node may have */
     assert_int_equal(call_result(&p, PROTO_OP_GRAPH_ADD_NODE, a, 16, NULL, 0), CUDA_ERROR_INVALID_VALUE);
+    /* edges with their data reach the driver: a programmatic edge between empty nodes is its
+     * refusal, the same edge as a default one is taken; data of the wrong length is refused */
+    uint64_t e[3] = {(785ull << 4) | PROTO_H_GRAPH_NODE, (786ull << 4) | PROTO_H_GRAPH_NODE, 0};
+    CUgraphEdgeData *edge = (CUgraphEdgeData *)&e[2];
+    for (int i = 0; i < 2; i++) {
+        a[1] = e[i], a[2] = CU_GRAPH_NODE_TYPE_EMPTY, a[3] = 0;
+        assert_int_equal(call_result(&p, PROTO_OP_GRAPH_ADD_NODE, a, 16, NULL, 0), CUDA_SUCCESS);
+    }
+    edge->type = CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC, edge->from_port = CU_GRAPH_KERNEL_NODE_PORT_PROGRAMMATIC;
+    a[1] = 1, a[2] = 1;
+    assert_int_equal(call_result(&p, PROTO_OP_GRAPH_ADD_DEPS, a, 3, e, 24), CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(call_result(&p, PROTO_OP_GRAPH_ADD_DEPS, a, 3, e, 16), CUDA_ERROR_INVALID_VALUE);
+    e[2] = 0;
+    assert_int_equal(call_result(&p, PROTO_OP_GRAPH_ADD_DEPS, a, 3, e, 24), CUDA_SUCCESS);
+    a[2] = 0;
+    assert_int_equal(call_result(&p, PROTO_OP_GRAPH_ADD_DEPS, a, 3, e, 24), CUDA_ERROR_INVALID_VALUE);
     a[0] = shadow, a[1] = 4096;
     assert_int_equal(call_result(&p, PROTO_OP_SHADOW_ALLOC, a, 2, NULL, 0), CUDA_SUCCESS);
     a[1] = 4000, a[2] = 200, a[3] = PROTO_STREAM_NULL; /* [4000, 4200) of 4096 bytes */
