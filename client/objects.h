@@ -69,6 +69,9 @@ bool cli_stream_id(CUstream stream, bool per_thread, uint64_t *id_p);
 /* A stream argument of a call in the current context: cli_need_ctx's answer, else
  * CUDA_ERROR_INVALID_HANDLE for a bad handle, else CUDA_SUCCESS with its wire id. */
 CUresult cli_stream_arg(CUstream stream, bool per_thread, uint64_t *id_p);
+/* Send call to the context of stream (created in another device's context, it may be on
+ * another server); the current context for the NULL and per-thread streams. */
+void cli_stream_route(struct cli_call *call, CUstream stream);
 
 /* Stream capture bookkeeping (graph.c, stream.c): 0 = not capturing. */
 bool cli_stream_set_capture(CUstream stream, uint64_t capture_id);

@@ -115,6 +115,23 @@ CLI_EXPORT CUresult cli_cuStreamDestroy_v1(CUstream s) { return cuStreamDestroy(
     CLI_EXPORT CUresult name params { return impl(__VA_ARGS__, false); }                        \
     CLI_EXPORT CUresult name##_ptsz params { return impl(__VA_ARGS__, true); }
 
+/* The context of a stream (NULL: the caller's current one). */
+static struct cli_ctx *stream_ctx(CUstream stream)
+{
+    struct cli_stream *s = cli_handle_check(stream, PROTO_H_STREAM);
+
+    return s != NULL ? s->ctx : NULL;
+}
+
+void cli_stream_route(struct cli_call *call, CUstream stream)
+{
+    struct cli_ctx *c = stream_ctx(stream);
+
+    if (c != NULL)
+        cli_call_in(call, c);
+}
+
+/* p2pBandwidthLatencyTest synchronizes a stream of device j while device i is current. */
 static CUresult stream_call(unsigned op, CUstream stream, bool per_thread)
 {
     struct cli_call call = {CLI_ARGS_AS(op, STREAM_SYNCHRONIZE)};
@@ -122,17 +139,10 @@ static CUresult stream_call(unsigned op, CUstream stream, bool per_thread)
 
     if (res != CUDA_SUCCESS)
         return res;
+    cli_stream_route(&call, stream);
     if ((res = cli_call_sync(&call)) == CUDA_SUCCESS) /* the work is done (or none was left) */
         cli_mirror_synced(call.sess);
     return res;
-}
-
-/* The context of a stream (NULL: the caller's current one). */
-static struct cli_ctx *stream_ctx(CUstream stream)
-{
-    struct cli_stream *s = cli_handle_check(stream, PROTO_H_STREAM);
-
-    return s != NULL ? s->ctx : NULL;
 }
 
 static CUresult stream_wait_event(CUstream stream, CUevent event, unsigned flags,
@@ -152,6 +162,7 @@ static CUresult stream_wait_event(CUstream stream, CUevent event, unsigned flags
         return res;
     call.a.STREAM_WAIT_EVENT.event = e->id;
     call.a.STREAM_WAIT_EVENT.flags = flags;
+    cli_stream_route(&call, stream);
     return cli_call_async(&call);
 }
 

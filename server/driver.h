@@ -54,6 +54,7 @@
     X(cuGraphAddEmptyNode) X(cuGraphAddEventWaitNode) X(cuGraphAddEventRecordNode)             \
     X(cuGraphAddChildGraphNode) X(cuGraphAddMemAllocNode) X(cuGraphAddMemFreeNode)             \
     X(cuGraphAddDependencies) X(cuGraphClone) X(cuGraphNodeGetType)                            \
+    X(cuGraphGetRootNodes) X(cuGraphNodeGetDependencies) X(cuGraphNodeGetDependentNodes)        \
     X(cuGraphExecKernelNodeSetParams) X(cuGraphExecUpdate) X(cuMemcpy2D) X(cuMemcpy2DAsync)  \
     X(cuLinkCreate) X(cuLinkAddData) X(cuLinkComplete) X(cuLinkDestroy)            \
     X(cuTensorMapEncodeTiled) X(cuTensorMapEncodeIm2col) X(cuTensorMapEncodeIm2colWide)         \

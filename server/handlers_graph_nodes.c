@@ -388,6 +388,55 @@ CUresult srv_op_graph_get_nodes(struct srv_session *s, struct srv_call *call)
     return CUDA_SUCCESS;
 }
 
+/* The nodes GRAPH_NODE_QUERY asks for, with their edge data (NULL edges: roots have none). */
+static CUresult node_query(struct srv_session *s, unsigned what, CUgraph g, CUgraphNode node,
+                           CUgraphNode *nodes, CUgraphEdgeData *edges, size_t *n)
+{
+    switch (what) {
+    case 0: return s->drv.cuGraphGetRootNodes(g, nodes, n);
+    case 1: return s->drv.cuGraphNodeGetDependencies(node, nodes, edges, n);
+    case 2: return s->drv.cuGraphNodeGetDependentNodes(node, nodes, edges, n);
+    default: return CUDA_ERROR_INVALID_VALUE;
+    }
+}
+
+CUresult srv_op_graph_node_query(struct srv_session *s, struct srv_call *call)
+{
+    const struct proto_args_GRAPH_NODE_QUERY *a = SRV_ARGS(call, GRAPH_NODE_QUERY);
+    struct srv_handle *g = srv_handle_get(s, a->graph, PROTO_H_GRAPH);
+    struct srv_handle *nd = a->what == 0 ? NULL : srv_handle_get(s, a->node, PROTO_H_GRAPH_NODE);
+    CUgraphNode node = nd != NULL ? nd->real : NULL, *nodes;
+    CUgraphEdgeData *edges;
+    size_t n = 0, m;
+    CUresult res;
+
+    if (g == NULL || (a->what != 0 && (nd == NULL || nd->size != a->graph)))
+        return CUDA_ERROR_INVALID_HANDLE;
+    if ((res = node_query(s, a->what, g->real, node, NULL, NULL, &n)) != CUDA_SUCCESS)
+        return res;
+    if (n > 1024)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    m = n < a->max ? n : a->max;
+    nodes = srv_scratch(s, (n + 1) * (sizeof(*nodes) + sizeof(*edges)));
+    call->out_ext = calloc(1 + 3 * m, sizeof(uint64_t));
+    if (nodes == NULL || call->out_ext == NULL)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    edges = (CUgraphEdgeData *)(nodes + n + 1);
+    memset(edges, 0, (n + 1) * sizeof(*edges));
+    if (n > 0 && (res = node_query(s, a->what, g->real, node, nodes, a->what ? edges : NULL, &n)) != CUDA_SUCCESS)
+        return res;
+    call->out_ext[0] = n;
+    for (size_t i = 0; i < m && i < n; i++) {
+        CUgraphNodeType type = CU_GRAPH_NODE_TYPE_EMPTY;
+        s->drv.cuGraphNodeGetType(nodes[i], &type);
+        call->out_ext[1 + 3 * i] = srv_graph_node_id(s, nodes[i], a->graph);
+        call->out_ext[2 + 3 * i] = type;
+        memcpy(&call->out_ext[3 + 3 * i], &edges[i], sizeof(edges[i]));
+    }
+    call->nout = 1 + 3 * m;
+    return CUDA_SUCCESS;
+}
+
 /* [exec, node, f, gx,gy,gz, bx,by,bz, shmem, params_len]; data: the packed parameters. */
 CUresult srv_op_exec_kernel_set(struct srv_session *s, struct srv_call *call)
 {

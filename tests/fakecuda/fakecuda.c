@@ -8,6 +8,7 @@
 #include <sys/mman.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -24,6 +25,7 @@ enum { K_CTX = 1, K_MODULE, K_STREAM, K_EVENT, K_GRAPH, K_EXEC };
 
 /* A captured graph: the operations recorded on a capturing stream, replayed on launch. */
 #define FK_MAX_NODES 256
+#define FK_MAX_NODE_DEPS 16
 struct fk_node {
     int kind; /* 0 launch, 1 fill, 2 dtod, 3 htod, 4 dtoh, 5 nothing (empty, event, free),
                * 6 run(arg) (fake_graph_cond.c) */
@@ -37,6 +39,9 @@ struct fk_node {
     unsigned v, es;
     CUresult (*run)(void *arg);
     void *arg;
+    unsigned ndeps;                         /* the nodes it follows (graph structure queries) */
+    short dep[FK_MAX_NODE_DEPS];            /* their idx, the first FK_MAX_NODE_DEPS of them */
+    CUgraphEdgeData dep_edge[FK_MAX_NODE_DEPS];
 };
 /* origin: the graph an executable graph was made from; into: a capture into an existing graph
  * (cuStreamBeginCaptureToGraph), which its end leaves alone. */
@@ -79,19 +84,32 @@ static struct fk_graph *capturing(CUstream s)
     return o && o->magic == 0x46414b45u && o->kind == K_STREAM ? o->capture : NULL;
 }
 
-static CUresult append(struct fk_graph *g, const struct fk_node *node)
+static void follow(struct fk_node *n, const struct fk_node *dep, const CUgraphEdgeData *e)
+{
+    if (n->ndeps < FK_MAX_NODE_DEPS) {
+        n->dep[n->ndeps] = (short)dep->idx;
+        n->dep_edge[n->ndeps] = e ? *e : (CUgraphEdgeData){0};
+    }
+    n->ndeps++;
+}
+
+/* A new node following deps (nodes of g). */
+static CUresult append(struct fk_graph *g, const struct fk_node *node, const CUgraphNode *deps, size_t ndeps)
 {
     if (g->n == FK_MAX_NODES) return CUDA_ERROR_OUT_OF_MEMORY;
     g->nodes[g->n] = *node;
     g->nodes[g->n].idx = g->n;
+    g->nodes[g->n].ndeps = 0;
+    for (size_t i = 0; i < ndeps; i++) follow(&g->nodes[g->n], (const struct fk_node *)deps[i], NULL);
     g->n++;
     return CUDA_SUCCESS;
 }
 
-/* A node captured from a stream: the capture's next node follows it alone. */
+/* A node captured from a stream: it follows the capture's dependencies, the capture's next
+ * node follows it alone. */
 static CUresult record(struct fk_graph *g, const struct fk_node *node)
 {
-    CUresult res = append(g, node);
+    CUresult res = append(g, node, g->deps.nodes, g->deps.n);
     if (res == CUDA_SUCCESS) g->deps = (struct fk_capture_deps){{(CUgraphNode)&g->nodes[g->n - 1]}, 1};
     return res;
 }
@@ -967,7 +985,7 @@ static CUresult add(CUgraphNode *out, CUgraph graph, const CUgraphNode *deps, si
     NEED_CTX();
     if (!g) return CUDA_ERROR_INVALID_HANDLE;
     if (!out || (ndeps && !deps) || !nodes_in(g, deps, ndeps)) return CUDA_ERROR_INVALID_VALUE;
-    if ((res = append(g, node)) == CUDA_SUCCESS) *out = (CUgraphNode)&g->nodes[g->n - 1];
+    if ((res = append(g, node, deps, ndeps)) == CUDA_SUCCESS) *out = (CUgraphNode)&g->nodes[g->n - 1];
     return res;
 }
 
@@ -1064,6 +1082,7 @@ CUresult cuGraphAddDependencies(CUgraph graph, const CUgraphNode *from, const CU
             return CUDA_ERROR_INVALID_VALUE;
     for (size_t i = 0; i < n; i++) /* the order of addition must already respect each edge */
         if (((struct fk_node *)from[i])->idx >= ((struct fk_node *)to[i])->idx) return CUDA_ERROR_NOT_SUPPORTED;
+    for (size_t i = 0; i < n; i++) follow((struct fk_node *)to[i], (const struct fk_node *)from[i], e ? &e[i] : NULL);
     return CUDA_SUCCESS;
 }
 
@@ -1083,6 +1102,63 @@ CUresult cuGraphNodeGetType(CUgraphNode node, CUgraphNodeType *type)
     if (!node || !type) return CUDA_ERROR_INVALID_VALUE;
     *type = ((struct fk_node *)node)->type;
     return CUDA_SUCCESS;
+}
+
+/* Graph structure: roots, a node's dependencies and its dependents, as the driver lists them
+ * (with nodes, *n in is the room and out what was filled; without, out is the count). */
+static void list_node(struct fk_node *n, const CUgraphEdgeData *e, CUgraphNode *nodes, CUgraphEdgeData *edges, size_t room, size_t *k)
+{
+    if (nodes && *k < room) {
+        nodes[*k] = (CUgraphNode)n;
+        if (edges) edges[*k] = e ? *e : (CUgraphEdgeData){0};
+    }
+    (*k)++;
+}
+
+static CUresult listed(CUgraphNode *nodes, size_t *n, size_t k)
+{
+    for (size_t i = k; nodes && i < *n; i++) nodes[i] = NULL;
+    *n = nodes && k > *n ? *n : k;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuGraphGetRootNodes(CUgraph graph, CUgraphNode *roots, size_t *n)
+{
+    struct fk_graph *g = (struct fk_graph *)obj_check(graph, K_GRAPH);
+    size_t k = 0;
+
+    if (!g) return CUDA_ERROR_INVALID_HANDLE;
+    if (!n) return CUDA_ERROR_INVALID_VALUE;
+    for (int i = 0; i < g->n; i++)
+        if (g->nodes[i].ndeps == 0) list_node(&g->nodes[i], NULL, roots, NULL, *n, &k);
+    return listed(roots, n, k);
+}
+
+CUresult cuGraphNodeGetDependencies(CUgraphNode node, CUgraphNode *deps, CUgraphEdgeData *edges, size_t *n)
+{
+    struct fk_node *nd = (struct fk_node *)node, *first;
+    size_t k = 0;
+
+    if (!nd || !n) return CUDA_ERROR_INVALID_VALUE;
+    if (nd->ndeps > FK_MAX_NODE_DEPS) return CUDA_ERROR_NOT_SUPPORTED;
+    first = nd - nd->idx;
+    for (unsigned i = 0; i < nd->ndeps; i++) list_node(&first[nd->dep[i]], &nd->dep_edge[i], deps, edges, *n, &k);
+    return listed(deps, n, k);
+}
+
+CUresult cuGraphNodeGetDependentNodes(CUgraphNode node, CUgraphNode *dependents, CUgraphEdgeData *edges, size_t *n)
+{
+    struct fk_node *nd = (struct fk_node *)node, *first;
+    struct fk_graph *g;
+    size_t k = 0;
+
+    if (!nd || !n) return CUDA_ERROR_INVALID_VALUE;
+    first = nd - nd->idx;
+    g = (struct fk_graph *)((char *)first - offsetof(struct fk_graph, nodes));
+    for (int i = nd->idx + 1; i < g->n; i++)
+        for (unsigned j = 0; j < g->nodes[i].ndeps && j < FK_MAX_NODE_DEPS; j++)
+            if (g->nodes[i].dep[j] == nd->idx) list_node(&g->nodes[i], &g->nodes[i].dep_edge[j], dependents, edges, *n, &k);
+    return listed(dependents, n, k);
 }
 
 CUresult cuGraphExecKernelNodeSetParams(CUgraphExec exec, CUgraphNode node, const CUDA_KERNEL_NODE_PARAMS *p)

@@ -92,8 +92,12 @@ for s in simpleP2P simpleMultiGPU simpleMultiCopy p2pBandwidthLatencyTest; do sa
 if [ -x "$WORK/s/simpleMultiGPU/simpleMultiGPU" ]; then
     (cd "$WORK/s/simpleMultiGPU" && LD_LIBRARY_PATH=$B/client:$DEPS:$CUDA_HOME/lib64:$WORK/_lib \
         RGPU_POOL=$TWO RGPU_GPUS=2 timeout 300 ./simpleMultiGPU >"$LOGS/gpus2.out" 2>&1); rc=$?
-    if [ $rc = 0 ] && grep -q "CUDA-capable device count: 2" "$LOGS/gpus2.out" && passed_line "$LOGS/gpus2.out"; then
-        row pool_gpus2_simpleMultiGPU PASS "RGPU_POOL of two servers, RGPU_GPUS=2: 2 devices, Test passed"
+    # The sample prints no PASS line (its exit status says); its sum must be that of the run on
+    # the two servers named one by one (the same split over two devices).
+    sum=$(grep 'GPU sum' "$LOGS/gpus2.out")
+    if [ $rc = 0 ] && grep -q "CUDA-capable device count: 2" "$LOGS/gpus2.out" && [ -n "$sum" ] &&
+        grep -qF "$sum" "$LOGS/simpleMultiGPU.two"; then
+        row pool_gpus2_simpleMultiGPU PASS "RGPU_POOL of two servers, RGPU_GPUS=2: 2 devices, exit 0, ${sum# *} as on two servers named"
     else
         row pool_gpus2_simpleMultiGPU FAIL "exit $rc: $(tail -2 "$LOGS/gpus2.out" | tr '\n' ' ')"
     fi

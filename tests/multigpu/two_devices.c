@@ -140,6 +140,7 @@ static void check_copies(CUcontext c0, CUcontext c1, CUdeviceptr a0, CUdeviceptr
     CHECK(cuStreamWaitEvent(s1, e0, 0));
     CHECK(cuMemcpyPeerAsync(a1, c1, a0, c0, N, s1));
     CHECK(cuMemcpyAsync(a0 + N / 2, a1, N / 2, s1)); /* and back, on the same stream */
+    CHECK(cuCtxSetCurrent(c0)); /* device 1's stream synchronized from device 0's context */
     CHECK(cuStreamSynchronize(s1));
     memset(q, 0x5a, N);
     expect_bytes(c1, a1, q, "cuMemcpyPeerAsync after the other device's event");

@@ -63,6 +63,40 @@ static cudaGraph_t build(float *in_h, float *out_h, float *d, float *z, int n, f
     return g;
 }
 
+/* The graph's roots, and node's dependencies and dependents (NULL: the node after the first
+ * root), counted and listed. */
+static void structure(const char *what, cudaGraph_t g, cudaGraphNode_t node, size_t roots,
+                      size_t deps, size_t dependents)
+{
+    cudaGraphNode_t r[8], d[8];
+    size_t nr = 0, nd = 0, nt = 0, room = 8;
+
+    CHECK(cudaGraphGetRootNodes(g, NULL, &nr));
+    CHECK(cudaGraphGetRootNodes(g, r, &room));
+    if (node == NULL) {
+        nd = 1;
+        CHECK(cudaGraphNodeGetDependentNodes(r[0], &node, NULL, &nd));
+    }
+    CHECK(cudaGraphNodeGetDependencies(node, NULL, NULL, &nd));
+    CHECK(cudaGraphNodeGetDependentNodes(node, NULL, NULL, &nt));
+    printf("%s: %zu roots, %zu dependencies, %zu dependents\n", what, nr, nd, nt);
+    expect("roots listed", (float)room, (float)roots);
+    expect("dependencies", (float)nd, (float)deps);
+    expect("dependents", (float)nt, (float)dependents);
+    room = 8;
+    CHECK(cudaGraphNodeGetDependencies(node, d, NULL, &room));
+    for (size_t i = 0; i < room; i++) {
+        size_t m = 8;
+        cudaGraphNode_t back[8];
+        bool found = false;
+        CHECK(cudaGraphNodeGetDependentNodes(d[i], back, NULL, &m));
+        for (size_t j = 0; j < m; j++)
+            found |= back[j] == node;
+        expect("a dependency lists the node among its dependents", found, 1.0f);
+    }
+    expect("roots counted", (float)nr, (float)roots);
+}
+
 static void manual(cudaStream_t st, float *d, float *z, int n)
 {
     std::vector<float> in(n), out(n);
@@ -78,6 +112,7 @@ static void manual(cudaStream_t st, float *d, float *z, int n)
     CHECK(cudaGraphGetNodes(g, nodes, &count));
     CHECK(cudaGraphNodeGetType(nodes[2], &type));
     printf("third node is a kernel: %s\n", type == cudaGraphNodeTypeKernel ? "yes" : "no");
+    structure("manual graph", g, k, 2, 2, 1);
     CHECK(cudaGraphInstantiate(&exec, g, 0));
     CHECK(cudaGraphClone(&clone, g));
     CHECK(cudaGraphInstantiate(&clone_exec, clone, 0));
@@ -124,6 +159,7 @@ static void captured(cudaStream_t st, float *d, int n)
     CHECK(cudaMemcpyAsync(out.data(), d, n * sizeof(float), cudaMemcpyDeviceToHost, st));
     CHECK(cudaLaunchHostFunc(st, on_host, out.data()));
     CHECK(cudaStreamEndCapture(st, &g));
+    structure("captured graph", g, NULL, 1, 1, 1);
     CHECK(cudaGraphInstantiate(&exec, g, 0));
     for (int it = 1; it <= 2; it++) {
         for (int i = 0; i < n; i++)
@@ -172,6 +208,18 @@ static void programmatic(cudaStream_t st, float *d, int n)
     edge.from_port = cudaGraphKernelNodePortProgrammatic;
     add_scale(g, &k1, &edge, &d, &three, &n, &err);
     CHECK(err);
+    cudaGraphNode_t k2 = NULL, deps[2];
+    cudaGraphEdgeData got[2] = {};
+    size_t nk = 1, nd = 2;
+    CHECK(cudaGraphNodeGetDependentNodes(k1, &k2, got, &nk));
+    CHECK(cudaGraphNodeGetDependencies(k2, deps, got, &nd));
+    printf("programmatic edge listed: %zu, type %d, port %d\n", nd, got[0].type, got[0].from_port);
+    expect("the edge's type", got[0].type, cudaGraphDependencyTypeProgrammatic);
+    nd = 2;
+    err = cudaGraphNodeGetDependencies(k2, deps, NULL, &nd); // no room for the edge data
+    printf("without edge data: %s\n", cudaGetErrorName(err));
+    expect("a lossy query", err, cudaErrorLossyQuery);
+    (void)cudaGetLastError();
     mp.dst = d, mp.value = 0, mp.elementSize = 4, mp.width = n, mp.height = 1;
     CHECK(cudaGraphCreate(&g2, 0));
     CHECK(cudaGraphAddMemsetNode(&ms, g2, NULL, 0, &mp));

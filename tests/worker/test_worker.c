@@ -326,6 +326,16 @@ static void test_hostile_arguments(void **state)
     assert_int_equal(call_result(&p, PROTO_OP_GRAPH_ADD_DEPS, a, 3, e, 24), CUDA_SUCCESS);
     a[2] = 0;
     assert_int_equal(call_result(&p, PROTO_OP_GRAPH_ADD_DEPS, a, 3, e, 24), CUDA_ERROR_INVALID_VALUE);
+    /* structure queries: the dependency just added; a node not there, a query not known */
+    uint64_t q[4] = {0};
+    a[1] = e[1], a[2] = 1, a[3] = 4;
+    assert_int_equal(call_outs(&p, PROTO_OP_GRAPH_NODE_QUERY, a, 4, NULL, 0, q, 4), CUDA_SUCCESS);
+    assert_int_equal(q[0], 1);
+    assert_int_equal(q[1], e[0]);
+    a[1] = no_node;
+    assert_int_equal(call_result(&p, PROTO_OP_GRAPH_NODE_QUERY, a, 4, NULL, 0), CUDA_ERROR_INVALID_HANDLE);
+    a[1] = e[1], a[2] = 3;
+    assert_int_equal(call_result(&p, PROTO_OP_GRAPH_NODE_QUERY, a, 4, NULL, 0), CUDA_ERROR_INVALID_VALUE);
     a[0] = shadow, a[1] = 4096;
     assert_int_equal(call_result(&p, PROTO_OP_SHADOW_ALLOC, a, 2, NULL, 0), CUDA_SUCCESS);
     a[1] = 4000, a[2] = 200, a[3] = PROTO_STREAM_NULL; /* [4000, 4200) of 4096 bytes */
