@@ -62,6 +62,7 @@ static CUresult event_record(CUevent event, CUstream stream, unsigned flags, boo
         return CUDA_ERROR_INVALID_HANDLE;
     call.a.EVENT_RECORD.event = e->h.id;
     call.a.EVENT_RECORD.flags = flags;
+    cli_stream_route(&call, stream); /* the stream's context, also when another is current */
     return cli_call_async(&call);
 }
 

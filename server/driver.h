@@ -55,6 +55,8 @@
     X(cuGraphAddChildGraphNode) X(cuGraphAddMemAllocNode) X(cuGraphAddMemFreeNode)             \
     X(cuGraphAddDependencies) X(cuGraphClone) X(cuGraphNodeGetType)                            \
     X(cuGraphGetRootNodes) X(cuGraphNodeGetDependencies) X(cuGraphNodeGetDependentNodes)        \
+    X(cuGraphExecMemsetNodeSetParams) X(cuGraphExecMemcpyNodeSetParams)                        \
+    X(cuGraphExecChildGraphNodeSetParams) X(cuGraphNodeSetEnabled) X(cuGraphNodeGetEnabled)     \
     X(cuGraphExecKernelNodeSetParams) X(cuGraphExecUpdate) X(cuMemcpy2D) X(cuMemcpy2DAsync)  \
     X(cuLinkCreate) X(cuLinkAddData) X(cuLinkComplete) X(cuLinkDestroy)            \
     X(cuTensorMapEncodeTiled) X(cuTensorMapEncodeIm2col) X(cuTensorMapEncodeIm2colWide)         \

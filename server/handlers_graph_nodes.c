@@ -204,16 +204,29 @@ static bool copy_end(struct srv_session *s, const uint64_t *end, uint64_t width,
     return (*host = shadow_range(s, end[1], 0, bytes)) != NULL;
 }
 
-/* MEMCPY node: [srckind, src, srcpitch, dstkind, dst, dstpitch, width, height]. */
+/* A MEMCPY node's copy: [srckind, src, srcpitch, dstkind, dst, dstpitch, width, height]. */
+static bool memcpy_params(struct srv_session *s, const uint64_t *p, CUDA_MEMCPY3D *c)
+{
+    *c = (CUDA_MEMCPY3D){.WidthInBytes = p[6], .Height = p[7], .Depth = 1};
+    return copy_end(s, &p[0], p[6], p[7], &c->srcMemoryType, &c->srcDevice, (void **)&c->srcHost,
+                    &c->srcPitch) &&
+           copy_end(s, &p[3], p[6], p[7], &c->dstMemoryType, &c->dstDevice, &c->dstHost,
+                    &c->dstPitch);
+}
+
+static CUDA_MEMSET_NODE_PARAMS memset_params(const uint64_t *p)
+{
+    return (CUDA_MEMSET_NODE_PARAMS){.dst = p[0], .pitch = p[1], .value = (unsigned)p[2],
+                                     .elementSize = (unsigned)p[3], .width = p[4], .height = p[5]};
+}
+
 static CUresult add_memcpy(struct srv_session *s, const uint64_t *p, CUgraph g, CUgraphNode *deps,
                            size_t ndeps, CUgraphNode *node)
 {
-    CUDA_MEMCPY3D c = {.WidthInBytes = p[6], .Height = p[7], .Depth = 1};
+    CUDA_MEMCPY3D c;
     CUcontext ctx;
 
-    if (!copy_end(s, &p[0], p[6], p[7], &c.srcMemoryType, &c.srcDevice, (void **)&c.srcHost,
-                  &c.srcPitch) ||
-        !copy_end(s, &p[3], p[6], p[7], &c.dstMemoryType, &c.dstDevice, &c.dstHost, &c.dstPitch))
+    if (!memcpy_params(s, p, &c))
         return CUDA_ERROR_INVALID_VALUE;
     s->drv.cuCtxGetCurrent(&ctx);
     return s->drv.cuGraphAddMemcpyNode(node, g, deps, ndeps, &c, ctx);
@@ -259,8 +272,7 @@ static CUresult add_typed(struct srv_session *s, struct srv_call *call, CUgraph 
         return res != CUDA_SUCCESS ? res : s->drv.cuGraphAddKernelNode(node, g, deps, ndeps, &kp);
     }
     case CU_GRAPH_NODE_TYPE_MEMSET: {
-        CUDA_MEMSET_NODE_PARAMS mp = {.dst = p[0], .pitch = p[1], .value = (unsigned)p[2],
-                                      .elementSize = (unsigned)p[3], .width = p[4], .height = p[5]};
+        CUDA_MEMSET_NODE_PARAMS mp = memset_params(p);
         CUcontext ctx;
         s->drv.cuCtxGetCurrent(&ctx);
         return s->drv.cuGraphAddMemsetNode(node, g, deps, ndeps, &mp, ctx);
@@ -450,6 +462,56 @@ CUresult srv_op_exec_kernel_set(struct srv_session *s, struct srv_call *call)
         return CUDA_ERROR_INVALID_HANDLE;
     res = kernel_params(s, a->kernel, call->msg->data.data, call->msg->data.len, &kp);
     return res != CUDA_SUCCESS ? res : s->drv.cuGraphExecKernelNodeSetParams(e->real, n->real, &kp);
+}
+
+/* [exec, node, type, targ...]: a memset, copy or child graph node of an executable graph
+ * given new parameters (targ as GRAPH_ADD_NODE's for that type). */
+CUresult srv_op_exec_node_set(struct srv_session *s, struct srv_call *call)
+{
+    const struct proto_args_GRAPH_EXEC_NODE_SET *a = SRV_ARGS(call, GRAPH_EXEC_NODE_SET);
+    struct srv_handle *e = srv_handle_get(s, a->exec, PROTO_H_GRAPH_EXEC);
+    struct srv_handle *n = srv_handle_get(s, a->node, PROTO_H_GRAPH_NODE);
+    struct srv_handle *child;
+    CUDA_MEMSET_NODE_PARAMS mp = memset_params(a->targ);
+    CUDA_MEMCPY3D c;
+    CUcontext ctx;
+
+    if (e == NULL || n == NULL)
+        return CUDA_ERROR_INVALID_HANDLE;
+    s->drv.cuCtxGetCurrent(&ctx);
+    switch (a->type) {
+    case CU_GRAPH_NODE_TYPE_MEMSET:
+        return s->drv.cuGraphExecMemsetNodeSetParams(e->real, n->real, &mp, ctx);
+    case CU_GRAPH_NODE_TYPE_MEMCPY:
+        if (!memcpy_params(s, a->targ, &c))
+            return CUDA_ERROR_INVALID_VALUE;
+        return s->drv.cuGraphExecMemcpyNodeSetParams(e->real, n->real, &c, ctx);
+    case CU_GRAPH_NODE_TYPE_GRAPH:
+        if ((child = srv_handle_get(s, a->targ[0], PROTO_H_GRAPH)) == NULL)
+            return CUDA_ERROR_INVALID_HANDLE;
+        return s->drv.cuGraphExecChildGraphNodeSetParams(e->real, n->real, child->real);
+    default: return CUDA_ERROR_INVALID_VALUE;
+    }
+}
+
+/* [exec, node, enable]: 0 or 1 sets it (cuGraphNodeSetEnabled), 2 asks -> out[enabled]. */
+CUresult srv_op_exec_node_enable(struct srv_session *s, struct srv_call *call)
+{
+    const struct proto_args_GRAPH_EXEC_NODE_ENABLE *a = SRV_ARGS(call, GRAPH_EXEC_NODE_ENABLE);
+    struct srv_handle *e = srv_handle_get(s, a->exec, PROTO_H_GRAPH_EXEC);
+    struct srv_handle *n = srv_handle_get(s, a->node, PROTO_H_GRAPH_NODE);
+    unsigned on = 0;
+    CUresult res;
+
+    if (e == NULL || n == NULL)
+        return CUDA_ERROR_INVALID_HANDLE;
+    if (a->enable < 2)
+        return s->drv.cuGraphNodeSetEnabled(e->real, n->real, (unsigned)a->enable);
+    if (a->enable > 2)
+        return CUDA_ERROR_INVALID_VALUE;
+    res = s->drv.cuGraphNodeGetEnabled(e->real, n->real, &on);
+    call->out[call->nout++] = on;
+    return res;
 }
 
 /* [exec, graph] -> out[CUgraphExecUpdateResult]. */

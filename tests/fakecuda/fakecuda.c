@@ -39,6 +39,7 @@ struct fk_node {
     unsigned v, es;
     CUresult (*run)(void *arg);
     void *arg;
+    bool disabled;                          /* cuGraphNodeSetEnabled(0) in an executable graph */
     unsigned ndeps;                         /* the nodes it follows (graph structure queries) */
     short dep[FK_MAX_NODE_DEPS];            /* their idx, the first FK_MAX_NODE_DEPS of them */
     CUgraphEdgeData dep_edge[FK_MAX_NODE_DEPS];
@@ -922,7 +923,7 @@ CUresult fk_graph_run(CUgraph graph)
     CUresult res = CUDA_SUCCESS;
 
     for (int i = 0; i < g->n && res == CUDA_SUCCESS; i++)
-        res = replay(&g->nodes[i]);
+        if (!g->nodes[i].disabled) res = replay(&g->nodes[i]);
     return res;
 }
 
@@ -1014,16 +1015,30 @@ CUresult cuGraphAddKernelNode(CUgraphNode *out, CUgraph g, const CUgraphNode *de
     return res == CUDA_SUCCESS ? add(out, g, deps, n, &node) : res;
 }
 
+static CUresult memset_node(struct fk_node *node, const CUDA_MEMSET_NODE_PARAMS *p)
+{
+    if (!p || (p->elementSize != 1 && p->elementSize != 2 && p->elementSize != 4)) return CUDA_ERROR_INVALID_VALUE;
+    DEV(p->dst, p->pitch * (p->height - 1) + p->width * p->elementSize);
+    *node = (struct fk_node){.kind = 1, .type = CU_GRAPH_NODE_TYPE_MEMSET, .dst = p->dst, .pitch = p->pitch ? p->pitch : p->width * p->elementSize, .v = p->value, .es = p->elementSize, .w = p->width, .h = p->height};
+    return CUDA_SUCCESS;
+}
+
 CUresult cuGraphAddMemsetNode(CUgraphNode *out, CUgraph g, const CUgraphNode *deps, size_t n, const CUDA_MEMSET_NODE_PARAMS *p, CUcontext ctx)
 {
     struct fk_node node;
-    if (!p || (p->elementSize != 1 && p->elementSize != 2 && p->elementSize != 4)) return CUDA_ERROR_INVALID_VALUE;
-    DEV(p->dst, p->pitch * (p->height - 1) + p->width * p->elementSize);
-    node = (struct fk_node){.kind = 1, .type = CU_GRAPH_NODE_TYPE_MEMSET, .dst = p->dst, .pitch = p->pitch ? p->pitch : p->width * p->elementSize, .v = p->value, .es = p->elementSize, .w = p->width, .h = p->height};
-    return add(out, g, deps, n, &node);
+    CUresult res = memset_node(&node, p);
+    return res == CUDA_SUCCESS ? add(out, g, deps, n, &node) : res;
 }
 
+static CUresult memcpy_node(struct fk_node *out, const CUDA_MEMCPY3D *c);
 CUresult cuGraphAddMemcpyNode(CUgraphNode *out, CUgraph g, const CUgraphNode *deps, size_t n, const CUDA_MEMCPY3D *c, CUcontext ctx)
+{
+    struct fk_node node;
+    CUresult res = memcpy_node(&node, c);
+    return res == CUDA_SUCCESS ? add(out, g, deps, n, &node) : res;
+}
+
+static CUresult memcpy_node(struct fk_node *out, const CUDA_MEMCPY3D *c)
 {
     struct fk_node node = {.type = CU_GRAPH_NODE_TYPE_MEMCPY};
     bool sd = c && c->srcMemoryType == CU_MEMORYTYPE_DEVICE, dd = c && c->dstMemoryType == CU_MEMORYTYPE_DEVICE;
@@ -1036,7 +1051,8 @@ CUresult cuGraphAddMemcpyNode(CUgraphNode *out, CUgraph g, const CUgraphNode *de
     node.dst = dd ? c->dstDevice : (CUdeviceptr)(uintptr_t)c->dstHost;
     if (sd) DEV(node.src, node.n);
     if (dd) DEV(node.dst, node.n);
-    return add(out, g, deps, n, &node);
+    *out = node;
+    return CUDA_SUCCESS;
 }
 
 static CUresult nothing(CUgraphNode *out, CUgraph g, const CUgraphNode *deps, size_t n, CUgraphNodeType type)
@@ -1063,9 +1079,84 @@ CUresult cuGraphAddChildGraphNode(CUgraphNode *out, CUgraph graph, const CUgraph
     CUresult res = CUDA_SUCCESS;
 
     if (!c) return CUDA_ERROR_INVALID_HANDLE;
-    for (int i = 0; i < c->n && res == CUDA_SUCCESS; i++) /* inlined: the child runs in place */
-        res = add(out, graph, i ? NULL : deps, i ? 0 : n, &c->nodes[i]);
-    return res == CUDA_SUCCESS ? nothing(out, graph, NULL, 0, CU_GRAPH_NODE_TYPE_GRAPH) : res;
+    for (int i = 0; i < c->n && res == CUDA_SUCCESS; i++) { /* inlined: the child runs in place, in order */
+        CUgraphNode prev = i ? *out : NULL;
+        res = add(out, graph, i ? &prev : deps, i ? 1 : n, &c->nodes[i]);
+    }
+    if (res == CUDA_SUCCESS && (res = nothing(out, graph, c->n ? out : deps, c->n ? 1 : n, CU_GRAPH_NODE_TYPE_GRAPH)) == CUDA_SUCCESS)
+        ((struct fk_node *)*out)->n = (size_t)c->n; /* how many inlined nodes precede it */
+    return res;
+}
+
+/* ---- nodes of an executable graph changed in place (XLA's command buffer updates) ---- */
+
+static struct fk_node *exec_node(CUgraphExec exec, CUgraphNode node, CUgraphNodeType type)
+{
+    struct fk_graph *e = (struct fk_graph *)obj_check(exec, K_EXEC);
+    int i = node ? ((struct fk_node *)node)->idx : -1;
+    return e && i >= 0 && i < e->n && e->nodes[i].type == type ? &e->nodes[i] : NULL;
+}
+
+/* The new parameters, in the node's place and order (idx, dependencies, enabled kept). */
+static CUresult exec_node_set(struct fk_node *n, struct fk_node *params)
+{
+    params->idx = n->idx, params->ndeps = n->ndeps, params->disabled = n->disabled;
+    memcpy(params->dep, n->dep, sizeof(n->dep));
+    memcpy(params->dep_edge, n->dep_edge, sizeof(n->dep_edge));
+    *n = *params;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuGraphExecMemsetNodeSetParams(CUgraphExec exec, CUgraphNode node, const CUDA_MEMSET_NODE_PARAMS *p, CUcontext ctx)
+{
+    struct fk_node *n = exec_node(exec, node, CU_GRAPH_NODE_TYPE_MEMSET), params;
+    CUresult res = n ? memset_node(&params, p) : CUDA_ERROR_INVALID_VALUE;
+    return res == CUDA_SUCCESS ? exec_node_set(n, &params) : res;
+}
+
+CUresult cuGraphExecMemcpyNodeSetParams(CUgraphExec exec, CUgraphNode node, const CUDA_MEMCPY3D *c, CUcontext ctx)
+{
+    struct fk_node *n = exec_node(exec, node, CU_GRAPH_NODE_TYPE_MEMCPY), params;
+    CUresult res = n ? memcpy_node(&params, c) : CUDA_ERROR_INVALID_VALUE;
+    return res == CUDA_SUCCESS ? exec_node_set(n, &params) : res;
+}
+
+/* The child's nodes were inlined just before its node: the new child must have as many. */
+CUresult cuGraphExecChildGraphNodeSetParams(CUgraphExec exec, CUgraphNode node, CUgraph child)
+{
+    struct fk_node *n = exec_node(exec, node, CU_GRAPH_NODE_TYPE_GRAPH);
+    struct fk_graph *c = (struct fk_graph *)obj_check(child, K_GRAPH);
+
+    if (!n || !c) return CUDA_ERROR_INVALID_VALUE;
+    if ((size_t)c->n != n->n) return CUDA_ERROR_INVALID_VALUE; /* the driver wants the same topology */
+    for (int i = 0; i < c->n; i++) {
+        struct fk_node params = c->nodes[i], *old = n - c->n + i;
+        if (old->type != params.type) return CUDA_ERROR_INVALID_VALUE;
+        exec_node_set(old, &params);
+    }
+    return CUDA_SUCCESS;
+}
+
+CUresult cuGraphNodeSetEnabled(CUgraphExec exec, CUgraphNode node, unsigned enabled)
+{
+    struct fk_graph *e = (struct fk_graph *)obj_check(exec, K_EXEC);
+    int i = node ? ((struct fk_node *)node)->idx : -1;
+
+    if (!e || i < 0 || i >= e->n) return CUDA_ERROR_INVALID_VALUE;
+    e->nodes[i].disabled = !enabled;
+    for (size_t k = 1; e->nodes[i].type == CU_GRAPH_NODE_TYPE_GRAPH && k <= e->nodes[i].n; k++)
+        e->nodes[i - k].disabled = !enabled; /* the child's inlined nodes */
+    return CUDA_SUCCESS;
+}
+
+CUresult cuGraphNodeGetEnabled(CUgraphExec exec, CUgraphNode node, unsigned *enabled)
+{
+    struct fk_graph *e = (struct fk_graph *)obj_check(exec, K_EXEC);
+    int i = node ? ((struct fk_node *)node)->idx : -1;
+
+    if (!e || i < 0 || i >= e->n || !enabled) return CUDA_ERROR_INVALID_VALUE;
+    *enabled = !e->nodes[i].disabled;
+    return CUDA_SUCCESS;
 }
 
 CUresult cuGraphAddDependencies(CUgraph graph, const CUgraphNode *from, const CUgraphNode *to, const CUgraphEdgeData *e, size_t n)

@@ -107,7 +107,7 @@ static void check_copies(CUcontext c0, CUcontext c1, CUdeviceptr a0, CUdeviceptr
 {
     unsigned char *p = pattern(1), *q = pattern(2), *r = pattern(3);
     CUstream s0, s1;
-    CUevent e0;
+    CUevent e0, e1;
 
     /* HtoD into device 1's memory from device 0's context (unified addressing). */
     CHECK(cuCtxSetCurrent(c0));
@@ -140,8 +140,12 @@ static void check_copies(CUcontext c0, CUcontext c1, CUdeviceptr a0, CUdeviceptr
     CHECK(cuStreamWaitEvent(s1, e0, 0));
     CHECK(cuMemcpyPeerAsync(a1, c1, a0, c0, N, s1));
     CHECK(cuMemcpyAsync(a0 + N / 2, a1, N / 2, s1)); /* and back, on the same stream */
-    CHECK(cuCtxSetCurrent(c0)); /* device 1's stream synchronized from device 0's context */
+    CHECK(cuEventCreate(&e1, 0));
+    CHECK(cuCtxSetCurrent(c0)); /* device 1's stream used from device 0's context */
+    CHECK(cuEventRecord(e1, s1));
     CHECK(cuStreamSynchronize(s1));
+    CHECK(cuEventSynchronize(e1));
+    CHECK(cuEventDestroy(e1));
     memset(q, 0x5a, N);
     expect_bytes(c1, a1, q, "cuMemcpyPeerAsync after the other device's event");
     expect_bytes(c0, a0, q, "cuMemcpyAsync 1 -> 0 on device 1's stream");

@@ -3,6 +3,7 @@
 // kernel parameters changed in an executable graph, and executable-graph update. Host input
 // changes between launches, so each launch must read it anew. Programmatic edges between
 // kernels (XLA's command buffers add them with cudaGraphAddNode), and one the driver refuses.
+#include <cstring>
 #include <vector>
 #include "common.h"
 
@@ -240,6 +241,73 @@ static void programmatic(cudaStream_t st, float *d, int n)
     CHECK(cudaGraphDestroy(g));
 }
 
+static cudaGraph_t fill_graph(float *d, int n, float v)
+{
+    cudaGraph_t g;
+    cudaGraphNode_t m;
+    cudaMemsetParams mp = {};
+    unsigned bits;
+
+    memcpy(&bits, &v, 4);
+    mp.dst = d, mp.value = bits, mp.elementSize = 4, mp.width = n, mp.height = 1;
+    CHECK(cudaGraphCreate(&g, 0));
+    CHECK(cudaGraphAddMemsetNode(&m, g, NULL, 0, &mp));
+    return g;
+}
+
+/* An executable graph's nodes changed in place, as XLA's command buffers do: a child graph
+ * swapped, a memset's value, a copy's size, a node disabled. Graph: d <- 5 (memset), d <- 1
+ * (child), z <- d (copy). */
+static float run_first_last(cudaGraphExec_t exec, cudaStream_t st, float *z, int n, float *last)
+{
+    float first;
+    CHECK(cudaGraphLaunch(exec, st));
+    CHECK(cudaStreamSynchronize(st));
+    CHECK(cudaMemcpy(&first, z, 4, cudaMemcpyDeviceToHost));
+    CHECK(cudaMemcpy(last, z + n - 1, 4, cudaMemcpyDeviceToHost));
+    return first;
+}
+
+static void exec_updates(cudaStream_t st, float *d, float *z, int n)
+{
+    cudaGraph_t g, c1 = fill_graph(d, n, 1.0f), c2 = fill_graph(d, n, 2.0f);
+    cudaGraphNode_t ms, child, cp;
+    cudaGraphExec_t exec;
+    cudaMemsetParams mp = {};
+    cudaMemcpy3DParms cpy = {};
+    unsigned bits, enabled = 1;
+    float five = 5.0f, four = 4.0f, last;
+
+    CHECK(cudaGraphCreate(&g, 0));
+    memcpy(&bits, &five, 4);
+    mp.dst = d, mp.value = bits, mp.elementSize = 4, mp.width = n, mp.height = 1;
+    CHECK(cudaGraphAddMemsetNode(&ms, g, NULL, 0, &mp));
+    CHECK(cudaGraphAddChildGraphNode(&child, g, &ms, 1, c1));
+    cpy.srcPtr = make_cudaPitchedPtr(d, n * 4, n, 1), cpy.dstPtr = make_cudaPitchedPtr(z, n * 4, n, 1);
+    cpy.extent = make_cudaExtent(n * 4, 1, 1), cpy.kind = cudaMemcpyDeviceToDevice;
+    CHECK(cudaGraphAddMemcpyNode(&cp, g, &child, 1, &cpy));
+    CHECK(cudaGraphInstantiate(&exec, g, 0));
+    expect("child graph", run_first_last(exec, st, z, n, &last), 1.0f);
+    CHECK(cudaGraphExecChildGraphNodeSetParams(exec, child, c2));
+    expect("child graph swapped", run_first_last(exec, st, z, n, &last), 2.0f);
+    memcpy(&bits, &four, 4);
+    mp.value = bits;
+    CHECK(cudaGraphExecMemsetNodeSetParams(exec, ms, &mp));
+    CHECK(cudaGraphNodeSetEnabled(exec, child, 0));
+    CHECK(cudaGraphNodeGetEnabled(exec, child, &enabled));
+    expect("child disabled", (float)enabled, 0.0f);
+    CHECK(cudaMemset(z, 0, n * 4));
+    cpy.extent = make_cudaExtent(n * 2, 1, 1); // half of it
+    CHECK(cudaGraphExecMemcpyNodeSetParams(exec, cp, &cpy));
+    expect("memset set, child disabled", run_first_last(exec, st, z, n, &last), 4.0f);
+    expect("copy of half", last, 0.0f);
+    printf("executable graph updated in place: child, memset, copy, enabled\n");
+    CHECK(cudaGraphExecDestroy(exec));
+    CHECK(cudaGraphDestroy(g));
+    CHECK(cudaGraphDestroy(c1));
+    CHECK(cudaGraphDestroy(c2));
+}
+
 int main()
 {
     const int n = 4096;
@@ -252,6 +320,7 @@ int main()
     manual(st, d, z, n);
     captured(st, d, n);
     programmatic(st, d, n);
+    exec_updates(st, d, z, n);
     CHECK(cudaFree(d));
     CHECK(cudaFree(z));
     CHECK(cudaStreamDestroy(st));
