@@ -39,7 +39,7 @@ struct fk_node {
     unsigned v, es;
     CUresult (*run)(void *arg);
     void *arg;
-    bool disabled;                          /* cuGraphNodeSetEnabled(0) in an executable graph */
+    bool disabled;                          /* cuGraphNodeSetEnabled(0): kernel, memset, copy */
     unsigned ndeps;                         /* the nodes it follows (graph structure queries) */
     short dep[FK_MAX_NODE_DEPS];            /* their idx, the first FK_MAX_NODE_DEPS of them */
     CUgraphEdgeData dep_edge[FK_MAX_NODE_DEPS];
@@ -1143,9 +1143,9 @@ CUresult cuGraphNodeSetEnabled(CUgraphExec exec, CUgraphNode node, unsigned enab
     int i = node ? ((struct fk_node *)node)->idx : -1;
 
     if (!e || i < 0 || i >= e->n) return CUDA_ERROR_INVALID_VALUE;
+    if (e->nodes[i].type != CU_GRAPH_NODE_TYPE_KERNEL && e->nodes[i].type != CU_GRAPH_NODE_TYPE_MEMSET &&
+        e->nodes[i].type != CU_GRAPH_NODE_TYPE_MEMCPY) return CUDA_ERROR_INVALID_VALUE; /* as the driver */
     e->nodes[i].disabled = !enabled;
-    for (size_t k = 1; e->nodes[i].type == CU_GRAPH_NODE_TYPE_GRAPH && k <= e->nodes[i].n; k++)
-        e->nodes[i - k].disabled = !enabled; /* the child's inlined nodes */
     return CUDA_SUCCESS;
 }
 

@@ -256,8 +256,8 @@ static cudaGraph_t fill_graph(float *d, int n, float v)
 }
 
 /* An executable graph's nodes changed in place, as XLA's command buffers do: a child graph
- * swapped, a memset's value, a copy's size, a node disabled. Graph: d <- 5 (memset), d <- 1
- * (child), z <- d (copy). */
+ * swapped, a memset's value, a copy's size, a node disabled. Graph: d <- 1 (child), first half
+ * of d <- 5 (memset), z <- d (copy). */
 static float run_first_last(cudaGraphExec_t exec, cudaStream_t st, float *z, int n, float *last)
 {
     float first;
@@ -279,27 +279,30 @@ static void exec_updates(cudaStream_t st, float *d, float *z, int n)
     float five = 5.0f, four = 4.0f, last;
 
     CHECK(cudaGraphCreate(&g, 0));
+    CHECK(cudaGraphAddChildGraphNode(&child, g, NULL, 0, c1));
     memcpy(&bits, &five, 4);
-    mp.dst = d, mp.value = bits, mp.elementSize = 4, mp.width = n, mp.height = 1;
-    CHECK(cudaGraphAddMemsetNode(&ms, g, NULL, 0, &mp));
-    CHECK(cudaGraphAddChildGraphNode(&child, g, &ms, 1, c1));
+    mp.dst = d, mp.value = bits, mp.elementSize = 4, mp.width = n / 2, mp.height = 1;
+    CHECK(cudaGraphAddMemsetNode(&ms, g, &child, 1, &mp));
     cpy.srcPtr = make_cudaPitchedPtr(d, n * 4, n, 1), cpy.dstPtr = make_cudaPitchedPtr(z, n * 4, n, 1);
     cpy.extent = make_cudaExtent(n * 4, 1, 1), cpy.kind = cudaMemcpyDeviceToDevice;
-    CHECK(cudaGraphAddMemcpyNode(&cp, g, &child, 1, &cpy));
+    CHECK(cudaGraphAddMemcpyNode(&cp, g, &ms, 1, &cpy));
     CHECK(cudaGraphInstantiate(&exec, g, 0));
-    expect("child graph", run_first_last(exec, st, z, n, &last), 1.0f);
+    expect("memset after the child", run_first_last(exec, st, z, n, &last), 5.0f);
+    expect("child graph", last, 1.0f);
     CHECK(cudaGraphExecChildGraphNodeSetParams(exec, child, c2));
-    expect("child graph swapped", run_first_last(exec, st, z, n, &last), 2.0f);
+    run_first_last(exec, st, z, n, &last);
+    expect("child graph swapped", last, 2.0f);
     memcpy(&bits, &four, 4);
     mp.value = bits;
     CHECK(cudaGraphExecMemsetNodeSetParams(exec, ms, &mp));
-    CHECK(cudaGraphNodeSetEnabled(exec, child, 0));
-    CHECK(cudaGraphNodeGetEnabled(exec, child, &enabled));
-    expect("child disabled", (float)enabled, 0.0f);
+    expect("memset set", run_first_last(exec, st, z, n, &last), 4.0f);
+    CHECK(cudaGraphNodeSetEnabled(exec, ms, 0));
+    CHECK(cudaGraphNodeGetEnabled(exec, ms, &enabled));
+    expect("memset disabled", (float)enabled, 0.0f);
     CHECK(cudaMemset(z, 0, n * 4));
     cpy.extent = make_cudaExtent(n * 2, 1, 1); // half of it
     CHECK(cudaGraphExecMemcpyNodeSetParams(exec, cp, &cpy));
-    expect("memset set, child disabled", run_first_last(exec, st, z, n, &last), 4.0f);
+    expect("memset disabled", run_first_last(exec, st, z, n, &last), 2.0f);
     expect("copy of half", last, 0.0f);
     printf("executable graph updated in place: child, memset, copy, enabled\n");
     CHECK(cudaGraphExecDestroy(exec));
