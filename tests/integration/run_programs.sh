@@ -179,7 +179,13 @@ else
 fi
 
 # Tensor maps encoded by the worker's driver (cuTensorMapEncode*, cuTensorMapReplaceAddress).
-run_program tensor_maps "$TOOLS/tensor_maps"
+run_program tensor_maps env RGPU_STATS=1 "$TOOLS/tensor_maps"
+# Six encodings, one of them a repeat answered from the client's memo: five round trips.
+if grep -Eq '^rgpu stats: TENSOR_MAP_ENCODE +5 ' "$WORK/tensor_maps.err"; then
+    ok "tensor_maps: a repeated encoding costs no round trip"
+else
+    fail "tensor_maps: encode round trips"; grep -E 'TENSOR_MAP' "$WORK/tensor_maps.err"
+fi
 
 # Local answers and asynchronous setters: 101 cuCtxGetLimit calls make 4 round trips (first
 # read, after a set, the stack size before and after a launch), the 52 cuFuncSetAttribute

@@ -33,6 +33,21 @@ static void tiled(CUdeviceptr d)
     EXPECT(w[2] == 64 && w[3] == 32 && w[4] == 4 && w[7] == 256 && w[8] == 8192,
            "tiled: dims and strides");
     EXPECT(w[11] == (16 | 8ull << 32) && w[12] == 1, "tiled: box and element strides");
+    /* the same encoding again (XLA's per-execution maps): the same bytes, from the client's
+     * memo (run_programs.sh counts the round trips) */
+    CUtensorMap first = m, again;
+    OK(cuTensorMapEncodeTiled(&again, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 3, (void *)d, dim, strides,
+                              box, es, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                              CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
+                              CU_TENSOR_MAP_FLOAT_OOB_FILL_NAN_REQUEST_ZERO_FMA));
+    EXPECT(memcmp(&again, &first, sizeof(first)) == 0, "tiled: the same map encoded again");
+    box[0] = 32; /* one argument changed: encoded anew */
+    OK(cuTensorMapEncodeTiled(&again, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 3, (void *)d, dim, strides,
+                              box, es, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                              CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
+                              CU_TENSOR_MAP_FLOAT_OOB_FILL_NAN_REQUEST_ZERO_FMA));
+    EXPECT(words(&again)[11] == (32 | 8ull << 32), "tiled: another box, another map");
+    box[0] = 16;
     OK(cuTensorMapReplaceAddress(&m, (void *)(d + 4096)));
     EXPECT(w[0] == d + 4096 && w[2] == 64, "replace address: %#llx", (unsigned long long)w[0]);
     EXPECT_RESULT(cuTensorMapReplaceAddress(&m, (void *)(d + 8)), CUDA_ERROR_INVALID_VALUE);
