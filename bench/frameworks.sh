@@ -57,6 +57,8 @@ for w, k, unit, higher in (("hf", "cold_tok_s", "tok/s cold", True), ("hf", "war
                            ("resnet", "infer_img_s", "fp16 inference images/s", True),
                            ("resnet", "train_img_s", "AMP training images/s", True)):
     n, r = vals("native", w, k), vals("rgpu", w, k)
+    if not any(x.get("workload") == w for x in rows):
+        continue  # not picked in FW_WORKLOADS
     if not n or not r:
         out.append("| %s %s | %s | %s | - |" % (w, unit, n or "failed", r or "failed")); continue
     mn, mr = statistics.median(n), statistics.median(r)

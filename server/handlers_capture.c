@@ -13,14 +13,18 @@
 
 _Static_assert(sizeof(CUgraphEdgeData) == 8, "edge data travels as one word");
 
-/* Graph ids bound to capturing graphs (one worker serves one session). */
-static uint64_t captures[MAX_CAPTURES];
+/* Graph ids bound to capturing graphs, with the stream they were bound through (one worker
+ * serves one session). */
+static struct bound_capture {
+    uint64_t id;
+    CUstream stream;
+} captures[MAX_CAPTURES];
 static size_t ncaptures;
 
 bool srv_capture_bound(uint64_t id)
 {
     for (size_t i = 0; i < ncaptures; i++)
-        if (captures[i] == id)
+        if (captures[i].id == id)
             return true;
     return false;
 }
@@ -36,7 +40,7 @@ bool srv_graph_known(const struct srv_session *s, CUgraph g)
 
 /* Bind the capturing graph g to the new id: a graph id not bound yet, and g known under no
  * other id (a capture into a graph, or a second binding of the same capture, is refused). */
-static CUresult capture_bind(struct srv_session *s, uint64_t id, CUgraph g)
+static CUresult capture_bind(struct srv_session *s, uint64_t id, CUgraph g, CUstream st)
 {
     if (PROTO_ID_TYPE(id) != PROTO_H_GRAPH || srv_handle_get(s, id, PROTO_H_GRAPH) != NULL)
         return CUDA_ERROR_INVALID_HANDLE;
@@ -47,7 +51,7 @@ static CUresult capture_bind(struct srv_session *s, uint64_t id, CUgraph g)
     if (srv_handle_put(s, id, g) != RG_OK)
         return CUDA_ERROR_OUT_OF_MEMORY;
     srv_handle_get(s, id, PROTO_H_GRAPH)->borrowed = true;
-    captures[ncaptures++] = id;
+    captures[ncaptures++] = (struct bound_capture){id, st};
     return CUDA_SUCCESS;
 }
 
@@ -56,7 +60,7 @@ CUresult srv_capture_end(struct srv_session *s, uint64_t id, CUresult res, CUgra
     struct srv_handle *h = srv_handle_get(s, id, PROTO_H_GRAPH);
 
     for (size_t i = 0; i < ncaptures; i++)
-        if (captures[i] == id)
+        if (captures[i].id == id)
             captures[i] = captures[--ncaptures];
     if (h == NULL)
         return res == CUDA_SUCCESS ? CUDA_ERROR_UNKNOWN : res;
@@ -72,6 +76,35 @@ CUresult srv_capture_end(struct srv_session *s, uint64_t id, CUresult res, CUgra
     srv_graph_forget(s, id);
     srv_handle_del(s, id);
     return res;
+}
+
+/* A stream destroyed while it captures: the driver ends the capture with it (and, for a
+ * plain capture, frees the graph it was building), so the ids bound to that graph, with their
+ * nodes, go first: the one seen through this stream, or, while the capture is active, any
+ * bound to the graph it reports (a stream joined into another's capture sees the same graph;
+ * should that capture live on, its end adopts the graph under the id anew). */
+void srv_capture_abandon(struct srv_session *s, CUstream st)
+{
+    CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+    CUgraph g = NULL;
+
+    if (s->drv.cuStreamGetCaptureInfo(st, &status, NULL, &g, NULL, NULL, NULL) != CUDA_SUCCESS ||
+        status == CU_STREAM_CAPTURE_STATUS_NONE)
+        return;
+    if (status != CU_STREAM_CAPTURE_STATUS_ACTIVE)
+        g = NULL; /* not reported: the stream alone tells */
+    for (size_t i = 0; i < ncaptures;) {
+        struct srv_handle *h = srv_handle_get(s, captures[i].id, PROTO_H_GRAPH);
+        if (captures[i].stream == st || (g != NULL && h != NULL && h->real == (void *)g))
+            srv_capture_end(s, captures[i].id, CUDA_ERROR_STREAM_CAPTURE_INVALIDATED, NULL);
+        else
+            i++; /* an end moves the last entry into slot i: look at it again */
+    }
+}
+
+void srv_capture_teardown(void)
+{
+    ncaptures = 0; /* the session's handles are gone (an in-process harness runs another) */
 }
 
 /* Answer the dependencies deps[n] (and their edge data) as [n, id, type, edge, ...] from
@@ -126,7 +159,7 @@ CUresult srv_op_capture_info(struct srv_session *s, struct srv_call *call)
             return CUDA_ERROR_INVALID_VALUE; /* not the graph this stream captures into */
         return answer_deps(s, call, a->graph, deps, edges, n);
     }
-    if ((res = capture_bind(s, a->graph, g)) != CUDA_SUCCESS)
+    if ((res = capture_bind(s, a->graph, g, st)) != CUDA_SUCCESS)
         return res;
     if ((res = answer_deps(s, call, a->graph, deps, edges, n)) != CUDA_SUCCESS)
         srv_capture_end(s, a->graph, res, NULL); /* unbound again: the client was told it failed */

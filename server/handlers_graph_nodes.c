@@ -308,6 +308,7 @@ CUresult srv_op_graph_add_node(struct srv_session *s, struct srv_call *call)
     struct srv_handle *g = srv_handle_get(s, a->graph, PROTO_H_GRAPH);
     const ProtobufCBinaryData *d = &call->msg->data;
     size_t ndeps = a->ndeps;
+    const uint8_t *payload;
     CUgraphNode deps[64], node;
     CUresult res;
 
@@ -317,7 +318,8 @@ CUresult srv_op_graph_add_node(struct srv_session *s, struct srv_call *call)
         return CUDA_ERROR_INVALID_VALUE;
     if ((res = srv_graph_nodes_of(s, d->data, ndeps, deps)) != CUDA_SUCCESS)
         return res;
-    res = add_typed(s, call, g->real, deps, ndeps, d->data + 8 * ndeps, d->len - 8 * ndeps, &node);
+    payload = d->len > 8 * ndeps ? d->data + 8 * ndeps : NULL; /* no data: no pointer to offset */
+    res = add_typed(s, call, g->real, deps, ndeps, payload, d->len - 8 * ndeps, &node);
     return res == CUDA_SUCCESS ? node_bind(s, a->node, node, a->graph) : res;
 }
 

@@ -152,7 +152,7 @@ CUresult srv_param_pointers(struct srv_session *s, uint64_t func_id, const void 
     if ((buf = srv_scratch(s, aligned + (h->nparams + 1) * sizeof(*params))) == NULL)
         return CUDA_ERROR_OUT_OF_MEMORY;
     params = (void **)(buf + aligned);
-    if (!in_scratch)
+    if (!in_scratch && plen > 0)
         memmove(buf, pbuf, plen);
     for (unsigned i = 0; i < h->nparams; i++)
         params[i] = buf + h->layout[2 * i];

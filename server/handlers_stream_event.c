@@ -18,6 +18,10 @@ CUresult srv_op_stream_create(struct srv_session *s, struct srv_call *call)
 CUresult srv_op_stream_destroy(struct srv_session *s, struct srv_call *call)
 {
     const struct proto_args_STREAM_DESTROY *a = SRV_ARGS(call, STREAM_DESTROY);
+    CUstream st = srv_handle_real(s, a->handle, PROTO_H_STREAM);
+
+    if (st != NULL)
+        srv_capture_abandon(s, st);
     return srv_handle_destroy(s, a->handle, PROTO_H_STREAM);
 }
 

@@ -359,6 +359,7 @@ void srv_session_teardown(struct srv_session *s)
             (unsigned long long)s->id, n, bytes / 1048576.0, s->nhandles, ru.ru_maxrss / 1024.0,
             (s->staging_most + s->lanes_staging_most) / 1048576.0);
     srv_vmm_teardown(s);
+    srv_capture_teardown();
     free_tables(s);
 }
 

@@ -221,6 +221,10 @@ bool srv_capture_bound(uint64_t id);
 /* Whether g is a graph the session holds under some id. */
 bool srv_graph_known(const struct srv_session *s, CUgraph g);
 CUresult srv_capture_end(struct srv_session *s, uint64_t id, CUresult res, CUgraph g);
+/* Before a stream is destroyed: drop the id of the capture it ends (see handlers_capture.c);
+ * at session end, forget the bound ids. */
+void srv_capture_abandon(struct srv_session *s, CUstream st);
+void srv_capture_teardown(void);
 
 /* A do-nothing host node standing for a client host function (handlers_device.c). */
 CUresult srv_add_host_placeholder(struct srv_session *s, CUgraphNode *node, CUgraph g,

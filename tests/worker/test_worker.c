@@ -515,6 +515,14 @@ static void test_capture_info(void **state)
     assert_int_equal(call_result(&p, PROTO_OP_GRAPH_NODE_COUNT, a, 1, NULL, 0), CUDA_ERROR_INVALID_HANDLE);
     a[0] = other;
     assert_int_equal(call_result(&p, PROTO_OP_GRAPH_DESTROY, a, 1, NULL, 0), CUDA_SUCCESS);
+    /* the stream destroyed while it captures: the driver frees the graph, and the bound id
+     * goes with it (the fuzzer reached the freed graph through it) */
+    a[0] = stream, a[1] = CU_STREAM_CAPTURE_MODE_GLOBAL;
+    assert_int_equal(call_result(&p, PROTO_OP_STREAM_BEGIN_CAPTURE, a, 2, NULL, 0), CUDA_SUCCESS);
+    assert_int_equal(capture_info(&p, stream, failed, 1, out), CUDA_SUCCESS);
+    assert_int_equal(call_result(&p, PROTO_OP_STREAM_DESTROY, a, 1, NULL, 0), CUDA_SUCCESS);
+    a[0] = failed;
+    assert_int_equal(call_result(&p, PROTO_OP_GRAPH_NODE_COUNT, a, 1, NULL, 0), CUDA_ERROR_INVALID_HANDLE);
     assert_int_equal(call_result(&p, PROTO_OP_NOP, NULL, 0, NULL, 0), CUDA_SUCCESS);
     assert_int_equal(finish(&p), 0);
 }
