@@ -78,15 +78,16 @@ CUresult srv_capture_end(struct srv_session *s, uint64_t id, CUresult res, CUgra
     return res;
 }
 
-/* A stream destroyed while it captures: the driver ends the capture with it (and, for a
- * plain capture, frees the graph it was building), so the ids bound to that graph, with their
- * nodes, go first: the one seen through this stream, or, while the capture is active, any
- * bound to the graph it reports (a stream joined into another's capture sees the same graph;
- * should that capture live on, its end adopts the graph under the id anew). */
+/* A stream destroyed while it captures ends its capture: the ids bound to that graph, with
+ * their nodes, go first (the one seen through this stream, or, while the capture is active,
+ * any bound to the graph it reports: a stream joined into another's capture sees the same
+ * graph; should that capture live on, its end adopts the graph under the id anew). Then the
+ * worker ends the capture itself and destroys a plain capture's graph, so that nothing is
+ * left to what the driver does with a capture whose stream goes (the fake driver frees it). */
 void srv_capture_abandon(struct srv_session *s, CUstream st)
 {
     CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
-    CUgraph g = NULL;
+    CUgraph g = NULL, ended = NULL;
 
     if (s->drv.cuStreamGetCaptureInfo(st, &status, NULL, &g, NULL, NULL, NULL) != CUDA_SUCCESS ||
         status == CU_STREAM_CAPTURE_STATUS_NONE)
@@ -100,6 +101,9 @@ void srv_capture_abandon(struct srv_session *s, CUstream st)
         else
             i++; /* an end moves the last entry into slot i: look at it again */
     }
+    if (s->drv.cuStreamEndCapture(st, &ended) == CUDA_SUCCESS && ended != NULL &&
+        !srv_graph_known(s, ended)) /* a capture into a graph leaves the session's graph */
+        s->drv.cuGraphDestroy(ended);
 }
 
 void srv_capture_teardown(void)

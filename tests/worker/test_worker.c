@@ -523,6 +523,17 @@ static void test_capture_info(void **state)
     assert_int_equal(call_result(&p, PROTO_OP_STREAM_DESTROY, a, 1, NULL, 0), CUDA_SUCCESS);
     a[0] = failed;
     assert_int_equal(call_result(&p, PROTO_OP_GRAPH_NODE_COUNT, a, 1, NULL, 0), CUDA_ERROR_INVALID_HANDLE);
+    /* ... but a capture into the session's graph leaves that graph */
+    a[0] = other, a[1] = 0;
+    assert_int_equal(call_result(&p, PROTO_OP_GRAPH_CREATE, a, 2, NULL, 0), CUDA_SUCCESS);
+    a[0] = stream, a[1] = CU_STREAM_NON_BLOCKING, a[2] = 0;
+    assert_int_equal(call_result(&p, PROTO_OP_STREAM_CREATE, a, 3, NULL, 0), CUDA_SUCCESS);
+    a[1] = CU_STREAM_CAPTURE_MODE_GLOBAL, a[2] = other, a[3] = 0;
+    assert_int_equal(call_result(&p, PROTO_OP_STREAM_BEGIN_CAPTURE_TO_GRAPH, a, 4, NULL, 0), CUDA_SUCCESS);
+    assert_int_equal(call_result(&p, PROTO_OP_STREAM_DESTROY, a, 1, NULL, 0), CUDA_SUCCESS);
+    a[0] = other;
+    assert_int_equal(call_result(&p, PROTO_OP_GRAPH_NODE_COUNT, a, 1, NULL, 0), CUDA_SUCCESS);
+    assert_int_equal(call_result(&p, PROTO_OP_GRAPH_DESTROY, a, 1, NULL, 0), CUDA_SUCCESS);
     assert_int_equal(call_result(&p, PROTO_OP_NOP, NULL, 0, NULL, 0), CUDA_SUCCESS);
     assert_int_equal(finish(&p), 0);
 }
