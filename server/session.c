@@ -296,8 +296,11 @@ static void free_tables(struct srv_session *s)
         free(s->handles[i].layout);
     free(s->handles);
     free(s->allocs);
+    free(s->limit_charges); /* their bytes went back with the contexts */
     s->handles = NULL;
     s->allocs = NULL;
+    s->limit_charges = NULL;
+    s->nlimit_charges = s->limit_charge_cap = 0;
     s->handle_cap = s->nhandles = s->alloc_cap = s->nallocs = 0;
 }
 
