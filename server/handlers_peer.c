@@ -140,17 +140,30 @@ CUresult srv_op_peer_recv(struct srv_session *s, struct srv_call *call)
     return CUDA_SUCCESS;
 }
 
-CUresult srv_op_peer_wait(struct srv_session *s, struct srv_call *call)
+/* The receive's outcome, once its thread is done; cancel: a sender not come yet is not
+ * waited for (the waiting accept gives up). */
+static CUresult job_end(bool cancel)
 {
-    if (!job.running)
-        return CUDA_ERROR_ILLEGAL_STATE;
-    if (SRV_ARGS(call, PEER_WAIT)->cancel)
-        shutdown(job.lfd, SHUT_RDWR); /* the waiting accept gives up */
+    if (cancel)
+        shutdown(job.lfd, SHUT_RDWR);
     pthread_join(job.thread, NULL);
     close(job.lfd);
     job.lfd = -1;
     job.running = false;
     return job.result;
+}
+
+CUresult srv_op_peer_wait(struct srv_session *s, struct srv_call *call)
+{
+    if (!job.running)
+        return CUDA_ERROR_ILLEGAL_STATE;
+    return job_end(SRV_ARGS(call, PEER_WAIT)->cancel != 0);
+}
+
+void srv_peer_teardown(struct srv_session *s)
+{
+    if (job.running && job.s == s) /* a receive never waited for: before the memory goes */
+        job_end(true);
 }
 
 /* Connected to host:port, or -1. */

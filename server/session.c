@@ -336,6 +336,7 @@ void srv_session_teardown(struct srv_session *s)
     rss_parts(parts, sizeof(parts));
     rg_info("session %llu: worker resident memory before teardown: %s", (unsigned long long)s->id,
             parts);
+    srv_peer_teardown(s);
     srv_rdma_copy_report(s);
     srv_rdma_staging_release(s);
     for (int i = 0; i < 2; i++)

@@ -230,6 +230,10 @@ void srv_capture_teardown(void);
 CUresult srv_add_host_placeholder(struct srv_session *s, CUgraphNode *node, CUgraph g,
                                   const CUgraphNode *deps, size_t ndeps);
 
+/* At session end: a server-to-server receive (PEER_RECV) never waited for is cancelled and its
+ * thread joined, before the memory it writes goes (handlers_peer.c). */
+void srv_peer_teardown(struct srv_session *s);
+
 /* End a JIT link (handlers_link.c). */
 void srv_link_free(struct srv_session *s, void *real);
 /* Arrays, texture and surface objects (handlers_array.c; one handle type, PROTO_H_IMAGE):
