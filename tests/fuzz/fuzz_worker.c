@@ -54,6 +54,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         open_before[fd] = fcntl(fd, F_GETFD) >= 0;
     if (fuzz_feed_start(&feed, hello, hello_len, data, size) != 0)
         return 0;
+    if (feed.fds[0] >= FD_SCAN || feed.fds[1] >= FD_SCAN) { /* earlier sessions leaked some */
+        fprintf(stderr, "fuzz_worker: descriptors leak across sessions (fd %d)\n", feed.fds[1]);
+        abort();
+    }
     open_before[feed.fds[0]] = true;
     srv_worker_run(&cfg, feed.fds[1], 1, "fuzz");
     /* The worker made stdout and stderr pipes for kernels' output, kept a copy of stderr for
