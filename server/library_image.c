@@ -115,7 +115,7 @@ CUresult srv_library_load(struct srv_session *s, struct srv_call *call, CUlibrar
         return res;
     if (mappable(map, len))
         return load_mapped(s, lib, map, len);
-    image = calloc(1, len + 1);
+    image = calloc(1, len + SRV_IMAGE_PAD);
     if (image != NULL)
         memcpy(image, map, len);
     munmap(map, len);

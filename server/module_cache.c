@@ -205,7 +205,7 @@ static void *cache_read(const char *tenant, const uint8_t hash[RG_SHA256_LEN], s
 
     if (fd < 0)
         return NULL;
-    if ((image = calloc(1, len + 1)) == NULL || !read_all(fd, image, len) ||
+    if ((image = calloc(1, len + SRV_IMAGE_PAD)) == NULL || !read_all(fd, image, len) ||
         !cache_verify(fd, path, image, len, hash)) {
         free(image);
         image = NULL;
@@ -257,7 +257,7 @@ CUresult srv_image_take(struct srv_session *s, struct srv_call *call, void **ima
         return CUDA_ERROR_INVALID_IMAGE;
     if (len > IMAGE_MAX) /* the dispatcher drains the bulk */
         return CUDA_ERROR_INVALID_VALUE;
-    if ((image = calloc(1, len + 1)) == NULL)
+    if ((image = calloc(1, len + SRV_IMAGE_PAD)) == NULL)
         return CUDA_ERROR_OUT_OF_MEMORY;
     if (srv_recv_input(s, call, image, len) != RG_OK) {
         free(image);

@@ -25,7 +25,13 @@
  * cache when the directory cannot be made private. */
 void srv_module_cache_configure(const struct srv_config *cfg);
 
-/* The image of a MODULE_LOAD / LIBRARY_LOAD call as a heap copy with a NUL after it: the bytes
+/* Zero bytes after a heap copy of an image: the driver takes an image without its length and
+ * reads a header to tell its kind (an ELF64 header is 64 bytes, a fatbin's 16), so an image
+ * shorter than that must not send it past the copy. */
+#define SRV_IMAGE_PAD 64
+
+/* The image of a MODULE_LOAD / LIBRARY_LOAD call as a heap copy with SRV_IMAGE_PAD zero bytes
+ * (a NUL for PTX among them) after it: the bytes
  * the call carries, or the tenant's cached image with the hash it names (PROTO_RESULT_NOT_CACHED
  * when there is none). */
 CUresult srv_image_take(struct srv_session *s, struct srv_call *call, void **image_p,
