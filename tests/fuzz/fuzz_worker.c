@@ -44,6 +44,23 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     return 0;
 }
 
+/* Descriptors left open by earlier inputs: what they are (a few of each kind), then abort. */
+static void fd_leak_abort(int fd)
+{
+    char path[64], target[256];
+
+    fprintf(stderr, "fuzz_worker: descriptors leak across sessions (fd %d); open now:\n", fd);
+    for (int i = 0; i <= fd; i++) {
+        ssize_t n;
+        snprintf(path, sizeof(path), "/proc/self/fd/%d", i);
+        if ((n = readlink(path, target, sizeof(target) - 1)) > 0 && (i < 64 || i % 64 == 0)) {
+            target[n] = '\0';
+            fprintf(stderr, "  %d -> %s\n", i, target);
+        }
+    }
+    abort();
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     static bool open_before[FD_SCAN];
@@ -54,10 +71,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         open_before[fd] = fcntl(fd, F_GETFD) >= 0;
     if (fuzz_feed_start(&feed, hello, hello_len, data, size) != 0)
         return 0;
-    if (feed.fds[0] >= FD_SCAN || feed.fds[1] >= FD_SCAN) { /* earlier sessions leaked some */
-        fprintf(stderr, "fuzz_worker: descriptors leak across sessions (fd %d)\n", feed.fds[1]);
-        abort();
-    }
+    if (feed.fds[0] >= FD_SCAN || feed.fds[1] >= FD_SCAN) /* earlier sessions leaked some */
+        fd_leak_abort(feed.fds[1]);
     open_before[feed.fds[0]] = true;
     srv_worker_run(&cfg, feed.fds[1], 1, "fuzz");
     /* The worker made stdout and stderr pipes for kernels' output, kept a copy of stderr for
