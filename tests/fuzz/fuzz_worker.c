@@ -69,8 +69,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     for (int fd = 0; fd < FD_SCAN; fd++)
         open_before[fd] = fcntl(fd, F_GETFD) >= 0;
-    if (fuzz_feed_start(&feed, hello, hello_len, data, size) != 0)
+    if (fuzz_feed_start(&feed, hello, hello_len, data, size) != 0) { /* no socket pair now */
+        close(out);
+        close(err);
         return 0;
+    }
     if (feed.fds[0] >= FD_SCAN || feed.fds[1] >= FD_SCAN) /* earlier sessions leaked some */
         fd_leak_abort(feed.fds[1]);
     open_before[feed.fds[0]] = true;
