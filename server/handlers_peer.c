@@ -5,7 +5,9 @@
  * connects there, presents the secret and streams the range out of device memory), then the
  * destination to finish (PEER_WAIT: the receiving thread's outcome). Each worker serves one
  * session, so there is at most one receive at a time. The bytes moved are the tenant's own
- * device memory; the secret keeps any other sender out. */
+ * device memory; the secret keeps any other sender out. A connection that stops sending (or
+ * never presents the secret) is cut after PEER_ACCEPT_MS without progress, and a cancelling
+ * PEER_WAIT or the session's end cuts it at once. */
 #include <errno.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -15,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include "common/log.h"
@@ -27,6 +30,9 @@
 struct peer_recv {
     bool running;
     int lfd;
+    pthread_mutex_t lock; /* fd and cancelled, between the thread and job_end */
+    int fd;               /* the sender's connection while the thread reads it */
+    bool cancelled;
     pthread_t thread;
     struct srv_session *s;
     CUcontext ctx;
@@ -35,7 +41,7 @@ struct peer_recv {
     uint8_t secret[PEER_SECRET_LEN];
     CUresult result;
 };
-static struct peer_recv job = {.lfd = -1};
+static struct peer_recv job = {.lfd = -1, .lock = PTHREAD_MUTEX_INITIALIZER, .fd = -1};
 
 static bool io_full(int fd, uint8_t *p, size_t n, bool out)
 {
@@ -78,6 +84,21 @@ static CUresult recv_from(struct peer_recv *j, int fd)
     return res;
 }
 
+/* The sender's connection published for job_end to cut, unless the receive was cancelled; a
+ * sender that stops sending (or never presents the secret) is cut after PEER_ACCEPT_MS. */
+static bool connection_take(struct peer_recv *j, int fd)
+{
+    struct timeval limit = {PEER_ACCEPT_MS / 1000, 0};
+    bool go;
+
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof(limit));
+    pthread_mutex_lock(&j->lock);
+    if ((go = !j->cancelled))
+        j->fd = fd;
+    pthread_mutex_unlock(&j->lock);
+    return go;
+}
+
 static void *recv_main(void *arg)
 {
     struct peer_recv *j = arg;
@@ -85,12 +106,16 @@ static void *recv_main(void *arg)
     int fd = -1;
 
     if (poll(&pfd, 1, PEER_ACCEPT_MS) != 1 || !(pfd.revents & POLLIN) ||
-        (fd = accept(j->lfd, NULL, NULL)) < 0)
+        (fd = accept(j->lfd, NULL, NULL)) < 0 || !connection_take(j, fd))
         j->result = CUDA_ERROR_NOT_READY; /* no sender came (or PEER_WAIT cancelled) */
     else
         j->result = recv_from(j, fd);
-    if (fd >= 0)
+    if (fd >= 0) {
+        pthread_mutex_lock(&j->lock);
+        j->fd = -1;
+        pthread_mutex_unlock(&j->lock);
         close(fd);
+    }
     return NULL;
 }
 
@@ -131,6 +156,7 @@ CUresult srv_op_peer_recv(struct srv_session *s, struct srv_call *call)
     job.dst = a->dst;
     job.size = a->size;
     memcpy(job.secret, secret->data, PEER_SECRET_LEN);
+    job.cancelled = false;
     if (pthread_create(&job.thread, NULL, recv_main, &job) != 0) {
         close(job.lfd);
         return CUDA_ERROR_OPERATING_SYSTEM;
@@ -144,8 +170,14 @@ CUresult srv_op_peer_recv(struct srv_session *s, struct srv_call *call)
  * waited for (the waiting accept gives up). */
 static CUresult job_end(bool cancel)
 {
-    if (cancel)
+    if (cancel) {
         shutdown(job.lfd, SHUT_RDWR);
+        pthread_mutex_lock(&job.lock);
+        job.cancelled = true;
+        if (job.fd >= 0) /* a sender connected: its transfer is cut too */
+            shutdown(job.fd, SHUT_RDWR);
+        pthread_mutex_unlock(&job.lock);
+    }
     pthread_join(job.thread, NULL);
     close(job.lfd);
     job.lfd = -1;

@@ -1,7 +1,9 @@
 /* gpu-server's session worker driven directly over TCP, on the fake driver: handshake, copies
  * inline and as bulk, asynchronous errors, bad handles and ops, malformed input, disconnect;
  * and the session handle table. */
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -428,6 +430,30 @@ static void test_conditional_bodies(void **state)
         assert_int_equal(call_result(&p, PROTO_OP_GRAPH_NODE_COUNT, a, 1, NULL, 0), CUDA_ERROR_INVALID_HANDLE);
     }
     assert_int_equal(call_result(&p, PROTO_OP_NOP, NULL, 0, NULL, 0), CUDA_SUCCESS);
+    assert_int_equal(finish(&p), 0);
+}
+
+/* A server-to-server receive whose sender connects and then sends nothing (not even the
+ * secret): a cancelling PEER_WAIT cuts the connection and returns at once, not when the sender
+ * goes; the session goes on. */
+static void test_peer_recv_stalled_sender(void **state)
+{
+    struct peer p;
+    uint8_t secret[32] = {1};
+    uint64_t a[2] = {0x10000, 4096}, out[1] = {0}, cancel = 1;
+    struct sockaddr_in to = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+    (void)state;
+    start_worker(&p);
+    rgpu__welcome__free_unpacked(hello(&p, PROTO_VERSION), NULL);
+    assert_int_equal(call_outs(&p, PROTO_OP_PEER_RECV, a, 2, secret, sizeof(secret), out, 1), CUDA_SUCCESS);
+    to.sin_port = htons((uint16_t)out[0]);
+    assert_int_equal(connect(fd, (struct sockaddr *)&to, sizeof(to)), 0);
+    usleep(100000); /* the receiving thread has taken the connection and waits for the secret */
+    assert_int_not_equal(call_result(&p, PROTO_OP_PEER_WAIT, &cancel, 1, NULL, 0), CUDA_SUCCESS);
+    assert_int_equal(call_result(&p, PROTO_OP_NOP, NULL, 0, NULL, 0), CUDA_SUCCESS);
+    close(fd);
     assert_int_equal(finish(&p), 0);
 }
 
@@ -1189,6 +1215,7 @@ int main(void)
         cmocka_unit_test(test_async_error_and_bad_calls),
         cmocka_unit_test(test_hostile_arguments), cmocka_unit_test(test_conditional_bodies),
         cmocka_unit_test(test_capture_info),
+        cmocka_unit_test(test_peer_recv_stalled_sender),
         cmocka_unit_test(test_malformed_ends_session),
         cmocka_unit_test(test_tenant_quota),
         cmocka_unit_test(test_host_mirror),
