@@ -365,14 +365,11 @@ CLI_EXPORT CUresult cuCtxGetApiVersion(CUcontext c, unsigned int *version)
 static CUresult ctx_synchronize(struct cli_ctx *ctx)
 {
     struct cli_call call = {.op = PROTO_OP_CTX_SYNCHRONIZE};
-    CUresult res;
 
     if (ctx == NULL)
         return cli_initialized() ? CUDA_ERROR_INVALID_CONTEXT : CUDA_ERROR_NOT_INITIALIZED;
     cli_call_in(&call, ctx);
-    if ((res = cli_call_sync(&call)) == CUDA_SUCCESS)
-        cli_mirror_synced(call.sess);
-    return res;
+    return cli_call_synchronizing(&call);
 }
 
 CLI_EXPORT CUresult cuCtxSynchronize(void)

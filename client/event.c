@@ -84,7 +84,6 @@ static CUresult event_call(unsigned op, CUevent event)
 {
     struct cli_event *e = cli_handle_check(event, PROTO_H_EVENT);
     struct cli_call call = {CLI_ARGS_AS(op, EVENT_SYNCHRONIZE)};
-    CUresult res;
 
     if (!cli_initialized())
         return CUDA_ERROR_NOT_INITIALIZED;
@@ -92,9 +91,7 @@ static CUresult event_call(unsigned op, CUevent event)
         return CUDA_ERROR_INVALID_HANDLE;
     call.a.EVENT_SYNCHRONIZE.event = e->h.id;
     cli_call_in(&call, e->ctx);
-    if ((res = cli_call_sync(&call)) == CUDA_SUCCESS) /* the work is done (or none was left) */
-        cli_mirror_synced(call.sess);
-    return res;
+    return cli_call_synchronizing(&call); /* the work is done (or none was left) */
 }
 
 CLI_EXPORT CUresult cuEventSynchronize(CUevent e)

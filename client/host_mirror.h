@@ -70,13 +70,17 @@ static inline void cli_mirror_launch(const uint8_t *params, size_t len)
 /* Whether [addr, addr + len) lies in a range mirrored in the current context's session
  * (dirty_only: a DIRTY one). Such copies run on the worker, on the mirror. */
 bool cli_mirror_holds(uintptr_t addr, size_t len, bool dirty_only);
-/* A synchronization on session sess (NULL: the first) succeeded: read back its DIRTY ranges
- * (one round trip for all of them), which become CLEAN. Nothing to do costs one load. */
+/* A call that synchronizes (when it succeeds, the GPU work before it is done): sent and waited
+ * for; on success the DIRTY ranges of its session are read back (one round trip for all of
+ * them) and become CLEAN. Nothing to read back costs one load. */
 void cli_mirror_synced_slow(struct cli_session *sess);
-static inline void cli_mirror_synced(struct cli_session *sess)
+static inline CUresult cli_call_synchronizing(struct cli_call *call)
 {
-    if (__atomic_load_n(&cli_mirror_ndirty, __ATOMIC_ACQUIRE) != 0)
-        cli_mirror_synced_slow(sess);
+    CUresult res = cli_call_sync(call);
+
+    if (res == CUDA_SUCCESS && __atomic_load_n(&cli_mirror_ndirty, __ATOMIC_ACQUIRE) != 0)
+        cli_mirror_synced_slow(call->sess);
+    return res;
 }
 /* The pinned range at base is freed or unregistered: every session's mirror of it goes. */
 void cli_mirror_forget(uintptr_t base);

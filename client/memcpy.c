@@ -17,13 +17,8 @@ static CUresult copy_on_mirror(CUdeviceptr dst, CUdeviceptr src, size_t n, uint6
 {
     struct cli_call call = {
         CLI_ARGS(MEMCPY_DTOD, .dst = dst, .src = src, .size = n, .stream = sid, .async = async)};
-    CUresult res;
 
-    if (async)
-        return cli_call_async(&call);
-    if ((res = cli_call_sync(&call)) == CUDA_SUCCESS)
-        cli_mirror_synced(call.sess);
-    return res;
+    return async ? cli_call_async(&call) : cli_call_synchronizing(&call);
 }
 
 /* A pinned host address given where the driver takes a device pointer (under unified
@@ -32,16 +27,6 @@ static void mirror_endpoint(CUdeviceptr p)
 {
     if (cli_mirror_may_hold(p))
         cli_mirror_use(p);
-}
-
-/* A synchronous copy is done: so is the GPU work before it (mirrors read back). */
-static CUresult copy_synced(struct cli_call *call)
-{
-    CUresult res = cli_call_sync(call);
-
-    if (res == CUDA_SUCCESS)
-        cli_mirror_synced(call->sess);
-    return res;
 }
 
 /* Several servers (peer.c): true when the copy went there (its result in *res_p); else *bulk_p
@@ -89,7 +74,8 @@ static CUresult copy_htod(CUdeviceptr dst, const void *src, size_t n, CUstream s
      * call is written, which is all the driver promises of such a copy; a failure comes back
      * at the next synchronizing call (docs/frameworks.md). From pinned memory the driver's copy
      * is synchronous, and so is this one. */
-    return async || !cli_host_pinned(src, n) ? cli_call_async(&call) : copy_synced(&call);
+    return async || !cli_host_pinned(src, n) ? cli_call_async(&call)
+                                             : cli_call_synchronizing(&call);
 }
 
 static CUresult copy_dtoh(void *dst, CUdeviceptr src, size_t n, CUstream stream,
@@ -122,7 +108,7 @@ static CUresult copy_dtoh(void *dst, CUdeviceptr src, size_t n, CUstream stream,
     /* Pageable destinations make even an async copy synchronous, as in CUDA. */
     if (async && cli_host_pinned(dst, n))
         return cli_call_deferred(&call, dst, n);
-    res = copy_synced(&call);
+    res = cli_call_synchronizing(&call);
     if (res == CUDA_SUCCESS && call.rdata_len != n)
         res = CUDA_ERROR_UNKNOWN;
     return res;
@@ -142,7 +128,7 @@ static CUresult copy_dtod(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s
     mirror_endpoint(src);
     if (peer_copy(dst, true, src, true, n, stream, per_thread, &bulk, &res))
         return res;
-    return async ? cli_call_async(&call) : copy_synced(&call);
+    return async ? cli_call_async(&call) : cli_call_synchronizing(&call);
 }
 
 /* cuMemcpy with unified addressing: the client knows which addresses are device memory. */
@@ -199,9 +185,8 @@ static CUresult memset_1d(CUdeviceptr dst, unsigned value, unsigned elemsize, si
 
     if (res != CUDA_SUCCESS || count == 0)
         return res;
-    if (cli_mirror_may_hold(dst)) /* a pinned host target: mirrored, written there */
-        cli_mirror_use(dst);
-    return async ? cli_call_async(&call) : copy_synced(&call);
+    mirror_endpoint(dst); /* a pinned host target: mirrored, written there */
+    return async ? cli_call_async(&call) : cli_call_synchronizing(&call);
 }
 
 static CUresult memset_2d(CUdeviceptr dst, size_t pitch, unsigned value, unsigned elemsize,
@@ -215,9 +200,8 @@ static CUresult memset_2d(CUdeviceptr dst, size_t pitch, unsigned value, unsigne
 
     if (res != CUDA_SUCCESS || width == 0 || height == 0)
         return res;
-    if (cli_mirror_may_hold(dst))
-        cli_mirror_use(dst);
-    return async ? cli_call_async(&call) : copy_synced(&call);
+    mirror_endpoint(dst);
+    return async ? cli_call_async(&call) : cli_call_synchronizing(&call);
 }
 
 SYNC_PAIR(cuMemsetD8_v2, (CUdeviceptr d, unsigned char v, size_t n), memset_1d, d, v, 1, n)

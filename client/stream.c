@@ -140,9 +140,7 @@ static CUresult stream_call(unsigned op, CUstream stream, bool per_thread)
     if (res != CUDA_SUCCESS)
         return res;
     cli_stream_route(&call, stream);
-    if ((res = cli_call_sync(&call)) == CUDA_SUCCESS) /* the work is done (or none was left) */
-        cli_mirror_synced(call.sess);
-    return res;
+    return cli_call_synchronizing(&call); /* the work is done (or none was left) */
 }
 
 static CUresult stream_wait_event(CUstream stream, CUevent event, unsigned flags,
