@@ -63,6 +63,9 @@ CUresult cli_graph_add_node(CUgraphNode *node_p, CUgraph graph, const CUgraphNod
 /* Node ids of deps, which must all be nodes of g (CUDA_ERROR_INVALID_VALUE otherwise). */
 CUresult cli_graph_dep_ids(struct cli_graph *g, const CUgraphNode *deps, size_t ndeps,
                            uint64_t *ids);
+/* The wire ids of an executable graph and a node (of the graph it was made from); false when
+ * either handle is not one (graph_exec_nodes.c). */
+bool cli_exec_node_ids(CUgraphExec exec, CUgraphNode node, uint64_t *exec_id, uint64_t *node_id);
 /* Whether edge data names only default edges (NULL, or every entry zero). */
 bool cli_graph_edges_plain(const CUgraphEdgeData *edges, size_t n);
 /* An edge as the driver takes it between nodes of these types: a default edge names no port; a

@@ -6,17 +6,26 @@
  * host part (graph_host.c), which the client keeps from its instantiation. */
 #include "graph.h"
 
-static CUresult node_set(CUgraphExec exec, CUgraphNode node, CUgraphNodeType type,
-                         const uint64_t *targ, size_t ntarg)
+bool cli_exec_node_ids(CUgraphExec exec, CUgraphNode node, uint64_t *exec_id, uint64_t *node_id)
 {
     struct cli_handle *e = cli_handle_check(exec, PROTO_H_GRAPH_EXEC);
     struct cli_node *n = cli_handle_check(node, PROTO_H_GRAPH_NODE);
-    struct cli_call call = {CLI_ARGS(GRAPH_EXEC_NODE_SET, .type = type)};
 
     if (e == NULL || n == NULL)
+        return false;
+    *exec_id = e->id;
+    *node_id = n->h.id;
+    return true;
+}
+
+static CUresult node_set(CUgraphExec exec, CUgraphNode node, CUgraphNodeType type,
+                         const uint64_t *targ, size_t ntarg)
+{
+    struct cli_call call = {CLI_ARGS(GRAPH_EXEC_NODE_SET, .type = type)};
+
+    if (!cli_exec_node_ids(exec, node, &call.a.GRAPH_EXEC_NODE_SET.exec,
+                           &call.a.GRAPH_EXEC_NODE_SET.node))
         return CUDA_ERROR_INVALID_VALUE;
-    call.a.GRAPH_EXEC_NODE_SET.exec = e->id;
-    call.a.GRAPH_EXEC_NODE_SET.node = n->h.id;
     for (size_t i = 0; i < ntarg; i++)
         call.a.GRAPH_EXEC_NODE_SET.targ[i] = targ[i];
     return cli_call_async(&call);
@@ -77,14 +86,11 @@ CLI_EXPORT CUresult cuGraphExecChildGraphNodeSetParams(CUgraphExec exec, CUgraph
 
 static CUresult node_enable(CUgraphExec exec, CUgraphNode node, unsigned enable, uint64_t *out)
 {
-    struct cli_handle *e = cli_handle_check(exec, PROTO_H_GRAPH_EXEC);
-    struct cli_node *n = cli_handle_check(node, PROTO_H_GRAPH_NODE);
     struct cli_call call = {CLI_ARGS(GRAPH_EXEC_NODE_ENABLE, .enable = enable)};
 
-    if (e == NULL || n == NULL)
+    if (!cli_exec_node_ids(exec, node, &call.a.GRAPH_EXEC_NODE_ENABLE.exec,
+                           &call.a.GRAPH_EXEC_NODE_ENABLE.node))
         return CUDA_ERROR_INVALID_VALUE;
-    call.a.GRAPH_EXEC_NODE_ENABLE.exec = e->id;
-    call.a.GRAPH_EXEC_NODE_ENABLE.node = n->h.id;
     call.out = out;
     call.out_cap = out != NULL;
     return cli_call_sync(&call);

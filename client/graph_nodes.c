@@ -401,18 +401,15 @@ CLI_EXPORT CUresult cuGraphNodeGetType(CUgraphNode node, CUgraphNodeType *type)
 CLI_EXPORT CUresult cuGraphExecKernelNodeSetParams_v2(CUgraphExec exec, CUgraphNode node,
                                                       const CUDA_KERNEL_NODE_PARAMS *p)
 {
-    struct cli_handle *e = cli_handle_check(exec, PROTO_H_GRAPH_EXEC);
-    struct cli_node *n = cli_handle_check(node, PROTO_H_GRAPH_NODE);
     struct node_spec spec = {0};
     struct cli_call call = {CLI_ARGS(GRAPH_EXEC_KERNEL_SET)};
     CUresult res;
 
-    if (e == NULL || n == NULL)
+    if (!cli_exec_node_ids(exec, node, &call.a.GRAPH_EXEC_KERNEL_SET.exec,
+                           &call.a.GRAPH_EXEC_KERNEL_SET.node))
         return CUDA_ERROR_INVALID_HANDLE;
     if ((res = kernel_spec(p, &spec)) != CUDA_SUCCESS)
         return res;
-    call.a.GRAPH_EXEC_KERNEL_SET.exec = e->id;
-    call.a.GRAPH_EXEC_KERNEL_SET.node = n->h.id;
     memcpy(&call.a.GRAPH_EXEC_KERNEL_SET.kernel[0], spec.targ, 9 * sizeof(uint64_t));
     call.data = spec.payload;
     call.data_len = spec.payload_len;
