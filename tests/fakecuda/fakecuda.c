@@ -1090,11 +1090,17 @@ CUresult cuGraphAddChildGraphNode(CUgraphNode *out, CUgraph graph, const CUgraph
 
 /* ---- nodes of an executable graph changed in place (XLA's command buffer updates) ---- */
 
+/* The executable graph's copy of node (of the graph it was made from), any type; NULL if none. */
+static struct fk_node *exec_node_any(struct fk_graph *e, CUgraphNode node)
+{
+    int i = node ? ((struct fk_node *)node)->idx : -1;
+    return e && i >= 0 && i < e->n ? &e->nodes[i] : NULL;
+}
+
 static struct fk_node *exec_node(CUgraphExec exec, CUgraphNode node, CUgraphNodeType type)
 {
-    struct fk_graph *e = (struct fk_graph *)obj_check(exec, K_EXEC);
-    int i = node ? ((struct fk_node *)node)->idx : -1;
-    return e && i >= 0 && i < e->n && e->nodes[i].type == type ? &e->nodes[i] : NULL;
+    struct fk_node *n = exec_node_any((struct fk_graph *)obj_check(exec, K_EXEC), node);
+    return n && n->type == type ? n : NULL;
 }
 
 /* The new parameters, in the node's place and order (idx, dependencies, enabled kept). */
@@ -1139,23 +1145,21 @@ CUresult cuGraphExecChildGraphNodeSetParams(CUgraphExec exec, CUgraphNode node, 
 
 CUresult cuGraphNodeSetEnabled(CUgraphExec exec, CUgraphNode node, unsigned enabled)
 {
-    struct fk_graph *e = (struct fk_graph *)obj_check(exec, K_EXEC);
-    int i = node ? ((struct fk_node *)node)->idx : -1;
+    struct fk_node *n = exec_node_any((struct fk_graph *)obj_check(exec, K_EXEC), node);
 
-    if (!e || i < 0 || i >= e->n) return CUDA_ERROR_INVALID_VALUE;
-    if (e->nodes[i].type != CU_GRAPH_NODE_TYPE_KERNEL && e->nodes[i].type != CU_GRAPH_NODE_TYPE_MEMSET &&
-        e->nodes[i].type != CU_GRAPH_NODE_TYPE_MEMCPY) return CUDA_ERROR_INVALID_VALUE; /* as the driver */
-    e->nodes[i].disabled = !enabled;
+    if (!n) return CUDA_ERROR_INVALID_VALUE;
+    if (n->type != CU_GRAPH_NODE_TYPE_KERNEL && n->type != CU_GRAPH_NODE_TYPE_MEMSET &&
+        n->type != CU_GRAPH_NODE_TYPE_MEMCPY) return CUDA_ERROR_INVALID_VALUE; /* as the driver */
+    n->disabled = !enabled;
     return CUDA_SUCCESS;
 }
 
 CUresult cuGraphNodeGetEnabled(CUgraphExec exec, CUgraphNode node, unsigned *enabled)
 {
-    struct fk_graph *e = (struct fk_graph *)obj_check(exec, K_EXEC);
-    int i = node ? ((struct fk_node *)node)->idx : -1;
+    struct fk_node *n = exec_node_any((struct fk_graph *)obj_check(exec, K_EXEC), node);
 
-    if (!e || i < 0 || i >= e->n || !enabled) return CUDA_ERROR_INVALID_VALUE;
-    *enabled = !e->nodes[i].disabled;
+    if (!n || !enabled) return CUDA_ERROR_INVALID_VALUE;
+    *enabled = !n->disabled;
     return CUDA_SUCCESS;
 }
 
@@ -1255,16 +1259,13 @@ CUresult cuGraphNodeGetDependentNodes(CUgraphNode node, CUgraphNode *dependents,
 CUresult cuGraphExecKernelNodeSetParams(CUgraphExec exec, CUgraphNode node, const CUDA_KERNEL_NODE_PARAMS *p)
 {
     struct fk_graph *e = (struct fk_graph *)obj_check(exec, K_EXEC);
-    struct fk_node kn;
-    int i = node ? ((struct fk_node *)node)->idx : -1;
+    struct fk_node kn, *n = exec_node_any(e, node);
     CUresult res;
 
     if (!e) return CUDA_ERROR_INVALID_HANDLE;
-    if (i < 0 || i >= e->n || e->nodes[i].kind != 0) return CUDA_ERROR_INVALID_VALUE;
+    if (!n || n->kind != 0) return CUDA_ERROR_INVALID_VALUE;
     if ((res = kernel_node(&kn, p)) != CUDA_SUCCESS) return res;
-    kn.idx = i;
-    e->nodes[i] = kn;
-    return CUDA_SUCCESS;
+    return exec_node_set(n, &kn); /* its dependencies and enabled flag kept, as the driver's */
 }
 
 CUresult cuGraphExecUpdate(CUgraphExec exec, CUgraph graph, CUgraphExecUpdateResultInfo *info)
