@@ -76,27 +76,35 @@ static void bench_rtt(CUstream s)
     percentiles("sync_rtt", v, N);
 }
 
+/* Launches of f with args back to back, then one sync: launches/s, best of 5, as the copies
+ * take the best of their repetitions (the host's own launch rate varies by some 10% between
+ * runs). */
+static double launch_rate(CUfunction f, CUstream s, void **args)
+{
+    enum { N = 20000 };
+    double best = 0;
+
+    for (int r = 0; r < 5; r++) {
+        double t = now_us();
+        for (int i = 0; i < N; i++)
+            CHECK(cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, s, args, NULL));
+        CHECK(cuStreamSynchronize(s));
+        double rate = N / ((now_us() - t) / 1e6);
+        best = rate > best ? rate : best;
+    }
+    return best;
+}
+
 static void bench_launch(CUfunction f, CUstream s)
 {
-    enum { N = 20000, M = 2000 };
+    enum { M = 2000 };
     static double v[M];
     double t;
 
     for (int i = 0; i < 100; i++)
         CHECK(cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, s, NULL, NULL));
     CHECK(cuStreamSynchronize(s));
-    /* Best of 5, as the copies take the best of their repetitions: the host's own launch rate
-     * varies by some 10% between runs. */
-    double best = 0;
-    for (int r = 0; r < 5; r++) {
-        t = now_us();
-        for (int i = 0; i < N; i++)
-            CHECK(cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, s, NULL, NULL));
-        CHECK(cuStreamSynchronize(s));
-        double rate = N / ((now_us() - t) / 1e6);
-        best = rate > best ? rate : best;
-    }
-    report("launch_async", best, "launches/s");
+    report("launch_async", launch_rate(f, s, NULL), "launches/s");
     for (int i = 0; i < M; i++) {
         t = now_us();
         CHECK(cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, s, NULL, NULL));
@@ -108,22 +116,12 @@ static void bench_launch(CUfunction f, CUstream s)
 
 static void bench_launch_ptrs(CUfunction f, CUstream s, const char *name)
 {
-    enum { N = 20000 };
     CUdeviceptr d[4];
     void *args[] = {&d[0], &d[1], &d[2], &d[3]};
-    double best = 0;
 
     for (int i = 0; i < 4; i++)
         CHECK(cuMemAlloc(&d[i], 1 << 20));
-    for (int r = 0; r < 5; r++) {
-        double t = now_us();
-        for (int i = 0; i < N; i++)
-            CHECK(cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, s, args, NULL));
-        CHECK(cuStreamSynchronize(s));
-        double rate = N / ((now_us() - t) / 1e6);
-        best = rate > best ? rate : best;
-    }
-    report(name, best, "launches/s");
+    report(name, launch_rate(f, s, args), "launches/s");
     for (int i = 0; i < 4; i++)
         CHECK(cuMemFree(d[i]));
 }
