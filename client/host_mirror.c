@@ -7,6 +7,7 @@
 #include <sys/mman.h>
 
 #include "address_ranges.h"
+#include "common/map_at.h"
 #include "host_mirror.h"
 
 #define MIRRORS_MAX 256 /* as the worker's SRV_MAX_HOST_MIRRORS */
@@ -28,9 +29,6 @@ static unsigned nmirrors; /* atomic reads outside the lock */
 static struct mirror mirrors[MIRRORS_MAX];
 static pthread_mutex_t mirror_lock = PTHREAD_MUTEX_INITIALIZER;
 
-#ifndef MAP_FIXED_NOREPLACE
-#define MAP_FIXED_NOREPLACE 0x100000 /* Linux 4.17 */
-#endif
 /* Pinned allocations from [32 TiB, 48 TiB): above where an ASan runtime keeps its shadow, below
  * the top-down area of libraries, heaps and the CUDA driver's reservations in both processes.
  * Each allocation starts on its own 2 MiB boundary (pages never shared between two ranges). */
@@ -49,14 +47,10 @@ void *cli_mirror_host_alloc(size_t size, bool *mapped_p)
         uintptr_t at = __atomic_fetch_add(&host_next, span, __ATOMIC_RELAXED);
         if (at + span > HOST_REGION_END || at + span < at)
             break;
-        p = mmap((void *)at, len, PROT_READ | PROT_WRITE,
-                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
-        if (p == (void *)at) {
+        if (rg_map_at(at, len)) {
             *mapped_p = true;
-            return p;
+            return (void *)at;
         }
-        if (p != MAP_FAILED) /* a kernel that took the address as a hint */
-            munmap(p, len);
     }
     *mapped_p = false;
     return posix_memalign(&p, 4096, size) == 0 ? p : NULL;

@@ -12,15 +12,13 @@
 #include <sys/mman.h>
 
 #include "common/array_grow.h"
+#include "common/map_at.h"
 #include "common/log.h"
 #include "server/session.h"
 
 #define PAGE ((uintptr_t)4096)
 #define MERGE_GAP 32u /* equal bytes between two changed runs below which they become one */
 
-#ifndef MAP_FIXED_NOREPLACE
-#define MAP_FIXED_NOREPLACE 0x100000 /* Linux 4.17 */
-#endif
 
 static struct srv_host_mirror *mirror_find(struct srv_session *s, uintptr_t addr, size_t len)
 {
@@ -47,21 +45,6 @@ static size_t mirrored_bytes(const struct srv_session *s)
     for (size_t i = 0; i < s->nmirrors; i++)
         n += s->mirrors[i].len;
     return n;
-}
-
-/* Place [base, base + len) here: the same address or nothing. */
-static bool place(uintptr_t base, size_t len)
-{
-    void *p = mmap((void *)base, len, PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
-
-    if (p == MAP_FAILED)
-        return false;
-    if ((uintptr_t)p != base) { /* a kernel older than the flag took it as a hint */
-        munmap(p, len);
-        return false;
-    }
-    return true;
 }
 
 /* Refusals are the client's to handle (it leaves the range unmirrored); said once. */
@@ -132,7 +115,7 @@ CUresult srv_op_host_mirror_map(struct srv_session *s, struct srv_call *call)
     if ((ref = calloc(1, len)) == NULL)
         goto err_release;
     res = CUDA_ERROR_INVALID_VALUE;
-    if (!place(base, len)) {
+    if (!rg_map_at(base, len)) { /* the same address or nothing */
         refuse(s, res, base, len, "the address is taken in the worker");
         goto err_free_ref;
     }
