@@ -8,6 +8,9 @@
 # $OUT when set) and prints the table.
 # Usage: bench/frameworks.sh [BUNDLE_DIR] [RUNS]   (defaults: <repo>/.bundle, 3)
 #        FW_WORKLOADS="hf:64 resnet:50" picks workloads (default hf:64 jax:50 resnet:50)
+#        FW_SAMPLE=1 adds one native and one rgpu run of the first workload with the stack
+#        sampler preloaded (bench/stack_sampler.c): where each process spent its CPU, in
+#        fw-sample-{native,rgpu}.PID
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 B=$(cd "${1:-$ROOT/.bundle}" && pwd)
@@ -35,6 +38,13 @@ for r in $(seq "$RUNS"); do
         done
     done
 done
+if [ "${FW_SAMPLE:-0}" = 1 ]; then
+    w=${FW_WORKLOADS:-hf:64}; w=${w%% *}; w=${w/:/ }
+    for m in native rgpu; do
+        mode $m env LD_PRELOAD="$B/tools/librgpu-stack-sampler.so" RGPU_SAMPLE_OUT="$RES/fw-sample-$m" \
+            timeout 300 python3 "$PY" $w 2>>"$RES/fw-$m.err" | tail -1
+    done
+fi
 # Synchronous round trips: RGPU_STATS at exit, for two sizes; the difference per token / step.
 sync_total() { awk '/^rgpu stats: [A-Z]/ && $4 ~ /^[0-9]+$/ {s += $4} END {print s + 0}' "$1"; }
 for w in "hf 16 48 2" "jax 20 60 1"; do # hf: two generate() calls of n tokens per process
@@ -64,6 +74,17 @@ for w, k, unit, higher in (("hf", "cold_tok_s", "tok/s cold", True), ("hf", "war
     mn, mr = statistics.median(n), statistics.median(r)
     ratio = mr / mn if higher else mn / mr
     out.append("| %s %s | %.2f (%.2f-%.2f) | %.2f (%.2f-%.2f) | %.2fx |" % (w, unit, mn, min(n), max(n), mr, min(r), max(r), ratio))
+for w, k, unit, higher in (("hf", "cold_tok_s", "tok/s cold", True), ("hf", "warm_tok_s", "tok/s warm", True),
+                           ("jax", "step_ms", "ms/step", False)):
+    pairs = []  # run by run: each native process and the rgpu one after it
+    for run in sorted({x["run"] for x in rows if "run" in x}):
+        n = [x["result"][k] for x in rows if x.get("run") == run and x.get("workload") == w and x.get("mode") == "native" and x.get("result")]
+        r = [x["result"][k] for x in rows if x.get("run") == run and x.get("workload") == w and x.get("mode") == "rgpu" and x.get("result")]
+        if n and r:
+            pairs.append(r[0] / n[0] if higher else n[0] / r[0])
+    if len(pairs) > 1:
+        geo = statistics.geometric_mean(pairs)
+        out.append("| %s %s, pair by pair | | | median %.2fx (%.2f-%.2f), geometric mean %.2fx, %d pairs |" % (w, unit, statistics.median(pairs), min(pairs), max(pairs), geo, len(pairs)))
 for r in rows:
     if "sync_round_trips" in r:
         s = r["sync_round_trips"]

@@ -3,42 +3,125 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/log.h"
 #include "host_mirror.h"
+#include "image_params.h"
 #include "module.h"
 
 #define LAUNCH_PARAMS_MAX (64u << 10)
 #define LAUNCH_ATTRS_MAX 32u
 
-static CUresult layout_fetch(struct cli_func *f)
+/* f's layout: n parameters at off[i] of size[i] (copied). */
+static CUresult layout_set(struct cli_func *f, unsigned n, const uint32_t *off,
+                           const uint32_t *size)
 {
-    unsigned cap = 2 + 2 * 1024;
+    uint32_t *o = calloc(n + 1, sizeof(*o)), *sz = calloc(n + 1, sizeof(*sz));
+
+    if (o == NULL || sz == NULL) {
+        free(o);
+        free(sz);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    f->params_len = 0;
+    for (unsigned i = 0; i < n; i++) {
+        o[i] = off[i];
+        sz[i] = size[i];
+        if (off[i] + (size_t)size[i] > f->params_len)
+            f->params_len = off[i] + (size_t)size[i];
+    }
+    free(f->param_off);
+    free(f->param_size);
+    f->param_off = o;
+    f->param_size = sz;
+    f->nparams = n;
+    f->layout_known = true;
+    return CUDA_SUCCESS;
+}
+
+/* The layout as the worker's driver gives it (FUNC_GET_PARAM_LAYOUT): n, offsets, sizes. */
+static CUresult layout_ask(struct cli_func *f, unsigned *n_p, uint32_t **off_p,
+                           uint32_t **size_p)
+{
+    unsigned cap = 2 + 2 * 1024, n = 0;
     uint64_t *out = malloc(cap * sizeof(*out));
     struct cli_call call = {CLI_ARGS(FUNC_GET_PARAM_LAYOUT, .func = f->h.id), .out = out,
                             .out_cap = cap};
     CUresult res = out != NULL ? cli_call_sync(&call) : CUDA_ERROR_OUT_OF_MEMORY;
-    unsigned n;
 
     if (res == CUDA_SUCCESS && (call.nout < 1 || (n = (unsigned)out[0]) > 1024 ||
                                 call.nout < 1 + 2 * n))
         res = CUDA_ERROR_UNKNOWN;
-    if (res == CUDA_SUCCESS) {
-        f->param_off = calloc(n + 1, sizeof(uint32_t));
-        f->param_size = calloc(n + 1, sizeof(uint32_t));
-        if (f->param_off == NULL || f->param_size == NULL)
-            res = CUDA_ERROR_OUT_OF_MEMORY;
-    }
+    *off_p = res == CUDA_SUCCESS ? calloc(n + 1, sizeof(uint32_t)) : NULL;
+    *size_p = res == CUDA_SUCCESS ? calloc(n + 1, sizeof(uint32_t)) : NULL;
+    if (res == CUDA_SUCCESS && (*off_p == NULL || *size_p == NULL))
+        res = CUDA_ERROR_OUT_OF_MEMORY;
     for (unsigned i = 0; res == CUDA_SUCCESS && i < n; i++) {
-        f->param_off[i] = (uint32_t)out[1 + 2 * i];
-        f->param_size[i] = (uint32_t)out[2 + 2 * i];
-        if (f->param_off[i] + (size_t)f->param_size[i] > f->params_len)
-            f->params_len = f->param_off[i] + (size_t)f->param_size[i];
+        (*off_p)[i] = (uint32_t)out[1 + 2 * i];
+        (*size_p)[i] = (uint32_t)out[2 + 2 * i];
     }
-    if (res == CUDA_SUCCESS) {
-        f->nparams = n;
-        f->layout_known = true;
+    if (res != CUDA_SUCCESS) {
+        free(*off_p);
+        free(*size_p);
     }
+    *n_p = n;
     free(out);
     return res;
+}
+
+static CUresult layout_fetch(struct cli_func *f)
+{
+    uint32_t *off, *size;
+    unsigned n;
+    CUresult res = layout_ask(f, &n, &off, &size);
+
+    if (res == CUDA_SUCCESS) {
+        res = layout_set(f, n, off, size);
+        free(off);
+        free(size);
+    }
+    return res;
+}
+
+/* RGPU_LAYOUT_CHECK=1: a layout read from the image is compared with the driver's. */
+static void layout_check(struct cli_func *f)
+{
+    static int on = -1;
+    uint32_t *off, *size;
+    unsigned n;
+    bool same;
+
+    if (on < 0)
+        on = getenv("RGPU_LAYOUT_CHECK") != NULL && strcmp(getenv("RGPU_LAYOUT_CHECK"), "1") == 0;
+    if (!on || layout_ask(f, &n, &off, &size) != CUDA_SUCCESS)
+        return;
+    same = n == f->nparams && (n == 0 || (memcmp(off, f->param_off, n * sizeof(*off)) == 0 &&
+                                          memcmp(size, f->param_size, n * sizeof(*size)) == 0));
+    if (same)
+        rg_info("layout check: %s: %u parameters, as the driver says", f->name, n);
+    else
+        rg_error("layout check: %s: the image says %u parameters, the driver %u (or other "
+                 "offsets or sizes)", f->name, f->nparams, n);
+    free(off);
+    free(size);
+}
+
+void cli_func_layout_from_image(struct cli_func *f, const void *image, size_t len)
+{
+    uint32_t *off, *size;
+    unsigned n;
+
+    if (image == NULL || !cli_image_kernel_params(image, len, f->name, &n, &off, &size))
+        return;
+    if (layout_set(f, n, off, size) == CUDA_SUCCESS)
+        layout_check(f);
+    free(off);
+    free(size);
+}
+
+void cli_func_layout_copy(struct cli_func *to, const struct cli_func *from)
+{
+    if (from->layout_known)
+        (void)layout_set(to, from->nparams, from->param_off, from->param_size);
 }
 
 CUresult cli_func_layout(struct cli_func *f)

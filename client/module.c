@@ -1,4 +1,5 @@
 /* Modules and libraries (images go to the server once), functions, kernels and globals. */
+#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +25,25 @@ static struct cli_module *module_new(enum proto_handle_type type)
         m->ctx = type == PROTO_H_MODULE ? cli_ctx_current() : NULL;
     }
     return m;
+}
+
+/* Larger images outside any loaded object are not copied: their kernels' layouts are asked. */
+#define IMAGE_COPY_MAX (8u << 20)
+
+/* Keeps where the module's kernels' parameter layouts can be read at lookup (image_params.c):
+ * an image inside a loaded object (a registered fatbin) stays there while it is loaded; one in
+ * other memory (NVRTC's output) may be freed once the load returns, so it is copied. */
+static void module_keep_image(struct cli_module *m, const void *image, size_t len)
+{
+    Dl_info info;
+
+    if (dladdr(image, &info) != 0 && info.dli_fname != NULL) {
+        m->image = image;
+    } else if (len <= IMAGE_COPY_MAX && (m->image_copy = malloc(len)) != NULL) {
+        memcpy(m->image_copy, image, len);
+        m->image = m->image_copy;
+    }
+    m->image_len = m->image != NULL ? len : 0;
 }
 
 /* Images at least this large are offered to the server's module cache by hash first. */
@@ -128,6 +148,7 @@ static CUresult image_load(struct cli_call *call, enum proto_handle_type type, c
         free(m);
         return res;
     }
+    module_keep_image(m, call->data, call->data_len);
     *handle_p = m;
     return CUDA_SUCCESS;
 }
@@ -236,7 +257,11 @@ static CUresult unload(void *handle, enum proto_handle_type type, unsigned op)
     res = type == PROTO_H_LIBRARY ? every_session(&call, cli_call_async, 0)
                                   : cli_call_async(&call);
     cli_handle_kill(&m->h);
-    /* Functions of the module keep pointing at it; the object stays allocated. */
+    /* Functions of the module keep pointing at it; the object stays allocated. Their layouts
+     * are their own. */
+    m->image = NULL;
+    free(m->image_copy);
+    m->image_copy = NULL;
     return res;
 }
 
@@ -368,6 +393,7 @@ static CUresult get_by_name(unsigned op, enum proto_handle_type type, struct cli
         func_free(f);
         return res;
     }
+    cli_func_layout_from_image(f, owner->image, owner->image_len);
     *handle_p = f;
     return CUDA_SUCCESS;
 }
@@ -401,6 +427,7 @@ static CUresult kernel_function_new(struct cli_func *k, struct cli_ctx *ctx, int
         func_free(f);
         return res;
     }
+    cli_func_layout_copy(f, k);
     if (i < FUNC_CTX_SLOTS) {
         k->per_ctx[i].ctx = ctx;
         k->per_ctx[i].func = f;

@@ -7,6 +7,12 @@
 struct cli_module {
     struct cli_handle h; /* PROTO_H_MODULE or PROTO_H_LIBRARY */
     struct cli_ctx *ctx;  /* modules only */
+    /* Where its kernels' parameter layouts are read (image_params.c): the image itself when it
+     * lies in a loaded object (a fatbin cudart registered), else the client's copy (freed at
+     * unload), NULL for neither. */
+    const void *image;
+    size_t image_len;
+    void *image_copy;
 };
 
 /* A module image's SHA-256, remembered on disk for images inside library files (image_hash.c). */
@@ -33,6 +39,11 @@ struct cli_func {
 struct cli_func *cli_func_check(const void *handle);
 /* Fetch the parameter layout once (FUNC_GET_PARAM_LAYOUT). */
 CUresult cli_func_layout(struct cli_func *f);
+/* The layout read from the module image the function came from, when it can be (no round trip
+ * then at its first launch); else it stays unknown. */
+void cli_func_layout_from_image(struct cli_func *f, const void *image, size_t len);
+/* A kernel's function in a context has the kernel's layout (the caller holds from->lock). */
+void cli_func_layout_copy(struct cli_func *to, const struct cli_func *from);
 
 /* Kernel parameters (kernelParams or `extra`) of the function or kernel func packed by its
  * layout into a per-thread buffer (valid until the thread's next launch or packing). */

@@ -5,6 +5,7 @@
 #   nccl/    rgpu's NCCL shim libnccl.so.2 (preloaded by the NCCL scripts)
 #   bin/     gpu-server, rgpu, the test programs (static and shared cudart), ip
 #   deps/    every shared library those need that is not part of glibc, plus libcudart.so.13
+#   tools/   the stack sampler (bench/stack_sampler.c), for profiles natively and through rgpu
 #   deb/     the rgpu-server and rgpu-client packages (tests/gpu/installed.sh)
 #   samples.tar.xz  NVIDIA's cuda-samples, when SAMPLES_OUT holds them (tests/gpu/samples.sh build)
 # Usage: tests/gpu/bundle.sh [BUILD_DIR [SAMPLES_OUT]]   (default <repo>/build, built beforehand;
@@ -27,6 +28,8 @@ cp "$BUILD/bin/gpu-server" "$BUILD/bin/rgpu" "$BUILD/bin/rgpu-demo-app" "$OUT/bi
 cp "$BUILD"/tests/programs/*_static "$BUILD"/tests/programs/*_shared "$OUT/bin/"
 cp "$BUILD/bin/rgpu-bench-micro" "$BUILD/bin/rgpu-bench-tcp" "$BUILD/bin/rgpu-bench-peer" "$OUT/bin/"
 cp "$BUILD/bin/rgpu-dmabuf-probe" "$OUT/bin/" # GPUDirect RDMA capability, run natively
+mkdir -p "$OUT/tools" # preloaded by bench/frameworks.sh FW_SAMPLE=1 (bench/stack_sampler.c)
+cp "$BUILD/lib/librgpu-stack-sampler.so" "$OUT/tools/"
 "$CUDA_HOME/bin/nvcc" -O2 -gencode arch=compute_90,code=sm_90 -o "$OUT/bin/rgpu-bench-gemm" \
     "$ROOT/bench/gemm.cu" -lcublas -Xlinker -rpath="$CUDA_HOME/lib64"
 cp "$BUILD"/tests/integration/hold_memory "$BUILD"/tests/integration/server_death "$OUT/bin/"

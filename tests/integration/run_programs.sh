@@ -74,6 +74,27 @@ if grep -Eq '^rgpu stats: LAUNCH +0 +0.000 +1$' "$WORK/stats.err" &&
 else
     fail "RGPU_STATS"; cat "$WORK/stats.err"
 fi
+# Kernel parameter layouts come from the image (client/image_params.c): vadd's kernel, in an
+# nvcc fatbin, is launched without asking the worker for its layout; RGPU_LAYOUT_CHECK=1 asks
+# anyway and compares (here with the fake driver's table of what nvcc emits). ptx_driver loads
+# PTX, which describes no layout: its kernels' layouts are asked.
+RGPU_STATS=1 RGPU_LAYOUT_CHECK=1 RGPU_LOG_LEVEL=info timeout 60 "$PROGS/vadd_shared" >/dev/null \
+    2>"$WORK/layout.err"
+if grep -q 'layout check: _Z4vaddPKfS0_Pfi: 4 parameters, as the driver says' "$WORK/layout.err" &&
+    ! grep -q 'layout check: .*the image says' "$WORK/layout.err" &&
+    grep -Eq '^rgpu stats: FUNC_GET_PARAM_LAYOUT +1 ' "$WORK/layout.err"; then
+    ok "kernel parameter layouts read from the image, as the driver gives them"
+else
+    fail "kernel parameter layouts from the image"; grep -E 'layout|PARAM' "$WORK/layout.err"
+fi
+RGPU_STATS=1 timeout 60 "$PROGS/vadd_shared" >/dev/null 2>"$WORK/layout.err"
+RGPU_STATS=1 timeout 60 "$PROGS/ptx_driver_static" >/dev/null 2>"$WORK/layout_ptx.err"
+if ! grep -q 'FUNC_GET_PARAM_LAYOUT' "$WORK/layout.err" &&
+    grep -Eq '^rgpu stats: FUNC_GET_PARAM_LAYOUT +[1-9]' "$WORK/layout_ptx.err"; then
+    ok "no layout round trip for a cubin's kernel; asked for a PTX one"
+else
+    fail "layout round trips"; grep PARAM "$WORK/layout.err" "$WORK/layout_ptx.err"
+fi
 # RGPU_WORKER_STATS=1 on the server: at the session's end the worker logs time per operation and
 # which operations raised its peak RSS. vadd writes two 4 MiB inputs into (fake) device memory,
 # which is the worker's own memory here: at least 8 MiB must be charged to some operation. The
