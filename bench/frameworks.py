@@ -16,6 +16,16 @@ import sys
 import time
 
 
+def cpu_calibration_ms():
+    """A fixed piece of pure Python: how fast this process's CPU was (hosts differ from process
+    to process; compare rows with like calibrations)."""
+    t = time.process_time()
+    x = 0
+    for i in range(300000):
+        x += i * i % 7
+    return (time.process_time() - t) * 1e3
+
+
 def hf(new):
     os.environ["HF_HUB_OFFLINE"] = "1"
     import torch
@@ -26,15 +36,17 @@ def hf(new):
     torch.manual_seed(0)
     model = GPT2LMHeadModel(GPT2Config()).eval().cuda().half()
     prompt = torch.randint(0, 50257, (1, 16)).cuda()
-    out = {"attn": getattr(model.config, "_attn_implementation", "?"), "tokens": new}
+    out = {"attn": getattr(model.config, "_attn_implementation", "?"), "tokens": new,
+           "calib_ms": cpu_calibration_ms()}
     for rep in ("cold", "warm"):
         torch.cuda.synchronize()
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.process_time()
         with torch.no_grad():
             ids = model.generate(prompt, attention_mask=torch.ones_like(prompt), do_sample=False,
                                  max_new_tokens=new, min_new_tokens=new, pad_token_id=0)
         torch.cuda.synchronize()
         out[rep + "_tok_s"] = new / (time.perf_counter() - t)
+        out[rep + "_cpu_s"] = time.process_time() - c
     out["last_ids"] = ids[0, -4:].tolist()
     return out
 

@@ -8,9 +8,13 @@
 # $OUT when set) and prints the table.
 # Usage: bench/frameworks.sh [BUNDLE_DIR] [RUNS]   (defaults: <repo>/.bundle, 3)
 #        FW_WORKLOADS="hf:64 resnet:50" picks workloads (default hf:64 jax:50 resnet:50)
-#        FW_SAMPLE=1 adds one native and one rgpu run of the first workload with the stack
-#        sampler preloaded (bench/stack_sampler.c): where each process spent its CPU, in
-#        fw-sample-{native,rgpu}.PID
+#        FW_SAMPLE=1 preloads the stack sampler (bench/stack_sampler.c) into every run: where
+#        each process spent its CPU, in fw-sample-MODE-RUN-WORKLOAD.PID
+#        FW_STATS=0 skips the RGPU_STATS runs
+#        FW_CONCURRENT=1 runs each native and rgpu pair at the same time, pinned to CPUs 0-4
+#        and 5-9 (swapped every run; FW_SERVER_CPUS=10-15 then keeps the server apart)
+#        FW_CLIENT_CPUS=2-7 FW_SERVER_CPUS=10-15 pin the programs (both modes) and gpu-server
+#        to those CPUs (taskset), as two hosts would keep them apart
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 B=$(cd "${1:-$ROOT/.bundle}" && pwd)
@@ -20,36 +24,48 @@ RES=${OUT:-/tmp}
 PY="$ROOT/bench/frameworks.py"
 J=$RES/frameworks.jsonl
 : >"$J"
-LD_LIBRARY_PATH=$DEPS "$B/bin/gpu-server" --listen 127.0.0.1 --port 7070 >"$RES/fw-server.log" 2>&1 &
+SRV_PIN=${FW_SERVER_CPUS:+taskset -c $FW_SERVER_CPUS}
+APP_PIN=${FW_CLIENT_CPUS:+taskset -c $FW_CLIENT_CPUS}
+LD_LIBRARY_PATH=$DEPS $SRV_PIN "$B/bin/gpu-server" --listen 127.0.0.1 --port 7070 >"$RES/fw-server.log" 2>&1 &
 SP=$!
 trap 'kill $SP 2>/dev/null' EXIT
 sleep 2
 mode() { # native|rgpu cmd...
     local m=$1; shift
-    if [ "$m" = native ]; then LD_LIBRARY_PATH=$DEPS "$@"
-    else LD_LIBRARY_PATH=$B/client:$DEPS RGPU_SERVER=127.0.0.1:7070 "$@"; fi
+    if [ "$m" = native ]; then LD_LIBRARY_PATH=$DEPS $APP_PIN "$@"
+    else LD_LIBRARY_PATH=$B/client:$DEPS RGPU_SERVER=127.0.0.1:7070 $APP_PIN "$@"; fi
+}
+sampler() { # mode run workload: the prefix that preloads the stack sampler when FW_SAMPLE=1
+    [ "${FW_SAMPLE:-0}" = 1 ] &&
+        echo "env LD_PRELOAD=$B/tools/librgpu-stack-sampler.so RGPU_SAMPLE_OUT=$RES/fw-sample-$1-$2-$3"
+}
+one() { # mode run workload n [cpus]: one process; its JSON row appended to $J
+    local m=$1 r=$2 w=$3 n=$4 pin=${5:+taskset -c $5} line
+    line=$(mode $m $pin timeout 300 $(sampler $m $r $w) python3 "$PY" $w $n 2>>"$RES/fw-$m.err" | tail -1)
+    echo "{\"mode\": \"$m\", \"run\": $r, \"workload\": \"$w\", \"result\": ${line:-null}}" | tee -a "$J"
 }
 for r in $(seq "$RUNS"); do
-    for m in native rgpu; do
-        for w in ${FW_WORKLOADS:-hf:64 jax:50 resnet:50}; do
-            w=${w/:/ }
-            line=$(mode $m timeout 300 python3 "$PY" $w 2>>"$RES/fw-$m.err" | tail -1)
-            echo "{\"mode\": \"$m\", \"run\": $r, \"workload\": \"${w% *}\", \"result\": ${line:-null}}" | tee -a "$J"
-        done
+    for w in ${FW_WORKLOADS:-hf:64 jax:50 resnet:50}; do
+        if [ "${FW_CONCURRENT:-0}" = 1 ]; then
+            # The pair at the same time, on CPU sets swapped from run to run: both see the same
+            # host (its speed changes from minute to minute), at the price of sharing the GPU.
+            a=0-4 b=5-9
+            [ $((r % 2)) = 0 ] && a=5-9 b=0-4
+            one native "$r" "${w%:*}" "${w#*:}" $a &
+            p1=$!
+            one rgpu "$r" "${w%:*}" "${w#*:}" $b &
+            wait $p1 $!
+        else
+            for m in native rgpu; do one $m "$r" "${w%:*}" "${w#*:}"; done
+        fi
     done
 done
-if [ "${FW_SAMPLE:-0}" = 1 ]; then
-    w=${FW_WORKLOADS:-hf:64}; w=${w%% *}; w=${w/:/ }
-    for m in native rgpu; do
-        mode $m env LD_PRELOAD="$B/tools/librgpu-stack-sampler.so" RGPU_SAMPLE_OUT="$RES/fw-sample-$m" \
-            timeout 300 python3 "$PY" $w 2>>"$RES/fw-$m.err" | tail -1
-    done
-fi
 # Synchronous round trips: RGPU_STATS at exit, for two sizes; the difference per token / step.
 sync_total() { awk '/^rgpu stats: [A-Z]/ && $4 ~ /^[0-9]+$/ {s += $4} END {print s + 0}' "$1"; }
 for w in "hf 16 48 2" "jax 20 60 1"; do # hf: two generate() calls of n tokens per process
     set -- $w
     case " ${FW_WORKLOADS:-hf: jax:} " in *" $1:"*) ;; *) continue ;; esac
+    [ "${FW_STATS:-1}" = 0 ] && continue
     for n in $2 $3; do
         mode rgpu env RGPU_STATS=1 timeout 300 python3 "$PY" "$1" "$n" >/dev/null 2>"$RES/fw-stats-$1-$n.txt"
     done
