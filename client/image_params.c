@@ -31,7 +31,10 @@
 #define EIATTR_KPARAM_INFO 0x17
 #define EIATTR_CBANK_PARAM_SIZE 0x19
 #define PARAMS_MAX 1024
-#define ALIGN_GAP_MAX 15 /* padding between parameters an alignment of 16 explains */
+/* Padding accepted between parameters. Offsets are relative to the parameter bank, whose base
+ * is not aligned as much as a grid-constant CUtensorMap (64 bytes): nvcc puts one after a char
+ * at offset 112. A size too large for the record's 14 bits would leave a gap of 16 KiB or more. */
+#define ALIGN_GAP_MAX 255
 
 struct kernel_params {
     unsigned n;

@@ -47,12 +47,15 @@ static void expect_layout(const void *image, size_t len, const char *name, unsig
     free(s);
 }
 
-/* What the C ABI gives (int, double *, char, Three, Wide, short) and the rest. */
+/* What the C ABI gives (int, double *, char, Three, Wide, short) and the rest; the tensor map
+ * and aligned32 as nvcc 13.0 places them (offsets within the parameter bank). */
 static void expect_all(const void *image, size_t len)
 {
     static const uint32_t mixed_off[] = {0, 8, 16, 17, 32, 80}, mixed_size[] = {4, 8, 1, 3, 48, 2};
     static const uint32_t wide_off[] = {0, 48, 96, 144}, wide_size[] = {48, 48, 48, 8};
     static const uint32_t fill_off[] = {0, 8}, fill_size[] = {8, 4};
+    static const uint32_t tmap_off[] = {0, 112, 240}, tmap_size[] = {1, 128, 8};
+    static const uint32_t a32_off[] = {0, 16, 48}, a32_size[] = {1, 32, 2};
     uint32_t *o, *s;
     unsigned n;
 
@@ -60,6 +63,8 @@ static void expect_all(const void *image, size_t len)
     expect_layout(image, len, "wide", 4, wide_off, wide_size);
     expect_layout(image, len, "_Z4fillIfEvPT_S0_", 2, fill_off, fill_size);
     expect_layout(image, len, "none", 0, NULL, NULL);
+    expect_layout(image, len, "tensor_map", 3, tmap_off, tmap_size);
+    expect_layout(image, len, "aligned32", 3, a32_off, a32_size);
     assert_false(cli_image_kernel_params(image, len, "absent", &n, &o, &s));
     assert_false(cli_image_kernel_params(image, len, "mixe", &n, &o, &s));
 }
@@ -102,7 +107,7 @@ static void test_ptx_only(void **state)
  * layout found is in order. */
 static void test_damaged(void **state)
 {
-    const char *names[] = {"mixed", "wide", "none", "_Z4fillIfEvPT_S0_"};
+    const char *names[] = {"mixed", "wide", "none", "_Z4fillIfEvPT_S0_", "tensor_map"};
     size_t len;
     uint8_t *image = read_all(PARAMS_CUBIN, &len), *copy = malloc(len);
     uint32_t *o, *s;
@@ -112,7 +117,7 @@ static void test_damaged(void **state)
         uint8_t *p = malloc(cut + 1); /* exactly cut bytes for ASan; +1 for malloc(0) */
 
         memcpy(p, image, cut);
-        for (size_t k = 0; k < 4; k++)
+        for (size_t k = 0; k < 5; k++)
             if (cli_image_kernel_params(p, cut, names[k], &n, &o, &s)) {
                 free(o);
                 free(s);
@@ -125,7 +130,7 @@ static void test_damaged(void **state)
             seed = seed * 1103515245u + 12345u;
             copy[(seed >> 8) % len] ^= (uint8_t)(1u << (seed % 8));
         }
-        if (cli_image_kernel_params(copy, len, names[round % 4], &n, &o, &s)) {
+        if (cli_image_kernel_params(copy, len, names[round % 5], &n, &o, &s)) {
             assert_true(n <= 1024);
             for (unsigned i = 1; i < n; i++) /* in order, not overlapping */
                 assert_true(o[i] >= o[i - 1] + (size_t)s[i - 1]);

@@ -39,6 +39,8 @@ cp "$BUILD"/tests/multigpu/vmm_two "$BUILD"/tests/multigpu/p2p_answers "$OUT/bin
 cp "$(command -v ip)" "$OUT/bin/ip"
 "$CUDA_HOME/bin/nvcc" -O2 -gencode arch=compute_90,code=sm_90 -o "$OUT/bin/tenant_load" \
     "$ROOT/tests/gpu/tenant_load.cu" # saturating, latency and long loads for tenant_*.sh
+"$CUDA_HOME/bin/nvcc" -cubin -arch=sm_90 -o "$OUT/bin/params.cubin" \
+    "$ROOT/tests/client_unit/data/params.cu" # tests/gpu/param_layouts.py
 "$CUDA_HOME/bin/nvcc" -O2 -gencode arch=compute_90,code=sm_90 -o "$OUT/bin/cublas_sgemm" \
     "$ROOT/tests/gpu/cublas_sgemm.cu" -lcublas -Xlinker -rpath="$CUDA_HOME/lib64"
 cp -L "$CUDA_HOME"/lib64/libcudart.so.13 "$OUT/deps/"

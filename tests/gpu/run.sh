@@ -120,6 +120,19 @@ else
     row nvml_smoke FAIL "$(grep -E 'FAIL|Error' "$LOGS/nvml_smoke.out" | head -3 | tr '\n' ' ')"
 fi
 # Training losses: native and rgpu within a relative tolerance rather than as text.
+# Kernel parameter layouts: the client reads them from the image; the driver's must be the same.
+K="mixed none wide _Z4fillIfEvPT_S0_ tensor_map aligned32"
+native python3 "$ROOT/tests/gpu/param_layouts.py" "$B/bin/params.cubin" $K >"$LOGS/param_layouts.native" 2>&1
+RGPU_LAYOUT_CHECK=1 RGPU_LOG_LEVEL=info remote python3 "$ROOT/tests/gpu/param_layouts.py" \
+    "$B/bin/params.cubin" $K >"$LOGS/param_layouts.rgpu" 2>"$LOGS/param_layouts.rgpu.err"
+agreed=$(grep -c 'as the driver says' "$LOGS/param_layouts.rgpu.err")
+if [ -s "$LOGS/param_layouts.native" ] && cmp -s "$LOGS/param_layouts.native" "$LOGS/param_layouts.rgpu" &&
+    [ "$agreed" = 6 ]; then
+    row param_layouts PASS "6 kernels: same layouts; read from the image, as the driver gives them"
+else
+    row param_layouts FAIL "$(diff "$LOGS/param_layouts.native" "$LOGS/param_layouts.rgpu" | head -3 | tr '\n' ' ') $(grep -c 'the image says' "$LOGS/param_layouts.rgpu.err") differ, $agreed agree"
+fi
+
 T=$ROOT/tests/gpu/torch_train.py; msg=
 native python3 "$T" --json >"$LOGS/torch_train.native" 2>"$LOGS/torch_train.native.err"; rn=$?
 remote python3 "$T" --json >"$LOGS/torch_train.rgpu" 2>"$LOGS/torch_train.rgpu.err"; rr=$?
