@@ -1,7 +1,8 @@
 /* Where a process spends its CPU, for hosts without perf (the GPU host has no perf, gdb or
  * py-spy). Preloaded (LD_PRELOAD=librgpu-stack-sampler.so) with RGPU_SAMPLE_OUT=FILE, it takes a
- * stack every RGPU_SAMPLE_US (default 1000) microseconds of the process's CPU time
- * (a timer on the process's CPU clock: whichever thread is running gets the signal) and, at exit, writes FILE.<pid>:
+ * stack every RGPU_SAMPLE_US (default 1000) microseconds of the process's CPU time (a timer on
+ * the process's CPU clock: whichever thread is running gets the signal) and, at exit, writes
+ * FILE.<pid>:
  * samples per thread, per shared object (the innermost frame's: self; any frame: inclusive),
  * and the innermost and inclusive symbols (dladdr: exported names; a static function shows as
  * the exported one before it). The same for a native and an rgpu run of one program shows
@@ -34,6 +35,7 @@ static struct sample *samples;
 static atomic_uint nsamples;
 static char out_path[4096];
 static timer_t timer;
+static pid_t owner; /* a child forked without exec inherits the samples, not the timer */
 
 static void on_prof(int sig, siginfo_t *si, void *uc)
 {
@@ -163,6 +165,8 @@ static void report(void)
     unsigned n = atomic_load(&nsamples), total = 0;
     FILE *f;
 
+    if (getpid() != owner)
+        return;
     timer_settime(timer, 0, &off, NULL);
     n = n < SAMPLES_MAX ? n : SAMPLES_MAX;
     if (n == 0 || (f = fopen(out_path, "w")) == NULL)
@@ -208,7 +212,8 @@ __attribute__((constructor)) static void sampler_start(void)
 
     if (out == NULL || period <= 0 || period >= 1000000)
         return;
-    snprintf(out_path, sizeof(out_path), "%s.%d", out, getpid());
+    owner = getpid();
+    snprintf(out_path, sizeof(out_path), "%s.%d", out, owner);
     samples = calloc(SAMPLES_MAX, sizeof(*samples));
     if (samples == NULL)
         return;
