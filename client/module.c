@@ -46,6 +46,17 @@ static void module_keep_image(struct cli_module *m, const void *image, size_t le
     m->image_len = m->image != NULL ? len : 0;
 }
 
+/* The module's image for reading layouts, NULL if none: one in a loaded object still has to be
+ * (natively a module outlives a dlclose of the library its image came from). */
+static const void *module_image(const struct cli_module *m)
+{
+    Dl_info info;
+
+    if (m->image == NULL || m->image == m->image_copy)
+        return m->image;
+    return dladdr(m->image, &info) != 0 && info.dli_fname != NULL ? m->image : NULL;
+}
+
 /* Images at least this large are offered to the server's module cache by hash first. */
 #define IMAGE_CACHE_MIN (64u << 10)
 
@@ -393,7 +404,7 @@ static CUresult get_by_name(unsigned op, enum proto_handle_type type, struct cli
         func_free(f);
         return res;
     }
-    cli_func_layout_from_image(f, owner->image, owner->image_len);
+    cli_func_layout_from_image(f, module_image(owner), owner->image_len);
     *handle_p = f;
     return CUDA_SUCCESS;
 }
