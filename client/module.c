@@ -30,14 +30,20 @@ static struct cli_module *module_new(enum proto_handle_type type)
 /* Larger images outside any loaded object are not copied: their kernels' layouts are asked. */
 #define IMAGE_COPY_MAX (8u << 20)
 
+/* Whether p lies in a loaded object (the program, a shared library). */
+static bool in_loaded_object(const void *p)
+{
+    Dl_info info;
+
+    return dladdr(p, &info) != 0 && info.dli_fname != NULL;
+}
+
 /* Keeps where the module's kernels' parameter layouts can be read at lookup (image_params.c):
  * an image inside a loaded object (a registered fatbin) stays there while it is loaded; one in
  * other memory (NVRTC's output) may be freed once the load returns, so it is copied. */
 static void module_keep_image(struct cli_module *m, const void *image, size_t len)
 {
-    Dl_info info;
-
-    if (dladdr(image, &info) != 0 && info.dli_fname != NULL) {
+    if (in_loaded_object(image)) {
         m->image = image;
     } else if (len <= IMAGE_COPY_MAX && (m->image_copy = malloc(len)) != NULL) {
         memcpy(m->image_copy, image, len);
@@ -50,11 +56,9 @@ static void module_keep_image(struct cli_module *m, const void *image, size_t le
  * (natively a module outlives a dlclose of the library its image came from). */
 static const void *module_image(const struct cli_module *m)
 {
-    Dl_info info;
-
     if (m->image == NULL || m->image == m->image_copy)
         return m->image;
-    return dladdr(m->image, &info) != 0 && info.dli_fname != NULL ? m->image : NULL;
+    return in_loaded_object(m->image) ? m->image : NULL;
 }
 
 /* Images at least this large are offered to the server's module cache by hash first. */
