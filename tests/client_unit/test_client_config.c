@@ -135,9 +135,7 @@ static void test_every_key(void **state)
              "connect_timeout_ms = 1500\n"
              "probe_timeout_ms = 800\n"
              "transport = tcp\n"
-             "lanes = 2\n"
-             "[nvml]\n"
-             "pool = ignored:1\n",
+             "lanes = 2\n",
              token_path);
     write_file(path_a, text, 0600);
     setenv("RGPU_CONFIG", path_a, 1);
@@ -233,7 +231,7 @@ static void test_bad_values_named(void **state)
     write_file(path_a, "", 0600);
     setenv("RGPU_POLICY", "random", 1);
     assert_int_equal(cli_conf_load(&conf, why, sizeof(why)), RG_ERR_INVALID);
-    assert_non_null(strstr(why, "environment: policy = random"));
+    assert_non_null(strstr(why, "environment: RGPU_POLICY = random: spread, pack or first"));
     clear_env();
     unlink(path_a);
 }
