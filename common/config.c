@@ -177,9 +177,12 @@ void rg_conf_describe(const struct rg_conf_key *k, char *buf, size_t len)
     case RG_CONF_DURATION:
         snprintf(buf, len,
                  "a duration from %" PRId64 " to %" PRId64 " %s%s%s: a plain number is %s, or "
-                 "one with a unit such as 500ms, 30s, 5min (us, ms, s, min, h)",
+                 "one with a unit (us, ms, s, min, h) such as %s",
                  k->min, k->max, unit_name(k->unit), k->zero_word ? ", or " : "",
-                 k->zero_word ? k->zero_word : "", unit_name(k->unit));
+                 k->zero_word ? k->zero_word : "", unit_name(k->unit),
+                 k->unit == RG_CONF_US   ? "50us or 1ms"
+                 : k->unit == RG_CONF_MS ? "500ms or 30s"
+                                         : "30s or 5min");
         break;
     case RG_CONF_BOOL:
         snprintf(buf, len, "yes or no (on/off, true/false)");
