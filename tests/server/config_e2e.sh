@@ -127,7 +127,6 @@ kill -HUP "$SERVER_PID"
 wait_for "$WORK/server.log" "SIGHUP: .* not loaded" >/dev/null
 check "SIGHUP to a misspelled section: refused at error level, with the file's path and line" \
     grep -qF "gpu-server error: $WORK/server.conf:3: unknown section '[Tenant alpha]'" "$WORK/server.log"
-check "... not /proc/self/fd" test "$(grep -c '/proc/self/fd' "$WORK/server.log")" = 0
 check "... the error once" test "$(grep -c "unknown section '\[Tenant alpha\]'" "$WORK/server.log")" = 1
 client nobody nope >"$WORK/anyone.json" 2>&1
 check "... and the server stays closed to a client without a token" grep -q '"served": false' "$WORK/anyone.json"
@@ -144,6 +143,12 @@ printf '[server]\nport = 1\nport = 2\n' >"$WORK/server.conf"
 kill -HUP "$SERVER_PID"
 for _ in $(seq 50); do [ "$(grep -c 'not loaded' "$WORK/server.log")" = 3 ] && break; sleep 0.1; done
 check "SIGHUP to a key given twice: refused" grep -qF "$WORK/server.conf:3: 'port' is already set at line 2" "$WORK/server.log"
+printf '[server]\nrequire_tenants = yes\n[tenant alpha]\ntoken_sha256 = %s\nweight = lots\n' "$HEX" >"$WORK/server.conf"
+kill -HUP "$SERVER_PID"
+for _ in $(seq 50); do [ "$(grep -c 'not loaded' "$WORK/server.log")" = 4 ] && break; sleep 0.1; done
+check "SIGHUP to a bad value: refused with the file's path and line" \
+    grep -qF "gpu-server error: $WORK/server.conf:5: invalid setting 'weight = lots'" "$WORK/server.log"
+check "... never as /proc/self/fd/N (the memfd copy)" test "$(grep -c '/proc/self/fd' "$WORK/server.log")" = 0
 
 # ---- item 7: FIFOs are refused, never waited on ----
 refused_at_once() { # exit status, log file: not 0, not timeout(1)'s 124, and said why
