@@ -176,10 +176,10 @@ void rg_conf_describe(const struct rg_conf_key *k, char *buf, size_t len)
         break;
     case RG_CONF_DURATION:
         snprintf(buf, len,
-                 "a duration from %" PRId64 " to %" PRId64 " %s%s%s: a plain number is %s, or "
-                 "one with a unit (us, ms, s, min, h) such as %s",
+                 "a duration of %" PRId64 " to %" PRId64 " %s%s%s, or with a unit (us, ms, s, "
+                 "min, h) such as %s",
                  k->min, k->max, unit_name(k->unit), k->zero_word ? ", or " : "",
-                 k->zero_word ? k->zero_word : "", unit_name(k->unit),
+                 k->zero_word ? k->zero_word : "",
                  k->unit == RG_CONF_US   ? "50us or 1ms"
                  : k->unit == RG_CONF_MS ? "500ms or 30s"
                                          : "30s or 5min");
@@ -303,14 +303,26 @@ void rg_conf_format(const struct rg_conf_key *k, const void *obj, char *buf, siz
 
     switch (k->type) {
     case RG_CONF_INT:
-        snprintf(buf, len, "%" PRId64, load_int(field, k->size, k->min >= 0));
+        if (k->zero_word != NULL && load_int(field, k->size, k->min >= 0) == 0)
+            snprintf(buf, len, "%s", k->zero_word);
+        else
+            snprintf(buf, len, "%" PRId64, load_int(field, k->size, k->min >= 0));
         break;
     case RG_CONF_DURATION:
         snprintf(buf, len, "%" PRId64 "%s", load_int(field, k->size, true), unit_suffix(k->unit));
         break;
-    case RG_CONF_SIZE:
-        snprintf(buf, len, "%" PRIu64, (uint64_t)load_int(field, 8, true));
+    case RG_CONF_SIZE: {
+        static const char *const units[] = {"TiB", "GiB", "MiB", "KiB"};
+        uint64_t v = (uint64_t)load_int(field, 8, true);
+        int u = 0;
+        while (u < 4 && (v == 0 || v % (1ull << (10 * (4 - u))) != 0))
+            u++;
+        if (u < 4)
+            snprintf(buf, len, "%" PRIu64 "%s", v >> (10 * (4 - u)), units[u]);
+        else
+            snprintf(buf, len, "%" PRIu64, v);
         break;
+    }
     case RG_CONF_BOOL:
         memcpy(&b, field, sizeof(b));
         snprintf(buf, len, "%s", b ? "yes" : "no");

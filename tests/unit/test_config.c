@@ -331,7 +331,7 @@ static void test_durations(void **state)
     }
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         snprintf(text, sizeof(text), "wait_ms = %s\n", bad[i]);
-        one_error(text, 1, "expected a duration from 0 to 600000 milliseconds, or never");
+        one_error(text, 1, "expected a duration of 0 to 600000 milliseconds, or never");
     }
 }
 
