@@ -66,10 +66,11 @@ static void exec_worker(int fd, int hello_fd, uint64_t session, const char *peer
     int wfd = dup(fd); /* dup clears close-on-exec */
     int flags = fcntl(wfd, F_GETFL);
     char *argv[] = {(char *)sup.self_exe, "--worker-fd", fdbuf, "--session", sid, "--peer",
-                    (char *)peer, "--log-level", level, "--name", (char *)c->name,
-                    "--busy-poll-us", poll, "--transport", transport, "--table-fd", tfd,
-                    "--hello-fd", hfd, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
-    size_t n = 19; /* the entries above; then --driver, --devices, --config where set */
+                    (char *)peer, "--driver", (char *)c->driver, "--devices", (char *)c->devices,
+                    "--log-level", level, "--name", (char *)c->name, "--busy-poll-us", poll,
+                    "--transport", transport, "--table-fd", tfd, "--hello-fd", hfd, NULL, NULL,
+                    NULL};
+    size_t n = sizeof(argv) / sizeof(argv[0]) - 3;
 
     if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent)
         _exit(127); /* the supervisor is already gone */
@@ -78,14 +79,6 @@ static void exec_worker(int fd, int hello_fd, uint64_t session, const char *peer
     srv_config_format(c, "log_level", level, sizeof(level)); /* typed: back to flag text */
     srv_config_format(c, "busy_poll_us", poll, sizeof(poll));
     srv_config_format(c, "transport", transport, sizeof(transport));
-    if (c->driver[0] != '\0') { /* unset keys stay unset: an empty flag is not a value */
-        argv[n++] = "--driver";
-        argv[n++] = (char *)c->driver;
-    }
-    if (c->devices[0] != '\0') {
-        argv[n++] = "--devices";
-        argv[n++] = (char *)c->devices;
-    }
     if (sup.conf_fd >= 0) { /* the last config that loaded, not the file as it is now */
         snprintf(conf, sizeof(conf), "/proc/self/fd/%d", sup.conf_fd);
         argv[n] = "--config";
