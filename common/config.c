@@ -670,6 +670,11 @@ static void parse_line(struct state *st, const char *start, size_t n)
 
     if (memchr(start, '\0', n) != NULL) {
         report(st, "a NUL byte: a config file is text (the line is refused, and so is the file)");
+        size_t lead = 0;
+        while (lead < n && isspace((unsigned char)start[lead]))
+            lead++;
+        if (lead < n && start[lead] == '[') /* a header: its keys belong to no known section */
+            st->cur = CUR_SKIP;
         return;
     }
     if (n > RG_CONF_LINE_MAX) {

@@ -76,7 +76,7 @@ void srv_config_format(const struct srv_config *c, const char *key, char *buf, s
  * error when require_tenants is set, else a warning (the server is open to any client). */
 rg_status_t srv_config_check(const struct srv_config *c, const char *origin,
                              rg_conf_report_fn report, void *report_arg);
-/* The [server] section's keys, for the usage text. */
+/* The [server] and [tenant NAME] sections (their keys and defaults), for the usage text. */
 extern const struct rg_conf_section srv_config_sections[2];
 
 /* Supervisor: accept connections and fork/exec one worker per session. Returns exit status. */

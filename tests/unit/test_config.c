@@ -255,6 +255,10 @@ static void test_nul_byte(void **state)
     assert_int_equal(errs.n, 1);
     assert_non_null(strstr(errs.lines[0], "t.conf:2: a NUL byte"));
     assert_int_equal(doc.nitems, 1); /* the rest was read, and checked */
+    /* a NUL inside a header: one error, not one more for each key under it */
+    static const char head[] = "port = 1\n[tenant \0b]\ntoken = t\nweight = 2\n";
+    assert_int_equal(parse_n(head, sizeof(head) - 1), RG_ERR_INVALID);
+    assert_int_equal(errs.n, 1);
 }
 
 static void test_unknown_and_repeated_keys(void **state)
