@@ -88,8 +88,8 @@ void srv_nccl_configure(const struct srv_config *cfg)
     if (cfg->nccl_library[0] != '\0')
         snprintf(lib_path, sizeof(lib_path), "%s", cfg->nccl_library);
     rg_sha256(cfg->nccl_secret, strlen(cfg->nccl_secret), key_base);
-    if (atoi(cfg->nccl_timeout) > 0)
-        timeout_ms = (unsigned)atoi(cfg->nccl_timeout) * 1000u;
+    if (cfg->nccl_timeout_s > 0)
+        timeout_ms = (unsigned)cfg->nccl_timeout_s * 1000u;
     tenants = &cfg->tenants;
 }
 

@@ -325,6 +325,7 @@ void srv_metrics_json(struct srv_metrics *m, struct evbuffer *out)
         first = false;
     }
     evbuffer_add_printf(out, "],");
+    evbuffer_add_printf(out, "\"tenants_configured\":%d,", (int)m->t->tenants_configured);
     json_tenants(m, out);
     evbuffer_add_printf(out, ",");
     json_sessions(m, out);

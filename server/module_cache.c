@@ -62,11 +62,8 @@ void srv_module_cache_configure(const struct srv_config *cfg)
         snprintf(cache.dir, sizeof(cache.dir), "%s/rgpu-module-cache", runtime);
     else
         snprintf(cache.dir, sizeof(cache.dir), "/tmp/rgpu-cache-%d", (int)geteuid());
-    cache.max_bytes = SRV_MODULE_CACHE_DEFAULT_MAX;
-    if (cfg->module_cache_max[0] != '\0' &&
-        !rg_parse_size(cfg->module_cache_max, &cache.max_bytes))
-        rg_warn("module cache: bad module_cache_max '%s'; using %llu bytes",
-                cfg->module_cache_max, (unsigned long long)cache.max_bytes);
+    cache.max_bytes =
+        cfg->module_cache_max != 0 ? cfg->module_cache_max : SRV_MODULE_CACHE_DEFAULT_MAX;
     cache.on = private_dir(cache.dir);
 }
 

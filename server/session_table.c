@@ -132,6 +132,7 @@ void srv_table_set_tenants(struct srv_table *t, const struct srv_tenants *tenant
     srv_table_lock(t);
     for (int i = 0; i < t->ntenants; i++)
         t->tenants[i].in_config = 0;
+    t->tenants_configured = tenants->n;
     for (int i = 0; i < tenants->n; i++) {
         int k = tenant_index(t, tenants->list[i].name);
         if (k >= 0)

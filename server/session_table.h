@@ -94,6 +94,7 @@ struct srv_table {
     pthread_mutex_t lock;
     uint64_t window_ns, quantum_ns, horizon_ns, grace_ns; /* compute gate settings (docs) */
     int32_t ntenants;
+    int32_t tenants_configured; /* in the config last loaded; 0: the server admits anyone */
     _Atomic int32_t hiwater; /* 1 + the highest slot ever claimed: scans stop there */
     _Atomic int32_t live;    /* sessions admitted and not yet released */
     struct srv_table_tenant tenants[SRV_MAX_TENANTS];

@@ -21,6 +21,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "common/config.h"
 #include "common/log.h"
 #include "server/metrics.h"
 #include "server/preauth.h"
@@ -61,20 +62,23 @@ static struct {
 static void exec_worker(int fd, int hello_fd, uint64_t session, const char *peer, pid_t parent)
 {
     const struct srv_config *c = sup.cfg;
-    char fdbuf[16], sid[24], tfd[16], hfd[16], conf[40];
+    char fdbuf[16], sid[24], tfd[16], hfd[16], conf[40], level[16], poll[24], transport[8];
     int wfd = dup(fd); /* dup clears close-on-exec */
     int flags = fcntl(wfd, F_GETFL);
     char *argv[] = {(char *)sup.self_exe, "--worker-fd", fdbuf, "--session", sid, "--peer",
                     (char *)peer, "--driver", (char *)c->driver, "--devices", (char *)c->devices,
-                    "--log-level", (char *)c->log_level, "--name", (char *)c->name,
-                    "--busy-poll-us", (char *)c->busy_poll_us, "--transport",
-                    (char *)c->transport, "--table-fd", tfd, "--hello-fd", hfd, NULL, NULL, NULL};
+                    "--log-level", level, "--name", (char *)c->name, "--busy-poll-us", poll,
+                    "--transport", transport, "--table-fd", tfd, "--hello-fd", hfd, NULL, NULL,
+                    NULL};
     size_t n = sizeof(argv) / sizeof(argv[0]) - 3;
 
     if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent)
         _exit(127); /* the supervisor is already gone */
     if (flags >= 0)
         fcntl(wfd, F_SETFL, flags & ~O_NONBLOCK);
+    srv_config_format(c, "log_level", level, sizeof(level)); /* typed: back to flag text */
+    srv_config_format(c, "busy_poll_us", poll, sizeof(poll));
+    srv_config_format(c, "transport", transport, sizeof(transport));
     if (sup.conf_fd >= 0) { /* the last config that loaded, not the file as it is now */
         snprintf(conf, sizeof(conf), "/proc/self/fd/%d", sup.conf_fd);
         argv[n] = "--config";
@@ -316,37 +320,39 @@ static void on_stop(evutil_socket_t sig, short what, void *arg)
     event_base_loopexit(sup.base, NULL);
 }
 
-/* Copy the config file into a new memfd (inherited by the workers: not close-on-exec) and load
- * the tenants from that copy, so the supervisor and the workers it starts read the same text,
- * whatever happens to the file later. */
-#define CONF_MAX (1u << 20)
+/* Read the config file, check it whole (every key, and srv_config_check) and copy its text
+ * into a new memfd (inherited by the workers: not close-on-exec), so the supervisor and the
+ * workers it starts read the same text, whatever happens to the file later. Errors are
+ * reported once each, with the file's own path and line. */
 static rg_status_t conf_snapshot(const char *path, int *fd_p, struct srv_tenants *tenants)
 {
-    char *text = malloc(CONF_MAX), proc[40];
-    struct srv_config *check = NULL;
-    FILE *f = fopen(path, "r");
+    struct srv_config *check = malloc(sizeof(*check));
+    char *text = NULL, why[512];
     size_t len = 0;
     int fd = -1;
-    rg_status_t st = RG_ERR_IO;
+    rg_status_t st = RG_ERR_INVALID;
 
-    if (text == NULL || f == NULL)
+    if (check == NULL)
+        return RG_ERR_NOMEM;
+    if (rg_conf_read_file(path, &text, &len, NULL, why, sizeof(why)) != RG_OK) {
+        rg_error("%s", why);
         goto out;
-    len = fread(text, 1, CONF_MAX, f);
-    if (ferror(f) || len == CONF_MAX || (fd = memfd_create("rgpu-config", 0)) < 0 ||
-        write(fd, text, len) != (ssize_t)len)
+    }
+    srv_config_init(check);
+    if (srv_config_parse(check, text, len, path, NULL, NULL) != RG_OK ||
+        srv_config_check(check, path, NULL, NULL) != RG_OK)
         goto out;
-    snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
-    if ((check = calloc(1, sizeof(*check))) == NULL ||
-        (sup.cfg->parse_file != NULL && sup.cfg->parse_file(proc, check) != RG_OK))
-        goto out; /* a config its workers would refuse */
-    st = srv_tenants_load(proc, tenants);
+    if ((fd = memfd_create("rgpu-config", 0)) < 0 || write(fd, text, len) != (ssize_t)len) {
+        rg_error("cannot copy %s for the workers: %m", path);
+        goto out;
+    }
+    *tenants = check->tenants;
+    st = RG_OK;
 out:
     if (st != RG_OK && fd >= 0)
         close(fd);
     else if (st == RG_OK)
         *fd_p = fd;
-    if (f != NULL)
-        fclose(f);
     free(check);
     free(text);
     return st;
@@ -369,8 +375,8 @@ static void on_reload(evutil_socket_t sig, short what, void *arg)
         return;
     srv_notify("RELOADING=1");
     if (conf_snapshot(sup.cfg->config_path, &fd, fresh) != RG_OK) {
-        rg_error("SIGHUP: cannot read %s; the tenants stay as they were, for new sessions too",
-                 sup.cfg->config_path);
+        rg_error("SIGHUP: %s not loaded (the errors above); the running config stays, for "
+                 "new sessions too", sup.cfg->config_path);
         free(fresh);
         srv_notify("READY=1");
         return;
@@ -395,15 +401,16 @@ static int transport_check(const struct srv_config *cfg)
 {
     char why[256] = "";
 
-    if (strcmp(cfg->transport, "tcp") == 0) {
+    if (cfg->transport == SRV_TRANSPORT_TCP) {
         rg_info("transport tcp: sessions stay on TCP");
         return 0;
     }
     if (transport_rdma_probe(why, sizeof(why)) == RG_OK) {
-        rg_info("transport %s: sessions whose client asks move to RDMA", cfg->transport);
+        rg_info("transport %s: sessions whose client asks move to RDMA",
+                cfg->transport == SRV_TRANSPORT_RDMA ? "rdma" : "auto");
         return 0;
     }
-    if (strcmp(cfg->transport, "rdma") == 0) {
+    if (cfg->transport == SRV_TRANSPORT_RDMA) {
         rg_error("transport = rdma but this host cannot use RDMA: %s", why);
         return 1;
     }
@@ -419,11 +426,11 @@ static rg_status_t tenants_init(const struct srv_config *cfg)
         return RG_ERR_NOMEM;
     if (cfg->config_path[0] == '\0') {
         *sup.tenants = cfg->tenants;
-        return RG_OK;
+        return srv_config_check(cfg, "no --config", NULL, NULL);
     }
     if (conf_snapshot(cfg->config_path, &sup.conf_fd, sup.tenants) != RG_OK) {
-        rg_error("cannot read the config file %s", cfg->config_path);
-        return RG_ERR_IO;
+        rg_error("not started: %s is not a valid config (the errors above)", cfg->config_path);
+        return RG_ERR_INVALID;
     }
     return RG_OK;
 }

@@ -7,7 +7,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
 void srv_token_hash_hex(const char *token, char hex[65])
 {
@@ -18,122 +17,152 @@ void srv_token_hash_hex(const char *token, char hex[65])
         snprintf(hex + 2 * i, 3, "%02x", d[i]);
 }
 
-static bool parse_hex32(const char *text, uint8_t out[32])
+/* ---- [tenant NAME]: one row per key ----------------------------------------------------- */
+
+static bool parse_token(void *obj, const char *value, char *why, size_t why_len)
 {
-    if (strlen(text) != 64)
+    struct srv_tenant *t = obj;
+    size_t n = strlen(value);
+
+    if (t->hashed) {
+        snprintf(why, why_len, "token and token_sha256 are both set: keep one (token_sha256 "
+                               "is preferred: gpu-server --hash-token TOKEN)");
         return false;
-    for (int i = 0; i < 32; i++) {
-        unsigned v;
-        if (sscanf(text + 2 * i, "%2x", &v) != 1)
-            return false;
-        out[i] = (uint8_t)v;
     }
+    if (n == 0 || n >= sizeof(t->token)) {
+        snprintf(why, why_len, "expected a token of 1 to %zu characters (a longer one: put its "
+                               "hash in token_sha256)", sizeof(t->token) - 1);
+        return false;
+    }
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char)value[i] < 0x20 || value[i] == 0x7f) {
+            snprintf(why, why_len, "expected a token of printable characters");
+            return false;
+        }
+    memcpy(t->token, value, n + 1);
     return true;
 }
 
-static struct srv_tenant *tenant_slot(struct srv_tenants *tenants, const char *name)
+static int hex_digit(char c)
 {
+    return c >= '0' && c <= '9' ? c - '0'
+           : c >= 'a' && c <= 'f' ? c - 'a' + 10
+           : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                  : -1;
+}
+
+static bool parse_token_sha256(void *obj, const char *value, char *why, size_t why_len)
+{
+    struct srv_tenant *t = obj;
+    uint8_t d[RG_SHA256_LEN];
+
+    if (t->token[0] != '\0') {
+        snprintf(why, why_len, "token and token_sha256 are both set: keep one (token_sha256 "
+                               "is preferred)");
+        return false;
+    }
+    if (strlen(value) != 2 * RG_SHA256_LEN)
+        goto err;
+    for (int i = 0; i < RG_SHA256_LEN; i++) {
+        int hi = hex_digit(value[2 * i]), lo = hex_digit(value[2 * i + 1]);
+        if (hi < 0 || lo < 0)
+            goto err;
+        d[i] = (uint8_t)(hi << 4 | lo);
+    }
+    memcpy(t->token_sha256, d, sizeof(d));
+    t->hashed = true;
+    return true;
+err:
+    snprintf(why, why_len, "expected 64 hex digits (0-9, a-f), as gpu-server --hash-token "
+                           "TOKEN prints them");
+    return false;
+}
+
+/* "20%", "0.2" or "20" (percent when above 1) as permille in 1..1000: a cap that rounds to
+ * 0 would be no cap at all, so it is refused rather than quietly lifted. */
+static bool parse_cap(void *obj, const char *value, char *why, size_t why_len)
+{
+    struct srv_tenant *t = obj;
+    size_t digits = strspn(value, "0123456789.");
+    const char *rest = value + digits;
+    double v;
+
+    while (*rest == ' ')
+        rest++;
+    if (digits == 0 || (*rest != '\0' && strcmp(rest, "%") != 0) ||
+        strchr(value, '.') != strrchr(value, '.'))
+        goto err;
+    v = strtod(value, NULL);
+    if (*rest == '\0' && v <= 1)
+        v *= 100;
+    if (!(v > 0 && v <= 100))
+        goto err;
+    if ((uint32_t)(v * 10 + 0.5) == 0) {
+        snprintf(why, why_len, "below the smallest cap this server can hold, 0.1%%");
+        return false;
+    }
+    t->cap_permille = (uint32_t)(v * 10 + 0.5);
+    return true;
+err:
+    snprintf(why, why_len, "expected a share of GPU time from 0.1%% to 100%%: 20%%, or 0.2");
+    return false;
+}
+
+static const char *const tenant_classes[] = {"guaranteed", "best-effort", NULL};
+
+#define T(member) RG_CONF_FIELD(struct srv_tenant, member)
+/* [] here against [SRV_TENANT_NKEYS] in the header: a count that drifts does not compile */
+const struct rg_conf_key srv_tenant_keys[] = {
+    {.name = "token", .type = RG_CONF_CUSTOM, T(token), .parse = parse_token, .flags = RG_CONF_SECRET,
+     .help = "a token of 1 to 127 printable characters (token_sha256 is preferred)"},
+    {.name = "token_sha256", .type = RG_CONF_CUSTOM, T(token_sha256), .parse = parse_token_sha256,
+     .flags = RG_CONF_SECRET, .help = "64 hex digits from gpu-server --hash-token TOKEN"},
+    {.name = "mem_quota", .type = RG_CONF_SIZE, T(mem_quota)},
+    {.name = "weight", .type = RG_CONF_INT, T(weight), .min = 1, .max = 1000000, .def = "1"},
+    {.name = "cap", .type = RG_CONF_CUSTOM, T(cap_permille), .parse = parse_cap,
+     .help = "a share of GPU time from 0.1% to 100%: 20%, or 0.2"},
+    {.name = "class", .type = RG_CONF_ENUM, T(best_effort), .names = tenant_classes, .def = "guaranteed"},
+    {.name = "max_sessions", .type = RG_CONF_INT, T(max_sessions), .min = 1, .max = 1000000,
+     .zero_word = "unlimited", .def = "unlimited"},
+};
+#undef T
+static const struct rg_conf_section tenant_section = {
+    .name = "tenant", .named = true, .keys = srv_tenant_keys, .nkeys = SRV_TENANT_NKEYS};
+
+struct srv_tenant *srv_tenant_open(struct srv_tenants *tenants, const char *name, char *why,
+                                   size_t why_len)
+{
+    struct srv_tenant *t;
+
     for (int i = 0; i < tenants->n; i++)
         if (strcmp(tenants->list[i].name, name) == 0)
             return &tenants->list[i];
-    if (tenants->n == SRV_MAX_TENANTS || name[0] == '\0' || strlen(name) >= 64)
+    if (name[0] == '\0' || strlen(name) >= sizeof(t->name)) {
+        snprintf(why, why_len, "a tenant name is 1 to %zu characters", sizeof(t->name) - 1);
         return NULL;
-    memset(&tenants->list[tenants->n], 0, sizeof(tenants->list[0]));
-    snprintf(tenants->list[tenants->n].name, sizeof(tenants->list[0].name), "%s", name);
-    tenants->list[tenants->n].weight = 1;
-    return &tenants->list[tenants->n++];
-}
-
-/* "20%", "0.2" or "20" (percent when above 1) as permille in 1..1000. */
-static bool parse_cap(const char *text, uint32_t *permille_p)
-{
-    char *end;
-    double v = strtod(text, &end);
-
-    while (*end == ' ')
-        end++;
-    if (end == text || (*end != '\0' && strcmp(end, "%") != 0))
-        return false;
-    if (*end == '\0' && v <= 1)
-        v *= 100;
-    if (!(v > 0 && v <= 100))
-        return false;
-    *permille_p = (uint32_t)(v * 10 + 0.5);
-    return true;
-}
-
-static bool parse_uint(const char *text, uint32_t min, uint32_t *v_p)
-{
-    char *end;
-    unsigned long v = strtoul(text, &end, 10);
-
-    if (end == text || *end != '\0' || v < min || v > 1000000)
-        return false;
-    *v_p = (uint32_t)v;
-    return true;
-}
-
-/* The compute and admission keys of a tenant. */
-static rg_status_t policy_key(struct srv_tenant *t, const char *key, const char *value)
-{
-    if (strcmp(key, "weight") == 0)
-        return parse_uint(value, 1, &t->weight) ? RG_OK : RG_ERR_INVALID;
-    if (strcmp(key, "cap") == 0)
-        return parse_cap(value, &t->cap_permille) ? RG_OK : RG_ERR_INVALID;
-    if (strcmp(key, "max_sessions") == 0) { /* 0 is refused: "unlimited" says it outright */
-        if (strcmp(value, "unlimited") == 0) {
-            t->max_sessions = 0;
-            return RG_OK;
-        }
-        return parse_uint(value, 1, &t->max_sessions) ? RG_OK : RG_ERR_INVALID;
     }
-    if (strcmp(key, "class") == 0) {
-        if (strcmp(value, "guaranteed") != 0 && strcmp(value, "best-effort") != 0)
-            return RG_ERR_INVALID;
-        t->best_effort = strcmp(value, "best-effort") == 0;
-        return RG_OK;
+    if (tenants->n == SRV_MAX_TENANTS) {
+        snprintf(why, why_len, "more than %d tenants: a server holds at most %d",
+                 SRV_MAX_TENANTS, SRV_MAX_TENANTS);
+        return NULL;
     }
-    return RG_ERR_INVALID;
+    t = &tenants->list[tenants->n++];
+    memset(t, 0, sizeof(*t));
+    snprintf(t->name, sizeof(t->name), "%s", name);
+    rg_conf_defaults(&tenant_section, t);
+    return t;
 }
 
 rg_status_t srv_tenant_key(struct srv_tenants *tenants, const char *name, const char *key,
                            const char *value)
 {
-    struct srv_tenant *t = tenant_slot(tenants, name);
+    char why[256];
+    struct srv_tenant *t = srv_tenant_open(tenants, name, why, sizeof(why));
 
-    if (t == NULL)
-        return RG_ERR_INVALID;
-    if (strcmp(key, "token") == 0) {
-        if (strlen(value) >= sizeof(t->token))
-            return RG_ERR_INVALID;
-        snprintf(t->token, sizeof(t->token), "%s", value);
-        return RG_OK;
-    }
-    if (strcmp(key, "token_sha256") == 0) {
-        if (!parse_hex32(value, t->token_sha256))
-            return RG_ERR_INVALID;
-        t->hashed = true;
-        return RG_OK;
-    }
-    if (strcmp(key, "mem_quota") == 0)
-        return rg_parse_size(value, &t->mem_quota) ? RG_OK : RG_ERR_INVALID;
-    return policy_key(t, key, value);
-}
-
-static rg_status_t tenant_section_key(void *arg, const char *section, const char *key,
-                                      const char *value)
-{
-    /* A tenant setting that does not parse fails the whole load: ignored, a bad token_sha256
-     * left the tenant with no token at all, and a bad mem_quota with no quota. */
-    if (strncmp(section, "tenant ", 7) == 0)
-        return srv_tenant_key(arg, section + 7, key, value);
-    return RG_OK;
-}
-
-rg_status_t srv_tenants_load(const char *path, struct srv_tenants *tenants)
-{
-    memset(tenants, 0, sizeof(*tenants));
-    return rg_config_parse_file(path, tenant_section_key, tenants);
+    return t == NULL ? RG_ERR_INVALID
+                     : rg_conf_set(&tenant_section, t, key, value, why, sizeof(why)) == RG_OK
+                           ? RG_OK
+                           : RG_ERR_INVALID;
 }
 
 /* Equal strings, in time that depends only on the length of the expected one. */

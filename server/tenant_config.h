@@ -1,12 +1,15 @@
 /* Tenants from the server config: "[tenant NAME]" sections with a token, a memory quota per GPU,
  * a compute weight, an optional cap on its GPU-time share, a class and a session limit.
- * With no tenant configured the server is open (any client, no quota, one class). */
+ * With no tenant configured the server is open (any client, no quota, one class): it says so
+ * at warn level, and require_tenants = yes refuses to start (or reload) that way. */
 #ifndef RGPU_SERVER_TENANT_CONFIG_H
 #define RGPU_SERVER_TENANT_CONFIG_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
+#include "common/config.h"
 #include "common/status.h"
 
 #define SRV_MAX_TENANTS 64
@@ -28,14 +31,20 @@ struct srv_tenants {
     int n;
 };
 
-/* One "key = value" of section "tenant NAME" (section is the part after "tenant "). An unknown
- * key or a value that does not parse (a token_sha256 not of 64 hex digits, a mem_quota not a
- * size) is RG_ERR_INVALID, and the config load that met it fails. */
+/* The keys of a "[tenant NAME]" section (token, token_sha256, mem_quota, weight, cap, class,
+ * max_sessions), one row each (common/config.h); server/config.c puts them in the server's
+ * schema. */
+#define SRV_TENANT_NKEYS 7
+extern const struct rg_conf_key srv_tenant_keys[SRV_TENANT_NKEYS];
+/* The tenant called name, added (with its defaults) when new; NULL with the reason in why when
+ * the name is empty or too long, or SRV_MAX_TENANTS are there already. */
+struct srv_tenant *srv_tenant_open(struct srv_tenants *tenants, const char *name, char *why,
+                                   size_t why_len);
+/* One "key = value" of tenant name (opened as above), checked as in a file: an unknown key or a
+ * value that does not parse is RG_ERR_INVALID. For tests and tools; files go through the
+ * parser, which also refuses a second [tenant NAME] of one name. */
 rg_status_t srv_tenant_key(struct srv_tenants *tenants, const char *name, const char *key,
                            const char *value);
-/* Every "[tenant NAME]" section of the config file at path (other sections ignored), for the
- * supervisor's start and its reload on SIGHUP. A bad tenant key fails the load. */
-rg_status_t srv_tenants_load(const char *path, struct srv_tenants *tenants);
 /* The tenant a Hello names, if its token matches (compared in constant time); NULL and a reason
  * otherwise. */
 const struct srv_tenant *srv_tenant_auth(const struct srv_tenants *tenants, const char *name,

@@ -159,7 +159,7 @@ static int transport_offer(struct srv_session *s, const struct srv_config *cfg, 
     bool client_rdma = strcmp(want, "rdma") == 0 || strcmp(want, "auto") == 0;
     char why[160] = "", reason[256];
 
-    if (strcmp(cfg->transport, "tcp") == 0)
+    if (cfg->transport == SRV_TRANSPORT_TCP)
         snprintf(s->rdma_note, sizeof(s->rdma_note), "the server is configured for tcp");
     else if (!client_rdma)
         snprintf(s->rdma_note, sizeof(s->rdma_note), "the client asked for tcp");
@@ -168,7 +168,7 @@ static int transport_offer(struct srv_session *s, const struct srv_config *cfg, 
         return 0;
     else
         snprintf(s->rdma_note, sizeof(s->rdma_note), "the server cannot use RDMA: %s", why);
-    if (strcmp(cfg->transport, "rdma") == 0) {
+    if (cfg->transport == SRV_TRANSPORT_RDMA) {
         snprintf(reason, sizeof(reason), "this server requires RDMA (transport = rdma); %s",
                  s->rdma_note);
         refuse(s, CUDA_ERROR_NOT_SUPPORTED, reason);
@@ -193,7 +193,7 @@ static int transport_upgrade(struct srv_session *s, const struct srv_config *cfg
     if (st == RG_OK) {
         s->tcp_ctl = s->conn;
         s->conn = rconn;
-        transport_set_busy_poll(rconn, (unsigned)atoi(cfg->busy_poll_us));
+        transport_set_busy_poll(rconn, (unsigned)cfg->busy_poll_us);
         rg_info("session %llu: transport rdma", (unsigned long long)s->id);
         return -1;
     }
@@ -201,7 +201,7 @@ static int transport_upgrade(struct srv_session *s, const struct srv_config *cfg
         rg_info("session %llu: %s left before moving to RDMA", (unsigned long long)s->id, s->peer);
         return 0;
     }
-    if (strcmp(cfg->transport, "rdma") == 0) {
+    if (cfg->transport == SRV_TRANSPORT_RDMA) {
         rg_error("session %llu: the client did not connect over RDMA (%s); transport = rdma "
                  "ends the session", (unsigned long long)s->id, rg_status_str(st));
         return 1;
@@ -525,7 +525,7 @@ int srv_worker_run(const struct srv_config *cfg, int fd, uint64_t session_id, co
         proto_arena_init(&s.arena, 64u << 10) != RG_OK ||
         transport_tcp_adopt_fd(fd, &s.conn) != RG_OK)
         return 1;
-    transport_set_busy_poll(s.conn, (unsigned)atoi(cfg->busy_poll_us));
+    transport_set_busy_poll(s.conn, (unsigned)cfg->busy_poll_us);
     srv_module_cache_configure(cfg);
     srv_host_nvml_configure(cfg->host_nvml);
     srv_nccl_configure(cfg);

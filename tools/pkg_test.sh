@@ -113,6 +113,24 @@ install -d -m 0755 "$WORK/driver"
 install -m 0644 "$BUILD/tests/fakecuda/libfakecuda.so" "$WORK/driver/"
 chmod 0711 "$WORK"
 PORT=$(python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])')
+# As installed, with no tenant: no start (the packaged config's require_tenants = yes).
+# shellcheck disable=SC2086
+timeout 30 env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin $ENVS \
+    setpriv --reuid="$USER_" --regid="$USER_" --init-groups --no-new-privs -- \
+    $EXEC --driver "$WORK/driver/libfakecuda.so" --listen 127.0.0.1 --port "$PORT" \
+    >"$WORK/no-tenant.log" 2>&1
+RC=$?
+[ "$RC" != 0 ] && [ "$RC" != 124 ] && grep -q "require_tenants = yes and no \[tenant NAME\]" "$WORK/no-tenant.log" &&
+    ok "the installed config does not start without a tenant (exit $RC)" ||
+    fail "the installed config without a tenant: exit $RC: $(cat "$WORK/no-tenant.log")"
+# A tenant, as an operator adds one; every client below names it.
+printf '\n[tenant pkg-test]\ntoken_sha256 = %s\n' "$(/usr/sbin/gpu-server --hash-token pkg-secret)" \
+    >>/etc/rgpu/server.conf
+/usr/sbin/gpu-server --check-config /etc/rgpu/server.conf >"$WORK/check.log" 2>&1 &&
+    /usr/sbin/gpu-server --check-config --client /etc/rgpu/client.conf >>"$WORK/check.log" 2>&1 &&
+    ok "gpu-server --check-config: the installed configs (with a tenant) are valid" ||
+    fail "gpu-server --check-config: $(cat "$WORK/check.log")"
+export RGPU_TENANT=pkg-test RGPU_TOKEN=pkg-secret
 # shellcheck disable=SC2086 # ExecStart and Environment are word lists
 env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin $ENVS \
     setpriv --reuid="$USER_" --regid="$USER_" --init-groups --no-new-privs -- \

@@ -36,7 +36,7 @@ static void clear_env(void)
         "RGPU_CONFIG",           "RGPU_SERVER",    "RGPU_POOL",
         "RGPU_TENANT",           "RGPU_TOKEN",     "RGPU_TOKEN_FILE",
         "RGPU_MEM_QUOTA",        "RGPU_POLICY",    "RGPU_CONNECT_TIMEOUT_MS",
-        "RGPU_PROBE_TIMEOUT_MS", "RGPU_TRANSPORT", "RGPU_LANES"};
+        "RGPU_PROBE_TIMEOUT_MS", "RGPU_TRANSPORT", "RGPU_LANES",     "RGPU_GPUS"};
 
     for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++)
         unsetenv(vars[i]);
@@ -135,9 +135,7 @@ static void test_every_key(void **state)
              "connect_timeout_ms = 1500\n"
              "probe_timeout_ms = 800\n"
              "transport = tcp\n"
-             "lanes = 2\n"
-             "[nvml]\n"
-             "pool = ignored:1\n",
+             "lanes = 2\n",
              token_path);
     write_file(path_a, text, 0600);
     setenv("RGPU_CONFIG", path_a, 1);
@@ -233,7 +231,7 @@ static void test_bad_values_named(void **state)
     write_file(path_a, "", 0600);
     setenv("RGPU_POLICY", "random", 1);
     assert_int_equal(cli_conf_load(&conf, why, sizeof(why)), RG_ERR_INVALID);
-    assert_non_null(strstr(why, "environment: policy = random"));
+    assert_non_null(strstr(why, "environment: RGPU_POLICY = random: spread, pack or first"));
     clear_env();
     unlink(path_a);
 }
@@ -271,6 +269,132 @@ static void test_token_file_permissions(void **state)
     assert_int_equal(cli_conf_load(&conf, why, sizeof(why)), RG_ERR_INVALID);
     assert_non_null(strstr(why, "open to its group or others (mode 0604)"));
     clear_env();
+    unlink(token_path);
+}
+
+/* Issue 27 item 2: a misspelled section or key, a bad value: each an error naming the file and
+ * line (they were ignored, falling back to 127.0.0.1:7070, even at debug level). */
+static void test_mistakes_refused(void **state)
+{
+    static const char *const bad[][2] = {
+        {"[clinet]\npool = a:1\n", ":1: unknown section '[clinet]' (did you mean 'client'?)"},
+        {"[client]\npolcy = pack\n", ":2: unknown key 'polcy' in [client] (did you mean "
+                                     "'policy'?)"},
+        {"lanes = -3\n", ":1: invalid setting 'lanes = -3': expected a whole number from 0 to "
+                         "16"},
+        {"lanes = 4x\n", ":1: invalid setting 'lanes = 4x'"},
+        {"gpus = 0\n", ":1: invalid setting 'gpus = 0'"},
+        {"transport = rmda\n", ":1: invalid setting 'transport = rmda': auto, rdma or tcp"},
+        {"pool = a:70000\n", ":1: invalid setting 'pool = a:70000'"},
+        {"pool =\n", ":1: invalid setting 'pool = '"},
+        {"tenant = a\ntenant = b\n", ":2: 'tenant' is already set at line 1"},
+        {"[client]\n[nvml]\npool = x:1\n", ":2: unknown section '[nvml]'"},
+        {"connect_timeout_ms = 5 sec\n", ":1: invalid setting"},
+    };
+    struct cli_conf conf;
+    char why[512], want[256];
+
+    clear_env();
+    setenv("RGPU_CONFIG", path_a, 1);
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        write_file(path_a, bad[i][0], 0600);
+        assert_int_equal(cli_conf_load(&conf, why, sizeof(why)), RG_ERR_INVALID);
+        snprintf(want, sizeof(want), "%s%s", path_a, bad[i][1]);
+        if (strstr(why, want) == NULL)
+            fail_msg("%s: '%s' wanted '%s'", bad[i][0], why, want);
+    }
+    /* several errors: the first, and how many more */
+    write_file(path_a, "polcy = x\nlanes = -3\n[clinet]\n", 0600);
+    assert_int_equal(cli_conf_load(&conf, why, sizeof(why)), RG_ERR_INVALID);
+    assert_non_null(strstr(why, "(and 2 more error(s)"));
+    /* the environment through the same rows */
+    write_file(path_a, "", 0600);
+    setenv("RGPU_LANES", "-3", 1);
+    assert_int_equal(cli_conf_load(&conf, why, sizeof(why)), RG_ERR_INVALID);
+    assert_non_null(strstr(why, "environment: RGPU_LANES = -3: expected a whole number"));
+    unsetenv("RGPU_LANES");
+    setenv("RGPU_CONNECT_TIMEOUT_MS", "2s", 1); /* a unit where it fits */
+    assert_int_equal(cli_conf_load(&conf, why, sizeof(why)), RG_OK);
+    assert_int_equal(conf.connect_timeout_ms, 2000);
+    assert_int_equal(conf.lanes, 4);
+    assert_string_equal(conf.transport, "auto");
+    clear_env();
+    unlink(path_a);
+}
+
+/* Issue 27 item 7: a FIFO as RGPU_CONFIG or RGPU_TOKEN_FILE was opened before its type was
+ * checked, and the open waited for a writer forever (cuInit and rgpu status hung). */
+static void test_fifos_refused(void **state)
+{
+    struct cli_conf conf;
+    char why[512], token[256];
+
+    clear_env();
+    assert_int_equal(mkfifo(path_a, 0600), 0);
+    setenv("RGPU_CONFIG", path_a, 1);
+    assert_int_equal(cli_conf_load(&conf, why, sizeof(why)), RG_ERR_INVALID);
+    assert_non_null(strstr(why, "is not a regular file (a FIFO)"));
+    unsetenv("RGPU_CONFIG");
+    assert_int_equal(cli_token_file_read(path_a, token, sizeof(token), why, sizeof(why)),
+                     RG_ERR_REFUSED);
+    assert_non_null(strstr(why, "not a regular file"));
+    setenv("RGPU_TOKEN_FILE", path_a, 1);
+    assert_int_equal(cli_conf_load(&conf, why, sizeof(why)), RG_ERR_INVALID);
+    clear_env();
+    unlink(path_a);
+}
+
+/* Issue 27 item 7: a token over 255 characters was cut to 255 without a word; a client.conf
+ * open to others that holds a token was taken (a token_file so open is refused). */
+static void test_tokens(void **state)
+{
+    struct cli_conf conf;
+    char why[512], token[256], text[400], long_token[300];
+
+    clear_env();
+    memset(long_token, 'k', 256);
+    long_token[256] = '\0';
+    setenv("RGPU_CONFIG", path_a, 1);
+    snprintf(text, sizeof(text), "token = %s\n", long_token);
+    write_file(path_a, text, 0600);
+    assert_int_equal(cli_conf_load(&conf, why, sizeof(why)), RG_ERR_INVALID);
+    assert_non_null(strstr(why, ":1: invalid setting 'token': expected a token of at most 255"));
+    assert_null(strstr(why, "kkkk")); /* never shown */
+    write_file(path_a, "", 0600);
+    setenv("RGPU_TOKEN", long_token, 1);
+    assert_int_equal(cli_conf_load(&conf, why, sizeof(why)), RG_ERR_INVALID);
+    assert_non_null(strstr(why, "environment: RGPU_TOKEN: expected a token of at most 255"));
+    unsetenv("RGPU_TOKEN");
+    snprintf(text, sizeof(text), "%s\n", long_token);
+    write_file(token_path, text, 0600);
+    assert_int_equal(cli_token_file_read(token_path, token, sizeof(token), why, sizeof(why)),
+                     RG_ERR_REFUSED);
+    assert_non_null(strstr(why, "longer than 255 characters"));
+    long_token[255] = '\0'; /* 255: the most, kept whole */
+    snprintf(text, sizeof(text), "%s\n", long_token);
+    write_file(token_path, text, 0600);
+    assert_int_equal(cli_token_file_read(token_path, token, sizeof(token), why, sizeof(why)),
+                     RG_OK);
+    assert_string_equal(token, long_token);
+    setenv("RGPU_TOKEN", long_token, 1);
+    assert_int_equal(cli_conf_load(&conf, why, sizeof(why)), RG_OK);
+    assert_string_equal(conf.token, long_token);
+    unsetenv("RGPU_TOKEN");
+
+    /* a token in a file others can read: refused as a token_file is */
+    write_file(path_a, "tenant = a\ntoken = s3cret\n", 0644);
+    assert_int_equal(cli_conf_load(&conf, why, sizeof(why)), RG_ERR_INVALID);
+    assert_non_null(strstr(why, "holds a token and is open to its group or others (mode 0644)"));
+    write_file(path_a, "tenant = a\ntoken = s3cret\n", 0640);
+    assert_int_equal(cli_conf_load(&conf, why, sizeof(why)), RG_ERR_INVALID);
+    write_file(path_a, "tenant = a\ntoken = s3cret\n", 0600);
+    assert_int_equal(cli_conf_load(&conf, why, sizeof(why)), RG_OK);
+    assert_string_equal(conf.token, "s3cret");
+    /* a readable file without a token (the packaged /etc/rgpu/client.conf) is fine */
+    write_file(path_a, "tenant = a\n# token = s3cret\n", 0644);
+    assert_int_equal(cli_conf_load(&conf, why, sizeof(why)), RG_OK);
+    clear_env();
+    unlink(path_a);
     unlink(token_path);
 }
 
@@ -313,7 +437,8 @@ int main(void)
         cmocka_unit_test(test_pick_first_existing), cmocka_unit_test(test_search_order),
         cmocka_unit_test(test_every_key),           cmocka_unit_test(test_servers_or_pool),
         cmocka_unit_test(test_bad_values_named),    cmocka_unit_test(test_token_file_permissions),
-        cmocka_unit_test(test_pool_resolution),
+        cmocka_unit_test(test_pool_resolution),     cmocka_unit_test(test_mistakes_refused),
+        cmocka_unit_test(test_fifos_refused),       cmocka_unit_test(test_tokens),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

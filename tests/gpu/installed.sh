@@ -68,6 +68,11 @@ else
     RGPU=$PREFIX/usr/bin/rgpu
 fi
 
+# The packaged config does not start without a tenant (require_tenants = yes): one, as an
+# operator adds it; every client below names it.
+printf '\n[tenant gpu-test]\ntoken_sha256 = %s\n' "$(printf %s gpu-test-secret | sha256sum | cut -d' ' -f1)" \
+    >>"$PREFIX/etc/rgpu/server.conf"
+export RGPU_TENANT=gpu-test RGPU_TOKEN=gpu-test-secret
 # The server, as the unit starts it (paths under PREFIX when unpacked rather than installed).
 EXEC=$(sed -n 's/^ExecStart=//p' "$UNIT" | sed "s|/usr/sbin/|$PREFIX/usr/sbin/|; s|/etc/rgpu/|$PREFIX/etc/rgpu/|")
 if [ -n "${DRY_DRIVER:-}" ]; then

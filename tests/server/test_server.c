@@ -95,7 +95,7 @@ static void write_config(const char *path)
 
     assert_non_null(f);
     fprintf(f, "# test config\n[server]\nname = from-config\nport = 1\nlisten = 10.255.255.1\n"
-               "log_level = info\n[other]\nname = ignored\n");
+               "log_level = info\n");
     fclose(f);
 }
 

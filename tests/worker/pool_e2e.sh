@@ -156,7 +156,7 @@ check "first: two jobs on the first server listed ($(sessions "$C,$A,$B"))" test
 release
 job runmem RGPU_POOL="$B" RGPU_MEM_QUOTA=bogus
 check "a bad value in the configuration ends cuInit with the reason" \
-    grep -q "client configuration: environment: mem_quota = bogus is not valid" "$WORK/runmem.out"
+    grep -q "client configuration: environment: RGPU_MEM_QUOTA = bogus: expected a size" "$WORK/runmem.out"
 ASAN_OPTIONS=detect_leaks=0 "$RGPU" run --pool "$B,$C" --memory 512MiB --policy first -- "$HOLD" 16 3 \
     >"$WORK/run.out" 2>&1 &
 RUN=$!

@@ -57,12 +57,16 @@ static rg_status_t load_tenants(const char *text, struct srv_tenants *ts)
 {
     char path[] = "/tmp/rgpu-limits-XXXXXX";
     int fd = mkstemp(path);
+    struct srv_config *c = malloc(sizeof(*c));
     rg_status_t st;
 
-    assert_true(fd >= 0);
+    assert_true(fd >= 0 && c != NULL);
     assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
     close(fd);
-    st = srv_tenants_load(path, ts);
+    srv_config_init(c);
+    st = srv_config_load_file(c, path, NULL, NULL);
+    *ts = c->tenants;
+    free(c);
     unlink(path);
     return st;
 }
@@ -285,14 +289,15 @@ static void test_module_cache_many_files(void **state)
         close(fd);
     }
     snprintf(peer_cfg.module_cache, sizeof(peer_cfg.module_cache), "%s", dir);
-    snprintf(peer_cfg.module_cache_max, sizeof(peer_cfg.module_cache_max), "9MiB");
+    peer_cfg.module_cache_max = 9u << 20;
     peer_open(&p, NULL, NULL);
     assert_int_equal(peer_call_bulk(&p, PROTO_OP_MODULE_LOAD, a, 2, NULL, 0, ptx, sizeof(ptx), NULL,
                                     0, NULL, 0), CUDA_SUCCESS);
     assert_int_equal(peer_finish(&p), 0);
     assert_true(dir_bytes(sub, &n) <= 9u << 20);
     assert_true(n > 4000 && n < 5000);
-    peer_cfg.module_cache[0] = peer_cfg.module_cache_max[0] = '\0';
+    peer_cfg.module_cache[0] = '\0';
+    peer_cfg.module_cache_max = 0;
     snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
     assert_int_equal(system(cmd), 0);
 }

@@ -19,6 +19,7 @@
 
 #include <cmocka.h>
 
+#include "common/log.h"
 #include "common/sha256.h"
 #include "proto/frame.h"
 #include "proto/ops.h"
@@ -37,7 +38,7 @@ struct peer {
 
 static const char *worker_log; /* the next workers' stderr goes here when set */
 
-static struct srv_config cfg = {.driver = FAKECUDA_PATH, .log_level = "error", .name = "test"};
+static struct srv_config cfg = {.driver = FAKECUDA_PATH, .log_level = RG_LOG_ERROR, .name = "test"};
 
 /* A worker in a child process, serving one TCP connection whose other end we keep. */
 static void start_worker(struct peer *p)
@@ -1183,7 +1184,7 @@ static void test_module_cache_evicts(void **state)
 
     assert_non_null(mkdtemp(dir));
     snprintf(cfg.module_cache, sizeof(cfg.module_cache), "%s", dir);
-    snprintf(cfg.module_cache_max, sizeof(cfg.module_cache_max), "250KiB");
+    cfg.module_cache_max = 250u << 10;
     session_as("", &p);
     for (int i = 0; i < 2; i++)
         assert_int_equal(load_image(&p, image[i], len, false, true), CUDA_SUCCESS);
@@ -1197,7 +1198,8 @@ static void test_module_cache_evicts(void **state)
     assert_int_equal(stat(path[0], &st), 0);
     assert_int_not_equal(stat(path[1], &st), 0); /* least recently used */
     assert_int_equal(stat(path[2], &st), 0);
-    cfg.module_cache[0] = cfg.module_cache_max[0] = '\0';
+    cfg.module_cache[0] = '\0';
+    cfg.module_cache_max = 0;
     for (int i = 0; i < 3; i++)
         free(image[i]);
     snprintf(path[0], sizeof(path[0]), "rm -rf %s", dir);

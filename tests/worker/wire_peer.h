@@ -15,6 +15,7 @@
 
 #include <cmocka.h>
 
+#include "common/log.h"
 #include "proto/frame.h"
 #include "server/session.h"
 #include "proto/ops.h"
@@ -28,7 +29,7 @@ struct peer {
 };
 
 /* The worker's configuration (tenants, limits); the driver is the fake one. */
-static struct srv_config peer_cfg = {.driver = FAKECUDA_PATH, .log_level = "error", .name = "test"};
+static struct srv_config peer_cfg = {.driver = FAKECUDA_PATH, .log_level = RG_LOG_ERROR, .name = "test"};
 
 /* A worker in a child process, serving one TCP connection whose other end we keep. */
 static void peer_start(struct peer *p)
