@@ -275,7 +275,7 @@ static void forwarder_checks(void)
     for (int i = 0; i < 5; i++)
         EXPECT(rgpuNcclCall(&c[i]) == CUDA_ERROR_INVALID_VALUE, "%s: not refused", what[i]);
     c[0] = ok;
-    EXPECT(rgpuNcclCall(&c[0]) == CUDA_SUCCESS && c[0].nout == 2 && c[0].out[0] == 0,
+    EXPECT(rgpuNcclCall(&c[0]) == CUDA_SUCCESS && c[0].nout >= 2 && c[0].out[0] == 0,
            "NCCL_GET_VERSION after the refusals: %u values, result %llu", c[0].nout,
            (unsigned long long)c[0].out[0]);
 }
