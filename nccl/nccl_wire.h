@@ -50,6 +50,10 @@ enum nccl_wire_end { NCCL_WIRE_FINALIZE = 0, NCCL_WIRE_DESTROY = 1, NCCL_WIRE_AB
 #define NCCL_WIRE_MAC_OFFSET 96
 #define NCCL_WIRE_MAC_LEN 32
 
+/* Unique ids and excluded ranks travel inline in Call.data: at most this many bytes
+ * (PROTO_INLINE_MAX), so at most 32 ids and 1024 ranks. */
+#define NCCL_WIRE_DATA_MAX 4096
+
 /* ncclConfig_t members on the wire, in this order (NCCL_CONFIG_UNDEF_INT when unset). */
 #define NCCL_WIRE_CONFIG_WORDS 5
 

@@ -107,7 +107,7 @@ CUresult srv_op_nccl_comm_init(struct srv_session *s, struct srv_call *call)
     const struct proto_args_NCCL_COMM_INIT *a = SRV_ARGS(call, NCCL_COMM_INIT);
     size_t len = call->msg->data.len, nids = len / sizeof(ncclUniqueId);
     struct nccl_make_args m = {.how = NCCL_MAKE_INIT};
-    ncclUniqueId ids[PROTO_INLINE_MAX / sizeof(ncclUniqueId)];
+    ncclUniqueId ids[NCCL_WIRE_DATA_MAX / sizeof(ncclUniqueId)];
     bool scalable = call->msg->op == PROTO_OP_NCCL_COMM_INIT_SCALABLE;
 
     if (len == 0 || len % sizeof(ncclUniqueId) != 0 || nids > sizeof(ids) / sizeof(ids[0]) ||
@@ -157,7 +157,7 @@ CUresult srv_op_nccl_comm_shrink(struct srv_session *s, struct srv_call *call)
 {
     const struct proto_args_NCCL_COMM_SHRINK *a = SRV_ARGS(call, NCCL_COMM_SHRINK);
     struct nccl_make_args m = {.how = NCCL_MAKE_SHRINK};
-    int exclude[PROTO_INLINE_MAX / sizeof(int)];
+    int exclude[NCCL_WIRE_DATA_MAX / sizeof(int)];
     size_t len = call->msg->data.len;
 
     if (a->comm == 0 || len % sizeof(int) != 0 || len > sizeof(exclude))
