@@ -181,6 +181,8 @@ void nccl_live_close(int fd, const uint8_t ident[RG_SHA256_LEN], int rank, bool 
 /* ---- the watchdog (nccl_watchdog.c) ------------------------------------------------------ */
 
 void *nccl_watchdog_main(void *arg);
+/* Whether st is capturing a graph. */
+bool nccl_capturing(struct srv_session *s, CUstream st);
 /* After r's latest work on st, for the watchdog (under n->lock). */
 void nccl_rec_mark(struct srv_session *s, struct nccl_rec *r, CUstream st);
 

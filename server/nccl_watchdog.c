@@ -128,11 +128,22 @@ static bool peer_gone(const struct nccl_rec *r)
 
 /* ---- the watchdog ------------------------------------------------------------------------ */
 
+bool nccl_capturing(struct srv_session *s, CUstream st)
+{
+    CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+
+    return s->drv.cuStreamGetCaptureInfo(st, &status, NULL, NULL, NULL, NULL, NULL) ==
+               CUDA_SUCCESS &&
+           status != CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
 void nccl_rec_mark(struct srv_session *s, struct nccl_rec *r, CUstream st)
 {
     /* One event pending at a time is enough to see work unfinished: recording after each
-     * collective would cost a driver call per collective. */
-    if (r->comm == NULL || r->done == NULL || (r->recorded_ms != 0 && r->done_stream == st))
+     * collective would cost a driver call per collective. Nothing is recorded into a graph
+     * being captured (it would become a node of the application's graph). */
+    if (r->comm == NULL || r->done == NULL || (r->recorded_ms != 0 && r->done_stream == st) ||
+        nccl_capturing(s, st))
         return;
     if (s->drv.cuEventRecordWithFlags(r->done, st, 0) == CUDA_SUCCESS) {
         r->recorded_ms = nccl_now_ms();
@@ -198,8 +209,13 @@ void *nccl_watchdog_main(void *arg)
 {
     struct srv_nccl *n = arg;
     const struct timespec tick = {0, TICK_MS * 1000 * 1000};
+    CUstreamCaptureMode relaxed = CU_STREAM_CAPTURE_MODE_RELAXED;
     bool told = false;
 
+    /* This thread queries events while the session's thread may be capturing a graph in global
+     * mode (PyTorch's default), where such calls from another thread would invalidate the
+     * capture; in relaxed mode they do not. */
+    n->s->drv.cuThreadExchangeStreamCaptureMode(&relaxed);
     for (;;) {
         pthread_mutex_lock(&n->lock);
         if (n->stop) {
