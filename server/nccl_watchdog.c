@@ -225,7 +225,10 @@ void *nccl_watchdog_main(void *arg)
         uint64_t now = nccl_now_ms();
         /* A group's end may wait for peers of any of the session's communicators. */
         bool group_stuck = n->group_end_ms != 0 && now - n->group_end_ms > nccl_timeout_ms;
-        bool gone = client_gone(n->s);
+        bool gone = false;
+
+        for (size_t i = 0; i < n->nrecs && !gone; i++)
+            gone = n->recs[i].comm != NULL && client_gone(n->s); /* only with one to abort */
 
         if (group_stuck)
             rg_error("nccl: an ncclGroupEnd has not returned for %u s (nccl_timeout); aborting "

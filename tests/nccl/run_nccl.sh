@@ -110,11 +110,11 @@ K1=$!
 wait_for "$WORK/killmid.1.out" "in the all-reduce" && sleep 0.5
 kill -9 "$K1" 2>/dev/null
 wait "$K1" 2>/dev/null
+check "rank 1's worker aborted when its client went" wait_for "$WORK/s6.log" "the client is gone; aborting"
 touch "$WORK/dead"
 RC0=0
 wait "$K0" || RC0=$?
 checkrun "a rank killed inside an all-reduce ends the other's next one with ncclRemoteError (nccl_timeout 600 s)" killmid
-check "rank 1's worker aborted when its client went" grep -q "the client is gone; aborting" "$WORK/s6.log"
 check "rank 0's worker saw its peer's worker gone" grep -q "a peer rank's worker on this host is gone" "$WORK/s6.log"
 
 on "$P6" q tq "$RANKS" lazy 0 1 0 >"$WORK/lazy_ok.0.out" 2>&1
