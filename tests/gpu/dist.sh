@@ -44,7 +44,7 @@ DEPS=$B/deps
 OUTD=${OUT:-/tmp/rgpu-dist-out}
 LOGS=/tmp/rgpu-dist-logs
 WORK=/tmp/rgpu-dist-work
-BUDGET=${DIST_BUDGET_S:-510}
+BUDGET=${DIST_BUDGET_S:-500}
 T0=$(date +%s)
 P1=${DIST_PORT:-7201}
 P2=$((P1 + 1))
@@ -62,7 +62,12 @@ cleanup() {
 }
 trap cleanup EXIT
 elapsed() { echo $(($(date +%s) - T0)); }
-fits() { [ $(($(elapsed) + $1)) -le "$BUDGET" ]; } # seconds
+fits() { [ $(($(elapsed) + $1)) -le "$BUDGET" ]; } # expected seconds of a step
+cap() { # a step's timeout, cut so that no step ends later than 30 s after the budget
+    local left=$((BUDGET + 30 - $(elapsed)))
+    [ "$left" -lt 10 ] && left=10
+    echo $(($1 < left ? $1 : left))
+}
 shell_row() { # placement name status detail
     echo "ROW $2 $3 $4" >>"$LOGS/shell.$1.out"
     echo "$3 [$1] $2 $4"
@@ -142,7 +147,8 @@ on() { # placement cmd...
 }
 have() { [ "$1" != two ] || [ -n "$TWO" ]; }
 ranks() { # placement tag timeout nproc script args...: one process per GPU, as torchrun starts them
-    local pl=$1 tag=$2 to=$3 np=$4 pids=() rc=0
+    local pl=$1 tag=$2 to np=$4 pids=() rc=0
+    to=$(cap "$3")
     shift 4
     MPORT=$((MPORT + 1))
     pre "$pl"
@@ -158,7 +164,8 @@ ranks() { # placement tag timeout nproc script args...: one process per GPU, as 
     grep '^ROW' "$LOGS/$tag.$pl.out" | sed "s/^/[$pl] /"
 }
 single() { # placement tag timeout cmd...
-    local pl=$1 tag=$2 to=$3
+    local pl=$1 tag=$2 to
+    to=$(cap "$3")
     shift 3
     on "$pl" timeout -k 5 "$to" "$@" >"$LOGS/$tag.$pl.out" 2>"$LOGS/$tag.$pl.err"
     local rc=$?
@@ -166,17 +173,18 @@ single() { # placement tag timeout cmd...
     grep '^ROW' "$LOGS/$tag.$pl.out" | sed "s/^/[$pl] /"
 }
 busbw() { # placement round
-    local pl=$1 r=$2 pids=() rc=0
+    local pl=$1 r=$2 pids=() rc=0 to
+    to=$(cap 60)
     rm -f "$WORK/busbw.id"
     pre "$pl"
     for k in $(seq $((NGPU - 1)) -1 0); do
         if [ "$k" = 0 ]; then
             env "${PRE[@]}" NCCL_BUSBW_MIN=4 NCCL_BUSBW_STEP=4 NCCL_BUSBW_REPS=5 NCCL_BUSBW_LAT=1 \
-                timeout -k 5 90 "$B/bin/nccl_busbw" 0 "$NGPU" "$WORK/busbw.id" 1024 20 \
+                timeout -k 5 "$to" "$B/bin/nccl_busbw" 0 "$NGPU" "$WORK/busbw.id" 1024 20 \
                 >"$LOGS/busbw.$pl.$r.out" 2>"$LOGS/busbw.$pl.$r.err" || rc=$?
         else
             env "${PRE[@]}" NCCL_BUSBW_MIN=4 NCCL_BUSBW_STEP=4 NCCL_BUSBW_REPS=5 NCCL_BUSBW_LAT=1 \
-                timeout -k 5 90 "$B/bin/nccl_busbw" "$k" "$NGPU" "$WORK/busbw.id" 1024 20 \
+                timeout -k 5 "$to" "$B/bin/nccl_busbw" "$k" "$NGPU" "$WORK/busbw.id" 1024 20 \
                 >/dev/null 2>"$LOGS/busbw.$pl.$r.r$k.err" &
             pids+=($!)
         fi
@@ -189,19 +197,19 @@ mem_used() { nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits | 
 
 # ---- 1. PyTorch patterns, native and one server ------------------------------------------------
 for pl in native one; do
-    if fits 150; then ranks $pl torch 200 "$NGPU" "$ROOT/tests/gpu/dist_torch.py"; else skip $pl torch; fi
+    if fits 90; then ranks $pl torch 200 "$NGPU" "$ROOT/tests/gpu/dist_torch.py"; else skip $pl torch; fi
 done
 # ---- 2. bus bandwidth, interleaved ----------------------------------------------------------------
 for r in 1 2; do
     for pl in native one; do
-        if fits 60; then busbw $pl $r; else skip $pl "busbw_round$r"; fi
+        if fits 25; then busbw $pl $r; else skip $pl "busbw_round$r"; fi
     done
 done
 # ---- 3-5. every GPU in one process: JAX, PyTorch, CuPy -------------------------------------------
 for pl in native one; do
-    if fits 100; then single $pl jax 150 python3 "$ROOT/tests/gpu/dist_jax.py" local; else skip $pl jax; fi
-    if fits 60; then single $pl single 90 python3 "$ROOT/tests/gpu/dist_single.py"; else skip $pl single; fi
-    if fits 40; then single $pl cupy 60 python3 "$ROOT/tests/gpu/dist_cupy.py"; else skip $pl cupy; fi
+    if fits 50; then single $pl jax 150 python3 "$ROOT/tests/gpu/dist_jax.py" local; else skip $pl jax; fi
+    if fits 30; then single $pl single 90 python3 "$ROOT/tests/gpu/dist_single.py"; else skip $pl single; fi
+    if fits 20; then single $pl cupy 60 python3 "$ROOT/tests/gpu/dist_cupy.py"; else skip $pl cupy; fi
 done
 # ---- 6. faults ----------------------------------------------------------------------------------
 MEM0=$(mem_used)
@@ -224,7 +232,10 @@ fault() { # placement label limit-seconds how (rank|server)
         sleep 1
         kill -9 "$SERVER_H1"
     else
-        while [ "$(cut -d' ' -f1 "$WORK/progress" 2>/dev/null || echo 0)" -lt 30 ] && kill -0 "$p0" 2>/dev/null; do sleep 0.05; done
+        for _ in $(seq 600); do
+            [ "$(cut -d' ' -f1 "$WORK/progress" 2>/dev/null || echo 0)" -lt 30 ] && kill -0 "$p0" 2>/dev/null || break
+            sleep 0.05
+        done
     fi
     start=$(date +%s.%N)
     rc=0
@@ -241,7 +252,7 @@ fault() { # placement label limit-seconds how (rank|server)
     if [ ! -s "$WORK/progress" ]; then
         shell_row "$pl" "$tag" FAIL "the ranks never reached their loop (exit $rc): $(grep -v '^\s*$' "$LOGS/$tag.$pl.r0.out" | tail -1 | cut -c1-160)"
     elif [ $rc != 0 ] && [ $rc != 124 ] && [ $rc != 143 ] && [ $rc != 137 ]; then
-        shell_row "$pl" "$tag" PASS "the survivor failed ${took} s after the $how was killed (exit $rc: $(grep -h ERROR "$LOGS/$tag.$pl.r0.out" | cut -c1-120 | head -1))"
+        shell_row "$pl" "$tag" PASS "the survivor failed ${took} s after the $how was killed (exit $rc: $(grep -h '^ERROR [0-9]' "$LOGS/$tag.$pl.r0.out" | cut -c1-120 | head -1))"
     else
         shell_row "$pl" "$tag" FAIL "no error ${took} s after the $how was killed (exit $rc; bound $lim s)"
     fi
@@ -263,10 +274,10 @@ else skip one serves_after_faults; fi
 
 # ---- 7-9. two servers ---------------------------------------------------------------------------
 if have two; then
-    if fits 150; then ranks two torch 200 "$NGPU" "$ROOT/tests/gpu/dist_torch.py"; else skip two torch; fi
-    if fits 60; then busbw two 1; else skip two busbw_round1; fi
-    if fits 100; then single two jax 150 python3 "$ROOT/tests/gpu/dist_jax.py" local; else skip two jax; fi
-    if fits 60; then single two single 90 python3 "$ROOT/tests/gpu/dist_single.py"; else skip two single; fi
+    if fits 90; then ranks two torch 200 "$NGPU" "$ROOT/tests/gpu/dist_torch.py"; else skip two torch; fi
+    if fits 25; then busbw two 1; else skip two busbw_round1; fi
+    if fits 50; then single two jax 150 python3 "$ROOT/tests/gpu/dist_jax.py" local; else skip two jax; fi
+    if fits 30; then single two single 90 python3 "$ROOT/tests/gpu/dist_single.py"; else skip two single; fi
     if fits 50; then
         fault two fault_kill_server 40 server
         start_h 1 # the next jobs have both "hosts" again
@@ -275,24 +286,25 @@ if have two; then
 fi
 # ---- 10. the VMM allocator -------------------------------------------------------------------------
 for pl in native one; do
-    if fits 90; then
+    if fits 50; then
         PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True ranks $pl vmm 150 "$NGPU" \
             "$ROOT/tests/gpu/dist_torch.py" --phases coll,ddp --prefix vmm_
     else skip $pl vmm; fi
 done
 # ---- 11. jax.distributed across 2 processes -------------------------------------------------------
 jaxdist() { # placement
-    local pl=$1 pids=() rc=0 port=$((MPORT + 50))
+    local pl=$1 pids=() rc=0 port=$((MPORT + 50)) to
+    to=$(cap 120)
     pre "$pl"
     for p in 1 0; do
-        local sel=() srv=$ONE
+        local sel=() uns=() srv=$ONE
         if [ "$pl" = two ]; then # each process the server of its own "host"
             srv=$(echo "$TWO" | cut -d, -f$((p + 1)))
-            sel=(-u CUDA_VISIBLE_DEVICES)
+            uns=(-u CUDA_VISIBLE_DEVICES)
         elif [ "$NGPU" = 2 ]; then sel=(CUDA_VISIBLE_DEVICES=$p)
         else sel=(CUDA_VISIBLE_DEVICES=$((2 * p)),$((2 * p + 1))); fi
-        env "${PRE[@]}" "${sel[@]}" RGPU_SERVER="$srv" DIST_COORD=127.0.0.1:$port \
-            DIST_NPROC=2 DIST_PID=$p timeout -k 5 120 python3 "$ROOT/tests/gpu/dist_jax.py" multi \
+        env "${uns[@]}" "${PRE[@]}" "${sel[@]}" RGPU_SERVER="$srv" DIST_COORD=127.0.0.1:$port \
+            DIST_NPROC=2 DIST_PID=$p timeout -k 5 "$to" python3 "$ROOT/tests/gpu/dist_jax.py" multi \
             >"$LOGS/jaxdist.$pl.p$p.out" 2>"$LOGS/jaxdist.$pl.p$p.err" &
         pids+=($!)
     done
@@ -303,7 +315,7 @@ jaxdist() { # placement
 }
 for pl in native one two; do
     have $pl || continue
-    if fits 90; then jaxdist $pl; else skip $pl jaxdist; fi
+    if fits 45; then jaxdist $pl; else skip $pl jaxdist; fi
 done
 if have two && fits 45; then busbw two 2; fi
 
