@@ -496,7 +496,7 @@ static void mode_devices(void)
     for (int i = 0; i < 2; i++) { /* contexts on both devices first, as XLA makes them */
         CUdevice dev;
 
-        d[i] = (struct dev_rank){.dev = i, .id = id};
+        d[i] = (struct dev_rank){.dev = i};
         CU(cuDeviceGet(&dev, i));
         CU(cuDevicePrimaryCtxRetain(&d[i].ctx, dev));
         CU(cuCtxSetCurrent(d[i].ctx));
