@@ -56,8 +56,9 @@ def local(jax, jnp, np):
         mesh = make_mesh(jax, np)
         a = np.arange(n * 8 * 128, dtype=np.float32).reshape(n * 8, 128) / 1000.0
         x = jax.device_put(a, NamedSharding(mesh, P("d", None)))
-        y = jax.jit(lambda v: (v @ v.T).sum(axis=0))(x)
-        want = (a @ a.T).sum(axis=0)
+        hi = jax.lax.Precision.HIGHEST  # float32 products (the default may take TF32)
+        y = jax.jit(lambda v: jnp.matmul(v, v.T, precision=hi).sum(axis=0))(x)
+        want = (a.astype(np.float64) @ a.T.astype(np.float64)).sum(axis=0)
         assert np.allclose(np.asarray(y), want, rtol=1e-3), "sharded matmul"
         return "a (%d, 128) array sharded over %d devices: matmul and reduction right" % (n * 8, n)
 

@@ -86,6 +86,11 @@ def loss_cmp(a, b, rtol=1e-4):
     return worst <= rtol, "%d losses, %d identical, worst relative difference %.2g" % (len(a), same, worst)
 
 
+def rtol_of(name):
+    """XLA's autotuner may pick other GEMM configurations from run to run, natively too."""
+    return 1e-3 if name.startswith("jax") else 1e-4
+
+
 def main(argv):
     logs, ngpu = argv[1], int(argv[2]) if len(argv) > 2 else 2
     rows, order, losses, metrics = parse(logs)
@@ -108,7 +113,7 @@ def main(argv):
             if p == "native":
                 cells.append("%d losses" % len(per["native"]) if "native" in per else "-")
                 continue
-            r = loss_cmp(per.get("native"), per.get(p))
+            r = loss_cmp(per.get("native"), per.get(p), rtol_of(name))
             cells.append("-" if r is None else ("same as native" if r[0] else "DIFFER"))
             if r is not None and not r[0]:
                 fails += 1
@@ -121,7 +126,7 @@ def main(argv):
                 out.append("- %s [%s] %s: %s" % (name, p, st[0], st[1]))
     for name, per in sorted(losses.items()):
         for p in ("one", "two"):
-            r = loss_cmp(per.get("native"), per.get(p))
+            r = loss_cmp(per.get("native"), per.get(p), rtol_of(name))
             if r is not None:
                 out.append("- %s losses [%s]: %s" % (name, p, r[1]))
 

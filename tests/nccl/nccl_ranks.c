@@ -39,6 +39,7 @@
 
 #include "client/rgpu_ext.h"
 #include "nccl/nccl_abi.h"
+#include "nccl/nccl_wire.h"
 #include "proto/ops.h"
 
 /* The shim's entry points (the application's view; the ABI header declares only types). */
@@ -627,6 +628,15 @@ int main(int argc, char **argv)
         for (int i = 96; i < 128; i++)
             tail += id.internal[i] != 0;
         EXPECT(head > 0 && tail > 16, "id: %d nonzero NCCL bytes, %d nonzero MAC bytes", head, tail);
+        if (v >= NCCL_ABI_VERSION(2, 28, 0)) { /* the worker found every entry point of 2.28 */
+            struct rgpu_nccl_call c = {.size = sizeof(c), .op = PROTO_OP_NCCL_GET_VERSION,
+                                       .stream_arg = ~0u};
+            const unsigned long long all = 0x3ff;
+
+            EXPECT(rgpuNcclCall(&c) == CUDA_SUCCESS && c.nout >= 3 && (c.out[2] & all) == all,
+                   "NCCL %d: the worker's features %#llx, want %#llx", v,
+                   c.nout >= 3 ? (unsigned long long)c.out[2] : 0ull, all);
+        }
     } else if (strcmp(mode, "single") == 0) {
         mode_single();
     } else if (strcmp(mode, "old") == 0) {
