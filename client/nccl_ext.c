@@ -29,8 +29,9 @@ static bool call_valid(const struct rgpu_nccl_call *c)
 {
     const struct proto_op_info *op;
 
-    if (c == NULL || c->size < sizeof(*c) || c->op < PROTO_OP_NCCL_GET_VERSION ||
-        c->op > PROTO_OP_NCCL_REDOP_DESTROY || c->nargs > RGPU_NCCL_MAX_ARGS)
+    if (c == NULL || c->size < sizeof(*c) || c->nargs > RGPU_NCCL_MAX_ARGS ||
+        !((c->op >= PROTO_OP_NCCL_GET_VERSION && c->op <= PROTO_OP_NCCL_REDOP_DESTROY) ||
+          (c->op >= PROTO_OP_NCCL_COLL_EXT && c->op <= PROTO_OP_NCCL_COMM_QUERY)))
         return false;
     op = &proto_ops[c->op];
     return c->nargs >= op->min_args && c->nargs <= op->nargs &&

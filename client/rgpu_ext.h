@@ -25,7 +25,8 @@ struct rgpu_device_status {
 typedef int (*rgpu_device_status_fn)(int device, struct rgpu_device_status *status);
 #define RGPU_DEVICE_STATUS_SYMBOL "rgpuDeviceStatus"
 
-/* One NCCL operation (proto/ops.def, NCCL_GET_VERSION .. NCCL_REDOP_DESTROY) in the session's
+/* One NCCL operation (proto/ops.def, NCCL_GET_VERSION .. NCCL_REDOP_DESTROY and, since 1.3,
+ * NCCL_COLL_EXT .. NCCL_COMM_QUERY) in the session's
  * ordered call stream, for the NCCL shim. args[stream_arg] (when stream_arg < nargs) holds the
  * application's CUstream and is replaced by its wire id. async: sent without waiting (NOREPLY;
  * a failure comes back at the next synchronous call); else out[] and rdata receive the reply. */

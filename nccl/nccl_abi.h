@@ -1,9 +1,8 @@
 /* The NCCL application binary interface as rgpu's shim, worker and fake NCCL use it, written
  * by the project from NCCL's documented API (the user guide's "API" chapter: types, enums,
  * ncclConfig_t and the function signatures) for NCCL 2.27/2.28, the version the GPU hosts run
- * (PyTorch 2.11 cu130's nvidia-nccl wheel). Values are the documented ones; only the members of
- * ncclConfig_t up to commName are declared, and a caller's config is read only as far as its
- * `size` says. */
+ * (PyTorch 2.11 cu130's nvidia-nccl wheel). Values are the documented ones; a caller's
+ * ncclConfig_t is read only as far as its `size` says. */
 #ifndef RGPU_NCCL_ABI_H
 #define RGPU_NCCL_ABI_H
 
@@ -64,8 +63,8 @@ typedef enum {
 
 typedef enum { ncclScalarDevice = 0, ncclScalarHostImmediate = 1 } ncclScalarResidence_t;
 
-/* The leading members of ncclConfig_t (NCCL_CONFIG_INITIALIZER sets size, magic, version and
- * NCCL_CONFIG_UNDEF_INT / NULL in the rest). */
+/* ncclConfig_t as NCCL 2.28 declares it (NCCL_CONFIG_INITIALIZER sets size, magic, version and
+ * NCCL_CONFIG_UNDEF_INT / NULL in the rest); a caller's config is read only as far as its size. */
 typedef struct {
     size_t size;
     unsigned int magic;
@@ -78,7 +77,57 @@ typedef struct {
     int splitShare;
     int trafficClass;
     const char *commName;
+    int collnetEnable;
+    int CTAPolicy;
+    int shrinkShare;
+    int nvlsCTAs;
+    int nChannelsPerNetPeer;
+    int nvlinkCentricSched;
 } ncclConfig_t;
+
+/* ncclGroupSimulateEnd's answer (NCCL_SIM_INFO_INITIALIZER: size, this magic, version, -1). */
+#define NCCL_SIM_INFO_MAGIC 0x74685283u
+typedef struct {
+    size_t size;
+    unsigned int magic;
+    unsigned int version;
+    float estimatedTime;
+} ncclSimInfo_t;
+
+/* User buffer windows (ncclCommWindowRegister): an opaque handle of NCCL's. */
+typedef struct ncclWindow_vidmem *ncclWindow_t;
+#define NCCL_WIN_DEFAULT 0x00
+#define NCCL_WIN_COLL_SYMMETRIC 0x01
+#define NCCL_SHRINK_DEFAULT 0x00
+#define NCCL_SHRINK_ABORT 0x01
+
+/* The device API's host side (nccl_device.h): a team of ranks, and the resources a device
+ * communicator is asked for (ncclDevCommCreate is not offered through rgpu). */
+typedef struct {
+    int nRanks, rank, stride;
+} ncclTeam_t;
+typedef unsigned int ncclDevResourceHandle_t;
+typedef struct ncclDevResourceRequirements {
+    struct ncclDevResourceRequirements *next;
+    size_t bufferSize, bufferAlign;
+    ncclDevResourceHandle_t *outBufferHandle;
+    int ginSignalCount;
+    int ginCounterCount;
+    unsigned int *outGinSignalStart;
+    unsigned int *outGinCounterStart;
+} ncclDevResourceRequirements_t;
+typedef struct {
+    ncclDevResourceHandle_t bufHandle;
+    unsigned int nSlots;
+} ncclLLA2AHandle_t;
+typedef struct {
+    ncclDevResourceHandle_t bufHandle;
+    int nBarriers;
+} ncclLsaBarrierHandle_t;
+typedef struct {
+    unsigned int signal0;
+    ncclDevResourceHandle_t bufHandle;
+} ncclGinBarrierHandle_t;
 
 /* Byte size of one element of a data type; 0 for an unknown type. */
 static inline size_t nccl_type_size(int t)
@@ -130,5 +179,22 @@ typedef ncclResult_t (*nccl_premulsum_fn)(ncclRedOp_t *op, void *scalar, ncclDat
                                           ncclScalarResidence_t residence, ncclComm_t comm);
 typedef ncclResult_t (*nccl_redop_destroy_fn)(ncclRedOp_t op, ncclComm_t comm);
 typedef const char *(*nccl_last_error_fn)(ncclComm_t comm);
+/* NCCL 2.28's (optional on the worker: an older NCCL lacks them). */
+typedef ncclResult_t (*nccl_alltoall_fn)(const void *sendbuff, void *recvbuff, size_t count,
+                                         ncclDataType_t datatype, ncclComm_t comm,
+                                         nccl_stream_t stream);
+typedef ncclResult_t (*nccl_rooted_fn)(const void *sendbuff, void *recvbuff, size_t count,
+                                       ncclDataType_t datatype, int root, ncclComm_t comm,
+                                       nccl_stream_t stream);
+typedef ncclResult_t (*nccl_simulate_fn)(ncclSimInfo_t *info);
+typedef ncclResult_t (*nccl_win_register_fn)(ncclComm_t comm, void *buff, size_t size,
+                                             ncclWindow_t *win, int flags);
+typedef ncclResult_t (*nccl_win_deregister_fn)(ncclComm_t comm, ncclWindow_t win);
+typedef ncclResult_t (*nccl_shrink_fn)(ncclComm_t comm, int *exclude, int nexclude,
+                                       ncclComm_t *newcomm, ncclConfig_t *config, int flags);
+typedef ncclResult_t (*nccl_revoke_fn)(ncclComm_t comm, int flags);
+typedef ncclResult_t (*nccl_init_scalable_fn)(ncclComm_t *comm, int nranks, int rank, int nids,
+                                              ncclUniqueId *ids, ncclConfig_t *config);
+typedef ncclTeam_t (*nccl_team_fn)(ncclComm_t comm);
 
 #endif

@@ -121,24 +121,66 @@ ncclResult_t nccl_call_async(struct rgpu_nccl_call *c, const char *what)
     return ncclSuccess;
 }
 
+/* The worker's NCCL version and features, asked once (a worker older than protocol 1.3 sends
+ * no features: every call of NCCL 2.28 beyond 2.18's is then answered as missing). */
+static int worker_version;
+static uint64_t worker_features;
+static pthread_mutex_t worker_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static ncclResult_t worker_ask(void)
+{
+    struct rgpu_nccl_call c = {.op = PROTO_OP_NCCL_GET_VERSION, .stream_arg = ~0u};
+    ncclResult_t res = ncclSuccess;
+
+    pthread_mutex_lock(&worker_lock);
+    if (__atomic_load_n(&worker_version, __ATOMIC_ACQUIRE) == 0) {
+        if ((res = nccl_call_sync(&c, "ncclGetVersion")) == ncclSuccess && c.nout < 2)
+            res = nccl_fail(ncclInternalError, "ncclGetVersion: no version in the reply");
+        if (res == ncclSuccess) {
+            worker_features = c.nout >= 3 ? c.out[2] : 0;
+            __atomic_store_n(&worker_version, (int)c.out[1], __ATOMIC_RELEASE);
+        }
+    }
+    pthread_mutex_unlock(&worker_lock);
+    return res;
+}
+
+uint64_t nccl_features(void)
+{
+    if (__atomic_load_n(&worker_version, __ATOMIC_ACQUIRE) == 0 && worker_ask() != ncclSuccess)
+        return 0;
+    return worker_features;
+}
+
+ncclResult_t nccl_need(uint64_t feature, const char *name)
+{
+    static uint64_t said;
+
+    if (nccl_features() & feature)
+        return ncclSuccess;
+    if (!(__atomic_fetch_or(&said, feature, __ATOMIC_RELAXED) & feature))
+        rg_warn("nccl: %s is not in the GPU host's NCCL (version %d) or its rgpu is older "
+                "(ncclInvalidUsage)", name, worker_version);
+    return nccl_fail(ncclInvalidUsage, "%s is not offered by the GPU host's NCCL", name);
+}
+
 NCCL_EXPORT ncclResult_t ncclGetVersion(int *version)
 {
-    static int cached;
-    struct rgpu_nccl_call c = {.op = PROTO_OP_NCCL_GET_VERSION, .stream_arg = ~0u};
     ncclResult_t res;
 
     if (version == NULL)
         return nccl_fail(ncclInvalidArgument, "ncclGetVersion: version is NULL");
-    if (__atomic_load_n(&cached, __ATOMIC_ACQUIRE) == 0) {
-        if ((res = nccl_call_sync(&c, "ncclGetVersion")) != ncclSuccess)
-            return res;
-        if (c.nout < 2)
-            return nccl_fail(ncclInternalError, "ncclGetVersion: no version in the reply");
-        __atomic_store_n(&cached, (int)c.out[1], __ATOMIC_RELEASE);
-    }
-    *version = __atomic_load_n(&cached, __ATOMIC_ACQUIRE);
+    if (__atomic_load_n(&worker_version, __ATOMIC_ACQUIRE) == 0 &&
+        (res = worker_ask()) != ncclSuccess)
+        return res;
+    *version = __atomic_load_n(&worker_version, __ATOMIC_ACQUIRE);
     return ncclSuccess;
 }
+
+/* NCCL's debug settings are read on the GPU host, from gpu-server's environment: nothing to
+ * reset in this process. */
+NCCL_EXPORT void ncclResetDebugInit(void) {}
+NCCL_EXPORT void ncclResetDebugInitInternal(void) {}
 
 NCCL_EXPORT const char *ncclGetErrorString(ncclResult_t result)
 {
@@ -162,5 +204,6 @@ NCCL_EXPORT const char *ncclGetLastError(ncclComm_t comm)
 }
 
 NCCL_PROFILE_ALIAS(ncclGetVersion)
+NCCL_PROFILE_ALIAS(ncclResetDebugInit)
 NCCL_PROFILE_ALIAS(ncclGetErrorString)
 NCCL_PROFILE_ALIAS(ncclGetLastError)

@@ -11,7 +11,13 @@ static __thread int group_depth;
 
 static const char *const coll_names[NCCL_WIRE_COLL_COUNT] = {
     "ncclAllReduce", "ncclBroadcast", "ncclReduce", "ncclAllGather", "ncclReduceScatter",
-    "ncclSend",      "ncclRecv",
+    "ncclSend",      "ncclRecv",      "ncclAlltoAll", "ncclGather", "ncclScatter",
+};
+/* What the worker's NCCL must offer for the kinds NCCL 2.28 added. */
+static const uint64_t coll_features[NCCL_WIRE_COLL_COUNT] = {
+    [NCCL_WIRE_ALLTOALL] = NCCL_FEAT_ALLTOALL,
+    [NCCL_WIRE_GATHER] = NCCL_FEAT_GATHER,
+    [NCCL_WIRE_SCATTER] = NCCL_FEAT_SCATTER,
 };
 
 #define NO_ARG (-2147483647 - 1) /* the call takes no reduction op / no root or peer */
@@ -22,9 +28,12 @@ static ncclResult_t coll(enum nccl_wire_coll kind, const void *sendbuf, void *re
                          size_t count, ncclDataType_t type, int op, int root, ncclComm_t comm,
                          nccl_stream_t stream)
 {
-    struct rgpu_nccl_call c = {.op = PROTO_OP_NCCL_COLL, .nargs = 9, .stream_arg = 8};
+    struct rgpu_nccl_call c = {.op = kind < NCCL_WIRE_COLL_V1_COUNT ? PROTO_OP_NCCL_COLL
+                                                                     : PROTO_OP_NCCL_COLL_EXT,
+                               .nargs = 9, .stream_arg = 8};
     const char *name = coll_names[kind];
     struct ncclComm *cm = nccl_comm_check(comm);
+    ncclResult_t res;
 
     if (cm == NULL)
         return nccl_fail(ncclInvalidArgument, "%s: comm is not a live communicator", name);
@@ -37,6 +46,8 @@ static ncclResult_t coll(enum nccl_wire_coll kind, const void *sendbuf, void *re
     if (count > 0 && ((kind != NCCL_WIRE_RECV && sendbuf == NULL) ||
                       (kind != NCCL_WIRE_SEND && recvbuf == NULL)))
         return nccl_fail(ncclInvalidArgument, "%s: NULL buffer", name);
+    if (coll_features[kind] != 0 && (res = nccl_need(coll_features[kind], name)) != ncclSuccess)
+        return res;
     c.args[0] = kind;
     c.args[1] = cm->id;
     c.args[2] = (uint64_t)(uintptr_t)sendbuf;
@@ -119,6 +130,43 @@ NCCL_EXPORT ncclResult_t ncclRecv(void *recvbuff, size_t count, ncclDataType_t d
     return coll(NCCL_WIRE_RECV, NULL, recvbuff, count, datatype, NO_ARG, peer, comm, stream);
 }
 
+NCCL_EXPORT ncclResult_t ncclAlltoAll(const void *sendbuff, void *recvbuff, size_t count,
+                                      ncclDataType_t datatype, ncclComm_t comm,
+                                      nccl_stream_t stream)
+{
+    return coll(NCCL_WIRE_ALLTOALL, sendbuff, recvbuff, count, datatype, NO_ARG, NO_ARG, comm,
+                stream);
+}
+
+NCCL_EXPORT ncclResult_t ncclGather(const void *sendbuff, void *recvbuff, size_t count,
+                                    ncclDataType_t datatype, int root, ncclComm_t comm,
+                                    nccl_stream_t stream)
+{
+    struct ncclComm *cm = nccl_comm_check(comm);
+
+    if (root < 0) /* NO_ARG is negative too */
+        return nccl_fail(ncclInvalidArgument, "ncclGather: root %d", root);
+    /* Only the root's receive buffer is used; the others may pass NULL. */
+    if (cm != NULL && cm->rank != root && recvbuff == NULL)
+        recvbuff = (void *)sendbuff;
+    return coll(NCCL_WIRE_GATHER, sendbuff, recvbuff, count, datatype, NO_ARG, root, comm, stream);
+}
+
+NCCL_EXPORT ncclResult_t ncclScatter(const void *sendbuff, void *recvbuff, size_t count,
+                                     ncclDataType_t datatype, int root, ncclComm_t comm,
+                                     nccl_stream_t stream)
+{
+    struct ncclComm *cm = nccl_comm_check(comm);
+
+    if (root < 0)
+        return nccl_fail(ncclInvalidArgument, "ncclScatter: root %d", root);
+    /* Only the root's send buffer is used; the others may pass NULL. */
+    if (cm != NULL && cm->rank != root && sendbuff == NULL)
+        sendbuff = recvbuff;
+    return coll(NCCL_WIRE_SCATTER, sendbuff, recvbuff, count, datatype, NO_ARG, root, comm,
+                stream);
+}
+
 static ncclResult_t group(int start)
 {
     struct rgpu_nccl_call c = {.op = PROTO_OP_NCCL_GROUP, .nargs = 1, .stream_arg = ~0u};
@@ -132,6 +180,39 @@ static ncclResult_t group(int start)
 
 NCCL_EXPORT ncclResult_t ncclGroupStart(void) { return group(1); }
 NCCL_EXPORT ncclResult_t ncclGroupEnd(void) { return group(0); }
+
+/* Ends the group as ncclGroupEnd would, without launching it, and answers NCCL's estimate of
+ * its time (a synchronous call: the estimate comes back). */
+NCCL_EXPORT ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t *info)
+{
+    struct rgpu_nccl_call c = {.op = PROTO_OP_NCCL_GROUP_SIMULATE, .stream_arg = ~0u};
+    ncclSimInfo_t mine;
+    size_t len;
+    ncclResult_t res;
+    uint32_t bits;
+
+    if (info != NULL) {
+        memcpy(&len, &info->size, sizeof(len));
+        memset(&mine, 0, sizeof(mine));
+        memcpy(&mine, info, len < sizeof(mine) ? len : sizeof(mine));
+        if (mine.magic != NCCL_SIM_INFO_MAGIC)
+            return nccl_fail(ncclInvalidArgument, "ncclGroupSimulateEnd: simInfo not initialized "
+                                                  "with NCCL_SIM_INFO_INITIALIZER");
+    }
+    if (group_depth == 0)
+        return nccl_fail(ncclInvalidUsage, "ncclGroupSimulateEnd without ncclGroupStart");
+    if ((res = nccl_need(NCCL_FEAT_SIMULATE, "ncclGroupSimulateEnd")) != ncclSuccess)
+        return res;
+    group_depth--;
+    if ((res = nccl_call_sync(&c, "ncclGroupSimulateEnd")) != ncclSuccess)
+        return res;
+    if (info != NULL && c.nout >= 2) {
+        bits = (uint32_t)c.out[1];
+        memcpy(&mine.estimatedTime, &bits, sizeof(bits));
+        memcpy(info, &mine, len < sizeof(mine) ? len : sizeof(mine));
+    }
+    return ncclSuccess;
+}
 
 NCCL_EXPORT ncclResult_t ncclMemAlloc(void **ptr, size_t size)
 {
@@ -187,6 +268,100 @@ NCCL_EXPORT ncclResult_t ncclCommDeregister(const ncclComm_t comm, void *handle)
     c.args[0] = cm->id;
     c.args[1] = (uint64_t)(uintptr_t)handle;
     return nccl_call_sync(&c, "ncclCommDeregister");
+}
+
+NCCL_EXPORT ncclResult_t ncclCommWindowRegister(ncclComm_t comm, void *buff, size_t size,
+                                                ncclWindow_t *win, int flags)
+{
+    struct rgpu_nccl_call c = {.op = PROTO_OP_NCCL_WINDOW_REGISTER, .nargs = 4, .stream_arg = ~0u};
+    struct ncclComm *cm = nccl_comm_check(comm);
+    ncclResult_t res;
+
+    if (cm == NULL || win == NULL)
+        return nccl_fail(ncclInvalidArgument, "ncclCommWindowRegister: bad argument");
+    if ((res = nccl_need(NCCL_FEAT_WINDOW, "ncclCommWindowRegister")) != ncclSuccess)
+        return res;
+    c.args[0] = cm->id;
+    c.args[1] = (uint64_t)(uintptr_t)buff;
+    c.args[2] = size;
+    c.args[3] = (uint64_t)(uint32_t)flags;
+    if ((res = nccl_call_sync(&c, "ncclCommWindowRegister")) != ncclSuccess)
+        return res;
+    /* The worker's handle, as NCCL gave it: a kernel of the device API takes it as it is. */
+    *win = (ncclWindow_t)(uintptr_t)(c.nout >= 2 ? c.out[1] : 0);
+    return ncclSuccess;
+}
+
+NCCL_EXPORT ncclResult_t ncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win)
+{
+    struct rgpu_nccl_call c = {.op = PROTO_OP_NCCL_WINDOW_DEREGISTER, .nargs = 2,
+                               .stream_arg = ~0u};
+    struct ncclComm *cm = nccl_comm_check(comm);
+    ncclResult_t res;
+
+    if (cm == NULL)
+        return nccl_fail(ncclInvalidArgument, "ncclCommWindowDeregister: bad communicator");
+    if ((res = nccl_need(NCCL_FEAT_WINDOW, "ncclCommWindowDeregister")) != ncclSuccess)
+        return res;
+    c.args[0] = cm->id;
+    c.args[1] = (uint64_t)(uintptr_t)win;
+    return nccl_call_sync(&c, "ncclCommWindowDeregister");
+}
+
+/* The device API's resource requirements: host arithmetic that NCCL 2.28 documents by its
+ * device headers (sizes of the buffers a device communicator is asked to hold). */
+#define GIN_MAX_CONTEXTS 4 /* NCCL_GIN_MAX_CONTEXTS */
+
+NCCL_EXPORT int ncclLLA2ACalcSlots(int maxElts, int maxEltSize)
+{
+    return maxElts * ((maxEltSize + 7) / 8);
+}
+
+NCCL_EXPORT ncclResult_t ncclLLA2ACreateRequirement(int nBlocks, int nSlots,
+                                                    ncclLLA2AHandle_t *outHandle,
+                                                    ncclDevResourceRequirements_t *outReq)
+{
+    if (outHandle == NULL || outReq == NULL)
+        return nccl_fail(ncclInvalidArgument, "ncclLLA2ACreateRequirement: NULL argument");
+    outHandle->nSlots = (unsigned)nSlots;
+    memset(outReq, 0, sizeof(*outReq));
+    outReq->bufferSize = (size_t)nBlocks * (1 + 2 * (size_t)nSlots) * 16;
+    outReq->bufferAlign = 16;
+    outReq->outBufferHandle = &outHandle->bufHandle;
+    return ncclSuccess;
+}
+
+NCCL_EXPORT ncclResult_t ncclLsaBarrierCreateRequirement(ncclTeam_t team, int nBarriers,
+                                                         ncclLsaBarrierHandle_t *outHandle,
+                                                         ncclDevResourceRequirements_t *outReq)
+{
+    if (outHandle == NULL || outReq == NULL)
+        return nccl_fail(ncclInvalidArgument, "ncclLsaBarrierCreateRequirement: NULL argument");
+    memset(outReq, 0, sizeof(*outReq));
+    outHandle->nBarriers = nBarriers;
+    outReq->bufferSize = (3 * (size_t)nBarriers + (size_t)nBarriers * (size_t)team.nRanks) *
+                         sizeof(uint32_t);
+    outReq->bufferAlign = sizeof(uint32_t);
+    outReq->outBufferHandle = &outHandle->bufHandle;
+    return ncclSuccess;
+}
+
+NCCL_EXPORT ncclResult_t ncclGinBarrierCreateRequirement(ncclComm_t comm, ncclTeam_t team,
+                                                         int nBarriers,
+                                                         ncclGinBarrierHandle_t *outHandle,
+                                                         ncclDevResourceRequirements_t *outReq)
+{
+    (void)comm;
+    (void)team;
+    if (outHandle == NULL || outReq == NULL)
+        return nccl_fail(ncclInvalidArgument, "ncclGinBarrierCreateRequirement: NULL argument");
+    memset(outReq, 0, sizeof(*outReq));
+    outReq->bufferSize = (size_t)nBarriers * GIN_MAX_CONTEXTS * sizeof(uint32_t);
+    outReq->bufferAlign = sizeof(uint32_t);
+    outReq->outBufferHandle = &outHandle->bufHandle;
+    outReq->ginSignalCount = nBarriers;
+    outReq->outGinSignalStart = &outHandle->signal0;
+    return ncclSuccess;
 }
 
 NCCL_EXPORT ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t *op, void *scalar,
@@ -245,3 +420,13 @@ NCCL_PROFILE_ALIAS(ncclCommRegister)
 NCCL_PROFILE_ALIAS(ncclCommDeregister)
 NCCL_PROFILE_ALIAS(ncclRedOpCreatePreMulSum)
 NCCL_PROFILE_ALIAS(ncclRedOpDestroy)
+NCCL_PROFILE_ALIAS(ncclAlltoAll)
+NCCL_PROFILE_ALIAS(ncclGather)
+NCCL_PROFILE_ALIAS(ncclScatter)
+NCCL_PROFILE_ALIAS(ncclGroupSimulateEnd)
+NCCL_PROFILE_ALIAS(ncclCommWindowRegister)
+NCCL_PROFILE_ALIAS(ncclCommWindowDeregister)
+NCCL_PROFILE_ALIAS(ncclLLA2ACalcSlots)
+NCCL_PROFILE_ALIAS(ncclLLA2ACreateRequirement)
+NCCL_PROFILE_ALIAS(ncclLsaBarrierCreateRequirement)
+NCCL_PROFILE_ALIAS(ncclGinBarrierCreateRequirement)

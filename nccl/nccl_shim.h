@@ -19,7 +19,8 @@
 #define NCCL_SHIM_COMM_MAGIC 0x6e63636cu
 struct ncclComm {
     uint32_t magic; /* NCCL_SHIM_COMM_MAGIC while alive */
-    int nranks, rank, dev;
+    int nranks, rank, dev; /* nranks -1: not known yet (made in a group, or still in progress) */
+    int blocking;          /* the application's config.blocking (1 unless it said 0) */
     uint64_t id;
 };
 
@@ -43,6 +44,12 @@ ncclResult_t nccl_call_async(struct rgpu_nccl_call *c, const char *what);
 /* Remember an error of the shim's own checks for ncclGetLastError; returns res. */
 ncclResult_t nccl_fail(ncclResult_t res, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+/* The worker's NCCL_FEAT_* (asked once, with its version); 0 when it cannot say. */
+uint64_t nccl_features(void);
+/* ncclInvalidUsage (logged once) when the worker's NCCL lacks `feature`, else ncclSuccess. */
+ncclResult_t nccl_need(uint64_t feature, const char *name);
+/* nranks and rank of comm, asking the worker when they are not known yet. */
+void nccl_comm_refresh(struct ncclComm *comm);
 /* A live communicator of this shim, or NULL. */
 struct ncclComm *nccl_comm_check(ncclComm_t comm);
 /* The config words of the wire (nccl/nccl_wire.h) from an application's config (NULL: unset). */

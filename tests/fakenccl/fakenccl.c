@@ -8,10 +8,16 @@
  * Limits: 8 ranks, 1 MiB per rank per collective, 256 KiB per send, no 16-bit float
  * reductions.
  * FAKENCCL_DRIVER names the fake driver (for ncclMemAlloc and the communicator's own 1 MiB of
- * device memory); FAKENCCL_VERSION overrides the version code. */
+ * device memory); FAKENCCL_VERSION overrides the version code; FAKENCCL_LAZY_BYTES makes a
+ * communicator allocate that much more device memory at its first collective of more than
+ * 64 KiB (as NCCL connects a new algorithm lazily); FAKENCCL_BLIND=1 makes it not notice a dead
+ * peer (as NCCL across NVLink does not: its kernels spin on device memory); FAKENCCL_OLD=1 makes
+ * it an NCCL before 2.28 (no AlltoAll, Gather, Scatter, windows, shrink, revoke, scalable init,
+ * teams, group simulation). */
 
 #include <dlfcn.h>
 #include <errno.h>
+#include <pthread.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -50,6 +56,11 @@ struct fk_shm {
 struct ncclComm {
     char name[64];
     int nranks, rank, splits;
+    bool pending;     /* made inside a group: opened at its end, in its context */
+    void *ctx;        /* the context current when it was made (its device) */
+    bool grown;       /* FAKENCCL_LAZY_BYTES taken */
+    atomic_int revoked;
+    void *lazy;       /* that memory */
     struct fk_shm *shm;
     uint8_t *slots; /* FK_MAX_RANKS collective slots, then FK_MAX_RANKS^2 mailboxes */
     uint64_t barriers;
@@ -59,7 +70,8 @@ struct ncclComm {
 };
 
 struct fk_op {
-    int kind; /* 0 allreduce 1 bcast 2 reduce 3 allgather 4 reducescatter 5 send 6 recv */
+    int kind; /* 0 allreduce 1 bcast 2 reduce 3 allgather 4 reducescatter 5 send 6 recv
+               * 7 alltoall 8 gather 9 scatter */
     const void *sb;
     void *rb;
     size_t count;
@@ -76,8 +88,12 @@ static __thread size_t nqueued, queued_cap;
 
 typedef int (*mem_alloc_fn)(uint64_t *dptr, size_t n);
 typedef int (*mem_free_fn)(uint64_t dptr);
+typedef int (*ctx_fn)(void *ctx);
+typedef int (*ctx_get_fn)(void **ctx);
 static mem_alloc_fn drv_alloc;
 static mem_free_fn drv_free;
+static ctx_fn drv_ctx_set;
+static ctx_get_fn drv_ctx_get;
 
 static void drv_bind(void)
 {
@@ -87,6 +103,8 @@ static void drv_bind(void)
     if (drv_alloc != NULL || path == NULL || (dl = dlopen(path, RTLD_NOW | RTLD_NOLOAD)) == NULL)
         return;
     drv_free = (mem_free_fn)dlsym(dl, "cuMemFree_v2");
+    drv_ctx_set = (ctx_fn)dlsym(dl, "cuCtxSetCurrent");
+    drv_ctx_get = (ctx_get_fn)dlsym(dl, "cuCtxGetCurrent");
     drv_alloc = (mem_alloc_fn)dlsym(dl, "cuMemAlloc_v2");
 }
 
@@ -94,6 +112,10 @@ static void drv_bind(void)
 
 static bool peer_dead(const struct ncclComm *c)
 {
+    const char *blind = getenv("FAKENCCL_BLIND");
+
+    if (blind != NULL && strcmp(blind, "1") == 0)
+        return false;
     for (int r = 0; r < c->nranks; r++)
         if (c->shm->pids[r] > 0 && kill(c->shm->pids[r], 0) != 0 && errno == ESRCH)
             return true;
@@ -209,6 +231,23 @@ static ncclResult_t combine(struct ncclComm *c, void *dst, size_t offset, size_t
 
 /* ---- one operation ------------------------------------------------------------------------ */
 
+/* FAKENCCL_LAZY_BYTES: a first collective of more than 64 KiB makes the communicator allocate
+ * that much device memory (NCCL's lazily connected algorithms). */
+static ncclResult_t grow(struct ncclComm *c, size_t bytes)
+{
+    const char *env = getenv("FAKENCCL_LAZY_BYTES");
+    uint64_t d = 0;
+
+    if (c->grown || bytes <= (64u << 10) || env == NULL || atoll(env) <= 0)
+        return ncclSuccess;
+    c->grown = true;
+    drv_bind();
+    if (drv_alloc == NULL || drv_alloc(&d, (size_t)atoll(env)) != 0)
+        return ncclUnhandledCudaError;
+    c->lazy = (void *)(uintptr_t)d;
+    return ncclSuccess;
+}
+
 static ncclResult_t run_p2p(const struct fk_op *o, size_t bytes)
 {
     struct ncclComm *c = o->comm;
@@ -241,14 +280,18 @@ static ncclResult_t run_op(const struct fk_op *o)
     uint8_t *mine = c->slots + (size_t)c->rank * FK_SLOT;
     ncclResult_t res;
 
-    if (atomic_load(&c->aborted))
+    size_t whole = o->kind == 4 || o->kind == 7 || o->kind == 9 ? (size_t)c->nranks : 1;
+
+    if (atomic_load(&c->aborted) || atomic_load(&c->revoked))
         return ncclInvalidUsage;
-    if (bytes * (o->kind == 4 ? (size_t)c->nranks : 1) > FK_SLOT || es == 0)
+    if (bytes * whole > FK_SLOT || es == 0)
         return ncclInvalidArgument;
-    if (o->kind >= 5)
+    if ((res = grow(c, bytes * whole)) != ncclSuccess)
+        return res;
+    if (o->kind == 5 || o->kind == 6)
         return run_p2p(o, bytes);
-    if (o->kind != 1 || c->rank == o->root)
-        memcpy(mine, o->sb, o->kind == 4 ? bytes * (size_t)c->nranks : bytes);
+    if ((o->kind != 1 && o->kind != 9) || c->rank == o->root)
+        memcpy(mine, o->sb, bytes * whole);
     if ((res = barrier(c)) != ncclSuccess)
         return res;
     switch (o->kind) {
@@ -260,7 +303,19 @@ static ncclResult_t run_op(const struct fk_op *o)
         for (int r = 0; r < c->nranks; r++)
             memcpy((uint8_t *)o->rb + (size_t)r * bytes, c->slots + (size_t)r * FK_SLOT, bytes);
         break;
-    default: res = combine(c, o->rb, (size_t)c->rank * bytes, o->count, o->t, o->op); break;
+    case 4: res = combine(c, o->rb, (size_t)c->rank * bytes, o->count, o->t, o->op); break;
+    case 7: /* from rank r: its part for me */
+        for (int r = 0; r < c->nranks; r++)
+            memcpy((uint8_t *)o->rb + (size_t)r * bytes,
+                   c->slots + (size_t)r * FK_SLOT + (size_t)c->rank * bytes, bytes);
+        break;
+    case 8:
+        for (int r = 0; r < c->nranks && c->rank == o->root; r++)
+            memcpy((uint8_t *)o->rb + (size_t)r * bytes, c->slots + (size_t)r * FK_SLOT, bytes);
+        break;
+    default: /* 9: my part of the root's */
+        memcpy(o->rb, c->slots + (size_t)o->root * FK_SLOT + (size_t)c->rank * bytes, bytes);
+        break;
     }
     if (res != ncclSuccess)
         return res;
@@ -294,22 +349,110 @@ FK_EXPORT ncclResult_t ncclGroupStart(void)
     return ncclSuccess;
 }
 
-FK_EXPORT ncclResult_t ncclGroupEnd(void)
+/* Communicators made inside the open group (opened at its end). */
+#define FK_MAX_MADE 32
+static __thread struct ncclComm *made[FK_MAX_MADE];
+static __thread int nmade;
+
+static ncclResult_t comm_join(struct ncclComm *c);
+
+/* One communicator's part of a group: opened if made in it, then its ops, sends first (so that
+ * grouped exchanges never deadlock). */
+struct fk_part {
+    struct ncclComm *comm;
+    const struct fk_op *ops;
+    size_t nops;
+    bool launch;
+    ncclResult_t res;
+    pthread_t thread;
+};
+
+static ncclResult_t run_part(const struct fk_part *p)
 {
     ncclResult_t res = ncclSuccess, r;
+
+    if (p->comm->ctx != NULL && drv_ctx_set != NULL) /* a thread of the group's: its device */
+        drv_ctx_set(p->comm->ctx);
+    if (p->comm->pending && (res = comm_join(p->comm)) != ncclSuccess)
+        return res;
+    for (int pass = 0; pass < 2 && p->launch; pass++)
+        for (size_t i = 0; i < p->nops; i++)
+            if (p->ops[i].comm == p->comm && (p->ops[i].kind == 5) == (pass == 0) &&
+                (r = run_op(&p->ops[i])) != ncclSuccess && res == ncclSuccess)
+                res = r;
+    return res;
+}
+
+static void *part_main(void *arg)
+{
+    struct fk_part *p = arg;
+
+    p->res = run_part(p);
+    return NULL;
+}
+
+static int part_add(struct fk_part *parts, int np, struct ncclComm *c)
+{
+    for (int i = 0; i < np; i++)
+        if (parts[i].comm == c)
+            return np;
+    if (np < FK_MAX_MADE)
+        parts[np++] = (struct fk_part){.comm = c, .ops = queued, .nops = nqueued};
+    return np;
+}
+
+/* launch: run the queued ops (ncclGroupEnd), or drop them (ncclGroupSimulateEnd). Several
+ * communicators progress together, each on a thread: ranks of one process wait for each other. */
+static ncclResult_t group_end(bool launch)
+{
+    struct fk_part parts[FK_MAX_MADE];
+    ncclResult_t res = ncclSuccess;
+    int np = 0;
 
     if (group_depth == 0)
         return ncclInvalidUsage;
     if (--group_depth > 0)
         return ncclSuccess;
-    for (int pass = 0; pass < 2; pass++) /* sends first, so grouped exchanges never deadlock */
-        for (size_t i = 0; i < nqueued; i++)
-            if ((queued[i].kind == 5) == (pass == 0) && (r = run_op(&queued[i])) != ncclSuccess &&
-                res == ncclSuccess)
-                res = r;
+    for (int i = 0; i < nmade; i++)
+        np = part_add(parts, np, made[i]);
+    for (size_t i = 0; i < nqueued; i++)
+        np = part_add(parts, np, queued[i].comm);
+    for (int i = 0; i < np; i++)
+        parts[i].launch = launch;
+    if (np == 1)
+        res = run_part(&parts[0]);
+    for (int i = 0; i < np && np > 1; i++)
+        if (pthread_create(&parts[i].thread, NULL, part_main, &parts[i]) != 0)
+            parts[i].res = run_part(&parts[i]), parts[i].thread = 0;
+    for (int i = 0; i < np && np > 1; i++) {
+        if (parts[i].thread != 0)
+            pthread_join(parts[i].thread, NULL);
+        if (parts[i].res != ncclSuccess && res == ncclSuccess)
+            res = parts[i].res;
+    }
     nqueued = 0;
+    nmade = 0;
     return res;
 }
+
+FK_EXPORT ncclResult_t ncclGroupEnd(void)
+{
+    return group_end(true);
+}
+
+#ifndef FK_OLD
+FK_EXPORT ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t *info)
+{
+    size_t ops = nqueued;
+    ncclResult_t res;
+
+    if (info == NULL || info->magic != NCCL_SIM_INFO_MAGIC)
+        return ncclInvalidArgument;
+    if ((res = group_end(false)) == ncclSuccess)
+        info->estimatedTime = 10.0f * (float)ops; /* a fake estimate: 10 us an op */
+    return res;
+}
+#endif
 
 FK_EXPORT ncclResult_t ncclAllReduce(const void *sb, void *rb, size_t count, ncclDataType_t t,
                                      ncclRedOp_t op, ncclComm_t comm, void *stream)
@@ -379,34 +522,48 @@ FK_EXPORT ncclResult_t ncclGetUniqueId(ncclUniqueId *id)
     return ncclSuccess;
 }
 
-static ncclResult_t comm_open(const char *name, int nranks, int rank, ncclComm_t *out)
+static void comm_free(ncclComm_t comm);
+
+static struct ncclComm *comm_alloc(const char *name, int nranks, int rank)
 {
     struct ncclComm *c = calloc(1, sizeof(*c));
-    ncclResult_t res = ncclSystemError;
-    int fd;
 
     if (c == NULL)
-        return ncclSystemError;
+        return NULL;
     snprintf(c->name, sizeof(c->name), "%s", name);
     c->nranks = nranks;
     c->rank = rank;
-    if ((fd = shm_open(name, O_CREAT | O_RDWR, 0600)) < 0)
-        goto err_free;
+    drv_bind();
+    if (drv_ctx_get != NULL)
+        drv_ctx_get(&c->ctx);
+    return c;
+}
+
+/* Map the communicator's shared memory and wait for every rank (c stays allocated). */
+static ncclResult_t comm_join(struct ncclComm *c)
+{
+    ncclResult_t res = ncclSystemError;
+    int fd;
+
+    c->pending = false;
+    if ((fd = shm_open(c->name, O_CREAT | O_RDWR, 0600)) < 0)
+        return res;
     if (ftruncate(fd, FK_SHM_BYTES) != 0 ||
         (c->shm = mmap(NULL, FK_SHM_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)) ==
             MAP_FAILED) {
         close(fd);
-        goto err_free;
+        c->shm = NULL;
+        return res;
     }
     close(fd);
     c->slots = (uint8_t *)(c->shm + 1);
-    c->shm->pids[rank] = getpid();
+    c->shm->pids[c->rank] = getpid();
     atomic_fetch_add(&c->shm->joined, 1);
-    if ((res = wait_int(c, &c->shm->joined, nranks)) != ncclSuccess ||
+    if ((res = wait_int(c, &c->shm->joined, c->nranks)) != ncclSuccess ||
         (res = barrier(c)) != ncclSuccess)
         goto err_unmap;
-    if (rank == 0)
-        shm_unlink(name); /* every rank has it mapped now */
+    if (c->rank == 0)
+        shm_unlink(c->name); /* every rank has it mapped now */
     drv_bind();
     if (drv_alloc != NULL) {
         uint64_t d = 0;
@@ -417,14 +574,34 @@ static ncclResult_t comm_open(const char *name, int nranks, int rank, ncclComm_t
         }
         c->internal = (void *)(uintptr_t)d;
     }
-    *out = c;
     return ncclSuccess;
 err_unmap:
     munmap(c->shm, FK_SHM_BYTES);
-    shm_unlink(name);
-err_free:
-    free(c);
+    c->shm = NULL;
+    shm_unlink(c->name);
     return res;
+}
+
+/* A communicator of nranks named name: now, or at the open group's end. */
+static ncclResult_t comm_open(const char *name, int nranks, int rank, ncclComm_t *out)
+{
+    struct ncclComm *c = comm_alloc(name, nranks, rank);
+    ncclResult_t res;
+
+    if (c == NULL)
+        return ncclSystemError;
+    if (group_depth > 0 && nmade < FK_MAX_MADE) {
+        c->pending = true;
+        made[nmade++] = c;
+        *out = c;
+        return ncclSuccess;
+    }
+    if ((res = comm_join(c)) != ncclSuccess) {
+        free(c);
+        return res;
+    }
+    *out = c;
+    return ncclSuccess;
 }
 
 FK_EXPORT ncclResult_t ncclCommInitRankConfig(ncclComm_t *comm, int nranks, ncclUniqueId id,
@@ -486,7 +663,10 @@ static void comm_free(ncclComm_t comm)
 {
     if (comm->internal != NULL && drv_free != NULL)
         drv_free((uint64_t)(uintptr_t)comm->internal);
-    munmap(comm->shm, FK_SHM_BYTES);
+    if (comm->lazy != NULL && drv_free != NULL)
+        drv_free((uint64_t)(uintptr_t)comm->lazy);
+    if (comm->shm != NULL)
+        munmap(comm->shm, FK_SHM_BYTES);
     free(comm);
 }
 
@@ -519,16 +699,18 @@ FK_EXPORT ncclResult_t ncclCommAbort(ncclComm_t comm)
         aborted_list[slot] = comm;
     if (comm->internal != NULL && drv_free != NULL)
         drv_free((uint64_t)(uintptr_t)comm->internal);
-    comm->internal = NULL;
+    if (comm->lazy != NULL && drv_free != NULL)
+        drv_free((uint64_t)(uintptr_t)comm->lazy);
+    comm->internal = comm->lazy = NULL;
     return ncclSuccess;
 }
 
+/* A dead peer is noticed by a rank that waits for it (wait_for), as NCCL's proxy notices a
+ * connection that breaks under an operation, not by an idle communicator. */
 FK_EXPORT ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *e)
 {
     if (comm == NULL || e == NULL)
         return ncclInvalidArgument;
-    if (atomic_load(&comm->async) == ncclSuccess && peer_dead(comm))
-        atomic_store(&comm->async, ncclRemoteError);
     *e = (ncclResult_t)atomic_load(&comm->async);
     return ncclSuccess;
 }
@@ -596,3 +778,124 @@ FK_EXPORT ncclResult_t ncclRedOpDestroy(ncclRedOp_t op, ncclComm_t comm)
     comm->premul[op - ncclNumOps] = 0;
     return ncclSuccess;
 }
+
+/* ---- NCCL 2.28's further calls (absent from libfakenccl_old.so, an older NCCL) ------------- */
+#ifndef FK_OLD
+
+FK_EXPORT ncclResult_t ncclAlltoAll(const void *sb, void *rb, size_t count, ncclDataType_t t,
+                                    ncclComm_t comm, void *stream)
+{
+    return submit(7, sb, rb, count, t, 0, 0, comm);
+}
+
+FK_EXPORT ncclResult_t ncclGather(const void *sb, void *rb, size_t count, ncclDataType_t t,
+                                  int root, ncclComm_t comm, void *stream)
+{
+    return submit(8, sb, rb, count, t, 0, root, comm);
+}
+
+FK_EXPORT ncclResult_t ncclScatter(const void *sb, void *rb, size_t count, ncclDataType_t t,
+                                   int root, ncclComm_t comm, void *stream)
+{
+    return submit(9, sb, rb, count, t, 0, root, comm);
+}
+
+/* A window: NCCL's handle, and 64 KiB of device memory the registration takes (charged). */
+struct ncclWindow_vidmem {
+    uint32_t magic;
+    struct ncclComm *comm;
+    void *buf;
+    uint64_t mem;
+};
+#define FK_WIN_MAGIC 0x77696e64u
+
+FK_EXPORT ncclResult_t ncclCommWindowRegister(ncclComm_t comm, void *buf, size_t n,
+                                              ncclWindow_t *win, int flags)
+{
+    struct ncclWindow_vidmem *w;
+    ncclResult_t res;
+
+    if (comm == NULL || win == NULL || (flags & ~NCCL_WIN_COLL_SYMMETRIC))
+        return ncclInvalidArgument;
+    if ((res = barrier(comm)) != ncclSuccess) /* collective, as NCCL's */
+        return res;
+    if ((w = calloc(1, sizeof(*w))) == NULL)
+        return ncclSystemError;
+    drv_bind();
+    if (drv_alloc == NULL || drv_alloc(&w->mem, 64u << 10) != 0) {
+        free(w);
+        return ncclUnhandledCudaError;
+    }
+    w->magic = FK_WIN_MAGIC;
+    w->comm = comm;
+    w->buf = buf;
+    *win = w;
+    return ncclSuccess;
+}
+
+FK_EXPORT ncclResult_t ncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win)
+{
+    if (win == NULL || win->magic != FK_WIN_MAGIC || win->comm != comm)
+        return ncclInvalidArgument; /* rgpu's worker must never pass one NCCL did not give */
+    win->magic = 0;
+    if (drv_free != NULL)
+        drv_free(win->mem);
+    free(win);
+    return ncclSuccess;
+}
+
+/* The ranks left after excluding some (every remaining rank passes the same list). */
+FK_EXPORT ncclResult_t ncclCommShrink(ncclComm_t comm, int *exclude, int nexclude,
+                                      ncclComm_t *newcomm, ncclConfig_t *config, int flags)
+{
+    int nranks = comm->nranks, rank = comm->rank;
+    char name[64];
+
+    if (newcomm == NULL || nexclude < 0 || (flags & ~NCCL_SHRINK_ABORT))
+        return ncclInvalidArgument;
+    for (int i = 0; i < nexclude; i++) {
+        if (exclude[i] == comm->rank || exclude[i] < 0 || exclude[i] >= comm->nranks)
+            return ncclInvalidArgument;
+        nranks--;
+        rank -= exclude[i] < comm->rank;
+    }
+    comm->splits++;
+    snprintf(name, sizeof(name), "%.40s-s%d", comm->name, comm->splits);
+    return comm_open(name, nranks, rank, newcomm);
+}
+
+FK_EXPORT ncclResult_t ncclCommRevoke(ncclComm_t comm, int flags)
+{
+    if (comm == NULL || flags != 0)
+        return ncclInvalidArgument;
+    atomic_store(&comm->revoked, 1); /* its later operations are refused */
+    return ncclSuccess;
+}
+
+FK_EXPORT ncclResult_t ncclCommInitRankScalable(ncclComm_t *comm, int nranks, int rank, int nids,
+                                                ncclUniqueId *ids, ncclConfig_t *config)
+{
+    if (nids < 1 || ids == NULL)
+        return ncclInvalidArgument;
+    for (int i = 1; i < nids; i++) /* each id a real one */
+        if (memcmp(ids[i].internal, "FAKENCCL", 8) != 0)
+            return ncclInvalidArgument;
+    return ncclCommInitRankConfig(comm, nranks, ids[nids - 1], rank, config);
+}
+
+/* One process's ranks are one node: the LSA team is the whole communicator. */
+FK_EXPORT ncclTeam_t ncclTeamLsa(ncclComm_t comm)
+{
+    return (ncclTeam_t){comm->nranks, comm->rank, 1};
+}
+
+FK_EXPORT ncclTeam_t ncclTeamRail(ncclComm_t comm)
+{
+    return (ncclTeam_t){1, 0, comm->nranks};
+}
+
+FK_EXPORT int ncclTeamRankToLsa(ncclComm_t comm, ncclTeam_t team, int rank)
+{
+    return comm->rank + (rank - team.rank) * team.stride;
+}
+#endif

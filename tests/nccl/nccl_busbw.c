@@ -1,8 +1,13 @@
 /* All-reduce bus bandwidth, one process per rank (device RANK of the session's devices), sizes
  * from 1 MiB to MAX_MIB doubling: algorithm bandwidth bytes/time, bus bandwidth algbw *
  * 2(n-1)/n, as NCCL's own tests define them. Rank 0 prints one JSON line per size. The same
- * binary runs natively and through rgpu (tests/gpu/nccl_two_gpu.sh).
- * Usage: nccl_busbw RANK NRANKS IDFILE [MAX_MIB (1024)] [ITERS (20)] */
+ * binary runs natively and through rgpu (tests/gpu/nccl_two_gpu.sh, dist.sh).
+ * Usage: nccl_busbw RANK NRANKS IDFILE [MAX_MIB (1024)] [ITERS (20)]
+ * Environment: NCCL_BUSBW_MIN smallest size in bytes (default 1 MiB), NCCL_BUSBW_STEP factor
+ * between sizes (2), NCCL_BUSBW_REPS timed repetitions per size (1; the line then gives the
+ * median and the spread of the repetitions' bus bandwidths; small sizes repeat the call so that
+ * a repetition moves at least 64 MiB or makes 1000 calls), NCCL_BUSBW_LAT=1 also the latency of
+ * an 8-byte all-reduce waited for each time (all-reduce + cuStreamSynchronize; median of 300). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
@@ -19,6 +24,13 @@ ncclResult_t ncclAllReduce(const void *, void *, size_t, ncclDataType_t, ncclRed
                            ncclComm_t, CUstream);
 
 #define CHECK(x) do { if ((x) != 0) { fprintf(stderr, "rank %d: %s failed\n", rank, #x); return 1; } } while (0)
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+
+    return x < y ? -1 : x > y;
+}
 
 static double now_s(void)
 {
@@ -77,21 +89,59 @@ int main(int argc, char **argv)
     CHECK(cuMemsetD32(buf, 0, max / 4));
     CHECK(share_id(rank, argv[3], &id));
     CHECK(ncclCommInitRank(&comm, n, id, rank));
-    for (size_t bytes = 1u << 20; bytes <= max; bytes *= 2) {
-        double t0, t;
+    const char *e_min = getenv("NCCL_BUSBW_MIN"), *e_step = getenv("NCCL_BUSBW_STEP");
+    const char *e_reps = getenv("NCCL_BUSBW_REPS"), *e_lat = getenv("NCCL_BUSBW_LAT");
+    size_t min = e_min != NULL ? (size_t)atoll(e_min) : (1u << 20);
+    int step = e_step != NULL && atoi(e_step) > 1 ? atoi(e_step) : 2;
+    int reps = e_reps != NULL && atoi(e_reps) > 0 ? atoi(e_reps) : 1;
+    double factor = 2.0 * (n - 1) / (n > 1 ? n : 1), t_rep[64];
 
-        for (int i = 0; i < 5; i++)
-            CHECK(ncclAllReduce((void *)buf, (void *)buf, bytes / 4, ncclFloat32, ncclSum, comm, st));
+    if (reps > 64)
+        reps = 64;
+    if (e_lat != NULL && atoi(e_lat) == 1) {
+        double lat[300];
+
+        for (int i = 0; i < 20; i++)
+            CHECK(ncclAllReduce((void *)buf, (void *)buf, 2, ncclFloat32, ncclSum, comm, st));
         CHECK(cuStreamSynchronize(st));
-        t0 = now_s();
-        for (int i = 0; i < iters; i++)
-            CHECK(ncclAllReduce((void *)buf, (void *)buf, bytes / 4, ncclFloat32, ncclSum, comm, st));
-        CHECK(cuStreamSynchronize(st));
-        t = (now_s() - t0) / iters;
+        for (int i = 0; i < 300; i++) {
+            double t0 = now_s();
+
+            CHECK(ncclAllReduce((void *)buf, (void *)buf, 2, ncclFloat32, ncclSum, comm, st));
+            CHECK(cuStreamSynchronize(st));
+            lat[i] = (now_s() - t0) * 1e6;
+        }
+        qsort(lat, 300, sizeof(double), cmp_double);
         if (rank == 0)
-            printf("{\"bytes\": %zu, \"time_us\": %.1f, \"algbw_gbs\": %.2f, \"busbw_gbs\": %.2f}\n",
-                   bytes, t * 1e6, (double)bytes / t / 1e9,
-                   (double)bytes / t / 1e9 * 2.0 * (n - 1) / (n > 1 ? n : 1));
+            printf("{\"latency_8b_us\": %.2f, \"p10_us\": %.2f, \"p90_us\": %.2f}\n", lat[150],
+                   lat[30], lat[270]);
+    }
+    for (size_t bytes = min < 4 ? 4 : min; bytes <= max; bytes *= (size_t)step) {
+        size_t count = bytes / 4;
+        int it = iters;
+
+        if (reps > 1 && (size_t)it * bytes < (64u << 20))
+            it = (int)((64u << 20) / bytes) < 1000 ? (int)((64u << 20) / bytes) : 1000;
+        for (int i = 0; i < 5; i++)
+            CHECK(ncclAllReduce((void *)buf, (void *)buf, count, ncclFloat32, ncclSum, comm, st));
+        CHECK(cuStreamSynchronize(st));
+        for (int r = 0; r < reps; r++) {
+            double t0 = now_s();
+
+            for (int i = 0; i < it; i++)
+                CHECK(ncclAllReduce((void *)buf, (void *)buf, count, ncclFloat32, ncclSum, comm, st));
+            CHECK(cuStreamSynchronize(st));
+            t_rep[r] = (now_s() - t0) / it;
+        }
+        qsort(t_rep, (size_t)reps, sizeof(double), cmp_double);
+        double t = t_rep[reps / 2], fast = t_rep[0], slow = t_rep[reps - 1];
+
+        if (rank == 0)
+            printf("{\"bytes\": %zu, \"time_us\": %.2f, \"algbw_gbs\": %.3f, \"busbw_gbs\": %.3f, "
+                   "\"busbw_min\": %.3f, \"busbw_max\": %.3f, \"iters\": %d, \"reps\": %d}\n",
+                   bytes, t * 1e6, (double)bytes / t / 1e9, (double)bytes / t / 1e9 * factor,
+                   (double)bytes / slow / 1e9 * factor, (double)bytes / fast / 1e9 * factor, it, reps);
+        fflush(stdout);
     }
     CHECK(ncclCommDestroy(comm));
     return 0;

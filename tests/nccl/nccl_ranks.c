@@ -13,7 +13,22 @@
  *   single (one process) ncclCommInitAll over one device; ncclCommInitRankConfig whose config
  *          reaches the worker's NCCL (minCTAs > maxCTAs refused there, a good one accepted);
  *          rgpuNcclCall refuses calls the op table does not allow
+ *   more   NCCL 2.28's further calls: windows (a handle the worker did not give refused),
+ *          ncclGroupSimulateEnd, ncclCommShrink (rank 0 alone), ncclCommRevoke, the device API's
+ *          teams and requirements, ncclCommInitRankScalable, a non-blocking config
+ *   old    (one process) against an NCCL before 2.28: its missing calls answer ncclInvalidUsage
+ *   devices (one process, two devices of one server) ranks of one communicator in one process:
+ *          a thread per device, each a blocking ncclCommInitRank (as XLA makes its cliques), then
+ *          grouped collectives over both from one thread (as DataParallel runs them), then
+ *          ncclCommInitAll over both devices
+ *   killmid rank 1 is killed inside an all-reduce (its worker's NCCL does not notice dead peers,
+ *          FAKENCCL_BLIND); rank 0's next all-reduce must fail, not hang (NCCL_RANKS_DEAD: the
+ *          file that appears once rank 1 is dead)
+ *   lazy   (one process) NCCL memory allocated after creation (FAKENCCL_LAZY_BYTES) is charged:
+ *          argv[4] bytes held first; NCCL_RANKS_EXPECT_OVER=1: the all-reduce must fail
  * Prints "rank R: ok" and exits 0 when every check passed. */
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +39,7 @@
 
 #include "client/rgpu_ext.h"
 #include "nccl/nccl_abi.h"
+#include "nccl/nccl_wire.h"
 #include "proto/ops.h"
 
 /* The shim's entry points (the application's view; the ABI header declares only types). */
@@ -63,6 +79,24 @@ ncclResult_t ncclRedOpDestroy(ncclRedOp_t, ncclComm_t);
 ncclResult_t ncclCommRegister(ncclComm_t, void *, size_t, void **);
 ncclResult_t ncclCommDeregister(ncclComm_t, void *);
 ncclResult_t ncclBcast(void *, size_t, ncclDataType_t, int, ncclComm_t, CUstream);
+ncclResult_t ncclAlltoAll(const void *, void *, size_t, ncclDataType_t, ncclComm_t, CUstream);
+ncclResult_t ncclGather(const void *, void *, size_t, ncclDataType_t, int, ncclComm_t, CUstream);
+ncclResult_t ncclScatter(const void *, void *, size_t, ncclDataType_t, int, ncclComm_t, CUstream);
+ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t *info);
+ncclResult_t ncclCommWindowRegister(ncclComm_t, void *, size_t, ncclWindow_t *, int);
+ncclResult_t ncclCommWindowDeregister(ncclComm_t, ncclWindow_t);
+ncclResult_t ncclCommShrink(ncclComm_t, int *, int, ncclComm_t *, ncclConfig_t *, int);
+ncclResult_t ncclCommRevoke(ncclComm_t, int);
+ncclResult_t ncclCommInitRankScalable(ncclComm_t *, int, int, int, ncclUniqueId *, ncclConfig_t *);
+ncclTeam_t ncclTeamWorld(ncclComm_t);
+ncclTeam_t ncclTeamLsa(ncclComm_t);
+ncclTeam_t ncclTeamRail(ncclComm_t);
+int ncclTeamRankToWorld(ncclComm_t, ncclTeam_t, int);
+int ncclTeamRankToLsa(ncclComm_t, ncclTeam_t, int);
+int ncclLLA2ACalcSlots(int, int);
+ncclResult_t ncclLsaBarrierCreateRequirement(ncclTeam_t, int, ncclLsaBarrierHandle_t *,
+                                             ncclDevResourceRequirements_t *);
+ncclResult_t ncclDevCommCreate(void);
 const char *ncclGetLastError(ncclComm_t comm);
 /* The client's export for the shim (client/rgpu_ext.h), called here directly. */
 CUresult rgpuNcclCall(struct rgpu_nccl_call *c);
@@ -157,6 +191,31 @@ static void collectives(ncclComm_t comm)
     read_floats(out, r, 1);
     EXPECT(out[0] == (float)nranks * (sum + (float)(rank * (N / nranks)) * nranks),
            "reducescatter %g", out[0]);
+    /* NCCL 2.28's: all-to-all (rank q's part p lands in p's slot q), gather and scatter */
+    {
+        static float parts[8 * N];
+        size_t per = N / 8;
+
+        for (int q = 0; q < nranks; q++)
+            for (size_t i = 0; i < per; i++)
+                parts[(size_t)q * per + i] = (float)(100 * rank + q);
+        CU(cuMemcpyHtoD(g, parts, (size_t)nranks * per * sizeof(float)));
+        NC(ncclAlltoAll((void *)g, (void *)r, per, ncclFloat32, comm, st));
+        read_floats(out, r, (size_t)nranks * per);
+        for (int q = 0; q < nranks; q++)
+            EXPECT(out[(size_t)q * per + 1] == (float)(100 * q + rank), "alltoall from %d: %g", q,
+                   out[(size_t)q * per + 1]);
+        NC(ncclGather((void *)s, rank == 1 ? (void *)g : NULL, per, ncclFloat32, 1, comm, st));
+        read_floats(out, g, (size_t)nranks * per);
+        for (int q = 0; q < nranks && rank == 1; q++)
+            EXPECT(out[(size_t)q * per + 3] == (float)(q + 1) + 3, "gather part %d: %g", q,
+                   out[(size_t)q * per + 3]);
+        if (rank == 0)
+            CU(cuMemcpyHtoD(g, parts, (size_t)nranks * per * sizeof(float)));
+        NC(ncclScatter(rank == 0 ? (void *)g : NULL, (void *)r, per, ncclFloat32, 0, comm, st));
+        read_floats(out, r, per);
+        EXPECT(out[0] == (float)rank, "scatter: %g", out[0]);
+    }
     /* a ring exchange in one group: each sends to the next and receives from the previous */
     NC(ncclGroupStart());
     NC(ncclSend((void *)s, N, ncclFloat32, (rank + 1) % nranks, comm, st));
@@ -275,15 +334,236 @@ static void forwarder_checks(void)
     for (int i = 0; i < 5; i++)
         EXPECT(rgpuNcclCall(&c[i]) == CUDA_ERROR_INVALID_VALUE, "%s: not refused", what[i]);
     c[0] = ok;
-    EXPECT(rgpuNcclCall(&c[0]) == CUDA_SUCCESS && c[0].nout == 2 && c[0].out[0] == 0,
+    EXPECT(rgpuNcclCall(&c[0]) == CUDA_SUCCESS && c[0].nout >= 2 && c[0].out[0] == 0,
            "NCCL_GET_VERSION after the refusals: %u values, result %llu", c[0].nout,
            (unsigned long long)c[0].out[0]);
+}
+
+/* NCCL 2.28's further calls, on a communicator of every rank. */
+static void mode_more(ncclComm_t comm, ncclUniqueId *id)
+{
+    ncclSimInfo_t sim = {sizeof(sim), NCCL_SIM_INFO_MAGIC, NCCL_ABI_VERSION(2, 28, 0), -1.0f};
+    CUdeviceptr buf = dev_floats(NULL, N);
+    ncclWindow_t win = NULL;
+    ncclComm_t small = NULL, scal = NULL;
+    ncclTeam_t t;
+    ncclUniqueId two[2];
+    ncclLsaBarrierHandle_t bh;
+    ncclDevResourceRequirements_t req;
+    float one[N], out[N];
+    ncclResult_t e;
+
+    /* a window: collective; its handle comes back; one the worker did not give is refused */
+    NC(ncclCommWindowRegister(comm, (void *)buf, N * sizeof(float), &win, NCCL_WIN_COLL_SYMMETRIC));
+    EXPECT(win != NULL, "no window handle");
+    EXPECT(ncclCommWindowDeregister(comm, (ncclWindow_t)((uintptr_t)win + 64)) == ncclInvalidArgument,
+           "a forged window handle was not refused");
+    NC(ncclCommWindowDeregister(comm, win));
+    /* a simulated group: nothing runs, an estimate comes back */
+    for (int i = 0; i < N; i++)
+        one[i] = 1.0f;
+    CU(cuMemcpyHtoD(buf, one, sizeof(one)));
+    NC(ncclGroupStart());
+    NC(ncclAllReduce((void *)buf, (void *)buf, N, ncclFloat32, ncclSum, comm, st));
+    NC(ncclGroupSimulateEnd(&sim));
+    EXPECT(sim.estimatedTime == 10.0f, "simulated time %g", sim.estimatedTime);
+    read_floats(out, buf, N);
+    EXPECT(out[7] == 1.0f, "the simulated all-reduce ran: %g", out[7]);
+    EXPECT(ncclGroupSimulateEnd(&sim) == ncclInvalidUsage, "a simulate without a group");
+    /* teams of the device API, and a requirement's arithmetic */
+    t = ncclTeamWorld(comm);
+    EXPECT(t.nRanks == nranks && t.rank == rank && t.stride == 1, "world team %d %d %d", t.nRanks,
+           t.rank, t.stride);
+    t = ncclTeamLsa(comm);
+    EXPECT(t.nRanks == nranks && t.rank == rank, "lsa team %d %d", t.nRanks, t.rank);
+    EXPECT(ncclTeamRankToLsa(comm, t, nranks - 1) == nranks - 1, "rank to lsa");
+    EXPECT(ncclTeamRankToWorld(comm, ncclTeamRail(comm), 0) == rank, "rank to world");
+    EXPECT(ncclLLA2ACalcSlots(10, 12) == 20, "LLA2A slots %d", ncclLLA2ACalcSlots(10, 12));
+    NC(ncclLsaBarrierCreateRequirement(t, 2, &bh, &req));
+    EXPECT(req.bufferSize == (6 + 2 * (size_t)nranks) * 4 && req.outBufferHandle == &bh.bufHandle,
+           "lsa barrier requirement %zu", req.bufferSize);
+    EXPECT(ncclDevCommCreate() == ncclInvalidUsage, "ncclDevCommCreate is a stub");
+    /* scalable init with two ids (rank 0 makes both), non-blocking: ncclInProgress, then polled */
+    id_share(getenv("NCCL_RANKS_IDFILE2"), &two[0]);
+    id_share(getenv("NCCL_RANKS_IDFILE3"), &two[1]);
+    {
+        ncclConfig_t nb = {.size = sizeof(ncclConfig_t), .magic = NCCL_CONFIG_MAGIC,
+                           .version = NCCL_ABI_VERSION(2, 28, 0), .blocking = 0,
+                           .cgaClusterSize = NCCL_CONFIG_UNDEF_INT,
+                           .minCTAs = NCCL_CONFIG_UNDEF_INT, .maxCTAs = NCCL_CONFIG_UNDEF_INT,
+                           .splitShare = NCCL_CONFIG_UNDEF_INT};
+        ncclResult_t r = ncclCommInitRankScalable(&scal, nranks, rank, 2, two, &nb);
+        int polls = 0;
+
+        EXPECT(r == ncclInProgress || r == ncclSuccess, "scalable init %d", (int)r);
+        do
+            NC(ncclCommGetAsyncError(scal, &e));
+        while (e == ncclInProgress && ++polls < 100000 && usleep(100) == 0);
+        EXPECT(e == ncclSuccess, "scalable init ended with %d", (int)e);
+        CU(cuMemcpyHtoD(buf, one, sizeof(one)));
+        NC(ncclAllReduce((void *)buf, (void *)buf, N, ncclFloat32, ncclSum, scal, st));
+        read_floats(out, buf, N);
+        EXPECT(out[5] == (float)nranks, "all-reduce on the scalable communicator %g", out[5]);
+        NC(ncclCommDestroy(scal));
+    }
+    /* revoke: later collectives fail */
+    NC(ncclCommSplit(comm, 0, rank, &small, NULL));
+    NC(ncclCommRevoke(small, 0));
+    NC(ncclAllReduce((void *)buf, (void *)buf, N, ncclFloat32, ncclSum, small, st));
+    CU(cuStreamSynchronize(st));
+    NC(ncclCommGetAsyncError(small, &e));
+    EXPECT(e == ncclInvalidUsage, "a collective after revoke: %d", (int)e);
+    NC(ncclCommAbort(small));
+    /* shrink: rank 0 alone (the others leave) */
+    if (rank == 0) {
+        int ex[8], n = 0;
+
+        for (int q = 1; q < nranks; q++)
+            ex[n++] = q;
+        NC(ncclCommShrink(comm, ex, n, &small, NULL, NCCL_SHRINK_DEFAULT));
+        NC(ncclCommCount(small, &n));
+        EXPECT(n == 1, "shrunk to %d ranks", n);
+        CU(cuMemcpyHtoD(buf, one, sizeof(one)));
+        NC(ncclAllReduce((void *)buf, (void *)buf, N, ncclFloat32, ncclSum, small, st));
+        read_floats(out, buf, N);
+        EXPECT(out[0] == 1.0f, "all-reduce alone %g", out[0]);
+        NC(ncclCommDestroy(small));
+    }
+    NC(ncclCommDestroy(comm));
+    CU(cuMemFree(buf));
+    (void)id;
+}
+
+/* Against an NCCL before 2.28 (the worker's dlsym finds none of these). */
+static void mode_old(void)
+{
+    ncclSimInfo_t sim = {sizeof(sim), NCCL_SIM_INFO_MAGIC, NCCL_ABI_VERSION(2, 28, 0), -1.0f};
+    CUdeviceptr d = dev_floats(NULL, 4);
+    ncclWindow_t win;
+    ncclUniqueId id;
+    ncclComm_t comm, small;
+    ncclResult_t e;
+
+    NC(ncclGetUniqueId(&id));
+    NC(ncclCommInitRank(&comm, 1, id, 0));
+    EXPECT(ncclAlltoAll((void *)d, (void *)d, 1, ncclFloat32, comm, st) == ncclInvalidUsage,
+           "ncclAlltoAll offered");
+    EXPECT(ncclGather((void *)d, (void *)d, 1, ncclFloat32, 0, comm, st) == ncclInvalidUsage,
+           "ncclGather offered");
+    EXPECT(ncclCommWindowRegister(comm, (void *)d, 16, &win, 0) == ncclInvalidUsage,
+           "windows offered");
+    EXPECT(ncclCommShrink(comm, NULL, 0, &small, NULL, 0) == ncclInvalidUsage, "shrink offered");
+    NC(ncclGroupStart());
+    EXPECT(ncclGroupSimulateEnd(&sim) == ncclInvalidUsage, "simulate offered");
+    NC(ncclGroupEnd());
+    NC(ncclAllReduce((void *)d, (void *)d, 4, ncclFloat32, ncclSum, comm, st)); /* still fine */
+    CU(cuStreamSynchronize(st));
+    NC(ncclCommGetAsyncError(comm, &e));
+    EXPECT(e == ncclSuccess, "async error %d", (int)e);
+    NC(ncclCommDestroy(comm));
+}
+
+/* Ranks of one communicator on two devices of this process. */
+struct dev_rank {
+    int dev;
+    ncclUniqueId id;
+    ncclComm_t comm;
+    ncclResult_t res;
+    CUcontext ctx;
+    pthread_t thread;
+};
+
+static void *dev_init(void *arg)
+{
+    struct dev_rank *d = arg;
+
+    if (cuCtxSetCurrent(d->ctx) != CUDA_SUCCESS)
+        d->res = ncclUnhandledCudaError;
+    else
+        d->res = ncclCommInitRank(&d->comm, 2, d->id, d->dev);
+    return NULL;
+}
+
+static void mode_devices(void)
+{
+    struct dev_rank d[2];
+    CUstream s2[2];
+    CUdeviceptr b[2];
+    float in[N], out[N];
+    ncclComm_t all[2];
+    ncclUniqueId id;
+    int n, r, dv;
+
+    for (int i = 0; i < 2; i++) { /* contexts on both devices first, as XLA makes them */
+        CUdevice dev;
+
+        d[i] = (struct dev_rank){.dev = i};
+        CU(cuDeviceGet(&dev, i));
+        CU(cuDevicePrimaryCtxRetain(&d[i].ctx, dev));
+        CU(cuCtxSetCurrent(d[i].ctx));
+        CU(cuStreamCreate(&s2[i], CU_STREAM_NON_BLOCKING));
+        for (int k = 0; k < N; k++)
+            in[k] = (float)(i + 1);
+        b[i] = dev_floats(in, N);
+    }
+    NC(ncclGetUniqueId(&id));
+    for (int i = 0; i < 2; i++)
+        d[i].id = id;
+    /* XLA: one thread per device, each a blocking init; rank 0's waits for rank 1's */
+    for (int i = 0; i < 2; i++)
+        if (pthread_create(&d[i].thread, NULL, dev_init, &d[i]) != 0)
+            exit(5);
+    for (int i = 0; i < 2; i++) {
+        pthread_join(d[i].thread, NULL);
+        EXPECT(d[i].res == ncclSuccess, "thread init on device %d: %d", i, (int)d[i].res);
+    }
+    if (d[0].res != ncclSuccess || d[1].res != ncclSuccess)
+        return;
+    for (int i = 0; i < 2; i++) {
+        NC(ncclCommCount(d[i].comm, &n));
+        NC(ncclCommUserRank(d[i].comm, &r));
+        NC(ncclCommCuDevice(d[i].comm, &dv));
+        EXPECT(n == 2 && r == i && dv == i, "device %d: count %d rank %d device %d", i, n, r, dv);
+    }
+    /* DataParallel: both devices' collectives in one group, from one thread */
+    NC(ncclGroupStart());
+    for (int i = 0; i < 2; i++) {
+        CU(cuCtxSetCurrent(d[i].ctx));
+        NC(ncclAllReduce((void *)b[i], (void *)b[i], N, ncclFloat32, ncclSum, d[i].comm, s2[i]));
+    }
+    NC(ncclGroupEnd());
+    for (int i = 0; i < 2; i++) {
+        CU(cuCtxSetCurrent(d[i].ctx));
+        CU(cuStreamSynchronize(s2[i]));
+        CU(cuMemcpyDtoH(out, b[i], sizeof(out)));
+        EXPECT(out[9] == 3.0f, "grouped all-reduce on device %d: %g", i, out[9]);
+    }
+    for (int i = 0; i < 2; i++)
+        NC(ncclCommDestroy(d[i].comm));
+    /* ncclCommInitAll over both devices, then a grouped broadcast from device 1 */
+    NC(ncclCommInitAll(all, 2, NULL));
+    NC(ncclGroupStart());
+    for (int i = 0; i < 2; i++) {
+        CU(cuCtxSetCurrent(d[i].ctx));
+        NC(ncclBroadcast((void *)b[i], (void *)b[i], N, ncclFloat32, 1, all[i], s2[i]));
+    }
+    NC(ncclGroupEnd());
+    for (int i = 0; i < 2; i++) {
+        CU(cuCtxSetCurrent(d[i].ctx));
+        CU(cuStreamSynchronize(s2[i]));
+        CU(cuMemcpyDtoH(out, b[i], sizeof(out)));
+        EXPECT(out[0] == 3.0f, "broadcast on device %d: %g", i, out[0]);
+        NC(ncclCommUserRank(all[i], &r));
+        EXPECT(r == i, "InitAll rank %d on device %d", r, i);
+    }
+    for (int i = 0; i < 2; i++)
+        NC(ncclCommDestroy(all[i]));
 }
 
 static void mode_single(void)
 {
     ncclConfig_t bad = {.size = sizeof(ncclConfig_t), .magic = NCCL_CONFIG_MAGIC,
-                        .version = NCCL_ABI_VERSION(2, 28, 0), .blocking = 0,
+                        .version = NCCL_ABI_VERSION(2, 28, 0), .blocking = 1,
                         .cgaClusterSize = NCCL_CONFIG_UNDEF_INT, .minCTAs = 4, .maxCTAs = 2,
                         .splitShare = NCCL_CONFIG_UNDEF_INT}, good = bad;
     CUdeviceptr d = dev_floats(NULL, 4);
@@ -319,13 +599,19 @@ int main(int argc, char **argv)
     ncclResult_t res;
 
     if (argc < 5) {
-        fprintf(stderr, "usage: nccl_ranks all|die|hang|join|forge|quota|single|realid RANK NRANKS IDFILE\n");
+        fprintf(stderr, "usage: nccl_ranks all|more|die|hang|killmid|join|forge|quota|lazy|single|"
+                        "old|devices|realid RANK NRANKS IDFILE\n");
         return 2;
     }
     rank = atoi(argv[2]);
     nranks = atoi(argv[3]);
     CU(cuInit(0));
-    CU(cuDeviceGet(&dev, 0));
+    {
+        int ndev = 1;
+
+        CU(cuDeviceGetCount(&ndev));
+        CU(cuDeviceGet(&dev, strcmp(mode, "killmid") == 0 ? rank % ndev : 0));
+    }
     CU(cuDevicePrimaryCtxRetain(&ctx, dev));
     CU(cuCtxSetCurrent(ctx));
     CU(cuStreamCreate(&st, CU_STREAM_NON_BLOCKING));
@@ -342,8 +628,38 @@ int main(int argc, char **argv)
         for (int i = 96; i < 128; i++)
             tail += id.internal[i] != 0;
         EXPECT(head > 0 && tail > 16, "id: %d nonzero NCCL bytes, %d nonzero MAC bytes", head, tail);
+        if (v >= NCCL_ABI_VERSION(2, 28, 0)) { /* the worker found every entry point of 2.28 */
+            struct rgpu_nccl_call c = {.size = sizeof(c), .op = PROTO_OP_NCCL_GET_VERSION,
+                                       .stream_arg = ~0u};
+            const unsigned long long all = 0x3ff;
+
+            EXPECT(rgpuNcclCall(&c) == CUDA_SUCCESS && c.nout >= 3 && (c.out[2] & all) == all,
+                   "NCCL %d: the worker's features %#llx, want %#llx", v,
+                   c.nout >= 3 ? (unsigned long long)c.out[2] : 0ull, all);
+        }
     } else if (strcmp(mode, "single") == 0) {
         mode_single();
+    } else if (strcmp(mode, "old") == 0) {
+        mode_old();
+    } else if (strcmp(mode, "devices") == 0) {
+        mode_devices();
+    } else if (strcmp(mode, "lazy") == 0) {
+        CUdeviceptr hold, s1 = dev_floats(NULL, 32768), r1 = dev_floats(NULL, 32768);
+        ncclResult_t e = ncclSuccess;
+
+        if (atoi(argv[4]) > 0)
+            CU(cuMemAlloc(&hold, (size_t)atoi(argv[4])));
+        NC(ncclGetUniqueId(&id));
+        NC(ncclCommInitRank(&comm, 1, id, 0));
+        NC(ncclAllReduce((void *)s1, (void *)r1, 32768, ncclFloat32, ncclSum, comm, st));
+        CU(cuStreamSynchronize(st));
+        NC(ncclCommGetAsyncError(comm, &e));
+        if (getenv("NCCL_RANKS_EXPECT_OVER") != NULL)
+            EXPECT(e == ncclUnhandledCudaError, "NCCL's later memory over the quota: error %d",
+                   (int)e);
+        else
+            EXPECT(e == ncclSuccess, "NCCL's later memory under the quota: error %d", (int)e);
+        ncclCommAbort(comm);
     } else if (strcmp(mode, "forge") == 0 || strcmp(mode, "quota") == 0) {
         CUdeviceptr hold;
 
@@ -368,6 +684,24 @@ int main(int argc, char **argv)
         NC(ncclCommInitRank(&comm, nranks, id, rank));
         if (strcmp(mode, "all") == 0)
             mode_all(comm);
+        else if (strcmp(mode, "more") == 0)
+            mode_more(comm, &id);
+        else if (strcmp(mode, "killmid") == 0 && rank == 1) {
+            CUdeviceptr s1 = dev_floats(NULL, N);
+
+            /* Inside the all-reduce (its worker waits for rank 0) when the signal comes. */
+            NC(ncclAllReduce((void *)s1, (void *)s1, N, ncclFloat32, ncclSum, comm, st));
+            printf("rank 1: in the all-reduce\n");
+            fflush(stdout);
+            cuStreamSynchronize(st); /* killed here */
+            return 7;
+        } else if (strcmp(mode, "killmid") == 0) {
+            const char *dead = getenv("NCCL_RANKS_DEAD");
+
+            for (int i = 0; dead != NULL && i < 600 && access(dead, F_OK) != 0; i++)
+                usleep(100000);
+            expect_failure(comm, 60, ncclRemoteError);
+        }
         else if (rank == 1 && strcmp(mode, "die") == 0)
             _exit(0); /* no goodbye: the worker sees the connection drop */
         else if (rank == 1)

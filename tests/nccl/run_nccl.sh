@@ -49,11 +49,12 @@ on() { # port tenant token args...
     local p=$1 t=$2 k=$3; shift 3
     ASAN_OPTIONS=detect_leaks=0 RGPU_SERVER=127.0.0.1:$p RGPU_TENANT=$t RGPU_TOKEN=$k "$@"
 }
-pair() { # name mode nranks: rank r on server r + 1
-    local name=$1 mode=$2 n=$3 pids=()
-    rm -f "$WORK/$name.id"
+pair() { # name mode nranks: rank r on server r + 1 (PAIR_PORTS: the servers instead)
+    local name=$1 mode=$2 n=$3 pids=() ports=(${PAIR_PORTS:-${PORTS[@]}})
+    rm -f "$WORK/$name".id*
     for r in $(seq 0 $((n - 1))); do
-        on "${PORTS[$r]}" a ta timeout 60 "$RANKS" "$mode" "$r" "$n" "$WORK/$name.id" \
+        NCCL_RANKS_IDFILE2=$WORK/$name.id2 NCCL_RANKS_IDFILE3=$WORK/$name.id3 \
+            on "${ports[$r]}" a ta timeout 60 "$RANKS" "$mode" "$r" "$n" "$WORK/$name.id" \
             >"$WORK/$name.$r.out" 2>&1 &
         pids+=($!)
     done
@@ -76,6 +77,65 @@ check "collectives pass the compute gate (launches counted: ${LAUNCHES:-none})" 
     [ "${LAUNCHES:-0}" -ge 11 ]
 pair all3 all 3
 checkrun "three ranks on three servers" all3
+pair more more 2
+checkrun "NCCL 2.28's further calls: windows, simulated group, shrink, revoke, teams, scalable non-blocking init" more
+check "a forged window handle was logged" grep -q "window handle it did not give was refused" "$WORK/s1.log"
+
+# A server of two devices whose NCCL does not see dead peers (as across NVLink) and allocates
+# later (FAKENCCL_LAZY_BYTES), with the default nccl_timeout (600 s): only rgpu's own detection
+# can end a rank whose peer died.
+sed 's/^nccl_timeout = .*/nccl_timeout = 600/' "$WORK/server.conf" >"$WORK/blind.conf"
+P6=$(free_port)
+FAKECUDA_DEVICES=2 FAKENCCL_BLIND=1 FAKENCCL_LAZY_BYTES=2097152 \
+    "$SERVER" --config "$WORK/blind.conf" --listen 127.0.0.1 --port "$P6" --driver "$FAKE" \
+    --log-level info >"$WORK/s6.log" 2>&1 &
+PIDS+=($!)
+for _ in $(seq 300); do grep -q "listening on" "$WORK/s6.log" 2>/dev/null && break; sleep 0.1; done
+
+on "$P6" a ta timeout 60 "$RANKS" devices 0 1 x >"$WORK/devices.0.out" 2>&1
+check "two devices in one process: a blocking init per thread, grouped collectives, ncclCommInitAll" [ $? = 0 ]
+grep -q FAILED "$WORK/devices.0.out" && show devices
+check "a session on two devices connects its communicators at creation" \
+    grep -q "NCCL_RUNTIME_CONNECT=0" "$WORK/s6.log"
+
+# Rank 1 killed inside an all-reduce: its worker sees the client gone and aborts; rank 0's
+# worker sees rank 1's liveness file unlocked while its own all-reduce waits, and aborts.
+rm -f "$WORK/killmid".* "$WORK/dead"
+NCCL_RANKS_DEAD=$WORK/dead on "$P6" a ta timeout 90 "$RANKS" killmid 0 2 "$WORK/killmid.id" \
+    >"$WORK/killmid.0.out" 2>&1 &
+K0=$!
+ASAN_OPTIONS=detect_leaks=0 RGPU_SERVER=127.0.0.1:$P6 RGPU_TENANT=a RGPU_TOKEN=ta \
+    "$RANKS" killmid 1 2 "$WORK/killmid.id" >"$WORK/killmid.1.out" 2>&1 & # $!: the rank itself
+K1=$!
+wait_for "$WORK/killmid.1.out" "in the all-reduce" && sleep 0.5
+kill -9 "$K1" 2>/dev/null
+wait "$K1" 2>/dev/null
+check "rank 1's worker aborted when its client went" wait_for "$WORK/s6.log" "the client is gone; aborting"
+touch "$WORK/dead"
+RC0=0
+wait "$K0" || RC0=$?
+checkrun "a rank killed inside an all-reduce ends the other's next one with ncclRemoteError (nccl_timeout 600 s)" killmid
+check "rank 0's worker saw its peer's worker gone" grep -q "a peer rank's worker on this host is gone" "$WORK/s6.log"
+
+on "$P6" q tq "$RANKS" lazy 0 1 0 >"$WORK/lazy_ok.0.out" 2>&1
+check "NCCL memory allocated after creation fits the quota (control)" [ $? = 0 ]
+grep -q FAILED "$WORK/lazy_ok.0.out" && show lazy_ok
+NCCL_RANKS_EXPECT_OVER=1 on "$P6" q tq "$RANKS" lazy 0 1 1048576 >"$WORK/lazy.0.out" 2>&1
+check "NCCL memory allocated after creation is charged: over the quota the communicator fails" [ $? = 0 ]
+grep -q FAILED "$WORK/lazy.0.out" && show lazy
+check "the later growth over the quota was logged" grep -q "more (a first collective of its size), over the" "$WORK/s6.log"
+
+# An NCCL before 2.28 on the GPU host: the calls it lacks answer ncclInvalidUsage.
+sed "s|^nccl_library = .*|nccl_library = $BUILD/tests/fakenccl/libfakenccl_old.so|" \
+    "$WORK/server.conf" >"$WORK/old.conf"
+P7=$(free_port)
+"$SERVER" --config "$WORK/old.conf" --listen 127.0.0.1 --port "$P7" --driver "$FAKE" \
+    --log-level info >"$WORK/s7.log" 2>&1 &
+PIDS+=($!)
+for _ in $(seq 300); do grep -q "listening on" "$WORK/s7.log" 2>/dev/null && break; sleep 0.1; done
+on "$P7" a ta timeout 60 "$RANKS" old 0 1 x >"$WORK/old.0.out" 2>&1
+check "an NCCL before 2.28: AlltoAll, Gather, windows, shrink, simulate answer ncclInvalidUsage" [ $? = 0 ]
+grep -q FAILED "$WORK/old.0.out" && show old
 
 pair die die 2
 checkrun "a dead rank makes the other's all-reduce fail with ncclRemoteError, not hang" die
@@ -132,5 +192,5 @@ check "rgpu run preloads the NCCL shim" [ "$PRE" = "$BUILD/lib/libnccl.so.2" ]
 PRE=$(ASAN_OPTIONS=verify_asan_link_order=0 RGPU_NCCL=0 RGPU_LIBDIR=$BUILD/lib "$BUILD/bin/rgpu" run -- sh -c 'echo "$LD_PRELOAD"')
 check "RGPU_NCCL=0 rgpu run does not" [ -z "$PRE" ]
 
-[ "$FAILS" = 0 ] || for i in 1 2 3; do echo "--- server $i"; tail -30 "$WORK/s$i.log"; done
+[ "$FAILS" = 0 ] || for i in 1 2 3 6 7; do echo "--- server $i"; tail -30 "$WORK/s$i.log"; done
 exit "$FAILS"

@@ -29,7 +29,18 @@ ncclResult_t ncclCommFinalize(ncclComm_t comm);
 ncclResult_t ncclCommSplit(ncclComm_t, int, int, ncclComm_t *, ncclConfig_t *);
 ncclResult_t ncclRedOpDestroy(ncclRedOp_t, ncclComm_t);
 ncclResult_t ncclMemAlloc(void **p, size_t n);
-ncclResult_t ncclAlltoAll(void);
+ncclResult_t ncclDevCommCreate(void);
+ncclResult_t ncclAlltoAll(const void *, void *, size_t, ncclDataType_t, ncclComm_t, nccl_stream_t);
+ncclResult_t ncclGather(const void *, void *, size_t, ncclDataType_t, int, ncclComm_t,
+                        nccl_stream_t);
+ncclResult_t ncclScatter(const void *, void *, size_t, ncclDataType_t, int, ncclComm_t,
+                         nccl_stream_t);
+ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t *info);
+ncclResult_t ncclCommWindowRegister(ncclComm_t, void *, size_t, ncclWindow_t *, int);
+ncclResult_t ncclCommShrink(ncclComm_t, int *, int, ncclComm_t *, ncclConfig_t *, int);
+ncclResult_t ncclCommInitRankScalable(ncclComm_t *, int, int, int, ncclUniqueId *, ncclConfig_t *);
+int ncclLLA2ACalcSlots(int, int);
+ncclTeam_t ncclTeamWorld(ncclComm_t);
 ncclResult_t pncclAllReduce(const void *, void *, size_t, ncclDataType_t, ncclRedOp_t,
                             ncclComm_t, nccl_stream_t);
 const char *ncclGetErrorString(ncclResult_t r);
@@ -85,13 +96,41 @@ static void communicators_refuse_bad_arguments(void **state)
     assert_int_equal(ncclMemAlloc(NULL, 16), ncclInvalidArgument);
 }
 
+/* NCCL 2.28's calls check their arguments as NCCL does, before anything is sent. */
+static void calls_of_2_28_refuse_bad_arguments(void **state)
+{
+    ncclSimInfo_t bad = {sizeof(bad), 0x1234, 0, 0};
+    ncclWindow_t win;
+    ncclComm_t out;
+    ncclUniqueId ids[40];
+    ncclTeam_t t;
+
+    (void)state;
+    assert_int_equal(ncclAlltoAll(buf, buf, 1, ncclFloat32, NULL, NULL), ncclInvalidArgument);
+    assert_int_equal(ncclAlltoAll(buf, buf, 1, (ncclDataType_t)99, &fake, NULL),
+                     ncclInvalidArgument);
+    assert_int_equal(ncclAlltoAll(NULL, buf, 1, ncclFloat32, &fake, NULL), ncclInvalidArgument);
+    assert_int_equal(ncclGather(buf, buf, 1, ncclFloat32, 4, &fake, NULL), ncclInvalidArgument);
+    assert_int_equal(ncclScatter(buf, buf, 1, ncclFloat32, -1, &fake, NULL), ncclInvalidArgument);
+    assert_int_equal(ncclGroupSimulateEnd(&bad), ncclInvalidArgument);
+    assert_int_equal(ncclCommWindowRegister(&fake, buf, 16, NULL, 0), ncclInvalidArgument);
+    assert_int_equal(ncclCommWindowRegister(NULL, buf, 16, &win, 0), ncclInvalidArgument);
+    assert_int_equal(ncclCommShrink(&fake, NULL, 2, &out, NULL, 0), ncclInvalidArgument);
+    assert_int_equal(ncclCommInitRankScalable(&out, 2, 0, 40, ids, NULL), ncclInvalidArgument);
+    assert_int_equal(ncclLLA2ACalcSlots(3, 9), 6);
+    t = ncclTeamWorld(&fake);
+    assert_int_equal(t.nRanks, 4);
+    assert_int_equal(t.rank, 1);
+    assert_int_equal(t.stride, 1);
+}
+
 static void groups_and_unsupported(void **state)
 {
     (void)state;
     assert_int_equal(ncclGroupEnd(), ncclInvalidUsage);
-    assert_int_equal(ncclAlltoAll(), ncclInvalidUsage);
-    assert_non_null(strstr(ncclGetLastError(NULL), "ncclAlltoAll"));
-    assert_int_equal(ncclAlltoAll(), ncclInvalidUsage); /* logged once, refused always */
+    assert_int_equal(ncclDevCommCreate(), ncclInvalidUsage);
+    assert_non_null(strstr(ncclGetLastError(NULL), "ncclDevCommCreate"));
+    assert_int_equal(ncclDevCommCreate(), ncclInvalidUsage); /* logged once, refused always */
     assert_string_equal(ncclGetErrorString(ncclSuccess), "success");
     assert_non_null(strstr(ncclGetErrorString(ncclRemoteError), "peer"));
 }
@@ -101,6 +140,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(collectives_refuse_bad_arguments),
         cmocka_unit_test(communicators_refuse_bad_arguments),
+        cmocka_unit_test(calls_of_2_28_refuse_bad_arguments),
         cmocka_unit_test(groups_and_unsupported),
     };
 

@@ -1,0 +1,327 @@
+#!/bin/bash
+# Distributed and multi-GPU programs natively and through rgpu on one GPU host with 2 or 4 GPUs
+# (issue 29), in one call of at most ~9 minutes, every step under `timeout`; prints one table.
+# Placements:
+#   native  the programs alone
+#   one     one gpu-server serving every GPU (one GPU host): RGPU_SERVER=127.0.0.1:P1
+#   two     two gpu-servers in network namespaces rgpu-h0 / rgpu-h1 joined by a bridge (two
+#           "GPU hosts": each its own NCCL_HOSTID, so NCCL between their workers takes the
+#           network, sockets over the veth pairs, as across hosts); with 2 GPUs one each, with
+#           4 GPUs two each (ranks 2+2: NVLink inside a "host", the network between them)
+# Steps, most important first (a step that would not fit the time left is a SKIP row):
+#   torch    tests/gpu/dist_torch.py, a process per GPU (as torchrun starts them): collectives with
+#            all_to_all_single, gather, scatter; ungrouped isend/irecv, a pipeline,
+#            batch_isend_irecv; all_reduce captured in a CUDA graph and replayed; a custom
+#            all-reduce over CUDA IPC buffers; DDP and FSDP2 training (losses against native,
+#            step times)
+#   busbw    all-reduce bus bandwidth 4 B .. 1 GiB (tests/nccl/nccl_busbw, a process per GPU,
+#            5 timed repetitions per size), native and one server interleaved twice, two
+#            servers once; the 8-byte latency (an all-reduce waited for, median of 300)
+#   jax      tests/gpu/dist_jax.py local: pmap psum, a sharded jit, a data-parallel step,
+#            ppermute, every GPU in one process
+#   single   tests/gpu/dist_single.py: nn.DataParallel, torch.cuda.nccl over the devices of one
+#            process, peer copy bandwidth cuda:0 <-> cuda:1
+#   cupy     tests/gpu/dist_cupy.py: cupy.cuda.nccl (initAll; a thread per device)
+#   faults   a rank killed inside the all-reduces (tests/gpu/dist_fault.py): how long the
+#            survivor takes to fail, natively (bounded at 30 s) and through rgpu (one server);
+#            one of the two servers killed; the GPUs' memory back afterwards, and both
+#            placements serving the next job
+#   vmm      the collectives and DDP again with PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
+#   jaxdist  jax.distributed across 2 processes (with 4 GPUs, 2 each)
+# Every process started here has NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
+# NVSHMEM_DISABLE_NVLS=1 (gpu-server too). Processes are ended by pid only.
+# Output: the table on stdout and in $OUT/dist-table.md; every log in $OUT/dist-logs.tar.gz.
+# Usage (root, on the GPU host, from the bundle of tests/gpu/bundle.sh):
+#   tests/gpu/dist.sh .bundle 2      (nvidia-h100-x2)
+#   tests/gpu/dist.sh .bundle 4      (nvidia-h100-x4)
+set -u
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+export PYTHONUNBUFFERED=1 XLA_PYTHON_CLIENT_PREALLOCATE=false
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+B=$(cd "${1:-$ROOT/.bundle}" && pwd)
+NGPU=${2:-2}
+DEPS=$B/deps
+OUTD=${OUT:-/tmp/rgpu-dist-out}
+LOGS=/tmp/rgpu-dist-logs
+WORK=/tmp/rgpu-dist-work
+BUDGET=${DIST_BUDGET_S:-500}
+T0=$(date +%s)
+P1=${DIST_PORT:-7201}
+P2=$((P1 + 1))
+MPORT=29600
+rm -rf "$LOGS" "$WORK"
+mkdir -p "$OUTD" "$LOGS" "$WORK"
+IP=$(command -v ip || echo "$B/bin/ip")
+IPX() { LD_LIBRARY_PATH=$DEPS "$IP" "$@"; }
+PIDS=()
+cleanup() {
+    for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null; done
+    IPX netns del rgpu-h0 2>/dev/null
+    IPX netns del rgpu-h1 2>/dev/null
+    IPX link del rgpu-br 2>/dev/null
+}
+trap cleanup EXIT
+elapsed() { echo $(($(date +%s) - T0)); }
+fits() { [ $(($(elapsed) + $1)) -le "$BUDGET" ]; } # expected seconds of a step
+cap() { # a step's timeout, cut so that no step ends later than 30 s after the budget
+    local left=$((BUDGET + 30 - $(elapsed)))
+    [ "$left" -lt 10 ] && left=10
+    echo $(($1 < left ? $1 : left))
+}
+shell_row() { # placement name status detail
+    echo "ROW $2 $3 $4" >>"$LOGS/shell.$1.out"
+    echo "$3 [$1] $2 $4"
+}
+skip() { shell_row "$1" "$2" SKIP "not run: $(elapsed) s of the ${BUDGET} s budget used"; }
+
+NCCL_DIR=${NCCL_DIR:-$(python3 -c 'import nvidia.nccl as m; print(list(m.__path__)[0] + "/lib")' 2>/dev/null)}
+[ -f "$NCCL_DIR/libnccl.so.2" ] || { echo "no libnccl.so.2 in '$NCCL_DIR' (set NCCL_DIR)"; exit 1; }
+HAVE=$(nvidia-smi -L | wc -l)
+[ "$HAVE" -ge "$NGPU" ] || { echo "$NGPU GPUs wanted, $HAVE here"; exit 1; }
+nvidia-smi --query-gpu=index,name,memory.used,memory.total --format=csv,noheader
+nvidia-smi topo -m 2>/dev/null | head -$((NGPU + 1))
+echo "NCCL $NCCL_DIR; $NGPU GPUs; budget ${BUDGET} s"
+
+# ---- servers ----------------------------------------------------------------------------------
+conf() { printf '[server]\nnccl_library = %s/libnccl.so.2\n' "$NCCL_DIR" >"$WORK/$1.conf"; }
+conf one
+LD_LIBRARY_PATH=$DEPS "$B/bin/gpu-server" --config "$WORK/one.conf" --listen 127.0.0.1 \
+    --port "$P1" --log-level info >"$LOGS/server-one.log" 2>&1 &
+PIDS+=($!)
+ONE=127.0.0.1:$P1
+# Two "hosts": namespaces rgpu-h0 (10.88.0.1) and rgpu-h1 (10.88.0.2) on a bridge with this
+# namespace (10.88.0.254), each server its half of the GPUs and its own NCCL host id.
+half=$((NGPU / 2))
+devs0=$(seq -s, 0 $((half - 1)))
+devs1=$(seq -s, "$half" $((NGPU - 1)))
+TWO=
+start_h() { # h: the gpu-server of "host" h, in its namespace (its pid in SERVER_H<h>)
+    local h=$1 d=$devs0
+    [ "$h" = 1 ] && d=$devs1
+    LD_LIBRARY_PATH=$DEPS "$IP" netns exec rgpu-h$h env LD_LIBRARY_PATH="$DEPS" \
+        NCCL_HOSTID=rgpu-host-$h NCCL_SOCKET_IFNAME=rgpu-h$h-i NCCL_NVLS_ENABLE=0 \
+        TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 \
+        "$B/bin/gpu-server" --config "$WORK/two.conf" --listen 10.88.0.$((h + 1)) \
+        --port "$P2" --devices "$d" --log-level info >>"$LOGS/server-h$h.log" 2>&1 &
+    PIDS+=($!)
+    eval "SERVER_H$h=$!"
+}
+if IPX link add rgpu-br type bridge 2>"$LOGS/netns.err" && IPX addr add 10.88.0.254/24 dev rgpu-br &&
+    IPX link set rgpu-br up; then
+    ok=1
+    for h in 0 1; do
+        ns=rgpu-h$h
+        IPX netns add $ns && IPX link add rgpu-h$h-o type veth peer name rgpu-h$h-i &&
+            IPX link set rgpu-h$h-i netns $ns && IPX link set rgpu-h$h-o master rgpu-br &&
+            IPX link set rgpu-h$h-o up && IPX netns exec $ns "$IP" addr add 10.88.0.$((h + 1))/24 dev rgpu-h$h-i &&
+            IPX netns exec $ns "$IP" link set rgpu-h$h-i up && IPX netns exec $ns "$IP" link set lo up ||
+            ok=0
+    done 2>>"$LOGS/netns.err"
+    if [ $ok = 1 ]; then
+        conf two
+        start_h 0
+        start_h 1
+        TWO=10.88.0.1:$P2,10.88.0.2:$P2
+    fi
+fi
+[ -n "$TWO" ] || echo "no two-host placement: $(tail -3 "$LOGS/netns.err" | tr '\n' ' ')"
+sleep 2
+if [ "$NGPU" = 2 ]; then HOSTS_TWO=0,1; else HOSTS_TWO=0,0,1,1; fi
+HOSTS_ONE=$(seq -s, 0 $((NGPU - 1)) | sed 's/[0-9]\+/0/g')
+
+# ---- runners ------------------------------------------------------------------------------------
+pre() { # placement: PRE=(its environment, for env; a process started `env "${PRE[@]}" cmd &`
+    # has $! = the command's own pid, so that it can be ended by pid)
+    case $1 in
+        native) PRE=(LD_LIBRARY_PATH="$NCCL_DIR:$DEPS" DIST_HOSTS="$HOSTS_ONE") ;;
+        one) PRE=(LD_LIBRARY_PATH="$B/client:$DEPS" LD_PRELOAD="$B/nccl/libnccl.so.2"
+                  RGPU_SERVER="$ONE" DIST_HOSTS="$HOSTS_ONE") ;;
+        two) PRE=(LD_LIBRARY_PATH="$B/client:$DEPS" LD_PRELOAD="$B/nccl/libnccl.so.2"
+                  RGPU_SERVER="$TWO" DIST_HOSTS="$HOSTS_TWO") ;;
+    esac
+}
+on() { # placement cmd...
+    pre "$1"
+    shift
+    env "${PRE[@]}" "$@"
+}
+have() { [ "$1" != two ] || [ -n "$TWO" ]; }
+ranks() { # placement tag timeout nproc script args...: one process per GPU, as torchrun starts them
+    local pl=$1 tag=$2 to np=$4 pids=() rc=0
+    to=$(cap "$3")
+    shift 4
+    MPORT=$((MPORT + 1))
+    pre "$pl"
+    for k in $(seq $((np - 1)) -1 0); do
+        env "${PRE[@]}" RANK=$k LOCAL_RANK=$k WORLD_SIZE="$np" LOCAL_WORLD_SIZE="$np" \
+            MASTER_ADDR=127.0.0.1 MASTER_PORT=$MPORT timeout -k 5 "$to" python3 "$@" \
+            >"$LOGS/$tag.$pl.r$k.out" 2>"$LOGS/$tag.$pl.r$k.err" &
+        pids+=($!)
+    done
+    for p in "${pids[@]}"; do wait "$p" || rc=$?; done
+    cp "$LOGS/$tag.$pl.r0.out" "$LOGS/$tag.$pl.out"
+    [ $rc = 0 ] || shell_row "$pl" "$tag" FAIL "a rank ended with $rc (timeout $to s): $(cat "$LOGS/$tag.$pl".r*.err | grep -v '^\s*$' | grep -iv warn | tail -1 | cut -c1-200)"
+    grep '^ROW' "$LOGS/$tag.$pl.out" | sed "s/^/[$pl] /"
+}
+single() { # placement tag timeout cmd...
+    local pl=$1 tag=$2 to
+    to=$(cap "$3")
+    shift 3
+    on "$pl" timeout -k 5 "$to" "$@" >"$LOGS/$tag.$pl.out" 2>"$LOGS/$tag.$pl.err"
+    local rc=$?
+    [ $rc = 0 ] || shell_row "$pl" "$tag" FAIL "exit $rc after at most $to s: $(grep -v '^\s*$' "$LOGS/$tag.$pl.err" | tail -1 | cut -c1-200)"
+    grep '^ROW' "$LOGS/$tag.$pl.out" | sed "s/^/[$pl] /"
+}
+busbw() { # placement round
+    local pl=$1 r=$2 pids=() rc=0 to
+    to=$(cap 60)
+    rm -f "$WORK/busbw.id"
+    pre "$pl"
+    for k in $(seq $((NGPU - 1)) -1 0); do
+        if [ "$k" = 0 ]; then
+            env "${PRE[@]}" NCCL_BUSBW_MIN=4 NCCL_BUSBW_STEP=4 NCCL_BUSBW_REPS=5 NCCL_BUSBW_LAT=1 \
+                timeout -k 5 "$to" "$B/bin/nccl_busbw" 0 "$NGPU" "$WORK/busbw.id" 1024 20 \
+                >"$LOGS/busbw.$pl.$r.out" 2>"$LOGS/busbw.$pl.$r.err" || rc=$?
+        else
+            env "${PRE[@]}" NCCL_BUSBW_MIN=4 NCCL_BUSBW_STEP=4 NCCL_BUSBW_REPS=5 NCCL_BUSBW_LAT=1 \
+                timeout -k 5 "$to" "$B/bin/nccl_busbw" "$k" "$NGPU" "$WORK/busbw.id" 1024 20 \
+                >/dev/null 2>"$LOGS/busbw.$pl.$r.r$k.err" &
+            pids+=($!)
+        fi
+    done
+    for p in "${pids[@]}"; do wait "$p" || rc=$?; done
+    [ $rc = 0 ] && echo "busbw [$pl] round $r: $(grep -c bytes "$LOGS/busbw.$pl.$r.out") sizes" ||
+        shell_row "$pl" "busbw_round$r" FAIL "exit $rc: $(tail -1 "$LOGS/busbw.$pl.$r.err")"
+}
+mem_used() { nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits | head -"$NGPU" | awk '{s += $1} END {print s + 0}'; }
+
+# ---- 1. PyTorch patterns, native and one server ------------------------------------------------
+for pl in native one; do
+    if fits 90; then ranks $pl torch 200 "$NGPU" "$ROOT/tests/gpu/dist_torch.py"; else skip $pl torch; fi
+done
+# ---- 2. bus bandwidth, interleaved ----------------------------------------------------------------
+for r in 1 2; do
+    for pl in native one; do
+        if fits 25; then busbw $pl $r; else skip $pl "busbw_round$r"; fi
+    done
+done
+# ---- 3-5. every GPU in one process: JAX, PyTorch, CuPy -------------------------------------------
+for pl in native one; do
+    if fits 50; then single $pl jax 150 python3 "$ROOT/tests/gpu/dist_jax.py" local; else skip $pl jax; fi
+    if fits 30; then single $pl single 90 python3 "$ROOT/tests/gpu/dist_single.py"; else skip $pl single; fi
+    if fits 20; then single $pl cupy 60 python3 "$ROOT/tests/gpu/dist_cupy.py"; else skip $pl cupy; fi
+done
+# ---- 6. faults ----------------------------------------------------------------------------------
+MEM0=$(mem_used)
+fault() { # placement label limit-seconds how (rank|server)
+    local pl=$1 tag=$2 lim=$3 how=$4 start end rc p0 p1 args=() dev
+    rm -f "$WORK/progress"
+    [ "$how" = rank ] && args=(--kill-rank 1 --kill-step 40)
+    MPORT=$((MPORT + 1))
+    pre "$pl"
+    for k in 1 0; do
+        dev=$k
+        [ "$pl" = two ] && dev=$((k * half)) # rank 1 on the second "host"
+        env "${PRE[@]}" RANK=$k LOCAL_RANK=$dev WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$MPORT \
+            timeout -k 2 $((lim + 40)) python3 "$ROOT/tests/gpu/dist_fault.py" "${args[@]}" \
+            --steps 5000 --progress "$WORK/progress" >"$LOGS/$tag.$pl.r$k.out" 2>&1 &
+        eval "p$k=$!"
+    done
+    for _ in $(seq 400); do [ -s "$WORK/progress" ] && break; sleep 0.1; done
+    if [ "$how" = server ]; then # the second host's gpu-server (and, with it, its workers)
+        sleep 1
+        kill -9 "$SERVER_H1"
+    else
+        for _ in $(seq 600); do
+            [ "$(cut -d' ' -f1 "$WORK/progress" 2>/dev/null || echo 0)" -lt 30 ] && kill -0 "$p0" 2>/dev/null || break
+            sleep 0.05
+        done
+    fi
+    start=$(date +%s.%N)
+    rc=0
+    # The bound: `timeout` passes the TERM on to its rank (its $!, started through env).
+    ( sleep "$lim"; kill -TERM "$p0" "$p1" 2>/dev/null ) &
+    local guard=$!
+    wait "$p0" || rc=$?
+    end=$(date +%s.%N)
+    kill "$guard" 2>/dev/null
+    kill -TERM "$p1" 2>/dev/null
+    wait "$p1" 2>/dev/null
+    local took
+    took=$(awk -v a="$start" -v b="$end" 'BEGIN{printf "%.1f", b-a}')
+    if [ ! -s "$WORK/progress" ]; then
+        shell_row "$pl" "$tag" FAIL "the ranks never reached their loop (exit $rc): $(grep -v '^\s*$' "$LOGS/$tag.$pl.r0.out" | tail -1 | cut -c1-160)"
+    elif [ $rc != 0 ] && [ $rc != 124 ] && [ $rc != 143 ] && [ $rc != 137 ]; then
+        shell_row "$pl" "$tag" PASS "the survivor failed ${took} s after the $how was killed (exit $rc: $(grep -h '^ERROR [0-9]' "$LOGS/$tag.$pl.r0.out" | cut -c1-120 | head -1))"
+    else
+        shell_row "$pl" "$tag" FAIL "no error ${took} s after the $how was killed (exit $rc; bound $lim s)"
+    fi
+}
+if fits 50; then fault one fault_kill_rank 40 rank; else skip one fault_kill_rank; fi
+if fits 40; then fault native fault_kill_rank 30 rank; else skip native fault_kill_rank; fi
+sleep 3
+MEM1=$(mem_used)
+if [ $((MEM1 - MEM0)) -le $((200 * NGPU)) ]; then
+    shell_row one fault_memory_back PASS "GPU memory used ${MEM0} MiB before the faults, ${MEM1} MiB after"
+else
+    shell_row one fault_memory_back FAIL "GPU memory used ${MEM0} MiB before the faults, ${MEM1} MiB after"
+fi
+grep -h "aborting\|is gone" "$LOGS"/server-one.log | tail -3
+if fits 30; then
+    rm -f "$WORK/busbw.id"
+    busbw one after_faults && shell_row one serves_after_faults PASS "bus bandwidth sweep ran on the same server after the faults"
+else skip one serves_after_faults; fi
+
+# ---- 7-9. two servers ---------------------------------------------------------------------------
+if have two; then
+    if fits 90; then ranks two torch 200 "$NGPU" "$ROOT/tests/gpu/dist_torch.py"; else skip two torch; fi
+    if fits 25; then busbw two 1; else skip two busbw_round1; fi
+    if fits 50; then single two jax 150 python3 "$ROOT/tests/gpu/dist_jax.py" local; else skip two jax; fi
+    if fits 30; then single two single 90 python3 "$ROOT/tests/gpu/dist_single.py"; else skip two single; fi
+    if fits 50; then
+        fault two fault_kill_server 40 server
+        start_h 1 # the next jobs have both "hosts" again
+        sleep 2
+    else skip two fault_kill_server; fi
+fi
+# ---- 10. the VMM allocator -------------------------------------------------------------------------
+for pl in native one; do
+    if fits 50; then
+        PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True ranks $pl vmm 150 "$NGPU" \
+            "$ROOT/tests/gpu/dist_torch.py" --phases coll,ddp --prefix vmm_
+    else skip $pl vmm; fi
+done
+# ---- 11. jax.distributed across 2 processes -------------------------------------------------------
+jaxdist() { # placement
+    local pl=$1 pids=() rc=0 port=$((MPORT + 50)) to
+    to=$(cap 120)
+    pre "$pl"
+    for p in 1 0; do
+        local sel=() uns=() srv=$ONE
+        if [ "$pl" = two ]; then # each process the server of its own "host"
+            srv=$(echo "$TWO" | cut -d, -f$((p + 1)))
+            uns=(-u CUDA_VISIBLE_DEVICES)
+        elif [ "$NGPU" = 2 ]; then sel=(CUDA_VISIBLE_DEVICES=$p)
+        else sel=(CUDA_VISIBLE_DEVICES=$((2 * p)),$((2 * p + 1))); fi
+        env "${uns[@]}" "${PRE[@]}" "${sel[@]}" RGPU_SERVER="$srv" DIST_COORD=127.0.0.1:$port \
+            DIST_NPROC=2 DIST_PID=$p timeout -k 5 "$to" python3 "$ROOT/tests/gpu/dist_jax.py" multi \
+            >"$LOGS/jaxdist.$pl.p$p.out" 2>"$LOGS/jaxdist.$pl.p$p.err" &
+        pids+=($!)
+    done
+    for q in "${pids[@]}"; do wait "$q" || rc=$?; done
+    cp "$LOGS/jaxdist.$pl.p0.out" "$LOGS/jaxdist.$pl.out"
+    [ $rc = 0 ] || shell_row "$pl" jaxdist FAIL "exit $rc: $(grep -v '^\s*$' "$LOGS/jaxdist.$pl.p0.err" | tail -1 | cut -c1-200)"
+    grep '^ROW' "$LOGS/jaxdist.$pl.out" | sed "s/^/[$pl] /"
+}
+for pl in native one two; do
+    have $pl || continue
+    if fits 45; then jaxdist $pl; else skip $pl jaxdist; fi
+done
+if have two && fits 45; then busbw two 2; fi
+
+# ---- the table ----------------------------------------------------------------------------------
+echo
+python3 "$ROOT/tests/gpu/dist_report.py" "$LOGS" "$NGPU" | tee "$OUTD/dist-table.md"
+echo "($(elapsed) s)"
+tar -C /tmp -czf "$OUTD/dist-logs.tar.gz" rgpu-dist-logs 2>/dev/null
+exit 0
