@@ -7,6 +7,7 @@
 #include "common/array_grow.h"
 #include "common/log.h"
 #include "scheduler/admission.h"
+#include "server/component.h"
 #include "server/module_cache.h"
 #include "server/session.h"
 #include "server/nccl.h"
@@ -295,13 +296,8 @@ static void free_tables(struct srv_session *s)
     for (size_t i = 0; i < s->handle_cap; i++)
         free(s->handles[i].layout);
     free(s->handles);
-    free(s->allocs);
-    free(s->limit_charges); /* their bytes went back with the contexts */
     s->handles = NULL;
-    s->allocs = NULL;
-    s->limit_charges = NULL;
-    s->nlimit_charges = s->limit_charge_cap = 0;
-    s->handle_cap = s->nhandles = s->alloc_cap = s->nallocs = 0;
+    s->handle_cap = s->nhandles = 0;
 }
 
 /* What the worker's resident memory is made of while the session still holds everything
@@ -324,46 +320,84 @@ static void rss_parts(char *buf, size_t len)
              kb[2] / 1024.0);
 }
 
-void srv_session_teardown(struct srv_session *s)
+/* The allocation table's memory (session end). */
+struct memory_state {
+    size_t freed;        /* allocations freed at the session's end */
+    uint64_t freed_bytes; /* and their bytes */
+};
+
+static void memory_teardown(struct srv_session *s, void *state)
 {
-    size_t bytes = 0, n = s->nallocs;
+    struct memory_state *m = state;
+
+    m->freed = s->nallocs;
+    for (size_t i = 0; i < s->nallocs; i++) {
+        m->freed_bytes += s->allocs[i].size;
+        s->drv.cuMemFree(s->allocs[i].dptr);
+    }
+    s->nallocs = 0;
+    free(s->allocs);
+    s->allocs = NULL;
+    s->alloc_cap = 0;
+}
+
+static void objects_teardown(struct srv_session *s, void *state)
+{
     static const unsigned order[] = {PROTO_H_GRAPH_EXEC, PROTO_H_GRAPH,   PROTO_H_STREAM,
                                      PROTO_H_EVENT,      PROTO_H_MODULE,  PROTO_H_LIBRARY,
                                      PROTO_H_MEM_HANDLE, PROTO_H_MEM_POOL, PROTO_H_SHADOW,   PROTO_H_LINK,
                                      PROTO_H_CTX};
-    char parts[96];
 
-    rss_parts(parts, sizeof(parts));
-    rg_info("session %llu: worker resident memory before teardown: %s", (unsigned long long)s->id,
-            parts);
-    srv_peer_teardown(s);
-    srv_rdma_copy_report(s);
-    srv_rdma_staging_release(s);
-    for (int i = 0; i < 2; i++)
-        if (s->staging[i] != NULL)
-            s->drv.cuMemFreeHost(s->staging[i]);
-    srv_nccl_teardown(s); /* communicators aborted while their contexts live (server/nccl.h) */
-    srv_ipc_teardown(s); /* other sessions' memory first, while the contexts live */
-    srv_host_mirror_teardown(s);
-    for (size_t i = 0; i < s->nallocs; i++) {
-        bytes += s->allocs[i].size;
-        s->drv.cuMemFree(s->allocs[i].dptr);
-    }
-    s->nallocs = 0;
     srv_images_teardown(s); /* before streams and contexts; objects before their arrays */
     for (size_t t = 0; t < sizeof(order) / sizeof(order[0]); t++)
         teardown_type(s, order[t]);
     for (int d = 0; d < s->ndevices; d++)
         if (s->primary[d] != NULL)
             s->drv.cuDevicePrimaryCtxRelease(s->devices[d]);
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    rg_info("session %llu: freed %zu allocation(s), %.1f MiB, and %zu handle(s); worker peak "
-            "RSS %.1f MiB, pinned staging %.1f MiB",
-            (unsigned long long)s->id, n, bytes / 1048576.0, s->nhandles, ru.ru_maxrss / 1024.0,
-            (s->staging_most + s->lanes_staging_most) / 1048576.0);
+}
+
+static void records_teardown(struct srv_session *s, void *state)
+{
     srv_vmm_teardown(s);
     srv_capture_teardown();
+    free(s->limit_charges); /* their bytes went back with the contexts */
+    s->limit_charges = NULL;
+    s->nlimit_charges = s->limit_charge_cap = 0;
+}
+
+const struct srv_component srv_memory_component = {
+    .name = "memory", .state_size = sizeof(struct memory_state), .teardown = memory_teardown};
+const struct srv_component srv_objects_component = {.name = "objects",
+                                                    .teardown = objects_teardown};
+const struct srv_component srv_records_component = {.name = "records",
+                                                    .teardown = records_teardown};
+
+rg_status_t srv_session_init(struct srv_session *s)
+{
+    return srv_components_init(&s->comps, srv_component_table, SRV_COMP_COUNT, s);
+}
+
+void srv_session_teardown(struct srv_session *s)
+{
+    const struct memory_state *m = srv_component_state(s, SRV_COMP_MEMORY);
+    bool served = s->drv.dl != NULL; /* the handshake opened the driver */
+    char parts[96];
+    struct rusage ru;
+
+    if (served) {
+        rss_parts(parts, sizeof(parts));
+        rg_info("session %llu: worker resident memory before teardown: %s",
+                (unsigned long long)s->id, parts);
+    }
+    srv_components_teardown(&s->comps, srv_component_table, SRV_COMP_COUNT, s);
+    if (served && m != NULL) {
+        getrusage(RUSAGE_SELF, &ru);
+        rg_info("session %llu: freed %zu allocation(s), %.1f MiB, and %zu handle(s); worker peak "
+                "RSS %.1f MiB, pinned staging %.1f MiB",
+                (unsigned long long)s->id, m->freed, m->freed_bytes / 1048576.0, s->nhandles,
+                ru.ru_maxrss / 1024.0, (s->staging_most + s->lanes_staging_most) / 1048576.0);
+    }
+    srv_components_free(&s->comps, SRV_COMP_COUNT);
     free_tables(s);
 }
 

@@ -9,6 +9,7 @@
 #include "proto/arena.h"
 #include "proto/frame.h"
 #include "proto/ops.h"
+#include "server/component.h"
 #include "server/driver.h"
 #include "server/op_dispatch.h"
 #include "transport/rdma.h"
@@ -96,7 +97,15 @@ struct srv_session {
     char rdma_note[200];
     struct transport_conn *tcp_ctl;
     char end_reason[160]; /* why a call broke the session (srv_call.why, kept) */
+    struct srv_components comps; /* each feature's own state (server/components.def) */
 };
+
+/* The private state of component id (server/component.h); each component's file wraps it in
+ * a typed accessor. NULL for a component without state. */
+static inline void *srv_component_state(const struct srv_session *s, enum srv_component_id id)
+{
+    return s->comps.state[id];
+}
 
 /* Per-session bounds on what a session makes the worker hold beyond its allocations
  * (server/session_limits.c; docs/tenants.md lists them all). */
@@ -301,7 +310,11 @@ rg_status_t srv_recv_input(struct srv_session *s, struct srv_call *call, void *d
 void srv_output_capture(struct srv_session *s);
 rg_status_t srv_output_forward(struct srv_session *s);
 
-/* Free everything the session holds. */
+/* The session's components set up (zeroed state, server/components.def), first thing, before
+ * the handshake; an error leaves nothing to tear down. */
+rg_status_t srv_session_init(struct srv_session *s);
+/* Free everything the session holds: every component's teardown in the table's order, then
+ * the handle table. Once, at the session's end, whether or not its handshake succeeded. */
 void srv_session_teardown(struct srv_session *s);
 
 #endif
