@@ -82,8 +82,7 @@ CUresult srv_op_primary_reset(struct srv_session *s, struct srv_call *call)
     if (a->dev >= (uint64_t)s->ndevices)
         return CUDA_ERROR_INVALID_DEVICE;
     srv_gate_forget_context(s);
-    s->nallocs = 0; /* the reset frees them all */
-    s->mem_used = 0;
+    srv_alloc_reset(s); /* the reset frees them all */
     srv_staging_release(s, PROTO_PRIMARY_CTX_ID(a->dev));
     s->current_ctx = 0;
     return s->drv.cuDevicePrimaryCtxReset(s->devices[a->dev]);

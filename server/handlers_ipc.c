@@ -90,7 +90,7 @@ void srv_ipc_charge_orphans(struct srv_session *s)
             srv_tenancy_ipc_check(s, SRV_IPC_MEM, m->handle, other, sizeof(other)) == RG_OK)
             continue;
         m->charged = true; /* even over the quota: it is held; new allocations are refused */
-        s->mem_used += m->size;
+        srv_quota_charge_held(s, m->size);
         rg_info("session %llu: the session that exported %zu bytes it keeps open through CUDA "
                 "IPC ended: charged to this session until it closes them",
                 (unsigned long long)s->id, m->size);

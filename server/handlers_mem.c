@@ -70,8 +70,7 @@ CUresult srv_op_mem_alloc_pitch(struct srv_session *s, struct srv_call *call)
         s->drv.cuMemFree(d); /* the padded size is known only now */
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
-    if (res == CUDA_SUCCESS) {
-        srv_alloc_add(s, d, pitch * a->height);
+    if (res == CUDA_SUCCESS && (res = srv_alloc_record(s, d, pitch * a->height)) == CUDA_SUCCESS) {
         call->out[call->nout++] = d;
         call->out[call->nout++] = pitch;
     }
@@ -96,8 +95,7 @@ CUresult srv_op_mem_get_info(struct srv_session *s, struct srv_call *call)
     size_t free_b, total;
     CUresult res = s->drv.cuMemGetInfo(&free_b, &total);
 
-    if (s->nipc_maps > 0)
-        srv_ipc_charge_orphans(s);
+    srv_ipc_charge_orphans(s);
     if (res == CUDA_SUCCESS && s->mem_quota != 0) { /* frameworks size themselves to this */
         uint64_t left = s->mem_quota > s->mem_used ? s->mem_quota - s->mem_used : 0;
         free_b = left < free_b ? left : free_b;

@@ -166,19 +166,6 @@ static struct transport_mr *direct_register(struct srv_session *s, const struct 
     return st == RG_OK ? mr : NULL;
 }
 
-/* The session's allocation holding [d, d + len), NULL if none (VMM, graph memory, a bad
- * range: those go through staging, where the driver checks the range). */
-static const struct srv_alloc *direct_alloc(const struct srv_session *s, CUdeviceptr d,
-                                            size_t len)
-{
-    for (size_t i = 0; i < s->nallocs; i++) {
-        const struct srv_alloc *a = &s->allocs[i];
-        if (d >= a->dptr && d - a->dptr <= a->size && len <= a->size - (d - a->dptr))
-            return a;
-    }
-    return NULL;
-}
-
 static bool direct_add(struct srv_session *s, const struct srv_alloc *a, struct transport_mr *mr)
 {
     if (!rg_array_grow((void **)&s->direct_regs, &s->direct_cap, s->ndirect,
@@ -201,7 +188,9 @@ static void direct_decide(struct srv_session *s, const char *why)
                 "%s)", (unsigned long long)s->id, why);
 }
 
-/* The registration covering [d, d + len) when this copy can go direct, else NULL. */
+/* The registration covering [d, d + len) when this copy can go direct, else NULL (also when
+ * no allocation of the table holds the range: VMM, graph memory, a bad range go through
+ * staging, where the driver checks the range). */
 static struct transport_mr *direct_mr(struct srv_session *s, CUdeviceptr d, size_t len)
 {
     const struct srv_alloc *a;
@@ -211,7 +200,7 @@ static struct transport_mr *direct_mr(struct srv_session *s, CUdeviceptr d, size
 
     if (s->rdma_direct == 0 && (refused = direct_refused(s, why, sizeof(why))) != NULL)
         direct_decide(s, refused);
-    if (s->rdma_direct < 0 || (a = direct_alloc(s, d, len)) == NULL)
+    if (s->rdma_direct < 0 || (a = srv_alloc_find(s, d, len)) == NULL)
         return NULL;
     for (size_t i = 0; i < s->ndirect; i++)
         if (s->direct_regs[i].dptr == a->dptr && s->direct_regs[i].size == a->size)

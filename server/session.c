@@ -4,9 +4,7 @@
 #include <string.h>
 #include <sys/resource.h>
 
-#include "common/array_grow.h"
 #include "common/log.h"
-#include "scheduler/admission.h"
 #include "server/component.h"
 #include "server/module_cache.h"
 #include "server/session.h"
@@ -101,79 +99,6 @@ void *srv_scratch(struct srv_session *s, size_t len)
         s->scratch_len = cap;
     }
     return s->scratch;
-}
-
-bool srv_quota_allows(struct srv_session *s, uint64_t size)
-{
-    if (s->nipc_maps > 0)
-        srv_ipc_charge_orphans(s);
-    return sched_quota_fits(s->mem_quota, s->mem_used, size);
-}
-
-bool srv_quota_charge(struct srv_session *s, uint64_t size)
-{
-    if (!srv_quota_allows(s, size))
-        return false;
-    s->mem_used += size;
-    return true;
-}
-
-void srv_quota_release(struct srv_session *s, uint64_t size)
-{
-    s->mem_used -= size < s->mem_used ? size : s->mem_used;
-}
-
-void srv_alloc_add(struct srv_session *s, CUdeviceptr dptr, size_t size)
-{
-    s->mem_used += size; /* the caller checked srv_quota_allows before allocating */
-    if (!rg_array_grow((void **)&s->allocs, &s->alloc_cap, s->nallocs, sizeof(*s->allocs), 64))
-        return; /* the context's destruction still frees it */
-    s->allocs[s->nallocs++] = (struct srv_alloc){dptr, size};
-}
-
-CUresult srv_alloc_answer(struct srv_session *s, struct srv_call *call, CUresult res,
-                          CUdeviceptr d, size_t size)
-{
-    if (res == CUDA_SUCCESS) {
-        srv_alloc_add(s, d, size);
-        call->out[call->nout++] = d;
-    }
-    return res;
-}
-
-void srv_alloc_del(struct srv_session *s, CUdeviceptr dptr)
-{
-    for (size_t i = 0; i < s->nallocs; i++) {
-        if (s->allocs[i].dptr == dptr) {
-            srv_quota_release(s, s->allocs[i].size);
-            s->allocs[i] = s->allocs[--s->nallocs];
-            return;
-        }
-    }
-}
-
-size_t srv_mem_free_now(struct srv_session *s)
-{
-    size_t free_b = 0, total;
-
-    return s->drv.cuMemGetInfo(&free_b, &total) == CUDA_SUCCESS ? free_b : 0;
-}
-
-/* A module's globals (and its code) count against the quota: the device memory that loading it
- * took, measured around the load (one worker is one process, so the difference is this load's
- * unless another process allocated at the same moment). Charged to the handle, given back when
- * it is unloaded; CUDA_ERROR_OUT_OF_MEMORY (and the module unloaded) when it does not fit. */
-CUresult srv_load_charge(struct srv_session *s, uint64_t id, unsigned type, size_t before)
-{
-    size_t after = srv_mem_free_now(s);
-    uint64_t took = before > after ? before - after : 0;
-
-    if (!srv_quota_charge(s, took)) {
-        srv_handle_destroy(s, id, type);
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    }
-    srv_handle_get(s, id, type)->size = took;
-    return CUDA_SUCCESS;
 }
 
 static CUresult primary_bind(struct srv_session *s, uint64_t ctx_id, CUcontext *ctx_p)
@@ -320,27 +245,6 @@ static void rss_parts(char *buf, size_t len)
              kb[2] / 1024.0);
 }
 
-/* The allocation table's memory (session end). */
-struct memory_state {
-    size_t freed;        /* allocations freed at the session's end */
-    uint64_t freed_bytes; /* and their bytes */
-};
-
-static void memory_teardown(struct srv_session *s, void *state)
-{
-    struct memory_state *m = state;
-
-    m->freed = s->nallocs;
-    for (size_t i = 0; i < s->nallocs; i++) {
-        m->freed_bytes += s->allocs[i].size;
-        s->drv.cuMemFree(s->allocs[i].dptr);
-    }
-    s->nallocs = 0;
-    free(s->allocs);
-    s->allocs = NULL;
-    s->alloc_cap = 0;
-}
-
 static void objects_teardown(struct srv_session *s, void *state)
 {
     static const unsigned order[] = {PROTO_H_GRAPH_EXEC, PROTO_H_GRAPH,   PROTO_H_STREAM,
@@ -365,8 +269,6 @@ static void records_teardown(struct srv_session *s, void *state)
     s->nlimit_charges = s->limit_charge_cap = 0;
 }
 
-const struct srv_component srv_memory_component = {
-    .name = "memory", .state_size = sizeof(struct memory_state), .teardown = memory_teardown};
 const struct srv_component srv_objects_component = {.name = "objects",
                                                     .teardown = objects_teardown};
 const struct srv_component srv_records_component = {.name = "records",
@@ -379,10 +281,11 @@ rg_status_t srv_session_init(struct srv_session *s)
 
 void srv_session_teardown(struct srv_session *s)
 {
-    const struct memory_state *m = srv_component_state(s, SRV_COMP_MEMORY);
     bool served = s->drv.dl != NULL; /* the handshake opened the driver */
     char parts[96];
     struct rusage ru;
+    uint64_t bytes;
+    size_t n;
 
     if (served) {
         rss_parts(parts, sizeof(parts));
@@ -390,11 +293,12 @@ void srv_session_teardown(struct srv_session *s)
                 (unsigned long long)s->id, parts);
     }
     srv_components_teardown(&s->comps, srv_component_table, SRV_COMP_COUNT, s);
-    if (served && m != NULL) {
+    if (served) {
+        srv_alloc_freed(s, &n, &bytes);
         getrusage(RUSAGE_SELF, &ru);
         rg_info("session %llu: freed %zu allocation(s), %.1f MiB, and %zu handle(s); worker peak "
                 "RSS %.1f MiB, pinned staging %.1f MiB",
-                (unsigned long long)s->id, m->freed, m->freed_bytes / 1048576.0, s->nhandles,
+                (unsigned long long)s->id, n, bytes / 1048576.0, s->nhandles,
                 ru.ru_maxrss / 1024.0, (s->staging_most + s->lanes_staging_most) / 1048576.0);
     }
     srv_components_free(&s->comps, SRV_COMP_COUNT);

@@ -12,6 +12,7 @@
 #include "server/component.h"
 #include "server/driver.h"
 #include "server/op_dispatch.h"
+#include "server/quota.h"
 #include "transport/rdma.h"
 
 struct srv_handle {
@@ -23,11 +24,6 @@ struct srv_handle {
                        * pool): never destroyed alone */
     uint64_t size;    /* bytes charged to the quota (VMM memory, module globals, graph memory
                        * nodes, shadows: their length) */
-};
-
-struct srv_alloc {
-    CUdeviceptr dptr;
-    size_t size;
 };
 
 /* A device allocation registered with the session's RDMA connection for GPUDirect RDMA
@@ -53,11 +49,9 @@ struct srv_session {
     uint64_t current_ctx;
     struct srv_handle *handles;
     size_t handle_cap, nhandles;
-    struct srv_alloc *allocs;
-    size_t nallocs, alloc_cap;
     char tenant[64];          /* "" when the server has no tenants */
     uint64_t mem_quota;       /* bytes of device memory this session may hold; 0 = no limit */
-    uint64_t mem_used;        /* bytes it holds now (allocation table) */
+    uint64_t mem_used;        /* bytes it holds now: written only by server/quota.c */
     struct srv_tenancy *tenancy; /* shared table slot and compute gate (server/tenancy.h) */
     void *staging[2]; /* pinned chunks for bulk copies */
     size_t staging_len;
@@ -177,27 +171,6 @@ CUresult srv_handle_destroy(struct srv_session *s, uint64_t id, unsigned type);
 CUresult srv_handle_adopt(struct srv_session *s, uint64_t id, unsigned type, CUresult res,
                           void *real);
 
-/* Memory quota. Every allocation path charges through srv_quota_charge (or srv_alloc_add,
- * which charges) and gives back through srv_quota_release (or srv_alloc_del);
- * srv_quota_allows: may size more bytes be allocated under the quota? srv_quota_charge: charge
- * them if they fit (false, nothing charged, if not). */
-bool srv_quota_allows(struct srv_session *s, uint64_t size);
-bool srv_quota_charge(struct srv_session *s, uint64_t size);
-void srv_quota_release(struct srv_session *s, uint64_t size);
-/* Allocation table (device pointers freed by cuMemFree at teardown). */
-void srv_alloc_add(struct srv_session *s, CUdeviceptr dptr, size_t size);
-void srv_alloc_del(struct srv_session *s, CUdeviceptr dptr);
-/* After an allocation call returned res: on success record d (size bytes) and answer it. */
-CUresult srv_alloc_answer(struct srv_session *s, struct srv_call *call, CUresult res,
-                          CUdeviceptr d, size_t size);
-
-/* Device memory free now (cuMemGetInfo of the current context's device). */
-size_t srv_mem_free_now(struct srv_session *s);
-/* A module or library load is charged what it took of device memory, measured around it from
- * `before` (srv_mem_free_now): the handle id of that type remembers it, or, over the quota, is
- * destroyed and CUDA_ERROR_OUT_OF_MEMORY returned. */
-CUresult srv_load_charge(struct srv_session *s, uint64_t id, unsigned type, size_t before);
-
 /* Kernel parameters: the function or kernel func_id (its real handle in *f_p) and the packed
  * buffer pbuf of plen bytes (copied into session scratch) as a kernelParams array. */
 CUresult srv_param_pointers(struct srv_session *s, uint64_t func_id, const void *pbuf,
@@ -260,7 +233,7 @@ struct srv_ipc_map {
     uint8_t handle[CU_IPC_HANDLE_SIZE];
 };
 /* Charge this session for the IPC-opened memory whose exporter's session has ended (the
- * driver keeps it alive while it is open); srv_quota_allows and srv_quota_charge call it. */
+ * driver keeps it alive while it is open); srv_quota_allows calls it. */
 void srv_ipc_charge_orphans(struct srv_session *s);
 void srv_ipc_teardown(struct srv_session *s);
 
