@@ -100,11 +100,6 @@ const struct srv_component srv_tenancy_component = {.name = "tenancy",
 const struct srv_component srv_nccl_component = {.name = "nccl", .teardown = nccl_teardown};
 
 /* (commit 1 only: adapters over the functions that held the hand-ordered teardown) */
-static void peer_teardown(struct srv_session *s, void *state)
-{
-    srv_peer_teardown(s);
-}
-
 static void rdma_copy_teardown(struct srv_session *s, void *state)
 {
     srv_rdma_copy_report(s);
@@ -128,7 +123,6 @@ static void host_mirror_teardown(struct srv_session *s, void *state)
     srv_host_mirror_teardown(s);
 }
 
-const struct srv_component srv_peer_component = {.name = "peer", .teardown = peer_teardown};
 const struct srv_component srv_rdma_copy_component = {.name = "rdma_copy",
                                                       .teardown = rdma_copy_teardown};
 const struct srv_component srv_copies_component = {.name = "copies", .teardown = copies_teardown};

@@ -206,8 +206,7 @@ CUresult srv_handle_adopt(struct srv_session *s, uint64_t id, unsigned type, CUr
     return CUDA_ERROR_INVALID_HANDLE;
 }
 
-/* Destroy every object of one type (streams and events before modules, contexts last). */
-static void teardown_type(struct srv_session *s, unsigned type)
+void srv_handles_destroy_all(struct srv_session *s, unsigned type)
 {
     for (size_t i = 0; i < s->handle_cap; i++) {
         struct srv_handle *h = &s->handles[i];
@@ -245,32 +244,14 @@ static void rss_parts(char *buf, size_t len)
              kb[2] / 1024.0);
 }
 
-static void objects_teardown(struct srv_session *s, void *state)
-{
-    static const unsigned order[] = {PROTO_H_GRAPH_EXEC, PROTO_H_GRAPH,   PROTO_H_STREAM,
-                                     PROTO_H_EVENT,      PROTO_H_MODULE,  PROTO_H_LIBRARY,
-                                     PROTO_H_MEM_HANDLE, PROTO_H_MEM_POOL, PROTO_H_SHADOW,   PROTO_H_LINK,
-                                     PROTO_H_CTX};
-
-    srv_images_teardown(s); /* before streams and contexts; objects before their arrays */
-    for (size_t t = 0; t < sizeof(order) / sizeof(order[0]); t++)
-        teardown_type(s, order[t]);
-    for (int d = 0; d < s->ndevices; d++)
-        if (s->primary[d] != NULL)
-            s->drv.cuDevicePrimaryCtxRelease(s->devices[d]);
-}
-
+/* (until session_limits.c owns its table) */
 static void records_teardown(struct srv_session *s, void *state)
 {
-    srv_vmm_teardown(s);
-    srv_capture_teardown();
     free(s->limit_charges); /* their bytes went back with the contexts */
     s->limit_charges = NULL;
     s->nlimit_charges = s->limit_charge_cap = 0;
 }
 
-const struct srv_component srv_objects_component = {.name = "objects",
-                                                    .teardown = objects_teardown};
 const struct srv_component srv_records_component = {.name = "records",
                                                     .teardown = records_teardown};
 

@@ -71,10 +71,6 @@ struct srv_session {
     struct proto_arena arena; /* unpacked calls live here until the next one */
     int output_fd[2];         /* read ends of the pipes that are stdout and stderr, or -1 */
     struct srv_lanes *lanes;  /* data lanes of a TCP session (server/lanes.c), NULL until offered */
-    struct srv_vmm_phys *vmm_phys; /* VMM physical memory and its mappings (handlers_vmm.c) */
-    size_t nvmm_phys, vmm_phys_cap;
-    struct srv_vmm_map *vmm_maps;
-    size_t nvmm_maps, vmm_map_cap;
     struct srv_ipc_map *ipc_maps; /* memory opened from IPC handles (handlers_ipc.c) */
     size_t nipc_maps, ipc_map_cap;
     struct srv_nccl *nccl;    /* NCCL communicators and memory (handlers_nccl.c), NULL until used */
@@ -82,7 +78,6 @@ struct srv_session {
     size_t nmirrors, mirror_cap;     /* (handlers_host_mirror.c) */
     struct srv_limit_charge *limit_charges; /* device memory limits set per context */
     size_t nlimit_charges, limit_charge_cap;  /* (server/session_limits.c) */
-    unsigned nctx;            /* contexts created (CTX_CREATE), at most SRV_MAX_CONTEXTS */
     void *scratch;            /* launch parameters and their pointer array */
     size_t scratch_len;
     /* The move to RDMA (server/worker.c): the offer named in the Welcome, why there is none,
@@ -111,9 +106,6 @@ static inline void *srv_component_state(const struct srv_session *s, enum srv_co
 CUresult srv_ctx_set_limit(struct srv_session *s, CUlimit limit, uint64_t value);
 /* The context (wire id) is destroyed: its limits' charges go back. */
 void srv_ctx_limits_forget(struct srv_session *s, uint64_t ctx);
-
-/* Forget the VMM records at the session's end (the handles' teardown frees the memory). */
-void srv_vmm_teardown(struct srv_session *s);
 
 /* Pinned host memory of the client mirrored at the same address (handlers_host_mirror.c):
  * [base, base + len) mapped in the worker and registered with the driver; ref is the copy the
@@ -165,6 +157,9 @@ CUresult srv_bind_new(struct srv_session *s, uint64_t id, unsigned type, void *r
 /* Drop the handle id of that type and destroy its object with the matching driver call
  * (CUDA_ERROR_INVALID_HANDLE if there is none). */
 CUresult srv_handle_destroy(struct srv_session *s, uint64_t id, unsigned type);
+/* At the session's end, from a component's teardown: destroy every object of that type the
+ * session holds and does not borrow (the handles stay until the table goes). */
+void srv_handles_destroy_all(struct srv_session *s, unsigned type);
 /* After a driver call that made real for the client's id returned res: bind it (CUDA_SUCCESS),
  * or, when the id is not of that type or already bound, destroy it with the matching driver call
  * (CUDA_ERROR_INVALID_HANDLE); a failed res is returned as it is. */
@@ -199,30 +194,23 @@ void srv_graph_forget(struct srv_session *s, uint64_t graph);
  * graph), the id, its nodes and bodies are dropped. */
 CUresult srv_op_capture_info(struct srv_session *s, struct srv_call *call);
 CUresult srv_op_capture_update_deps(struct srv_session *s, struct srv_call *call);
-bool srv_capture_bound(uint64_t id);
+bool srv_capture_bound(struct srv_session *s, uint64_t id);
 /* Whether g is a graph the session holds under some id. */
 bool srv_graph_known(const struct srv_session *s, CUgraph g);
 CUresult srv_capture_end(struct srv_session *s, uint64_t id, CUresult res, CUgraph g);
-/* Before a stream is destroyed: drop the id of the capture it ends (see handlers_capture.c);
- * at session end, forget the bound ids. */
+/* Before a stream is destroyed: drop the id of the capture it ends (see handlers_capture.c). */
 void srv_capture_abandon(struct srv_session *s, CUstream st);
-void srv_capture_teardown(void);
 
 /* A do-nothing host node standing for a client host function (handlers_device.c). */
 CUresult srv_add_host_placeholder(struct srv_session *s, CUgraphNode *node, CUgraph g,
                                   const CUgraphNode *deps, size_t ndeps);
 
-/* At session end: a server-to-server receive (PEER_RECV) never waited for is cancelled and its
- * thread joined, before the memory it writes goes (handlers_peer.c). */
-void srv_peer_teardown(struct srv_session *s);
-
 /* End a JIT link (handlers_link.c). */
 void srv_link_free(struct srv_session *s, void *real);
 /* Arrays, texture and surface objects (handlers_array.c; one handle type, PROTO_H_IMAGE):
  * srv_array_object_destroy destroys one of them (the handle's real pointer) with the driver
- * call its kind needs; srv_images_teardown all of the session's, objects before arrays. */
+ * call its kind needs. */
 CUresult srv_array_object_destroy(struct srv_session *s, void *real);
-void srv_images_teardown(struct srv_session *s);
 
 /* CUDA IPC (handlers_ipc.c): close the memory the session opened from other sessions' handles
  * (its events are ordinary event handles). Not charged to the quota: the exporter's holds it. */

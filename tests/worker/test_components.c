@@ -1,6 +1,9 @@
 /* The session's components (server/component.h): the lifetime rules over a table made here
  * (each teardown once, in phase then table order, also after a failed init; none for a
  * component whose init did not run or failed), and the session's own table. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -8,11 +11,19 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
+#include "common/log.h"
+#include "proto/frame.h"
+#include "proto/ops.h"
 #include "server/component.h"
+#include "server/server.h"
 #include "server/session.h"
+#include "tests/wire/wire_client.h"
 
 /* ---- the lifetime rules, on a table of recording components --------------------------- */
 
@@ -168,6 +179,123 @@ static void test_session_without_handshake(void **state)
     srv_session_teardown(&s); /* a second teardown finds nothing to do */
 }
 
+/* ---- several sessions in one process, one after the other (as under fuzz_worker) --------- */
+
+static struct srv_config cfg = {.driver = FAKECUDA_PATH, .log_level = "error", .name = "test",
+                                .module_cache = "off", .host_nvml = "off"};
+
+struct client {
+    struct transport_conn *conn;
+    uint64_t next_id;
+    uint8_t buf[1 << 16];
+};
+
+/* A child process that serves n sessions in turn, in process, on connections to *addr. */
+static pid_t serve_in_process(int n, char *addr, size_t len)
+{
+    struct transport_listener *l;
+    pid_t pid;
+
+    assert_int_equal(transport_tcp_ops.listen("127.0.0.1:0", &l), RG_OK);
+    assert_int_equal(transport_tcp_ops.listener_addr(l, addr, len), RG_OK);
+    if ((pid = fork()) == 0) {
+        for (int i = 0; i < n; i++) {
+            struct transport_conn *c;
+            if (transport_tcp_ops.accept(l, &c) != RG_OK)
+                _exit(98);
+            srv_worker_run(&cfg, dup(transport_fd(c)), (uint64_t)i + 1, "test-peer");
+            transport_close(c);
+        }
+        _exit(0);
+    }
+    transport_tcp_ops.listener_close(l);
+    return pid;
+}
+
+static void client_open(struct client *c, const char *addr)
+{
+    Rgpu__Hello h = RGPU__HELLO__INIT;
+
+    assert_int_equal(transport_tcp_ops.connect(addr, NULL, &c->conn), RG_OK);
+    c->next_id = 1;
+    h.proto_version = PROTO_VERSION;
+    h.proto_minor = PROTO_VERSION_MINOR;
+    h.tenant = "";
+    h.token = "";
+    rgpu__welcome__free_unpacked(wire_hello(c->conn, &h, c->buf, sizeof(c->buf)), NULL);
+}
+
+static CUresult call(struct client *c, unsigned op, const uint64_t *args, size_t nargs,
+                     const void *data, size_t len, uint64_t *out, size_t cap)
+{
+    Rgpu__Reply *r;
+    CUresult res;
+
+    wire_call(c->conn, c->next_id++, op, PROTO_PRIMARY_CTX_ID(0), 0, args, nargs, data, len,
+              NULL, 0);
+    r = wire_reply(c->conn, c->buf, sizeof(c->buf), NULL, 0);
+    res = (CUresult)r->result;
+    for (size_t i = 0; i < r->n_out && i < cap; i++)
+        out[i] = r->out[i];
+    rgpu__reply__free_unpacked(r, NULL);
+    return res;
+}
+
+/* A server-to-server receive never waited for ends with its session (e11cedd: it outlived it,
+ * and in a process that serves another session next, that session's PEER_WAIT joined it and
+ * closed a descriptor number reused since): once the next session answers, the receive's port
+ * is closed, and the next session has no receive to wait for. A capture left bound and a
+ * limit left charged end with their session too (ASan: nothing leaks or is reached after). */
+static void test_sessions_in_one_process(void **state)
+{
+    const uint64_t stream = (800ull << 4) | PROTO_H_STREAM, g = (801ull << 4) | PROTO_H_GRAPH;
+    struct sockaddr_in to = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    uint8_t secret[32] = {7};
+    uint64_t a[4], out[8] = {0}, cancel = 1;
+    struct client *c = calloc(1, sizeof(*c));
+    char addr[64];
+    int status, fd;
+    pid_t pid = serve_in_process(2, addr, sizeof(addr));
+
+    assert_non_null(c);
+    client_open(c, addr);
+    a[0] = 0x10000, a[1] = 4096;
+    assert_int_equal(call(c, PROTO_OP_PEER_RECV, a, 2, secret, sizeof(secret), out, 1), CUDA_SUCCESS);
+    to.sin_port = htons((uint16_t)out[0]);
+    a[0] = stream, a[1] = CU_STREAM_NON_BLOCKING, a[2] = 0;
+    assert_int_equal(call(c, PROTO_OP_STREAM_CREATE, a, 3, NULL, 0, NULL, 0), CUDA_SUCCESS);
+    a[1] = CU_STREAM_CAPTURE_MODE_GLOBAL;
+    assert_int_equal(call(c, PROTO_OP_STREAM_BEGIN_CAPTURE, a, 2, NULL, 0, NULL, 0), CUDA_SUCCESS);
+    a[1] = g, a[2] = 1;
+    assert_int_equal(call(c, PROTO_OP_STREAM_GET_CAPTURE_INFO, a, 3, NULL, 0, out, 8), CUDA_SUCCESS);
+    a[0] = CU_LIMIT_MALLOC_HEAP_SIZE, a[1] = 1 << 20;
+    assert_int_equal(call(c, PROTO_OP_CTX_SET_LIMIT, a, 2, NULL, 0, NULL, 0), CUDA_SUCCESS);
+    transport_close(c->conn); /* the session ends with all of that held */
+
+    client_open(c, addr);
+    assert_int_equal(call(c, PROTO_OP_NOP, NULL, 0, NULL, 0, NULL, 0), CUDA_SUCCESS);
+    fd = socket(AF_INET, SOCK_STREAM, 0);
+    assert_int_equal(connect(fd, (struct sockaddr *)&to, sizeof(to)), -1);
+    assert_int_equal(errno, ECONNREFUSED);
+    close(fd);
+    assert_int_equal(call(c, PROTO_OP_PEER_WAIT, &cancel, 1, NULL, 0, NULL, 0),
+                     CUDA_ERROR_ILLEGAL_STATE);
+    /* the same ids are this session's to bind anew */
+    a[0] = stream, a[1] = CU_STREAM_NON_BLOCKING, a[2] = 0;
+    assert_int_equal(call(c, PROTO_OP_STREAM_CREATE, a, 3, NULL, 0, NULL, 0), CUDA_SUCCESS);
+    a[1] = CU_STREAM_CAPTURE_MODE_GLOBAL;
+    assert_int_equal(call(c, PROTO_OP_STREAM_BEGIN_CAPTURE, a, 2, NULL, 0, NULL, 0), CUDA_SUCCESS);
+    a[1] = g, a[2] = 1;
+    assert_int_equal(call(c, PROTO_OP_STREAM_GET_CAPTURE_INFO, a, 3, NULL, 0, out, 8), CUDA_SUCCESS);
+    a[1] = g;
+    assert_int_equal(call(c, PROTO_OP_STREAM_END_CAPTURE, a, 2, NULL, 0, NULL, 0), CUDA_SUCCESS);
+    transport_close(c->conn);
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+    free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -177,6 +305,8 @@ int main(void)
         cmocka_unit_test_setup(test_bare_and_bounds, reset),
         cmocka_unit_test(test_session_table),
         cmocka_unit_test(test_session_without_handshake),
+        cmocka_unit_test(test_sessions_in_one_process),
     };
+    rg_log_level_current = RG_LOG_WARN; /* the in-process workers' log */
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
