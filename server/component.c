@@ -98,34 +98,3 @@ const struct srv_component srv_lanes_component = {.name = "lanes", .teardown = l
 const struct srv_component srv_tenancy_component = {.name = "tenancy",
                                                     .teardown = tenancy_teardown};
 const struct srv_component srv_nccl_component = {.name = "nccl", .teardown = nccl_teardown};
-
-/* (commit 1 only: adapters over the functions that held the hand-ordered teardown) */
-static void rdma_copy_teardown(struct srv_session *s, void *state)
-{
-    srv_rdma_copy_report(s);
-    srv_rdma_staging_release(s);
-}
-
-static void copies_teardown(struct srv_session *s, void *state)
-{
-    for (int i = 0; i < 2; i++)
-        if (s->staging[i] != NULL)
-            s->drv.cuMemFreeHost(s->staging[i]);
-}
-
-static void ipc_teardown(struct srv_session *s, void *state)
-{
-    srv_ipc_teardown(s); /* other sessions' memory first, while the contexts live */
-}
-
-static void host_mirror_teardown(struct srv_session *s, void *state)
-{
-    srv_host_mirror_teardown(s);
-}
-
-const struct srv_component srv_rdma_copy_component = {.name = "rdma_copy",
-                                                      .teardown = rdma_copy_teardown};
-const struct srv_component srv_copies_component = {.name = "copies", .teardown = copies_teardown};
-const struct srv_component srv_ipc_component = {.name = "ipc", .teardown = ipc_teardown};
-const struct srv_component srv_host_mirror_component = {.name = "host_mirror",
-                                                        .teardown = host_mirror_teardown};

@@ -280,7 +280,7 @@ void srv_session_teardown(struct srv_session *s)
         rg_info("session %llu: freed %zu allocation(s), %.1f MiB, and %zu handle(s); worker peak "
                 "RSS %.1f MiB, pinned staging %.1f MiB",
                 (unsigned long long)s->id, n, bytes / 1048576.0, s->nhandles,
-                ru.ru_maxrss / 1024.0, (s->staging_most + s->lanes_staging_most) / 1048576.0);
+                ru.ru_maxrss / 1024.0, (srv_staging_most(s) + s->lanes_staging_most) / 1048576.0);
     }
     srv_components_free(&s->comps, SRV_COMP_COUNT);
     free_tables(s);

@@ -26,14 +26,6 @@ struct srv_handle {
                        * nodes, shadows: their length) */
 };
 
-/* A device allocation registered with the session's RDMA connection for GPUDirect RDMA
- * (handlers_rdma_copy.c); mr NULL: it could not be, its copies go through staging. */
-struct srv_direct_reg {
-    CUdeviceptr dptr;
-    size_t size;
-    struct transport_mr *mr;
-};
-
 #define SRV_MAX_DEVICES 16
 
 struct srv_session {
@@ -53,29 +45,12 @@ struct srv_session {
     uint64_t mem_quota;       /* bytes of device memory this session may hold; 0 = no limit */
     uint64_t mem_used;        /* bytes it holds now: written only by server/quota.c */
     struct srv_tenancy *tenancy; /* shared table slot and compute gate (server/tenancy.h) */
-    void *staging[2]; /* pinned chunks for bulk copies */
-    size_t staging_len;
-    size_t staging_most;       /* the most pinned staging the session held: its own chunks and */
-    size_t lanes_staging_most; /* its data lanes' (both for the teardown log) */
-    uint64_t staging_ctx; /* the context they were allocated in (they die with it) */
-    struct transport_mr *staging_mr[2]; /* their registration with an RDMA connection */
-    uint64_t rdma_reads, rdma_writes;           /* one-sided copies done (handlers_rdma_copy.c) */
-    uint64_t rdma_read_bytes, rdma_write_bytes; /* and the bytes they moved */
-    int rdma_direct; /* GPUDirect RDMA: 0 not decided yet (first one-sided copy), 1 on, -1 off */
-    bool direct_flush; /* a GPU needs cuFlushGPUDirectRDMAWrites after the NIC wrote into it */
-    struct srv_direct_reg *direct_regs; /* registered allocations */
-    size_t ndirect, direct_cap;
-    uint64_t direct_reads, direct_writes;           /* of the one-sided copies: those that went */
-    uint64_t direct_read_bytes, direct_write_bytes; /* straight to or from device memory */
+    size_t lanes_staging_most; /* the most pinned staging its data lanes held (teardown log) */
     uint8_t *msg_buf;
     struct proto_arena arena; /* unpacked calls live here until the next one */
     int output_fd[2];         /* read ends of the pipes that are stdout and stderr, or -1 */
     struct srv_lanes *lanes;  /* data lanes of a TCP session (server/lanes.c), NULL until offered */
-    struct srv_ipc_map *ipc_maps; /* memory opened from IPC handles (handlers_ipc.c) */
-    size_t nipc_maps, ipc_map_cap;
     struct srv_nccl *nccl;    /* NCCL communicators and memory (handlers_nccl.c), NULL until used */
-    struct srv_host_mirror *mirrors; /* the client's pinned host memory mirrored here */
-    size_t nmirrors, mirror_cap;     /* (handlers_host_mirror.c) */
     struct srv_limit_charge *limit_charges; /* device memory limits set per context */
     size_t nlimit_charges, limit_charge_cap;  /* (server/session_limits.c) */
     void *scratch;            /* launch parameters and their pointer array */
@@ -107,18 +82,9 @@ CUresult srv_ctx_set_limit(struct srv_session *s, CUlimit limit, uint64_t value)
 /* The context (wire id) is destroyed: its limits' charges go back. */
 void srv_ctx_limits_forget(struct srv_session *s, uint64_t ctx);
 
-/* Pinned host memory of the client mirrored at the same address (handlers_host_mirror.c):
- * [base, base + len) mapped in the worker and registered with the driver; ref is the copy the
- * client last sent or was last sent, against which HOST_MIRROR_PULL finds the GPU's writes. */
-struct srv_host_mirror {
-    uintptr_t base;
-    size_t len;
-    uint8_t *ref;
-};
+/* Pinned host memory of the client mirrored at the same address (handlers_host_mirror.c). */
 #define SRV_MAX_HOST_MIRRORS 256           /* mirrors one session may hold */
 #define SRV_HOST_MIRROR_MAX ((size_t)1 << 30) /* their bytes together (and the quota) */
-/* Unregister and unmap every mirror (session end, while its contexts live). */
-void srv_host_mirror_teardown(struct srv_session *s);
 
 /* Session scratch memory of at least len bytes, 16-byte aligned (valid until the next call);
  * growing it keeps its contents. */
@@ -212,18 +178,11 @@ void srv_link_free(struct srv_session *s, void *real);
  * call its kind needs. */
 CUresult srv_array_object_destroy(struct srv_session *s, void *real);
 
-/* CUDA IPC (handlers_ipc.c): close the memory the session opened from other sessions' handles
- * (its events are ordinary event handles). Not charged to the quota: the exporter's holds it. */
-struct srv_ipc_map {
-    CUdeviceptr dptr;
-    size_t size;
-    bool charged; /* its exporter's session ended: charged to this one */
-    uint8_t handle[CU_IPC_HANDLE_SIZE];
-};
-/* Charge this session for the IPC-opened memory whose exporter's session has ended (the
- * driver keeps it alive while it is open); srv_quota_allows calls it. */
+/* CUDA IPC (handlers_ipc.c): memory the session opened from other sessions' handles is not
+ * charged to its quota (the exporter's holds it), except: charge this session for the
+ * IPC-opened memory whose exporter's session has ended (the driver keeps it alive while it is
+ * open); srv_quota_allows calls it. */
 void srv_ipc_charge_orphans(struct srv_session *s);
-void srv_ipc_teardown(struct srv_session *s);
 
 /* Make the call's context current (binding primary contexts lazily). */
 CUresult srv_use_ctx(struct srv_session *s, uint64_t ctx_id);
@@ -248,11 +207,18 @@ bool srv_stream(struct srv_session *s, uint64_t id, CUstream *stream_p);
 void srv_staging_release(struct srv_session *s, uint64_t ctx_id);
 /* Allocate the staging buffers if they are not (CUDA_SUCCESS or the allocation's error). */
 CUresult srv_staging_ready(struct srv_session *s);
+/* The two pinned chunks that bulk copies go through (handlers_mem.c), portable, allocated by
+ * srv_staging_ready (NULL and len 0 until then); the most the session held, for its log. */
+struct srv_staging {
+    void *buf[2];
+    size_t len;
+};
+struct srv_staging *srv_staging_of(struct srv_session *s);
+size_t srv_staging_most(struct srv_session *s);
 /* One-sided copies (handlers_rdma_copy.c): drop the registrations with the connection, the
  * staging buffers' and the device allocations' (before the staging buffers, a context or the
- * session's allocations are freed); log what the session moved one-sided. */
+ * session's allocations are freed). */
 void srv_rdma_staging_release(struct srv_session *s);
-void srv_rdma_copy_report(const struct srv_session *s);
 /* GPUDirect RDMA: the allocation at dptr is about to be freed; deregister it (and close its
  * dmabuf) so that memory allocated there later is never reached through a stale
  * registration. */
