@@ -244,17 +244,6 @@ static void rss_parts(char *buf, size_t len)
              kb[2] / 1024.0);
 }
 
-/* (until session_limits.c owns its table) */
-static void records_teardown(struct srv_session *s, void *state)
-{
-    free(s->limit_charges); /* their bytes went back with the contexts */
-    s->limit_charges = NULL;
-    s->nlimit_charges = s->limit_charge_cap = 0;
-}
-
-const struct srv_component srv_records_component = {.name = "records",
-                                                    .teardown = records_teardown};
-
 rg_status_t srv_session_init(struct srv_session *s)
 {
     return srv_components_init(&s->comps, srv_component_table, SRV_COMP_COUNT, s);

@@ -51,8 +51,6 @@ struct srv_session {
     int output_fd[2];         /* read ends of the pipes that are stdout and stderr, or -1 */
     struct srv_lanes *lanes;  /* data lanes of a TCP session (server/lanes.c), NULL until offered */
     struct srv_nccl *nccl;    /* NCCL communicators and memory (handlers_nccl.c), NULL until used */
-    struct srv_limit_charge *limit_charges; /* device memory limits set per context */
-    size_t nlimit_charges, limit_charge_cap;  /* (server/session_limits.c) */
     void *scratch;            /* launch parameters and their pointer array */
     size_t scratch_len;
     /* The move to RDMA (server/worker.c): the offer named in the Welcome, why there is none,

@@ -23,6 +23,7 @@
 #include "server/component.h"
 #include "server/server.h"
 #include "server/session.h"
+#include "server/tenant_config.h"
 #include "tests/wire/wire_client.h"
 
 /* ---- the lifetime rules, on a table of recording components --------------------------- */
@@ -190,6 +191,10 @@ struct client {
     uint8_t buf[1 << 16];
 };
 
+/* LeakSanitizer's check, when the test runs under it (the ASan build): a child that served
+ * sessions in process leaks nothing they held. */
+extern void __lsan_do_leak_check(void) __attribute__((weak));
+
 /* A child process that serves n sessions in turn, in process, on connections to *addr. */
 static pid_t serve_in_process(int n, char *addr, size_t len)
 {
@@ -206,6 +211,8 @@ static pid_t serve_in_process(int n, char *addr, size_t len)
             srv_worker_run(&cfg, dup(transport_fd(c)), (uint64_t)i + 1, "test-peer");
             transport_close(c);
         }
+        if (__lsan_do_leak_check != NULL)
+            __lsan_do_leak_check(); /* exits with an error when anything leaked */
         _exit(0);
     }
     transport_tcp_ops.listener_close(l);
@@ -220,25 +227,40 @@ static void client_open(struct client *c, const char *addr)
     c->next_id = 1;
     h.proto_version = PROTO_VERSION;
     h.proto_minor = PROTO_VERSION_MINOR;
-    h.tenant = "";
-    h.token = "";
+    h.tenant = "t";
+    h.token = "k";
     rgpu__welcome__free_unpacked(wire_hello(c->conn, &h, c->buf, sizeof(c->buf)), NULL);
 }
 
-static CUresult call(struct client *c, unsigned op, const uint64_t *args, size_t nargs,
-                     const void *data, size_t len, uint64_t *out, size_t cap)
+/* One call in context ctx; the result, its out[] words in out (up to cap). */
+static CUresult call_in(struct client *c, uint64_t ctx, unsigned op, const uint64_t *args,
+                        size_t nargs, const void *data, size_t len, uint64_t *out, size_t cap)
 {
     Rgpu__Reply *r;
     CUresult res;
 
-    wire_call(c->conn, c->next_id++, op, PROTO_PRIMARY_CTX_ID(0), 0, args, nargs, data, len,
-              NULL, 0);
+    wire_call(c->conn, c->next_id++, op, ctx, 0, args, nargs, data, len, NULL, 0);
     r = wire_reply(c->conn, c->buf, sizeof(c->buf), NULL, 0);
     res = (CUresult)r->result;
     for (size_t i = 0; i < r->n_out && i < cap; i++)
         out[i] = r->out[i];
     rgpu__reply__free_unpacked(r, NULL);
     return res;
+}
+
+static CUresult call(struct client *c, unsigned op, const uint64_t *args, size_t nargs,
+                     const void *data, size_t len, uint64_t *out, size_t cap)
+{
+    return call_in(c, PROTO_PRIMARY_CTX_ID(0), op, args, nargs, data, len, out, cap);
+}
+
+/* What MEM_GET_INFO says is free (the tenant's 4 MiB quota less what the session holds). */
+static uint64_t quota_free(struct client *c)
+{
+    uint64_t out[2] = {0, 0};
+
+    assert_int_equal(call(c, PROTO_OP_MEM_GET_INFO, NULL, 0, NULL, 0, out, 2), CUDA_SUCCESS);
+    return out[0];
 }
 
 /* A server-to-server receive never waited for ends with its session (e11cedd: it outlived it,
@@ -296,6 +318,44 @@ static void test_sessions_in_one_process(void **state)
     free(c);
 }
 
+/* The limits component (session_limits.c): a context's malloc heap is charged to the quota, its
+ * destruction gives that back, and what a session still had charged at its end is its own:
+ * the next session in the process starts with the whole quota (and, under LeakSanitizer, the
+ * table of charges went with the first: 8c7997e). */
+static void test_limits_component(void **state)
+{
+    const uint64_t mib = 1u << 20, ctx_a = (900ull << 4) | PROTO_H_CTX;
+    const uint64_t ctx_b = (901ull << 4) | PROTO_H_CTX;
+    struct client *c = calloc(1, sizeof(*c));
+    uint64_t a[1];
+    char addr[64];
+    int status;
+    pid_t pid = serve_in_process(2, addr, sizeof(addr));
+
+    assert_non_null(c);
+    client_open(c, addr);
+    assert_int_equal(quota_free(c), 4 * mib);
+    for (uint64_t ctx = ctx_a; ctx <= ctx_b; ctx += 16) {
+        uint64_t create[3] = {ctx, 0, 0}, limit[2] = {CU_LIMIT_MALLOC_HEAP_SIZE, mib};
+        assert_int_equal(call(c, PROTO_OP_CTX_CREATE, create, 3, NULL, 0, NULL, 0), CUDA_SUCCESS);
+        assert_int_equal(call_in(c, ctx, PROTO_OP_CTX_SET_LIMIT, limit, 2, NULL, 0, NULL, 0),
+                         CUDA_SUCCESS);
+    }
+    assert_int_equal(quota_free(c), 2 * mib);
+    a[0] = ctx_a;
+    assert_int_equal(call(c, PROTO_OP_CTX_DESTROY, a, 1, NULL, 0, NULL, 0), CUDA_SUCCESS);
+    assert_int_equal(quota_free(c), 3 * mib);
+    transport_close(c->conn); /* ends with ctx_b's heap charged */
+
+    client_open(c, addr);
+    assert_int_equal(quota_free(c), 4 * mib);
+    transport_close(c->conn);
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+    free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -306,7 +366,11 @@ int main(void)
         cmocka_unit_test(test_session_table),
         cmocka_unit_test(test_session_without_handshake),
         cmocka_unit_test(test_sessions_in_one_process),
+        cmocka_unit_test(test_limits_component),
     };
     rg_log_level_current = RG_LOG_WARN; /* the in-process workers' log */
+    if (srv_tenant_key(&cfg.tenants, "t", "token", "k") != RG_OK ||
+        srv_tenant_key(&cfg.tenants, "t", "mem_quota", "4MiB") != RG_OK)
+        return 1;
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
