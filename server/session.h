@@ -28,38 +28,48 @@ struct srv_handle {
 
 #define SRV_MAX_DEVICES 16
 
+/* What every component shares; each feature's own state is its component's (server/component.h,
+ * server/components.def). */
 struct srv_session {
+    /* The driver and the devices the session sees (client ordinal -> driver ordinal) */
     struct srv_driver drv;
+    int ndevices;
+    CUdevice devices[SRV_MAX_DEVICES];
+    CUcontext primary[SRV_MAX_DEVICES]; /* retained on first use, released by the contexts */
+    uint64_t current_ctx;
+    /* The connection and who is on it */
     struct transport_conn *conn;
     uint64_t id;
     char peer[128];
-    uint32_t proto_minor;     /* the minor the session speaks (proto_version_accept) */
-    bool refused_logged;      /* an op unknown to the session's protocol was logged */
-    int ndevices;
-    CUdevice devices[SRV_MAX_DEVICES]; /* client ordinal -> driver ordinal */
-    CUcontext primary[SRV_MAX_DEVICES];
-    uint64_t current_ctx;
+    char tenant[64];      /* "" when the server has no tenants */
+    uint32_t proto_minor; /* the minor the session speaks (proto_version_accept) */
+    /* The handle table: every object by the client's id */
     struct srv_handle *handles;
     size_t handle_cap, nhandles;
-    char tenant[64];          /* "" when the server has no tenants */
-    uint64_t mem_quota;       /* bytes of device memory this session may hold; 0 = no limit */
-    uint64_t mem_used;        /* bytes it holds now: written only by server/quota.c */
-    struct srv_tenancy *tenancy; /* shared table slot and compute gate (server/tenancy.h) */
-    size_t lanes_staging_most; /* the most pinned staging its data lanes held (teardown log) */
+    /* The quota (server/quota.h) */
+    uint64_t mem_quota; /* bytes of device memory this session may hold; 0 = no limit */
+    uint64_t mem_used;  /* bytes it holds now: written only by server/quota.c */
+    /* Session scratch (srv_scratch): launch parameters, reply bytes; valid until the next call */
+    void *scratch;
+    size_t scratch_len;
+    struct srv_components comps;
+    /* Not components yet (their rows in components.def adapt their teardowns): the call loop
+     * and handshake (server/worker.c), */
+    bool refused_logged;      /* an op unknown to the session's protocol was logged */
     uint8_t *msg_buf;
     struct proto_arena arena; /* unpacked calls live here until the next one */
     int output_fd[2];         /* read ends of the pipes that are stdout and stderr, or -1 */
-    struct srv_lanes *lanes;  /* data lanes of a TCP session (server/lanes.c), NULL until offered */
-    struct srv_nccl *nccl;    /* NCCL communicators and memory (handlers_nccl.c), NULL until used */
-    void *scratch;            /* launch parameters and their pointer array */
-    size_t scratch_len;
-    /* The move to RDMA (server/worker.c): the offer named in the Welcome, why there is none,
-     * and the TCP connection kept once frames flow over RDMA. */
+    char end_reason[160];     /* why a call broke the session (srv_call.why, kept) */
+    /* the move to RDMA (server/worker.c): the offer named in the Welcome, why there is none,
+     * and the TCP connection kept once frames flow over RDMA, */
     struct transport_rdma_offer rdma_offer;
     char rdma_note[200];
     struct transport_conn *tcp_ctl;
-    char end_reason[160]; /* why a call broke the session (srv_call.why, kept) */
-    struct srv_components comps; /* each feature's own state (server/components.def) */
+    /* tenancy, lanes and NCCL. */
+    struct srv_tenancy *tenancy; /* shared table slot and compute gate (server/tenancy.h) */
+    struct srv_lanes *lanes;  /* data lanes of a TCP session (server/lanes.c), NULL until offered */
+    size_t lanes_staging_most; /* the most pinned staging its data lanes held (teardown log) */
+    struct srv_nccl *nccl;    /* NCCL communicators and memory (handlers_nccl.c), NULL until used */
 };
 
 /* The private state of component id (server/component.h); each component's file wraps it in
