@@ -251,7 +251,7 @@ rg_status_t srv_session_init(struct srv_session *s)
 
 void srv_session_teardown(struct srv_session *s)
 {
-    bool served = s->drv.dl != NULL; /* the handshake opened the driver */
+    bool served = s->served;
     char parts[96];
     struct rusage ru;
     uint64_t bytes;

@@ -55,6 +55,7 @@ struct srv_session {
     struct srv_components comps;
     /* Not components yet (their rows in components.def adapt their teardowns): the call loop
      * and handshake (server/worker.c), */
+    bool served;              /* the handshake succeeded: the teardown logs what it freed */
     bool refused_logged;      /* an op unknown to the session's protocol was logged */
     uint8_t *msg_buf;
     struct proto_arena arena; /* unpacked calls live here until the next one */

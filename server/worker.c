@@ -532,6 +532,7 @@ int srv_worker_run(const struct srv_config *cfg, int fd, uint64_t session_id, co
     srv_output_capture(&s);
     rc = handshake(&s, cfg);
     if (rc < 0) {
+        s.served = true; /* its teardown reports what it held */
         rc = serve(&s, cfg->idle_timeout_s > 0 ? cfg->idle_timeout_s * 1000 : -1);
         srv_worker_stats_report();
     }
