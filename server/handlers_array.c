@@ -39,8 +39,9 @@ CUresult srv_array_object_destroy(struct srv_session *s, void *real)
     return res;
 }
 
-/* Texture and surface objects first (they name arrays), then the arrays. */
-void srv_images_teardown(struct srv_session *s)
+/* Texture and surface objects first (they name arrays), then the arrays; before streams and
+ * contexts. */
+static void arrays_teardown(struct srv_session *s, void *state)
 {
     unsigned done[2] = {0, 0};
 
@@ -58,6 +59,9 @@ void srv_images_teardown(struct srv_session *s)
         rg_info("session %llu: destroyed %u texture/surface object(s) and %u array(s)",
                 (unsigned long long)s->id, done[0], done[1]);
 }
+
+const struct srv_component srv_arrays_component = {.name = "arrays",
+                                                   .teardown = arrays_teardown};
 
 /* Bytes of one element of an array format (a quota estimate for the formats not listed). */
 static unsigned format_bytes(CUarray_format f)

@@ -13,18 +13,32 @@
 
 _Static_assert(sizeof(CUgraphEdgeData) == 8, "edge data travels as one word");
 
-/* Graph ids bound to capturing graphs, with the stream they were bound through (one worker
- * serves one session). */
-static struct bound_capture {
-    uint64_t id;
-    CUstream stream;
-} captures[MAX_CAPTURES];
-static size_t ncaptures;
+/* The captures component's state: graph ids bound to capturing graphs, with the stream they
+ * were bound through. */
+struct captures_state {
+    struct bound_capture {
+        uint64_t id;
+        CUstream stream;
+    } bound[MAX_CAPTURES];
+    size_t n;
+};
 
-bool srv_capture_bound(uint64_t id)
+static struct captures_state *captures_of(struct srv_session *s)
 {
-    for (size_t i = 0; i < ncaptures; i++)
-        if (captures[i].id == id)
+    return srv_component_state(s, SRV_COMP_CAPTURES);
+}
+
+/* No teardown: the ids are handles, which the session's handle table drops; the state goes
+ * with the session (6e04a81: an id bound to a capture outlived the graph its stream took). */
+const struct srv_component srv_captures_component = {
+    .name = "captures", .state_size = sizeof(struct captures_state)};
+
+bool srv_capture_bound(struct srv_session *s, uint64_t id)
+{
+    const struct captures_state *c = captures_of(s);
+
+    for (size_t i = 0; i < c->n; i++)
+        if (c->bound[i].id == id)
             return true;
     return false;
 }
@@ -42,26 +56,29 @@ bool srv_graph_known(const struct srv_session *s, CUgraph g)
  * other id (a capture into a graph, or a second binding of the same capture, is refused). */
 static CUresult capture_bind(struct srv_session *s, uint64_t id, CUgraph g, CUstream st)
 {
+    struct captures_state *c = captures_of(s);
+
     if (PROTO_ID_TYPE(id) != PROTO_H_GRAPH || srv_handle_get(s, id, PROTO_H_GRAPH) != NULL)
         return CUDA_ERROR_INVALID_HANDLE;
     if (srv_graph_known(s, g))
         return CUDA_ERROR_INVALID_VALUE;
-    if (ncaptures == MAX_CAPTURES)
+    if (c->n == MAX_CAPTURES)
         return CUDA_ERROR_OUT_OF_MEMORY;
     if (srv_handle_put(s, id, g) != RG_OK)
         return CUDA_ERROR_OUT_OF_MEMORY;
     srv_handle_get(s, id, PROTO_H_GRAPH)->borrowed = true;
-    captures[ncaptures++] = (struct bound_capture){id, st};
+    c->bound[c->n++] = (struct bound_capture){id, st};
     return CUDA_SUCCESS;
 }
 
 CUresult srv_capture_end(struct srv_session *s, uint64_t id, CUresult res, CUgraph g)
 {
     struct srv_handle *h = srv_handle_get(s, id, PROTO_H_GRAPH);
+    struct captures_state *c = captures_of(s);
 
-    for (size_t i = 0; i < ncaptures; i++)
-        if (captures[i].id == id)
-            captures[i] = captures[--ncaptures];
+    for (size_t i = 0; i < c->n; i++)
+        if (c->bound[i].id == id)
+            c->bound[i] = c->bound[--c->n];
     if (h == NULL)
         return res == CUDA_SUCCESS ? CUDA_ERROR_UNKNOWN : res;
     if (res == CUDA_SUCCESS && h->real == (void *)g) {
@@ -87,6 +104,7 @@ CUresult srv_capture_end(struct srv_session *s, uint64_t id, CUresult res, CUgra
 void srv_capture_abandon(struct srv_session *s, CUstream st)
 {
     CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+    struct captures_state *c = captures_of(s);
     CUgraph g = NULL, ended = NULL;
 
     if (s->drv.cuStreamGetCaptureInfo(st, &status, NULL, &g, NULL, NULL, NULL) != CUDA_SUCCESS ||
@@ -94,21 +112,16 @@ void srv_capture_abandon(struct srv_session *s, CUstream st)
         return;
     if (status != CU_STREAM_CAPTURE_STATUS_ACTIVE)
         g = NULL; /* not reported: the stream alone tells */
-    for (size_t i = 0; i < ncaptures;) {
-        struct srv_handle *h = srv_handle_get(s, captures[i].id, PROTO_H_GRAPH);
-        if (captures[i].stream == st || (g != NULL && h != NULL && h->real == (void *)g))
-            srv_capture_end(s, captures[i].id, CUDA_ERROR_STREAM_CAPTURE_INVALIDATED, NULL);
+    for (size_t i = 0; i < c->n;) {
+        struct srv_handle *h = srv_handle_get(s, c->bound[i].id, PROTO_H_GRAPH);
+        if (c->bound[i].stream == st || (g != NULL && h != NULL && h->real == (void *)g))
+            srv_capture_end(s, c->bound[i].id, CUDA_ERROR_STREAM_CAPTURE_INVALIDATED, NULL);
         else
             i++; /* an end moves the last entry into slot i: look at it again */
     }
     if (s->drv.cuStreamEndCapture(st, &ended) == CUDA_SUCCESS && ended != NULL &&
         !srv_graph_known(s, ended)) /* a capture into a graph leaves the session's graph */
         s->drv.cuGraphDestroy(ended);
-}
-
-void srv_capture_teardown(void)
-{
-    ncaptures = 0; /* the session's handles are gone (an in-process harness runs another) */
 }
 
 /* Answer the dependencies deps[n] (and their edge data) as [n, id, type, edge, ...] from

@@ -57,7 +57,7 @@ CUresult srv_op_stream_end_capture(struct srv_session *s, struct srv_call *call)
         }
         return res;
     }
-    if (srv_capture_bound(a->graph))
+    if (srv_capture_bound(s, a->graph))
         return srv_capture_end(s, a->graph, res, g);
     return srv_handle_adopt(s, a->graph, PROTO_H_GRAPH, res, g);
 }
@@ -131,3 +131,13 @@ CUresult srv_op_thread_capture_mode(struct srv_session *s, struct srv_call *call
 
     return s->drv.cuThreadExchangeStreamCaptureMode(&mode);
 }
+
+/* Executable graphs, then graphs (before the streams and modules they use). */
+static void graphs_teardown(struct srv_session *s, void *state)
+{
+    srv_handles_destroy_all(s, PROTO_H_GRAPH_EXEC);
+    srv_handles_destroy_all(s, PROTO_H_GRAPH);
+}
+
+const struct srv_component srv_graphs_component = {.name = "graphs",
+                                                   .teardown = graphs_teardown};

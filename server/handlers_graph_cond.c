@@ -6,16 +6,37 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/array_grow.h"
 #include "server/session.h"
 
 #define MAX_BODIES 256
 
-/* Body graph id -> the graph holding its conditional node (one worker serves one session). */
-struct body_rec {
-    uint64_t id, parent;
+/* The component's state: body graph id -> the graph holding its conditional node. */
+struct graph_cond_state {
+    struct body_rec {
+        uint64_t id, parent;
+    } *bodies;
+    size_t n, cap;
 };
-static struct body_rec *bodies;
-static size_t nbodies, body_cap;
+
+static struct graph_cond_state *cond_of(struct srv_session *s)
+{
+    return srv_component_state(s, SRV_COMP_GRAPH_COND);
+}
+
+/* The records only: the bodies' ids are handles, their graphs the driver's. */
+static void graph_cond_teardown(struct srv_session *s, void *state)
+{
+    struct graph_cond_state *c = state;
+
+    free(c->bodies);
+    c->bodies = NULL;
+    c->n = c->cap = 0;
+}
+
+const struct srv_component srv_graph_cond_component = {
+    .name = "graph_cond", .state_size = sizeof(struct graph_cond_state),
+    .teardown = graph_cond_teardown};
 
 /* [graph, default value, flags] -> out[handle]; in the call's context. */
 CUresult srv_op_graph_cond_handle_create(struct srv_session *s, struct srv_call *call)
@@ -53,17 +74,14 @@ static bool body_ids_fresh(struct srv_session *s, const uint64_t *ids, size_t n)
 
 static bool body_bind(struct srv_session *s, uint64_t id, CUgraph real, uint64_t parent)
 {
-    if (nbodies == body_cap) {
-        size_t cap = body_cap ? 2 * body_cap : 16;
-        struct body_rec *p = realloc(bodies, cap * sizeof(*p));
-        if (p == NULL)
-            return false;
-        bodies = p, body_cap = cap;
-    }
+    struct graph_cond_state *c = cond_of(s);
+
+    if (!rg_array_grow((void **)&c->bodies, &c->cap, c->n, sizeof(*c->bodies), 16))
+        return false;
     if (srv_handle_put(s, id, real) != RG_OK)
         return false;
     srv_handle_get(s, id, PROTO_H_GRAPH)->borrowed = true;
-    bodies[nbodies++] = (struct body_rec){id, parent};
+    c->bodies[c->n++] = (struct body_rec){id, parent};
     return true;
 }
 
@@ -95,14 +113,16 @@ CUresult srv_graph_add_conditional(struct srv_session *s, const uint64_t *p, uin
 
 void srv_graph_forget(struct srv_session *s, uint64_t graph)
 {
+    struct graph_cond_state *c = cond_of(s);
+
     srv_graph_nodes_forget(s, graph);
-    for (size_t i = 0; i < nbodies;) {
-        if (bodies[i].parent != graph) {
+    for (size_t i = 0; i < c->n;) {
+        if (c->bodies[i].parent != graph) {
             i++;
             continue;
         }
-        uint64_t id = bodies[i].id;
-        bodies[i] = bodies[--nbodies];
+        uint64_t id = c->bodies[i].id;
+        c->bodies[i] = c->bodies[--c->n];
         srv_graph_forget(s, id); /* the body's nodes and nested bodies */
         srv_handle_del(s, id);
         i = 0; /* the recursion may have moved entries */

@@ -8,7 +8,19 @@
 
 #include "server/session.h"
 
-static uint64_t next_server_id = 1;
+/* The component's state: the ids it mints for nodes the client never named. */
+struct graph_nodes_state {
+    uint64_t minted;
+};
+
+static void graph_nodes_teardown(struct srv_session *s, void *state)
+{
+    srv_handles_destroy_all(s, PROTO_H_SHADOW);
+}
+
+const struct srv_component srv_graph_nodes_component = {
+    .name = "graph_nodes", .state_size = sizeof(struct graph_nodes_state),
+    .teardown = graph_nodes_teardown};
 
 /* ---- shadows ---------------------------------------------------------------------------- */
 
@@ -360,13 +372,14 @@ CUresult srv_op_graph_clone(struct srv_session *s, struct srv_call *call)
 
 uint64_t srv_graph_node_id(struct srv_session *s, CUgraphNode node, uint64_t graph)
 {
+    struct graph_nodes_state *st = srv_component_state(s, SRV_COMP_GRAPH_NODES);
     uint64_t id;
 
     for (size_t i = 0; i < s->handle_cap; i++)
         if (s->handles[i].id != 0 && PROTO_ID_TYPE(s->handles[i].id) == PROTO_H_GRAPH_NODE &&
             s->handles[i].real == node && s->handles[i].size == graph)
             return s->handles[i].id;
-    id = PROTO_ID_SERVER | (next_server_id++ << 4) | PROTO_H_GRAPH_NODE;
+    id = PROTO_ID_SERVER | (++st->minted << 4) | PROTO_H_GRAPH_NODE;
     return node_bind(s, id, node, graph) == CUDA_SUCCESS ? id : 0;
 }
 

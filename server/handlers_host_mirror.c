@@ -19,11 +19,33 @@
 #define PAGE ((uintptr_t)4096)
 #define MERGE_GAP 32u /* equal bytes between two changed runs below which they become one */
 
+/* A mirror: [base, base + len) mapped in the worker and registered with the driver; ref is the
+ * copy the client last sent or was last sent, against which HOST_MIRROR_PULL finds the GPU's
+ * writes. */
+struct srv_host_mirror {
+    uintptr_t base;
+    size_t len;
+    uint8_t *ref;
+};
+
+/* The component's state. */
+struct host_mirror_state {
+    struct srv_host_mirror *mirrors;
+    size_t n, cap;
+    bool refusal_logged;
+};
+
+static struct host_mirror_state *mirrors_of(const struct srv_session *s)
+{
+    return srv_component_state(s, SRV_COMP_HOST_MIRROR);
+}
 
 static struct srv_host_mirror *mirror_find(struct srv_session *s, uintptr_t addr, size_t len)
 {
-    for (size_t i = 0; i < s->nmirrors; i++) {
-        struct srv_host_mirror *m = &s->mirrors[i];
+    struct host_mirror_state *hm = mirrors_of(s);
+
+    for (size_t i = 0; i < hm->n; i++) {
+        struct srv_host_mirror *m = &hm->mirrors[i];
         if (addr >= m->base && addr - m->base < m->len && len <= m->len - (addr - m->base))
             return m;
     }
@@ -32,18 +54,21 @@ static struct srv_host_mirror *mirror_find(struct srv_session *s, uintptr_t addr
 
 static bool mirror_overlaps(const struct srv_session *s, uintptr_t base, size_t len)
 {
-    for (size_t i = 0; i < s->nmirrors; i++)
-        if (base < s->mirrors[i].base + s->mirrors[i].len && s->mirrors[i].base < base + len)
+    struct host_mirror_state *hm = mirrors_of(s);
+
+    for (size_t i = 0; i < hm->n; i++)
+        if (base < hm->mirrors[i].base + hm->mirrors[i].len && hm->mirrors[i].base < base + len)
             return true;
     return false;
 }
 
 static size_t mirrored_bytes(const struct srv_session *s)
 {
+    struct host_mirror_state *hm = mirrors_of(s);
     size_t n = 0;
 
-    for (size_t i = 0; i < s->nmirrors; i++)
-        n += s->mirrors[i].len;
+    for (size_t i = 0; i < hm->n; i++)
+        n += hm->mirrors[i].len;
     return n;
 }
 
@@ -51,12 +76,12 @@ static size_t mirrored_bytes(const struct srv_session *s)
 static CUresult refuse(struct srv_session *s, CUresult res, uintptr_t base, size_t len,
                        const char *why)
 {
-    static bool said;
+    struct host_mirror_state *hm = mirrors_of(s);
 
-    if (!said)
+    if (!hm->refusal_logged)
         rg_warn("session %llu: pinned host memory [%#lx, +%zu) not mirrored: %s (further "
                 "refusals not logged)", (unsigned long long)s->id, (unsigned long)base, len, why);
-    said = true;
+    hm->refusal_logged = true;
     return res;
 }
 
@@ -92,6 +117,7 @@ static CUresult same_address(struct srv_session *s, uintptr_t base)
 
 CUresult srv_op_host_mirror_map(struct srv_session *s, struct srv_call *call)
 {
+    struct host_mirror_state *hm = mirrors_of(s);
     const struct proto_args_HOST_MIRROR_MAP *a = SRV_ARGS(call, HOST_MIRROR_MAP);
     uintptr_t base = a->addr & ~(PAGE - 1), end = a->addr + a->size;
     size_t len;
@@ -105,9 +131,9 @@ CUresult srv_op_host_mirror_map(struct srv_session *s, struct srv_call *call)
         return CUDA_SUCCESS;
     if (mirror_overlaps(s, base, len))
         return refuse(s, CUDA_ERROR_INVALID_VALUE, base, len, "its pages overlap another mirror");
-    if (s->nmirrors == SRV_MAX_HOST_MIRRORS || mirrored_bytes(s) + len > SRV_HOST_MIRROR_MAX)
+    if (hm->n == SRV_MAX_HOST_MIRRORS || mirrored_bytes(s) + len > SRV_HOST_MIRROR_MAX)
         return refuse(s, CUDA_ERROR_OUT_OF_MEMORY, base, len, "the session's mirror bound");
-    if (!rg_array_grow((void **)&s->mirrors, &s->mirror_cap, s->nmirrors, sizeof(*s->mirrors), 8))
+    if (!rg_array_grow((void **)&hm->mirrors, &hm->cap, hm->n, sizeof(*hm->mirrors), 8))
         return CUDA_ERROR_OUT_OF_MEMORY;
     if (!srv_quota_charge(s, len))
         return refuse(s, CUDA_ERROR_OUT_OF_MEMORY, base, len, "over the memory quota");
@@ -126,7 +152,7 @@ CUresult srv_op_host_mirror_map(struct srv_session *s, struct srv_call *call)
     }
     if ((res = same_address(s, base)) != CUDA_SUCCESS)
         goto err_unregister;
-    s->mirrors[s->nmirrors++] = (struct srv_host_mirror){base, len, ref};
+    hm->mirrors[hm->n++] = (struct srv_host_mirror){base, len, ref};
     return CUDA_SUCCESS;
 
 err_unregister:
@@ -236,6 +262,7 @@ static void mirror_drop(struct srv_session *s, struct srv_host_mirror *m)
 
 CUresult srv_op_host_mirror_unmap(struct srv_session *s, struct srv_call *call)
 {
+    struct host_mirror_state *hm = mirrors_of(s);
     const struct proto_args_HOST_MIRROR_UNMAP *a = SRV_ARGS(call, HOST_MIRROR_UNMAP);
     struct srv_host_mirror *m = mirror_find(s, a->addr, 1);
     CUresult res;
@@ -244,15 +271,22 @@ CUresult srv_op_host_mirror_unmap(struct srv_session *s, struct srv_call *call)
         return CUDA_ERROR_INVALID_VALUE;
     res = s->drv.cuCtxSynchronize(); /* no GPU work may still touch it (as cuMemFreeHost) */
     mirror_drop(s, m);
-    *m = s->mirrors[--s->nmirrors];
+    *m = hm->mirrors[--hm->n];
     return res;
 }
 
-void srv_host_mirror_teardown(struct srv_session *s)
+/* Unregister and unmap every mirror, while the session's contexts live. */
+static void host_mirror_teardown(struct srv_session *s, void *state)
 {
-    for (size_t i = 0; i < s->nmirrors; i++)
-        mirror_drop(s, &s->mirrors[i]);
-    free(s->mirrors);
-    s->mirrors = NULL;
-    s->nmirrors = s->mirror_cap = 0;
+    struct host_mirror_state *hm = mirrors_of(s);
+
+    for (size_t i = 0; i < hm->n; i++)
+        mirror_drop(s, &hm->mirrors[i]);
+    free(hm->mirrors);
+    hm->mirrors = NULL;
+    hm->n = hm->cap = 0;
 }
+
+const struct srv_component srv_host_mirror_component = {
+    .name = "host_mirror", .state_size = sizeof(struct host_mirror_state),
+    .teardown = host_mirror_teardown};

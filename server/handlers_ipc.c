@@ -20,8 +20,25 @@
 
 #define SRV_IPC_MAX_OPEN 4096 /* memory handles one session may hold open */
 
-/* The reply's handle bytes (the worker runs one call at a time). */
-static char reply_handle[CU_IPC_HANDLE_SIZE];
+/* Memory the session opened from another session's handle. */
+struct srv_ipc_map {
+    CUdeviceptr dptr;
+    size_t size;
+    bool charged; /* its exporter's session ended: charged to this one */
+    uint8_t handle[CU_IPC_HANDLE_SIZE];
+};
+
+/* The component's state. */
+struct ipc_state {
+    struct srv_ipc_map *maps;
+    size_t nmaps, cap;
+    uint8_t reply[CU_IPC_HANDLE_SIZE]; /* the reply's handle bytes */
+};
+
+static struct ipc_state *ipc_of(const struct srv_session *s)
+{
+    return srv_component_state(s, SRV_COMP_IPC);
+}
 
 /* Record a handle the driver just made and answer it. */
 static CUresult exported(struct srv_session *s, struct srv_call *call, enum srv_ipc_kind kind,
@@ -33,8 +50,8 @@ static CUresult exported(struct srv_session *s, struct srv_call *call, enum srv_
                 kind == SRV_IPC_MEM ? "memory" : "event", SRV_IPC_PER_SESSION, SRV_TABLE_IPC);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
-    memcpy(reply_handle, handle, CU_IPC_HANDLE_SIZE);
-    call->rdata = reply_handle;
+    memcpy(ipc_of(s)->reply, handle, CU_IPC_HANDLE_SIZE);
+    call->rdata = ipc_of(s)->reply;
     call->rdata_len = CU_IPC_HANDLE_SIZE;
     return CUDA_SUCCESS;
 }
@@ -72,25 +89,28 @@ CUresult srv_op_ipc_get_mem(struct srv_session *s, struct srv_call *call)
 
 static bool map_add(struct srv_session *s, CUdeviceptr dptr, size_t size, const CUipcMemHandle *h)
 {
-    if (!rg_array_grow((void **)&s->ipc_maps, &s->ipc_map_cap, s->nipc_maps, sizeof(*s->ipc_maps),
+    struct ipc_state *st = ipc_of(s);
+
+    if (!rg_array_grow((void **)&st->maps, &st->cap, st->nmaps, sizeof(*st->maps),
                        16))
         return false;
-    s->ipc_maps[s->nipc_maps] = (struct srv_ipc_map){.dptr = dptr, .size = size};
-    memcpy(s->ipc_maps[s->nipc_maps++].handle, h, CU_IPC_HANDLE_SIZE);
+    st->maps[st->nmaps] = (struct srv_ipc_map){.dptr = dptr, .size = size};
+    memcpy(st->maps[st->nmaps++].handle, h, CU_IPC_HANDLE_SIZE);
     return true;
 }
 
 void srv_ipc_charge_orphans(struct srv_session *s)
 {
+    struct ipc_state *st = ipc_of(s);
     char other[64];
 
-    for (size_t i = 0; i < s->nipc_maps; i++) {
-        struct srv_ipc_map *m = &s->ipc_maps[i];
+    for (size_t i = 0; i < st->nmaps; i++) {
+        struct srv_ipc_map *m = &st->maps[i];
         if (m->charged ||
             srv_tenancy_ipc_check(s, SRV_IPC_MEM, m->handle, other, sizeof(other)) == RG_OK)
             continue;
         m->charged = true; /* even over the quota: it is held; new allocations are refused */
-        s->mem_used += m->size;
+        srv_quota_charge_held(s, m->size);
         rg_info("session %llu: the session that exported %zu bytes it keeps open through CUDA "
                 "IPC ended: charged to this session until it closes them",
                 (unsigned long long)s->id, m->size);
@@ -100,6 +120,7 @@ void srv_ipc_charge_orphans(struct srv_session *s)
 /* [flags] data: CUipcMemHandle -> out[dptr, size] */
 CUresult srv_op_ipc_open_mem(struct srv_session *s, struct srv_call *call)
 {
+    struct ipc_state *st = ipc_of(s);
     const struct proto_args_IPC_OPEN_MEM_HANDLE *a = SRV_ARGS(call, IPC_OPEN_MEM_HANDLE);
     CUipcMemHandle h;
     CUdeviceptr d, base;
@@ -108,7 +129,7 @@ CUresult srv_op_ipc_open_mem(struct srv_session *s, struct srv_call *call)
 
     if (res != CUDA_SUCCESS)
         return res;
-    if (s->nipc_maps >= SRV_IPC_MAX_OPEN)
+    if (st->nmaps >= SRV_IPC_MAX_OPEN)
         return CUDA_ERROR_TOO_MANY_PEERS;
     memcpy(&h, call->msg->data.data, sizeof(h));
     if ((res = s->drv.cuIpcOpenMemHandle(&d, h, (unsigned)a->flags)) != CUDA_SUCCESS)
@@ -127,13 +148,14 @@ CUresult srv_op_ipc_open_mem(struct srv_session *s, struct srv_call *call)
 /* [dptr]: only what this session opened reaches the driver. */
 CUresult srv_op_ipc_close_mem(struct srv_session *s, struct srv_call *call)
 {
+    struct ipc_state *st = ipc_of(s);
     const struct proto_args_IPC_CLOSE_MEM_HANDLE *a = SRV_ARGS(call, IPC_CLOSE_MEM_HANDLE);
-    for (size_t i = 0; i < s->nipc_maps; i++) {
-        if (s->ipc_maps[i].dptr != (CUdeviceptr)a->dptr)
+    for (size_t i = 0; i < st->nmaps; i++) {
+        if (st->maps[i].dptr != (CUdeviceptr)a->dptr)
             continue;
-        if (s->ipc_maps[i].charged)
-            srv_quota_release(s, s->ipc_maps[i].size);
-        s->ipc_maps[i] = s->ipc_maps[--s->nipc_maps];
+        if (st->maps[i].charged)
+            srv_quota_release(s, st->maps[i].size);
+        st->maps[i] = st->maps[--st->nmaps];
         return s->drv.cuIpcCloseMemHandle((CUdeviceptr)a->dptr);
     }
     return CUDA_ERROR_INVALID_VALUE;
@@ -170,14 +192,20 @@ CUresult srv_op_ipc_open_event(struct srv_session *s, struct srv_call *call)
     return srv_handle_adopt(s, a->id, PROTO_H_EVENT, res, ev);
 }
 
-void srv_ipc_teardown(struct srv_session *s)
+/* Other sessions' memory, while the contexts live. */
+static void ipc_teardown(struct srv_session *s, void *state)
 {
-    if (s->nipc_maps > 0)
+    struct ipc_state *st = ipc_of(s);
+
+    if (st->nmaps > 0)
         rg_info("session %llu: closing %zu CUDA IPC memory mapping(s) it left open",
-                (unsigned long long)s->id, s->nipc_maps);
-    for (size_t i = 0; i < s->nipc_maps; i++)
-        s->drv.cuIpcCloseMemHandle(s->ipc_maps[i].dptr);
-    free(s->ipc_maps);
-    s->ipc_maps = NULL;
-    s->nipc_maps = s->ipc_map_cap = 0;
+                (unsigned long long)s->id, st->nmaps);
+    for (size_t i = 0; i < st->nmaps; i++)
+        s->drv.cuIpcCloseMemHandle(st->maps[i].dptr);
+    free(st->maps);
+    st->maps = NULL;
+    st->nmaps = st->cap = 0;
 }
+
+const struct srv_component srv_ipc_component = {
+    .name = "ipc", .state_size = sizeof(struct ipc_state), .teardown = ipc_teardown};

@@ -154,3 +154,10 @@ CUresult srv_op_load_jit(struct srv_session *s, struct srv_call *call)
     srv_jit_fini(&j);
     return res;
 }
+
+static void links_teardown(struct srv_session *s, void *state)
+{
+    srv_handles_destroy_all(s, PROTO_H_LINK);
+}
+
+const struct srv_component srv_links_component = {.name = "links", .teardown = links_teardown};

@@ -9,36 +9,78 @@
 
 #define STAGING_CHUNK (8u << 20)
 
+/* The component's state. */
+struct copies_state {
+    struct srv_staging staging;
+    uint64_t staging_ctx; /* the context they were allocated in (they die with it) */
+    size_t staging_most;  /* the most the session held (for the teardown log) */
+    uint8_t small[PROTO_INLINE_MAX]; /* an inline DtoH reply's bytes */
+};
+
+static struct copies_state *copies_of(struct srv_session *s)
+{
+    return srv_component_state(s, SRV_COMP_COPIES);
+}
+
+struct srv_staging *srv_staging_of(struct srv_session *s)
+{
+    return &copies_of(s)->staging;
+}
+
+size_t srv_staging_most(struct srv_session *s)
+{
+    const struct copies_state *c = copies_of(s);
+
+    return c != NULL ? c->staging_most : 0;
+}
+
+/* The staging buffers, after the RDMA copies deregistered them. */
+static void copies_teardown(struct srv_session *s, void *state)
+{
+    struct copies_state *c = state;
+
+    for (int i = 0; i < 2; i++)
+        if (c->staging.buf[i] != NULL)
+            s->drv.cuMemFreeHost(c->staging.buf[i]);
+}
+
+const struct srv_component srv_copies_component = {
+    .name = "copies", .state_size = sizeof(struct copies_state), .teardown = copies_teardown};
+
 /* Portable, so copies in any of the session's contexts use them as pinned memory; they still
  * belong to the context current here and are freed before it goes (srv_staging_release). */
 CUresult srv_staging_ready(struct srv_session *s)
 {
-    if (s->staging[0] == NULL && s->staging[1] == NULL)
-        s->staging_ctx = s->current_ctx;
+    struct copies_state *c = copies_of(s);
+
+    if (c->staging.buf[0] == NULL && c->staging.buf[1] == NULL)
+        c->staging_ctx = s->current_ctx;
     for (int i = 0; i < 2; i++) {
-        if (s->staging[i] != NULL)
+        if (c->staging.buf[i] != NULL)
             continue;
-        CUresult res = s->drv.cuMemHostAlloc(&s->staging[i], STAGING_CHUNK,
+        CUresult res = s->drv.cuMemHostAlloc(&c->staging.buf[i], STAGING_CHUNK,
                                              CU_MEMHOSTALLOC_PORTABLE);
         if (res != CUDA_SUCCESS)
             return res;
     }
-    s->staging_len = STAGING_CHUNK;
-    s->staging_most = 2 * STAGING_CHUNK;
+    c->staging.len = STAGING_CHUNK;
+    c->staging_most = 2 * STAGING_CHUNK;
     return CUDA_SUCCESS;
 }
 
 void srv_staging_release(struct srv_session *s, uint64_t ctx_id)
 {
+    struct copies_state *c = copies_of(s);
+
     srv_lanes_staging_release(s); /* whichever context they came from: made again when needed */
-    if (s->staging_ctx != ctx_id)
+    if (c->staging_ctx != ctx_id)
         return;
     srv_rdma_staging_release(s);
     for (int i = 0; i < 2; i++)
-        if (s->staging[i] != NULL)
-            s->drv.cuMemFreeHost(s->staging[i]);
-    s->staging[0] = s->staging[1] = NULL;
-    s->staging_len = 0;
+        if (c->staging.buf[i] != NULL)
+            s->drv.cuMemFreeHost(c->staging.buf[i]);
+    c->staging.buf[0] = c->staging.buf[1] = NULL;
+    c->staging.len = 0;
 }
 
 CUresult srv_op_mem_alloc(struct srv_session *s, struct srv_call *call)
@@ -70,8 +112,7 @@ CUresult srv_op_mem_alloc_pitch(struct srv_session *s, struct srv_call *call)
         s->drv.cuMemFree(d); /* the padded size is known only now */
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
-    if (res == CUDA_SUCCESS) {
-        srv_alloc_add(s, d, pitch * a->height);
+    if (res == CUDA_SUCCESS && (res = srv_alloc_record(s, d, pitch * a->height)) == CUDA_SUCCESS) {
         call->out[call->nout++] = d;
         call->out[call->nout++] = pitch;
     }
@@ -96,8 +137,7 @@ CUresult srv_op_mem_get_info(struct srv_session *s, struct srv_call *call)
     size_t free_b, total;
     CUresult res = s->drv.cuMemGetInfo(&free_b, &total);
 
-    if (s->nipc_maps > 0)
-        srv_ipc_charge_orphans(s);
+    srv_ipc_charge_orphans(s);
     if (res == CUDA_SUCCESS && s->mem_quota != 0) { /* frameworks size themselves to this */
         uint64_t left = s->mem_quota > s->mem_used ? s->mem_quota - s->mem_used : 0;
         free_b = left < free_b ? left : free_b;
@@ -114,6 +154,7 @@ CUresult srv_op_mem_get_info(struct srv_session *s, struct srv_call *call)
 static CUresult htod_bulk(struct srv_session *s, struct srv_call *call, CUdeviceptr dst,
                           size_t len, CUstream stream)
 {
+    struct copies_state *c = copies_of(s);
     CUresult res = srv_staging_ready(s);
     size_t off = 0, n;
 
@@ -125,11 +166,11 @@ static CUresult htod_bulk(struct srv_session *s, struct srv_call *call, CUdevice
                 return CUDA_ERROR_DEVICE_UNAVAILABLE;
             break;
         }
-        if (transport_recv(s->conn, s->staging[k], n) != RG_OK)
+        if (transport_recv(s->conn, c->staging.buf[k], n) != RG_OK)
             return CUDA_ERROR_DEVICE_UNAVAILABLE;
         res = s->drv.cuStreamSynchronize(stream);
         if (res == CUDA_SUCCESS)
-            res = s->drv.cuMemcpyHtoDAsync(dst + off, s->staging[k], n, stream);
+            res = s->drv.cuMemcpyHtoDAsync(dst + off, c->staging.buf[k], n, stream);
     }
     if (res == CUDA_SUCCESS)
         res = s->drv.cuStreamSynchronize(stream);
@@ -169,27 +210,28 @@ static CUresult dtoh_chunk(struct srv_session *s, void *dst, CUdeviceptr src, si
 static CUresult dtoh_bulk(struct srv_session *s, struct srv_call *call, CUdeviceptr src,
                           size_t len, CUstream stream)
 {
+    struct copies_state *c = copies_of(s);
     CUresult res = srv_staging_ready(s);
     size_t n = len < STAGING_CHUNK ? len : STAGING_CHUNK, next;
 
     if (res == CUDA_SUCCESS)
-        res = dtoh_chunk(s, s->staging[0], src, n, stream);
+        res = dtoh_chunk(s, c->staging.buf[0], src, n, stream);
     if (res != CUDA_SUCCESS)
         return res;
     if ((res = srv_reply_bulk(s, call, NULL, len)) != CUDA_SUCCESS)
         return res;
     for (size_t off = 0; off < len; off += n, n = next) {
         int k = (int)((off / STAGING_CHUNK) & 1);
-        struct iovec iov = {s->staging[k], n};
+        struct iovec iov = {c->staging.buf[k], n};
         next = len - off - n < STAGING_CHUNK ? len - off - n : STAGING_CHUNK;
         if (next > 0 && res == CUDA_SUCCESS)
-            res = s->drv.cuMemcpyDtoHAsync(s->staging[k ^ 1], src + off + n, next, stream);
+            res = s->drv.cuMemcpyDtoHAsync(c->staging.buf[k ^ 1], src + off + n, next, stream);
         if (transport_sendv(s->conn, &iov, 1) != RG_OK)
             return CUDA_ERROR_DEVICE_UNAVAILABLE;
         if (next > 0 && res == CUDA_SUCCESS)
             res = s->drv.cuStreamSynchronize(stream);
         if (next > 0 && res != CUDA_SUCCESS)
-            memset(s->staging[k ^ 1], 0, next); /* framing holds; the error stays sticky */
+            memset(c->staging.buf[k ^ 1], 0, next); /* framing holds; the error stays sticky */
     }
     if (res != CUDA_SUCCESS)
         rg_warn("session %llu: DtoH copy failed after the reply was sent (sticky error)",
@@ -200,7 +242,7 @@ static CUresult dtoh_bulk(struct srv_session *s, struct srv_call *call, CUdevice
 CUresult srv_op_memcpy_dtoh(struct srv_session *s, struct srv_call *call)
 {
     const struct proto_args_MEMCPY_DTOH *a = SRV_ARGS(call, MEMCPY_DTOH);
-    static uint8_t small[PROTO_INLINE_MAX];
+    uint8_t *small = copies_of(s)->small;
     CUstream stream;
     size_t len = a->size;
     CUresult res;

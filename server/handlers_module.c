@@ -134,3 +134,13 @@ CUresult srv_op_kernel_get_function(struct srv_session *s, struct srv_call *call
     res = s->drv.cuKernelGetFunction(&f, kernel);
     return res == CUDA_SUCCESS ? srv_bind_new(s, a->id, PROTO_H_FUNCTION, f) : res;
 }
+
+/* Modules, then libraries (their kernels' work is gone with the streams). */
+static void modules_teardown(struct srv_session *s, void *state)
+{
+    srv_handles_destroy_all(s, PROTO_H_MODULE);
+    srv_handles_destroy_all(s, PROTO_H_LIBRARY);
+}
+
+const struct srv_component srv_modules_component = {.name = "modules",
+                                                    .teardown = modules_teardown};

@@ -3,8 +3,8 @@
  * TCP port and a thread takes one connection that presents the secret the client chose, then
  * writes what arrives into device memory), then the source's worker to send (PEER_SEND: it
  * connects there, presents the secret and streams the range out of device memory), then the
- * destination to finish (PEER_WAIT: the receiving thread's outcome). Each worker serves one
- * session, so there is at most one receive at a time. The bytes moved are the tenant's own
+ * destination to finish (PEER_WAIT: the receiving thread's outcome). A session has at most one
+ * receive at a time (the peer component's state). The bytes moved are the tenant's own
  * device memory; the secret keeps any other sender out. A connection that stops sending (or
  * never presents the secret) is cut after PEER_ACCEPT_MS without progress, and a cancelling
  * PEER_WAIT or the session's end cuts it at once. */
@@ -41,7 +41,11 @@ struct peer_recv {
     uint8_t secret[PEER_SECRET_LEN];
     CUresult result;
 };
-static struct peer_recv job = {.lfd = -1, .lock = PTHREAD_MUTEX_INITIALIZER, .fd = -1};
+
+static struct peer_recv *job_of(struct srv_session *s)
+{
+    return srv_component_state(s, SRV_COMP_PEER);
+}
 
 static bool io_full(int fd, uint8_t *p, size_t n, bool out)
 {
@@ -142,61 +146,82 @@ CUresult srv_op_peer_recv(struct srv_session *s, struct srv_call *call)
 {
     const struct proto_args_PEER_RECV *a = SRV_ARGS(call, PEER_RECV);
     const ProtobufCBinaryData *secret = &call->msg->data;
+    struct peer_recv *job = job_of(s);
     CUresult res;
 
-    if (job.running)
+    if (job->running)
         return CUDA_ERROR_ILLEGAL_STATE;
     if (a->size == 0 || a->dst + a->size < a->dst || secret->len != PEER_SECRET_LEN)
         return CUDA_ERROR_INVALID_VALUE;
-    if ((res = s->drv.cuCtxGetCurrent(&job.ctx)) != CUDA_SUCCESS)
+    if ((res = s->drv.cuCtxGetCurrent(&job->ctx)) != CUDA_SUCCESS)
         return res;
-    if ((job.lfd = listen_any(&call->out[0])) < 0)
+    if ((job->lfd = listen_any(&call->out[0])) < 0)
         return CUDA_ERROR_OPERATING_SYSTEM;
-    job.s = s;
-    job.dst = a->dst;
-    job.size = a->size;
-    memcpy(job.secret, secret->data, PEER_SECRET_LEN);
-    job.cancelled = false;
-    if (pthread_create(&job.thread, NULL, recv_main, &job) != 0) {
-        close(job.lfd);
+    job->s = s;
+    job->dst = a->dst;
+    job->size = a->size;
+    memcpy(job->secret, secret->data, PEER_SECRET_LEN);
+    job->cancelled = false;
+    if (pthread_create(&job->thread, NULL, recv_main, job) != 0) {
+        close(job->lfd);
+        job->lfd = -1;
         return CUDA_ERROR_OPERATING_SYSTEM;
     }
-    job.running = true;
+    job->running = true;
     call->nout = 1;
     return CUDA_SUCCESS;
 }
 
 /* The receive's outcome, once its thread is done; cancel: a sender not come yet is not
  * waited for (the waiting accept gives up). */
-static CUresult job_end(bool cancel)
+static CUresult job_end(struct peer_recv *job, bool cancel)
 {
     if (cancel) {
-        shutdown(job.lfd, SHUT_RDWR);
-        pthread_mutex_lock(&job.lock);
-        job.cancelled = true;
-        if (job.fd >= 0) /* a sender connected: its transfer is cut too */
-            shutdown(job.fd, SHUT_RDWR);
-        pthread_mutex_unlock(&job.lock);
+        shutdown(job->lfd, SHUT_RDWR);
+        pthread_mutex_lock(&job->lock);
+        job->cancelled = true;
+        if (job->fd >= 0) /* a sender connected: its transfer is cut too */
+            shutdown(job->fd, SHUT_RDWR);
+        pthread_mutex_unlock(&job->lock);
     }
-    pthread_join(job.thread, NULL);
-    close(job.lfd);
-    job.lfd = -1;
-    job.running = false;
-    return job.result;
+    pthread_join(job->thread, NULL);
+    close(job->lfd);
+    job->lfd = -1;
+    job->running = false;
+    return job->result;
 }
 
 CUresult srv_op_peer_wait(struct srv_session *s, struct srv_call *call)
 {
-    if (!job.running)
+    struct peer_recv *job = job_of(s);
+
+    if (!job->running)
         return CUDA_ERROR_ILLEGAL_STATE;
-    return job_end(SRV_ARGS(call, PEER_WAIT)->cancel != 0);
+    return job_end(job, SRV_ARGS(call, PEER_WAIT)->cancel != 0);
 }
 
-void srv_peer_teardown(struct srv_session *s)
+static rg_status_t peer_init(struct srv_session *s, void *state)
 {
-    if (job.running && job.s == s) /* a receive never waited for: before the memory goes */
-        job_end(true);
+    struct peer_recv *job = state;
+
+    job->lfd = job->fd = -1;
+    return pthread_mutex_init(&job->lock, NULL) == 0 ? RG_OK : RG_ERR_NOMEM;
 }
+
+/* A receive never waited for is cancelled and its thread joined before the memory it writes
+ * goes (it outlived its session: e11cedd). */
+static void peer_teardown(struct srv_session *s, void *state)
+{
+    struct peer_recv *job = state;
+
+    if (job->running)
+        job_end(job, true);
+    pthread_mutex_destroy(&job->lock);
+}
+
+const struct srv_component srv_peer_component = {
+    .name = "peer", .state_size = sizeof(struct peer_recv), .init = peer_init,
+    .teardown = peer_teardown};
 
 /* Connected to host:port, or -1. */
 static int connect_to(const char *host, uint64_t port)

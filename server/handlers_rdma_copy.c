@@ -29,16 +29,44 @@
 #include "server/session.h"
 #include "transport/transport.h"
 
+/* A device allocation registered with the connection for GPUDirect RDMA; mr NULL: it could
+ * not be, its copies go through staging. */
+struct srv_direct_reg {
+    CUdeviceptr dptr;
+    size_t size;
+    struct transport_mr *mr;
+};
+
+/* The component's state. */
+struct rdma_copy_state {
+    struct transport_mr *staging_mr[2]; /* the staging buffers' registration */
+    uint64_t rdma_reads, rdma_writes;           /* one-sided copies done */
+    uint64_t rdma_read_bytes, rdma_write_bytes; /* and the bytes they moved */
+    int rdma_direct; /* GPUDirect RDMA: 0 not decided yet (first one-sided copy), 1 on, -1 off */
+    bool direct_flush; /* a GPU needs cuFlushGPUDirectRDMAWrites after the NIC wrote into it */
+    struct srv_direct_reg *direct_regs; /* registered allocations */
+    size_t ndirect, direct_cap;
+    uint64_t direct_reads, direct_writes;           /* of the one-sided copies: those that went */
+    uint64_t direct_read_bytes, direct_write_bytes; /* straight to or from device memory */
+};
+
+static struct rdma_copy_state *rdma_of(const struct srv_session *s)
+{
+    return srv_component_state(s, SRV_COMP_RDMA_COPY);
+}
+
 /* The staging buffers, registered with the connection for local writes (READ lands there). */
 static CUresult staging_registered(struct srv_session *s)
 {
+    struct srv_staging *stg = srv_staging_of(s);
+    struct rdma_copy_state *r = rdma_of(s);
     CUresult res = srv_staging_ready(s);
 
     for (int i = 0; i < 2 && res == CUDA_SUCCESS; i++) {
-        if (s->staging_mr[i] != NULL)
+        if (r->staging_mr[i] != NULL)
             continue;
-        if (s->conn->ops->mem_reg(s->conn, s->staging[i], s->staging_len,
-                                  TRANSPORT_ACCESS_LOCAL_WRITE, &s->staging_mr[i]) != RG_OK)
+        if (s->conn->ops->mem_reg(s->conn, stg->buf[i], stg->len,
+                                  TRANSPORT_ACCESS_LOCAL_WRITE, &r->staging_mr[i]) != RG_OK)
             res = CUDA_ERROR_OUT_OF_MEMORY; /* the transport logged why */
     }
     return res;
@@ -68,30 +96,36 @@ static void direct_drop(struct srv_direct_reg *r)
 
 void srv_rdma_direct_forget(struct srv_session *s, CUdeviceptr dptr)
 {
-    for (size_t i = 0; i < s->ndirect; i++)
-        if (s->direct_regs[i].dptr == dptr) {
-            direct_drop(&s->direct_regs[i]);
-            s->direct_regs[i] = s->direct_regs[--s->ndirect];
+    struct rdma_copy_state *r = rdma_of(s);
+
+    for (size_t i = 0; i < r->ndirect; i++)
+        if (r->direct_regs[i].dptr == dptr) {
+            direct_drop(&r->direct_regs[i]);
+            r->direct_regs[i] = r->direct_regs[--r->ndirect];
             return;
         }
 }
 
 static void direct_release_all(struct srv_session *s)
 {
-    for (size_t i = 0; i < s->ndirect; i++)
-        direct_drop(&s->direct_regs[i]);
-    free(s->direct_regs);
-    s->direct_regs = NULL;
-    s->ndirect = s->direct_cap = 0;
+    struct rdma_copy_state *r = rdma_of(s);
+
+    for (size_t i = 0; i < r->ndirect; i++)
+        direct_drop(&r->direct_regs[i]);
+    free(r->direct_regs);
+    r->direct_regs = NULL;
+    r->ndirect = r->direct_cap = 0;
 }
 
 void srv_rdma_staging_release(struct srv_session *s)
 {
+    struct rdma_copy_state *r = rdma_of(s);
+
     direct_release_all(s);
     for (int i = 0; i < 2; i++) {
-        if (s->staging_mr[i] != NULL)
-            s->staging_mr[i]->ops->mem_dereg(s->staging_mr[i]);
-        s->staging_mr[i] = NULL;
+        if (r->staging_mr[i] != NULL)
+            r->staging_mr[i]->ops->mem_dereg(r->staging_mr[i]);
+        r->staging_mr[i] = NULL;
     }
 }
 
@@ -100,6 +134,7 @@ void srv_rdma_staging_release(struct srv_session *s)
  * then called after each direct HtoD)? NULL if so, else why not. */
 static const char *direct_gpu_refused(struct srv_session *s, int i, char *why, size_t len)
 {
+    struct rdma_copy_state *r = rdma_of(s);
     int dmabuf = 0, order = 0, flush = 0;
     CUdevice dev = s->devices[i];
 
@@ -116,7 +151,7 @@ static const char *direct_gpu_refused(struct srv_session *s, int i, char *why, s
              !(flush & CU_FLUSH_GPU_DIRECT_RDMA_WRITES_OPTION_HOST))
         snprintf(why, len, "GPU %d neither orders remote writes nor can flush them", i);
     else {
-        s->direct_flush |= order < CU_GPU_DIRECT_RDMA_WRITES_ORDERING_OWNER;
+        r->direct_flush |= order < CU_GPU_DIRECT_RDMA_WRITES_ORDERING_OWNER;
         return NULL;
     }
     return why;
@@ -166,32 +201,23 @@ static struct transport_mr *direct_register(struct srv_session *s, const struct 
     return st == RG_OK ? mr : NULL;
 }
 
-/* The session's allocation holding [d, d + len), NULL if none (VMM, graph memory, a bad
- * range: those go through staging, where the driver checks the range). */
-static const struct srv_alloc *direct_alloc(const struct srv_session *s, CUdeviceptr d,
-                                            size_t len)
-{
-    for (size_t i = 0; i < s->nallocs; i++) {
-        const struct srv_alloc *a = &s->allocs[i];
-        if (d >= a->dptr && d - a->dptr <= a->size && len <= a->size - (d - a->dptr))
-            return a;
-    }
-    return NULL;
-}
-
 static bool direct_add(struct srv_session *s, const struct srv_alloc *a, struct transport_mr *mr)
 {
-    if (!rg_array_grow((void **)&s->direct_regs, &s->direct_cap, s->ndirect,
-                       sizeof(*s->direct_regs), 16))
+    struct rdma_copy_state *r = rdma_of(s);
+
+    if (!rg_array_grow((void **)&r->direct_regs, &r->direct_cap, r->ndirect,
+                       sizeof(*r->direct_regs), 16))
         return false;
-    s->direct_regs[s->ndirect++] = (struct srv_direct_reg){a->dptr, a->size, mr};
+    r->direct_regs[r->ndirect++] = (struct srv_direct_reg){a->dptr, a->size, mr};
     return true;
 }
 
 /* The session's first one-sided copy decides whether it can go direct at all: one line. */
 static void direct_decide(struct srv_session *s, const char *why)
 {
-    s->rdma_direct = why == NULL ? 1 : -1;
+    struct rdma_copy_state *r = rdma_of(s);
+
+    r->rdma_direct = why == NULL ? 1 : -1;
     if (why == NULL)
         rg_info("session %llu: one-sided copies go straight to and from device memory "
                 "(GPUDirect RDMA: device memory registered with the NIC as a dmabuf)",
@@ -201,28 +227,31 @@ static void direct_decide(struct srv_session *s, const char *why)
                 "%s)", (unsigned long long)s->id, why);
 }
 
-/* The registration covering [d, d + len) when this copy can go direct, else NULL. */
+/* The registration covering [d, d + len) when this copy can go direct, else NULL (also when
+ * no allocation of the table holds the range: VMM, graph memory, a bad range go through
+ * staging, where the driver checks the range). */
 static struct transport_mr *direct_mr(struct srv_session *s, CUdeviceptr d, size_t len)
 {
+    struct rdma_copy_state *r = rdma_of(s);
     const struct srv_alloc *a;
     const char *refused;
     struct transport_mr *mr;
     char why[200];
 
-    if (s->rdma_direct == 0 && (refused = direct_refused(s, why, sizeof(why))) != NULL)
+    if (r->rdma_direct == 0 && (refused = direct_refused(s, why, sizeof(why))) != NULL)
         direct_decide(s, refused);
-    if (s->rdma_direct < 0 || (a = direct_alloc(s, d, len)) == NULL)
+    if (r->rdma_direct < 0 || (a = srv_alloc_find(s, d, len)) == NULL)
         return NULL;
-    for (size_t i = 0; i < s->ndirect; i++)
-        if (s->direct_regs[i].dptr == a->dptr && s->direct_regs[i].size == a->size)
-            return s->direct_regs[i].mr;
+    for (size_t i = 0; i < r->ndirect; i++)
+        if (r->direct_regs[i].dptr == a->dptr && r->direct_regs[i].size == a->size)
+            return r->direct_regs[i].mr;
     mr = direct_register(s, a, why, sizeof(why));
-    if (s->rdma_direct == 0)
+    if (r->rdma_direct == 0)
         direct_decide(s, mr != NULL ? NULL : why);
     else if (mr == NULL)
         rg_debug("session %llu: allocation %#llx (%zu bytes) goes through staging: %s",
                  (unsigned long long)s->id, (unsigned long long)a->dptr, a->size, why);
-    if (s->rdma_direct > 0 && !direct_add(s, a, mr)) { /* a failure is remembered too */
+    if (r->rdma_direct > 0 && !direct_add(s, a, mr)) { /* a failure is remembered too */
         if (mr != NULL)
             mr->ops->mem_dereg(mr);
         mr = NULL;
@@ -248,22 +277,24 @@ static CUresult direct_fence(struct srv_session *s, CUstream stream)
     return res;
 }
 
-void srv_rdma_copy_report(const struct srv_session *s)
+static void report(const struct srv_session *s)
 {
-    if (s->rdma_reads + s->rdma_writes > 0)
+    struct rdma_copy_state *r = rdma_of(s);
+
+    if (r->rdma_reads + r->rdma_writes > 0)
         rg_info("session %llu: one-sided copies: %llu HtoD (%llu bytes by RDMA READ), %llu DtoH "
                 "(%llu bytes by RDMA WRITE)",
-                (unsigned long long)s->id, (unsigned long long)s->rdma_reads,
-                (unsigned long long)s->rdma_read_bytes, (unsigned long long)s->rdma_writes,
-                (unsigned long long)s->rdma_write_bytes);
-    if (s->rdma_direct > 0)
+                (unsigned long long)s->id, (unsigned long long)r->rdma_reads,
+                (unsigned long long)r->rdma_read_bytes, (unsigned long long)r->rdma_writes,
+                (unsigned long long)r->rdma_write_bytes);
+    if (r->rdma_direct > 0)
         rg_info("session %llu: GPUDirect RDMA: %llu HtoD (%llu bytes) and %llu DtoH (%llu bytes) "
                 "straight to and from device memory; %llu bytes through staging",
-                (unsigned long long)s->id, (unsigned long long)s->direct_reads,
-                (unsigned long long)s->direct_read_bytes, (unsigned long long)s->direct_writes,
-                (unsigned long long)s->direct_write_bytes,
-                (unsigned long long)(s->rdma_read_bytes + s->rdma_write_bytes -
-                                     s->direct_read_bytes - s->direct_write_bytes));
+                (unsigned long long)s->id, (unsigned long long)r->direct_reads,
+                (unsigned long long)r->direct_read_bytes, (unsigned long long)r->direct_writes,
+                (unsigned long long)r->direct_write_bytes,
+                (unsigned long long)(r->rdma_read_bytes + r->rdma_write_bytes -
+                                     r->direct_read_bytes - r->direct_write_bytes));
 }
 
 /* Checks common to both directions; the stream in *stream_p. */
@@ -299,32 +330,36 @@ static CUresult io_result(struct srv_session *s, bool write, bool direct, uint64
 static CUresult remote_io(struct srv_session *s, struct srv_call *call, bool write, int k,
                           size_t off, size_t n)
 {
+    struct srv_staging *stg = srv_staging_of(s);
+    struct rdma_copy_state *r = rdma_of(s);
     const struct proto_args_MEMCPY_HTOD_RDMA *a = SRV_ARGS(call, MEMCPY_HTOD_RDMA);
     uint64_t raddr = a->raddr + off;
     uint32_t rkey = (uint32_t)a->rkey;
     rg_status_t st;
 
     if (off > a->size || n > a->size - off ||
-        n > s->staging_len) /* never outside the call's range */
+        n > stg->len) /* never outside the call's range */
         return CUDA_ERROR_INVALID_VALUE;
-    st = write ? s->conn->ops->write(s->conn, s->staging_mr[k], s->staging[k], raddr, rkey, n)
-               : s->conn->ops->read(s->conn, s->staging_mr[k], s->staging[k], raddr, rkey, n);
+    st = write ? s->conn->ops->write(s->conn, r->staging_mr[k], stg->buf[k], raddr, rkey, n)
+               : s->conn->ops->read(s->conn, r->staging_mr[k], stg->buf[k], raddr, rkey, n);
     return io_result(s, write, false, raddr, rkey, n, st);
 }
 
-/* A one-sided copy of len bytes done (srv_rdma_copy_report). */
+/* A one-sided copy of len bytes done (for the report at the session's end). */
 static void count_copy(struct srv_session *s, bool write, bool direct, size_t len)
 {
+    struct rdma_copy_state *r = rdma_of(s);
+
     if (write) {
-        s->rdma_writes++;
-        s->rdma_write_bytes += len;
-        s->direct_writes += direct;
-        s->direct_write_bytes += direct ? len : 0;
+        r->rdma_writes++;
+        r->rdma_write_bytes += len;
+        r->direct_writes += direct;
+        r->direct_write_bytes += direct ? len : 0;
     } else {
-        s->rdma_reads++;
-        s->rdma_read_bytes += len;
-        s->direct_reads += direct;
-        s->direct_read_bytes += direct ? len : 0;
+        r->rdma_reads++;
+        r->rdma_read_bytes += len;
+        r->direct_reads += direct;
+        r->direct_read_bytes += direct ? len : 0;
     }
 }
 
@@ -334,6 +369,7 @@ static void count_copy(struct srv_session *s, bool write, bool direct, size_t le
 static CUresult direct_copy(struct srv_session *s, struct srv_call *call, CUstream stream,
                             struct transport_mr *mr, bool write)
 {
+    struct rdma_copy_state *r = rdma_of(s);
     const struct proto_args_MEMCPY_HTOD_RDMA *a = SRV_ARGS(call, MEMCPY_HTOD_RDMA);
     void *dev = (void *)(uintptr_t)a->dptr;
     size_t len = a->size;
@@ -346,7 +382,7 @@ static CUresult direct_copy(struct srv_session *s, struct srv_call *call, CUstre
                : s->conn->ops->read(s->conn, mr, dev, a->raddr, (uint32_t)a->rkey, len);
     if ((res = io_result(s, write, true, a->raddr, (uint32_t)a->rkey, len, st)) != CUDA_SUCCESS)
         return res;
-    if (!write && s->direct_flush)
+    if (!write && r->direct_flush)
         res = s->drv.cuFlushGPUDirectRDMAWrites(CU_FLUSH_GPU_DIRECT_RDMA_WRITES_TARGET_CURRENT_CTX,
                                                 CU_FLUSH_GPU_DIRECT_RDMA_WRITES_TO_OWNER);
     if (res == CUDA_SUCCESS)
@@ -358,6 +394,7 @@ static CUresult direct_copy(struct srv_session *s, struct srv_call *call, CUstre
  * device; chunk k-2 (same buffer) was waited for before chunk k-1 was issued. */
 CUresult srv_op_memcpy_htod_rdma(struct srv_session *s, struct srv_call *call)
 {
+    struct srv_staging *stg = srv_staging_of(s);
     const struct proto_args_MEMCPY_HTOD_RDMA *a = SRV_ARGS(call, MEMCPY_HTOD_RDMA);
     CUdeviceptr dst = a->dptr;
     size_t len = a->size, n;
@@ -370,12 +407,12 @@ CUresult srv_op_memcpy_htod_rdma(struct srv_session *s, struct srv_call *call)
     if (res == CUDA_SUCCESS)
         res = staging_registered(s);
     for (size_t off = 0, k = 0; res == CUDA_SUCCESS && off < len; off += n, k ^= 1) {
-        n = len - off < s->staging_len ? len - off : s->staging_len;
+        n = len - off < stg->len ? len - off : stg->len;
         if ((res = remote_io(s, call, false, (int)k, off, n)) != CUDA_SUCCESS)
             return res;
         res = s->drv.cuStreamSynchronize(stream);
         if (res == CUDA_SUCCESS)
-            res = s->drv.cuMemcpyHtoDAsync(dst + off, s->staging[k], n, stream);
+            res = s->drv.cuMemcpyHtoDAsync(dst + off, stg->buf[k], n, stream);
     }
     if (res == CUDA_SUCCESS)
         res = s->drv.cuStreamSynchronize(stream);
@@ -388,6 +425,7 @@ CUresult srv_op_memcpy_htod_rdma(struct srv_session *s, struct srv_call *call)
  * device into the other buffer; the reply (or nothing, for NOREPLY) follows the last WRITE. */
 CUresult srv_op_memcpy_dtoh_rdma(struct srv_session *s, struct srv_call *call)
 {
+    struct srv_staging *stg = srv_staging_of(s);
     const struct proto_args_MEMCPY_DTOH_RDMA *a = SRV_ARGS(call, MEMCPY_DTOH_RDMA);
     CUdeviceptr src = a->dptr;
     size_t len = a->size, n = 0, next;
@@ -398,15 +436,15 @@ CUresult srv_op_memcpy_dtoh_rdma(struct srv_session *s, struct srv_call *call)
     if (res == CUDA_SUCCESS && (dev_mr = direct_mr(s, src, len)) != NULL)
         return direct_copy(s, call, stream, dev_mr, true);
     if (res == CUDA_SUCCESS && (res = staging_registered(s)) == CUDA_SUCCESS) {
-        n = len < s->staging_len ? len : s->staging_len;
-        res = s->drv.cuMemcpyDtoHAsync(s->staging[0], src, n, stream);
+        n = len < stg->len ? len : stg->len;
+        res = s->drv.cuMemcpyDtoHAsync(stg->buf[0], src, n, stream);
     }
     if (res == CUDA_SUCCESS)
         res = s->drv.cuStreamSynchronize(stream);
     for (size_t off = 0, k = 0; res == CUDA_SUCCESS && off < len; off += n, n = next, k ^= 1) {
-        next = len - off - n < s->staging_len ? len - off - n : s->staging_len;
+        next = len - off - n < stg->len ? len - off - n : stg->len;
         if (next > 0)
-            res = s->drv.cuMemcpyDtoHAsync(s->staging[k ^ 1], src + off + n, next, stream);
+            res = s->drv.cuMemcpyDtoHAsync(stg->buf[k ^ 1], src + off + n, next, stream);
         if (remote_io(s, call, true, (int)k, off, n) != CUDA_SUCCESS)
             return CUDA_ERROR_DEVICE_UNAVAILABLE;
         if (next > 0 && res == CUDA_SUCCESS)
@@ -416,3 +454,14 @@ CUresult srv_op_memcpy_dtoh_rdma(struct srv_session *s, struct srv_call *call)
         count_copy(s, true, false, len);
     return res;
 }
+
+/* What the session moved one-sided, then its registrations, before the memory they cover. */
+static void rdma_copy_teardown(struct srv_session *s, void *state)
+{
+    report(s);
+    srv_rdma_staging_release(s);
+}
+
+const struct srv_component srv_rdma_copy_component = {
+    .name = "rdma_copy", .state_size = sizeof(struct rdma_copy_state),
+    .teardown = rdma_copy_teardown};

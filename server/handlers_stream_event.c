@@ -102,3 +102,13 @@ CUresult srv_op_event_elapsed(struct srv_session *s, struct srv_call *call)
     }
     return res;
 }
+
+/* Streams, then events (after the graphs, before the modules their work used). */
+static void streams_teardown(struct srv_session *s, void *state)
+{
+    srv_handles_destroy_all(s, PROTO_H_STREAM);
+    srv_handles_destroy_all(s, PROTO_H_EVENT);
+}
+
+const struct srv_component srv_streams_component = {.name = "streams",
+                                                    .teardown = streams_teardown};

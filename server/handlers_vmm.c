@@ -55,37 +55,50 @@ struct srv_vmm_phys {
 struct srv_vmm_map {
     CUdeviceptr va;
     size_t size;
-    size_t phys; /* index in s->vmm_phys */
+    size_t phys; /* index in phys */
 };
 
-/* The record of the live (not released) handle mh; SIZE_MAX if there is none. */
-static size_t phys_find(const struct srv_session *s, CUmemGenericAllocationHandle mh)
+/* The component's state: physical memory records and their mappings. */
+struct vmm_state {
+    struct srv_vmm_phys *phys;
+    size_t nphys, phys_cap;
+    struct srv_vmm_map *maps;
+    size_t nmaps, map_cap;
+};
+
+static struct vmm_state *vmm_of(struct srv_session *s)
 {
-    for (size_t i = 0; i < s->nvmm_phys; i++)
-        if (s->vmm_phys[i].live && !s->vmm_phys[i].released && s->vmm_phys[i].mh == mh)
+    return srv_component_state(s, SRV_COMP_VMM);
+}
+
+/* The record of the live (not released) handle mh; SIZE_MAX if there is none. */
+static size_t phys_find(const struct vmm_state *v, CUmemGenericAllocationHandle mh)
+{
+    for (size_t i = 0; i < v->nphys; i++)
+        if (v->phys[i].live && !v->phys[i].released && v->phys[i].mh == mh)
             return i;
     return SIZE_MAX;
 }
 
-static bool phys_add(struct srv_session *s, CUmemGenericAllocationHandle mh, uint64_t size)
+static bool phys_add(struct vmm_state *v, CUmemGenericAllocationHandle mh, uint64_t size)
 {
     size_t i = 0;
 
-    while (i < s->nvmm_phys && s->vmm_phys[i].live)
+    while (i < v->nphys && v->phys[i].live)
         i++;
-    if (i == s->nvmm_phys &&
-        !rg_array_grow((void **)&s->vmm_phys, &s->vmm_phys_cap, i, sizeof(*s->vmm_phys), 16))
+    if (i == v->nphys &&
+        !rg_array_grow((void **)&v->phys, &v->phys_cap, i, sizeof(*v->phys), 16))
         return false;
-    s->vmm_phys[i] = (struct srv_vmm_phys){.mh = mh, .size = size, .live = true};
-    if (i == s->nvmm_phys)
-        s->nvmm_phys++;
+    v->phys[i] = (struct srv_vmm_phys){.mh = mh, .size = size, .live = true};
+    if (i == v->nphys)
+        v->nphys++;
     return true;
 }
 
 /* Drop one reference (the handle's or a mapping's) of record i; the last gives the charge back. */
 static void phys_put(struct srv_session *s, size_t i)
 {
-    struct srv_vmm_phys *ph = &s->vmm_phys[i];
+    struct srv_vmm_phys *ph = &vmm_of(s)->phys[i];
 
     if (ph->maps > 0 || !ph->released)
         return;
@@ -93,13 +106,22 @@ static void phys_put(struct srv_session *s, size_t i)
     ph->live = false;
 }
 
-void srv_vmm_teardown(struct srv_session *s)
+/* Physical memory handles, then pools (after the modules, before the contexts); the records
+ * go with them (the driver frees mapped memory with its contexts). */
+static void vmm_teardown(struct srv_session *s, void *state)
 {
-    free(s->vmm_phys);
-    free(s->vmm_maps);
-    s->vmm_phys = NULL, s->vmm_maps = NULL;
-    s->nvmm_phys = s->vmm_phys_cap = s->nvmm_maps = s->vmm_map_cap = 0;
+    struct vmm_state *v = state;
+
+    srv_handles_destroy_all(s, PROTO_H_MEM_HANDLE);
+    srv_handles_destroy_all(s, PROTO_H_MEM_POOL);
+    free(v->phys);
+    free(v->maps);
+    v->phys = NULL, v->maps = NULL;
+    v->nphys = v->phys_cap = v->nmaps = v->map_cap = 0;
 }
+
+const struct srv_component srv_vmm_component = {
+    .name = "vmm", .state_size = sizeof(struct vmm_state), .teardown = vmm_teardown};
 
 CUresult srv_op_address_reserve(struct srv_session *s, struct srv_call *call)
 {
@@ -132,15 +154,15 @@ CUresult srv_op_mem_create(struct srv_session *s, struct srv_call *call)
     if (!srv_quota_charge(s, a->size))
         return CUDA_ERROR_OUT_OF_MEMORY;
     res = s->drv.cuMemCreate(&mh, a->size, &prop, a->flags);
-    if (res == CUDA_SUCCESS && !phys_add(s, mh, a->size)) {
+    if (res == CUDA_SUCCESS && !phys_add(vmm_of(s), mh, a->size)) {
         s->drv.cuMemRelease(mh);
         res = CUDA_ERROR_OUT_OF_MEMORY;
     }
     res = srv_handle_adopt(s, a->id, PROTO_H_MEM_HANDLE, res, (void *)(uintptr_t)mh);
     if (res != CUDA_SUCCESS) {
-        size_t i = phys_find(s, mh);
+        size_t i = phys_find(vmm_of(s), mh);
         if (i != SIZE_MAX) /* adopt refused the id and released mh */
-            s->vmm_phys[i].live = false;
+            vmm_of(s)->phys[i].live = false;
         srv_quota_release(s, a->size);
         return res;
     }
@@ -158,12 +180,12 @@ CUresult srv_op_mem_release(struct srv_session *s, struct srv_call *call)
 
     if (h == NULL)
         return CUDA_ERROR_INVALID_HANDLE;
-    i = phys_find(s, (CUmemGenericAllocationHandle)(uintptr_t)h->real);
+    i = phys_find(vmm_of(s), (CUmemGenericAllocationHandle)(uintptr_t)h->real);
     if (i != SIZE_MAX)
         h->size = 0; /* the record carries the charge from here */
     res = srv_handle_destroy(s, a->handle, PROTO_H_MEM_HANDLE);
     if (i != SIZE_MAX) {
-        s->vmm_phys[i].released = true;
+        vmm_of(s)->phys[i].released = true;
         phys_put(s, i);
     }
     return res;
@@ -173,6 +195,7 @@ CUresult srv_op_mem_map(struct srv_session *s, struct srv_call *call)
 {
     const struct proto_args_MEM_MAP *a = SRV_ARGS(call, MEM_MAP);
     struct srv_handle *h = srv_handle_get(s, a->handle, PROTO_H_MEM_HANDLE);
+    struct vmm_state *v = vmm_of(s);
     CUmemGenericAllocationHandle mh;
     size_t i;
     CUresult res;
@@ -180,15 +203,14 @@ CUresult srv_op_mem_map(struct srv_session *s, struct srv_call *call)
     if (h == NULL)
         return CUDA_ERROR_INVALID_HANDLE;
     mh = (CUmemGenericAllocationHandle)(uintptr_t)h->real;
-    if ((i = phys_find(s, mh)) == SIZE_MAX ||
-        !rg_array_grow((void **)&s->vmm_maps, &s->vmm_map_cap, s->nvmm_maps,
-                       sizeof(*s->vmm_maps), 16))
+    if ((i = phys_find(v, mh)) == SIZE_MAX ||
+        !rg_array_grow((void **)&v->maps, &v->map_cap, v->nmaps, sizeof(*v->maps), 16))
         return CUDA_ERROR_OUT_OF_MEMORY;
     res = s->drv.cuMemMap(a->ptr, a->size, a->offset, mh, a->flags);
     if (res != CUDA_SUCCESS)
         return res;
-    s->vmm_maps[s->nvmm_maps++] = (struct srv_vmm_map){a->ptr, a->size, i};
-    s->vmm_phys[i].maps++;
+    v->maps[v->nmaps++] = (struct srv_vmm_map){a->ptr, a->size, i};
+    v->phys[i].maps++;
     return CUDA_SUCCESS;
 }
 
@@ -198,19 +220,20 @@ CUresult srv_op_mem_unmap(struct srv_session *s, struct srv_call *call)
     const struct proto_args_MEM_UNMAP *a = SRV_ARGS(call, MEM_UNMAP);
     CUdeviceptr va = a->ptr;
     size_t size = a->size;
+    struct vmm_state *v = vmm_of(s);
     CUresult res = s->drv.cuMemUnmap(va, size);
 
     if (res != CUDA_SUCCESS)
         return res;
-    for (size_t k = 0; k < s->nvmm_maps;) {
-        struct srv_vmm_map *m = &s->vmm_maps[k];
+    for (size_t k = 0; k < v->nmaps;) {
+        struct srv_vmm_map *m = &v->maps[k];
         if (m->va < va || m->va - va > size || m->size > size - (m->va - va)) {
             k++;
             continue;
         }
         size_t i = m->phys;
-        *m = s->vmm_maps[--s->nvmm_maps];
-        s->vmm_phys[i].maps--;
+        *m = v->maps[--v->nmaps];
+        v->phys[i].maps--;
         phys_put(s, i);
     }
     return CUDA_SUCCESS;

@@ -21,12 +21,36 @@
 
 #define PRESERVE_MIN (64u << 10)
 
-static struct kept_image {
-    CUlibrary lib;
-    void *map;
-    size_t len;
-} *kept;
-static size_t nkept, kept_cap;
+/* The component's state: the mappings the session's libraries are read from. */
+struct library_images_state {
+    struct kept_image {
+        CUlibrary lib;
+        void *map;
+        size_t len;
+    } *kept;
+    size_t n, cap;
+};
+
+static struct library_images_state *images_of(struct srv_session *s)
+{
+    return srv_component_state(s, SRV_COMP_LIBRARY_IMAGES);
+}
+
+/* After the modules component unloaded the libraries (which unmapped theirs): what is left. */
+static void library_images_teardown(struct srv_session *s, void *state)
+{
+    struct library_images_state *k = state;
+
+    for (size_t i = 0; i < k->n; i++)
+        munmap(k->kept[i].map, k->kept[i].len);
+    free(k->kept);
+    k->kept = NULL;
+    k->n = k->cap = 0;
+}
+
+const struct srv_component srv_library_images_component = {
+    .name = "library_images", .state_size = sizeof(struct library_images_state),
+    .teardown = library_images_teardown};
 
 /* A read-only mapping of len bytes of the open file fd (closed here); NULL if it cannot be. */
 static void *map_file(int fd, size_t len)
@@ -42,11 +66,13 @@ static void *map_file(int fd, size_t len)
     return p == MAP_FAILED ? NULL : p;
 }
 
-static bool keep(CUlibrary lib, void *map, size_t len)
+static bool keep(struct srv_session *s, CUlibrary lib, void *map, size_t len)
 {
-    if (!rg_array_grow((void **)&kept, &kept_cap, nkept, sizeof(*kept), 64))
+    struct library_images_state *k = images_of(s);
+
+    if (!rg_array_grow((void **)&k->kept, &k->cap, k->n, sizeof(*k->kept), 64))
         return false;
-    kept[nkept++] = (struct kept_image){lib, map, len};
+    k->kept[k->n++] = (struct kept_image){lib, map, len};
     return true;
 }
 
@@ -65,7 +91,7 @@ static CUresult load_mapped(struct srv_session *s, CUlibrary *lib, void *map, si
     void *preserved = (void *)(uintptr_t)1;
     CUresult res = s->drv.cuLibraryLoadData(lib, map, NULL, NULL, 0, &opt, &preserved, 1);
 
-    if (res == CUDA_SUCCESS && !keep(*lib, map, len)) {
+    if (res == CUDA_SUCCESS && !keep(s, *lib, map, len)) {
         s->drv.cuLibraryUnload(*lib);
         res = CUDA_ERROR_OUT_OF_MEMORY;
     }
@@ -124,12 +150,13 @@ CUresult srv_library_load(struct srv_session *s, struct srv_call *call, CUlibrar
 
 CUresult srv_library_unload(struct srv_session *s, CUlibrary lib)
 {
+    struct library_images_state *k = images_of(s);
     CUresult res = s->drv.cuLibraryUnload(lib);
 
-    for (size_t i = 0; i < nkept; i++) {
-        if (kept[i].lib == lib) {
-            munmap(kept[i].map, kept[i].len);
-            kept[i] = kept[--nkept];
+    for (size_t i = 0; i < k->n; i++) {
+        if (k->kept[i].lib == lib) {
+            munmap(k->kept[i].map, k->kept[i].len);
+            k->kept[i] = k->kept[--k->n];
             break;
         }
     }

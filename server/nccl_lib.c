@@ -79,13 +79,13 @@ static void bind_optional(void *dl)
 }
 
 /* Devices of this server the session has made contexts on. */
-static int devices_in_use(const struct srv_session *s)
+static int devices_in_use(struct srv_session *s)
 {
     int n = 0;
 
     for (int d = 0; d < s->ndevices && d < SRV_MAX_DEVICES; d++)
         n += s->primary[d] != NULL;
-    return n > 0 || s->nctx == 0 ? n : 1;
+    return n > 0 || srv_ctx_created(s) == 0 ? n : 1;
 }
 
 bool nccl_lib_ready(struct srv_session *s)

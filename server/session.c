@@ -4,9 +4,8 @@
 #include <string.h>
 #include <sys/resource.h>
 
-#include "common/array_grow.h"
 #include "common/log.h"
-#include "scheduler/admission.h"
+#include "server/component.h"
 #include "server/module_cache.h"
 #include "server/session.h"
 #include "server/nccl.h"
@@ -100,79 +99,6 @@ void *srv_scratch(struct srv_session *s, size_t len)
         s->scratch_len = cap;
     }
     return s->scratch;
-}
-
-bool srv_quota_allows(struct srv_session *s, uint64_t size)
-{
-    if (s->nipc_maps > 0)
-        srv_ipc_charge_orphans(s);
-    return sched_quota_fits(s->mem_quota, s->mem_used, size);
-}
-
-bool srv_quota_charge(struct srv_session *s, uint64_t size)
-{
-    if (!srv_quota_allows(s, size))
-        return false;
-    s->mem_used += size;
-    return true;
-}
-
-void srv_quota_release(struct srv_session *s, uint64_t size)
-{
-    s->mem_used -= size < s->mem_used ? size : s->mem_used;
-}
-
-void srv_alloc_add(struct srv_session *s, CUdeviceptr dptr, size_t size)
-{
-    s->mem_used += size; /* the caller checked srv_quota_allows before allocating */
-    if (!rg_array_grow((void **)&s->allocs, &s->alloc_cap, s->nallocs, sizeof(*s->allocs), 64))
-        return; /* the context's destruction still frees it */
-    s->allocs[s->nallocs++] = (struct srv_alloc){dptr, size};
-}
-
-CUresult srv_alloc_answer(struct srv_session *s, struct srv_call *call, CUresult res,
-                          CUdeviceptr d, size_t size)
-{
-    if (res == CUDA_SUCCESS) {
-        srv_alloc_add(s, d, size);
-        call->out[call->nout++] = d;
-    }
-    return res;
-}
-
-void srv_alloc_del(struct srv_session *s, CUdeviceptr dptr)
-{
-    for (size_t i = 0; i < s->nallocs; i++) {
-        if (s->allocs[i].dptr == dptr) {
-            srv_quota_release(s, s->allocs[i].size);
-            s->allocs[i] = s->allocs[--s->nallocs];
-            return;
-        }
-    }
-}
-
-size_t srv_mem_free_now(struct srv_session *s)
-{
-    size_t free_b = 0, total;
-
-    return s->drv.cuMemGetInfo(&free_b, &total) == CUDA_SUCCESS ? free_b : 0;
-}
-
-/* A module's globals (and its code) count against the quota: the device memory that loading it
- * took, measured around the load (one worker is one process, so the difference is this load's
- * unless another process allocated at the same moment). Charged to the handle, given back when
- * it is unloaded; CUDA_ERROR_OUT_OF_MEMORY (and the module unloaded) when it does not fit. */
-CUresult srv_load_charge(struct srv_session *s, uint64_t id, unsigned type, size_t before)
-{
-    size_t after = srv_mem_free_now(s);
-    uint64_t took = before > after ? before - after : 0;
-
-    if (!srv_quota_charge(s, took)) {
-        srv_handle_destroy(s, id, type);
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    }
-    srv_handle_get(s, id, type)->size = took;
-    return CUDA_SUCCESS;
 }
 
 static CUresult primary_bind(struct srv_session *s, uint64_t ctx_id, CUcontext *ctx_p)
@@ -280,8 +206,7 @@ CUresult srv_handle_adopt(struct srv_session *s, uint64_t id, unsigned type, CUr
     return CUDA_ERROR_INVALID_HANDLE;
 }
 
-/* Destroy every object of one type (streams and events before modules, contexts last). */
-static void teardown_type(struct srv_session *s, unsigned type)
+void srv_handles_destroy_all(struct srv_session *s, unsigned type)
 {
     for (size_t i = 0; i < s->handle_cap; i++) {
         struct srv_handle *h = &s->handles[i];
@@ -295,13 +220,8 @@ static void free_tables(struct srv_session *s)
     for (size_t i = 0; i < s->handle_cap; i++)
         free(s->handles[i].layout);
     free(s->handles);
-    free(s->allocs);
-    free(s->limit_charges); /* their bytes went back with the contexts */
     s->handles = NULL;
-    s->allocs = NULL;
-    s->limit_charges = NULL;
-    s->nlimit_charges = s->limit_charge_cap = 0;
-    s->handle_cap = s->nhandles = s->alloc_cap = s->nallocs = 0;
+    s->handle_cap = s->nhandles = 0;
 }
 
 /* What the worker's resident memory is made of while the session still holds everything
@@ -324,46 +244,34 @@ static void rss_parts(char *buf, size_t len)
              kb[2] / 1024.0);
 }
 
+rg_status_t srv_session_init(struct srv_session *s)
+{
+    return srv_components_init(&s->comps, srv_component_table, SRV_COMP_COUNT, s);
+}
+
 void srv_session_teardown(struct srv_session *s)
 {
-    size_t bytes = 0, n = s->nallocs;
-    static const unsigned order[] = {PROTO_H_GRAPH_EXEC, PROTO_H_GRAPH,   PROTO_H_STREAM,
-                                     PROTO_H_EVENT,      PROTO_H_MODULE,  PROTO_H_LIBRARY,
-                                     PROTO_H_MEM_HANDLE, PROTO_H_MEM_POOL, PROTO_H_SHADOW,   PROTO_H_LINK,
-                                     PROTO_H_CTX};
+    bool served = s->served;
     char parts[96];
-
-    rss_parts(parts, sizeof(parts));
-    rg_info("session %llu: worker resident memory before teardown: %s", (unsigned long long)s->id,
-            parts);
-    srv_peer_teardown(s);
-    srv_rdma_copy_report(s);
-    srv_rdma_staging_release(s);
-    for (int i = 0; i < 2; i++)
-        if (s->staging[i] != NULL)
-            s->drv.cuMemFreeHost(s->staging[i]);
-    srv_nccl_teardown(s); /* communicators aborted while their contexts live (server/nccl.h) */
-    srv_ipc_teardown(s); /* other sessions' memory first, while the contexts live */
-    srv_host_mirror_teardown(s);
-    for (size_t i = 0; i < s->nallocs; i++) {
-        bytes += s->allocs[i].size;
-        s->drv.cuMemFree(s->allocs[i].dptr);
-    }
-    s->nallocs = 0;
-    srv_images_teardown(s); /* before streams and contexts; objects before their arrays */
-    for (size_t t = 0; t < sizeof(order) / sizeof(order[0]); t++)
-        teardown_type(s, order[t]);
-    for (int d = 0; d < s->ndevices; d++)
-        if (s->primary[d] != NULL)
-            s->drv.cuDevicePrimaryCtxRelease(s->devices[d]);
     struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    rg_info("session %llu: freed %zu allocation(s), %.1f MiB, and %zu handle(s); worker peak "
-            "RSS %.1f MiB, pinned staging %.1f MiB",
-            (unsigned long long)s->id, n, bytes / 1048576.0, s->nhandles, ru.ru_maxrss / 1024.0,
-            (s->staging_most + s->lanes_staging_most) / 1048576.0);
-    srv_vmm_teardown(s);
-    srv_capture_teardown();
+    uint64_t bytes;
+    size_t n;
+
+    if (served) {
+        rss_parts(parts, sizeof(parts));
+        rg_info("session %llu: worker resident memory before teardown: %s",
+                (unsigned long long)s->id, parts);
+    }
+    srv_components_teardown(&s->comps, srv_component_table, SRV_COMP_COUNT, s);
+    if (served) {
+        srv_alloc_freed(s, &n, &bytes);
+        getrusage(RUSAGE_SELF, &ru);
+        rg_info("session %llu: freed %zu allocation(s), %.1f MiB, and %zu handle(s); worker peak "
+                "RSS %.1f MiB, pinned staging %.1f MiB",
+                (unsigned long long)s->id, n, bytes / 1048576.0, s->nhandles,
+                ru.ru_maxrss / 1024.0, (srv_staging_most(s) + s->lanes_staging_most) / 1048576.0);
+    }
+    srv_components_free(&s->comps, SRV_COMP_COUNT);
     free_tables(s);
 }
 

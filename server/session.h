@@ -9,8 +9,10 @@
 #include "proto/arena.h"
 #include "proto/frame.h"
 #include "proto/ops.h"
+#include "server/component.h"
 #include "server/driver.h"
 #include "server/op_dispatch.h"
+#include "server/quota.h"
 #include "transport/rdma.h"
 
 struct srv_handle {
@@ -24,83 +26,65 @@ struct srv_handle {
                        * nodes, shadows: their length) */
 };
 
-struct srv_alloc {
-    CUdeviceptr dptr;
-    size_t size;
-};
-
-/* A device allocation registered with the session's RDMA connection for GPUDirect RDMA
- * (handlers_rdma_copy.c); mr NULL: it could not be, its copies go through staging. */
-struct srv_direct_reg {
-    CUdeviceptr dptr;
-    size_t size;
-    struct transport_mr *mr;
-};
-
 #define SRV_MAX_DEVICES 16
 
+/* What every component shares; each feature's own state is its component's (server/component.h,
+ * server/components.def). */
 struct srv_session {
+    /* The driver and the devices the session sees (client ordinal -> driver ordinal) */
     struct srv_driver drv;
+    int ndevices;
+    CUdevice devices[SRV_MAX_DEVICES];
+    CUcontext primary[SRV_MAX_DEVICES]; /* retained on first use, released by the contexts */
+    uint64_t current_ctx;
+    /* The connection and who is on it */
     struct transport_conn *conn;
     uint64_t id;
     char peer[128];
-    uint32_t proto_minor;     /* the minor the session speaks (proto_version_accept) */
-    bool refused_logged;      /* an op unknown to the session's protocol was logged */
-    int ndevices;
-    CUdevice devices[SRV_MAX_DEVICES]; /* client ordinal -> driver ordinal */
-    CUcontext primary[SRV_MAX_DEVICES];
-    uint64_t current_ctx;
+    char tenant[64];      /* "" when the server has no tenants */
+    uint32_t proto_minor; /* the minor the session speaks (proto_version_accept) */
+    /* The handle table: every object by the client's id */
     struct srv_handle *handles;
     size_t handle_cap, nhandles;
-    struct srv_alloc *allocs;
-    size_t nallocs, alloc_cap;
-    char tenant[64];          /* "" when the server has no tenants */
-    uint64_t mem_quota;       /* bytes of device memory this session may hold; 0 = no limit */
-    uint64_t mem_used;        /* bytes it holds now (allocation table) */
-    struct srv_tenancy *tenancy; /* shared table slot and compute gate (server/tenancy.h) */
-    void *staging[2]; /* pinned chunks for bulk copies */
-    size_t staging_len;
-    size_t staging_most;       /* the most pinned staging the session held: its own chunks and */
-    size_t lanes_staging_most; /* its data lanes' (both for the teardown log) */
-    uint64_t staging_ctx; /* the context they were allocated in (they die with it) */
-    struct transport_mr *staging_mr[2]; /* their registration with an RDMA connection */
-    uint64_t rdma_reads, rdma_writes;           /* one-sided copies done (handlers_rdma_copy.c) */
-    uint64_t rdma_read_bytes, rdma_write_bytes; /* and the bytes they moved */
-    int rdma_direct; /* GPUDirect RDMA: 0 not decided yet (first one-sided copy), 1 on, -1 off */
-    bool direct_flush; /* a GPU needs cuFlushGPUDirectRDMAWrites after the NIC wrote into it */
-    struct srv_direct_reg *direct_regs; /* registered allocations */
-    size_t ndirect, direct_cap;
-    uint64_t direct_reads, direct_writes;           /* of the one-sided copies: those that went */
-    uint64_t direct_read_bytes, direct_write_bytes; /* straight to or from device memory */
+    /* The quota (server/quota.h) */
+    uint64_t mem_quota; /* bytes of device memory this session may hold; 0 = no limit */
+    uint64_t mem_used;  /* bytes it holds now: written only by server/quota.c */
+    /* Session scratch (srv_scratch): launch parameters, reply bytes; valid until the next call */
+    void *scratch;
+    size_t scratch_len;
+    struct srv_components comps;
+    /* Not components yet (their rows in components.def adapt their teardowns): the call loop
+     * and handshake (server/worker.c), */
+    bool served;              /* the handshake succeeded: the teardown logs what it freed */
+    bool refused_logged;      /* an op unknown to the session's protocol was logged */
     uint8_t *msg_buf;
     struct proto_arena arena; /* unpacked calls live here until the next one */
     int output_fd[2];         /* read ends of the pipes that are stdout and stderr, or -1 */
-    struct srv_lanes *lanes;  /* data lanes of a TCP session (server/lanes.c), NULL until offered */
-    struct srv_vmm_phys *vmm_phys; /* VMM physical memory and its mappings (handlers_vmm.c) */
-    size_t nvmm_phys, vmm_phys_cap;
-    struct srv_vmm_map *vmm_maps;
-    size_t nvmm_maps, vmm_map_cap;
-    struct srv_ipc_map *ipc_maps; /* memory opened from IPC handles (handlers_ipc.c) */
-    size_t nipc_maps, ipc_map_cap;
-    struct srv_nccl *nccl;    /* NCCL communicators and memory (handlers_nccl.c), NULL until used */
-    struct srv_host_mirror *mirrors; /* the client's pinned host memory mirrored here */
-    size_t nmirrors, mirror_cap;     /* (handlers_host_mirror.c) */
-    struct srv_limit_charge *limit_charges; /* device memory limits set per context */
-    size_t nlimit_charges, limit_charge_cap;  /* (server/session_limits.c) */
-    unsigned nctx;            /* contexts created (CTX_CREATE), at most SRV_MAX_CONTEXTS */
-    void *scratch;            /* launch parameters and their pointer array */
-    size_t scratch_len;
-    /* The move to RDMA (server/worker.c): the offer named in the Welcome, why there is none,
-     * and the TCP connection kept once frames flow over RDMA. */
+    char end_reason[160];     /* why a call broke the session (srv_call.why, kept) */
+    /* the move to RDMA (server/worker.c): the offer named in the Welcome, why there is none,
+     * and the TCP connection kept once frames flow over RDMA, */
     struct transport_rdma_offer rdma_offer;
     char rdma_note[200];
     struct transport_conn *tcp_ctl;
-    char end_reason[160]; /* why a call broke the session (srv_call.why, kept) */
+    /* tenancy, lanes and NCCL. */
+    struct srv_tenancy *tenancy; /* shared table slot and compute gate (server/tenancy.h) */
+    struct srv_lanes *lanes;  /* data lanes of a TCP session (server/lanes.c), NULL until offered */
+    size_t lanes_staging_most; /* the most pinned staging its data lanes held (teardown log) */
+    struct srv_nccl *nccl;    /* NCCL communicators and memory (handlers_nccl.c), NULL until used */
 };
+
+/* The private state of component id (server/component.h); each component's file wraps it in
+ * a typed accessor. NULL for a component without state. */
+static inline void *srv_component_state(const struct srv_session *s, enum srv_component_id id)
+{
+    return s->comps.state[id];
+}
 
 /* Per-session bounds on what a session makes the worker hold beyond its allocations
  * (server/session_limits.c; docs/tenants.md lists them all). */
 #define SRV_MAX_CONTEXTS 64 /* contexts one session may create */
+/* Contexts the session created (CTX_CREATE) and has not destroyed (server/handlers_ctx.c). */
+unsigned srv_ctx_created(struct srv_session *s);
 #define SRV_LAUNCH_PARAMS_MAX (1u << 20) /* a launch's parameter bytes (CUDA takes 32,764) */
 /* cuCtxSetLimit with the device memory the limit makes the driver reserve charged to the
  * quota (the malloc heap, the printf FIFO, the stack of every resident thread); the charge
@@ -109,21 +93,9 @@ CUresult srv_ctx_set_limit(struct srv_session *s, CUlimit limit, uint64_t value)
 /* The context (wire id) is destroyed: its limits' charges go back. */
 void srv_ctx_limits_forget(struct srv_session *s, uint64_t ctx);
 
-/* Forget the VMM records at the session's end (the handles' teardown frees the memory). */
-void srv_vmm_teardown(struct srv_session *s);
-
-/* Pinned host memory of the client mirrored at the same address (handlers_host_mirror.c):
- * [base, base + len) mapped in the worker and registered with the driver; ref is the copy the
- * client last sent or was last sent, against which HOST_MIRROR_PULL finds the GPU's writes. */
-struct srv_host_mirror {
-    uintptr_t base;
-    size_t len;
-    uint8_t *ref;
-};
+/* Pinned host memory of the client mirrored at the same address (handlers_host_mirror.c). */
 #define SRV_MAX_HOST_MIRRORS 256           /* mirrors one session may hold */
 #define SRV_HOST_MIRROR_MAX ((size_t)1 << 30) /* their bytes together (and the quota) */
-/* Unregister and unmap every mirror (session end, while its contexts live). */
-void srv_host_mirror_teardown(struct srv_session *s);
 
 /* Session scratch memory of at least len bytes, 16-byte aligned (valid until the next call);
  * growing it keeps its contents. */
@@ -162,32 +134,14 @@ CUresult srv_bind_new(struct srv_session *s, uint64_t id, unsigned type, void *r
 /* Drop the handle id of that type and destroy its object with the matching driver call
  * (CUDA_ERROR_INVALID_HANDLE if there is none). */
 CUresult srv_handle_destroy(struct srv_session *s, uint64_t id, unsigned type);
+/* At the session's end, from a component's teardown: destroy every object of that type the
+ * session holds and does not borrow (the handles stay until the table goes). */
+void srv_handles_destroy_all(struct srv_session *s, unsigned type);
 /* After a driver call that made real for the client's id returned res: bind it (CUDA_SUCCESS),
  * or, when the id is not of that type or already bound, destroy it with the matching driver call
  * (CUDA_ERROR_INVALID_HANDLE); a failed res is returned as it is. */
 CUresult srv_handle_adopt(struct srv_session *s, uint64_t id, unsigned type, CUresult res,
                           void *real);
-
-/* Memory quota. Every allocation path charges through srv_quota_charge (or srv_alloc_add,
- * which charges) and gives back through srv_quota_release (or srv_alloc_del);
- * srv_quota_allows: may size more bytes be allocated under the quota? srv_quota_charge: charge
- * them if they fit (false, nothing charged, if not). */
-bool srv_quota_allows(struct srv_session *s, uint64_t size);
-bool srv_quota_charge(struct srv_session *s, uint64_t size);
-void srv_quota_release(struct srv_session *s, uint64_t size);
-/* Allocation table (device pointers freed by cuMemFree at teardown). */
-void srv_alloc_add(struct srv_session *s, CUdeviceptr dptr, size_t size);
-void srv_alloc_del(struct srv_session *s, CUdeviceptr dptr);
-/* After an allocation call returned res: on success record d (size bytes) and answer it. */
-CUresult srv_alloc_answer(struct srv_session *s, struct srv_call *call, CUresult res,
-                          CUdeviceptr d, size_t size);
-
-/* Device memory free now (cuMemGetInfo of the current context's device). */
-size_t srv_mem_free_now(struct srv_session *s);
-/* A module or library load is charged what it took of device memory, measured around it from
- * `before` (srv_mem_free_now): the handle id of that type remembers it, or, over the quota, is
- * destroyed and CUDA_ERROR_OUT_OF_MEMORY returned. */
-CUresult srv_load_charge(struct srv_session *s, uint64_t id, unsigned type, size_t before);
 
 /* Kernel parameters: the function or kernel func_id (its real handle in *f_p) and the packed
  * buffer pbuf of plen bytes (copied into session scratch) as a kernelParams array. */
@@ -217,43 +171,29 @@ void srv_graph_forget(struct srv_session *s, uint64_t graph);
  * graph), the id, its nodes and bodies are dropped. */
 CUresult srv_op_capture_info(struct srv_session *s, struct srv_call *call);
 CUresult srv_op_capture_update_deps(struct srv_session *s, struct srv_call *call);
-bool srv_capture_bound(uint64_t id);
+bool srv_capture_bound(struct srv_session *s, uint64_t id);
 /* Whether g is a graph the session holds under some id. */
 bool srv_graph_known(const struct srv_session *s, CUgraph g);
 CUresult srv_capture_end(struct srv_session *s, uint64_t id, CUresult res, CUgraph g);
-/* Before a stream is destroyed: drop the id of the capture it ends (see handlers_capture.c);
- * at session end, forget the bound ids. */
+/* Before a stream is destroyed: drop the id of the capture it ends (see handlers_capture.c). */
 void srv_capture_abandon(struct srv_session *s, CUstream st);
-void srv_capture_teardown(void);
 
 /* A do-nothing host node standing for a client host function (handlers_device.c). */
 CUresult srv_add_host_placeholder(struct srv_session *s, CUgraphNode *node, CUgraph g,
                                   const CUgraphNode *deps, size_t ndeps);
 
-/* At session end: a server-to-server receive (PEER_RECV) never waited for is cancelled and its
- * thread joined, before the memory it writes goes (handlers_peer.c). */
-void srv_peer_teardown(struct srv_session *s);
-
 /* End a JIT link (handlers_link.c). */
 void srv_link_free(struct srv_session *s, void *real);
 /* Arrays, texture and surface objects (handlers_array.c; one handle type, PROTO_H_IMAGE):
  * srv_array_object_destroy destroys one of them (the handle's real pointer) with the driver
- * call its kind needs; srv_images_teardown all of the session's, objects before arrays. */
+ * call its kind needs. */
 CUresult srv_array_object_destroy(struct srv_session *s, void *real);
-void srv_images_teardown(struct srv_session *s);
 
-/* CUDA IPC (handlers_ipc.c): close the memory the session opened from other sessions' handles
- * (its events are ordinary event handles). Not charged to the quota: the exporter's holds it. */
-struct srv_ipc_map {
-    CUdeviceptr dptr;
-    size_t size;
-    bool charged; /* its exporter's session ended: charged to this one */
-    uint8_t handle[CU_IPC_HANDLE_SIZE];
-};
-/* Charge this session for the IPC-opened memory whose exporter's session has ended (the
- * driver keeps it alive while it is open); srv_quota_allows and srv_quota_charge call it. */
+/* CUDA IPC (handlers_ipc.c): memory the session opened from other sessions' handles is not
+ * charged to its quota (the exporter's holds it), except: charge this session for the
+ * IPC-opened memory whose exporter's session has ended (the driver keeps it alive while it is
+ * open); srv_quota_allows calls it. */
 void srv_ipc_charge_orphans(struct srv_session *s);
-void srv_ipc_teardown(struct srv_session *s);
 
 /* Make the call's context current (binding primary contexts lazily). */
 CUresult srv_use_ctx(struct srv_session *s, uint64_t ctx_id);
@@ -278,11 +218,18 @@ bool srv_stream(struct srv_session *s, uint64_t id, CUstream *stream_p);
 void srv_staging_release(struct srv_session *s, uint64_t ctx_id);
 /* Allocate the staging buffers if they are not (CUDA_SUCCESS or the allocation's error). */
 CUresult srv_staging_ready(struct srv_session *s);
+/* The two pinned chunks that bulk copies go through (handlers_mem.c), portable, allocated by
+ * srv_staging_ready (NULL and len 0 until then); the most the session held, for its log. */
+struct srv_staging {
+    void *buf[2];
+    size_t len;
+};
+struct srv_staging *srv_staging_of(struct srv_session *s);
+size_t srv_staging_most(struct srv_session *s);
 /* One-sided copies (handlers_rdma_copy.c): drop the registrations with the connection, the
  * staging buffers' and the device allocations' (before the staging buffers, a context or the
- * session's allocations are freed); log what the session moved one-sided. */
+ * session's allocations are freed). */
 void srv_rdma_staging_release(struct srv_session *s);
-void srv_rdma_copy_report(const struct srv_session *s);
 /* GPUDirect RDMA: the allocation at dptr is about to be freed; deregister it (and close its
  * dmabuf) so that memory allocated there later is never reached through a stale
  * registration. */
@@ -301,7 +248,11 @@ rg_status_t srv_recv_input(struct srv_session *s, struct srv_call *call, void *d
 void srv_output_capture(struct srv_session *s);
 rg_status_t srv_output_forward(struct srv_session *s);
 
-/* Free everything the session holds. */
+/* The session's components set up (zeroed state, server/components.def), first thing, before
+ * the handshake; an error leaves nothing to tear down. */
+rg_status_t srv_session_init(struct srv_session *s);
+/* Free everything the session holds: every component's teardown in the table's order, then
+ * the handle table. Once, at the session's end, whether or not its handshake succeeded. */
 void srv_session_teardown(struct srv_session *s);
 
 #endif

@@ -1,15 +1,37 @@
 /* What a session makes the worker hold beyond its allocations, charged or bounded
- * (server/session.h): device memory that context limits reserve. */
+ * (server/session.h): device memory that context limits reserve. The limits component. */
 #include <stdlib.h>
 
 #include "common/array_grow.h"
 #include "server/session.h"
 
-struct srv_limit_charge {
-    uint64_t ctx;   /* wire id of the context */
-    CUlimit limit;
-    uint64_t bytes; /* charged to the quota */
+/* The component's state: what each context's limits charge. */
+struct limits_state {
+    struct limit_charge {
+        uint64_t ctx; /* wire id of the context */
+        CUlimit limit;
+        uint64_t bytes; /* charged to the quota */
+    } *charges;
+    size_t n, cap;
 };
+
+static struct limits_state *limits_of(struct srv_session *s)
+{
+    return srv_component_state(s, SRV_COMP_LIMITS);
+}
+
+/* After the contexts: their charges went back with them (8c7997e: the table was not freed). */
+static void limits_teardown(struct srv_session *s, void *state)
+{
+    struct limits_state *l = state;
+
+    free(l->charges);
+    l->charges = NULL;
+    l->n = l->cap = 0;
+}
+
+const struct srv_component srv_limits_component = {
+    .name = "limits", .state_size = sizeof(struct limits_state), .teardown = limits_teardown};
 
 /* The client ordinal of the current context's device (0 when unknown). */
 static int ctx_device(struct srv_session *s)
@@ -50,21 +72,22 @@ static bool limit_bytes(struct srv_session *s, CUlimit limit, uint64_t value, ui
     }
 }
 
-static struct srv_limit_charge *charge_of(struct srv_session *s, uint64_t ctx, CUlimit limit)
+static struct limit_charge *charge_of(struct srv_session *s, uint64_t ctx, CUlimit limit)
 {
-    for (size_t i = 0; i < s->nlimit_charges; i++)
-        if (s->limit_charges[i].ctx == ctx && s->limit_charges[i].limit == limit)
-            return &s->limit_charges[i];
-    if (!rg_array_grow((void **)&s->limit_charges, &s->limit_charge_cap, s->nlimit_charges,
-                       sizeof(*s->limit_charges), 8))
+    struct limits_state *l = limits_of(s);
+
+    for (size_t i = 0; i < l->n; i++)
+        if (l->charges[i].ctx == ctx && l->charges[i].limit == limit)
+            return &l->charges[i];
+    if (!rg_array_grow((void **)&l->charges, &l->cap, l->n, sizeof(*l->charges), 8))
         return NULL;
-    s->limit_charges[s->nlimit_charges] = (struct srv_limit_charge){ctx, limit, 0};
-    return &s->limit_charges[s->nlimit_charges++];
+    l->charges[l->n] = (struct limit_charge){ctx, limit, 0};
+    return &l->charges[l->n++];
 }
 
 CUresult srv_ctx_set_limit(struct srv_session *s, CUlimit limit, uint64_t value)
 {
-    struct srv_limit_charge *c;
+    struct limit_charge *c;
     uint64_t bytes;
     CUresult res;
 
@@ -84,12 +107,14 @@ CUresult srv_ctx_set_limit(struct srv_session *s, CUlimit limit, uint64_t value)
 
 void srv_ctx_limits_forget(struct srv_session *s, uint64_t ctx)
 {
-    for (size_t i = 0; i < s->nlimit_charges;) {
-        if (s->limit_charges[i].ctx != ctx) {
+    struct limits_state *l = limits_of(s);
+
+    for (size_t i = 0; i < l->n;) {
+        if (l->charges[i].ctx != ctx) {
             i++;
             continue;
         }
-        srv_quota_release(s, s->limit_charges[i].bytes);
-        s->limit_charges[i] = s->limit_charges[--s->nlimit_charges];
+        srv_quota_release(s, l->charges[i].bytes);
+        l->charges[i] = l->charges[--l->n];
     }
 }

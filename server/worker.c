@@ -523,7 +523,7 @@ int srv_worker_run(const struct srv_config *cfg, int fd, uint64_t session_id, co
         rg_warn("cannot set the session's i/o timeout: %m");
     if ((s.msg_buf = malloc(PROTO_MSG_MAX)) == NULL ||
         proto_arena_init(&s.arena, 64u << 10) != RG_OK ||
-        transport_tcp_adopt_fd(fd, &s.conn) != RG_OK)
+        transport_tcp_adopt_fd(fd, &s.conn) != RG_OK || srv_session_init(&s) != RG_OK)
         return 1;
     transport_set_busy_poll(s.conn, (unsigned)cfg->busy_poll_us);
     srv_module_cache_configure(cfg);
@@ -532,12 +532,11 @@ int srv_worker_run(const struct srv_config *cfg, int fd, uint64_t session_id, co
     srv_output_capture(&s);
     rc = handshake(&s, cfg);
     if (rc < 0) {
+        s.served = true; /* its teardown reports what it held */
         rc = serve(&s, cfg->idle_timeout_s > 0 ? cfg->idle_timeout_s * 1000 : -1);
         srv_worker_stats_report();
-        srv_lanes_end(&s);
-        srv_tenancy_end(&s);
-        srv_session_teardown(&s);
     }
+    srv_session_teardown(&s); /* every component's, in the order of server/components.def */
     transport_close(s.conn);
     if (s.tcp_ctl != NULL)
         transport_close(s.tcp_ctl);
