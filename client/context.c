@@ -1,48 +1,16 @@
 /* Contexts: the primary context of each device (one stable object for the life of the
- * process, as cudart requires), explicit contexts, and the per-thread context stack. */
+ * process, as cudart requires), explicit contexts, and the entry points of the per-thread
+ * context stack (the stack itself: context_stack.c). */
 #include <stdlib.h>
 
 #include "client.h"
 #include "host_mirror.h"
 
-#define CTX_STACK_MAX 64
 #define MAX_DEVICES 64
-
-static __thread struct cli_ctx *ctx_stack[CTX_STACK_MAX];
-static __thread int ctx_depth; /* ctx_stack[ctx_depth - 1] is current */
 
 static pthread_mutex_t primary_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct cli_ctx *primary[MAX_DEVICES];
 static int primary_refs[MAX_DEVICES];
-
-struct cli_ctx *cli_ctx_current(void)
-{
-    return ctx_depth > 0 ? ctx_stack[ctx_depth - 1] : NULL;
-}
-
-void cli_ctx_set_current(struct cli_ctx *ctx)
-{
-    if (ctx_depth == 0) {
-        if (ctx == NULL)
-            return;
-        ctx_depth = 1;
-    }
-    ctx_stack[ctx_depth - 1] = ctx;
-}
-
-uint64_t cli_ctx_current_id(void)
-{
-    struct cli_ctx *ctx = cli_ctx_current();
-
-    return ctx != NULL ? ctx->h.id : 0;
-}
-
-CUresult cli_need_ctx(void)
-{
-    if (!cli_initialized())
-        return CUDA_ERROR_NOT_INITIALIZED;
-    return cli_ctx_current() != NULL ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
-}
 
 struct cli_ctx *cli_primary_ctx(int dev)
 {
@@ -89,29 +57,13 @@ CLI_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
     return CUDA_SUCCESS;
 }
 
-static void (*teardown_hooks[CLI_CTX_HOOKS])(struct cli_ctx *ctx);
-static int nteardown_hooks;
-
-void cli_ctx_on_teardown(void (*hook)(struct cli_ctx *ctx))
-{
-    if (nteardown_hooks < CLI_CTX_HOOKS) /* a fixed set of parts registers, at load time */
-        teardown_hooks[nteardown_hooks++] = hook;
-}
-
-/* The context is going: everything that keeps state for it lets go of that state. */
-static void ctx_teardown(struct cli_ctx *ctx)
-{
-    for (int i = 0; i < nteardown_hooks; i++)
-        teardown_hooks[i](ctx);
-}
-
 static CUresult primary_reset(int dev)
 {
     struct cli_ctx *ctx = cli_primary_ctx(dev);
     struct cli_call call = {CLI_ARGS(PRIMARY_CTX_RESET, .dev = cli_device_remote(dev))};
 
     cli_call_in(&call, ctx);
-    ctx_teardown(ctx);
+    cli_ctx_teardown(ctx);
     cli_ctx_limits_forget(ctx, ~0u);
     return cli_call_sync(&call);
 }
@@ -216,8 +168,7 @@ static CUresult ctx_create(CUcontext *pctx, unsigned int flags, CUdevice dev)
         free(ctx);
         return res;
     }
-    if (ctx_depth < CTX_STACK_MAX)
-        ctx_stack[ctx_depth++] = ctx;
+    (void)cli_ctx_push(ctx); /* a full stack keeps its current context */
     *pctx = (CUcontext)ctx;
     return CUDA_SUCCESS;
 }
@@ -247,13 +198,9 @@ CLI_EXPORT CUresult cuCtxDestroy(CUcontext c)
         return CUDA_ERROR_INVALID_CONTEXT;
     call.a.CTX_DESTROY.ctx = ctx->h.id;
     cli_call_in(&call, ctx);
-    ctx_teardown(ctx);
+    cli_ctx_teardown(ctx);
     res = cli_call_sync(&call);
-    for (int i = 0; i < ctx_depth; i++)
-        if (ctx_stack[i] == ctx)
-            ctx_stack[i] = NULL;
-    while (ctx_depth > 0 && ctx_stack[ctx_depth - 1] == NULL)
-        ctx_depth--;
+    cli_ctx_forget(ctx);
     cli_handle_kill(&ctx->h);
     /* The object is not freed: other threads may still name it; they now get an error. */
     return res;
@@ -274,10 +221,8 @@ CLI_EXPORT CUresult cuCtxSetCurrent(CUcontext c)
 
     if (c != NULL && (ctx = ctx_check(c)) == NULL)
         return CUDA_ERROR_INVALID_CONTEXT;
-    if (c == NULL && ctx_depth > 0) {
-        ctx_depth--;
+    if (c == NULL && cli_ctx_pop(NULL))
         return CUDA_SUCCESS;
-    }
     cli_ctx_set_current(ctx);
     return CUDA_SUCCESS;
 }
@@ -288,20 +233,18 @@ CLI_EXPORT CUresult cuCtxPushCurrent(CUcontext c)
 
     if (ctx == NULL)
         return CUDA_ERROR_INVALID_CONTEXT;
-    if (ctx_depth == CTX_STACK_MAX)
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    ctx_stack[ctx_depth++] = ctx;
-    return CUDA_SUCCESS;
+    return cli_ctx_push(ctx) ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
 }
 CTX_V1_ALIAS(cuCtxPushCurrent, "cuCtxPushCurrent", (CUcontext c), (c))
 
 CLI_EXPORT CUresult cuCtxPopCurrent(CUcontext *pctx)
 {
-    if (ctx_depth == 0)
+    struct cli_ctx *ctx;
+
+    if (!cli_ctx_pop(&ctx))
         return CUDA_ERROR_INVALID_CONTEXT;
-    ctx_depth--;
     if (pctx != NULL)
-        *pctx = (CUcontext)ctx_stack[ctx_depth];
+        *pctx = (CUcontext)ctx;
     return CUDA_SUCCESS;
 }
 CTX_V1_ALIAS(cuCtxPopCurrent, "cuCtxPopCurrent", (CUcontext * p), (p))

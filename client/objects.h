@@ -94,8 +94,15 @@ struct cli_ctx *cli_array_ctx(CUarray array);
 /* Device allocation containing dptr; false if none. */
 bool cli_dev_lookup(CUdeviceptr dptr, CUdeviceptr *base_p, size_t *size_p);
 
-/* Contexts. The thread's current context (NULL when none). */
+/* Contexts (context_stack.c). The thread's current context (NULL when none). */
 struct cli_ctx *cli_ctx_current(void);
+/* The thread's context stack: push (false when full), pop (false when empty; the popped context
+ * in *ctx_p unless NULL), and drop a destroyed context from it wherever it is. */
+bool cli_ctx_push(struct cli_ctx *ctx);
+bool cli_ctx_pop(struct cli_ctx **ctx_p);
+void cli_ctx_forget(const struct cli_ctx *ctx);
+/* Run the teardown hooks (cli_ctx_on_teardown) for a context that goes. */
+void cli_ctx_teardown(struct cli_ctx *ctx);
 /* Occupancy answers cached by client/occupancy.c are stale: a function attribute or a cache
  * configuration changed. */
 void cli_occupancy_forget(void);
