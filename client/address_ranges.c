@@ -1,6 +1,7 @@
 /* What the client knows about addresses: device allocations it made (to answer pointer
  * attributes and to tell device from host pointers in cuMemcpy) and pinned host memory (which
  * lets DtoH copies complete asynchronously). A sorted array per kind, searched by bisection. */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 

@@ -9,7 +9,7 @@
 #include <string.h>
 #include <sys/types.h>
 
-#include "client.h"
+#include "client/api.h"
 #include "common/array_grow.h"
 
 struct cli_array {

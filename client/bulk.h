@@ -1,5 +1,6 @@
-/* The bulk paths of large copies (client.h includes it): one-sided RDMA copies of pinned
- * memory (rdma_copy.c) and the data lanes of TCP sessions (lanes.c). */
+/* The bulk paths of large copies, beside the call API (the entry points choose one or the
+ * other): one-sided RDMA copies of pinned memory (rdma_copy.c) and the data lanes of TCP
+ * sessions (lanes.c). */
 #ifndef RGPU_CLIENT_BULK_H
 #define RGPU_CLIENT_BULK_H
 
@@ -28,19 +29,5 @@ CUresult cli_rdma_dtoh(void *dst, CUdeviceptr src, size_t n, uint64_t stream, bo
 /* Pinned memory leaves the client's records: wait until the server no longer needs its
  * registration, then drop it (mr from struct mem_range; NULL: nothing to do). */
 void cli_rdma_forget(void *mr);
-
-/* Several servers (peer.c): a copy whose device memory is on another server than the current
- * context's (dst_dev / src_dev: that side is device memory), done in stream order; or
- * CLI_PEER_NOT_TAKEN when it is all on the current context's server. Asked only when there are
- * several sessions. cli_peer_bulk_ok: the current context's server is the one the data lanes
- * and RDMA copies serve (the first). cli_peer_wait_event: cuStreamWaitEvent across servers
- * (NOT_TAKEN on one server). */
-#define CLI_PEER_NOT_TAKEN ((CUresult)-3)
-struct cli_ctx;
-CUresult cli_peer_copy(CUdeviceptr dst, bool dst_dev, CUdeviceptr src, bool src_dev, size_t n,
-                       CUstream stream, bool per_thread);
-bool cli_peer_bulk_ok(void);
-CUresult cli_peer_wait_event(struct cli_ctx *stream_ctx, struct cli_ctx *event_ctx,
-                             CUevent event);
 
 #endif

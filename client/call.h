@@ -1,5 +1,8 @@
-/* The call API of the client (client.h includes it): a driver call on the wire (struct
- * cli_call, its arguments by name), the ways to send it, and the session under it. */
+/* The session layer's API (the wire: session.c, call_stream.c, handshake.c...) for the layers
+ * above it: a driver call on the wire (struct cli_call, its arguments by name), the ways to send
+ * one whose context is filled in, the devices and sessions, and the hooks through which the
+ * session tells the layers above what they must know (it never calls up into them). Sending a
+ * call in the current context is the objects layer's (objects.h: cli_call_sync...). */
 #ifndef RGPU_CLIENT_CALL_H
 #define RGPU_CLIENT_CALL_H
 
@@ -11,6 +14,19 @@
 #include "proto/ops.h"
 
 struct cli_session;
+
+/* A device of a server, as its Welcome described it. */
+struct cli_device {
+    int ordinal;
+    char name[256];
+    CUuuid uuid;
+    size_t total_mem;
+    int attrs[CU_DEVICE_ATTRIBUTE_MAX];
+    char pci_bus_id[32];
+    int pci_domain, pci_bus, pci_device;
+    struct cli_session *sess; /* the session of its server */
+    int remote;               /* its ordinal on that server (what the wire carries) */
+};
 
 /* One driver call on the wire (proto/ops.def says what each op's arguments and data mean). */
 #define CLI_CALL_MAX_ARGS PROTO_CALL_MAX_ARGS
@@ -54,28 +70,11 @@ CUresult cli_session_call_deferred(struct cli_call *call, void *dst, size_t len)
 #define CLI_ARGS_AS(op_expr, OP, ...)                                                              \
     .op = (op_expr), .nargs = PROTO_NARGS_##OP, .a.OP = {__VA_ARGS__}
 
-/* The call goes to context ctx (its id in Call.ctx, to its server); NULL: none. */
-struct cli_ctx;
-void cli_call_in(struct cli_call *call, const struct cli_ctx *ctx);
-/* Send and wait for the reply; returns the call's CUresult, or a pending asynchronous error,
- * or CUDA_ERROR_DEVICE_UNAVAILABLE when the server is gone. */
-CUresult cli_call_sync(struct cli_call *call);
 /* RGPU_STATS=1 (client/call_stats.c): calls on the wire per operation, printed at exit.
  * cli_stats_now_us is 0 when the statistics are off. */
 double cli_stats_now_us(void);
 void cli_stats_count(unsigned op, bool sync, double since_us);
 void cli_stats_note_compute_cache(bool hit); /* NVRTC compile cache lookups (RGPU_STATS) */
-/* A synchronous call in the current context with at most one output value (out may be NULL;
- * CUDA_ERROR_UNKNOWN when the reply lacks it). */
-CUresult cli_call_simple(struct cli_call *call, uint64_t *out);
-/* The same for calls about a device that need no current context (cuMemCreate...). */
-CUresult cli_call_device(struct cli_call *call, uint64_t *out);
-/* Send without waiting (PROTO_FLAG_NOREPLY); failures come back at the next synchronous call. */
-CUresult cli_call_async(struct cli_call *call);
-/* Send a call whose reply data (len bytes) is written to dst when it arrives, later, while the
- * session waits for some other reply. Used by DtoH copies into pinned memory. */
-CUresult cli_call_deferred(struct cli_call *call, void *dst, size_t len);
-
 /* What the session (the wire layer: handshake, call stream) tells the layers above it, through
  * functions they register (it never calls up into them). Every slot is filled: the defaults do
  * nothing. Registered from constructors, before any session opens. */
@@ -113,9 +112,4 @@ const char *cli_session_server(const struct cli_session *sess); /* its host:port
  * It stays valid for the life of the process. */
 struct transport_conn;
 struct transport_conn *cli_session_rdma_conn(void);
-/* Log an unsupported entry point once by name; returns CUDA_ERROR_NOT_SUPPORTED. */
-CUresult cli_unsupported(const char *name);
-/* The same for a probe, whose refusal the caller handles: said at info level. */
-CUresult cli_unsupported_probe(const char *name);
-
 #endif

@@ -26,7 +26,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "client.h"
+#include "client/api.h"
 #include "common/sha256.h"
 
 #define CC_MISS 500             /* what the driver's lookup returns on a miss */

@@ -3,7 +3,7 @@
  * context stack (the stack itself: context_stack.c). */
 #include <stdlib.h>
 
-#include "client.h"
+#include "client/api.h"
 #include "host_mirror.h"
 
 #define MAX_DEVICES 64

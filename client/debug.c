@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "client.h"
+#include "client/api.h"
 
 static void crash_handler(int sig)
 {

@@ -3,7 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "client.h"
+#include "client/api.h"
 
 #define NEED_INIT()                                                                            \
     do {                                                                                       \

@@ -2,7 +2,7 @@
  * them for this session, for the NVML shim. */
 #include <stddef.h>
 
-#include "client.h"
+#include "client/api.h"
 #include "rgpu_ext.h"
 
 _Static_assert(offsetof(struct rgpu_device_status, pcie_valid) == RGPU_DEVICE_STATUS_V1_SIZE,

@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "client.h"
+#include "client/api.h"
 #include "host_mirror.h"
 
 struct cli_event {

@@ -7,7 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "client.h"
+#include "client/api.h"
 #include "md2.h"
 
 #define ET_SIZE(n) ((void *)(uintptr_t)((n) * sizeof(void *)))

@@ -7,7 +7,7 @@
 #ifndef RGPU_CLIENT_GRAPH_H
 #define RGPU_CLIENT_GRAPH_H
 
-#include "client.h"
+#include "client/api.h"
 
 struct shadow_use {
     uint64_t shadow; /* server shadow id (PROTO_H_SHADOW) */

@@ -2,11 +2,13 @@
  * is server/handlers_host_mirror.c). One table of mirrors, by (pinned range, session), under one
  * lock that only GPU work naming pinned host memory, and synchronizations while a mirror is
  * DIRTY, ever take. */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 
 #include "address_ranges.h"
+#include "common/log.h"
 #include "common/map_at.h"
 #include "host_mirror.h"
 

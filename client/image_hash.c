@@ -18,7 +18,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "client.h"
+#include "client/api.h"
 #include "common/sha256.h"
 
 #define MEMO_MIN (1u << 20) /* smaller images are hashed: the memo would not pay */

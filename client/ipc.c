@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "address_ranges.h"
+#include "client/api.h"
 
 CLI_EXPORT CUresult cuIpcGetMemHandle(CUipcMemHandle *handle, CUdeviceptr dptr)
 {

@@ -4,7 +4,7 @@
 #ifndef RGPU_CLIENT_JIT_H
 #define RGPU_CLIENT_JIT_H
 
-#include "client.h"
+#include "client/api.h"
 
 /* Integer options as wire words; log buffers and their capacities as the application gave
  * them, capacities clamped to PROTO_JIT_LOG_MAX (the worker's logs are never longer). */

@@ -16,11 +16,14 @@
  * CUDA. The lanes carry one copy at a time: a copy that finds the previous one still moving
  * first fences the session (a synchronous no-op, which also reads any replies the worker waits
  * to write). */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "client.h"
+#include "client/bulk.h"
+#include "client/objects.h"
+#include "common/log.h"
 #include "transport/transport.h"
 
 #define LANE_MIN (32u << 20)

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 
 #include "address_ranges.h"
+#include "client/api.h"
 
 #define MAX_POOL_DEVICES 64
 

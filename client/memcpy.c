@@ -7,6 +7,7 @@
  * large copies go over the data lanes (lanes.c). */
 #include <string.h>
 
+#include "client/bulk.h"
 #include "graph.h"
 #include "host_mirror.h"
 

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "client.h"
+#include "client/api.h"
 
 struct end2d {
     CUmemorytype type;

@@ -6,6 +6,8 @@
 #include <sys/mman.h>
 
 #include "address_ranges.h"
+#include "client/api.h"
+#include "client/bulk.h"
 #include "host_mirror.h"
 
 /* Unified addresses across servers (docs/ARCHITECTURE.md, "Several servers"): each server's

@@ -2,7 +2,7 @@
 #ifndef RGPU_CLIENT_MODULE_H
 #define RGPU_CLIENT_MODULE_H
 
-#include "client.h"
+#include "client/api.h"
 
 struct cli_module {
     struct cli_handle h; /* PROTO_H_MODULE or PROTO_H_LIBRARY */

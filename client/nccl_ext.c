@@ -9,7 +9,7 @@
  * op, a stream argument only for a `stream` op. tools/gen_ops.py --check exempts this file by
  * name (and no other) from its rule against positional call arguments. */
 #include "address_ranges.h"
-#include "client.h"
+#include "client/api.h"
 #include "rgpu_ext.h"
 
 /* After a synchronous call's reply: record or forget NCCL memory. */

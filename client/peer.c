@@ -12,7 +12,7 @@
 #include <sys/random.h>
 
 #include "address_ranges.h"
-#include "bulk.h"
+#include "client/api.h"
 
 #define RELAY_CHUNK (8u << 20)
 

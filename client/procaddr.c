@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "client.h"
+#include "client/api.h"
 #include "procaddr_table.h"
 
 static int pa_compare(const void *key, const void *elem)

@@ -16,6 +16,8 @@
  *
  * Pageable memory keeps the byte stream: see docs/rdma-performance.md for why. */
 #include "address_ranges.h"
+#include "client/bulk.h"
+#include "common/log.h"
 #include "transport/transport.h"
 
 #define RDMA_COPY_MIN   (64u << 10)

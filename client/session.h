@@ -3,7 +3,7 @@
  * handshake.c: the handshake and the transport choice; call_stream.c: the ordered call stream
  * and its batching; fork_exit.c: fork and exit). The configuration (config.c) and the pool
  * (pool.c) have public headers, shared with the rgpu tool. Nothing outside these files
- * includes it: the rest of the client uses client.h. */
+ * includes it: the layers above use call.h. */
 #ifndef RGPU_CLIENT_SESSION_H
 #define RGPU_CLIENT_SESSION_H
 
@@ -11,8 +11,10 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "client.h"
+#include "client/call.h"
 #include "client/config.h"
+#include "common/log.h"
+#include "common/status.h"
 #include "proto/arena.h"
 #include "proto/frame.h"
 #include "transport/transport.h"

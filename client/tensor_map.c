@@ -8,7 +8,7 @@
 #include <pthread.h>
 #include <string.h>
 
-#include "client.h"
+#include "client/api.h"
 #include "proto/tensor_map.h"
 
 /* What an encoding depends on: the context (its server's driver and device), the arguments,

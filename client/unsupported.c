@@ -1,5 +1,5 @@
 /* Unsupported entry points: log each name once, return CUDA_ERROR_NOT_SUPPORTED. */
-#include "client.h"
+#include "client/api.h"
 
 #include <string.h>
 

@@ -16,6 +16,7 @@
 
 #include "common/array_grow.h"
 #include "address_ranges.h"
+#include "client/api.h"
 
 struct vmm_alloc {
     uint64_t id; /* the CUmemGenericAllocationHandle the application holds */
