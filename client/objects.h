@@ -11,7 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "client/call.h"
+#include "client/session/call.h"
 #include "proto/ops.h"
 
 /* Every handle given to the application points to a client object that starts with this. */

@@ -14,8 +14,8 @@
 
 #include <cmocka.h>
 
-#include "client/config.h"
-#include "pool.h"
+#include "client/session/config.h"
+#include "client/session/pool.h"
 
 static char dir[64];
 static char path_a[128], path_home[128], token_path[128];

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <time.h>
 
-#include "client/call.h"
+#include "client/session/call.h"
 
 static struct op_stats {
     uint64_t sync, async;

@@ -7,7 +7,7 @@
 #include <strings.h>
 #include <unistd.h>
 
-#include "client/session.h"
+#include "client/session/session.h"
 #include "common/array_grow.h"
 #include "common/config.h"
 #include "transport/rdma.h"

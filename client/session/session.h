@@ -11,8 +11,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "client/call.h"
-#include "client/config.h"
+#include "client/session/call.h"
+#include "client/session/config.h"
 #include "common/log.h"
 #include "common/status.h"
 #include "proto/arena.h"

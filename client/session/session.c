@@ -11,8 +11,8 @@
 #include <strings.h>
 #include <unistd.h>
 
-#include "client/pool.h"
-#include "client/session.h"
+#include "client/session/pool.h"
+#include "client/session/session.h"
 #include "common/array_grow.h"
 #include "common/config.h"
 #include "transport/rdma.h"

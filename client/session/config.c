@@ -1,5 +1,5 @@
 /* The client's configuration (client/config.h). */
-#include "client/config.h"
+#include "client/session/config.h"
 
 #include <errno.h>
 #include <fcntl.h>

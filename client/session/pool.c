@@ -1,5 +1,5 @@
 /* A pool of gpu-servers (client/pool.h). */
-#include "pool.h"
+#include "client/session/pool.h"
 
 #include <netdb.h>
 #include <pthread.h>

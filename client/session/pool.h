@@ -8,7 +8,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "client/config.h"
+#include "client/session/config.h"
 #include "proto/frame.h"
 
 struct cli_server {
