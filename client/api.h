@@ -11,7 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "client/objects.h"
+#include "client/objects/objects.h"
 #include "common/log.h"
 #include "common/status.h"
 #include "proto/ops.h"

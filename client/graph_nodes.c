@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "graph.h"
-#include "address_ranges.h"
+#include "client/objects/address_ranges.h"
 #include "module.h"
 
 #define MAX_DEPS 64

@@ -7,7 +7,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
-#include "address_ranges.h"
+#include "client/objects/address_ranges.h"
 #include "common/log.h"
 #include "common/map_at.h"
 #include "host_mirror.h"

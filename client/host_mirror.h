@@ -14,7 +14,7 @@
 #ifndef RGPU_CLIENT_HOST_MIRROR_H
 #define RGPU_CLIENT_HOST_MIRROR_H
 
-#include "client/objects.h"
+#include "client/objects/objects.h"
 
 /* [lowest, highest) address of the pinned host ranges ever known; 0, 0 when none. */
 extern uintptr_t cli_mirror_lo, cli_mirror_hi;

@@ -14,7 +14,7 @@
  * (docs/ARCHITECTURE.md, "Unified addresses"). */
 #include <string.h>
 
-#include "address_ranges.h"
+#include "client/objects/address_ranges.h"
 #include "client/api.h"
 
 CLI_EXPORT CUresult cuIpcGetMemHandle(CUipcMemHandle *handle, CUdeviceptr dptr)

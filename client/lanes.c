@@ -22,7 +22,7 @@
 #include <string.h>
 
 #include "client/bulk.h"
-#include "client/objects.h"
+#include "client/objects/objects.h"
 #include "common/log.h"
 #include "transport/transport.h"
 

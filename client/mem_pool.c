@@ -5,7 +5,7 @@
  * another host. */
 #include <stdlib.h>
 
-#include "address_ranges.h"
+#include "client/objects/address_ranges.h"
 #include "client/api.h"
 
 #define MAX_POOL_DEVICES 64

@@ -5,7 +5,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
-#include "address_ranges.h"
+#include "client/objects/address_ranges.h"
 #include "client/api.h"
 #include "client/bulk.h"
 #include "host_mirror.h"

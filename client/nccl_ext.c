@@ -8,7 +8,7 @@
  * (proto_ops[]): an NCCL op, an argument count within the op's, NOREPLY only for a `noreply`
  * op, a stream argument only for a `stream` op. tools/gen_ops.py --check exempts this file by
  * name (and no other) from its rule against positional call arguments. */
-#include "address_ranges.h"
+#include "client/objects/address_ranges.h"
 #include "client/api.h"
 #include "rgpu_ext.h"
 

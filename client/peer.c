@@ -11,7 +11,7 @@
 #include <string.h>
 #include <sys/random.h>
 
-#include "address_ranges.h"
+#include "client/objects/address_ranges.h"
 #include "client/api.h"
 
 #define RELAY_CHUNK (8u << 20)

@@ -15,7 +15,7 @@
  * cuMemFreeHost synchronizes in CUDA.
  *
  * Pageable memory keeps the byte stream: see docs/rdma-performance.md for why. */
-#include "address_ranges.h"
+#include "client/objects/address_ranges.h"
 #include "client/bulk.h"
 #include "common/log.h"
 #include "transport/transport.h"

@@ -15,7 +15,7 @@
 #include <string.h>
 
 #include "common/array_grow.h"
-#include "address_ranges.h"
+#include "client/objects/address_ranges.h"
 #include "client/api.h"
 
 struct vmm_alloc {

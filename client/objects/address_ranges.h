@@ -3,7 +3,7 @@
 #ifndef RGPU_CLIENT_ADDRESS_RANGES_H
 #define RGPU_CLIENT_ADDRESS_RANGES_H
 
-#include "client/objects.h"
+#include "client/objects/objects.h"
 
 enum mem_kind { MEM_DEVICE = 0, MEM_HOST = 1 };
 

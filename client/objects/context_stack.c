@@ -1,7 +1,7 @@
 /* The calling thread's context stack (the current context is its top) and the hooks run when a
  * context goes. Below the entry points: the call API fills a call's context from here, and the
  * parts that keep state per context register their teardown here. */
-#include "client/objects.h"
+#include "client/objects/objects.h"
 
 #define CTX_STACK_MAX 64
 

@@ -1,7 +1,7 @@
 /* The call API (objects.h): a call carries its context explicitly to the session (the wire
  * layer, session.c), which never asks the context layer; these fill it in from the calling
  * thread's current context when the caller left it 0. */
-#include "client/objects.h"
+#include "client/objects/objects.h"
 
 static struct cli_call *in_ctx(struct cli_call *call)
 {

@@ -2,7 +2,7 @@
  * cli_handle. Ids are minted here, so creating an object never waits for the server. */
 #include <stdlib.h>
 
-#include "client/objects.h"
+#include "client/objects/objects.h"
 
 static uint64_t next_counter = PROTO_ID_FIRST_COUNTER;
 

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "address_ranges.h"
+#include "client/objects/address_ranges.h"
 
 static pthread_mutex_t map_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct mem_range *ranges[2];
