@@ -4,7 +4,7 @@
 #include <stdlib.h>
 
 #include "client/api.h"
-#include "host_mirror.h"
+#include "client/bulk/host_mirror.h"
 
 #define MAX_DEVICES 64
 

@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "client/api.h"
-#include "host_mirror.h"
+#include "client/bulk/host_mirror.h"
 
 struct cli_event {
     struct cli_handle h;

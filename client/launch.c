@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "common/log.h"
-#include "host_mirror.h"
+#include "client/bulk/host_mirror.h"
 #include "image_params.h"
 #include "module.h"
 

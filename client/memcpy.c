@@ -7,9 +7,9 @@
  * large copies go over the data lanes (lanes.c). */
 #include <string.h>
 
-#include "client/bulk.h"
+#include "client/bulk/bulk.h"
 #include "graph.h"
-#include "host_mirror.h"
+#include "client/bulk/host_mirror.h"
 
 /* A copy with a host endpoint in pinned memory mirrored on the worker (host_mirror.h): it runs
  * there, on the mirror, in stream order with the GPU work that uses it. */

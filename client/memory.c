@@ -7,8 +7,8 @@
 
 #include "client/objects/address_ranges.h"
 #include "client/api.h"
-#include "client/bulk.h"
-#include "host_mirror.h"
+#include "client/bulk/bulk.h"
+#include "client/bulk/host_mirror.h"
 
 /* Unified addresses across servers (docs/ARCHITECTURE.md, "Several servers"): each server's
  * driver picks addresses on its own, so with several sessions an allocation that overlaps one

@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "graph.h"
-#include "host_mirror.h"
+#include "client/bulk/host_mirror.h"
 
 struct cli_stream {
     struct cli_handle h;

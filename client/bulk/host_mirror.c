@@ -10,7 +10,7 @@
 #include "client/objects/address_ranges.h"
 #include "common/log.h"
 #include "common/map_at.h"
-#include "host_mirror.h"
+#include "client/bulk/host_mirror.h"
 
 #define MIRRORS_MAX 256 /* as the worker's SRV_MAX_HOST_MIRRORS */
 

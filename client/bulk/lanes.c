@@ -21,7 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "client/bulk.h"
+#include "client/bulk/bulk.h"
 #include "client/objects/objects.h"
 #include "common/log.h"
 #include "transport/transport.h"

@@ -16,7 +16,7 @@
  *
  * Pageable memory keeps the byte stream: see docs/rdma-performance.md for why. */
 #include "client/objects/address_ranges.h"
-#include "client/bulk.h"
+#include "client/bulk/bulk.h"
 #include "common/log.h"
 #include "transport/transport.h"
 
