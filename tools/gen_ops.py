@@ -19,6 +19,7 @@ FLAGS = {  # name in ops.def -> C flag
     "lane": "PROTO_OPF_LANE",
     "device": "PROTO_OPF_DEVICE",
     "prehandshake": "PROTO_OPF_PREHANDSHAKE",
+    "synchronizing": "PROTO_OPF_SYNCHRONIZING",
 }
 MAX_ARGS = 16  # CLI_CALL_MAX_ARGS: the fixed part of every op must fit in the client's call
 IDENT = re.compile(r"^[a-z_][a-z0-9_]*$")

@@ -4,7 +4,6 @@
 #include <stdlib.h>
 
 #include "client/api/api.h"
-#include "client/bulk/host_mirror.h"
 
 #define MAX_DEVICES 64
 
@@ -312,7 +311,7 @@ static CUresult ctx_synchronize(struct cli_ctx *ctx)
     if (ctx == NULL)
         return cli_initialized() ? CUDA_ERROR_INVALID_CONTEXT : CUDA_ERROR_NOT_INITIALIZED;
     cli_call_in(&call, ctx);
-    return cli_call_synchronizing(&call);
+    return cli_call_sync(&call);
 }
 
 CLI_EXPORT CUresult cuCtxSynchronize(void)

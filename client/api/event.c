@@ -4,7 +4,6 @@
 #include <string.h>
 
 #include "client/api/api.h"
-#include "client/bulk/host_mirror.h"
 
 struct cli_event {
     struct cli_handle h;
@@ -91,7 +90,7 @@ static CUresult event_call(unsigned op, CUevent event)
         return CUDA_ERROR_INVALID_HANDLE;
     call.a.EVENT_SYNCHRONIZE.event = e->h.id;
     cli_call_in(&call, e->ctx);
-    return cli_call_synchronizing(&call); /* the work is done (or none was left) */
+    return cli_call_sync(&call); /* the work is done (or none was left) */
 }
 
 CLI_EXPORT CUresult cuEventSynchronize(CUevent e)

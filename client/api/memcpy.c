@@ -19,7 +19,7 @@ static CUresult copy_on_mirror(CUdeviceptr dst, CUdeviceptr src, size_t n, uint6
     struct cli_call call = {
         CLI_ARGS(MEMCPY_DTOD, .dst = dst, .src = src, .size = n, .stream = sid, .async = async)};
 
-    return async ? cli_call_async(&call) : cli_call_synchronizing(&call);
+    return async ? cli_call_async(&call) : cli_call_sync(&call);
 }
 
 /* A pinned host address given where the driver takes a device pointer (under unified
@@ -76,7 +76,7 @@ static CUresult copy_htod(CUdeviceptr dst, const void *src, size_t n, CUstream s
      * at the next synchronizing call (docs/frameworks.md). From pinned memory the driver's copy
      * is synchronous, and so is this one. */
     return async || !cli_host_pinned(src, n) ? cli_call_async(&call)
-                                             : cli_call_synchronizing(&call);
+                                             : cli_call_sync(&call);
 }
 
 static CUresult copy_dtoh(void *dst, CUdeviceptr src, size_t n, CUstream stream,
@@ -109,7 +109,7 @@ static CUresult copy_dtoh(void *dst, CUdeviceptr src, size_t n, CUstream stream,
     /* Pageable destinations make even an async copy synchronous, as in CUDA. */
     if (async && cli_host_pinned(dst, n))
         return cli_call_deferred(&call, dst, n);
-    res = cli_call_synchronizing(&call);
+    res = cli_call_sync(&call);
     if (res == CUDA_SUCCESS && call.rdata_len != n)
         res = CUDA_ERROR_UNKNOWN;
     return res;
@@ -129,7 +129,7 @@ static CUresult copy_dtod(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s
     mirror_endpoint(src);
     if (peer_copy(dst, true, src, true, n, stream, per_thread, &bulk, &res))
         return res;
-    return async ? cli_call_async(&call) : cli_call_synchronizing(&call);
+    return async ? cli_call_async(&call) : cli_call_sync(&call);
 }
 
 /* cuMemcpy with unified addressing: the client knows which addresses are device memory. */
@@ -187,7 +187,7 @@ static CUresult memset_1d(CUdeviceptr dst, unsigned value, unsigned elemsize, si
     if (res != CUDA_SUCCESS || count == 0)
         return res;
     mirror_endpoint(dst); /* a pinned host target: mirrored, written there */
-    return async ? cli_call_async(&call) : cli_call_synchronizing(&call);
+    return async ? cli_call_async(&call) : cli_call_sync(&call);
 }
 
 static CUresult memset_2d(CUdeviceptr dst, size_t pitch, unsigned value, unsigned elemsize,
@@ -202,7 +202,7 @@ static CUresult memset_2d(CUdeviceptr dst, size_t pitch, unsigned value, unsigne
     if (res != CUDA_SUCCESS || width == 0 || height == 0)
         return res;
     mirror_endpoint(dst);
-    return async ? cli_call_async(&call) : cli_call_synchronizing(&call);
+    return async ? cli_call_async(&call) : cli_call_sync(&call);
 }
 
 SYNC_PAIR(cuMemsetD8_v2, (CUdeviceptr d, unsigned char v, size_t n), memset_1d, d, v, 1, n)

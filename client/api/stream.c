@@ -4,7 +4,6 @@
 #include <string.h>
 
 #include "client/api/graph.h"
-#include "client/bulk/host_mirror.h"
 
 struct cli_stream {
     struct cli_handle h;
@@ -140,7 +139,7 @@ static CUresult stream_call(unsigned op, CUstream stream, bool per_thread)
     if (res != CUDA_SUCCESS)
         return res;
     cli_stream_route(&call, stream);
-    return cli_call_synchronizing(&call); /* the work is done (or none was left) */
+    return cli_call_sync(&call); /* the work is done (or none was left) */
 }
 
 static CUresult stream_wait_event(CUstream stream, CUevent event, unsigned flags,

@@ -7,10 +7,11 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "client/bulk/bulk.h"
+#include "client/bulk/host_mirror.h"
 #include "client/objects/address_ranges.h"
 #include "common/log.h"
 #include "common/map_at.h"
-#include "client/bulk/host_mirror.h"
 
 #define MIRRORS_MAX 256 /* as the worker's SRV_MAX_HOST_MIRRORS */
 
@@ -26,7 +27,7 @@ struct mirror {
 
 uintptr_t cli_mirror_lo, cli_mirror_hi;
 uint64_t cli_mirror_filter[(1u << CLI_MIRROR_FILTER_BITS) / 64];
-unsigned cli_mirror_ndirty;
+static unsigned cli_mirror_ndirty; /* mirrored ranges DIRTY now */
 static unsigned nmirrors; /* atomic reads outside the lock */
 static struct mirror mirrors[MIRRORS_MAX];
 static pthread_mutex_t mirror_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -220,7 +221,8 @@ static void apply_records(const uint8_t *p, size_t len, struct mirror **pulled, 
     }
 }
 
-void cli_mirror_synced_slow(struct cli_session *sess)
+/* Read back the DIRTY ranges of sess, which become CLEAN. */
+static void mirrors_pull(struct cli_session *sess)
 {
     struct mirror *pulled[MIRRORS_MAX];
     uint64_t addrs[MIRRORS_MAX];
@@ -252,6 +254,21 @@ void cli_mirror_synced_slow(struct cli_session *sess)
     free(call.rdata);
 out:
     pthread_mutex_unlock(&mirror_lock);
+}
+
+/* A synchronizing op's reply came (post-reply hook): when it succeeded, the GPU work before it
+ * is done, so what it wrote into the mirrors of that session is read back. Nothing to read back
+ * costs one load. */
+static CUresult mirrors_synced(const struct cli_synced *sync, CUresult res)
+{
+    if (res == CUDA_SUCCESS && __atomic_load_n(&cli_mirror_ndirty, __ATOMIC_ACQUIRE) != 0)
+        mirrors_pull(sync->sess);
+    return res;
+}
+
+__attribute__((constructor)) static void mirrors_hooks(void)
+{
+    cli_session_on_synced(CLI_SYNCED_MIRRORS, mirrors_synced);
 }
 
 void cli_mirror_forget(uintptr_t base)

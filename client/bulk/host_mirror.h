@@ -9,8 +9,13 @@
  * Cost for programs that never give the GPU a pinned host address (PyTorch): a launch without
  * any pinned memory reads one word; with pinned memory, each parameter word is compared with
  * the bounds of all pinned ranges and tested against a bit filter of the 2 MiB regions they
- * cover, lock-free, before any exact lookup (which takes the address registry's lock); a
- * synchronizing call reads one counter. Every function here may be called from any thread. */
+ * cover, lock-free, before any exact lookup (which takes the address registry's lock); the reply
+ * of a synchronizing op reads one counter. Every function here may be called from any thread.
+ *
+ * The read-back is host_mirror.c's post-reply hook (client/session/call.h): it runs after every
+ * synchronizing op's reply (the ops flagged `synchronizing` in proto/ops.def), however the call
+ * was sent, and reads back the DIRTY ranges of that session (one round trip for all of them),
+ * which then become CLEAN. */
 #ifndef RGPU_CLIENT_HOST_MIRROR_H
 #define RGPU_CLIENT_HOST_MIRROR_H
 
@@ -28,8 +33,6 @@ static inline unsigned cli_mirror_filter_bit(uintptr_t addr)
     return (unsigned)(((uint64_t)(addr >> CLI_MIRROR_REGION_SHIFT) * 0x9e3779b97f4a7c15ull) >>
                       (64 - CLI_MIRROR_FILTER_BITS));
 }
-/* Mirrored ranges that are DIRTY now. */
-extern unsigned cli_mirror_ndirty;
 
 /* Memory for cuMemHostAlloc, placed where the worker's process is unlikely to have anything
  * (its driver's own address reservations lie elsewhere), so that a mirror at the same address
@@ -70,18 +73,6 @@ static inline void cli_mirror_launch(const uint8_t *params, size_t len)
 /* Whether [addr, addr + len) lies in a range mirrored in the current context's session
  * (dirty_only: a DIRTY one). Such copies run on the worker, on the mirror. */
 bool cli_mirror_holds(uintptr_t addr, size_t len, bool dirty_only);
-/* A call that synchronizes (when it succeeds, the GPU work before it is done): sent and waited
- * for; on success the DIRTY ranges of its session are read back (one round trip for all of
- * them) and become CLEAN. Nothing to read back costs one load. */
-void cli_mirror_synced_slow(struct cli_session *sess);
-static inline CUresult cli_call_synchronizing(struct cli_call *call)
-{
-    CUresult res = cli_call_sync(call);
-
-    if (res == CUDA_SUCCESS && __atomic_load_n(&cli_mirror_ndirty, __ATOMIC_ACQUIRE) != 0)
-        cli_mirror_synced_slow(call->sess);
-    return res;
-}
 /* The pinned range at base is freed or unregistered: every session's mirror of it goes. */
 void cli_mirror_forget(uintptr_t base);
 

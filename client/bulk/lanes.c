@@ -10,12 +10,13 @@
  * A synchronous lane copy returns once the reply came and every lane is done. An asynchronous
  * one of pinned memory returns once its call is sent, and the lanes move the bytes meanwhile:
  * the worker finishes the copy before it reads its next call, so the reply to any later
- * synchronous call (a stream or event synchronization, a query) means the worker is done, and
- * that call waits for the client's lanes to finish their part before it returns
- * (lanes_after_reply). Asynchronous copies of pageable memory complete before they return, as in
+ * synchronizing call (a stream or event synchronization, a query, a synchronous copy: the ops
+ * flagged `synchronizing` in proto/ops.def) means the worker is done, and that call waits for
+ * the client's lanes to finish their part before it returns (lanes_synced, a post-reply hook of
+ * the session). Asynchronous copies of pageable memory complete before they return, as in
  * CUDA. The lanes carry one copy at a time: a copy that finds the previous one still moving
  * first fences the session (a synchronous no-op, which also reads any replies the worker waits
- * to write). */
+ * to write) and waits for it (lanes_fence); so does pinned memory before it is freed. */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -49,8 +50,7 @@ static struct {
     uint64_t gen;
     int busy;
     struct { bool send; uint8_t *buf; size_t len; } job;
-    uint64_t sent;   /* copies whose call went out (changes with the session's lock held) */
-    uint64_t job_seq; /* which of them the job is */
+    uint64_t job_call; /* the wire id of the job's call (on the first session) */
     bool pending;    /* the job's outcome not yet taken (job_lock) */
 } lanes = {.lock = PTHREAD_MUTEX_INITIALIZER, .job_lock = PTHREAD_MUTEX_INITIALIZER,
            .job_cond = PTHREAD_COND_INITIALIZER};
@@ -155,16 +155,17 @@ static bool lanes_pending(void)
     return __atomic_load_n(&lanes.pending, __ATOMIC_ACQUIRE);
 }
 
-/* Wait for the lane copies up to seq still moving bytes (CUDA_ERROR_DEVICE_UNAVAILABLE if a
- * lane failed; lost: the session is gone, so the lanes are shut first). */
-static CUresult lanes_settle(uint64_t seq, bool lost)
+/* Wait for the lane copy still moving bytes if its call went out at or before the call with
+ * wire id last (CUDA_ERROR_DEVICE_UNAVAILABLE if a lane failed; lost: the session is gone, so
+ * the lanes are shut first). */
+static CUresult lanes_settle(uint64_t last, bool lost)
 {
     rg_status_t st = RG_OK;
 
     if (!lanes_pending())
         return CUDA_SUCCESS;
     pthread_mutex_lock(&lanes.job_lock);
-    if (lanes.pending && lanes.job_seq <= seq) {
+    if (lanes.pending && lanes.job_call <= last) {
         if (lost)
             lanes_break(); /* the worker may never move the bytes: do not wait for it */
         st = lanes_wait_locked();
@@ -176,16 +177,34 @@ static CUresult lanes_settle(uint64_t seq, bool lost)
     return CUDA_ERROR_DEVICE_UNAVAILABLE;
 }
 
+/* Fence the first session and wait for the lane copy sent before the fence. A fence that
+ * could not be sent (the goodbye went at exit, a forked child) waits for nothing. */
+static CUresult lanes_fence(void)
+{
+    uint64_t last;
+    CUresult res, lanes_res;
+
+    pthread_mutex_lock(&lanes.job_lock);
+    last = lanes.job_call;
+    pthread_mutex_unlock(&lanes.job_lock);
+    res = cli_session_fence(NULL, cli_ctx_current_id());
+    if (res != CUDA_SUCCESS && res != CUDA_ERROR_DEVICE_UNAVAILABLE)
+        return res;
+    lanes_res = lanes_settle(last, res != CUDA_SUCCESS);
+    return res == CUDA_SUCCESS ? lanes_res : res;
+}
+
 void cli_lanes_quiesce(void)
 {
     if (lanes_pending())
-        cli_session_fence(NULL, cli_ctx_current_id());
+        lanes_fence();
 }
 
 struct lanes_post {
     bool send, posted;
     uint8_t *buf;
     size_t len;
+    const struct cli_call *call;
 };
 
 /* The copy's call goes out now (the session's lock held): the lanes start its job. */
@@ -199,7 +218,7 @@ static void lanes_post(void *arg)
     lanes.job.len = p->len;
     lanes.busy = lanes.n;
     lanes.gen++;
-    lanes.job_seq = ++lanes.sent;
+    lanes.job_call = p->call->id;
     __atomic_store_n(&lanes.pending, true, __ATOMIC_RELEASE);
     pthread_cond_broadcast(&lanes.job_cond);
     pthread_mutex_unlock(&lanes.job_lock);
@@ -217,6 +236,7 @@ CUresult cli_lanes_copy(bool htod, CUdeviceptr dptr, void *host, size_t n, uint6
         .on_send = lanes_post, .on_send_arg = &post};
     CUresult res = CUDA_SUCCESS;
 
+    post.call = &call;
     if (n < LANE_MIN || lanes.want == 0 || lanes.broken || cli_session_rdma_conn() != NULL)
         return CLI_LANES_NOT_TAKEN;
     async = async && cli_host_pinned(host, n);
@@ -226,32 +246,37 @@ CUresult cli_lanes_copy(bool htod, CUdeviceptr dptr, void *host, size_t n, uint6
         return CLI_LANES_NOT_TAKEN;
     }
     if (lanes_pending()) /* the previous copy still moves: its end comes before the reply */
-        res = cli_session_fence(NULL, cli_ctx_current_id());
+        res = lanes_fence();
     call.a.MEMCPY_HTOD_LANES.async = async;
     call.a.MEMCPY_HTOD_LANES.nlanes = (uint64_t)lanes.n;
+    /* Synchronous: settled when it returns (the lane ops synchronize: lanes_synced). */
     if (res == CUDA_SUCCESS)
-        res = async ? cli_call_async(&call) : cli_call_sync(&call); /* sync: settled by then */
+        res = async ? cli_call_async(&call) : cli_call_sync(&call);
     if (post.posted && res == CUDA_ERROR_DEVICE_UNAVAILABLE)
         lanes_settle(UINT64_MAX, true);
     pthread_mutex_unlock(&lanes.lock);
     return res;
 }
 
-/* A synchronous reply came (session lock held since it was sent, so lanes.sent is stable): the
- * lane copies sent before it are done on the worker; the client's lanes finish theirs now. */
-static CUresult lanes_after_reply(CUresult res)
+/* A synchronizing call's reply came (post-reply hook): the lane copies sent up to it are done
+ * on the worker; the client's lanes finish theirs now. The lanes serve the first session. A lane
+ * failure is the call's outcome, before the call's own. */
+static CUresult lanes_synced(const struct cli_synced *sync, CUresult res)
 {
-    CUresult lanes_res = lanes_settle(lanes.sent, res == CUDA_ERROR_DEVICE_UNAVAILABLE);
+    CUresult lanes_res;
 
-    return res == CUDA_SUCCESS ? lanes_res : res;
+    if (!cli_session_is_first(sync->sess))
+        return res;
+    lanes_res = lanes_settle(sync->call->id, sync->lost);
+    return lanes_res != CUDA_SUCCESS ? lanes_res : res;
 }
 
 __attribute__((constructor)) static void lanes_hooks(void)
 {
     static const struct cli_session_hooks hooks = {
         .lanes_offered = lanes_offered,
-        .after_reply = lanes_after_reply,
     };
 
     cli_session_set_hooks(&hooks);
+    cli_session_on_synced(CLI_SYNCED_LANES, lanes_synced);
 }

@@ -45,8 +45,10 @@ struct cli_call {
     size_t rdata_cap;
     size_t rdata_len;
     /* Called with the session's lock held just before the call is queued or written, only if
-     * it is (data lanes start their job here: it is then on the wire before any later call). */
+     * it is, its wire id already in `id` (data lanes start their job here: it is then on the
+     * wire before any later call). */
     void (*on_send)(void *arg);
+    uint64_t id; /* its wire id once sent: ids of one session grow in the order calls go out */
     void *on_send_arg;
     /* The session (server) that gets it: its context's (cli_call_* fill it from the current
      * context, cli_call_in from a given one, cli_device_session for device calls); NULL: the
@@ -81,12 +83,24 @@ void cli_stats_note_compute_cache(bool hit); /* NVRTC compile cache lookups (RGP
 struct cli_session_hooks {
     /* The Welcome of a TCP session offered data lanes (addr, secret); want: lanes configured. */
     void (*lanes_offered)(const char *addr, const void *secret, size_t secret_len, int want);
-    /* A synchronous call's reply came (session lock held since it was sent; res: its outcome
-     * so far): what was sent before it is done on the server, so finish the client's part;
-     * returns res, or the first error of that. */
-    CUresult (*after_reply)(CUresult res);
 };
 void cli_session_set_hooks(const struct cli_session_hooks *hooks);
+
+/* After the reply of a synchronizing op (flagged `synchronizing` in proto/ops.def: when it
+ * succeeds, the GPU work sent before it is done), whoever sent it and on every session, the
+ * layers above finish their part: the data lanes settle the copies sent before it, the host
+ * mirrors are read back. Hooks run in the calling thread once the session's lock is released,
+ * in increasing `order`, each given the outcome so far (the call's result, a pending
+ * asynchronous error, or CUDA_ERROR_DEVICE_UNAVAILABLE) and returning it or its own first
+ * error. Registered from constructors, before any session opens (at most CLI_SYNCED_HOOKS). */
+struct cli_synced {
+    struct cli_session *sess;    /* the session that replied (never NULL) */
+    const struct cli_call *call; /* the synchronizing call: its op, its wire id */
+    bool lost;                   /* the session was lost waiting for the reply */
+};
+typedef CUresult (*cli_synced_fn)(const struct cli_synced *sync, CUresult res);
+#define CLI_SYNCED_HOOKS 4
+void cli_session_on_synced(unsigned order, cli_synced_fn fn);
 
 /* Ensure the session exists (connect + handshake on first use). CUDA_SUCCESS or the error that
  * every call returns while there is no session. */

@@ -157,9 +157,10 @@ static CUresult send_call(struct cli_session *s, struct cli_call *call, unsigned
         return refuse_op(s, call->op);
     if (s->deferred_bytes > DEFERRED_DRAIN_AT && (res = deferred_drain(s)) != CUDA_SUCCESS)
         return res;
+    msg.id = s->next_call_id++;
+    call->id = msg.id;
     if (call->on_send != NULL)
         call->on_send(call->on_send_arg);
-    msg.id = s->next_call_id++;
     msg.op = call->op;
     msg.ctx = call->ctx;
     msg.n_args = call->nargs;
@@ -333,24 +334,21 @@ static struct cli_session *session_of(const struct cli_call *call)
     return call->sess != NULL ? call->sess : cli_proc.sessions[0];
 }
 
-/* The layers above finish their part of a reply: data lanes and RDMA copies belong to the
- * first session only. */
-static CUresult after_reply(const struct cli_session *s, CUresult res)
-{
-    return s->index == 0 ? cli_proc.hooks->after_reply(res) : res;
-}
-
 CUresult cli_session_call(struct cli_call *call)
 {
     struct cli_session *s = session_of(call);
     CUresult res, result = CUDA_SUCCESS;
     double since = cli_stats_now_us();
     uint64_t id = 0;
+    bool waited = false, lost = false;
 
     pthread_mutex_lock(&s->lock);
     res = send_call(s, call, 0, &id);
-    if (res == CUDA_SUCCESS)
-        res = after_reply(s, wait_reply(s, call, id, &result));
+    if (res == CUDA_SUCCESS) {
+        waited = true;
+        res = wait_reply(s, call, id, &result);
+        lost = res != CUDA_SUCCESS;
+    }
     cli_stats_count(call->op, true, since);
     if (res == CUDA_SUCCESS) {
         res = result;
@@ -363,7 +361,8 @@ CUresult cli_session_call(struct cli_call *call)
         }
     }
     pthread_mutex_unlock(&s->lock);
-    return res;
+    /* A synchronizing op: the layers above finish their part (data lanes, host mirrors). */
+    return waited ? cli_session_synced(s, call, res, lost) : res;
 }
 
 CUresult cli_session_send(struct cli_call *call)
@@ -421,7 +420,7 @@ CUresult cli_session_fence(struct cli_session *sess, uint64_t ctx)
     pthread_mutex_lock(&s->lock);
     res = s->said_bye ? CUDA_ERROR_DEINITIALIZED : send_call(s, &call, 0, &id);
     if (res == CUDA_SUCCESS)
-        res = after_reply(s, wait_reply(s, &call, id, &result));
+        res = wait_reply(s, &call, id, &result);
     cli_stats_count(call.op, true, since);
     pthread_mutex_unlock(&s->lock);
     return res;

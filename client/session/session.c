@@ -21,14 +21,8 @@
 
 static void no_lanes_offered(const char *addr, const void *secret, size_t secret_len, int want) {}
 
-static CUresult no_after_reply(CUresult res)
-{
-    return res;
-}
-
 static const struct cli_session_hooks no_hooks = {
     .lanes_offered = no_lanes_offered,
-    .after_reply = no_after_reply,
 };
 
 struct cli_process cli_proc = {.lock = PTHREAD_MUTEX_INITIALIZER, .hooks = &no_hooks};

@@ -1,9 +1,9 @@
 /* The session's private state and the functions its files share (session.c: opening and
  * state: one session per server listed, or the one server a pool's placement picks;
  * handshake.c: the handshake and the transport choice; call_stream.c: the ordered call stream
- * and its batching; fork_exit.c: fork and exit). The configuration (config.c) and the pool
- * (pool.c) have public headers, shared with the rgpu tool. Nothing outside these files
- * includes it: the layers above use call.h. */
+ * and its batching; synced.c: the post-reply hooks; fork_exit.c: fork and exit). The
+ * configuration (config.c) and the pool (pool.c) have public headers, shared with the rgpu
+ * tool. Nothing outside these files includes it: the layers above use call.h. */
 #ifndef RGPU_CLIENT_SESSION_H
 #define RGPU_CLIENT_SESSION_H
 
@@ -87,6 +87,12 @@ CUresult cli_handshake(struct cli_session *s, const struct cli_conf *conf,
 CUresult cli_batch_start(struct cli_session *s);
 CUresult cli_batch_flush(struct cli_session *s);
 CUresult cli_session_lost(struct cli_session *s, const char *what, rg_status_t status);
+
+/* synced.c: run the post-reply hooks (call.h) for a call that was sent and waited for, if its
+ * op synchronizes (lock not held; lost: the session was lost waiting); returns res or the first
+ * error of a hook. */
+CUresult cli_session_synced(struct cli_session *s, const struct cli_call *call, CUresult res,
+                            bool lost);
 
 /* fork_exit.c: a forked child's view of the session (pthread_atfork child handler). */
 void cli_session_atfork_child(void);
