@@ -1,5 +1,5 @@
-#include "transport/transport.h"
-
+/* The data path of the socket backends (sock.h): tcp.c and loop.c connect, listen and accept;
+ * a connected stream socket then carries frames the same way for both. */
 #include <errno.h>
 #include <poll.h>
 #include <stdio.h>
@@ -11,24 +11,10 @@
 #include <unistd.h>
 
 #include "common/log.h"
-#include "transport/rdma.h"
 #include "transport/sock.h"
 
 /* sendmsg takes at most this many iovecs per call (well under IOV_MAX). */
 #define SOCK_IOV_BATCH 64
-
-const struct transport_ops *transport_find(const char *name)
-{
-    static const struct transport_ops *const backends[] = {
-        &transport_tcp_ops, &transport_loop_ops, &transport_rdma_ops};
-
-    if (name == NULL)
-        return NULL;
-    for (size_t i = 0; i < sizeof(backends) / sizeof(backends[0]); i++)
-        if (strcmp(backends[i]->name, name) == 0)
-            return backends[i];
-    return NULL;
-}
 
 rg_status_t transport_errno_status(int err)
 {
@@ -159,12 +145,6 @@ rg_status_t transport_sock_sendv(struct transport_conn *conn, const struct iovec
         sock_advance(iov, iovcnt, &idx, &off, (size_t)rc);
     }
     return RG_OK;
-}
-
-void transport_set_busy_poll(struct transport_conn *conn, unsigned us)
-{
-    if (conn->ops->caps & TRANSPORT_CAP_BUSY_POLL)
-        conn->ops->set_busy_poll(conn, us);
 }
 
 void transport_sock_set_busy_poll(struct transport_conn *conn, unsigned us)
