@@ -23,3 +23,13 @@ void transport_set_busy_poll(struct transport_conn *conn, unsigned us)
     if (conn->ops->caps & TRANSPORT_CAP_BUSY_POLL)
         conn->ops->set_busy_poll(conn, us);
 }
+
+rg_status_t transport_wait_readable(struct transport_conn *conn, int timeout_ms)
+{
+    return conn->ops->wait_readable(conn, timeout_ms);
+}
+
+void transport_set_watch_fd(struct transport_conn *conn, int fd)
+{
+    conn->ops->set_watch_fd(conn, fd);
+}

@@ -172,17 +172,14 @@ static ssize_t sock_busy_recv(struct sock_conn *sc, void *dst, size_t cap)
     return rc;
 }
 
-rg_status_t transport_wait_readable(struct transport_conn *conn, int timeout_ms)
+rg_status_t transport_sock_wait_readable(struct transport_conn *conn, int timeout_ms)
 {
-    struct sock_conn *sc;
+    struct sock_conn *sc = sock_conn_of(conn);
     struct pollfd p;
     uint64_t end;
     char byte;
     int rc;
 
-    if (conn->ops != &transport_tcp_ops && conn->ops != &transport_loop_ops)
-        return RG_OK;
-    sc = sock_conn_of(conn);
     if (sc->rpos < sc->rlen)
         return RG_OK;
     end = now_us() + sc->busy_poll_us;
@@ -252,6 +249,8 @@ void transport_sock_shutdown(struct transport_conn *conn)
     /* Wakes a recv blocked in another thread: it sees end of stream. */
     shutdown(sock_conn_of(conn)->fd, SHUT_RDWR);
 }
+
+void transport_sock_set_watch_fd(struct transport_conn *conn, int fd) {}
 
 void transport_sock_close(struct transport_conn *conn)
 {
