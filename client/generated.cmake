@@ -24,7 +24,7 @@ add_custom_command(
           ${CUDA_HOME}/include/cudaTypedefs.h ${RGPU_CUDA_STUB}
   COMMENT "Generating driver API stubs and tables from the CUDA headers"
   VERBATIM)
-# procaddr.c includes procaddr_table.h.
+# api/procaddr.c includes procaddr_table.h.
 include_directories(${RGPU_GEN_DIR})
 
 # docs/api-coverage.md from client/api_coverage.txt and the built library's symbols (strong =

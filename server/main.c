@@ -15,7 +15,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "client/config.h"
+#include "client/session/config.h"
 #include "common/config.h"
 #include "common/log.h"
 #include "server/server.h"

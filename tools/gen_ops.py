@@ -19,6 +19,7 @@ FLAGS = {  # name in ops.def -> C flag
     "lane": "PROTO_OPF_LANE",
     "device": "PROTO_OPF_DEVICE",
     "prehandshake": "PROTO_OPF_PREHANDSHAKE",
+    "synchronizing": "PROTO_OPF_SYNCHRONIZING",
 }
 MAX_ARGS = 16  # CLI_CALL_MAX_ARGS: the fixed part of every op must fit in the client's call
 IDENT = re.compile(r"^[a-z_][a-z0-9_]*$")
@@ -26,7 +27,7 @@ IDENT = re.compile(r"^[a-z_][a-z0-9_]*$")
 # number and argument words to rgpuNcclCall): they fill call.a.words, which CLI_ARGS cannot
 # check, so they must check each call against proto_ops[] at run time (argument count, flags).
 # No other client file may write argument words by position.
-GENERIC_FORWARDERS = {"nccl_ext.c"}
+GENERIC_FORWARDERS = {"api/nccl_ext.c"}  # paths under client/
 
 
 class Op:
@@ -287,8 +288,13 @@ def check_sources(ops, root):
     # Client: every call names its op's arguments through CLI_ARGS / cli_args, with all of its
     # required ones; no positional args.
     cdir = os.path.join(root, "client")
-    texts = {fn: strip_comments(open(os.path.join(cdir, fn)).read())
-             for fn in sorted(os.listdir(cdir)) if fn.endswith(".c")}
+    texts = {}
+    for dirpath, dirnames, filenames in os.walk(cdir):
+        dirnames.sort()
+        for name in sorted(filenames):
+            if name.endswith(".c"):
+                path = os.path.join(dirpath, name)
+                texts[os.path.relpath(path, cdir)] = strip_comments(open(path).read())
     # Arguments named after the initializer, in any file (a helper may fill a call it is
     # handed): call.a.OP.name = v, &call.a.OP.name... A name set through another op's struct
     # counts where both ops begin with the same arguments up to it (ops sharing a layout).

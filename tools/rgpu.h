@@ -5,8 +5,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "client/config.h"
-#include "client/pool.h"
+#include "client/session/config.h"
+#include "client/session/pool.h"
 
 /* Options every pool command takes. */
 struct rgpu_opts {

@@ -300,6 +300,22 @@ static struct loop_mr *loop_find_remote(uint64_t raddr, uint32_t rkey, size_t le
     return NULL;
 }
 
+/* The local region mr if it is one of ours, registered and live, covering [addr, addr+len)
+ * with local write access if write; caller holds loop_lock. */
+static struct loop_mr *loop_find_local(const struct transport_mr *mr, uint64_t addr, size_t len,
+                                       int write)
+{
+    for (struct loop_mr *lm = loop_mrs; lm != NULL; lm = lm->next) {
+        if (&lm->super != mr)
+            continue;
+        if (!loop_in_region(mr, addr, len) ||
+            (write && !(lm->access & TRANSPORT_ACCESS_LOCAL_WRITE)))
+            return NULL;
+        return lm;
+    }
+    return NULL;
+}
+
 /* One-sided copy; to_remote selects write (local -> remote) or read (remote -> local). */
 static rg_status_t loop_copy(struct transport_mr *local, void *laddr, uint64_t raddr,
                              uint32_t rkey, size_t len, int to_remote)
@@ -307,14 +323,13 @@ static rg_status_t loop_copy(struct transport_mr *local, void *laddr, uint64_t r
     unsigned need = to_remote ? TRANSPORT_ACCESS_REMOTE_WRITE : TRANSPORT_ACCESS_REMOTE_READ;
     rg_status_t status = RG_OK;
 
-    if (local == NULL || local->ops != &transport_loop_ops ||
-        !loop_in_region(local, (uint64_t)(uintptr_t)laddr, len) ||
-        (!to_remote && !(loop_mr_of(local)->access & TRANSPORT_ACCESS_LOCAL_WRITE))) {
+    pthread_mutex_lock(&loop_lock);
+    if (loop_find_local(local, (uint64_t)(uintptr_t)laddr, len, !to_remote) == NULL) {
+        pthread_mutex_unlock(&loop_lock);
         rg_error("one-sided %s refused: local buffer %p+%zu not registered for it",
                  to_remote ? "write" : "read", laddr, len);
         return RG_ERR_INVALID;
     }
-    pthread_mutex_lock(&loop_lock);
     if (loop_find_remote(raddr, rkey, len, need) == NULL) {
         status = RG_ERR_INVALID;
     } else if (to_remote) {
@@ -362,4 +377,6 @@ const struct transport_ops transport_loop_ops = {
     .read = loop_read,
     .mem_reg_dmabuf = transport_nomem_reg_dmabuf, /* no device memory in one process's loop */
     .set_busy_poll = transport_sock_set_busy_poll,
+    .wait_readable = transport_sock_wait_readable,
+    .set_watch_fd = transport_sock_set_watch_fd,
 };

@@ -36,9 +36,6 @@ rg_status_t transport_rdma_connect_pdata(const char *addr, const struct transpor
  * with it is rejected (RG_ERR_REFUSED, logged) and the caller may accept again. */
 rg_status_t transport_rdma_accept_secret(struct transport_listener *listener, const void *secret,
                                          size_t secret_len, struct transport_conn **conn_p);
-/* A peer that closes (or errors) fd is a peer gone: waits on this connection end with
- * RG_ERR_CLOSED. Data arriving on fd is a protocol error. -1: none. */
-void transport_rdma_set_watch_fd(struct transport_conn *conn, int fd);
 
 /* The TCP-to-RDMA upgrade of a session (see docs/ARCHITECTURE.md). The server side opens a
  * listener on its end of the TCP connection's address, port chosen by the system, with a fresh

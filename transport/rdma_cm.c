@@ -510,10 +510,15 @@ static void rdma_close(struct transport_conn *conn)
     rdma_conn_free(c);
 }
 
-void transport_rdma_set_watch_fd(struct transport_conn *conn, int fd)
+static void rdma_set_watch_fd(struct transport_conn *conn, int fd)
 {
-    if (conn->ops == &transport_rdma_ops)
-        rdma_conn_of(conn)->watch_fd = fd;
+    rdma_conn_of(conn)->watch_fd = fd;
+}
+
+/* Received data and a peer's close are seen only by a receive (the completion queue). */
+static rg_status_t rdma_wait_readable(struct transport_conn *conn, int timeout_ms)
+{
+    return RG_OK;
 }
 
 static void rdma_set_busy_poll(struct transport_conn *conn, unsigned us)
@@ -541,4 +546,6 @@ const struct transport_ops transport_rdma_ops = {
     .read = rdma_read,
     .mem_reg_dmabuf = rdma_mem_reg_dmabuf,
     .set_busy_poll = rdma_set_busy_poll,
+    .wait_readable = rdma_wait_readable,
+    .set_watch_fd = rdma_set_watch_fd,
 };

@@ -30,7 +30,7 @@ struct rdma_conn {
     struct ibv_mr *send_mr, *recv_mr;
     uint8_t *send_buf, *recv_buf; /* RDMA_SEND_DEPTH / RDMA_RECV_DEPTH slots */
     int wake_fd;                  /* eventfd: wakes the thread blocked in poll (the poller) */
-    int watch_fd;                 /* transport_rdma_set_watch_fd; -1: none */
+    int watch_fd;                 /* transport_set_watch_fd; -1: none */
     int io_timeout_ms;
     uint32_t max_inline;
     unsigned busy_poll_us;

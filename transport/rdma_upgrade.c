@@ -79,7 +79,7 @@ rg_status_t transport_rdma_offer_accept(struct transport_rdma_offer *offer, int 
         st = transport_rdma_accept_secret(offer->listener, offer->secret, sizeof(offer->secret),
                                           conn_p);
         if (st == RG_OK) {
-            transport_rdma_set_watch_fd(*conn_p, ctl_fd);
+            transport_set_watch_fd(*conn_p, ctl_fd);
             return RG_OK;
         }
         if (st != RG_ERR_REFUSED && st != RG_ERR_TIMEOUT)
@@ -97,6 +97,6 @@ rg_status_t transport_rdma_upgrade(const char *addr, const void *secret, size_t 
     st = transport_rdma_connect_pdata(addr, opts, secret, secret_len, conn_p);
     rdma_set_quiet(false);
     if (st == RG_OK)
-        transport_rdma_set_watch_fd(*conn_p, ctl_fd);
+        transport_set_watch_fd(*conn_p, ctl_fd);
     return st;
 }

@@ -338,4 +338,6 @@ const struct transport_ops transport_tcp_ops = {
     .read = transport_nomem_rw,
     .mem_reg_dmabuf = transport_nomem_reg_dmabuf,
     .set_busy_poll = transport_sock_set_busy_poll,
+    .wait_readable = transport_sock_wait_readable,
+    .set_watch_fd = transport_sock_set_watch_fd,
 };

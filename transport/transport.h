@@ -92,6 +92,11 @@ struct transport_ops {
     /* Spin up to us microseconds on a receive that finds no data before blocking (0: off);
      * a no-op without TRANSPORT_CAP_BUSY_POLL. */
     void (*set_busy_poll)(struct transport_conn *conn, unsigned us);
+    /* transport_wait_readable: RG_OK at once where the backend cannot tell (rdma). */
+    rg_status_t (*wait_readable)(struct transport_conn *conn, int timeout_ms);
+    /* transport_set_watch_fd: a no-op where the connection's own socket shows its peer gone
+     * (tcp, loop). */
+    void (*set_watch_fd)(struct transport_conn *conn, int fd);
 };
 
 /* Base object of every backend's connection (downcast with container_of). */
@@ -134,6 +139,11 @@ void transport_set_busy_poll(struct transport_conn *conn, unsigned us);
  * that cannot tell (rdma) return RG_OK at once. With a socket receive timeout set, this is how
  * a caller waits for the next frame for long while bounding the wait inside one. */
 rg_status_t transport_wait_readable(struct transport_conn *conn, int timeout_ms);
+
+/* A peer that closes (or errors) fd is a peer gone: waits on this connection end with
+ * RG_ERR_CLOSED, and data arriving on fd is a protocol error (-1: none). For a connection that
+ * has no socket of its own to show it (rdma: the session's TCP socket, kept for that). */
+void transport_set_watch_fd(struct transport_conn *conn, int fd);
 
 /* Convenience wrappers that dispatch through conn->ops. */
 static inline rg_status_t transport_sendv(struct transport_conn *c, const struct iovec *iov,

@@ -1,6 +1,6 @@
 #ifndef RGPU_TEST_CLI_STANDIN_H
 #define RGPU_TEST_CLI_STANDIN_H
-#include "client.h"
+#include "client/api/api.h"
 
 extern struct cli_ctx standin_primary;
 extern struct cli_ctx *standin_current;

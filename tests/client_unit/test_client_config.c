@@ -1,4 +1,4 @@
-/* The client's configuration (client/config.c) and pool resolution (client/pool.c):
+/* The client's configuration (client/session/config.c) and pool resolution (client/session/pool.c):
  * the search order, every key and its errors, the environment over the file, listed servers
  * (RGPU_SERVER) against a placed pool (RGPU_POOL), the token file's permission check, and a
  * pool entry resolving to servers. */
@@ -14,8 +14,8 @@
 
 #include <cmocka.h>
 
-#include "client/config.h"
-#include "pool.h"
+#include "client/session/config.h"
+#include "client/session/pool.h"
 
 static char dir[64];
 static char path_a[128], path_home[128], token_path[128];

@@ -9,7 +9,7 @@
 
 #include <cmocka.h>
 
-#include "image_params.h"
+#include "client/api/image_params.h"
 
 static void *read_all(const char *path, size_t *len)
 {

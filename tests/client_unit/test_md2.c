@@ -7,7 +7,7 @@
 
 #include <cmocka.h>
 
-#include "md2.h"
+#include "client/api/md2.h"
 
 static void hex(const uint8_t d[MD2_DIGEST], char out[2 * MD2_DIGEST + 1])
 {

@@ -10,7 +10,10 @@
  *          order with the kernel that uses it;
  *   free:  pinned memory used by the GPU, freed or unregistered, many more times than a session
  *          may hold mirrors (so the worker must let each one go);
- *   attrs: cuMemHostGetDevicePointer and CU_POINTER_ATTRIBUTE_DEVICE_POINTER.
+ *   attrs: cuMemHostGetDevicePointer and CU_POINTER_ATTRIBUTE_DEVICE_POINTER;
+ *   graph_host: a graph's host node reads what GPU work before the launch wrote: the client
+ *          synchronizes the stream before it runs host nodes by the plain call path (not an
+ *          entry point that asks for the read-back), and every synchronizing op reads back.
  * Arguments name the checks to run (all but --plain when none). --plain only launches a kernel
  * on device memory while pinned memory exists and takes copies (the caller checks with
  * RGPU_STATS that no mirror op went on the wire).
@@ -177,6 +180,38 @@ static void check_attributes(void)
     OK(cuMemFreeHost(p));
 }
 
+static unsigned host_node_saw;
+
+static void CUDA_CB host_node(void *p)
+{
+    host_node_saw = *(volatile unsigned *)p;
+}
+
+static void check_graph_host(void)
+{
+    unsigned *h;
+    CUgraph g;
+    CUgraphExec ge;
+    CUgraphNode node;
+    CUDA_HOST_NODE_PARAMS hp = {.fn = host_node};
+
+    NEED(cuMemHostAlloc((void **)&h, 4096, 0));
+    h[0] = 1;
+    hp.userData = h;
+    OK(cuMemsetD32Async((CUdeviceptr)(uintptr_t)h, 2, 1, st)); /* mirrored, DIRTY */
+    OK(cuGraphCreate(&g, 0));
+    OK(cuGraphAddHostNode(&node, g, NULL, 0, &hp));
+    OK(cuGraphInstantiate(&ge, g, 0));
+    OK(cuGraphLaunch(ge, st)); /* the host node runs once the stream has drained */
+    EXPECT(host_node_saw == 2, "the graph's host node read %u, expected the memset's 2",
+           host_node_saw);
+    OK(cuStreamSynchronize(st));
+    EXPECT(h[0] == 2, "after the synchronization the host reads %u, expected 2", h[0]);
+    OK(cuGraphExecDestroy(ge));
+    OK(cuGraphDestroy(g));
+    OK(cuMemFreeHost(h));
+}
+
 /* Pinned memory exists (and takes a copy) but the kernel names only device memory. */
 static void plain(void)
 {
@@ -207,7 +242,8 @@ static const struct {
     const char *name;
     void (*run)(void);
 } checks[] = {{"--plain", plain},         {"jax", check_jax},     {"p2p", check_p2p},
-              {"copies", check_copies},   {"free", check_free},   {"attrs", check_attributes}};
+              {"copies", check_copies},   {"free", check_free},   {"attrs", check_attributes},
+              {"graph_host", check_graph_host}};
 
 int main(int argc, char **argv)
 {

@@ -150,9 +150,10 @@ run_program copies_2d "$TOOLS/copies_2d"
 run_program pinned_copies "$TOOLS/pinned_copies"
 
 # Mapped pinned host memory (client/host_mirror.c): XLA's redzone checker, p2pBandwidthLatencyTest's
-# flag, copies in and out of mirrored memory, freeing, device pointers; each check in a process of
-# its own. A launch that names no pinned memory sends nothing extra.
-for check in jax p2p copies free attrs; do
+# flag, copies in and out of mirrored memory, freeing, device pointers, a graph's host node after
+# GPU work; each check in a process of its own. A launch that names no pinned memory sends nothing
+# extra.
+for check in jax p2p copies free attrs graph_host; do
     run_program "host_mirror_$check" env RGPU_STATS=1 "$TOOLS/host_mirror" "$check"
 done
 if grep -Eq '^rgpu stats: HOST_MIRROR_MAP +1 ' "$WORK/host_mirror_jax.err" &&

@@ -3,7 +3,7 @@
 # handler defined twice, a handler no op names, a client call that leaves out an argument, a
 # client call with an argument its op does not have, a positional argument read in the server,
 # a positional argument write in the client (call.a.words[i] = v) outside the generic forwarder,
-# that forwarder (client/nccl_ext.c) without its run-time check against proto_ops[], a table
+# that forwarder (client/api/nccl_ext.c) without its run-time check against proto_ops[], a table
 # whose ops share a handler with different arguments, and an op the client sends without
 # waiting that the table does not flag noreply.
 # Usage: drift.sh PYTHON SRC_ROOT
@@ -46,12 +46,12 @@ expect "handler without op" "srv_op_orphan is not the handler of any op"
 
 copy
 sed -i 's/CLI_ARGS(MEM_ADDRESS_FREE, .ptr = ptr, .size = size)/CLI_ARGS(MEM_ADDRESS_FREE, .ptr = ptr)/' \
-    "$WORK/src/client/vmm.c"
+    "$WORK/src/client/api/vmm.c"
 expect "client leaves out an argument" "MEM_ADDRESS_FREE without size"
 
 copy
 sed -i 's/CLI_ARGS(MEM_ADDRESS_FREE, .ptr = ptr, .size = size)/CLI_ARGS(MEM_ADDRESS_FREE, .ptr = ptr, .size = size, .flags = 0)/' \
-    "$WORK/src/client/vmm.c"
+    "$WORK/src/client/api/vmm.c"
 expect "client names an unknown argument" "MEM_ADDRESS_FREE has no argument"
 
 copy
@@ -61,11 +61,11 @@ expect "positional read" "positional argument read"
 
 copy
 printf 'static void poke(struct cli_call *call)\n{\n    call->a.words[1] = 7;\n}\n' \
-    >>"$WORK/src/client/vmm.c"
-expect "positional write" "client/vmm.c:[0-9]*: positional argument write"
+    >>"$WORK/src/client/api/vmm.c"
+expect "positional write" "client/api/vmm.c:[0-9]*: positional argument write"
 
 copy
-sed -i 's/proto_ops\[/proto_op_table[/g' "$WORK/src/client/nccl_ext.c"
+sed -i 's/proto_ops\[/proto_op_table[/g' "$WORK/src/client/api/nccl_ext.c"
 expect "forwarder without its check" "nccl_ext.c: a generic forwarder that does not check"
 
 copy

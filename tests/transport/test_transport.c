@@ -690,8 +690,8 @@ static void test_watch_fd(void **state)
         skip();
     }
     assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
-    transport_rdma_set_watch_fd(p->server, sv[0]);
-    transport_rdma_set_watch_fd(p->client, sv[1]);
+    transport_set_watch_fd(p->server, sv[0]);
+    transport_set_watch_fd(p->client, sv[1]);
     assert_int_equal(write(sv[1], "x", 1), 1); /* the client side's peer "sends" on TCP */
     assert_int_equal(transport_recv(p->server, &c, 1), RG_ERR_PROTO);
     close(sv[0]);                               /* the client side's peer is gone */
