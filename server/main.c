@@ -122,6 +122,8 @@ static rg_status_t set_key(struct srv_config *c, const char *key, const char *va
         SET(nccl_timeout);
     else if (strcmp(key, "metrics_listen") == 0 || strcmp(key, "metrics-listen") == 0)
         SET(metrics_listen);
+    else if (strcmp(key, "metrics_public_listen") == 0)
+        SET(metrics_public_listen);
     else if (strcmp(key, "metrics_token") == 0 && strlen(value) < sizeof(c->metrics_token))
         SET(metrics_token);
     else if (strcmp(key, "rdma_direct") == 0 &&

@@ -27,6 +27,8 @@ struct srv_config {
     char metrics_listen[128]; /* "ADDR:PORT" of /metrics and /status; "" = not served */
     char metrics_token[128];  /* required of their readers ("Authorization: Bearer"); "" = none,
                                  and then metrics_listen must be a loopback address */
+    char metrics_public_listen[128]; /* "ADDR:PORT" of /metrics and /healthz for anyone (no
+                                        token, no /status); "" = not served */
     char rdma_direct[8];      /* on | off: GPUDirect RDMA for one-sided copies; "" = on */
     char nccl_library[256];   /* the GPU host's NCCL; "" = libnccl.so.2 (docs/nccl.md) */
     char nccl_secret[128];    /* mixed into the key binding NCCL unique ids to a tenant */
