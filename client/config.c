@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -63,6 +64,23 @@ static bool parse_gpus(const char *value, int *gpus_p)
     return true;
 }
 
+bool cli_parse_share(const char *text, double *share_p)
+{
+    char *end;
+    double v = strtod(text, &end);
+
+    if (end == text || text[0] == ' ' || !isfinite(v))
+        return false;
+    if (*end == '%') {
+        v /= 100;
+        end++;
+    }
+    if (*end != '\0' || !(v > 0 && v <= 1))
+        return false;
+    *share_p = v;
+    return true;
+}
+
 /* One key; every value is checked, and a bad one is an error naming the key. */
 static rg_status_t set_key(struct cli_conf *conf, const char *key, const char *value, char *why,
                            size_t why_len)
@@ -81,8 +99,10 @@ static rg_status_t set_key(struct cli_conf *conf, const char *key, const char *v
         snprintf(conf->token_file, sizeof(conf->token_file), "%s", value);
     else if (strcmp(key, "transport") == 0)
         snprintf(conf->transport, sizeof(conf->transport), "%s", value);
-    else if (strcmp(key, "mem_quota") == 0)
-        ok = rg_parse_size(value, &conf->mem_quota);
+    else if (strcmp(key, "mem_quota") == 0 && (ok = rg_parse_size(value, &conf->mem_quota)))
+        conf->mem_share = 0; /* one request: the later wins */
+    else if (strcmp(key, "mem_share") == 0 && (ok = cli_parse_share(value, &conf->mem_share)))
+        conf->mem_quota = 0;
     else if (strcmp(key, "policy") == 0)
         ok = sched_policy_parse(value, &conf->policy);
     else if (strcmp(key, "connect_timeout_ms") == 0)
@@ -98,6 +118,7 @@ static rg_status_t set_key(struct cli_conf *conf, const char *key, const char *v
         snprintf(why, why_len, "%s = %s is not valid (%s)", key, value,
                  strcmp(key, "policy") == 0      ? "spread, pack or first"
                  : strcmp(key, "mem_quota") == 0 ? "a size such as 4GiB"
+                 : strcmp(key, "mem_share") == 0 ? "a share of the GPU's memory: 0.5 or 50%"
                  : strcmp(key, "gpus") == 0      ? "a count, 1 to 64"
                                                  : "milliseconds, 1 to 600000");
     return ok ? RG_OK : RG_ERR_INVALID;
@@ -197,6 +218,7 @@ static rg_status_t apply_env(struct cli_conf *conf, char *why, size_t why_len)
                                          {"RGPU_TOKEN", "token"},
                                          {"RGPU_TOKEN_FILE", "token_file"},
                                          {"RGPU_MEM_QUOTA", "mem_quota"},
+                                         {"RGPU_MEM_SHARE", "mem_share"},
                                          {"RGPU_POLICY", "policy"},
                                          {"RGPU_CONNECT_TIMEOUT_MS", "connect_timeout_ms"},
                                          {"RGPU_PROBE_TIMEOUT_MS", "probe_timeout_ms"},

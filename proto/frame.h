@@ -26,9 +26,13 @@
  * the NCCL shim's ops (NCCL_*) and the Probe/ProbeReply/Echo frames (a 1.0 server closes the
  * connection at a Probe: the pool still tries it, after the servers that answered); 1.2 the
  * ops of several devices (P2P_QUERY, CTX_PEER_ACCESS, ...) and of mirrored host memory
- * (HOST_MIRROR_*); MODULE_UNLOAD and LIBRARY_UNLOAD may come without waiting for a reply. */
+ * (HOST_MIRROR_*); MODULE_UNLOAD and LIBRARY_UNLOAD may come without waiting for a reply;
+ * 1.3 Hello.mem_share and Probe.mem_share, and a memory request above the tenant's quota refused
+ * instead of cut (an older server ignores a share: the client does not go on with one when it
+ * asked for a share, PROTO_MINOR_MEM_SHARE). */
 #define PROTO_VERSION 1u /* the major */
-#define PROTO_VERSION_MINOR 2u
+#define PROTO_VERSION_MINOR 3u
+#define PROTO_MINOR_MEM_SHARE 3u
 #define PROTO_MINORS_BACK 1u
 /* Limits: a frame whose message is larger is a protocol violation and ends the session. */
 #define PROTO_MSG_MAX (4u << 20)
