@@ -16,6 +16,11 @@
 #include "server/server.h"
 #include "server/session.h"
 #include "server/session_table.h"
+#include "proto/frame.h"
+
+#ifndef RGPU_VERSION
+#define RGPU_VERSION "unknown"
+#endif
 
 static void usage(FILE *out)
 {
@@ -38,13 +43,15 @@ static void usage(FILE *out)
             "  memory where the host can (GPUDirect RDMA; default on; RGPU_RDMA_DIRECT=0 too).\n"
             "  --metrics-listen ADDR:PORT: serve /metrics (Prometheus) and /status (JSON) there;\n"
             "  a loopback address unless metrics_token = TOKEN is set (then required of readers).\n"
+            "  metrics_public_listen = ADDR:PORT (config): /metrics and /healthz, no token.\n"
             "  Tenants: [tenant NAME] sections with token_sha256 (or token), mem_quota = SIZE,\n"
             "  weight = N, cap = PERCENT, class = guaranteed|best-effort, max_sessions = N.\n"
             "  SIGHUP reloads the tenants; running sessions go on.\n"
             "  Bounds (docs/security.md): max_sessions = N (%d), max_pending = N (256),\n"
             "  max_pending_per_peer = N (32), handshake_timeout_ms = N (5000),\n"
             "  recv_timeout_ms = N (30000), idle_timeout = SECONDS (0 = none).\n"
-            "  gpu-server --hash-token TOKEN prints the token_sha256 value for a tenant.\n",
+            "  gpu-server --hash-token TOKEN prints the token_sha256 value for a tenant;\n"
+            "  gpu-server --version its version and protocol.\n",
             SRV_DEFAULT_PORT, SRV_TABLE_SLOTS);
 }
 
@@ -257,6 +264,11 @@ int main(int argc, char **argv)
     ssize_t n;
     int rc;
 
+    if (argc == 2 && strcmp(argv[1], "--version") == 0) {
+        printf("gpu-server %s (protocol %u.%u)\n", RGPU_VERSION, PROTO_VERSION,
+               PROTO_VERSION_MINOR);
+        return 0;
+    }
     if (argc == 3 && strcmp(argv[1], "--hash-token") == 0) { /* for token_sha256 in the config */
         char hex[65];
         srv_token_hash_hex(argv[2], hex);
