@@ -122,9 +122,9 @@ PG=$("$RGPU" ping -o json -s "$S")
 check "ping -o json: schema 1, rtt_us, no bandwidth by default" test "$(echo "$PG" | json \
     'd["schema"],d["kind"],d["round_trips"],d["servers"][0]["rtt_us"]["p50"]>0,d["servers"][0]["bandwidth"]')" = \
     "1 ping 10 True None"
-check "ping is light by default: no session, no copies ($sessions_before sessions before)" \
-    test "$(grep -c "session [0-9]*: client" "$WORK/server.log")" = "$sessions_before"
 "$RGPU" ping -s "$S" >"$WORK/ping.txt"
+check "ping is light by default: it answers, with no session and no copies ($sessions_before before)" \
+    test "$?:$(grep -c "session [0-9]*: client" "$WORK/server.log")" = "0:$sessions_before"
 check "ping's table: round trips only" eval 'head -1 "$WORK/ping.txt" | grep -q "^SERVER *MIN *P50 *P90 *P99$"'
 kill "$HPID" 2>/dev/null; wait "$HPID" 2>/dev/null
 
@@ -161,7 +161,7 @@ if command -v promtool >/dev/null; then
     python3 -c 'import sys,urllib.request;sys.stdout.write(urllib.request.urlopen(sys.argv[1]).read().decode())' \
         "http://127.0.0.1:$MPUB/metrics" >"$WORK/metrics.txt"
     check "promtool check metrics: every metric has HELP and TYPE ($(promtool check metrics <"$WORK/metrics.txt" 2>&1 | head -3 | tr '\n' ' '))" \
-        eval 'promtool check metrics <"$WORK/metrics.txt" >/dev/null 2>&1'
+        eval '[ -s "$WORK/metrics.txt" ] && promtool check metrics <"$WORK/metrics.txt" >/dev/null 2>&1'
 else
     fail "promtool is not installed (tools/test.sh installs Debian's prometheus package)"
 fi
