@@ -4,7 +4,8 @@
 #                module_cache set to the unit's cache), the user rgpu (maintainer scripts)
 #   rgpu-client: libcuda.so.1, libnvidia-ml.so.1 (and libnccl.so.2 when built) in /usr/lib/rgpu,
 #                a private directory never on the loader's default path, so they cannot shadow
-#                a real driver; /usr/bin/rgpu (finds /usr/lib/rgpu); /etc/rgpu/client.conf
+#                a real driver; /usr/bin/rgpu (finds /usr/lib/rgpu); /etc/rgpu/client.conf.
+#                RUNPATHs name /usr/lib/rgpu/deps relative to $ORIGIN (below).
 # Dependencies come from dpkg-shlibdeps; rdma-core's libraries are Recommends since they are
 # dlopened. tools/pkg_test.sh builds, lints, installs, runs and purges them.
 include(GNUInstallDirs)
@@ -32,6 +33,10 @@ foreach(src man/gpu-server.8 man/rgpu.1 debian/changelog)
   list(APPEND RGPU_PKG_GZ ${RGPU_PKG_GEN}/${name}.gz)
 endforeach()
 add_custom_target(rgpu_package_files ALL DEPENDS ${RGPU_PKG_GZ})
+# deploy/docker/Dockerfile.client builds with the build directory as its context: the script
+# that lays the client out as a layer goes there beside the packages.
+configure_file(${CMAKE_SOURCE_DIR}/deploy/docker/client-layer.sh ${CMAKE_BINARY_DIR}/client-layer.sh
+               COPYONLY)
 
 # What the packages ship is linked with full RELRO (read-only relocations, bound at load).
 set(RGPU_SHIPPED gpu-server rgpu rgpu_client rgpu_nvml)
@@ -39,6 +44,23 @@ if(TARGET rgpu_nccl)
   list(APPEND RGPU_SHIPPED rgpu_nccl)
 endif()
 set_property(TARGET ${RGPU_SHIPPED} APPEND PROPERTY LINK_OPTIONS -Wl,-z,relro -Wl,-z,now)
+
+# The client finds its own libraries wherever its tree is put (/usr, a container layer, a
+# Kubernetes volume at /opt/rgpu): RUNPATH $ORIGIN-relative, to the deps/ subdirectory of
+# /usr/lib/rgpu. The package ships no deps/ (Debian's libprotobuf-c1 and libssl3 are its
+# dependencies, found on the system path after the missing deps/); a container layer on a base
+# without them puts its copies there (deploy/docker/client-layer.sh). Only RUNPATH sees deps/:
+# `rgpu run` puts /usr/lib/rgpu on LD_LIBRARY_PATH, which holds the driver-shaped libraries
+# alone, so an application keeps its own libcrypto. RUNPATH (not RPATH): LD_LIBRARY_PATH still
+# wins for those who set it.
+set_property(TARGET rgpu APPEND PROPERTY LINK_OPTIONS -Wl,--enable-new-dtags)
+set_target_properties(rgpu PROPERTIES INSTALL_RPATH "$ORIGIN/../lib/rgpu/deps")
+foreach(lib rgpu_client rgpu_nvml rgpu_nccl)
+  if(TARGET ${lib})
+    set_property(TARGET ${lib} APPEND PROPERTY LINK_OPTIONS -Wl,--enable-new-dtags)
+    set_target_properties(${lib} PROPERTIES INSTALL_RPATH "$ORIGIN/deps")
+  endif()
+endforeach()
 
 # rgpu-server
 install(TARGETS gpu-server RUNTIME DESTINATION ${CMAKE_INSTALL_SBINDIR} COMPONENT server)

@@ -254,9 +254,9 @@ static rg_status_t set_value(const struct rg_conf_key *k, void *obj, const char 
     case RG_CONF_CUSTOM:
         if (k->parse(obj, value, why, why_len))
             return RG_OK;
-        if (why[0] == '\0')
-            rg_conf_describe(k, why, why_len);
-        return RG_ERR_INVALID;
+        if (why[0] != '\0')
+            return RG_ERR_INVALID;
+        break;
     }
     if (ok)
         return RG_OK;

@@ -28,9 +28,13 @@
  * ops of several devices (P2P_QUERY, CTX_PEER_ACCESS, ...) and of mirrored host memory
  * (HOST_MIRROR_*); MODULE_UNLOAD and LIBRARY_UNLOAD may come without waiting for a reply;
  * 1.3 NCCL 2.28's further calls (NCCL_COLL_EXT .. NCCL_COMM_QUERY) and communicators created
- * without holding the session (NCCL_COMM_INIT's `async`). */
+ * without holding the session (NCCL_COMM_INIT's `async`); Hello.mem_share and Probe.mem_share,
+ * and a memory request above the tenant's quota refused instead of cut (an older server ignores
+ * a share: the client does not go on with one when it asked for a share,
+ * PROTO_MINOR_MEM_SHARE). */
 #define PROTO_VERSION 1u /* the major */
 #define PROTO_VERSION_MINOR 3u
+#define PROTO_MINOR_MEM_SHARE 3u
 #define PROTO_MINORS_BACK 1u
 /* Limits: a frame whose message is larger is a protocol violation and ends the session. */
 #define PROTO_MSG_MAX (4u << 20)

@@ -2,15 +2,6 @@
 
 #include <stdio.h>
 
-uint64_t sched_grant_quota(uint64_t tenant_quota, uint64_t requested)
-{
-    if (tenant_quota == 0)
-        return requested;
-    if (requested == 0)
-        return tenant_quota;
-    return requested < tenant_quota ? requested : tenant_quota;
-}
-
 bool sched_quota_fits(uint64_t quota, uint64_t used, uint64_t size)
 {
     return quota == 0 || (size <= quota && used <= quota - size);
@@ -19,6 +10,44 @@ bool sched_quota_fits(uint64_t quota, uint64_t used, uint64_t size)
 static double gib(uint64_t bytes)
 {
     return bytes / 1073741824.0;
+}
+
+enum sched_verdict sched_request_quota(const char *tenant, uint64_t tenant_quota, uint64_t asked,
+                                       double share, uint64_t smallest_gpu, uint64_t *quota_p,
+                                       char *why, size_t why_len)
+{
+    uint64_t want = asked;
+    char from_share[96] = "";
+
+    if (asked != 0 && share != 0) {
+        snprintf(why, why_len, "the client asked for both a memory size and a share of the GPU: "
+                               "ask for one (--memory or --share)");
+        return SCHED_NOT_ENTITLED;
+    }
+    if (share != 0) {
+        if (!(share > 0 && share <= 1)) { /* NaN fails here too */
+            snprintf(why, why_len, "a share of the GPU's memory must be above 0 and at most 1 "
+                                   "(100%%), not %g", share);
+            return SCHED_NOT_ENTITLED;
+        }
+        want = (uint64_t)(share * (double)smallest_gpu);
+        want = want > 0 ? want : 1;
+        snprintf(from_share, sizeof(from_share), " (%.0f%% of a %.2f GiB GPU)", share * 100,
+                 gib(smallest_gpu));
+    }
+    if (want == 0) {
+        *quota_p = tenant_quota;
+        return SCHED_ADMIT;
+    }
+    if (tenant_quota != 0 && want > tenant_quota) {
+        snprintf(why, why_len,
+                 "not permitted: tenant '%s' may reserve at most %.2f GiB of each GPU (its "
+                 "mem_quota) and the job asked for %.2f GiB%s",
+                 tenant, gib(tenant_quota), gib(want), from_share);
+        return SCHED_NOT_ENTITLED;
+    }
+    *quota_p = want;
+    return SCHED_ADMIT;
 }
 
 enum sched_verdict sched_admit(const struct sched_request *req, const struct sched_gpu *gpus, int ngpus,

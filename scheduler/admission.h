@@ -23,15 +23,22 @@ struct sched_request {
     int max_sessions;     /* the tenant's limit; 0 = none */
 };
 
-/* The quota a session is granted: the tenant's quota, or what the client asked for when that
- * is smaller (0 from either side means "no limit" from that side). */
-uint64_t sched_grant_quota(uint64_t tenant_quota, uint64_t requested);
-
 enum sched_verdict {
     SCHED_ADMIT = 0,
     SCHED_SESSION_LIMIT, /* the tenant has max_sessions sessions already */
     SCHED_NO_MEMORY,     /* the quota does not fit a GPU's unreserved memory */
+    SCHED_NOT_ENTITLED,  /* the client asked for more memory than the tenant may reserve */
 };
+
+/* The quota a session is granted from what its client asked of each GPU's memory: asked bytes
+ * (0 = not said; `rgpu run --memory`, mem_quota) or a share of the card (0 = not said; `rgpu run
+ * --share`, mem_share: that fraction of the smallest GPU it would get, smallest_gpu bytes), never
+ * both. Nothing asked: the tenant's quota (0 = none). Asked: exactly that, and refused
+ * (SCHED_NOT_ENTITLED, the reason in why) above the tenant's quota, or for a share outside (0, 1]
+ * -- never cut down silently. SCHED_ADMIT with the quota in *quota_p. */
+enum sched_verdict sched_request_quota(const char *tenant, uint64_t tenant_quota, uint64_t asked,
+                                       double share, uint64_t smallest_gpu, uint64_t *quota_p,
+                                       char *why, size_t why_len);
 
 /* Admit when the tenant is under its session limit and the quota fits into what is left
  * (total - reserved) of every GPU in gpus[]. SCHED_ADMIT, or the refusal with its reason (for

@@ -21,6 +21,11 @@
 #include "server/server.h"
 #include "server/session.h"
 #include "server/session_table.h"
+#include "proto/frame.h"
+
+#ifndef RGPU_VERSION
+#define RGPU_VERSION "unknown"
+#endif
 
 static void usage(FILE *out)
 {
@@ -51,7 +56,8 @@ static void usage(FILE *out)
             "  key and every bad value is reported as FILE:LINE with the accepted form.\n"
             "  --check-config FILE...: check server config files as a start would (exit 0 when\n"
             "  valid, 1 with the errors); --client: check rgpu client config files instead.\n"
-            "  --hash-token TOKEN prints the token_sha256 value for a tenant.\n"
+            "  --hash-token TOKEN prints the token_sha256 value for a tenant; --version the\n"
+            "  version and protocol.\n"
             "  Sizes: 4GiB, 512MiB, 4096 (bytes). Durations: 500ms, 30s, 5min, or a plain\n"
             "  number in the key's own unit (the _ms keys: milliseconds; _us: microseconds;\n"
             "  nccl_timeout and idle_timeout: seconds). Booleans: yes|no, on|off, true|false.\n"
@@ -237,6 +243,11 @@ int main(int argc, char **argv)
     ssize_t n;
     int rc;
 
+    if (argc == 2 && strcmp(argv[1], "--version") == 0) {
+        printf("gpu-server %s (protocol %u.%u)\n", RGPU_VERSION, PROTO_VERSION,
+               PROTO_VERSION_MINOR);
+        return 0;
+    }
     if (argc == 3 && strcmp(argv[1], "--hash-token") == 0) { /* for token_sha256 in the config */
         char hex[65];
         srv_token_hash_hex(argv[2], hex);

@@ -25,24 +25,33 @@ struct sample {
     double share; /* of one GPU over the last sampling period */
 };
 
-struct srv_metrics {
+/* One HTTP listener: metrics_listen (private: /status too, the token if set) or
+ * metrics_public_listen (/metrics and /healthz to anyone). Each has its own connection cap. */
+struct http_ep {
+    struct srv_metrics *m;
     struct evhttp *http;
-    struct event *tick;
-    struct srv_table *t;
-    char name[64];
-    uint64_t last_tick_ns;
     struct evconnlistener *listener;
     struct event *resume;       /* sweeps and resumes accepting while paused */
     int conns;                  /* HTTP connections open now: bevs[0, conns) */
     struct bufferevent *bevs[HTTP_MAX_CONNS];
     bool paused;                /* at the cap, or after a failed accept */
+    bool public;
     bool has_token;
     uint8_t token_sha256[RG_SHA256_LEN];
+};
+
+struct srv_metrics {
+    struct event *tick;
+    struct srv_table *t;
+    char name[64];
+    uint64_t last_tick_ns;
+    struct http_ep eps[2];
+    int neps;
     struct sample samples[SRV_TABLE_SLOTS];
     double gpu_util[SRV_TABLE_GPUS];
 };
 
-static void sweep(struct srv_metrics *m);
+static void sweep(struct http_ep *ep);
 
 /* ---- sampling --------------------------------------------------------------------------- */
 
@@ -51,7 +60,8 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
     struct srv_metrics *m = arg;
     uint64_t now = srv_now_ns(), dt = now - m->last_tick_ns;
 
-    sweep(m);
+    for (int e = 0; e < m->neps; e++)
+        sweep(&m->eps[e]);
     int hi = atomic_load(&m->t->hiwater);
 
     memset(m->gpu_util, 0, sizeof(m->gpu_util));
@@ -170,16 +180,25 @@ static double tenant_sum(struct srv_metrics *m, int k, enum field f, int *sessio
 
 /* ---- /metrics ---------------------------------------------------------------------------- */
 
+/* Every metric family opens with its HELP and TYPE lines (promtool check metrics). */
+static void prom_family(struct evbuffer *out, const char *name, const char *type,
+                        const char *help)
+{
+    evbuffer_add_printf(out, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
 static void prom_sessions(struct srv_metrics *m, struct evbuffer *out, enum field f)
 {
     int hi = atomic_load(&m->t->hiwater);
+    char name[96], help[160];
 
-    evbuffer_add_printf(out, "# HELP rgpu_session_%s Per session: %s.\n# TYPE rgpu_session_%s %s\n",
-                        fields[f].name, fields[f].help, fields[f].name, fields[f].type);
+    snprintf(name, sizeof(name), "rgpu_session_%s", fields[f].name);
+    snprintf(help, sizeof(help), "Per session: %s.", fields[f].help);
+    prom_family(out, name, fields[f].type, help);
     for (int i = 0; i < hi; i++) {
         if (atomic_load(&m->t->slots[i].pid) == 0)
             continue;
-        evbuffer_add_printf(out, "rgpu_session_%s{tenant=\"", fields[f].name);
+        evbuffer_add_printf(out, "%s{tenant=\"", name);
         put_escaped(out, tenant_label(m, i));
         evbuffer_add_printf(out, "\",session=\"%llu\"} %.17g\n",
                             (unsigned long long)m->t->slots[i].session, field_of(m, i, f));
@@ -188,44 +207,68 @@ static void prom_sessions(struct srv_metrics *m, struct evbuffer *out, enum fiel
 
 static void prom_tenants(struct srv_metrics *m, struct evbuffer *out, enum field f)
 {
+    char name[96], help[160];
     int n;
 
-    evbuffer_add_printf(out, "# HELP rgpu_tenant_%s Per tenant (its sessions summed): %s.\n"
-                             "# TYPE rgpu_tenant_%s %s\n",
-                        fields[f].name, fields[f].help, fields[f].name, fields[f].type);
+    snprintf(name, sizeof(name), "rgpu_tenant_%s", fields[f].name);
+    snprintf(help, sizeof(help), "Per tenant (its sessions summed): %s.", fields[f].help);
+    prom_family(out, name, fields[f].type, help);
     for (int k = -1; k < m->t->ntenants; k++) {
         double v = tenant_sum(m, k, f, &n);
         if (k < 0 && n == 0)
             continue;
-        evbuffer_add_printf(out, "rgpu_tenant_%s{tenant=\"", fields[f].name);
+        evbuffer_add_printf(out, "%s{tenant=\"", name);
         put_escaped(out, k < 0 ? "(none)" : m->t->tenants[k].name);
         evbuffer_add_printf(out, "\"} %.17g\n", v);
     }
 }
 
+enum gpu_field { G_TOTAL, G_RESERVED, G_USED, G_SESSIONS, G_UTIL, G_COUNT };
+
+static const struct {
+    const char *metric, *json, *help;
+} gpu_fields[G_COUNT] = {
+    [G_TOTAL] = {"memory_total_bytes", "memory_total_bytes", "Per GPU: device memory."},
+    [G_RESERVED] = {"memory_reserved_bytes", "memory_reserved_bytes",
+                    "Per GPU: memory reserved by the quotas of the sessions on it."},
+    [G_USED] = {"memory_used_bytes", "memory_used_bytes",
+                "Per GPU: memory held by the sessions on it."},
+    [G_SESSIONS] = {"sessions", "sessions", "Per GPU: sessions on it, all tenants."},
+    [G_UTIL] = {"utilization", "utilization",
+                "Per GPU: fraction of the last second its kernels ran (0 to 1)."},
+};
+
+/* GPU g's figure f (g served: total_mem set). */
+static double gpu_value(struct srv_metrics *m, int g, enum gpu_field f)
+{
+    int hi = atomic_load(&m->t->hiwater);
+    double v = 0;
+
+    if (f == G_TOTAL)
+        return (double)atomic_load(&m->t->gpus[g].total_mem);
+    if (f == G_UTIL)
+        return m->gpu_util[g];
+    for (int i = 0; i < hi; i++) {
+        struct srv_table_slot *sl = &m->t->slots[i];
+        if (atomic_load(&sl->pid) == 0 || !(sl->gpu_mask & (1u << g)))
+            continue;
+        v += f == G_RESERVED ? (double)sl->quota
+             : f == G_USED   ? (double)atomic_load(&sl->mem_used)
+                             : 1;
+    }
+    return v;
+}
+
 static void prom_gpus(struct srv_metrics *m, struct evbuffer *out)
 {
-    static const char *names[] = {"memory_total_bytes", "memory_reserved_bytes",
-                                  "memory_used_bytes", "utilization"};
-    int hi = atomic_load(&m->t->hiwater);
+    char name[96];
 
-    for (int f = 0; f < 4; f++) {
-        evbuffer_add_printf(out, "# TYPE rgpu_gpu_%s gauge\n", names[f]);
-        for (int g = 0; g < SRV_TABLE_GPUS; g++) {
-            double v = 0;
-            if (atomic_load(&m->t->gpus[g].total_mem) == 0)
-                continue;
-            for (int i = 0; i < hi && (f == 1 || f == 2); i++) {
-                struct srv_table_slot *sl = &m->t->slots[i];
-                if (atomic_load(&sl->pid) != 0 && (sl->gpu_mask & (1u << g)))
-                    v += f == 1 ? (double)sl->quota : (double)atomic_load(&sl->mem_used);
-            }
-            if (f == 0)
-                v = (double)atomic_load(&m->t->gpus[g].total_mem);
-            if (f == 3)
-                v = m->gpu_util[g];
-            evbuffer_add_printf(out, "rgpu_gpu_%s{gpu=\"%d\"} %.17g\n", names[f], g, v);
-        }
+    for (int f = 0; f < G_COUNT; f++) {
+        snprintf(name, sizeof(name), "rgpu_gpu_%s", gpu_fields[f].metric);
+        prom_family(out, name, "gauge", gpu_fields[f].help);
+        for (int g = 0; g < SRV_TABLE_GPUS; g++)
+            if (atomic_load(&m->t->gpus[g].total_mem) != 0)
+                evbuffer_add_printf(out, "%s{gpu=\"%d\"} %.17g\n", name, g, gpu_value(m, g, f));
     }
 }
 
@@ -233,7 +276,7 @@ void srv_metrics_prometheus(struct srv_metrics *m, struct evbuffer *out)
 {
     int n;
 
-    evbuffer_add_printf(out, "# TYPE rgpu_tenant_sessions gauge\n");
+    prom_family(out, "rgpu_tenant_sessions", "gauge", "Per tenant: its live sessions.");
     for (int k = 0; k < m->t->ntenants; k++) {
         tenant_sum(m, k, F_CALLS, &n);
         evbuffer_add_printf(out, "rgpu_tenant_sessions{tenant=\"");
@@ -247,7 +290,7 @@ void srv_metrics_prometheus(struct srv_metrics *m, struct evbuffer *out)
     prom_gpus(m, out);
 }
 
-/* ---- /status ----------------------------------------------------------------------------- */
+/* ---- /status (docs/status-schema.md) ----------------------------------------------------- */
 
 static void json_fields(struct srv_metrics *m, struct evbuffer *out, int slot, int tenant)
 {
@@ -271,7 +314,7 @@ static void json_tenants(struct srv_metrics *m, struct evbuffer *out)
         put_escaped(out, e->name);
         evbuffer_add_printf(out,
                             "\",\"in_config\":%s,\"weight\":%u,\"cap\":%.3f,\"class\":\"%s\","
-                            "\"max_sessions\":%u,\"mem_quota\":%llu,\"sessions\":%d",
+                            "\"max_sessions\":%u,\"mem_quota_bytes\":%llu,\"sessions\":%d",
                             e->in_config ? "true" : "false", e->weight, e->cap_permille / 1000.0,
                             e->best_effort ? "best-effort" : "guaranteed", e->max_sessions,
                             (unsigned long long)e->mem_quota, n);
@@ -299,7 +342,7 @@ static void json_sessions(struct srv_metrics *m, struct evbuffer *out)
         put_escaped(out, sl->peer);
         evbuffer_add_printf(out, "\",\"client\":\"");
         put_escaped(out, sl->client);
-        evbuffer_add_printf(out, "\",\"started\":%llu,\"gpu_mask\":%u,\"gpu\":%d",
+        evbuffer_add_printf(out, "\",\"started_unix_seconds\":%llu,\"gpu_mask\":%u,\"gpu\":%d",
                             (unsigned long long)sl->started, sl->gpu_mask,
                             (int)atomic_load(&sl->gate_gpu));
         json_fields(m, out, i, -1);
@@ -309,23 +352,45 @@ static void json_sessions(struct srv_metrics *m, struct evbuffer *out)
     evbuffer_add_printf(out, "]");
 }
 
-void srv_metrics_json(struct srv_metrics *m, struct evbuffer *out)
+/* GPU g's name as the first probe found it ("" before any probe). */
+static const char *gpu_name(struct srv_metrics *m, int g)
+{
+    if (!atomic_load(&m->t->probe_ready))
+        return "";
+    for (int k = 0; k < m->t->probe_ngpus && k < SRV_TABLE_GPUS; k++)
+        if (m->t->probe_gpus[k].index == g)
+            return m->t->probe_gpus[k].name;
+    return "";
+}
+
+static void json_gpus(struct srv_metrics *m, struct evbuffer *out)
 {
     bool first = true;
 
-    evbuffer_add_printf(out, "{\"server\":\"");
-    put_escaped(out, m->name);
-    evbuffer_add_printf(out, "\",\"gpus\":[");
+    evbuffer_add_printf(out, "\"gpus\":[");
     for (int g = 0; g < SRV_TABLE_GPUS; g++) {
-        uint64_t total = atomic_load(&m->t->gpus[g].total_mem);
-        if (total == 0)
+        if (atomic_load(&m->t->gpus[g].total_mem) == 0)
             continue;
-        evbuffer_add_printf(out, "%s{\"index\":%d,\"memory_total\":%llu,\"utilization\":%.4f}",
-                            first ? "" : ",", g, (unsigned long long)total, m->gpu_util[g]);
+        evbuffer_add_printf(out, "%s{\"index\":%d,\"name\":\"", first ? "" : ",", g);
+        put_escaped(out, gpu_name(m, g));
+        evbuffer_add_printf(out, "\"");
+        for (int f = 0; f < G_COUNT; f++)
+            evbuffer_add_printf(out, f == G_UTIL ? ",\"%s\":%.4f" : ",\"%s\":%.17g",
+                                gpu_fields[f].json, gpu_value(m, g, f));
+        evbuffer_add_printf(out, "}");
         first = false;
     }
-    evbuffer_add_printf(out, "],");
-    evbuffer_add_printf(out, "\"tenants_configured\":%d,", (int)m->t->tenants_configured);
+    evbuffer_add_printf(out, "]");
+}
+
+void srv_metrics_json(struct srv_metrics *m, struct evbuffer *out)
+{
+    evbuffer_add_printf(out, "{\"schema\":%d,\"kind\":\"server-status\",\"server\":\"",
+                        SRV_STATUS_SCHEMA);
+    put_escaped(out, m->name);
+    evbuffer_add_printf(out, "\",");
+    json_gpus(m, out);
+    evbuffer_add_printf(out, ",\"tenants_configured\":%d,", (int)m->t->tenants_configured);
     json_tenants(m, out);
     evbuffer_add_printf(out, ",");
     json_sessions(m, out);
@@ -334,19 +399,20 @@ void srv_metrics_json(struct srv_metrics *m, struct evbuffer *out)
 
 /* ---- HTTP -------------------------------------------------------------------------------- */
 
-/* With metrics_token set, every request must carry it ("Authorization: Bearer TOKEN"). */
-static bool authorized(const struct srv_metrics *m, struct evhttp_request *req)
+/* With metrics_token set, every request of the private listener but /healthz must carry it
+ * ("Authorization: Bearer TOKEN"). */
+static bool authorized(const struct http_ep *ep, struct evhttp_request *req)
 {
     const char *auth = evhttp_find_header(evhttp_request_get_input_headers(req), "Authorization");
     uint8_t d[RG_SHA256_LEN], diff = 0;
 
-    if (!m->has_token)
+    if (!ep->has_token)
         return true;
     if (auth == NULL || strncmp(auth, "Bearer ", 7) != 0)
         return false;
     rg_sha256(auth + 7, strlen(auth + 7), d);
     for (int i = 0; i < RG_SHA256_LEN; i++)
-        diff |= (uint8_t)(d[i] ^ m->token_sha256[i]);
+        diff |= (uint8_t)(d[i] ^ ep->token_sha256[i]);
     return diff == 0;
 }
 
@@ -354,55 +420,55 @@ static bool authorized(const struct srv_metrics *m, struct evhttp_request *req)
  * connection's bufferevent is made here (evhttp_set_bevcb) with one more reference: once evhttp
  * has freed it (its callbacks are cleared), a sweep drops that reference, which closes the
  * socket. At the cap the listener stops accepting; a 250 ms timer sweeps and resumes it. */
-static void accepting(struct srv_metrics *m, bool on)
+static void accepting(struct http_ep *ep, bool on)
 {
-    if (on == !m->paused)
+    if (on == !ep->paused)
         return;
-    m->paused = !on;
+    ep->paused = !on;
     if (on)
-        evconnlistener_enable(m->listener);
+        evconnlistener_enable(ep->listener);
     else
-        evconnlistener_disable(m->listener);
+        evconnlistener_disable(ep->listener);
 }
 
-static void sweep(struct srv_metrics *m)
+static void sweep(struct http_ep *ep)
 {
-    for (int i = 0; i < m->conns;) {
+    for (int i = 0; i < ep->conns;) {
         bufferevent_data_cb r, w;
         bufferevent_event_cb e;
         void *arg;
-        bufferevent_getcb(m->bevs[i], &r, &w, &e, &arg);
+        bufferevent_getcb(ep->bevs[i], &r, &w, &e, &arg);
         if (r != NULL || w != NULL || e != NULL) {
             i++;
             continue;
         }
-        bufferevent_decref(m->bevs[i]); /* evhttp let it go: ours was the last reference */
-        m->bevs[i] = m->bevs[--m->conns];
+        bufferevent_decref(ep->bevs[i]); /* evhttp let it go: ours was the last reference */
+        ep->bevs[i] = ep->bevs[--ep->conns];
     }
 }
 
-static void pause_a_while(struct srv_metrics *m, int us)
+static void pause_a_while(struct http_ep *ep, int us)
 {
     struct timeval tv = {us / 1000000, us % 1000000};
 
-    accepting(m, false);
-    evtimer_add(m->resume, &tv);
+    accepting(ep, false);
+    evtimer_add(ep->resume, &tv);
 }
 
 static struct bufferevent *conn_new(struct event_base *base, void *arg)
 {
-    struct srv_metrics *m = arg;
+    struct http_ep *ep = arg;
     struct bufferevent *bev;
 
-    sweep(m);
-    if (m->conns >= HTTP_MAX_CONNS) /* not reached: the listener pauses at the cap */
+    sweep(ep);
+    if (ep->conns >= HTTP_MAX_CONNS) /* not reached: the listener pauses at the cap */
         return NULL;
     if ((bev = bufferevent_socket_new(base, -1, BEV_OPT_CLOSE_ON_FREE)) == NULL)
         return NULL;
     bufferevent_incref(bev);
-    m->bevs[m->conns++] = bev;
-    if (m->conns >= HTTP_MAX_CONNS)
-        pause_a_while(m, 250000);
+    ep->bevs[ep->conns++] = bev;
+    if (ep->conns >= HTTP_MAX_CONNS)
+        pause_a_while(ep, 250000);
     return bev;
 }
 
@@ -416,18 +482,18 @@ static void on_accept_error(struct evconnlistener *l, void *arg)
 
 static void on_resume(evutil_socket_t fd, short what, void *arg)
 {
-    struct srv_metrics *m = arg;
+    struct http_ep *ep = arg;
 
-    sweep(m);
-    if (m->conns < HTTP_MAX_CONNS)
-        accepting(m, true);
+    sweep(ep);
+    if (ep->conns < HTTP_MAX_CONNS)
+        accepting(ep, true);
     else
-        pause_a_while(m, 250000);
+        pause_a_while(ep, 250000);
 }
 
 static void on_request(struct evhttp_request *req, void *arg)
 {
-    struct srv_metrics *m = arg;
+    struct http_ep *ep = arg;
     const char *path = evhttp_uri_get_path(evhttp_request_get_evhttp_uri(req));
     struct evbuffer *out = evbuffer_new();
     struct evkeyvalq *h = evhttp_request_get_output_headers(req);
@@ -436,28 +502,33 @@ static void on_request(struct evhttp_request *req, void *arg)
         evhttp_send_error(req, HTTP_INTERNAL, NULL);
         return;
     }
-    if (!authorized(m, req)) {
+    path = path != NULL ? path : "";
+    if (strcmp(path, "/healthz") == 0) { /* alive: the supervisor's loop answers; nothing more */
+        evbuffer_add_printf(out, "ok\n");
+        evhttp_add_header(h, "Content-Type", "text/plain");
+    } else if (!ep->public && !authorized(ep, req)) {
         evbuffer_free(out);
         evhttp_add_header(h, "WWW-Authenticate", "Bearer");
         evhttp_send_error(req, 401, "metrics_token required (Authorization: Bearer TOKEN)");
         return;
-    }
-    if (path != NULL && strcmp(path, "/metrics") == 0) {
-        srv_metrics_prometheus(m, out);
+    } else if (strcmp(path, "/metrics") == 0) {
+        srv_metrics_prometheus(ep->m, out);
         evhttp_add_header(h, "Content-Type", "text/plain; version=0.0.4");
-    } else if (path != NULL && strcmp(path, "/status") == 0) {
-        srv_metrics_json(m, out);
+    } else if (strcmp(path, "/status") == 0 && !ep->public) {
+        srv_metrics_json(ep->m, out);
         evhttp_add_header(h, "Content-Type", "application/json");
     } else {
         evbuffer_free(out);
-        evhttp_send_error(req, HTTP_NOTFOUND, "try /metrics or /status");
+        evhttp_send_error(req, HTTP_NOTFOUND,
+                          ep->public ? "try /metrics or /healthz (/status: on metrics_listen)"
+                                     : "try /metrics, /status or /healthz");
         return;
     }
     evhttp_send_reply(req, HTTP_OK, "OK", out);
     evbuffer_free(out);
 }
 
-static void log_bound(struct evhttp_bound_socket *bs)
+static void log_bound(const struct http_ep *ep, struct evhttp_bound_socket *bs)
 {
     struct sockaddr_storage ss;
     socklen_t len = sizeof(ss);
@@ -470,7 +541,10 @@ static void log_bound(struct evhttp_bound_socket *bs)
         evutil_inet_ntop(AF_INET, &sin->sin_addr, host, sizeof(host));
         port = ntohs(sin->sin_port);
     }
-    rg_info("metrics on http://%s:%d/metrics and /status", host, port);
+    if (ep->public)
+        rg_info("public metrics on http://%s:%d/metrics and /healthz (no token)", host, port);
+    else
+        rg_info("metrics on http://%s:%d/metrics, /status and /healthz", host, port);
 }
 
 static bool loopback(const char *host)
@@ -485,67 +559,94 @@ static bool loopback(const char *host)
     return inet_pton(AF_INET6, host, &a6) == 1 && IN6_IS_ADDR_LOOPBACK(&a6);
 }
 
-/* Where and to whom: a loopback address, or any address with a token. */
-static rg_status_t check_exposure(struct srv_metrics *m, const char *listen, const char *host,
+/* Where and to whom (the private listener): a loopback address, or any address with a token. */
+static rg_status_t check_exposure(struct http_ep *ep, const char *listen, const char *host,
                                   const char *token)
 {
     if (token != NULL && token[0] != '\0') {
-        m->has_token = true;
-        rg_sha256(token, strlen(token), m->token_sha256);
+        ep->has_token = true;
+        rg_sha256(token, strlen(token), ep->token_sha256);
         return RG_OK;
     }
     if (loopback(host))
         return RG_OK;
     rg_error("metrics_listen = %s is not a loopback address: set metrics_token too, or /status "
-             "would show every tenant's sessions to anyone who can reach it", listen);
+             "would show every tenant's sessions to anyone who can reach it (for Prometheus "
+             "without a token: metrics_public_listen = ADDR:PORT serves /metrics and /healthz "
+             "alone)", listen);
     return RG_ERR_INVALID;
 }
 
-static void http_limits(struct srv_metrics *m, struct evhttp_bound_socket *bs)
+static void ep_free(struct http_ep *ep)
 {
-    evhttp_set_timeout(m->http, HTTP_TIMEOUT_S);
-    evhttp_set_max_headers_size(m->http, 8192);
-    evhttp_set_max_body_size(m->http, 0);
-    evhttp_set_bevcb(m->http, conn_new, m);
-    m->listener = evhttp_bound_socket_get_listener(bs);
-    evconnlistener_set_error_cb(m->listener, on_accept_error);
-    m->resume = evtimer_new(evconnlistener_get_base(m->listener), on_resume, m);
+    if (ep->http != NULL)
+        evhttp_free(ep->http);
+    sweep(ep);
+    if (ep->resume != NULL)
+        event_free(ep->resume);
+    memset(ep, 0, sizeof(*ep));
 }
 
-rg_status_t srv_metrics_start(struct event_base *base, const char *listen, const char *token,
+/* One listener on listen ("ADDR:PORT"). */
+static rg_status_t ep_start(struct srv_metrics *m, struct event_base *base, struct http_ep *ep,
+                            const char *key, const char *listen, bool public, const char *token)
+{
+    struct evhttp_bound_socket *bs;
+    char host[128], port[16], *end;
+    unsigned long portnum;
+
+    *ep = (struct http_ep){.m = m, .public = public};
+    if (rg_split_hostport(listen, host, sizeof(host), port, sizeof(port), "9400") != RG_OK ||
+        (portnum = strtoul(port, &end, 10), end == port || *end != '\0' || portnum > 65535)) {
+        rg_error("%s = %s: expected ADDR:PORT (port 0 to 65535)", key, listen);
+        return RG_ERR_INVALID;
+    }
+    if (!public && check_exposure(ep, listen, host, token) != RG_OK)
+        return RG_ERR_INVALID;
+    ep->http = evhttp_new(base);
+    if (ep->http == NULL ||
+        (bs = evhttp_bind_socket_with_handle(ep->http, host, (uint16_t)portnum)) == NULL) {
+        rg_error("cannot serve %s on %s: %m", key, listen);
+        ep_free(ep);
+        return RG_ERR_IO;
+    }
+    evhttp_set_allowed_methods(ep->http, EVHTTP_REQ_GET | EVHTTP_REQ_HEAD);
+    evhttp_set_gencb(ep->http, on_request, ep);
+    evhttp_set_timeout(ep->http, HTTP_TIMEOUT_S);
+    evhttp_set_max_headers_size(ep->http, 8192);
+    evhttp_set_max_body_size(ep->http, 0);
+    evhttp_set_bevcb(ep->http, conn_new, ep);
+    ep->listener = evhttp_bound_socket_get_listener(bs);
+    evconnlistener_set_error_cb(ep->listener, on_accept_error);
+    ep->resume = evtimer_new(base, on_resume, ep);
+    log_bound(ep, bs);
+    return RG_OK;
+}
+
+rg_status_t srv_metrics_start(struct event_base *base, const struct srv_metrics_conf *conf,
                               struct srv_table *table, const char *server_name,
                               struct srv_metrics **m_p)
 {
     struct srv_metrics *m = calloc(1, sizeof(*m));
-    struct evhttp_bound_socket *bs;
     struct timeval second = {1, 0};
-    char host[128], port[16];
+    rg_status_t st = RG_OK;
 
-    if (m == NULL || rg_split_hostport(listen, host, sizeof(host), port, sizeof(port), "9400") !=
-                         RG_OK) {
-        rg_error("metrics_listen '%s': expected ADDR:PORT", listen);
-        free(m);
-        return RG_ERR_INVALID;
-    }
-    if (check_exposure(m, listen, host, token) != RG_OK) {
-        free(m);
-        return RG_ERR_INVALID;
-    }
+    if (m == NULL)
+        return RG_ERR_NOMEM;
     m->t = table;
     snprintf(m->name, sizeof(m->name), "%s", server_name);
-    m->http = evhttp_new(base);
-    if (m->http == NULL ||
-        (bs = evhttp_bind_socket_with_handle(m->http, host, (uint16_t)atoi(port))) == NULL) {
-        rg_error("cannot serve metrics on %s: %m", listen);
-        if (m->http != NULL)
-            evhttp_free(m->http);
+    if (conf->listen != NULL && conf->listen[0] != '\0')
+        st = ep_start(m, base, &m->eps[m->neps++], "metrics_listen", conf->listen, false,
+                      conf->token);
+    if (st == RG_OK && conf->public_listen != NULL && conf->public_listen[0] != '\0')
+        st = ep_start(m, base, &m->eps[m->neps++], "metrics_public_listen", conf->public_listen,
+                      true, NULL);
+    if (st != RG_OK) {
+        for (int e = 0; e < m->neps; e++)
+            ep_free(&m->eps[e]);
         free(m);
-        return RG_ERR_IO;
+        return st;
     }
-    evhttp_set_allowed_methods(m->http, EVHTTP_REQ_GET | EVHTTP_REQ_HEAD);
-    evhttp_set_gencb(m->http, on_request, m);
-    http_limits(m, bs);
-    log_bound(bs);
     m->last_tick_ns = srv_now_ns();
     m->tick = event_new(base, -1, EV_PERSIST, on_tick, m);
     event_add(m->tick, &second);
@@ -558,8 +659,7 @@ void srv_metrics_stop(struct srv_metrics *m)
     if (m == NULL)
         return;
     event_free(m->tick);
-    evhttp_free(m->http);
-    sweep(m);
-    event_free(m->resume);
+    for (int e = 0; e < m->neps; e++)
+        ep_free(&m->eps[e]);
     free(m);
 }

@@ -66,7 +66,7 @@ static void gather(struct srv_table *t, int me, const struct srv_probe_gpu *gpus
 }
 
 void srv_probe_answer(struct srv_table *table, const struct srv_tenant *tenant, uint64_t asked,
-                      const struct srv_probe_gpu *gpus, int ngpus, Rgpu__ProbeGpu *gpu_msgs,
+                      double share, const struct srv_probe_gpu *gpus, int ngpus, Rgpu__ProbeGpu *gpu_msgs,
                       Rgpu__ProbeGpu **gpu_ptrs, char *why, size_t why_len, Rgpu__ProbeReply *reply)
 {
     struct sched_gpu all[SRV_MAX_DEVICES];
@@ -75,8 +75,14 @@ void srv_probe_answer(struct srv_table *table, const struct srv_tenant *tenant, 
     uint32_t mine = 0;
     uint64_t now = srv_now_ns();
 
+    uint64_t smallest = 0;
+    bool entitled;
+
     ngpus = ngpus < SRV_MAX_DEVICES ? ngpus : SRV_MAX_DEVICES;
-    req.quota = sched_grant_quota(tenant ? tenant->mem_quota : 0, asked);
+    for (int k = 0; k < ngpus; k++)
+        smallest = k == 0 || gpus[k].total_mem < smallest ? gpus[k].total_mem : smallest;
+    entitled = sched_request_quota(req.tenant, tenant ? tenant->mem_quota : 0, asked, share,
+                                   smallest, &req.quota, why, why_len) == SCHED_ADMIT;
     for (int k = 0; k < ngpus; k++) {
         rgpu__probe_gpu__init(&gpu_msgs[k]);
         gpu_msgs[k].index = gpus[k].index;
@@ -99,8 +105,9 @@ void srv_probe_answer(struct srv_table *table, const struct srv_tenant *tenant, 
         gpu_msgs[k].sessions = (uint32_t)all[k].sessions;
     }
     req.tenant_sessions = (int)mine;
-    why[0] = '\0';
-    reply->admit = ngpus > 0 && sched_admit(&req, all, ngpus, why, why_len) == SCHED_ADMIT;
+    if (entitled)
+        why[0] = '\0';
+    reply->admit = entitled && ngpus > 0 && sched_admit(&req, all, ngpus, why, why_len) == SCHED_ADMIT;
     if (ngpus == 0)
         snprintf(why, why_len, "the server serves no GPU");
     reply->why_not = why;
@@ -232,7 +239,7 @@ int srv_probe_serve(struct srv_session *s, const struct srv_config *cfg,
         refusal = "the server cannot open its GPUs";
         reply.status = CUDA_ERROR_NO_DEVICE;
     } else {
-        srv_probe_answer(cfg->table, tenant, req->mem_quota, gpus, ngpus, gpu_msgs, gpu_ptrs, why,
+        srv_probe_answer(cfg->table, tenant, req->mem_quota, req->mem_share, gpus, ngpus, gpu_msgs, gpu_ptrs, why,
                          sizeof(why), &reply);
     }
     reply.reason = (char *)(refusal ? refusal : "");

@@ -25,9 +25,11 @@ struct srv_probe_gpu {
 
 /* The reply's figures (status 0), read from the session table under its lock; table NULL (no
  * shared table) answers totals only. tenant: the authenticated tenant, NULL when the server
- * has none. asked: the quota the job would ask for. gpu_msgs and gpu_ptrs (ngpus each) hold
+ * has none. asked, share: the quota or the share of each GPU's memory the job would ask for
+ * (refused above the tenant's quota: admit false). gpu_msgs and gpu_ptrs (ngpus each) hold
  * the per-GPU messages the reply points to; why (why_len) holds its why_not. */
 void srv_probe_answer(struct srv_table *table, const struct srv_tenant *tenant, uint64_t asked,
+                      double share,
                       const struct srv_probe_gpu *gpus, int ngpus, Rgpu__ProbeGpu *gpu_msgs,
                       Rgpu__ProbeGpu **gpu_ptrs, char *why, size_t why_len,
                       Rgpu__ProbeReply *reply);

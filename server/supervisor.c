@@ -486,10 +486,11 @@ int srv_supervisor_run(const struct srv_config *cfg, const char *self_exe)
         transport_tcp_ops.listener_close(sup.listener);
         return 1;
     }
-    if (cfg->metrics_listen[0] != '\0' &&
-        srv_metrics_start(sup.base, cfg->metrics_listen, cfg->metrics_token, sup.table, cfg->name,
-                          &sup.metrics) !=
-            RG_OK) {
+    if ((cfg->metrics_listen[0] != '\0' || cfg->metrics_public_listen[0] != '\0') &&
+        srv_metrics_start(sup.base,
+                          &(struct srv_metrics_conf){cfg->metrics_listen, cfg->metrics_token,
+                                                     cfg->metrics_public_listen},
+                          sup.table, cfg->name, &sup.metrics) != RG_OK) {
         transport_tcp_ops.listener_close(sup.listener);
         return 1;
     }

@@ -136,7 +136,6 @@ static int authenticate(struct srv_session *s, const struct srv_config *cfg,
     const char *why = NULL;
 
     *tenant_p = NULL;
-    s->mem_quota = hello->mem_quota; /* what the client asks, within the tenant's quota */
     if (cfg->tenants.n == 0)
         return 0;
     t = srv_tenant_auth(&cfg->tenants, hello->tenant, hello->token, &why);
@@ -146,10 +145,30 @@ static int authenticate(struct srv_session *s, const struct srv_config *cfg,
         return 1;
     }
     snprintf(s->tenant, sizeof(s->tenant), "%s", t->name);
-    s->mem_quota = sched_grant_quota(t->mem_quota, hello->mem_quota);
     *tenant_p = t;
     log_prefix(s);
     return 0;
+}
+
+/* The session's quota from what the client asked (bytes, or a share of the smallest GPU it is
+ * served), refused above the tenant's quota (scheduler/admission.h). 0, or 1 when refused. */
+static int grant_quota(struct srv_session *s, const struct srv_tenant *t, uint64_t asked,
+                       double share)
+{
+    uint64_t smallest = 0;
+    char why[256];
+
+    for (int i = 0; i < s->ndevices; i++) {
+        size_t total = 0;
+        s->drv.cuDeviceTotalMem(&total, s->devices[i]);
+        smallest = i == 0 || total < smallest ? total : smallest;
+    }
+    if (sched_request_quota(t ? t->name : "", t ? t->mem_quota : 0, asked, share, smallest,
+                            &s->mem_quota, why, sizeof(why)) == SCHED_ADMIT)
+        return 0;
+    rg_warn("session %llu (%s): %s", (unsigned long long)s->id, s->peer, why);
+    refuse(s, CUDA_ERROR_NOT_PERMITTED, why);
+    return 1;
 }
 
 /* Before the Welcome: open an RDMA offer when the client asks and this server allows. 0 to go
@@ -245,6 +264,8 @@ static int handshake(struct srv_session *s, const struct srv_config *cfg)
     Rgpu__Hello *hello;
     char reason[320], client[200], name[80], host[80], tname[80]; /* names made printable */
     const struct srv_tenant *tenant;
+    uint64_t asked;
+    double share;
     CUresult res;
     rg_status_t st = recv_hello(s, cfg, &hdr);
 
@@ -277,12 +298,16 @@ static int handshake(struct srv_session *s, const struct srv_config *cfg)
         rgpu__hello__free_unpacked(hello, NULL);
         return 0;
     }
+    asked = hello->mem_quota;
+    share = hello->mem_share;
     rgpu__hello__free_unpacked(hello, NULL);
     if (srv_driver_open(cfg->driver[0] ? cfg->driver : NULL, &s->drv) != RG_OK ||
         (res = s->drv.cuInit(0)) != CUDA_SUCCESS || parse_devices(s, cfg->devices) != 0) {
         refuse(s, CUDA_ERROR_NO_DEVICE, "the server cannot open its GPUs");
         return 1;
     }
+    if (grant_quota(s, tenant, asked, share) != 0)
+        return 0;
     if (cfg->table != NULL && /* admission: session limit, quota against free capacity */
         (res = srv_tenancy_admit(s, cfg->table, tenant, client, reason, sizeof(reason))) !=
             CUDA_SUCCESS) {

@@ -3,7 +3,12 @@
 // required fields, enums, formats; it does not reject unknown fields), then the references
 // between the documents (selectors, named ports, ConfigMaps and Secrets that pods mount).
 // Usage: node k8s_validate.js [--extract DIR] FILE.yaml...   (NODE_PATH: the packages' folder)
-// --extract writes each ConfigMap's and Secret's files to DIR/<name>/<key>.
+// --extract writes each ConfigMap's and Secret's files to DIR/<name>/<key>, and each workload's
+// pod template (metadata and spec, JSON) to DIR/pods/<Kind>-<name>.json, for
+// tools/k8s_validate.py to run as the kubelet would.
+// GPUs: a container must not set NVIDIA_VISIBLE_DEVICES (GPUs the scheduler does not count);
+// one that asks for nvidia.com/gpu under a nodeAffinity on nvidia.com/gpu.count asks for that
+// count.
 'use strict';
 const fs = require('fs');
 const path = require('path');
@@ -50,6 +55,16 @@ const named = (kind, namespace, name) =>
 const namespaces = new Set(['default']);
 docs.forEach(({ doc }) => { if (doc.kind === 'Namespace') namespaces.add(doc.metadata.name); });
 
+// The GPU counts a pod's required node affinity allows (nvidia.com/gpu.count In [...]), or null.
+function gpuCounts(spec) {
+  const req = spec.affinity && spec.affinity.nodeAffinity &&
+    spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution;
+  for (const term of (req && req.nodeSelectorTerms) || [])
+    for (const e of term.matchExpressions || [])
+      if (e.key === 'nvidia.com/gpu.count' && e.operator === 'In') return e.values;
+  return null;
+}
+
 function checkPod(where, namespace, spec, labels) {
   const containers = [...(spec.initContainers || []), ...(spec.containers || [])];
   const portNames = new Set();
@@ -69,6 +84,14 @@ function checkPod(where, namespace, spec, labels) {
       if (ref && !named('Secret', namespace, ref.name))
         fail(where, `${c.name} env ${e.name}: no Secret ${ref.name} in ${namespace}`);
     }
+    for (const e of c.env || [])
+      if (e.name === 'NVIDIA_VISIBLE_DEVICES' && !['void', 'none', ''].includes(e.value))
+        fail(where, `${c.name}: NVIDIA_VISIBLE_DEVICES=${e.value} hands it GPUs the scheduler ` +
+             'counts as free: request nvidia.com/gpu through the device plugin');
+    const gpus = c.resources && c.resources.limits && c.resources.limits['nvidia.com/gpu'];
+    const counts = gpuCounts(spec);
+    if (gpus !== undefined && counts && !counts.every((n) => String(n) === String(gpus)))
+      fail(where, `${c.name}: asks for ${gpus} GPU(s) on nodes with ${counts.join(' or ')}`);
     for (const probe of [c.readinessProbe, c.livenessProbe, c.startupProbe]) {
       const port = probe && ((probe.tcpSocket && probe.tcpSocket.port) ||
                              (probe.httpGet && probe.httpGet.port));
@@ -110,6 +133,13 @@ if (extract) {
     const dir = path.join(extract, doc.metadata.name);
     fs.mkdirSync(dir, { recursive: true });
     for (const [key, value] of Object.entries(data)) fs.writeFileSync(path.join(dir, key), value);
+  }
+  fs.mkdirSync(path.join(extract, 'pods'), { recursive: true });
+  for (const { doc } of docs) {
+    const tmpl = doc.spec && doc.spec.template;
+    if (tmpl && tmpl.spec)
+      fs.writeFileSync(path.join(extract, 'pods', `${doc.kind}-${doc.metadata.name}.json`),
+                       JSON.stringify({ metadata: tmpl.metadata || {}, spec: tmpl.spec }, null, 1));
   }
 }
 console.log(failures ? `manifests: ${failures} problem(s)` : `manifests: ${docs.length} documents valid`);

@@ -5,7 +5,9 @@
 #   systemd-analyze (verify, and security: its exposure score), start the installed gpu-server
 #   as the unit's ExecStart line does, as user rgpu, with the installed config (plus the fake
 #   driver and a free local port), run a CUDA program through the installed client
-#   (/usr/bin/rgpu run, libraries from /usr/lib/rgpu), then purge both and check nothing is left.
+#   (/usr/bin/rgpu run, libraries from /usr/lib/rgpu), the client as Dockerfile.client lays it
+#   out (deploy/docker/client-layer.sh) moved elsewhere and in a glibc-only root (rgpu --help,
+#   --version, a program), then purge both and check nothing is left.
 # Usage: tools/pkg_test.sh BUILD_DIR      (BUILD_DIR already built; needs root)
 set -u
 BUILD=$(cd "$1" && pwd)
@@ -161,16 +163,76 @@ grep -qh "calling init: /usr/bin/../lib/rgpu/libcuda.so.1" "$WORK"/ld.* &&
 grep -q "session 1 .*ended" "$WORK/server.log" || sleep 1
 grep -qE "session 1 .*(ended|exit)" "$WORK/server.log" && ok "the server logged the session" ||
     fail "no session in the server log"
-# The client as deploy/docker/Dockerfile.client lays it out elsewhere (the Kubernetes example
-# copies it to /opt/rgpu): the package's files, libprotobuf-c beside the libraries, rgpu run.
-dpkg-deb -x "$CLIENT_DEB" "$WORK/layer"
-cp -L /usr/lib/*-linux-gnu/libprotobuf-c.so.1 "$WORK/layer/usr/lib/rgpu/"
+# The client as deploy/docker/Dockerfile.client lays it out (client-layer.sh: the package's
+# files, its private libraries in /usr/lib/rgpu/deps), moved elsewhere (the Kubernetes example
+# copies it to /opt/rgpu): rgpu run finds everything from where it lies.
+sh "$BUILD/client-layer.sh" "$CLIENT_DEB" "$WORK/layer" >"$WORK/layer.log" 2>&1 ||
+    fail "client-layer.sh: $(cat "$WORK/layer.log")"
 if "$WORK/layer/usr/bin/rgpu" run --server "127.0.0.1:$PORT" -- "$PROG" >"$WORK/layer.out" 2>&1 &&
     grep -q PASS "$WORK/layer.out"; then
     ok "the client layer (Dockerfile.client's files, moved) runs vadd_static"
 else
     fail "the client layer: $(cat "$WORK/layer.out")"
 fi
+# Issue 27 item 10: rgpu run puts only the driver-shaped libraries on the application's path;
+# Python's ssl keeps the system's libcrypto although the layer carries its own copy.
+ONPATH=$(ls "$WORK/layer/usr/lib/rgpu" | tr '\n' ' ')
+[ "$ONPATH" = "deps libcuda.so.1 libnccl.so.2 libnvidia-ml.so.1 " ] &&
+    ok "the directory rgpu run puts first holds libcuda, libnccl, libnvidia-ml (and deps/)" ||
+    fail "the directory rgpu run puts first holds: $ONPATH"
+LD_DEBUG=libs "$WORK/layer/usr/bin/rgpu" run -- python3 -c 'import ssl' 2>"$WORK/ssl.log"
+CRYPTO=$(sed -n 's/.*calling init: \(.*libcrypto\.so\.3\)$/\1/p' "$WORK/ssl.log" | head -1)
+case "$CRYPTO" in
+    "$WORK"/*|"") fail "Python's ssl under rgpu run loaded libcrypto from '${CRYPTO}'" ;;
+    *) ok "Python's ssl under rgpu run loads the system's libcrypto ($CRYPTO), not rgpu's copy" ;;
+esac
+cp -r "$WORK/layer/usr/lib/rgpu/deps" "$WORK/deps-prune"
+sh "$BUILD/client-layer.sh" --prune "$WORK/deps-prune" >/dev/null
+[ ! -e "$WORK/deps-prune" ] && ok "client-layer.sh --prune drops the copies a base has itself" ||
+    fail "client-layer.sh --prune left: $(ls "$WORK/deps-prune")"
+
+# Issue 27 item 10: a glibc-only root (glibc's libraries, nothing else), the layer as
+# Dockerfile.client makes it, and the application with its own C++ runtime: rgpu --help,
+# --version and a CUDA program through rgpu run, against the server outside the root.
+ROOT=$WORK/glibc-root
+LIBDIR=$(dirname "$(readlink -f /lib64/ld-linux-x86-64.so.2)")
+mkdir -p "$ROOT/lib64" "$ROOT$LIBDIR" "$ROOT/proc" "$ROOT/dev" "$ROOT/etc" "$ROOT/app"
+for lib in ld-linux-x86-64.so.2 libc.so.6 libm.so.6 libdl.so.2 libpthread.so.0 librt.so.1; do
+    cp -L "$LIBDIR/$lib" "$ROOT$LIBDIR/"
+done
+ln -s "$LIBDIR/ld-linux-x86-64.so.2" "$ROOT/lib64/ld-linux-x86-64.so.2"
+sh "$BUILD/client-layer.sh" "$CLIENT_DEB" "$ROOT" >/dev/null 2>&1
+cp "$PROG" "$ROOT/app/"
+for lib in $(ldd "$PROG" | awk '$2 == "=>" {print $3}'); do # the application's own
+    [ -e "$ROOT$lib" ] || { mkdir -p "$ROOT$(dirname "$lib")"; cp -L "$lib" "$ROOT$lib"; }
+done
+in_root() { # [VAR=VALUE...] command...: in the root, in a mount namespace of its own (/proc and
+    # /dev mounted there), with RGPU_CONFIG and those variables alone in its environment
+    local vars=()
+    while [ $# -gt 0 ] && [[ "$1" == *=* ]]; do vars+=("$1"); shift; done
+    unshare --mount --fork sh -c 'mount -t proc proc "$0/proc" && mount --rbind /dev "$0/dev" &&
+        exec "$@"' "$ROOT" env -i RGPU_CONFIG=/etc/rgpu/client.conf "${vars[@]}" \
+        /usr/sbin/chroot "$ROOT" "$@"
+}
+NONGLIBC=$(cd "$ROOT" && find . -name '*.so*' | grep -v -e '/usr/lib/rgpu/' \
+    -e 'libc\.so' -e 'libm\.so' -e 'libdl\.so' -e 'libpthread\.so' -e 'librt\.so' -e 'ld-linux' \
+    -e 'libstdc++' -e 'libgcc_s' | tr '\n' ' ')
+[ -z "$NONGLIBC" ] && ok "the root has glibc, the client layer and the program's C++ runtime only" ||
+    fail "the root has more: $NONGLIBC"
+in_root /usr/bin/rgpu --help >"$WORK/root-help.out" 2>&1 && grep -q "^usage: rgpu COMMAND" "$WORK/root-help.out" &&
+    ok "glibc-only root: rgpu --help" || fail "glibc-only root: rgpu --help: $(cat "$WORK/root-help.out")"
+in_root /usr/bin/rgpu --version >"$WORK/root-version.out" 2>&1 && grep -q "^rgpu 0" "$WORK/root-version.out" &&
+    ok "glibc-only root: $(cat "$WORK/root-version.out")" ||
+    fail "glibc-only root: rgpu --version: $(cat "$WORK/root-version.out")"
+if in_root LD_DEBUG=libs /usr/bin/rgpu run --server "127.0.0.1:$PORT" -- /app/vadd_static \
+    >"$WORK/root-prog.out" 2>&1 && grep -q PASS "$WORK/root-prog.out"; then
+    ok "glibc-only root: vadd_static PASS through rgpu run"
+else
+    fail "glibc-only root: vadd_static: $(grep -v '^ *[0-9]*:' "$WORK/root-prog.out" | tail -5)"
+fi
+grep -q "calling init: /usr/bin/../lib/rgpu/deps/libprotobuf-c.so.1" "$WORK/root-prog.out" &&
+    ok "... rgpu found libprotobuf-c in /usr/lib/rgpu/deps through its RUNPATH" ||
+    fail "... libprotobuf-c: $(grep 'init: .*protobuf' "$WORK/root-prog.out" | head -2)"
 ls /var/cache/rgpu/modules >/dev/null 2>&1 && ok "module cache in /var/cache/rgpu/modules" ||
     fail "no module cache directory under /var/cache/rgpu"
 kill -TERM "$SERVER_PID"

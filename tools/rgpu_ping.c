@@ -1,8 +1,10 @@
 /* rgpu ping: per server, round-trip percentiles of small Echo frames on an authenticated probe
- * connection, the raw TCP ceiling (bulk Echo frames the server reads and drops: what the
- * network and the server's socket can take), and the copy bandwidth a job gets (pinned
- * cuMemcpyHtoD / DtoH through rgpu's own libcuda.so.1, in a child process with a session on
- * that server alone). The copy figure next to the ceiling shows what rgpu's path costs. */
+ * connection (light: --count of 64 bytes each way, 10 by default). With --bandwidth also the
+ * raw TCP ceiling (bulk Echo frames the server reads and drops: what the network and the
+ * server's socket can take) and the copy bandwidth a job gets (pinned cuMemcpyHtoD / DtoH
+ * through rgpu's own libcuda.so.1, in a child process with a session on that server alone):
+ * 128 MiB per stream plus 4 x 64 MiB each way per server, so only when asked. The copy figure
+ * next to the ceiling shows what rgpu's path costs. */
 #include <dlfcn.h>
 #include <pthread.h>
 #include <limits.h>
@@ -24,7 +26,9 @@
 
 struct ping_result {
     bool ok;
+    bool bandwidth; /* ceiling and copies measured (or tried: copy_why) */
     char why[256];
+    char server_name[64];
     double p50, p90, p99, min; /* round trip, microseconds */
     double ceiling;            /* GiB/s */
     int streams;               /* TCP connections it used */
@@ -282,8 +286,8 @@ static int ceiling_streams(const struct cli_conf *conf)
     return conf->lanes > 0 ? (conf->lanes < 16 ? conf->lanes : 16) : 1;
 }
 
-static void ping_one(const struct cli_server *s, const struct cli_conf *conf, int count,
-                     struct ping_result *r)
+static void ping_one(const struct cli_server *s, const struct cli_conf *conf,
+                     const struct rgpu_opts *opts, struct ping_result *r)
 {
     struct transport_conn *conn;
     Rgpu__ProbeReply *reply;
@@ -298,52 +302,103 @@ static void ping_one(const struct cli_server *s, const struct cli_conf *conf, in
                         sizeof(r->why));
     if (st != RG_OK)
         return;
+    snprintf(r->server_name, sizeof(r->server_name), "%s",
+             reply->server_name ? reply->server_name : "");
     rgpu__probe_reply__free_unpacked(reply, NULL);
-    st = round_trips(conn, count, r);
+    st = round_trips(conn, (int)opts->count, r);
     transport_close(conn);
-    if (st == RG_OK)
+    if (st == RG_OK && opts->bandwidth)
         st = ceiling(s->addr, conf, ceiling_streams(conf), r);
     if (st != RG_OK) {
         snprintf(r->why, sizeof(r->why), "echo failed: %s", rg_status_str(st));
         return;
     }
     r->ok = true;
-    copy_bandwidth(s->addr, r);
+    r->bandwidth = opts->bandwidth;
+    if (opts->bandwidth)
+        copy_bandwidth(s->addr, r);
 }
 
-static void print_table(const struct cli_pool *pool, const struct ping_result *res, int count,
-                        int streams)
+static void print_table(const struct rgpu_opts *opts, const struct cli_pool *pool,
+                        const struct ping_result *res, int streams)
 {
-    char h[16], d[16];
+    enum { P_SERVER, P_MIN, P_P50, P_P90, P_P99, P_HTOD, P_DTOH, P_TCP, P_NAME, P_STREAMS,
+           P_COPY_ERROR, P_N };
+    static const char *const heads[P_N] = {"SERVER", "MIN", "P50", "P90", "P99", "HTOD", "DTOH",
+                                           "TCP-MAX", "SERVER-NAME", "STREAMS", "COPY-ERROR"};
+    static const bool right[P_N] = {false, true, true, true, true, true, true, true, false,
+                                    true, false};
+    bool wide = opts->output == RGPU_OUT_WIDE;
+    int cols[P_N], ncols = 0;
+    const char *head[P_N], *cells[P_N];
+    bool rt[P_N];
+    char f[P_N][96];
+    struct rgpu_table t;
 
-    printf("%-21s %8s %8s %8s %8s %10s %10s %10s\n", "SERVER", "MIN", "P50", "P90", "P99", "HTOD",
-           "DTOH", "TCP-MAX");
+    for (int c = 0; c < P_N; c++) /* the columns shown: bandwidth ones only if measured */
+        if ((c <= P_P99 || (c <= P_TCP && opts->bandwidth) || (c == P_NAME && wide) ||
+             (c > P_NAME && wide && opts->bandwidth))) {
+            head[ncols] = heads[c];
+            rt[ncols] = right[c];
+            cols[ncols++] = c;
+        }
+    rgpu_table_init(&t, ncols, head, rt);
     for (int i = 0; i < pool->n; i++) {
         const struct cli_server *s = &pool->servers[i];
         const struct ping_result *r = &res[i];
         if (!r->ok) {
-            printf("%-21.21s  %s\n", s->addr[0] ? s->addr : s->name, r->why);
+            const char *name = s->addr[0] ? s->addr : s->name;
+            rgpu_table_row(&t, &name, r->why);
             continue;
         }
-        snprintf(h, sizeof(h), r->htod < 0 ? "-" : "%.2fGiB/s", r->htod);
-        snprintf(d, sizeof(d), r->dtoh < 0 ? "-" : "%.2fGiB/s", r->dtoh);
-        printf("%-21.21s %6.0fus %6.0fus %6.0fus %6.0fus %10s %10s %6.2fGiB/s\n", s->addr, r->min,
-               r->p50, r->p90, r->p99, h, d, r->ceiling);
-        if (r->htod < 0)
-            printf("%-21s  (no copy figure: %s)\n", "", r->copy_why);
+        snprintf(f[P_SERVER], sizeof(f[0]), "%s", s->addr);
+        snprintf(f[P_MIN], sizeof(f[0]), "%.0fus", r->min);
+        snprintf(f[P_P50], sizeof(f[0]), "%.0fus", r->p50);
+        snprintf(f[P_P90], sizeof(f[0]), "%.0fus", r->p90);
+        snprintf(f[P_P99], sizeof(f[0]), "%.0fus", r->p99);
+        snprintf(f[P_HTOD], sizeof(f[0]), r->htod < 0 ? "-" : "%.2fGiB/s", r->htod);
+        snprintf(f[P_DTOH], sizeof(f[0]), r->dtoh < 0 ? "-" : "%.2fGiB/s", r->dtoh);
+        snprintf(f[P_TCP], sizeof(f[0]), "%.2fGiB/s", r->ceiling);
+        snprintf(f[P_NAME], sizeof(f[0]), "%s", r->server_name);
+        snprintf(f[P_STREAMS], sizeof(f[0]), "%d", r->streams);
+        snprintf(f[P_COPY_ERROR], sizeof(f[0]), "%.60s", r->htod < 0 ? r->copy_why : "");
+        for (int k = 0; k < ncols; k++)
+            cells[k] = f[cols[k]];
+        rgpu_table_row(&t, cells, NULL);
+        if (opts->bandwidth && r->htod < 0 && !wide && !opts->no_headers) {
+            char note[256];
+            const char *blank = "";
+            snprintf(note, sizeof(note), "(no copy figure: %s)", r->copy_why);
+            rgpu_table_row(&t, &blank, note);
+        }
     }
-    printf("round trips: %d echoes of %d bytes each; HTOD/DTOH: best of %d pinned %u MiB "
-           "copies through rgpu;\nTCP-MAX: %u MiB per stream streamed to the server and "
-           "dropped, over as many streams as a session's data lanes (%d)\n",
-           count, SMALL, COPY_REPS, COPY_BYTES >> 20, (SINK_FRAME * SINK_FRAMES) >> 20, streams);
+    rgpu_table_print(&t, stdout, !opts->no_headers);
+    rgpu_table_free(&t);
+    if (opts->no_headers)
+        return;
+    printf("round trips: %ld echoes of %d bytes each", opts->count, SMALL);
+    if (opts->bandwidth)
+        printf("; HTOD/DTOH: best of %d pinned %u MiB copies through rgpu;\nTCP-MAX: %u MiB per "
+               "stream streamed to the server and dropped, over as many streams as a session's "
+               "data lanes (%d)\n",
+               COPY_REPS, COPY_BYTES >> 20, (SINK_FRAME * SINK_FRAMES) >> 20, streams);
+    else
+        printf(" (--bandwidth: copies and the TCP ceiling too)\n");
 }
 
-static void print_json(const struct cli_pool *pool, const struct ping_result *res)
+/* docs/status-schema.md */
+static void print_json(const struct rgpu_opts *opts, const struct cli_pool *pool,
+                       const struct ping_result *res)
 {
-    printf("{\"servers\":[");
+    const double gib = 1073741824.0;
+
+    rgpu_json_begin(stdout, "ping");
+    printf(",\"round_trips\":%ld,\"echo_bytes\":%d,\"servers\":[", opts->count, SMALL);
     for (int i = 0; i < pool->n; i++) {
         const struct ping_result *r = &res[i];
-        printf("%s{\"address\":", i ? "," : "");
+        printf("%s{\"entry\":", i ? "," : "");
+        rgpu_json_str(stdout, pool->servers[i].name);
+        printf(",\"address\":");
         rgpu_json_str(stdout, pool->servers[i].addr);
         printf(",\"answered\":%s", r->ok ? "true" : "false");
         if (!r->ok) {
@@ -352,13 +407,23 @@ static void print_json(const struct cli_pool *pool, const struct ping_result *re
             printf("}");
             continue;
         }
-        printf(
-            ",\"rtt_us\":{\"min\":%.1f,\"p50\":%.1f,\"p90\":%.1f,\"p99\":%.1f},"
-            "\"tcp_ceiling_gib_s\":%.3f,\"tcp_streams\":%d,\"htod_gib_s\":%.3f,\"dtoh_gib_s\":%.3f,"
-            "\"copy_error\":",
-            r->min, r->p50, r->p90, r->p99, r->ceiling, r->streams, r->htod, r->dtoh);
+        printf(",\"server_name\":");
+        rgpu_json_str(stdout, r->server_name);
+        printf(",\"rtt_us\":{\"min\":%.1f,\"p50\":%.1f,\"p90\":%.1f,\"p99\":%.1f},\"bandwidth\":",
+               r->min, r->p50, r->p90, r->p99);
+        if (!r->bandwidth) {
+            printf("null}");
+            continue;
+        }
+        printf("{\"tcp_ceiling_bytes_per_second\":%.0f,\"tcp_streams\":%d,"
+               "\"htod_bytes_per_second\":",
+               r->ceiling * gib, r->streams);
+        printf(r->htod < 0 ? "null" : "%.0f", r->htod * gib);
+        printf(",\"dtoh_bytes_per_second\":");
+        printf(r->dtoh < 0 ? "null" : "%.0f", r->dtoh * gib);
+        printf(",\"copy_error\":");
         rgpu_json_str(stdout, r->htod < 0 ? r->copy_why : "");
-        printf("}");
+        printf("}}");
     }
     printf("]}\n");
 }
@@ -369,21 +434,21 @@ int rgpu_cmd_ping(int argc, char **argv)
     struct cli_conf conf;
     struct cli_pool pool;
     struct ping_result *res;
-    int rc = rgpu_parse_opts(argc, argv, &opts, &conf), answered = 0;
+    int first, rc = rgpu_parse_opts(RGPU_PING, argc, argv, &opts, &conf, &first), answered = 0;
 
-    if (rc != 0)
+    if (rc >= 0)
         return rc;
     if (cli_pool_resolve(&conf, &pool) != RG_OK ||
         (res = calloc((size_t)(pool.n > 0 ? pool.n : 1), sizeof(*res))) == NULL)
         return 1;
     for (int i = 0; i < pool.n; i++) {
-        ping_one(&pool.servers[i], &conf, opts.count, &res[i]);
+        ping_one(&pool.servers[i], &conf, &opts, &res[i]);
         answered += res[i].ok;
     }
-    if (opts.json)
-        print_json(&pool, res);
+    if (opts.output == RGPU_OUT_JSON)
+        print_json(&opts, &pool, res);
     else
-        print_table(&pool, res, opts.count, ceiling_streams(&conf));
+        print_table(&opts, &pool, res, ceiling_streams(&conf));
     free(res);
     cli_pool_free(&pool);
     return answered > 0 ? 0 : 1;

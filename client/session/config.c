@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -87,6 +88,44 @@ static bool parse_token(void *obj, const char *value, char *why, size_t why_len)
     return true;
 }
 
+bool cli_parse_share(const char *text, double *share_p)
+{
+    char *end;
+    double v = strtod(text, &end);
+
+    if (end == text || text[0] == ' ' || !isfinite(v))
+        return false;
+    if (*end == '%') {
+        v /= 100;
+        end++;
+    }
+    if (*end != '\0' || !(v > 0 && v <= 1))
+        return false;
+    *share_p = v;
+    return true;
+}
+
+/* mem_quota and mem_share are one request: the later set wins (the environment over the file). */
+static bool parse_mem_quota(void *obj, const char *value, char *why, size_t why_len)
+{
+    struct cli_conf *conf = obj;
+
+    if (!rg_parse_size(value, &conf->mem_quota))
+        return false;
+    conf->mem_share = 0;
+    return true;
+}
+
+static bool parse_mem_share(void *obj, const char *value, char *why, size_t why_len)
+{
+    struct cli_conf *conf = obj;
+
+    if (!cli_parse_share(value, &conf->mem_share))
+        return false;
+    conf->mem_quota = 0;
+    return true;
+}
+
 static bool parse_policy(void *obj, const char *value, char *why, size_t why_len)
 {
     return sched_policy_parse(value, &((struct cli_conf *)obj)->policy);
@@ -112,7 +151,10 @@ static const struct rg_conf_key client_keys[] = {
     {.name = "token", .type = RG_CONF_CUSTOM, C(token), .parse = parse_token, .flags = RG_CONF_SECRET,
      .help = "a token of at most 255 characters"},
     {.name = "token_file", .type = RG_CONF_STRING, C(token_file), .min = 1},
-    {.name = "mem_quota", .type = RG_CONF_SIZE, C(mem_quota)},
+    {.name = "mem_quota", .type = RG_CONF_CUSTOM, C(mem_quota), .parse = parse_mem_quota,
+     .help = "a size such as 4GiB (bytes, or KiB, MiB, GiB, TiB)"},
+    {.name = "mem_share", .type = RG_CONF_CUSTOM, C(mem_share), .parse = parse_mem_share,
+     .help = "a share of the GPU's memory: 0.5 or 50%"},
     {.name = "policy", .type = RG_CONF_CUSTOM, C(policy), .parse = parse_policy, .def = "spread",
      .help = "spread, pack or first"},
     {.name = "connect_timeout_ms", .type = RG_CONF_DURATION, C(connect_timeout_ms), .unit = RG_CONF_MS,
@@ -302,6 +344,7 @@ static rg_status_t apply_env(struct cli_conf *conf, char *why, size_t why_len)
                                          {"RGPU_TOKEN", "token"},
                                          {"RGPU_TOKEN_FILE", "token_file"},
                                          {"RGPU_MEM_QUOTA", "mem_quota"},
+                                         {"RGPU_MEM_SHARE", "mem_share"},
                                          {"RGPU_POLICY", "policy"},
                                          {"RGPU_CONNECT_TIMEOUT_MS", "connect_timeout_ms"},
                                          {"RGPU_PROBE_TIMEOUT_MS", "probe_timeout_ms"},

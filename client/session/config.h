@@ -4,14 +4,14 @@
  *
  * Search order: the file RGPU_CONFIG names, else ~/.config/rgpu/client.conf, else
  * /etc/rgpu/client.conf; the first that exists is read, alone. Keys (section [client], or
- * before any section): pool, server, tenant, token, token_file, mem_quota, policy,
+ * before any section): pool, server, tenant, token, token_file, mem_quota, mem_share, policy,
  * connect_timeout_ms, probe_timeout_ms, transport, lanes, gpus; one typed row each in
  * client/session/config.c. Every other section or key, every bad value, is an error naming FILE:LINE
  * (the client does not start on a file it cannot take whole). The file must be a regular file
  * (a FIFO is refused, never waited on); a file that sets token must be readable by its owner
  * only, as a token_file must. Environment, checked the same way: RGPU_SERVER (the servers of
  * the process, over any pool), RGPU_POOL (a pool, placed), RGPU_TENANT, RGPU_TOKEN,
- * RGPU_TOKEN_FILE, RGPU_MEM_QUOTA, RGPU_POLICY, RGPU_CONNECT_TIMEOUT_MS, RGPU_PROBE_TIMEOUT_MS,
+ * RGPU_TOKEN_FILE, RGPU_MEM_QUOTA, RGPU_MEM_SHARE, RGPU_POLICY, RGPU_CONNECT_TIMEOUT_MS, RGPU_PROBE_TIMEOUT_MS,
  * RGPU_TRANSPORT, RGPU_LANES, RGPU_GPUS. deploy/client.conf is the documented example;
  * gpu-server --check-config --client FILE checks one. */
 #ifndef RGPU_CLIENT_CLIENT_CONFIG_H
@@ -45,6 +45,8 @@ struct cli_conf {
     char token[256];
     char token_file[256];
     uint64_t mem_quota; /* requested quota per GPU, 0 = the tenant's */
+    double mem_share;   /* or the requested share of each GPU's memory (0, 1]; 0 = not asked.
+                           The later of the two set wins (the environment over the file). */
     int lanes;          /* data lanes for large copies on TCP (0: none; default 4, measured on
                            the H100 host: client/lanes.c) */
     enum sched_policy policy;
@@ -55,6 +57,10 @@ struct cli_conf {
      * their devices, refused when they have fewer. */
     int gpus;
 };
+
+/* A share of a GPU's memory: a fraction above 0 and at most 1 ("0.5") or a percentage ("50%").
+ * false when malformed or out of range. */
+bool cli_parse_share(const char *text, double *share_p);
 
 /* The first of paths[0..n) that exists (NULL entries skipped), or NULL. */
 const char *cli_conf_pick(const char *const *paths, int n);

@@ -34,6 +34,7 @@ static rg_status_t send_hello(struct cli_session *s, const struct cli_conf *conf
     hello.tenant = (char *)conf->tenant;
     hello.token = (char *)conf->token;
     hello.mem_quota = conf->mem_quota;
+    hello.mem_share = conf->mem_share;
     hello.transport = s->transport;
     return proto_send(s->conn, PROTO_HELLO, &hello.base, NULL, 0);
 }
@@ -174,6 +175,13 @@ CUresult cli_handshake(struct cli_session *s, const struct cli_conf *conf,
         return CUDA_ERROR_NO_DEVICE;
     }
     res = take_welcome(s, w, why, why_len);
+    if (res == CUDA_SUCCESS && conf->mem_share != 0 && w->proto_minor < PROTO_MINOR_MEM_SHARE) {
+        /* an older server ignored the share: the session would hold the tenant's whole quota */
+        snprintf(why, why_len, "gpu-server at %s speaks protocol %u.%u, which cannot honour "
+                 "mem_share (rgpu run --share; %u.%u or later): ask with mem_quota (--memory)",
+                 s->server, PROTO_VERSION, w->proto_minor, PROTO_VERSION, PROTO_MINOR_MEM_SHARE);
+        res = CUDA_ERROR_NOT_SUPPORTED;
+    }
     if (res == CUDA_SUCCESS)
         res = transport_upgrade(s, w, opts, why, why_len);
     if (res == CUDA_SUCCESS && s->tcp_ctl == NULL && s->index == 0) /* TCP, first */

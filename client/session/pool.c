@@ -132,6 +132,7 @@ static rg_status_t probe_exchange(struct transport_conn *conn, const struct cli_
     req.tenant = (char *)conf->tenant;
     req.token = (char *)conf->token;
     req.mem_quota = conf->mem_quota;
+    req.mem_share = conf->mem_share;
     set_recv_deadline(conn, deadline);
     st = proto_send(conn, PROTO_PROBE, &req.base, NULL, 0);
     if (st == RG_OK)
@@ -146,6 +147,12 @@ static rg_status_t probe_exchange(struct transport_conn *conn, const struct cli_
                  proto_frame_type_name(hdr.type));
     else if (r->status != 0)
         snprintf(why, why_len, "refused the probe: %s", r->reason ? r->reason : "");
+    else if (conf->mem_share != 0 && r->proto_minor < PROTO_MINOR_MEM_SHARE) {
+        snprintf(why, why_len, "speaks protocol %u.%u, which cannot honour mem_share (%u.%u or "
+                 "later): ask with mem_quota", PROTO_VERSION, r->proto_minor, PROTO_VERSION,
+                 PROTO_MINOR_MEM_SHARE);
+        r->status = -1; /* refused here */
+    }
     free(buf);
     if (st == RG_OK && r != NULL && r->status == 0) {
         *reply_p = r;

@@ -231,7 +231,7 @@ static void test_bad_values_named(void **state)
     write_file(path_a, "", 0600);
     setenv("RGPU_POLICY", "random", 1);
     assert_int_equal(cli_conf_load(&conf, why, sizeof(why)), RG_ERR_INVALID);
-    assert_non_null(strstr(why, "environment: RGPU_POLICY = random: spread, pack or first"));
+    assert_non_null(strstr(why, "environment: RGPU_POLICY = random: expected spread, pack or first"));
     clear_env();
     unlink(path_a);
 }
@@ -284,7 +284,7 @@ static void test_mistakes_refused(void **state)
                          "16"},
         {"lanes = 4x\n", ":1: invalid setting 'lanes = 4x'"},
         {"gpus = 0\n", ":1: invalid setting 'gpus = 0'"},
-        {"transport = rmda\n", ":1: invalid setting 'transport = rmda': auto, rdma or tcp"},
+        {"transport = rmda\n", ":1: invalid setting 'transport = rmda': expected auto, rdma or tcp"},
         {"pool = a:70000\n", ":1: invalid setting 'pool = a:70000'"},
         {"pool =\n", ":1: invalid setting 'pool = '"},
         {"tenant = a\ntenant = b\n", ":2: 'tenant' is already set at line 1"},

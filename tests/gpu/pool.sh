@@ -147,10 +147,10 @@ rgpu top --once; rc=$?
 row "rgpu top --once" "$([ $rc = 0 ] && echo PASS || echo FAIL)" "exit $rc"
 release
 echo "== rgpu ping"
-rgpu ping --count 200 | tee "$LOGS/ping.txt"; rc=${PIPESTATUS[0]}
+rgpu ping --count 200 --bandwidth | tee "$LOGS/ping.txt"; rc=${PIPESTATUS[0]}
 row "rgpu ping" "$([ $rc = 0 ] && [ "$(grep -c 'GiB/s' "$LOGS/ping.txt")" -ge 3 ] && echo PASS || echo FAIL)" \
     "$(grep "^$A" "$LOGS/ping.txt" | tr -s ' ')"
-rgpu ping --count 200 --json >"$LOGS/ping.json"
+rgpu ping --count 200 --bandwidth --json >"$LOGS/ping.json"
 kill "$PID_C"; wait "$PID_C" 2>/dev/null
 rgpu status --pool "127.0.0.1:$(free_port)" >/dev/null 2>&1; rc=$?
 row "rgpu status exits 1 when no server answers" "$([ $rc = 1 ] && echo PASS || echo FAIL)" "exit $rc"

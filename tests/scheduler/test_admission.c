@@ -1,4 +1,5 @@
 /* Admission and quota arithmetic (scheduler/admission.c). */
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -11,13 +12,50 @@
 
 #define GIB (1ull << 30)
 
-static void test_grant_quota(void **state)
+static void test_request_quota(void **state)
 {
-    assert_int_equal(sched_grant_quota(0, 0), 0);
-    assert_int_equal(sched_grant_quota(8 * GIB, 0), 8 * GIB);
-    assert_int_equal(sched_grant_quota(0, 2 * GIB), 2 * GIB);
-    assert_int_equal(sched_grant_quota(8 * GIB, 2 * GIB), 2 * GIB);
-    assert_int_equal(sched_grant_quota(8 * GIB, 16 * GIB), 8 * GIB);
+    uint64_t q = 1;
+    char why[256] = "";
+
+    /* nothing asked: the tenant's quota (0 = none) */
+    assert_int_equal(sched_request_quota("a", 0, 0, 0, 80 * GIB, &q, why, sizeof(why)),
+                     SCHED_ADMIT);
+    assert_int_equal(q, 0);
+    assert_int_equal(sched_request_quota("a", 8 * GIB, 0, 0, 80 * GIB, &q, why, sizeof(why)),
+                     SCHED_ADMIT);
+    assert_int_equal(q, 8 * GIB);
+    /* bytes asked: exactly that, up to the tenant's quota */
+    assert_int_equal(sched_request_quota("a", 0, 2 * GIB, 0, 80 * GIB, &q, why, sizeof(why)),
+                     SCHED_ADMIT);
+    assert_int_equal(q, 2 * GIB);
+    assert_int_equal(sched_request_quota("a", 8 * GIB, 8 * GIB, 0, 80 * GIB, &q, why, sizeof(why)),
+                     SCHED_ADMIT);
+    assert_int_equal(q, 8 * GIB);
+    /* issue 27 item 11: above the tenant's quota is refused, not cut down to it */
+    q = 7;
+    assert_int_equal(sched_request_quota("a", 8 * GIB, 16 * GIB, 0, 80 * GIB, &q, why, sizeof(why)),
+                     SCHED_NOT_ENTITLED);
+    assert_int_equal(q, 7);
+    assert_non_null(strstr(why, "tenant 'a' may reserve at most 8.00 GiB"));
+    assert_non_null(strstr(why, "asked for 16.00 GiB"));
+    /* a share of the smallest GPU */
+    assert_int_equal(sched_request_quota("a", 0, 0, 0.25, 80 * GIB, &q, why, sizeof(why)),
+                     SCHED_ADMIT);
+    assert_int_equal(q, 20 * GIB);
+    assert_int_equal(sched_request_quota("a", 20 * GIB, 0, 0.25, 80 * GIB, &q, why, sizeof(why)),
+                     SCHED_ADMIT);
+    assert_int_equal(sched_request_quota("a", 20 * GIB, 0, 0.5, 80 * GIB, &q, why, sizeof(why)),
+                     SCHED_NOT_ENTITLED);
+    assert_non_null(strstr(why, "(50% of a 80.00 GiB GPU)"));
+    /* shares out of range, NaN, and both forms at once */
+    assert_int_equal(sched_request_quota("a", 0, 0, 1.5, 80 * GIB, &q, why, sizeof(why)),
+                     SCHED_NOT_ENTITLED);
+    assert_int_equal(sched_request_quota("a", 0, 0, -0.5, 80 * GIB, &q, why, sizeof(why)),
+                     SCHED_NOT_ENTITLED);
+    assert_int_equal(sched_request_quota("a", 0, 0, NAN, 80 * GIB, &q, why, sizeof(why)),
+                     SCHED_NOT_ENTITLED);
+    assert_int_equal(sched_request_quota("a", 0, GIB, 0.5, 80 * GIB, &q, why, sizeof(why)),
+                     SCHED_NOT_ENTITLED);
 }
 
 static void test_quota_fits(void **state)
@@ -77,7 +115,7 @@ static void test_admit_session_limit(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_grant_quota),
+        cmocka_unit_test(test_request_quota),
         cmocka_unit_test(test_quota_fits),
         cmocka_unit_test(test_admit_fits),
         cmocka_unit_test(test_admit_over_capacity),

@@ -77,12 +77,17 @@ struct answer {
     size_t len;
 };
 
-static void ask(const char *name, uint64_t asked, struct answer *a)
+static void ask_share(const char *name, uint64_t asked, double share, struct answer *a)
 {
     rgpu__probe_reply__init(&a->reply);
-    srv_probe_answer(table, tenant(name), asked, &gpu0, 1, a->msgs, a->ptrs, a->why, sizeof(a->why),
-                     &a->reply);
+    srv_probe_answer(table, tenant(name), asked, share, &gpu0, 1, a->msgs, a->ptrs, a->why,
+                     sizeof(a->why), &a->reply);
     a->len = rgpu__probe_reply__pack(&a->reply, a->packed);
+}
+
+static void ask(const char *name, uint64_t asked, struct answer *a)
+{
+    ask_share(name, asked, 0, a);
 }
 
 static bool contains(const struct answer *a, const void *what, size_t len)
@@ -137,13 +142,30 @@ static void test_would_refuse_with_reason(void **state)
     assert_int_equal(a.reply.tenant_sessions, 2);
 }
 
+/* Issue 27 item 11: more than the tenant's quota (bytes or a share of the GPU) is not admitted,
+ * with the reason; it used to be cut down to the quota and reported as admitted. */
+static void test_over_quota_not_admitted(void **state)
+{
+    struct answer a;
+
+    ask("alpha", 2 * GIB, &a); /* alpha's mem_quota is 1 GiB */
+    assert_false(a.reply.admit);
+    assert_non_null(strstr(a.reply.why_not, "may reserve at most 1.00 GiB"));
+    ask_share("alpha", 0, 0.5, &a); /* half of the 5 GiB GPU */
+    assert_false(a.reply.admit);
+    assert_non_null(strstr(a.reply.why_not, "(50% of a 5.00 GiB GPU)"));
+    ask_share("alpha", 0, 0.1, &a); /* 512 MiB fits under 1 GiB */
+    assert_true(a.reply.admit);
+    assert_int_equal(a.reply.quota, (uint64_t)(0.1 * 5 * GIB));
+}
+
 static void test_no_table_answers_totals(void **state)
 {
     Rgpu__ProbeReply reply = RGPU__PROBE_REPLY__INIT;
     Rgpu__ProbeGpu msgs[1], *ptrs[1];
     char why[64];
 
-    srv_probe_answer(NULL, NULL, 0, &gpu0, 1, msgs, ptrs, why, sizeof(why), &reply);
+    srv_probe_answer(NULL, NULL, 0, 0, &gpu0, 1, msgs, ptrs, why, sizeof(why), &reply);
     assert_true(reply.admit);
     assert_int_equal(reply.gpus[0]->available, 5 * GIB);
     assert_int_equal(reply.gpus[0]->sessions, 0);
@@ -174,6 +196,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_own_figures_and_counts_only),
+        cmocka_unit_test(test_over_quota_not_admitted),
         cmocka_unit_test(test_would_refuse_with_reason),
         cmocka_unit_test(test_no_table_answers_totals),
         cmocka_unit_test(test_gpus_recorded_once),

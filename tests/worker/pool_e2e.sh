@@ -83,12 +83,12 @@ job() {
 # ---- rgpu status, top, ping ------------------------------------------------------------------
 "$RGPU" status --pool "$A,$B,$C,$DEAD" >"$WORK/status.txt" 2>&1
 check "rgpu status answers with every server and exits 0 when some answered (exit $?)" \
-    test "$(grep -c "^127.0.0.1:.* 0  rgpu fake d" "$WORK/status.txt")" = 3
-check "... and names the dead one" grep -q "^$DEAD .*unreachable" "$WORK/status.txt"
+    test "$(grep -c "^127.0.0.1:.* 0  rgpu fake device " "$WORK/status.txt")" = 3
+check "... and names the dead one" grep -q "^$DEAD  *unreachable" "$WORK/status.txt"
 "$RGPU" status --pool "$DEAD" >/dev/null 2>&1
 check "rgpu status exits 1 when no server answers" test $? = 1
 check "rgpu status --json: total, free and tenant fields" test "$("$RGPU" status --json --pool "$A" |
-    python3 -c 'import json,sys;s=json.load(sys.stdin)["servers"][0];g=s["gpus"][0];print(s["answered"],g["memory_total"]>>30,g["memory_free"]>>30,s["quota"]>>30,s["admit"])')" = "True 10 10 1 True"
+    python3 -c 'import json,sys;s=json.load(sys.stdin)["servers"][0];g=s["gpus"][0];print(s["answered"],g["memory_total_bytes"]>>30,g["memory_free_bytes"]>>30,s["memory_quota_bytes"]>>30,s["admit"])')" = "True 10 10 1 True"
 forks=$(grep -c "worker pid" "$WORK/server-A.log")
 RGPU_TOKEN=wrong "$RGPU" status --pool "$A" >"$WORK/status-bad.txt" 2>&1
 check "a wrong token gets no figures, only the refusal (exit $?)" \
@@ -139,9 +139,9 @@ check "a 2.0 probe is refused naming both versions ($reply)" \
     eval 'echo "$reply" | grep -q "^9 [1-9][0-9]* 1.$MINOR protocol version mismatch: client speaks 2, server speaks 1"'
 "$RGPU" top --once --pool "$A,$B" >"$WORK/top.txt" 2>&1
 check "rgpu top --once prints one screen (exit $?)" grep -q "^SERVER .*UTIL" "$WORK/top.txt"
-"$RGPU" ping --count 20 --json --pool "$A,$DEAD" >"$WORK/ping.json" 2>"$WORK/ping.err"
-check "rgpu ping: percentiles, copy bandwidth through a session and the TCP ceiling (exit $?)" \
-    test "$(python3 -c 'import json,sys;a,d=json.load(open(sys.argv[1]))["servers"];print(a["rtt_us"]["p50"]>0,a["htod_gib_s"]>0,a["dtoh_gib_s"]>0,a["tcp_ceiling_gib_s"]>0,d["answered"])' "$WORK/ping.json")" = "True True True True False"
+"$RGPU" ping --count 20 --bandwidth --json --pool "$A,$DEAD" >"$WORK/ping.json" 2>"$WORK/ping.err"
+check "rgpu ping --bandwidth: percentiles, copy bandwidth through a session and the TCP ceiling (exit $?)" \
+    test "$(python3 -c 'import json,sys;a,d=json.load(open(sys.argv[1]))["servers"];b=a["bandwidth"];print(a["rtt_us"]["p50"]>0,b["htod_bytes_per_second"]>0,b["dtoh_bytes_per_second"]>0,b["tcp_ceiling_bytes_per_second"]>0,d["answered"])' "$WORK/ping.json")" = "True True True True False"
 
 # ---- placement -------------------------------------------------------------------------------
 for i in 1 2 3; do hold spread$i RGPU_POOL="$A,$B,$C" RGPU_POLICY=spread; done
@@ -164,7 +164,7 @@ ASAN_OPTIONS=detect_leaks=0 "$RGPU" run --pool "$B,$C" --memory 512MiB --policy 
 RUN=$!
 wait_for "$WORK/run.out" ready >/dev/null
 check "rgpu run --pool --memory --policy: on the first, with the 512 MiB asked for" test \
-    "$("$RGPU" status --json --pool "$B" | python3 -c 'import json,sys;g=json.load(sys.stdin)["servers"][0]["gpus"][0];print(g["tenant_sessions"],g["memory_reserved"]>>20)')" = "1 512"
+    "$("$RGPU" status --json --pool "$B" | python3 -c 'import json,sys;g=json.load(sys.stdin)["servers"][0]["gpus"][0];print(g["tenant_sessions"],g["memory_reserved_bytes"]>>20)')" = "1 512"
 wait "$RUN"
 check "... and it ran to the end" grep -q PASS "$WORK/run.out"
 "$RGPU" run --memory lots -- true 2>/dev/null
@@ -208,7 +208,7 @@ check "a server without room for the quota asked is passed over with the admissi
     grep -q "pool: job placed on $B .*passed over: $A (insufficient GPU memory: tenant 'alpha' needs a 1.00 GiB quota but GPU 0 has 0.00 GiB left" "$WORK/full.out"
 "$RGPU" status --json --pool "$A" >"$WORK/status-alpha.json"
 check "alpha's status shows beta's sessions as a count only, never its name or reservation" \
-    test "$(python3 -c 'import json,sys;t=open(sys.argv[1]).read();g=json.loads(t)["servers"][0]["gpus"][0];print("beta" in t, g["sessions"], g["tenant_sessions"], g["memory_reserved"], g["memory_free"]>>30)' "$WORK/status-alpha.json")" = "False 5 0 0 0"
+    test "$(python3 -c 'import json,sys;t=open(sys.argv[1]).read();g=json.loads(t)["servers"][0]["gpus"][0];print("beta" in t, g["sessions"], g["tenant_sessions"], g["memory_reserved_bytes"], g["memory_free_bytes"]>>30)' "$WORK/status-alpha.json")" = "False 5 0 0 0"
 release
 
 # ---- a server that dies during a job: that job's calls fail; it does not move ----------------
