@@ -54,6 +54,7 @@ const char *proto_frame_type_name(unsigned type)
     case PROTO_PROBE: return "probe";
     case PROTO_PROBE_REPLY: return "probe-reply";
     case PROTO_ECHO: return "echo";
+    case PROTO_KEEPALIVE: return "keepalive";
     }
     return "unknown";
 }

@@ -26,10 +26,15 @@
  * the NCCL shim's ops (NCCL_*) and the Probe/ProbeReply/Echo frames (a 1.0 server closes the
  * connection at a Probe: the pool still tries it, after the servers that answered); 1.2 the
  * ops of several devices (P2P_QUERY, CTX_PEER_ACCESS, ...) and of mirrored host memory
- * (HOST_MIRROR_*); MODULE_UNLOAD and LIBRARY_UNLOAD may come without waiting for a reply. */
+ * (HOST_MIRROR_*); MODULE_UNLOAD and LIBRARY_UNLOAD may come without waiting for a reply;
+ * 1.3 the session's keepalive (Hello.session_timeout_ms, PROTO_KEEPALIVE frames from the worker
+ * while a call runs: a client arms its receive deadline only on a session that speaks 1.3).
+ * A server serves two minors back, so a 1.3 server still serves 1.1 clients. */
 #define PROTO_VERSION 1u /* the major */
-#define PROTO_VERSION_MINOR 2u
-#define PROTO_MINORS_BACK 1u
+#define PROTO_VERSION_MINOR 3u
+#define PROTO_MINORS_BACK 2u
+/* The minor from which the worker keeps a waiting client informed (PROTO_KEEPALIVE). */
+#define PROTO_MINOR_KEEPALIVE 3u
 /* Limits: a frame whose message is larger is a protocol violation and ends the session. */
 #define PROTO_MSG_MAX (4u << 20)
 /* Data up to this size rides inline in Call.data / Reply.data; larger moves as bulk. */
@@ -49,9 +54,14 @@ enum proto_frame_type {
     PROTO_ECHO = 10,       /* after an answered probe, either way: no message, bulk bytes. The */
                            /* server answers each with an Echo carrying the same bytes, or */
                            /* none with PROTO_ECHO_SINK (it reads and drops them) */
+    PROTO_KEEPALIVE = 11,  /* worker -> client (1.3), between frames while a call runs: no */
+                           /* message, no bulk; the session still answers */
 };
 #define PROTO_ECHO_SINK 0x4u /* header flag of an Echo frame (beside PROTO_FLAG_* of proto/ops.h) */
-#define PROTO_ECHO_MAX (64u << 20) /* bulk of one Echo frame, at most */
+#define PROTO_ECHO_MAX (64u << 20) /* bulk of one Echo frame, at most (a sink's: read and dropped) */
+/* Bulk of an Echo the server sends back, at most: the worker holds no more than this for it.
+ * A larger one that is not a sink ends the connection. */
+#define PROTO_ECHO_BACK_MAX (64u << 10)
 
 struct proto_frame_hdr {
     uint32_t magic;

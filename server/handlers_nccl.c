@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "common/log.h"
+#include "common/secret.h"
 #include "common/sha256.h"
 #include "nccl/nccl_abi.h"
 #include "nccl/nccl_wire.h"
@@ -169,14 +170,14 @@ static void id_mac(const struct srv_session *s, const uint8_t *id, uint8_t mac[R
 
 static bool id_check(const struct srv_session *s, ncclUniqueId *id)
 {
-    uint8_t mac[RG_SHA256_LEN], diff = 0;
+    uint8_t mac[RG_SHA256_LEN];
     uint8_t *tail = (uint8_t *)id->internal + NCCL_WIRE_MAC_OFFSET;
+    bool ok;
 
     id_mac(s, (const uint8_t *)id->internal, mac);
-    for (int i = 0; i < NCCL_WIRE_MAC_LEN; i++)
-        diff |= (uint8_t)(mac[i] ^ tail[i]);
+    ok = rg_secret_equal(mac, tail, NCCL_WIRE_MAC_LEN);
     memset(tail, 0, NCCL_WIRE_MAC_LEN);
-    return diff == 0;
+    return ok;
 }
 
 /* ---- session state ---------------------------------------------------------------------- */

@@ -284,26 +284,3 @@ void srv_preauth_send(int fd, enum proto_frame_type type, const ProtobufCMessage
     if (len > 0 && send(fd, buf, len, MSG_NOSIGNAL | MSG_DONTWAIT) < 0)
         rg_debug("sending a refusal failed: %m");
 }
-
-const char *srv_printable(char *dst, size_t len, const char *src)
-{
-    size_t o = 0;
-
-    if (len == 0)
-        return dst;
-    for (; src != NULL && *src != '\0'; src++) {
-        unsigned char ch = (unsigned char)*src;
-        char esc[5];
-        size_t n = 1;
-        if (ch < 0x20 || ch >= 0x7f || ch == '\\')
-            n = (size_t)snprintf(esc, sizeof(esc), "\\x%02x", ch);
-        else
-            esc[0] = (char)ch;
-        if (o + n >= len)
-            break;
-        memcpy(dst + o, esc, n);
-        o += n;
-    }
-    dst[o] = '\0';
-    return dst;
-}

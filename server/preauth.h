@@ -62,8 +62,4 @@ int srv_preauth_pending(const struct srv_preauth *p);
 /* Send a small frame on a non-blocking socket, best effort (a refusal before closing). */
 void srv_preauth_send(int fd, enum proto_frame_type type, const ProtobufCMessage *msg);
 
-/* Copy a name a peer sent into dst for a log line: bytes outside printable ASCII and
- * backslashes become \xNN, and it is cut to fit. Returns dst. */
-const char *srv_printable(char *dst, size_t len, const char *src);
-
 #endif

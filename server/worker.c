@@ -13,6 +13,7 @@
 #include "server/host_nvml.h"
 #include "server/nccl.h"
 #include "server/lanes.h"
+#include "server/peer_gate.h"
 #include "server/module_cache.h"
 #include "server/preauth.h"
 #include "server/probe.h"
@@ -106,7 +107,7 @@ static rg_status_t send_welcome(struct srv_session *s, const struct srv_config *
     return proto_send(s->conn, PROTO_WELCOME, &w.base, NULL, 0);
 }
 
-static void refuse(struct srv_session *s, CUresult status, const char *reason)
+static void send_refusal(struct srv_session *s, CUresult status, const char *reason)
 {
     Rgpu__Welcome w = RGPU__WELCOME__INIT;
 
@@ -114,8 +115,13 @@ static void refuse(struct srv_session *s, CUresult status, const char *reason)
     w.proto_minor = PROTO_VERSION_MINOR;
     w.status = status;
     w.reason = (char *)reason;
-    rg_warn("session %llu (%s): refused: %s", (unsigned long long)s->id, s->peer, reason);
     proto_send(s->conn, PROTO_WELCOME, &w.base, NULL, 0);
+}
+
+static void refuse(struct srv_session *s, CUresult status, const char *reason)
+{
+    rg_warn("session %llu (%s): refused: %s", (unsigned long long)s->id, s->peer, reason);
+    send_refusal(s, status, reason);
 }
 
 /* Every log line of the worker names its session, and its tenant once known. */
@@ -128,26 +134,29 @@ static void log_prefix(const struct srv_session *s)
     rg_log_set_prefix(prefix);
 }
 
-/* With tenants configured, the Hello must name one and carry its token. 0 when admitted. */
+/* The Hello through the gate (server/peer_gate.h; the supervisor passed it there first, but
+ * the tenants may have been reloaded since): the session's minor and tenant. 0 when admitted;
+ * refused (and logged by the gate) otherwise. */
 static int authenticate(struct srv_session *s, const struct srv_config *cfg,
                         const Rgpu__Hello *hello, const struct srv_tenant **tenant_p)
 {
-    const struct srv_tenant *t;
-    const char *why = NULL;
+    struct srv_gate g;
 
     *tenant_p = NULL;
-    s->mem_quota = hello->mem_quota; /* what the client asks, within the tenant's quota */
-    if (cfg->tenants.n == 0)
-        return 0;
-    t = srv_tenant_auth(&cfg->tenants, hello->tenant, hello->token, &why);
-    if (t == NULL) {
-        rg_warn("session %llu (%s): %s", (unsigned long long)s->id, s->peer, why);
-        refuse(s, CUDA_ERROR_NOT_PERMITTED, SRV_AUTH_REFUSED);
+    if (!srv_peer_gate(&cfg->tenants,
+                       &(struct srv_gate_peer){"hello", s->peer, NULL, hello->proto_version,
+                                               hello->proto_minor, hello->tenant, hello->token},
+                       &g)) {
+        send_refusal(s, g.status, g.reason);
         return 1;
     }
-    snprintf(s->tenant, sizeof(s->tenant), "%s", t->name);
-    s->mem_quota = sched_grant_quota(t->mem_quota, hello->mem_quota);
-    *tenant_p = t;
+    s->proto_minor = g.minor;
+    s->mem_quota = hello->mem_quota; /* what the client asks, within the tenant's quota */
+    if (g.tenant == NULL)
+        return 0;
+    snprintf(s->tenant, sizeof(s->tenant), "%s", g.tenant->name);
+    s->mem_quota = sched_grant_quota(g.tenant->mem_quota, hello->mem_quota);
+    *tenant_p = g.tenant;
     log_prefix(s);
     return 0;
 }
@@ -243,7 +252,7 @@ static int handshake(struct srv_session *s, const struct srv_config *cfg)
 {
     struct proto_frame_hdr hdr;
     Rgpu__Hello *hello;
-    char reason[320], client[200], name[80], host[80], tname[80]; /* names made printable */
+    char reason[320], client[RG_PEER_STR_MAX * 2 + 32];
     const struct srv_tenant *tenant;
     CUresult res;
     rg_status_t st = recv_hello(s, cfg, &hdr);
@@ -261,17 +270,10 @@ static int handshake(struct srv_session *s, const struct srv_config *cfg)
                  (unsigned long long)s->id, s->peer);
         return EXIT_MALFORMED;
     }
-    rg_info("session %llu: client %s pid %u on %s (%s), tenant '%s'", (unsigned long long)s->id,
-            srv_printable(name, sizeof(name), hello->client_name), hello->client_pid,
-            srv_printable(host, sizeof(host), hello->client_host), s->peer,
-            srv_printable(tname, sizeof(tname), hello->tenant));
-    if (!proto_version_accept(PROTO_VERSION, PROTO_VERSION_MINOR, hello->proto_version,
-                              hello->proto_minor, &s->proto_minor, reason, sizeof(reason))) {
-        rgpu__hello__free_unpacked(hello, NULL);
-        refuse(s, CUDA_ERROR_NOT_SUPPORTED, reason);
-        return 0;
-    }
-    snprintf(client, sizeof(client), "%s pid %u on %s", name, hello->client_pid, host);
+    snprintf(client, sizeof(client), "%s pid %u on %s", RG_PEER_STR(hello->client_name),
+             hello->client_pid, RG_PEER_STR(hello->client_host));
+    rg_info("session %llu: client %s (%s), tenant '%s'", (unsigned long long)s->id, client,
+            s->peer, RG_PEER_STR(hello->tenant));
     if (authenticate(s, cfg, hello, &tenant) != 0 ||
         transport_offer(s, cfg, hello->transport) != 0) {
         rgpu__hello__free_unpacked(hello, NULL);

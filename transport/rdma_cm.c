@@ -15,6 +15,7 @@
 
 #include "common/config.h"
 #include "common/log.h"
+#include "common/secret.h"
 #include "transport/rdma_conn.h"
 
 struct rdma_listener {
@@ -398,14 +399,10 @@ static rg_status_t rdma_listener_addr(struct transport_listener *listener, char 
     return n > 0 && (size_t)n < len ? RG_OK : RG_ERR_INVALID;
 }
 
-/* Constant-time comparison of the secret with the start of the private data. */
+/* The secret at the start of the private data (its length is no secret). */
 static int rdma_secret_ok(const uint8_t *pdata, size_t n, const void *secret, size_t len)
 {
-    unsigned diff = n < len;
-
-    for (size_t i = 0; i < len; i++)
-        diff |= (unsigned)(pdata[i < n ? i : 0] ^ ((const uint8_t *)secret)[i]);
-    return diff == 0;
+    return n >= len && rg_secret_equal(pdata, secret, len);
 }
 
 /* A request arrived on id: take it onto its own channel, set up, accept, wait established. */

@@ -13,6 +13,10 @@ all and exits; nothing runs longer than --duration + a few seconds):
   stalled-copy  authenticated, then a MEMCPY_HTOD of 64 MiB whose bulk stops after 1 MiB
   legit         one authenticated session: prints the handshake time and the median and p99
                 of --count NOP round trips as JSON (exit 1 when it is refused or fails)
+  auth-timing   --count rounds of two Hellos, one naming an unknown tenant and one naming
+                --tenant with a wrong token, interleaved: the time from the Hello sent to the
+                refusal received, medians in microseconds as JSON (a difference tells a peer
+                without a token which tenant names exist)
 
 The Hello and Call are encoded here by hand (protobuf wire format), so the tool needs nothing
 beyond Python 3. Ops are numbered from proto/ops.def (--ops).
@@ -185,6 +189,33 @@ def legit(addr, args):
     return 0
 
 
+def auth_timing(addr, args):
+    def refused_after(tenant):
+        s = connect(addr)
+        msg = hello(tenant, "wrong-token-of-32-characters-xx")
+        t = time.perf_counter()
+        s.sendall(msg)
+        status, _ = welcome(s)
+        dt = time.perf_counter() - t
+        s.close()
+        if status == 0:
+            raise SystemExit("auth-timing: the Hello was admitted")
+        return dt
+
+    known, unknown = [], []
+    unknown_name = "x" * len(args.tenant) if args.tenant != "x" * len(args.tenant) else "y"
+    for _ in range(args.count):
+        unknown.append(refused_after(unknown_name))
+        known.append(refused_after(args.tenant))
+    known.sort()
+    unknown.sort()
+    med = lambda v: v[len(v) // 2] * 1e6
+    print(json.dumps({"rounds": args.count, "unknown_tenant_us": round(med(unknown), 1),
+                      "wrong_token_us": round(med(known), 1),
+                      "difference_us": round(med(known) - med(unknown), 1)}))
+    return 0
+
+
 def opener(mode, addr, args):
     """A connection in the state the mode wants, and the bytes it still dribbles (or None)."""
     if mode in ("idle", "slow-hello", "half-header"):
@@ -248,7 +279,7 @@ def main():
     ap.add_argument("--server", required=True)
     ap.add_argument("--mode", required=True,
                     choices=["idle", "slow-hello", "half-header", "idle-auth", "cut-call",
-                             "stalled-copy", "legit"])
+                             "stalled-copy", "legit", "auth-timing"])
     ap.add_argument("--count", type=int, default=100)
     ap.add_argument("--duration", type=float, default=10)
     ap.add_argument("--tenant", default="")
@@ -272,6 +303,8 @@ def main():
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, max(soft, args.count + 64)), hard))
     addr = (host.strip("[]"), int(port))
+    if args.mode == "auth-timing":
+        return auth_timing(addr, args)
     return legit(addr, args) if args.mode == "legit" else flood(addr, args)
 
 
