@@ -13,6 +13,12 @@ all and exits; nothing runs longer than --duration + a few seconds):
   stalled-copy  authenticated, then a MEMCPY_HTOD of 64 MiB whose bulk stops after 1 MiB
   legit         one authenticated session: prints the handshake time and the median and p99
                 of --count NOP round trips as JSON (exit 1 when it is refused or fails)
+  probe-hold    --count authenticated probes at once, each kept alive by a small Echo a second
+                for --duration: how many were answered and how many refused (and why) as JSON
+  probe-echo    one authenticated probe, then an Echo of --echo-bytes to be sent back: whether
+                the server echoed it or ended the connection, as JSON
+  probe-name    one probe naming the tenant --tenant (any bytes, e.g. a newline), on a server
+                without tenants: whether it was answered, as JSON
   auth-timing   --count rounds of two Hellos, one naming an unknown tenant and one naming
                 --tenant with a wrong token, interleaved: the time from the Hello sent to the
                 refusal received, medians in microseconds as JSON (a difference tells a peer
@@ -35,6 +41,7 @@ import time
 
 MAGIC = 0x55504752
 HELLO, WELCOME, CALL, REPLY = 1, 2, 3, 4
+PROBE, PROBE_REPLY, ECHO = 8, 9, 10
 # The version this build speaks, read from proto/frame.h so that the two never drift apart.
 _FRAME_H = open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "../../proto/frame.h")).read()
 PROTO_VERSION = int(re.search(r"#define PROTO_VERSION (\d+)u", _FRAME_H).group(1))
@@ -75,6 +82,22 @@ def hello(tenant, token):
            + field_varint(4, os.getpid()) + field_bytes(5, tenant) + field_bytes(6, token)
            + field_bytes(10, "tcp") + field_varint(11, PROTO_MINOR))
     return frame(HELLO, msg)
+
+
+def probe(tenant, token):
+    msg = (field_varint(1, PROTO_VERSION) + field_bytes(2, tenant) + field_bytes(3, token)
+           + field_varint(5, PROTO_MINOR))
+    return frame(PROBE, msg)
+
+
+def probe_answer(s):
+    """(status, reason) of the answer to a Probe: a ProbeReply, or a Welcome refusing."""
+    ftype, msg = recv_frame(s)
+    f = parse_fields(msg)
+    status = f.get(2, 0)
+    if status >= 1 << 63:
+        status -= 1 << 64
+    return status, f.get(3, b"").decode(errors="replace")
 
 
 def call(cid, op, args, bulk_len=0):
@@ -216,6 +239,70 @@ def auth_timing(addr, args):
     return 0
 
 
+def probe_hold(addr, args):
+    conns, reasons, answered = [], {}, 0
+    for _ in range(args.count):
+        try:
+            s = connect(addr)
+            s.sendall(probe(args.tenant, args.token))
+            status, reason = probe_answer(s)
+        except (OSError, ConnectionError, ValueError) as e:
+            status, reason = -1, "failed: %s" % e
+        if status == 0:
+            answered += 1
+            conns.append(s)
+        else:
+            reasons[reason] = reasons.get(reason, 0) + 1
+            s.close()
+    end, alive = time.monotonic() + args.duration, len(conns)
+    while time.monotonic() < end:
+        time.sleep(1)
+        for s in list(conns):
+            try:
+                s.sendall(frame(ECHO, b"", 64) + b"x" * 64)
+                recv_frame(s)
+            except (OSError, ConnectionError, ValueError):
+                conns.remove(s)
+    alive = len(conns)
+    for s in conns:
+        s.close()
+    print(json.dumps({"mode": "probe-hold", "asked": args.count, "answered": answered,
+                      "alive_at_end": alive, "refused": reasons}))
+    return 0
+
+
+def probe_echo(addr, args):
+    s = connect(addr, timeout=30)
+    s.sendall(probe(args.tenant, args.token))
+    status, reason = probe_answer(s)
+    if status != 0:
+        print(json.dumps({"mode": "probe-echo", "answered": False, "reason": reason}))
+        return 1
+    n, echoed = args.echo_bytes, False
+    try:
+        s.sendall(frame(ECHO, b"", n))
+        chunk = b"\0" * (1 << 20)
+        left = n
+        while left > 0:
+            left -= s.send(chunk[:min(left, len(chunk))])
+        ftype, _ = recv_frame(s)
+        echoed = ftype == ECHO
+    except (OSError, ConnectionError, ValueError):
+        pass
+    s.close()
+    print(json.dumps({"mode": "probe-echo", "answered": True, "bytes": n, "echoed": echoed}))
+    return 0
+
+
+def probe_name(addr, args):
+    s = connect(addr)
+    s.sendall(probe(args.tenant, args.token))
+    status, reason = probe_answer(s)
+    s.close()
+    print(json.dumps({"mode": "probe-name", "answered": status == 0, "reason": reason}))
+    return 0
+
+
 def opener(mode, addr, args):
     """A connection in the state the mode wants, and the bytes it still dribbles (or None)."""
     if mode in ("idle", "slow-hello", "half-header"):
@@ -279,7 +366,9 @@ def main():
     ap.add_argument("--server", required=True)
     ap.add_argument("--mode", required=True,
                     choices=["idle", "slow-hello", "half-header", "idle-auth", "cut-call",
-                             "stalled-copy", "legit", "auth-timing"])
+                             "stalled-copy", "legit", "auth-timing", "probe-hold",
+                             "probe-echo", "probe-name"])
+    ap.add_argument("--echo-bytes", type=int, default=64 << 20, help="probe-echo: bulk bytes")
     ap.add_argument("--count", type=int, default=100)
     ap.add_argument("--duration", type=float, default=10)
     ap.add_argument("--tenant", default="")
@@ -305,6 +394,9 @@ def main():
     addr = (host.strip("[]"), int(port))
     if args.mode == "auth-timing":
         return auth_timing(addr, args)
+    if args.mode.startswith("probe-"):
+        return {"probe-hold": probe_hold, "probe-echo": probe_echo,
+                "probe-name": probe_name}[args.mode](addr, args)
     return legit(addr, args) if args.mode == "legit" else flood(addr, args)
 
 

@@ -58,7 +58,7 @@ wait_clients() { for p in $(jobs -p); do [ "$p" = "$SERVER_PID" ] || wait "$p"; 
 wait_clients
 check "12 clients at once, server max_sessions = 5: exactly 5 served" test "$(served "$WORK"/race-*.json)" = 5
 check "... the others refused with the reason" \
-    test "$(grep -l 'the server is full: 5 sessions (max_sessions = 5)' "$WORK"/race-*.json | wc -l)" = 7
+    test "$(grep -l 'the server is full: 5 sessions and probes (max_sessions = 5)' "$WORK"/race-*.json | wc -l)" = 7
 sleep 0.5
 for i in $(seq 10); do client beta beta-secret --hold 4 >"$WORK/beta-$i.json" & done
 wait_clients
