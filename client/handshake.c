@@ -58,9 +58,12 @@ static void device_from_info(struct cli_device *dev, int ordinal, const Rgpu__De
 static CUresult take_welcome(struct cli_session *s, const Rgpu__Welcome *w, char *why,
                              size_t why_len)
 {
+    char reason[320];
+
     if (w->status != 0) {
         snprintf(why, why_len, "gpu-server at %s refused the session: %s", s->server,
-                 w->reason ? w->reason : "(no reason)");
+                 w->reason ? rg_log_escape(reason, sizeof(reason), w->reason) : "(no reason)");
+        s->retry_ms = (int)(w->retry_after_ms < 60000 ? w->retry_after_ms : 60000);
         return w->status > 0 ? (CUresult)w->status : CUDA_ERROR_NOT_SUPPORTED;
     }
     /* The server accepted our major; it may be older (speaking an older minor) or newer. */
@@ -72,7 +75,7 @@ static CUresult take_welcome(struct cli_session *s, const Rgpu__Welcome *w, char
         device_from_info(&s->devices[i], (int)i, w->devices[i]);
     s->ndevices = (int)w->n_devices;
     rg_info("session %llu on %s (%s), driver %d, %d device(s), protocol %u.%u",
-            (unsigned long long)w->session_id, s->server, w->server_name ? w->server_name : "",
+            (unsigned long long)w->session_id, s->server, RG_PEER_STR(w->server_name),
             w->driver_version, s->ndevices, PROTO_VERSION, s->proto_minor);
     if (s->ndevices == 0) {
         snprintf(why, why_len, "gpu-server at %s serves no GPU", s->server);
@@ -117,8 +120,9 @@ static CUresult transport_upgrade(struct cli_session *s, const Rgpu__Welcome *w,
     if (strcmp(s->transport, "tcp") == 0)
         return CUDA_SUCCESS;
     if (w->rdma_addr == NULL || w->rdma_addr[0] == '\0') {
-        const char *note =
-            w->transport_note && w->transport_note[0] ? w->transport_note : "no RDMA offer";
+        const char *note = w->transport_note && w->transport_note[0]
+                               ? RG_PEER_STR(w->transport_note)
+                               : "no RDMA offer";
         if (required)
             snprintf(why, why_len, "transport = rdma, but gpu-server at %s offers no RDMA: %s",
                      s->server, note);
@@ -131,15 +135,15 @@ static CUresult transport_upgrade(struct cli_session *s, const Rgpu__Welcome *w,
     if (st != RG_OK) {
         if (required)
             snprintf(why, why_len, "transport = rdma, but connecting to %s over RDMA failed: %s",
-                     w->rdma_addr, rg_status_str(st));
+                     RG_PEER_STR(w->rdma_addr), rg_status_str(st));
         else
             rg_info("transport: tcp to %s (auto: RDMA connect to %s failed: %s)", s->server,
-                    w->rdma_addr, rg_status_str(st));
+                    RG_PEER_STR(w->rdma_addr), rg_status_str(st));
         return required ? CUDA_ERROR_NO_DEVICE : CUDA_SUCCESS;
     }
     s->tcp_ctl = s->conn;
     s->conn = rconn;
-    rg_info("transport: rdma to %s (session with %s)", w->rdma_addr, s->server);
+    rg_info("transport: rdma to %s (session with %s)", RG_PEER_STR(w->rdma_addr), s->server);
     return CUDA_SUCCESS;
 }
 
@@ -155,16 +159,26 @@ CUresult cli_handshake(struct cli_session *s, const struct cli_conf *conf,
 {
     struct proto_frame_hdr hdr;
     Rgpu__Welcome *w;
+    char seen[80];
     rg_status_t st;
     CUresult res;
 
+    s->retry_ms = 0;
     set_recv_timeout(s, HANDSHAKE_TIMEOUT_MS);
-    if ((st = send_hello(s, conf)) == RG_OK)
+    if ((st = send_hello(s, conf)) == RG_OK &&
+        (st = proto_peek_answer(s->conn, seen, sizeof(seen))) == RG_OK)
         st = proto_recv(s->conn, &hdr, s->recv_buf, RECV_BUF_SIZE);
     set_recv_timeout(s, 0);
+    if (st == RG_ERR_PROTO && seen[0] != '\0') {
+        snprintf(why, why_len, "%s is not a gpu-server (it answered \"%s\")", s->server, seen);
+        return CUDA_ERROR_NO_DEVICE;
+    }
     if (st != RG_OK) {
         snprintf(why, why_len, "gpu-server at %s %s during the handshake", s->server,
                  st == RG_ERR_TIMEOUT ? "did not answer" : "closed the connection");
+        /* closed before a word: what a server's limits on connections before their Hello do
+         * (an older server's, or a reset racing the busy refusal): worth another try */
+        s->retry_ms = st == RG_ERR_CLOSED ? 1 : 0;
         return CUDA_ERROR_NO_DEVICE;
     }
     if (hdr.type != PROTO_WELCOME || hdr.bulk_len != 0 ||

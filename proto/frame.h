@@ -116,6 +116,14 @@ size_t proto_frame_pack(uint8_t *buf, size_t cap, enum proto_frame_type type, un
 rg_status_t proto_recv(struct transport_conn *conn, struct proto_frame_hdr *hdr, uint8_t *buf,
                        size_t cap);
 
+/* Before the first receive on conn (a TCP connection that just sent its Hello or Probe): wait
+ * for the peer's first bytes (within the socket's receive timeout) without taking them, and say
+ * whether they can begin a frame. RG_OK when they can (then proto_recv); RG_ERR_PROTO when the
+ * peer answered something else (an HTTP server, say), those bytes escaped into seen (seen_len);
+ * RG_ERR_CLOSED when it closed (or reset) the connection without a byte; RG_ERR_TIMEOUT when
+ * nothing came. A connection without a socket is RG_OK at once. */
+rg_status_t proto_peek_answer(struct transport_conn *conn, char *seen, size_t seen_len);
+
 /* Read and drop len bytes. */
 rg_status_t proto_discard(struct transport_conn *conn, uint64_t len);
 

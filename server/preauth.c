@@ -342,7 +342,11 @@ static void pending_add(struct srv_preauth *p, int fd, const struct sockaddr_sto
 
 rg_status_t srv_preauth_accept(struct srv_preauth *p, int lfd)
 {
-    for (int i = 0; i < 256; i++) { /* then let other events run */
+    /* Then let other events run: the pending connections' reads among them, so that one burst
+     * of new connections cannot push out a connection whose first frame waits to be read. */
+    int batch = p->lim.max_pending / 4 < 1 ? 1 : p->lim.max_pending / 4 > 256 ? 256 : p->lim.max_pending / 4;
+
+    for (int i = 0; i < batch; i++) {
         struct sockaddr_storage ss;
         socklen_t sl = sizeof(ss);
         int fd = accept4(lfd, (struct sockaddr *)&ss, &sl, SOCK_NONBLOCK | SOCK_CLOEXEC);

@@ -13,6 +13,10 @@ all and exits; nothing runs longer than --duration + a few seconds):
   stalled-copy  authenticated, then a MEMCPY_HTOD of 64 MiB whose bulk stops after 1 MiB
   legit         one authenticated session: prints the handshake time and the median and p99
                 of --count NOP round trips as JSON (exit 1 when it is refused or fails)
+  reflood       --count connections that send nothing, spread over --sources loopback addresses
+                (127.1.x.y), each reopened at once from its address when the server closes it,
+                for --duration: the pre-Hello table held from many addresses (issue 27 item 4);
+                prints how many were opened and closed by the server as JSON
   probe-hold    --count authenticated probes at once, each kept alive by a small Echo a second
                 for --duration: how many were answered and how many refused (and why) as JSON
   probe-echo    one authenticated probe, then an Echo of --echo-bytes to be sent back: whether
@@ -239,6 +243,56 @@ def auth_timing(addr, args):
     return 0
 
 
+def reflood(addr, args):
+    """--count idle connections over --sources addresses, reopened as soon as closed."""
+    import errno
+    sources = ["127.1.%d.%d" % (1 + i // 250, 1 + i % 250) for i in range(args.sources)]
+    socks = {}  # fd -> (socket, source)
+    opened = closed = failed = 0
+    poller = select.poll()
+
+    def open_one(src):
+        nonlocal opened, failed
+        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            s.bind((src, 0))
+            s.setblocking(False)
+            rc = s.connect_ex(addr)
+            if rc not in (0, errno.EINPROGRESS):
+                raise OSError(rc, "connect")
+        except OSError:
+            failed += 1
+            s.close()
+            return
+        opened += 1
+        socks[s.fileno()] = (s, src)
+        poller.register(s.fileno(), select.POLLIN)
+
+    for i in range(args.count):
+        open_one(sources[i % len(sources)])
+    end = time.monotonic() + args.duration
+    while time.monotonic() < end:
+        for fd, ev in poller.poll(100):
+            s, src = socks.pop(fd)
+            poller.unregister(fd)
+            try:
+                s.recv(65536)
+            except OSError:
+                pass
+            s.close()
+            closed += 1
+            open_one(src)
+        while len(socks) < args.count and time.monotonic() < end:  # failed connects
+            open_one(sources[(opened + failed) % len(sources)])
+            if failed > 100000:
+                break
+    for s, _ in socks.values():
+        s.close()
+    print(json.dumps({"mode": "reflood", "sources": len(sources), "held": args.count,
+                      "opened": opened, "closed_by_server": closed, "failed": failed}))
+    return 0
+
+
 def probe_hold(addr, args):
     conns, reasons, answered = [], {}, 0
     for _ in range(args.count):
@@ -367,8 +421,9 @@ def main():
     ap.add_argument("--mode", required=True,
                     choices=["idle", "slow-hello", "half-header", "idle-auth", "cut-call",
                              "stalled-copy", "legit", "auth-timing", "probe-hold",
-                             "probe-echo", "probe-name"])
+                             "probe-echo", "probe-name", "reflood"])
     ap.add_argument("--echo-bytes", type=int, default=64 << 20, help="probe-echo: bulk bytes")
+    ap.add_argument("--sources", type=int, default=300, help="reflood: source addresses (<= 5000)")
     ap.add_argument("--count", type=int, default=100)
     ap.add_argument("--duration", type=float, default=10)
     ap.add_argument("--tenant", default="")
@@ -394,6 +449,10 @@ def main():
     addr = (host.strip("[]"), int(port))
     if args.mode == "auth-timing":
         return auth_timing(addr, args)
+    if args.mode == "reflood":
+        if not 0 < args.sources <= 5000:
+            sys.exit("flood.py: --sources up to 5000")
+        return reflood(addr, args)
     if args.mode.startswith("probe-"):
         return {"probe-hold": probe_hold, "probe-echo": probe_echo,
                 "probe-name": probe_name}[args.mode](addr, args)
