@@ -15,6 +15,7 @@
 #define DEFAULT_LANES              4 /* measured on the H100 host: see client/lanes.c */
 #define DEFAULT_CONNECT_TIMEOUT_MS 5000
 #define DEFAULT_PROBE_TIMEOUT_MS   3000
+#define DEFAULT_SESSION_TIMEOUT_MS 30000
 
 struct parse_ctx {
     struct cli_conf *conf;
@@ -63,6 +64,31 @@ static bool parse_gpus(const char *value, int *gpus_p)
     return true;
 }
 
+/* ---- session_timeout (issue 27 item 8): how long a call may wait without a word from its
+ * server. "30s", "500ms", "2m", a bare number of seconds, or 0 for never; session_timeout_ms
+ * (and RGPU_SESSION_TIMEOUT_MS) in milliseconds. 1 s to 24 h. */
+static bool parse_session_timeout(const char *key, const char *text, int *ms_p)
+{
+    char *end;
+    double v = strtod(text, &end), unit = strcmp(key, "session_timeout_ms") == 0 ? 1 : 1000;
+
+    while (*end == ' ')
+        end++;
+    if (end == text || v < 0)
+        return false;
+    if (unit == 1000 && strcmp(end, "ms") == 0)
+        unit = 1;
+    else if (unit == 1000 && strcmp(end, "m") == 0)
+        unit = 60000;
+    else if (!(*end == '\0' || (unit == 1000 && strcmp(end, "s") == 0)))
+        return false;
+    v *= unit;
+    if (v != 0 && (v < 1000 || v > 86400000.0))
+        return false;
+    *ms_p = (int)v;
+    return true;
+}
+
 /* One key; every value is checked, and a bad one is an error naming the key. */
 static rg_status_t set_key(struct cli_conf *conf, const char *key, const char *value, char *why,
                            size_t why_len)
@@ -93,12 +119,16 @@ static rg_status_t set_key(struct cli_conf *conf, const char *key, const char *v
         conf->lanes = atoi(value);
     else if (strcmp(key, "gpus") == 0)
         ok = parse_gpus(value, &conf->gpus);
+    else if (strcmp(key, "session_timeout") == 0 || strcmp(key, "session_timeout_ms") == 0)
+        ok = parse_session_timeout(key, value, &conf->session_timeout_ms);
     /* other keys are for other readers (the NVML shim, later versions): ignored */
     if (!ok)
         snprintf(why, why_len, "%s = %s is not valid (%s)", key, value,
                  strcmp(key, "policy") == 0      ? "spread, pack or first"
                  : strcmp(key, "mem_quota") == 0 ? "a size such as 4GiB"
                  : strcmp(key, "gpus") == 0      ? "a count, 1 to 64"
+                 : strncmp(key, "session_timeout", 15) == 0
+                     ? "a duration from 1s to 24h such as 30s, 1500ms or 2m, or 0 for never"
                                                  : "milliseconds, 1 to 600000");
     return ok ? RG_OK : RG_ERR_INVALID;
 }
@@ -202,7 +232,8 @@ static rg_status_t apply_env(struct cli_conf *conf, char *why, size_t why_len)
                                          {"RGPU_PROBE_TIMEOUT_MS", "probe_timeout_ms"},
                                          {"RGPU_TRANSPORT", "transport"},
                                          {"RGPU_LANES", "lanes"},
-                                         {"RGPU_GPUS", "gpus"}};
+                                         {"RGPU_GPUS", "gpus"},
+                                         {"RGPU_SESSION_TIMEOUT_MS", "session_timeout_ms"}};
     const char *server = getenv("RGPU_SERVER"), *pool = getenv("RGPU_POOL");
     rg_status_t st = RG_OK;
 
@@ -240,6 +271,7 @@ rg_status_t cli_conf_load(struct cli_conf *conf, char *why, size_t why_len)
     conf->policy = SCHED_SPREAD;
     conf->connect_timeout_ms = DEFAULT_CONNECT_TIMEOUT_MS;
     conf->probe_timeout_ms = DEFAULT_PROBE_TIMEOUT_MS;
+    conf->session_timeout_ms = DEFAULT_SESSION_TIMEOUT_MS;
     if (home != NULL && home[0] != '\0')
         snprintf(home_conf, sizeof(home_conf), "%s/.config/rgpu/client.conf", home);
     if (paths[0] != NULL && paths[0][0] != '\0') /* named: that file or an error */

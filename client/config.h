@@ -5,10 +5,11 @@
  * Search order: the file RGPU_CONFIG names, else ~/.config/rgpu/client.conf, else
  * /etc/rgpu/client.conf; the first that exists is read, alone. Keys (section [client] or
  * none): pool, server, tenant, token, token_file, mem_quota, policy, connect_timeout_ms,
- * probe_timeout_ms, transport, lanes, gpus. Environment: RGPU_SERVER (the servers of the
- * process, over any pool), RGPU_POOL (a pool, placed), RGPU_TENANT, RGPU_TOKEN, RGPU_TOKEN_FILE,
- * RGPU_MEM_QUOTA, RGPU_POLICY, RGPU_CONNECT_TIMEOUT_MS, RGPU_PROBE_TIMEOUT_MS, RGPU_TRANSPORT,
- * RGPU_LANES, RGPU_GPUS. deploy/client.conf is the documented example. */
+ * probe_timeout_ms, transport, lanes, gpus, session_timeout. Environment: RGPU_SERVER (the
+ * servers of the process, over any pool), RGPU_POOL (a pool, placed), RGPU_TENANT, RGPU_TOKEN,
+ * RGPU_TOKEN_FILE, RGPU_MEM_QUOTA, RGPU_POLICY, RGPU_CONNECT_TIMEOUT_MS, RGPU_PROBE_TIMEOUT_MS,
+ * RGPU_TRANSPORT, RGPU_LANES, RGPU_GPUS, RGPU_SESSION_TIMEOUT_MS. deploy/client.conf is the
+ * documented example. */
 #ifndef RGPU_CLIENT_CLIENT_CONFIG_H
 #define RGPU_CLIENT_CLIENT_CONFIG_H
 
@@ -39,7 +40,11 @@ struct cli_conf {
     uint64_t mem_quota; /* requested quota per GPU, 0 = the tenant's */
     int lanes;          /* data lanes for large copies on TCP (0: none) */
     enum sched_policy policy;
-    int connect_timeout_ms; /* per server */
+    int connect_timeout_ms; /* per server, with the retries of a server busy or full */
+    /* A call waiting this long without a word from its server (no reply, no keepalive) finds
+     * the session gone: it and every later call fail with CUDA_ERROR_DEVICE_UNAVAILABLE. Only
+     * against servers of protocol 1.3 and later (they keep a busy session talking); 0: never. */
+    int session_timeout_ms;
     int probe_timeout_ms;   /* the whole parallel probe of a pool */
     /* GPUs the job asks for (0: not said). From a pool: placed on as many servers as it takes,
      * each admitting the job on all its GPUs, or refused; from listed servers: the first N of

@@ -35,6 +35,7 @@ static rg_status_t send_hello(struct cli_session *s, const struct cli_conf *conf
     hello.token = (char *)conf->token;
     hello.mem_quota = conf->mem_quota;
     hello.transport = s->transport;
+    hello.session_timeout_ms = (uint32_t)conf->session_timeout_ms;
     return proto_send(s->conn, PROTO_HELLO, &hello.base, NULL, 0);
 }
 
@@ -147,6 +148,24 @@ static CUresult transport_upgrade(struct cli_session *s, const Rgpu__Welcome *w,
     return CUDA_SUCCESS;
 }
 
+/* A server of 1.3 or later keeps a session whose call runs long talking (Keepalive frames), so
+ * a receive that hears nothing for session_timeout_ms means the session no longer answers (its
+ * worker stopped, its host gone quiet): the call, and every later one, fails
+ * (client/call_stream.c). An older server is not held to it. */
+static CUresult session_deadline(struct cli_session *s, const struct cli_conf *conf, char *why,
+                                 size_t why_len)
+{
+    s->session_timeout_ms = 0;
+    if (conf->session_timeout_ms <= 0 || s->proto_minor < PROTO_MINOR_KEEPALIVE)
+        return CUDA_SUCCESS;
+    if (transport_set_recv_idle(s->conn, conf->session_timeout_ms) != RG_OK) {
+        snprintf(why, why_len, "cannot set the session's receive deadline on %s", s->server);
+        return CUDA_ERROR_OPERATING_SYSTEM;
+    }
+    s->session_timeout_ms = conf->session_timeout_ms;
+    return CUDA_SUCCESS;
+}
+
 static void set_recv_timeout(struct cli_session *s, int ms)
 {
     struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
@@ -190,6 +209,8 @@ CUresult cli_handshake(struct cli_session *s, const struct cli_conf *conf,
     res = take_welcome(s, w, why, why_len);
     if (res == CUDA_SUCCESS)
         res = transport_upgrade(s, w, opts, why, why_len);
+    if (res == CUDA_SUCCESS)
+        res = session_deadline(s, conf, why, why_len);
     if (res == CUDA_SUCCESS && s->tcp_ctl == NULL && s->index == 0) /* TCP, first */
         cli_proc.hooks->lanes_offered(w->lane_addr, w->lane_secret.data, w->lane_secret.len,
                                       conf->lanes);

@@ -54,6 +54,8 @@ struct cli_session {
     struct cli_device *devices; /* the server's, in its ordinals (its Welcome) */
     int ndevices;
     uint32_t proto_minor; /* the minor the session speaks: the older of ours and the server's */
+    int session_timeout_ms; /* a reply waited for this long without a frame: the session is
+                             * gone (0: not armed; handshake.c session_deadline) */
     int retry_ms; /* the handshake failed for load (server full, busy, closed before a word):
                    * worth another try after about this long (0: not worth one) */
     bool op_refused[PROTO_OP_COUNT]; /* ops refused as unknown to the server (said once each) */

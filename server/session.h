@@ -96,6 +96,7 @@ struct srv_session {
     char rdma_note[200];
     struct transport_conn *tcp_ctl;
     char end_reason[160]; /* why a call broke the session (srv_call.why, kept) */
+    struct srv_keepalive *keepalive; /* server/keepalive.h, NULL when the client asked none */
 };
 
 /* Per-session bounds on what a session makes the worker hold beyond its allocations

@@ -11,6 +11,7 @@
 
 #include "common/log.h"
 #include "server/host_nvml.h"
+#include "server/keepalive.h"
 #include "server/nccl.h"
 #include "server/lanes.h"
 #include "server/peer_gate.h"
@@ -247,8 +248,9 @@ static rg_status_t recv_hello(struct srv_session *s, const struct srv_config *cf
     return got == want && dst == s->msg_buf ? RG_OK : RG_ERR_PROTO;
 }
 
-/* Hello -> Welcome. Returns -1 to go on serving, or the worker's exit status. */
-static int handshake(struct srv_session *s, const struct srv_config *cfg)
+/* Hello -> Welcome. Returns -1 to go on serving (with the client's session timeout in
+ * *timeout_ms_p, for the keepalive), or the worker's exit status. */
+static int handshake(struct srv_session *s, const struct srv_config *cfg, uint32_t *timeout_ms_p)
 {
     struct proto_frame_hdr hdr;
     Rgpu__Hello *hello;
@@ -279,6 +281,7 @@ static int handshake(struct srv_session *s, const struct srv_config *cfg)
         rgpu__hello__free_unpacked(hello, NULL);
         return 0;
     }
+    *timeout_ms_p = hello->session_timeout_ms;
     rgpu__hello__free_unpacked(hello, NULL);
     if (srv_driver_open(cfg->driver[0] ? cfg->driver : NULL, &s->drv) != RG_OK ||
         (res = s->drv.cuInit(0)) != CUDA_SUCCESS || parse_devices(s, cfg->devices) != 0) {
@@ -300,6 +303,7 @@ CUresult srv_reply_bulk(struct srv_session *s, struct srv_call *call, const void
 
     reply.id = call->msg->id;
     call->replied = true;
+    srv_keepalive_reply_begin(s); /* the reply's frame begins: no keepalive may cut into it */
     return proto_send(s->conn, PROTO_REPLY, &reply.base, buf, len) == RG_OK
                ? CUDA_SUCCESS
                : CUDA_ERROR_DEVICE_UNAVAILABLE;
@@ -442,8 +446,11 @@ static bool execute(struct srv_session *s, const struct proto_frame_hdr *hdr, co
      * forever. */
     if (op != NULL)
         call.args = call_args(m, op, padded);
-    if (op != NULL && (res == CUDA_SUCCESS || (op->flags & PROTO_OPF_LANE)))
+    if (op != NULL && (res == CUDA_SUCCESS || (op->flags & PROTO_OPF_LANE))) {
+        srv_keepalive_call_begin(s);
         res = srv_dispatch[m->op](s, &call);
+        srv_keepalive_call_end(s);
+    }
     srv_worker_stats_add(m->op, t0);
     srv_tenancy_count(s, call_bytes(hdr, &call, res), reply_bytes(&call, res),
                       res != CUDA_SUCCESS);
@@ -513,6 +520,7 @@ int srv_worker_run(const struct srv_config *cfg, int fd, uint64_t session_id, co
     struct srv_session s = {.id = session_id};
     struct timeval io_timeout = {cfg->recv_timeout_ms / 1000, cfg->recv_timeout_ms % 1000 * 1000};
     char prefix[64];
+    uint32_t timeout_ms = 0;
     int rc;
 
     snprintf(prefix, sizeof(prefix), "gpu-server[%d] session %llu", (int)getpid(),
@@ -532,9 +540,11 @@ int srv_worker_run(const struct srv_config *cfg, int fd, uint64_t session_id, co
     srv_host_nvml_configure(cfg->host_nvml);
     srv_nccl_configure(cfg);
     srv_output_capture(&s);
-    rc = handshake(&s, cfg);
+    rc = handshake(&s, cfg, &timeout_ms);
     if (rc < 0) {
+        srv_keepalive_start(&s, timeout_ms); /* failing (logged), the session goes on without */
         rc = serve(&s, cfg->idle_timeout_s > 0 ? cfg->idle_timeout_s * 1000 : -1);
+        srv_keepalive_stop(&s);
         srv_worker_stats_report();
         srv_lanes_end(&s);
         srv_tenancy_end(&s);

@@ -362,4 +362,5 @@ const struct transport_ops transport_loop_ops = {
     .read = loop_read,
     .mem_reg_dmabuf = transport_nomem_reg_dmabuf, /* no device memory in one process's loop */
     .set_busy_poll = transport_sock_set_busy_poll,
+    .set_recv_idle = transport_sock_set_recv_idle,
 };

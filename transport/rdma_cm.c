@@ -518,6 +518,16 @@ static void rdma_set_busy_poll(struct transport_conn *conn, unsigned us)
     rdma_conn_of(conn)->busy_poll_us = us;
 }
 
+static rg_status_t rdma_set_recv_idle(struct transport_conn *conn, int ms)
+{
+    struct rdma_conn *c = rdma_conn_of(conn);
+
+    pthread_mutex_lock(&c->lock);
+    c->recv_idle_ms = ms > 0 ? ms : 0;
+    pthread_mutex_unlock(&c->lock);
+    return RG_OK;
+}
+
 const struct transport_ops transport_rdma_ops = {
     .name = "rdma",
     .caps = TRANSPORT_CAP_BUSY_POLL | TRANSPORT_CAP_ONE_SIDED,
@@ -538,4 +548,5 @@ const struct transport_ops transport_rdma_ops = {
     .read = rdma_read,
     .mem_reg_dmabuf = rdma_mem_reg_dmabuf,
     .set_busy_poll = rdma_set_busy_poll,
+    .set_recv_idle = rdma_set_recv_idle,
 };

@@ -41,6 +41,9 @@ int transport_sock_fd(struct transport_conn *conn);
 void transport_sock_shutdown(struct transport_conn *conn);
 void transport_sock_close(struct transport_conn *conn);
 void transport_sock_set_busy_poll(struct transport_conn *conn, unsigned us);
+/* set_recv_idle: SO_RCVTIMEO (a recv returns what it has, or times out, after ms without a
+ * byte). */
+rg_status_t transport_sock_set_recv_idle(struct transport_conn *conn, int ms);
 
 /* SO_RCVTIMEO/SO_SNDTIMEO of io_timeout_ms (0: none), so a stalled recv/sendv ends with
  * RG_ERR_TIMEOUT. */

@@ -338,4 +338,5 @@ const struct transport_ops transport_tcp_ops = {
     .read = transport_nomem_rw,
     .mem_reg_dmabuf = transport_nomem_reg_dmabuf,
     .set_busy_poll = transport_sock_set_busy_poll,
+    .set_recv_idle = transport_sock_set_recv_idle,
 };

@@ -92,6 +92,11 @@ struct transport_ops {
     /* Spin up to us microseconds on a receive that finds no data before blocking (0: off);
      * a no-op without TRANSPORT_CAP_BUSY_POLL. */
     void (*set_busy_poll)(struct transport_conn *conn, unsigned us);
+    /* A receive that gets no byte for ms milliseconds ends with RG_ERR_TIMEOUT (0: never, the
+     * default); each byte that arrives starts the wait again, so a long transfer that keeps
+     * moving is never cut. The client's session deadline (a peer that sends keepalive frames
+     * while it works: proto/frame.h PROTO_KEEPALIVE). Replaces any receive timeout set before. */
+    rg_status_t (*set_recv_idle)(struct transport_conn *conn, int ms);
 };
 
 /* Base object of every backend's connection (downcast with container_of). */
@@ -148,5 +153,9 @@ static inline rg_status_t transport_recv(struct transport_conn *c, void *buf, si
 static inline int transport_fd(struct transport_conn *c) { return c->ops->fd(c); }
 static inline void transport_shutdown(struct transport_conn *c) { c->ops->shutdown(c); }
 static inline void transport_close(struct transport_conn *c) { c->ops->close(c); }
+static inline rg_status_t transport_set_recv_idle(struct transport_conn *c, int ms)
+{
+    return c->ops->set_recv_idle(c, ms);
+}
 
 #endif
