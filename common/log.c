@@ -83,7 +83,7 @@ const char *rg_log_escape(char *dst, size_t len, const char *src)
         unsigned char ch = (unsigned char)*src;
         char esc[5];
         size_t n = 1;
-        if (ch < 0x20 || ch >= 0x7f || ch == '\\' || ch == '\'' || ch == '"')
+        if (ch < 0x20 || ch >= 0x7f || ch == '\\')
             n = (size_t)snprintf(esc, sizeof(esc), "\\x%02x", ch);
         else
             esc[0] = (char)ch;

@@ -30,9 +30,10 @@ void rg_log_write(enum rg_log_level level, const char *fmt, ...)
     } while (0)
 /* A string a peer sent (a tenant, client or host name, a probe's field: anything that did not
  * come from this host's own configuration) made safe for a log line, the one escaping function
- * every such string goes through: bytes outside printable ASCII, backslashes and quotes become
- * \xNN, so that a peer can neither start a forged line nor close the quotes around it; a string
- * too long for dst is cut and ends in "...". NULL is written as "". Returns dst. */
+ * every such string goes through: bytes outside printable ASCII (a newline, a terminal escape)
+ * and backslashes become \xNN, so that a peer cannot start a forged line or rewrite what a
+ * terminal shows; a string too long for dst is cut and ends in "...". NULL is written as "".
+ * Returns dst. */
 const char *rg_log_escape(char *dst, size_t len, const char *src);
 /* The same into a buffer that lives until the end of the enclosing block, for an argument of a
  * log call: rg_warn("tenant '%s'", RG_PEER_STR(name)). At most RG_PEER_STR_MAX bytes. */

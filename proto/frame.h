@@ -28,11 +28,10 @@
  * ops of several devices (P2P_QUERY, CTX_PEER_ACCESS, ...) and of mirrored host memory
  * (HOST_MIRROR_*); MODULE_UNLOAD and LIBRARY_UNLOAD may come without waiting for a reply;
  * 1.3 the session's keepalive (Hello.session_timeout_ms, PROTO_KEEPALIVE frames from the worker
- * while a call runs: a client arms its receive deadline only on a session that speaks 1.3).
- * A server serves two minors back, so a 1.3 server still serves 1.1 clients. */
+ * while a call runs: a client arms its receive deadline only on a session that speaks 1.3). */
 #define PROTO_VERSION 1u /* the major */
 #define PROTO_VERSION_MINOR 3u
-#define PROTO_MINORS_BACK 2u
+#define PROTO_MINORS_BACK 1u
 /* The minor from which the worker keeps a waiting client informed (PROTO_KEEPALIVE). */
 #define PROTO_MINOR_KEEPALIVE 3u
 /* Limits: a frame whose message is larger is a protocol violation and ends the session. */

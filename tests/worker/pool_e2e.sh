@@ -125,16 +125,18 @@ f = fields(recv_exact(c, n))
 print(kind, f.get(2, 0), "%d.%d" % (f.get(1, 0), f.get(11, 0)), f.get(3, b"").decode())' \
         "$(dirname "$0")" "$PORT_A" "$1" 2>&1
 }
-reply=$(probe_version "1 1")
-check "a 1.1 probe (the previous minor) is answered, the reply says 1.2 ($reply)" test "$reply" = "9 0 1.2 "
+MINOR=$(sed -n 's/^#define PROTO_VERSION_MINOR \([0-9]*\)u.*/\1/p' "$(dirname "$0")/../../proto/frame.h")
+reply=$(probe_version "1 $((MINOR - 1))")
+check "a 1.$((MINOR - 1)) probe (the previous minor) is answered, the reply says 1.$MINOR ($reply)" \
+    test "$reply" = "9 0 1.$MINOR "
 reply=$(probe_version "1")
-check "a 1.0 probe (no minor: two older) is refused naming both ($reply)" \
-    eval 'echo "$reply" | grep -q "^9 [1-9][0-9]* 1.2 protocol version too old: client speaks 1.0, server speaks 1.2"'
-reply=$(probe_version "1 7")
-check "a 1.7 probe (newer minor) is answered ($reply)" test "$reply" = "9 0 1.2 "
+check "a 1.0 probe (no minor: older than the previous) is refused naming both ($reply)" \
+    eval 'echo "$reply" | grep -q "^9 [1-9][0-9]* 1.$MINOR protocol version too old: client speaks 1.0, server speaks 1.$MINOR"'
+reply=$(probe_version "1 $((MINOR + 5))")
+check "a 1.$((MINOR + 5)) probe (newer minor) is answered ($reply)" test "$reply" = "9 0 1.$MINOR "
 reply=$(probe_version "2 0")
 check "a 2.0 probe is refused naming both versions ($reply)" \
-    eval 'echo "$reply" | grep -q "^9 [1-9][0-9]* 1.2 protocol version mismatch: client speaks 2, server speaks 1"'
+    eval 'echo "$reply" | grep -q "^9 [1-9][0-9]* 1.$MINOR protocol version mismatch: client speaks 2, server speaks 1"'
 "$RGPU" top --once --pool "$A,$B" >"$WORK/top.txt" 2>&1
 check "rgpu top --once prints one screen (exit $?)" grep -q "^SERVER .*UTIL" "$WORK/top.txt"
 "$RGPU" ping --count 20 --json --pool "$A,$DEAD" >"$WORK/ping.json" 2>"$WORK/ping.err"
