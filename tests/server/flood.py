@@ -17,8 +17,9 @@ all and exits; nothing runs longer than --duration + a few seconds):
                 (127.1.x.y), each reopened at once from its address when the server closes it,
                 for --duration: the pre-Hello table held from many addresses (issue 27 item 4);
                 prints how many were opened and closed by the server as JSON
-  probe-hold    --count authenticated probes at once, each kept alive by a small Echo a second
-                for --duration: how many were answered and how many refused (and why) as JSON
+  probe-hold    --count authenticated probes at once, each kept alive by an Echo of --hold-echo
+                bytes a second for --duration: how many were answered, how many refused (and
+                why) and how many still answered at the end, as JSON
   probe-echo    one authenticated probe, then an Echo of --echo-bytes to be sent back: whether
                 the server echoed it or ended the connection, as JSON
   probe-name    one probe naming the tenant --tenant (any bytes, e.g. a newline), on a server
@@ -309,11 +310,12 @@ def probe_hold(addr, args):
             reasons[reason] = reasons.get(reason, 0) + 1
             s.close()
     end, alive = time.monotonic() + args.duration, len(conns)
+    echo = frame(ECHO, b"", args.hold_echo) + b"x" * args.hold_echo
     while time.monotonic() < end:
         time.sleep(1)
         for s in list(conns):
             try:
-                s.sendall(frame(ECHO, b"", 64) + b"x" * 64)
+                s.sendall(echo)
                 recv_frame(s)
             except (OSError, ConnectionError, ValueError):
                 conns.remove(s)
@@ -423,6 +425,7 @@ def main():
                              "stalled-copy", "legit", "auth-timing", "probe-hold",
                              "probe-echo", "probe-name", "reflood"])
     ap.add_argument("--echo-bytes", type=int, default=64 << 20, help="probe-echo: bulk bytes")
+    ap.add_argument("--hold-echo", type=int, default=64, help="probe-hold: bytes of each Echo")
     ap.add_argument("--sources", type=int, default=300, help="reflood: source addresses (<= 5000)")
     ap.add_argument("--count", type=int, default=100)
     ap.add_argument("--duration", type=float, default=10)
