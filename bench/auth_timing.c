@@ -70,8 +70,8 @@ int main(int argc, char **argv)
     (void)sink;
     for (int c = 0; c < NCASES; c++) {
         qsort(t[c], (size_t)rounds, sizeof(double), cmp);
-        printf("%-28s median %.3f us  p10 %.3f us  p90 %.3f us\n", cases[c].label,
-               t[c][rounds / 2], t[c][rounds / 10], t[c][rounds * 9 / 10]);
+        printf("%-28s median %.3f us  p10 %.3f us  p90 %.3f us\n", cases[c].label, t[c][rounds / 2],
+               t[c][rounds / 10], t[c][rounds * 9 / 10]);
     }
     printf("refusal difference (wrong token - unknown tenant), medians: %.3f us (hashed), "
            "%.3f us (plain)\n",

@@ -57,7 +57,7 @@ enum proto_frame_type {
                            /* message, no bulk; the session still answers */
 };
 #define PROTO_ECHO_SINK 0x4u /* header flag of an Echo frame (beside PROTO_FLAG_* of proto/ops.h) */
-#define PROTO_ECHO_MAX (64u << 20) /* bulk of one Echo frame, at most (a sink's: read and dropped) */
+#define PROTO_ECHO_MAX (64u << 20) /* bulk of one Echo frame, at most (a sink: read, dropped) */
 /* Bulk of an Echo the server sends back, at most: the worker holds no more than this for it.
  * A larger one that is not a sink ends the connection. */
 #define PROTO_ECHO_BACK_MAX (64u << 10)

@@ -344,7 +344,9 @@ rg_status_t srv_preauth_accept(struct srv_preauth *p, int lfd)
 {
     /* Then let other events run: the pending connections' reads among them, so that one burst
      * of new connections cannot push out a connection whose first frame waits to be read. */
-    int batch = p->lim.max_pending / 4 < 1 ? 1 : p->lim.max_pending / 4 > 256 ? 256 : p->lim.max_pending / 4;
+    int batch = p->lim.max_pending / 4;
+
+    batch = batch < 1 ? 1 : batch > 256 ? 256 : batch;
 
     for (int i = 0; i < batch; i++) {
         struct sockaddr_storage ss;

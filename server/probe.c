@@ -187,7 +187,8 @@ static int serve_echo(struct srv_session *s)
     setsockopt(transport_fd(s->conn), SOL_SOCKET, SO_RCVTIMEO, &idle, sizeof(idle));
     while (st == RG_OK && (st = proto_recv(s->conn, &hdr, s->msg_buf, PROTO_MSG_MAX)) == RG_OK) {
         bool sink = hdr.flags & PROTO_ECHO_SINK;
-        if (hdr.type != PROTO_ECHO || hdr.bulk_len > (sink ? PROTO_ECHO_MAX : PROTO_ECHO_BACK_MAX)) {
+        if (hdr.type != PROTO_ECHO ||
+            hdr.bulk_len > (sink ? PROTO_ECHO_MAX : PROTO_ECHO_BACK_MAX)) {
             rg_warn("session %llu: probe from %s: %s of %llu bytes ends the echo (at most %u "
                     "bytes are echoed back, %u read and dropped)", (unsigned long long)s->id,
                     s->peer, proto_frame_type_name(hdr.type), (unsigned long long)hdr.bulk_len,

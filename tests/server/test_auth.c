@@ -129,11 +129,11 @@ static void test_gate_refuses_alike(void **state)
     assert_string_equal(b.reason, SRV_AUTH_REFUSED);
     assert_null(strstr(a.reason, "nobody"));
     /* the version first: a peer of another major hears that, whatever its token */
-    assert_false(srv_peer_gate(&tenants,
-                               &(struct srv_gate_peer){"hello", "peer", NULL, PROTO_VERSION + 1,
-                                                       0, "hashed",
-                                                       "hashed-token-of-some-32-characters"},
-                               &v));
+    assert_false(
+        srv_peer_gate(&tenants,
+                      &(struct srv_gate_peer){"hello", "peer", NULL, PROTO_VERSION + 1, 0, "hashed",
+                                              "hashed-token-of-some-32-characters"},
+                      &v));
     assert_int_equal(v.status, CUDA_ERROR_NOT_SUPPORTED);
     assert_non_null(strstr(v.reason, "protocol version mismatch"));
     /* through: the tenant and the session's minor */

@@ -16,8 +16,7 @@ static void test_escapes(void **state)
 
     assert_string_equal(rg_log_escape(out, sizeof(out), "alpha-1"), "alpha-1");
     assert_string_equal(rg_log_escape(out, sizeof(out), "a\nFORGED"), "a\\x0aFORGED");
-    assert_string_equal(rg_log_escape(out, sizeof(out), "it's \"x\" \\ y"),
-                        "it's \"x\" \\x5c y");
+    assert_string_equal(rg_log_escape(out, sizeof(out), "it's \"x\" \\ y"), "it's \"x\" \\x5c y");
     assert_string_equal(rg_log_escape(out, sizeof(out), "\x1b[31m\xff"), "\\x1b[31m\\xff");
     assert_string_equal(rg_log_escape(out, sizeof(out), NULL), "");
     assert_string_equal(rg_log_escape(out, sizeof(out), ""), "");
