@@ -342,12 +342,12 @@ static void pending_add(struct srv_preauth *p, int fd, const struct sockaddr_sto
 
 rg_status_t srv_preauth_accept(struct srv_preauth *p, int lfd)
 {
-    /* Then let other events run: the pending connections' reads among them, so that one burst
-     * of new connections cannot push out a connection whose first frame waits to be read. */
+    /* At most batch at a time, then other events run: the pending connections' reads among
+     * them, so that one burst of new connections cannot push out one whose first frame waits to
+     * be read. */
     int batch = p->lim.max_pending / 4;
 
     batch = batch < 1 ? 1 : batch > 256 ? 256 : batch;
-
     for (int i = 0; i < batch; i++) {
         struct sockaddr_storage ss;
         socklen_t sl = sizeof(ss);
