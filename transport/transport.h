@@ -5,7 +5,9 @@
  * RG_ERR_UNSUPPORTED, so callers never test for NULL.
  *
  * Threading: a connection may be used by one sender and one receiver at the same time; callers
- * serialize senders among themselves (and receivers among themselves).
+ * serialize senders among themselves (and receivers among themselves). On rdma a sendv may also
+ * run beside another thread's one-sided read or write (the worker's keepalive during a long
+ * copy, server/keepalive.h): both take the connection's lock and wait on its completions.
  *
  * The memory-registration and one-sided slots exist so that the RDMA backend fits the same API:
  * a region registered with mem_reg gets a key the peer can name; read/write move bytes between a
