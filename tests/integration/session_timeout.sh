@@ -23,7 +23,7 @@ FAILS=0
 PIDS=()
 cleanup() {
     for p in "${PIDS[@]}"; do kill -CONT "$p" 2>/dev/null; kill -9 "$p" 2>/dev/null; done
-    rm -rf "$WORK" ${FAKEVERBS_DIR:+"$FAKEVERBS_DIR"}
+    [ -n "${KEEP:-}" ] || rm -rf "$WORK" ${FAKEVERBS_DIR:+"$FAKEVERBS_DIR"}
 }
 trap cleanup EXIT
 free_port() { python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])'; }
