@@ -65,9 +65,10 @@ fi
 start_server stop
 RGPU_SERVER=127.0.0.1:$PORT "$STALL" stop >"$WORK/stop.out" 2>&1 &
 VICTIM=$!
-for _ in $(seq 100); do grep -q running "$WORK/stop.out" && break; sleep 0.1; done
+for _ in $(seq 600); do grep -q running "$WORK/stop.out" && break; sleep 0.1; done
 sleep 0.5
 WORKER=$(children "$SERVER_PID" | head -1)
+[ -n "$WORKER" ] || { fail "$kind: no worker to stop"; cat "$WORK/stop.out"; exit 1; }
 PIDS+=("$WORKER")
 kill -STOP "$WORKER"
 if timeout 60 tail --pid="$VICTIM" -f /dev/null && wait "$VICTIM" && grep -q PASS "$WORK/stop.out"; then

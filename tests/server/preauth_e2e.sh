@@ -109,7 +109,7 @@ check "a copy stalled after 1 MiB: a tenant's client is served" test "$(field "$
 # connection of the address holding the most, and reads a first frame already there at the
 # accept), and the real client library, told "busy" when its own connection is the one closed,
 # tries again within its connect timeout.
-$FLOOD --server "127.0.0.1:$PORT" --mode reflood --count 200 --sources 100 --duration 8 \
+$FLOOD --server "127.0.0.1:$PORT" --mode reflood --count 200 --sources 100 --duration 6 \
     >"$WORK/reflood.json" &
 FPID=$!
 sleep 2
