@@ -72,3 +72,32 @@ void rg_log_write(enum rg_log_level level, const char *fmt, ...)
         fprintf(stderr, "%s%s\n", stderr_is_journal() ? journal_prio[level] : "", line);
     errno = saved_errno;
 }
+
+const char *rg_log_escape(char *dst, size_t len, const char *src)
+{
+    size_t o = 0;
+
+    if (len == 0)
+        return dst;
+    for (; src != NULL && *src != '\0'; src++) {
+        unsigned char ch = (unsigned char)*src;
+        char esc[5];
+        size_t n = 1;
+        if (ch < 0x20 || ch >= 0x7f || ch == '\\')
+            n = (size_t)snprintf(esc, sizeof(esc), "\\x%02x", ch);
+        else
+            esc[0] = (char)ch;
+        if (o + n >= len) { /* cut: end in "..." within len */
+            size_t room = len - 1, keep = room >= 3 ? room - 3 : 0;
+            o = o < keep ? o : keep;
+            n = room - o < 3 ? room - o : 3;
+            memcpy(dst + o, "...", n);
+            o += n;
+            break;
+        }
+        memcpy(dst + o, esc, n);
+        o += n;
+    }
+    dst[o] = '\0';
+    return dst;
+}

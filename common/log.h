@@ -4,6 +4,7 @@
 #define RGPU_COMMON_LOG_H
 
 #include <stdarg.h>
+#include <stddef.h>
 
 enum rg_log_level { RG_LOG_ERROR = 0, RG_LOG_WARN, RG_LOG_INFO, RG_LOG_DEBUG, RG_LOG_TRACE };
 
@@ -27,6 +28,18 @@ void rg_log_write(enum rg_log_level level, const char *fmt, ...)
         if ((int)(level) <= rg_log_level_current)                             \
             rg_log_write((level), __VA_ARGS__);                                \
     } while (0)
+/* A string a peer sent (a tenant, client or host name, a probe's field: anything that did not
+ * come from this host's own configuration) made safe for a log line, the one escaping function
+ * every such string goes through: bytes outside printable ASCII (a newline, a terminal escape)
+ * and backslashes become \xNN, so that a peer cannot start a forged line or rewrite what a
+ * terminal shows; a string too long for dst is cut and ends in "...". NULL is written as "".
+ * Returns dst. */
+const char *rg_log_escape(char *dst, size_t len, const char *src);
+/* The same into a buffer that lives until the end of the enclosing block, for an argument of a
+ * log call: rg_warn("tenant '%s'", RG_PEER_STR(name)). At most RG_PEER_STR_MAX bytes. */
+#define RG_PEER_STR_MAX 96
+#define RG_PEER_STR(src) rg_log_escape((char[RG_PEER_STR_MAX]){0}, RG_PEER_STR_MAX, (src))
+
 #define rg_error(...) RG_LOG(RG_LOG_ERROR, __VA_ARGS__)
 #define rg_warn(...) RG_LOG(RG_LOG_WARN, __VA_ARGS__)
 #define rg_info(...) RG_LOG(RG_LOG_INFO, __VA_ARGS__)

@@ -1,8 +1,10 @@
 #include "proto/frame.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include "common/log.h"
 #include "proto/ops.h"
@@ -54,6 +56,7 @@ const char *proto_frame_type_name(unsigned type)
     case PROTO_PROBE: return "probe";
     case PROTO_PROBE_REPLY: return "probe-reply";
     case PROTO_ECHO: return "echo";
+    case PROTO_KEEPALIVE: return "keepalive";
     }
     return "unknown";
 }
@@ -153,6 +156,32 @@ rg_status_t proto_recv(struct transport_conn *conn, struct proto_frame_hdr *hdr,
     if (hdr->msg_len == 0)
         return RG_OK;
     return transport_recv(conn, buf, hdr->msg_len);
+}
+
+rg_status_t proto_peek_answer(struct transport_conn *conn, char *seen, size_t seen_len)
+{
+    const uint32_t magic = PROTO_MAGIC;
+    char first[48] = "";
+    int fd = transport_fd(conn);
+    ssize_t n;
+
+    if (seen_len > 0)
+        seen[0] = '\0';
+    if (fd < 0)
+        return RG_OK;
+    while ((n = recv(fd, first, sizeof(first) - 1, MSG_PEEK)) < 0 && errno == EINTR)
+        ;
+    if (n < 0)
+        return errno == EAGAIN || errno == EWOULDBLOCK ? RG_ERR_TIMEOUT : RG_ERR_CLOSED;
+    if (n == 0)
+        return RG_ERR_CLOSED;
+    if (memcmp(first, &magic, (size_t)n < sizeof(magic) ? (size_t)n : sizeof(magic)) == 0)
+        return RG_OK;
+    first[n] = '\0';
+    for (ssize_t i = 0; i < n; i++) /* a NUL would end what is shown */
+        first[i] = first[i] == '\0' ? ' ' : first[i];
+    rg_log_escape(seen, seen_len, first);
+    return RG_ERR_PROTO;
 }
 
 rg_status_t proto_discard(struct transport_conn *conn, uint64_t len)

@@ -31,11 +31,15 @@
  * without holding the session (NCCL_COMM_INIT's `async`); Hello.mem_share and Probe.mem_share,
  * and a memory request above the tenant's quota refused instead of cut (an older server ignores
  * a share: the client does not go on with one when it asked for a share,
- * PROTO_MINOR_MEM_SHARE). */
+ * PROTO_MINOR_MEM_SHARE); the session's keepalive
+ * (Hello.session_timeout_ms, PROTO_KEEPALIVE frames from the worker while a call runs: a client
+ * arms its receive deadline only on a session that speaks 1.3). */
 #define PROTO_VERSION 1u /* the major */
 #define PROTO_VERSION_MINOR 3u
 #define PROTO_MINOR_MEM_SHARE 3u
 #define PROTO_MINORS_BACK 1u
+/* The minor from which the worker keeps a waiting client informed (PROTO_KEEPALIVE). */
+#define PROTO_MINOR_KEEPALIVE 3u
 /* Limits: a frame whose message is larger is a protocol violation and ends the session. */
 #define PROTO_MSG_MAX (4u << 20)
 /* Data up to this size rides inline in Call.data / Reply.data; larger moves as bulk. */
@@ -55,9 +59,14 @@ enum proto_frame_type {
     PROTO_ECHO = 10,       /* after an answered probe, either way: no message, bulk bytes. The */
                            /* server answers each with an Echo carrying the same bytes, or */
                            /* none with PROTO_ECHO_SINK (it reads and drops them) */
+    PROTO_KEEPALIVE = 11,  /* worker -> client (1.3), between frames while a call runs: no */
+                           /* message, no bulk; the session still answers */
 };
 #define PROTO_ECHO_SINK 0x4u /* header flag of an Echo frame (beside PROTO_FLAG_* of proto/ops.h) */
-#define PROTO_ECHO_MAX (64u << 20) /* bulk of one Echo frame, at most */
+#define PROTO_ECHO_MAX (64u << 20) /* bulk of one Echo frame, at most (a sink: read, dropped) */
+/* Bulk of an Echo the server sends back, at most: the worker holds no more than this for it.
+ * A larger one that is not a sink ends the connection. */
+#define PROTO_ECHO_BACK_MAX (64u << 10)
 
 struct proto_frame_hdr {
     uint32_t magic;
@@ -111,6 +120,14 @@ size_t proto_frame_pack(uint8_t *buf, size_t cap, enum proto_frame_type type, un
  * (or proto_discard). */
 rg_status_t proto_recv(struct transport_conn *conn, struct proto_frame_hdr *hdr, uint8_t *buf,
                        size_t cap);
+
+/* Before the first receive on conn (a TCP connection that just sent its Hello or Probe): wait
+ * for the peer's first bytes (within the socket's receive timeout) without taking them, and say
+ * whether they can begin a frame. RG_OK when they can (then proto_recv); RG_ERR_PROTO when the
+ * peer answered something else (an HTTP server, say), those bytes escaped into seen (seen_len);
+ * RG_ERR_CLOSED when it closed (or reset) the connection without a byte; RG_ERR_TIMEOUT when
+ * nothing came. A connection without a socket is RG_OK at once. */
+rg_status_t proto_peek_answer(struct transport_conn *conn, char *seen, size_t seen_len);
 
 /* Read and drop len bytes. */
 rg_status_t proto_discard(struct transport_conn *conn, uint64_t len);

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "common/log.h"
+#include "common/secret.h"
 #include "server/session.h"
 
 #define PEER_SECRET_LEN 32
@@ -63,11 +64,7 @@ static bool io_full(int fd, uint8_t *p, size_t n, bool out)
 
 static bool secret_eq(const uint8_t *a, const uint8_t *b)
 {
-    uint8_t d = 0;
-
-    for (int i = 0; i < PEER_SECRET_LEN; i++)
-        d |= a[i] ^ b[i];
-    return d == 0;
+    return rg_secret_equal(a, b, PEER_SECRET_LEN);
 }
 
 /* The one sender: its secret, then the bytes, chunk by chunk into device memory. */
@@ -258,7 +255,8 @@ CUresult srv_op_peer_send(struct srv_session *s, struct srv_call *call)
     memcpy(host, d->data + PEER_SECRET_LEN, d->len - PEER_SECRET_LEN);
     host[d->len - PEER_SECRET_LEN] = '\0';
     if ((fd = connect_to(host, a->port)) < 0) {
-        rg_warn("server-to-server copy: cannot connect to %s:%u", host, (unsigned)a->port);
+        rg_warn("server-to-server copy: cannot connect to %s:%u", RG_PEER_STR(host),
+                (unsigned)a->port);
         return CUDA_ERROR_NOT_READY; /* the client relays it instead */
     }
     if ((buf = malloc(PEER_CHUNK)) == NULL || !io_full(fd, d->data, PEER_SECRET_LEN, true))

@@ -20,6 +20,7 @@
 #include <sys/socket.h>
 
 #include "common/log.h"
+#include "common/secret.h"
 #include "server/lanes.h"
 #include "server/session_table.h"
 #include "transport/transport.h"
@@ -108,14 +109,9 @@ static int64_t now_ms(void)
     return (int64_t)(srv_now_ns() / 1000000);
 }
 
-/* Equal secrets, in constant time. */
 static bool secret_ok(const struct srv_lanes *L, const uint8_t *given)
 {
-    uint8_t diff = 0;
-
-    for (size_t i = 0; i < sizeof(L->secret); i++)
-        diff |= (uint8_t)(given[i] ^ L->secret[i]);
-    return diff == 0;
+    return rg_secret_equal(given, L->secret, sizeof(L->secret));
 }
 
 /* Read what h's peer sent. true when h is finished with (taken as a lane, or dropped). */

@@ -10,6 +10,7 @@
 
 #include "common/config.h"
 #include "common/log.h"
+#include "common/secret.h"
 #include "common/sha256.h"
 
 /* Bounds of the endpoint (docs/security.md): connections at once (the listener pauses at the
@@ -404,16 +405,14 @@ void srv_metrics_json(struct srv_metrics *m, struct evbuffer *out)
 static bool authorized(const struct http_ep *ep, struct evhttp_request *req)
 {
     const char *auth = evhttp_find_header(evhttp_request_get_input_headers(req), "Authorization");
-    uint8_t d[RG_SHA256_LEN], diff = 0;
+    uint8_t d[RG_SHA256_LEN];
 
     if (!ep->has_token)
         return true;
     if (auth == NULL || strncmp(auth, "Bearer ", 7) != 0)
         return false;
     rg_sha256(auth + 7, strlen(auth + 7), d);
-    for (int i = 0; i < RG_SHA256_LEN; i++)
-        diff |= (uint8_t)(d[i] ^ ep->token_sha256[i]);
-    return diff == 0;
+    return rg_secret_equal(d, ep->token_sha256, RG_SHA256_LEN);
 }
 
 /* Counting connections. evhttp has no hook for a connection's end in libevent 2.1, so each

@@ -3,6 +3,7 @@
  * NCCL sees the id (docs/nccl.md, "Who may join"). */
 #include <string.h>
 
+#include "common/secret.h"
 #include "server/nccl_internal.h"
 
 static uint8_t key_base[RG_SHA256_LEN]; /* SHA-256 of nccl_secret */
@@ -40,12 +41,12 @@ void nccl_id_mac(const struct srv_session *s, const uint8_t *id, uint8_t mac[RG_
 
 bool nccl_id_check(const struct srv_session *s, ncclUniqueId *id)
 {
-    uint8_t mac[RG_SHA256_LEN], diff = 0;
+    uint8_t mac[RG_SHA256_LEN];
     uint8_t *tail = (uint8_t *)id->internal + NCCL_WIRE_MAC_OFFSET;
+    bool ok;
 
     nccl_id_mac(s, (const uint8_t *)id->internal, mac);
-    for (int i = 0; i < NCCL_WIRE_MAC_LEN; i++)
-        diff |= (uint8_t)(mac[i] ^ tail[i]);
+    ok = rg_secret_equal(mac, tail, NCCL_WIRE_MAC_LEN);
     memset(tail, 0, NCCL_WIRE_MAC_LEN);
-    return diff == 0;
+    return ok;
 }

@@ -2,10 +2,14 @@
  * port whose first frame has not arrived yet. Nothing is forked and no worker exists for them.
  *
  * Bounds (docs/security.md): at most max_pending such connections in all, at most
- * max_pending_per_peer from one peer address (a connection over either is closed at once), and
- * the whole first frame (header and message, at most SRV_PREAUTH_FRAME_MAX bytes, no bulk) must
- * arrive within handshake_ms of the accept, or the connection is closed. Reads are non-blocking
- * in the supervisor's libevent loop, so no peer can stall another.
+ * max_pending_per_peer from one peer address, and the whole first frame (header and message, at
+ * most SRV_PREAUTH_FRAME_MAX bytes, no bulk) must arrive within handshake_ms of the accept, or
+ * the connection is closed. A new connection over a limit is taken, and room made for it: over
+ * max_pending_per_peer its address's oldest pending connection is closed, over max_pending the
+ * oldest of the address(es) holding the most; the one closed is told to try again (a Welcome
+ * refusal with retry_after_ms). A first frame already there at the accept is read at once. So a
+ * flood from many addresses cannot keep out a client that sends its Hello promptly. Reads are
+ * non-blocking in the supervisor's libevent loop, so no peer can stall another.
  *
  * Extending: a complete first frame goes to the frame hook with its type; the supervisor keeps
  * one const table of pre-session frame types (PROTO_HELLO, PROTO_PROBE). The hook answers and
@@ -61,9 +65,5 @@ int srv_preauth_pending(const struct srv_preauth *p);
 
 /* Send a small frame on a non-blocking socket, best effort (a refusal before closing). */
 void srv_preauth_send(int fd, enum proto_frame_type type, const ProtobufCMessage *msg);
-
-/* Copy a name a peer sent into dst for a log line: bytes outside printable ASCII and
- * backslashes become \xNN, and it is cut to fit. Returns dst. */
-const char *srv_printable(char *dst, size_t len, const char *src);
 
 #endif

@@ -9,6 +9,7 @@
 
 #include "common/log.h"
 #include "scheduler/admission.h"
+#include "server/peer_gate.h"
 #include "server/server.h"
 #include "server/session.h"
 #include "server/session_table.h"
@@ -177,31 +178,38 @@ int srv_probe_gpus(struct srv_session *s, const struct srv_config *cfg, struct s
     return n;
 }
 
-/* After the answer: Echo frames until the client leaves (rgpu ping). */
+/* After the answer: Echo frames until the client leaves (rgpu ping). The worker holds one
+ * buffer of ECHO_CHUNK bytes for them, whatever the peer sends (the probe's worker is counted
+ * against its tenant's and the server's max_sessions: server/supervisor.c): a sink's bulk is
+ * read through it and dropped, an Echo sent back is at most PROTO_ECHO_BACK_MAX, and anything
+ * else ends the connection. */
+#define ECHO_CHUNK (1u << 20)
 static int serve_echo(struct srv_session *s)
 {
     struct timeval idle = {ECHO_IDLE_S, 0};
     struct proto_frame_hdr hdr;
-    uint8_t *buf = NULL;
-    size_t cap = 0;
-    rg_status_t st;
+    uint8_t *buf = malloc(ECHO_CHUNK);
+    rg_status_t st = buf != NULL ? RG_OK : RG_ERR_NOMEM;
 
     setsockopt(transport_fd(s->conn), SOL_SOCKET, SO_RCVTIMEO, &idle, sizeof(idle));
-    while ((st = proto_recv(s->conn, &hdr, s->msg_buf, PROTO_MSG_MAX)) == RG_OK &&
-           hdr.type == PROTO_ECHO && hdr.bulk_len <= PROTO_ECHO_MAX) {
+    while (st == RG_OK && (st = proto_recv(s->conn, &hdr, s->msg_buf, PROTO_MSG_MAX)) == RG_OK) {
         bool sink = hdr.flags & PROTO_ECHO_SINK;
-        if (hdr.bulk_len > cap) { /* a sink too reads into memory: as fast as a copy can go */
-            free(buf);
-            cap = 0;
-            if ((buf = malloc(hdr.bulk_len)) == NULL)
-                break;
-            cap = hdr.bulk_len;
+        if (hdr.type != PROTO_ECHO ||
+            hdr.bulk_len > (sink ? PROTO_ECHO_MAX : PROTO_ECHO_BACK_MAX)) {
+            rg_warn("session %llu: probe from %s: %s of %llu bytes ends the echo (at most %u "
+                    "bytes are echoed back, %u read and dropped)", (unsigned long long)s->id,
+                    s->peer, proto_frame_type_name(hdr.type), (unsigned long long)hdr.bulk_len,
+                    PROTO_ECHO_BACK_MAX, PROTO_ECHO_MAX);
+            break;
         }
-        if (hdr.bulk_len > 0 && transport_recv(s->conn, buf, hdr.bulk_len) != RG_OK)
-            break;
-        if (proto_send(s->conn, PROTO_ECHO, NULL, sink ? NULL : buf, sink ? 0 : hdr.bulk_len) !=
-            RG_OK)
-            break;
+        for (uint64_t left = hdr.bulk_len; st == RG_OK && left > 0;) {
+            size_t n = left < ECHO_CHUNK ? (size_t)left : ECHO_CHUNK;
+            st = transport_recv(s->conn, buf, n);
+            left -= n;
+        }
+        if (st == RG_OK)
+            st = proto_send(s->conn, PROTO_ECHO, NULL, sink ? NULL : buf,
+                            sink ? 0 : hdr.bulk_len);
     }
     free(buf);
     return 0;
@@ -215,8 +223,8 @@ int srv_probe_serve(struct srv_session *s, const struct srv_config *cfg,
     static struct srv_probe_gpu gpus[SRV_MAX_DEVICES];
     const struct srv_tenant *tenant = NULL;
     const char *refusal = NULL;
-    char why[320], version_why[200];
-    uint32_t minor;
+    char why[320];
+    struct srv_gate g;
     Rgpu__Probe *req =
         hdr->bulk_len == 0 ? rgpu__probe__unpack(NULL, hdr->msg_len, s->msg_buf) : NULL;
     int ngpus, rc = 0;
@@ -228,14 +236,13 @@ int srv_probe_serve(struct srv_session *s, const struct srv_config *cfg,
     reply.proto_version = PROTO_VERSION;
     reply.proto_minor = PROTO_VERSION_MINOR;
     reply.server_name = (char *)cfg->name;
-    if (!proto_version_accept(PROTO_VERSION, PROTO_VERSION_MINOR, req->proto_version,
-                              req->proto_minor, &minor, version_why, sizeof(version_why))) {
-        refusal = version_why;
-        reply.status = CUDA_ERROR_NOT_SUPPORTED;
-    } else if (cfg->tenants.n > 0 && (tenant = srv_tenant_auth(&cfg->tenants, req->tenant,
-                                                               req->token, &refusal)) == NULL) {
-        reply.status = CUDA_ERROR_NOT_PERMITTED;
-    } else if ((ngpus = srv_probe_gpus(s, cfg, gpus)) < 0) {
+    if (!srv_peer_gate(&cfg->tenants,
+                       &(struct srv_gate_peer){"probe", s->peer, NULL, req->proto_version,
+                                               req->proto_minor, req->tenant, req->token},
+                       &g)) {
+        refusal = g.reason;
+        reply.status = g.status;
+    } else if ((tenant = g.tenant, ngpus = srv_probe_gpus(s, cfg, gpus)) < 0) {
         refusal = "the server cannot open its GPUs";
         reply.status = CUDA_ERROR_NO_DEVICE;
     } else {
@@ -244,7 +251,7 @@ int srv_probe_serve(struct srv_session *s, const struct srv_config *cfg,
     }
     reply.reason = (char *)(refusal ? refusal : "");
     rg_info("session %llu: probe from %s, tenant '%s': %s", (unsigned long long)s->id, s->peer,
-            req->tenant,
+            RG_PEER_STR(req->tenant),
             reply.status  ? reply.reason
             : reply.admit ? "would admit"
                           : why);

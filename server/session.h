@@ -71,6 +71,7 @@ struct srv_session {
     struct srv_lanes *lanes;  /* data lanes of a TCP session (server/lanes.c), NULL until offered */
     size_t lanes_staging_most; /* the most pinned staging its data lanes held (teardown log) */
     struct srv_nccl *nccl;    /* NCCL communicators and memory (handlers_nccl.c), NULL until used */
+    struct srv_keepalive *keepalive; /* server/keepalive.h, NULL when the client asked none */
 };
 
 /* The private state of component id (server/component.h); each component's file wraps it in

@@ -24,6 +24,7 @@
 #include "common/config.h"
 #include "common/log.h"
 #include "server/metrics.h"
+#include "server/peer_gate.h"
 #include "server/preauth.h"
 #include "server/sd_notify.h"
 #include "server/server.h"
@@ -33,9 +34,14 @@
 
 #define MAX_WORKERS 1024
 
+/* Load refusals (the server full) tell the client to try again after about this long. */
+#define RETRY_AFTER_MS 200
+
 struct worker {
     pid_t pid;
     uint64_t session;
+    bool probe;      /* a probe's worker (server/probe.h), not a session */
+    char tenant[64]; /* the tenant it authenticated as ("" on a server without tenants) */
     char peer[64];
 };
 
@@ -93,12 +99,12 @@ static void exec_worker(int fd, int hello_fd, uint64_t session, const char *peer
     _exit(127);
 }
 
-static void send_refusal(int fd, CUresult status, const char *reason);
+static void send_refusal(int fd, CUresult status, const char *reason, uint32_t retry_after_ms);
 
 static void refuse(int fd, const char *peer, CUresult status, const char *reason)
 {
     rg_warn("refused %s: %s", peer, reason);
-    send_refusal(fd, status, reason);
+    send_refusal(fd, status, reason, 0);
 }
 
 static int workers_running(void)
@@ -110,9 +116,22 @@ static int workers_running(void)
     return n;
 }
 
-/* Fork the worker of an authenticated session; the Hello frame goes to it through a pipe
- * (it fits the pipe's buffer: SRV_PREAUTH_FRAME_MAX). */
-static void spawn(const struct srv_preauth_peer *who, const uint8_t *frame, size_t len)
+/* The probes of a tenant in progress (workers answering or echoing). */
+static int tenant_probes(const char *tenant)
+{
+    int n = 0;
+
+    for (int i = 0; i < MAX_WORKERS; i++)
+        n += sup.workers[i].pid != 0 && sup.workers[i].probe &&
+             strcmp(sup.workers[i].tenant, tenant) == 0;
+    return n;
+}
+
+/* Fork the worker of an authenticated session or probe (of tenant, NULL when the server has
+ * none); the Hello or Probe frame goes to it through a pipe (it fits the pipe's buffer:
+ * SRV_PREAUTH_FRAME_MAX). */
+static void spawn(const struct srv_preauth_peer *who, const uint8_t *frame, size_t len,
+                  const struct srv_tenant *tenant, bool probe)
 {
     struct worker *w = NULL;
     int pfd[2];
@@ -141,16 +160,19 @@ static void spawn(const struct srv_preauth_peer *who, const uint8_t *frame, size
         goto out;
     }
     w->pid = pid;
+    w->probe = probe;
+    snprintf(w->tenant, sizeof(w->tenant), "%s", tenant != NULL ? tenant->name : "");
     snprintf(w->peer, sizeof(w->peer), "%s", who->peer);
-    rg_info("session %llu from %s: worker pid %d", (unsigned long long)w->session, who->peer,
-            (int)pid);
+    rg_info("%s %llu from %s: worker pid %d", probe ? "probe" : "session",
+            (unsigned long long)w->session, who->peer, (int)pid);
 out:
     close(pfd[0]);
     close(pfd[1]);
 }
 
-/* A Welcome that refuses, in the worker's form (the server's version and minor). */
-static void send_refusal(int fd, CUresult status, const char *reason)
+/* A Welcome that refuses, in the worker's form (the server's version and minor); for a refusal
+ * for load, retry_after_ms tells the client when trying again may succeed. */
+static void send_refusal(int fd, CUresult status, const char *reason, uint32_t retry_after_ms)
 {
     Rgpu__Welcome w = RGPU__WELCOME__INIT;
 
@@ -158,49 +180,46 @@ static void send_refusal(int fd, CUresult status, const char *reason)
     w.proto_minor = PROTO_VERSION_MINOR;
     w.status = status;
     w.reason = (char *)reason;
+    w.retry_after_ms = retry_after_ms;
     srv_preauth_send(fd, PROTO_WELCOME, &w.base);
 }
 
-/* One refusal text whether the tenant is unknown or the token wrong: a peer without a token
- * learns nothing about which tenants exist. The log says which, with the names made printable. */
-static bool hello_auth(const Rgpu__Hello *h, const struct srv_preauth_peer *who)
+/* The server's slots: sessions and probes together count against max_sessions. */
+static bool server_full(char *reason, size_t len)
 {
-    const char *why = NULL;
-    char tenant[80], client[80], host[80];
+    int n = workers_running();
 
-    if (sup.tenants->n == 0 || srv_tenant_auth(sup.tenants, h->tenant, h->token, &why) != NULL)
-        return true;
-    rg_warn("refused %s (client %s pid %u on %s): tenant '%s': %s", who->peer,
-            srv_printable(client, sizeof(client), h->client_name), h->client_pid,
-            srv_printable(host, sizeof(host), h->client_host),
-            srv_printable(tenant, sizeof(tenant), h->tenant), why);
-    send_refusal(who->fd, CUDA_ERROR_NOT_PERMITTED, SRV_AUTH_REFUSED);
-    return false;
+    if (n < sup.cfg->max_sessions)
+        return false;
+    snprintf(reason, len, "the server is full: %d sessions and probes (max_sessions = %d)", n,
+             sup.cfg->max_sessions);
+    return true;
 }
 
 static bool on_hello(const struct srv_preauth_peer *who, const struct proto_frame_hdr *hdr,
                      const uint8_t *frame, size_t len)
 {
     Rgpu__Hello *h = rgpu__hello__unpack(NULL, hdr->msg_len, frame + sizeof(*hdr));
-    char reason[160];
-    uint32_t minor;
+    char reason[160], detail[RG_PEER_STR_MAX * 2 + 32];
+    struct srv_gate g;
 
     if (h == NULL) {
         rg_warn("closing %s: its hello does not decode", who->peer);
         return false;
     }
-    /* the worker's rule (proto/frame.h), checked again there on the Hello it is passed */
-    if (!proto_version_accept(PROTO_VERSION, PROTO_VERSION_MINOR, h->proto_version,
-                              h->proto_minor, &minor, reason, sizeof(reason))) {
-        refuse(who->fd, who->peer, CUDA_ERROR_NOT_SUPPORTED, reason);
-    } else if (!hello_auth(h, who)) {
-        /* refused and logged */
-    } else if (workers_running() >= sup.cfg->max_sessions) {
-        snprintf(reason, sizeof(reason), "the server is full: %d sessions (max_sessions = %d)",
-                 workers_running(), sup.cfg->max_sessions);
-        refuse(who->fd, who->peer, CUDA_ERROR_NOT_PERMITTED, reason);
+    snprintf(detail, sizeof(detail), "client %s pid %u on %s", RG_PEER_STR(h->client_name),
+             h->client_pid, RG_PEER_STR(h->client_host));
+    /* the gate (server/peer_gate.h), passed again in the worker on the Hello it is handed */
+    if (!srv_peer_gate(sup.tenants,
+                       &(struct srv_gate_peer){"hello", who->peer, detail, h->proto_version,
+                                               h->proto_minor, h->tenant, h->token},
+                       &g)) {
+        send_refusal(who->fd, g.status, g.reason, 0);
+    } else if (server_full(reason, sizeof(reason))) {
+        rg_warn("refused %s: %s", who->peer, reason);
+        send_refusal(who->fd, CUDA_ERROR_NOT_PERMITTED, reason, RETRY_AFTER_MS);
     } else {
-        spawn(who, frame, len);
+        spawn(who, frame, len, g.tenant, false);
     }
     rgpu__hello__free_unpacked(h, NULL);
     return false; /* the worker has its own copy of the fd */
@@ -212,7 +231,7 @@ static bool on_hello(const struct srv_preauth_peer *who, const struct proto_fram
  * answers it: the answer may need the driver (the first probe records the GPUs in the session
  * table) and the echo that follows may last, neither of which the supervisor does. */
 static void send_probe_refusal(const struct srv_preauth_peer *who, CUresult status,
-                               const char *reason)
+                               const char *reason, uint32_t retry_after_ms)
 {
     Rgpu__ProbeReply r = RGPU__PROBE_REPLY__INIT;
 
@@ -221,32 +240,49 @@ static void send_probe_refusal(const struct srv_preauth_peer *who, CUresult stat
     r.server_name = (char *)sup.cfg->name;
     r.status = status;
     r.reason = (char *)reason;
+    r.retry_after_ms = retry_after_ms;
     srv_preauth_send(who->fd, PROTO_PROBE_REPLY, &r.base);
+}
+
+/* Whether a tenant may open one more probe: its probes in progress count against its
+ * max_sessions (apart from its sessions, so that `rgpu status` works while its jobs run), and
+ * every probe against the server's max_sessions with the sessions (docs/security.md). */
+static bool probe_over_limit(const struct srv_tenant *t, char *reason, size_t len)
+{
+    int n;
+
+    if (t == NULL || t->max_sessions == 0 || (n = tenant_probes(t->name)) < (int)t->max_sessions)
+        return false;
+    snprintf(reason, len,
+             "the tenant has %d probes in progress here, its limit (max_sessions = %u)", n,
+             t->max_sessions);
+    return true;
 }
 
 static bool on_probe(const struct srv_preauth_peer *who, const struct proto_frame_hdr *hdr,
                      const uint8_t *frame, size_t len)
 {
     Rgpu__Probe *p = rgpu__probe__unpack(NULL, hdr->msg_len, frame + sizeof(*hdr));
-    char reason[200], tenant[80];
-    const char *why = NULL;
-    uint32_t minor;
+    char reason[200];
+    struct srv_gate g;
 
     if (p == NULL) {
         rg_warn("closing %s: its probe does not decode", who->peer);
         return false;
     }
-    if (!proto_version_accept(PROTO_VERSION, PROTO_VERSION_MINOR, p->proto_version,
-                              p->proto_minor, &minor, reason, sizeof(reason))) {
+    if (!srv_peer_gate(sup.tenants,
+                       &(struct srv_gate_peer){"probe", who->peer, NULL, p->proto_version,
+                                               p->proto_minor, p->tenant, p->token},
+                       &g)) {
+        send_probe_refusal(who, g.status, g.reason, 0);
+    } else if (probe_over_limit(g.tenant, reason, sizeof(reason))) {
+        rg_warn("refused the probe of %s: tenant '%s': %s", who->peer, g.tenant->name, reason);
+        send_probe_refusal(who, CUDA_ERROR_NOT_PERMITTED, reason, RETRY_AFTER_MS);
+    } else if (server_full(reason, sizeof(reason))) {
         rg_warn("refused the probe of %s: %s", who->peer, reason);
-        send_probe_refusal(who, CUDA_ERROR_NOT_SUPPORTED, reason);
-    } else if (sup.tenants->n > 0 &&
-               srv_tenant_auth(sup.tenants, p->tenant, p->token, &why) == NULL) {
-        rg_warn("refused the probe of %s: tenant '%s': %s", who->peer,
-                srv_printable(tenant, sizeof(tenant), p->tenant), why);
-        send_probe_refusal(who, CUDA_ERROR_NOT_PERMITTED, SRV_AUTH_REFUSED);
+        send_probe_refusal(who, CUDA_ERROR_NOT_PERMITTED, reason, RETRY_AFTER_MS);
     } else {
-        spawn(who, frame, len);
+        spawn(who, frame, len, g.tenant, true);
     }
     rgpu__probe__free_unpacked(p, NULL);
     return false;

@@ -2,6 +2,7 @@
 
 #include "common/config.h"
 #include "common/log.h"
+#include "common/secret.h"
 #include "common/sha256.h"
 
 #include <stdio.h>
@@ -165,40 +166,50 @@ rg_status_t srv_tenant_key(struct srv_tenants *tenants, const char *name, const 
                            : RG_ERR_INVALID;
 }
 
-/* Equal strings, in time that depends only on the length of the expected one. */
-static bool token_equal(const char *given, const char *expected)
+/* name into a zero-padded field of SRV_TENANT_NAME bytes; false (and zeros) when it does not
+ * fit, so that it matches no tenant. */
+static bool name_field(char field[sizeof(((struct srv_tenant *)0)->name)], const char *name)
 {
-    size_t n = strlen(expected), m = strlen(given);
-    unsigned char diff = (unsigned char)(n != m);
+    size_t cap = sizeof(((struct srv_tenant *)0)->name), n = name ? strnlen(name, cap) : 0;
 
-    for (size_t i = 0; i < n; i++)
-        diff |= (unsigned char)(expected[i] ^ (i < m ? given[i] : 0));
-    return diff == 0;
+    memset(field, 0, cap);
+    if (n == cap)
+        return false;
+    memcpy(field, name, n);
+    return true;
 }
 
-static bool hash_equal(const char *given, const uint8_t expected[RG_SHA256_LEN])
-{
-    uint8_t d[RG_SHA256_LEN], diff = 0;
-
-    rg_sha256(given, strlen(given), d);
-    for (int i = 0; i < RG_SHA256_LEN; i++)
-        diff |= (uint8_t)(d[i] ^ expected[i]);
-    return diff == 0;
-}
-
+/* The same work whatever the peer sent, so that the time to refuse tells nothing (docs/
+ * security.md): every tenant's name is compared, in full and in constant time; the token given
+ * is hashed; so is the plain token of the tenant named, or a dummy of a typical token's length
+ * (a tenant with token_sha256, or none named); and the two digests are compared in constant
+ * time. Only the reason for the log differs. */
 const struct srv_tenant *srv_tenant_auth(const struct srv_tenants *tenants, const char *name,
                                          const char *token, const char **why_p)
 {
+    static const char dummy[] = "rgpu-dummy-token-for-the-unknown";
+    char want[sizeof(((struct srv_tenant *)0)->name)], have[sizeof(want)];
+    uint8_t given[RG_SHA256_LEN], plain[RG_SHA256_LEN];
+    const struct srv_tenant *found = NULL;
+    bool fits = name_field(want, name), ok;
+
     for (int i = 0; i < tenants->n; i++) {
-        const struct srv_tenant *t = &tenants->list[i];
-        if (strcmp(t->name, name ? name : "") != 0)
-            continue;
-        if (t->hashed ? hash_equal(token ? token : "", t->token_sha256)
-                      : token_equal(token ? token : "", t->token))
-            return t;
-        *why_p = "authentication failed: wrong token for the tenant";
-        return NULL;
+        name_field(have, tenants->list[i].name);
+        if (rg_secret_equal(have, want, sizeof(want)))
+            found = &tenants->list[i];
     }
-    *why_p = "authentication failed: unknown tenant (set RGPU_TENANT and RGPU_TOKEN)";
+    token = token ? token : "";
+    rg_sha256(token, strlen(token), given);
+    if (found != NULL && !found->hashed)
+        rg_sha256(found->token, strlen(found->token), plain);
+    else
+        rg_sha256(dummy, sizeof(dummy) - 1, plain);
+    ok = rg_secret_equal(given, found != NULL && found->hashed ? found->token_sha256 : plain,
+                         RG_SHA256_LEN);
+    if (found != NULL && fits && ok)
+        return found;
+    *why_p = found != NULL && fits
+                 ? "authentication failed: wrong token for the tenant"
+                 : "authentication failed: unknown tenant (set RGPU_TENANT and RGPU_TOKEN)";
     return NULL;
 }

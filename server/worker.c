@@ -11,8 +11,10 @@
 
 #include "common/log.h"
 #include "server/host_nvml.h"
+#include "server/keepalive.h"
 #include "server/nccl.h"
 #include "server/lanes.h"
+#include "server/peer_gate.h"
 #include "server/module_cache.h"
 #include "server/preauth.h"
 #include "server/probe.h"
@@ -106,7 +108,7 @@ static rg_status_t send_welcome(struct srv_session *s, const struct srv_config *
     return proto_send(s->conn, PROTO_WELCOME, &w.base, NULL, 0);
 }
 
-static void refuse(struct srv_session *s, CUresult status, const char *reason)
+static void send_refusal(struct srv_session *s, CUresult status, const char *reason)
 {
     Rgpu__Welcome w = RGPU__WELCOME__INIT;
 
@@ -114,8 +116,13 @@ static void refuse(struct srv_session *s, CUresult status, const char *reason)
     w.proto_minor = PROTO_VERSION_MINOR;
     w.status = status;
     w.reason = (char *)reason;
-    rg_warn("session %llu (%s): refused: %s", (unsigned long long)s->id, s->peer, reason);
     proto_send(s->conn, PROTO_WELCOME, &w.base, NULL, 0);
+}
+
+static void refuse(struct srv_session *s, CUresult status, const char *reason)
+{
+    rg_warn("session %llu (%s): refused: %s", (unsigned long long)s->id, s->peer, reason);
+    send_refusal(s, status, reason);
 }
 
 /* Every log line of the worker names its session, and its tenant once known. */
@@ -128,24 +135,27 @@ static void log_prefix(const struct srv_session *s)
     rg_log_set_prefix(prefix);
 }
 
-/* With tenants configured, the Hello must name one and carry its token. 0 when admitted. */
+/* The Hello through the gate (server/peer_gate.h; the supervisor passed it there first, but
+ * the tenants may have been reloaded since): the session's minor and tenant. 0 when admitted;
+ * refused (and logged by the gate) otherwise. */
 static int authenticate(struct srv_session *s, const struct srv_config *cfg,
                         const Rgpu__Hello *hello, const struct srv_tenant **tenant_p)
 {
-    const struct srv_tenant *t;
-    const char *why = NULL;
+    struct srv_gate g;
 
     *tenant_p = NULL;
-    if (cfg->tenants.n == 0)
-        return 0;
-    t = srv_tenant_auth(&cfg->tenants, hello->tenant, hello->token, &why);
-    if (t == NULL) {
-        rg_warn("session %llu (%s): %s", (unsigned long long)s->id, s->peer, why);
-        refuse(s, CUDA_ERROR_NOT_PERMITTED, SRV_AUTH_REFUSED);
+    if (!srv_peer_gate(&cfg->tenants,
+                       &(struct srv_gate_peer){"hello", s->peer, NULL, hello->proto_version,
+                                               hello->proto_minor, hello->tenant, hello->token},
+                       &g)) {
+        send_refusal(s, g.status, g.reason);
         return 1;
     }
-    snprintf(s->tenant, sizeof(s->tenant), "%s", t->name);
-    *tenant_p = t;
+    s->proto_minor = g.minor;
+    if (g.tenant == NULL)
+        return 0;
+    snprintf(s->tenant, sizeof(s->tenant), "%s", g.tenant->name);
+    *tenant_p = g.tenant;
     log_prefix(s);
     return 0;
 }
@@ -257,12 +267,13 @@ static rg_status_t recv_hello(struct srv_session *s, const struct srv_config *cf
     return got == want && dst == s->msg_buf ? RG_OK : RG_ERR_PROTO;
 }
 
-/* Hello -> Welcome. Returns -1 to go on serving, or the worker's exit status. */
-static int handshake(struct srv_session *s, const struct srv_config *cfg)
+/* Hello -> Welcome. Returns -1 to go on serving (with the client's session timeout in
+ * *timeout_ms_p, for the keepalive), or the worker's exit status. */
+static int handshake(struct srv_session *s, const struct srv_config *cfg, uint32_t *timeout_ms_p)
 {
     struct proto_frame_hdr hdr;
     Rgpu__Hello *hello;
-    char reason[320], client[200], name[80], host[80], tname[80]; /* names made printable */
+    char reason[320], client[RG_PEER_STR_MAX * 2 + 32];
     const struct srv_tenant *tenant;
     uint64_t asked;
     double share;
@@ -282,17 +293,10 @@ static int handshake(struct srv_session *s, const struct srv_config *cfg)
                  (unsigned long long)s->id, s->peer);
         return EXIT_MALFORMED;
     }
-    rg_info("session %llu: client %s pid %u on %s (%s), tenant '%s'", (unsigned long long)s->id,
-            srv_printable(name, sizeof(name), hello->client_name), hello->client_pid,
-            srv_printable(host, sizeof(host), hello->client_host), s->peer,
-            srv_printable(tname, sizeof(tname), hello->tenant));
-    if (!proto_version_accept(PROTO_VERSION, PROTO_VERSION_MINOR, hello->proto_version,
-                              hello->proto_minor, &s->proto_minor, reason, sizeof(reason))) {
-        rgpu__hello__free_unpacked(hello, NULL);
-        refuse(s, CUDA_ERROR_NOT_SUPPORTED, reason);
-        return 0;
-    }
-    snprintf(client, sizeof(client), "%s pid %u on %s", name, hello->client_pid, host);
+    snprintf(client, sizeof(client), "%s pid %u on %s", RG_PEER_STR(hello->client_name),
+             hello->client_pid, RG_PEER_STR(hello->client_host));
+    rg_info("session %llu: client %s (%s), tenant '%s'", (unsigned long long)s->id, client,
+            s->peer, RG_PEER_STR(hello->tenant));
     if (authenticate(s, cfg, hello, &tenant) != 0 ||
         transport_offer(s, cfg, hello->transport) != 0) {
         rgpu__hello__free_unpacked(hello, NULL);
@@ -300,6 +304,7 @@ static int handshake(struct srv_session *s, const struct srv_config *cfg)
     }
     asked = hello->mem_quota;
     share = hello->mem_share;
+    *timeout_ms_p = hello->session_timeout_ms;
     rgpu__hello__free_unpacked(hello, NULL);
     if (srv_driver_open(cfg->driver[0] ? cfg->driver : NULL, &s->drv) != RG_OK ||
         (res = s->drv.cuInit(0)) != CUDA_SUCCESS || parse_devices(s, cfg->devices) != 0) {
@@ -323,6 +328,7 @@ CUresult srv_reply_bulk(struct srv_session *s, struct srv_call *call, const void
 
     reply.id = call->msg->id;
     call->replied = true;
+    srv_keepalive_reply_begin(s); /* the reply's frame begins: no keepalive may cut into it */
     return proto_send(s->conn, PROTO_REPLY, &reply.base, buf, len) == RG_OK
                ? CUDA_SUCCESS
                : CUDA_ERROR_DEVICE_UNAVAILABLE;
@@ -465,8 +471,11 @@ static bool execute(struct srv_session *s, const struct proto_frame_hdr *hdr, co
      * forever. */
     if (op != NULL)
         call.args = call_args(m, op, padded);
-    if (op != NULL && (res == CUDA_SUCCESS || (op->flags & PROTO_OPF_LANE)))
+    if (op != NULL && (res == CUDA_SUCCESS || (op->flags & PROTO_OPF_LANE))) {
+        srv_keepalive_call_begin(s);
         res = srv_dispatch[m->op](s, &call);
+        srv_keepalive_call_end(s);
+    }
     srv_worker_stats_add(m->op, t0);
     srv_tenancy_count(s, call_bytes(hdr, &call, res), reply_bytes(&call, res),
                       res != CUDA_SUCCESS);
@@ -536,6 +545,7 @@ int srv_worker_run(const struct srv_config *cfg, int fd, uint64_t session_id, co
     struct srv_session s = {.id = session_id};
     struct timeval io_timeout = {cfg->recv_timeout_ms / 1000, cfg->recv_timeout_ms % 1000 * 1000};
     char prefix[64];
+    uint32_t timeout_ms = 0;
     int rc;
 
     snprintf(prefix, sizeof(prefix), "gpu-server[%d] session %llu", (int)getpid(),
@@ -555,10 +565,12 @@ int srv_worker_run(const struct srv_config *cfg, int fd, uint64_t session_id, co
     srv_host_nvml_configure(cfg->host_nvml);
     srv_nccl_configure(cfg);
     srv_output_capture(&s);
-    rc = handshake(&s, cfg);
+    rc = handshake(&s, cfg, &timeout_ms);
     if (rc < 0) {
         s.served = true; /* its teardown reports what it held */
+        srv_keepalive_start(&s, timeout_ms); /* failing (logged), the session goes on without */
         rc = serve(&s, cfg->idle_timeout_s > 0 ? cfg->idle_timeout_s * 1000 : -1);
+        srv_keepalive_stop(&s);
         srv_worker_stats_report();
     }
     srv_session_teardown(&s); /* every component's, in the order of server/components.def */

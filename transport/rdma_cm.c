@@ -15,6 +15,7 @@
 
 #include "common/config.h"
 #include "common/log.h"
+#include "common/secret.h"
 #include "transport/rdma_conn.h"
 
 struct rdma_listener {
@@ -398,14 +399,10 @@ static rg_status_t rdma_listener_addr(struct transport_listener *listener, char 
     return n > 0 && (size_t)n < len ? RG_OK : RG_ERR_INVALID;
 }
 
-/* Constant-time comparison of the secret with the start of the private data. */
+/* The secret at the start of the private data (its length is no secret). */
 static int rdma_secret_ok(const uint8_t *pdata, size_t n, const void *secret, size_t len)
 {
-    unsigned diff = n < len;
-
-    for (size_t i = 0; i < len; i++)
-        diff |= (unsigned)(pdata[i < n ? i : 0] ^ ((const uint8_t *)secret)[i]);
-    return diff == 0;
+    return n >= len && rg_secret_equal(pdata, secret, len);
 }
 
 /* A request arrived on id: take it onto its own channel, set up, accept, wait established. */
@@ -526,6 +523,16 @@ static void rdma_set_busy_poll(struct transport_conn *conn, unsigned us)
     rdma_conn_of(conn)->busy_poll_us = us;
 }
 
+static rg_status_t rdma_set_recv_idle(struct transport_conn *conn, int ms)
+{
+    struct rdma_conn *c = rdma_conn_of(conn);
+
+    pthread_mutex_lock(&c->lock);
+    c->recv_idle_ms = ms > 0 ? ms : 0;
+    pthread_mutex_unlock(&c->lock);
+    return RG_OK;
+}
+
 const struct transport_ops transport_rdma_ops = {
     .name = "rdma",
     .caps = TRANSPORT_CAP_BUSY_POLL | TRANSPORT_CAP_ONE_SIDED,
@@ -548,4 +555,5 @@ const struct transport_ops transport_rdma_ops = {
     .set_busy_poll = rdma_set_busy_poll,
     .wait_readable = rdma_wait_readable,
     .set_watch_fd = rdma_set_watch_fd,
+    .set_recv_idle = rdma_set_recv_idle,
 };

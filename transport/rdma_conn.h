@@ -32,6 +32,7 @@ struct rdma_conn {
     int wake_fd;                  /* eventfd: wakes the thread blocked in poll (the poller) */
     int watch_fd;                 /* transport_set_watch_fd; -1: none */
     int io_timeout_ms;
+    int recv_idle_ms; /* set_recv_idle: a receive ends after this long without a byte (0: off) */
     uint32_t max_inline;
     unsigned busy_poll_us;
     char peer[TRANSPORT_PEER_MAX];

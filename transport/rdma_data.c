@@ -383,7 +383,10 @@ static void rdma_release_head(struct rdma_conn *c)
 rg_status_t rdma_recv(struct transport_conn *conn, void *buf, size_t len)
 {
     struct rdma_conn *c = rdma_conn_of(conn);
-    int64_t deadline = c->io_timeout_ms > 0 ? rdma_now_ms() + c->io_timeout_ms : 0;
+    int idle = c->recv_idle_ms;
+    int64_t deadline = idle > 0                ? rdma_now_ms() + idle
+                       : c->io_timeout_ms > 0 ? rdma_now_ms() + c->io_timeout_ms
+                                              : 0;
     rg_status_t st = RG_OK;
     size_t got = 0;
 
@@ -399,6 +402,8 @@ rg_status_t rdma_recv(struct transport_conn *conn, void *buf, size_t len)
             memcpy((uint8_t *)buf + got, src, n);
             pthread_mutex_lock(&c->lock);
             got += n;
+            if (idle > 0) /* bytes came: the wait for the next starts again */
+                deadline = rdma_now_ms() + idle;
             if ((c->ready_off += (uint32_t)n) == c->ready[c->ready_head].len)
                 rdma_release_head(c);
         } else if (c->shut || c->broken != RG_OK) {

@@ -147,6 +147,19 @@ rg_status_t transport_sock_sendv(struct transport_conn *conn, const struct iovec
     return RG_OK;
 }
 
+rg_status_t transport_sock_set_recv_idle(struct transport_conn *conn, int ms)
+{
+    struct sock_conn *sc = sock_conn_of(conn);
+    struct timeval tv = {ms > 0 ? ms / 1000 : 0, ms > 0 ? (ms % 1000) * 1000 : 0};
+
+    if (setsockopt(sc->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) != 0) {
+        rg_error("setting a receive deadline on the connection to %s failed: %s", sc->peer,
+                 strerror(errno));
+        return RG_ERR_IO;
+    }
+    return RG_OK;
+}
+
 void transport_sock_set_busy_poll(struct transport_conn *conn, unsigned us)
 {
     sock_conn_of(conn)->busy_poll_us = us;

@@ -43,6 +43,9 @@ void transport_sock_close(struct transport_conn *conn);
 void transport_sock_set_busy_poll(struct transport_conn *conn, unsigned us);
 rg_status_t transport_sock_wait_readable(struct transport_conn *conn, int timeout_ms);
 void transport_sock_set_watch_fd(struct transport_conn *conn, int fd);
+/* set_recv_idle: SO_RCVTIMEO (a recv returns what it has, or times out, after ms without a
+ * byte). */
+rg_status_t transport_sock_set_recv_idle(struct transport_conn *conn, int ms);
 
 /* SO_RCVTIMEO/SO_SNDTIMEO of io_timeout_ms (0: none), so a stalled recv/sendv ends with
  * RG_ERR_TIMEOUT. */

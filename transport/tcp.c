@@ -340,4 +340,5 @@ const struct transport_ops transport_tcp_ops = {
     .set_busy_poll = transport_sock_set_busy_poll,
     .wait_readable = transport_sock_wait_readable,
     .set_watch_fd = transport_sock_set_watch_fd,
+    .set_recv_idle = transport_sock_set_recv_idle,
 };

@@ -5,7 +5,9 @@
  * RG_ERR_UNSUPPORTED, so callers never test for NULL.
  *
  * Threading: a connection may be used by one sender and one receiver at the same time; callers
- * serialize senders among themselves (and receivers among themselves).
+ * serialize senders among themselves (and receivers among themselves). On rdma a sendv may also
+ * run beside another thread's one-sided read or write (the worker's keepalive during a long
+ * copy, server/keepalive.h): both take the connection's lock and wait on its completions.
  *
  * The memory-registration and one-sided slots exist so that the RDMA backend fits the same API:
  * a region registered with mem_reg gets a key the peer can name; read/write move bytes between a
@@ -97,6 +99,11 @@ struct transport_ops {
     /* transport_set_watch_fd: a no-op where the connection's own socket shows its peer gone
      * (tcp, loop). */
     void (*set_watch_fd)(struct transport_conn *conn, int fd);
+    /* A receive that gets no byte for ms milliseconds ends with RG_ERR_TIMEOUT (0: never, the
+     * default); each byte that arrives starts the wait again, so a long transfer that keeps
+     * moving is never cut. The client's session deadline (a peer that sends keepalive frames
+     * while it works: proto/frame.h PROTO_KEEPALIVE). Replaces any receive timeout set before. */
+    rg_status_t (*set_recv_idle)(struct transport_conn *conn, int ms);
 };
 
 /* Base object of every backend's connection (downcast with container_of). */
@@ -158,5 +165,9 @@ static inline rg_status_t transport_recv(struct transport_conn *c, void *buf, si
 static inline int transport_fd(struct transport_conn *c) { return c->ops->fd(c); }
 static inline void transport_shutdown(struct transport_conn *c) { c->ops->shutdown(c); }
 static inline void transport_close(struct transport_conn *c) { c->ops->close(c); }
+static inline rg_status_t transport_set_recv_idle(struct transport_conn *c, int ms)
+{
+    return c->ops->set_recv_idle(c, ms);
+}
 
 #endif

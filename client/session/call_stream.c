@@ -296,6 +296,20 @@ static rg_status_t take_output(struct cli_session *s, uint64_t len, unsigned fla
     return RG_OK;
 }
 
+/* No frame for session_timeout_ms, not even a keepalive: the worker stopped answering. */
+static CUresult session_silent(struct cli_session *s)
+{
+    if (!s->dead) {
+        rg_error("gpu-server at %s sent nothing for %d ms while a call waited (session_timeout, "
+                 "RGPU_SESSION_TIMEOUT_MS): the session no longer answers; every CUDA call now "
+                 "fails with CUDA_ERROR_DEVICE_UNAVAILABLE",
+                 s->server, s->session_timeout_ms);
+        s->dead = true;
+        transport_shutdown(s->conn);
+    }
+    return CUDA_ERROR_DEVICE_UNAVAILABLE;
+}
+
 /* Process frames until the reply to id arrives (id 0: until no deferred reply is pending). */
 static CUresult wait_reply(struct cli_session *s, struct cli_call *call, uint64_t id, CUresult *result_p)
 {
@@ -306,8 +320,15 @@ static CUresult wait_reply(struct cli_session *s, struct cli_call *call, uint64_
 
     while (!done && (id != 0 || s->ndeferred > 0)) {
         status = proto_recv(s->conn, &hdr, s->recv_buf, RECV_BUF_SIZE);
+        if (status == RG_ERR_TIMEOUT && s->session_timeout_ms > 0)
+            return session_silent(s);
         if (status != RG_OK)
             return cli_session_lost(s, "receive", status);
+        if (hdr.type == PROTO_KEEPALIVE) { /* the worker is busy with our call: it answers */
+            if (hdr.bulk_len > 0 && proto_discard(s->conn, hdr.bulk_len) != RG_OK)
+                return cli_session_lost(s, "receive", RG_ERR_IO);
+            continue;
+        }
         if (hdr.type == PROTO_OUTPUT) {
             if (take_output(s, hdr.bulk_len, hdr.flags) != RG_OK)
                 return cli_session_lost(s, "receive", RG_ERR_IO);

@@ -126,6 +126,41 @@ static bool parse_mem_share(void *obj, const char *value, char *why, size_t why_
     return true;
 }
 
+/* session_timeout (issue 27 item 8): how long a call may wait without a word from its server.
+ * "30s", "500ms", "2m", a bare number of seconds, or 0 for never; session_timeout_ms (and
+ * RGPU_SESSION_TIMEOUT_MS) in milliseconds. 1 s to 24 h. */
+static bool parse_timeout_in(const char *text, double unit, int *ms_p)
+{
+    char *end;
+    double v = strtod(text, &end);
+
+    while (*end == ' ')
+        end++;
+    if (end == text || v < 0 || !isfinite(v))
+        return false;
+    if (unit == 1000 && strcmp(end, "ms") == 0)
+        unit = 1;
+    else if (unit == 1000 && strcmp(end, "m") == 0)
+        unit = 60000;
+    else if (!(*end == '\0' || (unit == 1000 && strcmp(end, "s") == 0)))
+        return false;
+    v *= unit;
+    if (v != 0 && (v < 1000 || v > 86400000.0))
+        return false;
+    *ms_p = (int)v;
+    return true;
+}
+
+static bool parse_session_timeout(void *obj, const char *value, char *why, size_t why_len)
+{
+    return parse_timeout_in(value, 1000, &((struct cli_conf *)obj)->session_timeout_ms);
+}
+
+static bool parse_session_timeout_ms(void *obj, const char *value, char *why, size_t why_len)
+{
+    return parse_timeout_in(value, 1, &((struct cli_conf *)obj)->session_timeout_ms);
+}
+
 static bool parse_policy(void *obj, const char *value, char *why, size_t why_len)
 {
     return sched_policy_parse(value, &((struct cli_conf *)obj)->policy);
@@ -163,6 +198,12 @@ static const struct rg_conf_key client_keys[] = {
      .max = 600000, .def = "3000"},
     {.name = "transport", .type = RG_CONF_CUSTOM, C(transport), .parse = parse_transport, .def = "auto",
      .help = "auto, rdma or tcp"},
+    {.name = "session_timeout", .type = RG_CONF_CUSTOM, C(session_timeout_ms),
+     .parse = parse_session_timeout, .def = "30",
+     .help = "a duration from 1s to 24h such as 30s, 1500ms or 2m (plain: seconds), or 0 for never"},
+    {.name = "session_timeout_ms", .type = RG_CONF_CUSTOM, C(session_timeout_ms),
+     .parse = parse_session_timeout_ms,
+     .help = "milliseconds from 1000 to 86400000, or 0 for never"},
     {.name = "lanes", .type = RG_CONF_INT, C(lanes), .min = 0, .max = CLI_LANES_MAX, .def = "4"},
     {.name = "gpus", .type = RG_CONF_INT, C(gpus), .min = 1, .max = CLI_GPUS_MAX},
 };
@@ -350,7 +391,8 @@ static rg_status_t apply_env(struct cli_conf *conf, char *why, size_t why_len)
                                          {"RGPU_PROBE_TIMEOUT_MS", "probe_timeout_ms"},
                                          {"RGPU_TRANSPORT", "transport"},
                                          {"RGPU_LANES", "lanes"},
-                                         {"RGPU_GPUS", "gpus"}};
+                                         {"RGPU_GPUS", "gpus"},
+                                         {"RGPU_SESSION_TIMEOUT_MS", "session_timeout_ms"}};
     const char *server = getenv("RGPU_SERVER"), *pool = getenv("RGPU_POOL");
     rg_status_t st = RG_OK;
 

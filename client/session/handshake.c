@@ -36,6 +36,7 @@ static rg_status_t send_hello(struct cli_session *s, const struct cli_conf *conf
     hello.mem_quota = conf->mem_quota;
     hello.mem_share = conf->mem_share;
     hello.transport = s->transport;
+    hello.session_timeout_ms = (uint32_t)conf->session_timeout_ms;
     return proto_send(s->conn, PROTO_HELLO, &hello.base, NULL, 0);
 }
 
@@ -59,9 +60,12 @@ static void device_from_info(struct cli_device *dev, int ordinal, const Rgpu__De
 static CUresult take_welcome(struct cli_session *s, const Rgpu__Welcome *w, char *why,
                              size_t why_len)
 {
+    char reason[320];
+
     if (w->status != 0) {
         snprintf(why, why_len, "gpu-server at %s refused the session: %s", s->server,
-                 w->reason ? w->reason : "(no reason)");
+                 w->reason ? rg_log_escape(reason, sizeof(reason), w->reason) : "(no reason)");
+        s->retry_ms = (int)(w->retry_after_ms < 60000 ? w->retry_after_ms : 60000);
         return w->status > 0 ? (CUresult)w->status : CUDA_ERROR_NOT_SUPPORTED;
     }
     /* The server accepted our major; it may be older (speaking an older minor) or newer. */
@@ -73,7 +77,7 @@ static CUresult take_welcome(struct cli_session *s, const Rgpu__Welcome *w, char
         device_from_info(&s->devices[i], (int)i, w->devices[i]);
     s->ndevices = (int)w->n_devices;
     rg_info("session %llu on %s (%s), driver %d, %d device(s), protocol %u.%u",
-            (unsigned long long)w->session_id, s->server, w->server_name ? w->server_name : "",
+            (unsigned long long)w->session_id, s->server, RG_PEER_STR(w->server_name),
             w->driver_version, s->ndevices, PROTO_VERSION, s->proto_minor);
     if (s->ndevices == 0) {
         snprintf(why, why_len, "gpu-server at %s serves no GPU", s->server);
@@ -118,8 +122,9 @@ static CUresult transport_upgrade(struct cli_session *s, const Rgpu__Welcome *w,
     if (strcmp(s->transport, "tcp") == 0)
         return CUDA_SUCCESS;
     if (w->rdma_addr == NULL || w->rdma_addr[0] == '\0') {
-        const char *note =
-            w->transport_note && w->transport_note[0] ? w->transport_note : "no RDMA offer";
+        const char *note = w->transport_note && w->transport_note[0]
+                               ? RG_PEER_STR(w->transport_note)
+                               : "no RDMA offer";
         if (required)
             snprintf(why, why_len, "transport = rdma, but gpu-server at %s offers no RDMA: %s",
                      s->server, note);
@@ -132,15 +137,33 @@ static CUresult transport_upgrade(struct cli_session *s, const Rgpu__Welcome *w,
     if (st != RG_OK) {
         if (required)
             snprintf(why, why_len, "transport = rdma, but connecting to %s over RDMA failed: %s",
-                     w->rdma_addr, rg_status_str(st));
+                     RG_PEER_STR(w->rdma_addr), rg_status_str(st));
         else
             rg_info("transport: tcp to %s (auto: RDMA connect to %s failed: %s)", s->server,
-                    w->rdma_addr, rg_status_str(st));
+                    RG_PEER_STR(w->rdma_addr), rg_status_str(st));
         return required ? CUDA_ERROR_NO_DEVICE : CUDA_SUCCESS;
     }
     s->tcp_ctl = s->conn;
     s->conn = rconn;
-    rg_info("transport: rdma to %s (session with %s)", w->rdma_addr, s->server);
+    rg_info("transport: rdma to %s (session with %s)", RG_PEER_STR(w->rdma_addr), s->server);
+    return CUDA_SUCCESS;
+}
+
+/* A server of 1.3 or later keeps a session whose call runs long talking (Keepalive frames), so
+ * a receive that hears nothing for session_timeout_ms means the session no longer answers (its
+ * worker stopped, its host gone quiet): the call, and every later one, fails
+ * (client/call_stream.c). An older server is not held to it. */
+static CUresult session_deadline(struct cli_session *s, const struct cli_conf *conf, char *why,
+                                 size_t why_len)
+{
+    s->session_timeout_ms = 0;
+    if (conf->session_timeout_ms <= 0 || s->proto_minor < PROTO_MINOR_KEEPALIVE)
+        return CUDA_SUCCESS;
+    if (transport_set_recv_idle(s->conn, conf->session_timeout_ms) != RG_OK) {
+        snprintf(why, why_len, "cannot set the session's receive deadline on %s", s->server);
+        return CUDA_ERROR_OPERATING_SYSTEM;
+    }
+    s->session_timeout_ms = conf->session_timeout_ms;
     return CUDA_SUCCESS;
 }
 
@@ -156,16 +179,26 @@ CUresult cli_handshake(struct cli_session *s, const struct cli_conf *conf,
 {
     struct proto_frame_hdr hdr;
     Rgpu__Welcome *w;
+    char seen[80];
     rg_status_t st;
     CUresult res;
 
+    s->retry_ms = 0;
     set_recv_timeout(s, HANDSHAKE_TIMEOUT_MS);
-    if ((st = send_hello(s, conf)) == RG_OK)
+    if ((st = send_hello(s, conf)) == RG_OK &&
+        (st = proto_peek_answer(s->conn, seen, sizeof(seen))) == RG_OK)
         st = proto_recv(s->conn, &hdr, s->recv_buf, RECV_BUF_SIZE);
     set_recv_timeout(s, 0);
+    if (st == RG_ERR_PROTO && seen[0] != '\0') {
+        snprintf(why, why_len, "%s is not a gpu-server (it answered \"%s\")", s->server, seen);
+        return CUDA_ERROR_NO_DEVICE;
+    }
     if (st != RG_OK) {
         snprintf(why, why_len, "gpu-server at %s %s during the handshake", s->server,
                  st == RG_ERR_TIMEOUT ? "did not answer" : "closed the connection");
+        /* closed before a word: what a server's limits on connections before their Hello do
+         * (an older server's, or a reset racing the busy refusal): worth another try */
+        s->retry_ms = st == RG_ERR_CLOSED ? 1 : 0;
         return CUDA_ERROR_NO_DEVICE;
     }
     if (hdr.type != PROTO_WELCOME || hdr.bulk_len != 0 ||
@@ -184,6 +217,8 @@ CUresult cli_handshake(struct cli_session *s, const struct cli_conf *conf,
     }
     if (res == CUDA_SUCCESS)
         res = transport_upgrade(s, w, opts, why, why_len);
+    if (res == CUDA_SUCCESS)
+        res = session_deadline(s, conf, why, why_len);
     if (res == CUDA_SUCCESS && s->tcp_ctl == NULL && s->index == 0) /* TCP, first */
         cli_proc.hooks->lanes_offered(w->lane_addr, w->lane_secret.data, w->lane_secret.len,
                                       conf->lanes);

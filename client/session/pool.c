@@ -13,6 +13,7 @@
 
 #include <arpa/inet.h>
 
+#include "common/backoff.h"
 #include "common/config.h"
 #include "common/log.h"
 #include "scheduler/placement.h"
@@ -115,16 +116,31 @@ static void set_recv_deadline(struct transport_conn *conn, double deadline)
     setsockopt(transport_fd(conn), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 }
 
+/* A refusal in a Welcome (what a server's limits on connections before their Hello send,
+ * whatever the first frame was) or in a ProbeReply: its reason and retry hint. */
+static void take_refusal(int32_t status, const char *reason, uint32_t retry_after_ms,
+                         int *retry_ms_p, char *why, size_t why_len)
+{
+    char text[320];
+
+    snprintf(why, why_len, "refused the probe: %s",
+             rg_log_escape(text, sizeof(text), reason ? reason : ""));
+    *retry_ms_p = status != 0 ? (int)(retry_after_ms < 60000 ? retry_after_ms : 60000) : 0;
+}
+
 static rg_status_t probe_exchange(struct transport_conn *conn, const struct cli_conf *conf,
-                                  double deadline, Rgpu__ProbeReply **reply_p, char *why,
-                                  size_t why_len)
+                                  double deadline, Rgpu__ProbeReply **reply_p, int *retry_ms_p,
+                                  char *why, size_t why_len)
 {
     Rgpu__Probe req = RGPU__PROBE__INIT;
     struct proto_frame_hdr hdr;
     uint8_t *buf = malloc(PROBE_BUF);
     Rgpu__ProbeReply *r = NULL;
+    Rgpu__Welcome *w = NULL;
+    char seen[80] = "";
     rg_status_t st;
 
+    *retry_ms_p = 0;
     if (buf == NULL)
         return RG_ERR_NOMEM;
     req.proto_version = PROTO_VERSION;
@@ -135,18 +151,23 @@ static rg_status_t probe_exchange(struct transport_conn *conn, const struct cli_
     req.mem_share = conf->mem_share;
     set_recv_deadline(conn, deadline);
     st = proto_send(conn, PROTO_PROBE, &req.base, NULL, 0);
-    if (st == RG_OK)
+    if (st == RG_OK && (st = proto_peek_answer(conn, seen, sizeof(seen))) == RG_OK)
         st = proto_recv(conn, &hdr, buf, PROBE_BUF);
-    if (st == RG_ERR_TIMEOUT || (st == RG_ERR_IO && now_ms() >= deadline - 1))
+    if (st == RG_ERR_PROTO && seen[0] != '\0')
+        snprintf(why, why_len, "not a gpu-server (it answered \"%s\")", seen);
+    else if (st == RG_ERR_TIMEOUT || (st == RG_ERR_IO && now_ms() >= deadline - 1))
         snprintf(why, why_len, "no answer to the probe in time");
     else if (st != RG_OK)
         snprintf(why, why_len, "the probe failed: %s", rg_status_str(st));
+    else if (hdr.type == PROTO_WELCOME && hdr.bulk_len == 0 &&
+             (w = rgpu__welcome__unpack(NULL, hdr.msg_len, buf)) != NULL && w->status != 0)
+        take_refusal(w->status, w->reason, w->retry_after_ms, retry_ms_p, why, why_len);
     else if (hdr.type != PROTO_PROBE_REPLY || hdr.bulk_len != 0 ||
              (r = rgpu__probe_reply__unpack(NULL, hdr.msg_len, buf)) == NULL)
         snprintf(why, why_len, "answered the probe with a malformed %s frame",
                  proto_frame_type_name(hdr.type));
     else if (r->status != 0)
-        snprintf(why, why_len, "refused the probe: %s", r->reason ? r->reason : "");
+        take_refusal(r->status, r->reason, r->retry_after_ms, retry_ms_p, why, why_len);
     else if (conf->mem_share != 0 && r->proto_minor < PROTO_MINOR_MEM_SHARE) {
         snprintf(why, why_len, "speaks protocol %u.%u, which cannot honour mem_share (%u.%u or "
                  "later): ask with mem_quota", PROTO_VERSION, r->proto_minor, PROTO_VERSION,
@@ -154,6 +175,8 @@ static rg_status_t probe_exchange(struct transport_conn *conn, const struct cli_
         r->status = -1; /* refused here */
     }
     free(buf);
+    if (w != NULL)
+        rgpu__welcome__free_unpacked(w, NULL);
     if (st == RG_OK && r != NULL && r->status == 0) {
         *reply_p = r;
         return RG_OK;
@@ -163,6 +186,8 @@ static rg_status_t probe_exchange(struct transport_conn *conn, const struct cli_
     return st != RG_OK ? st : RG_ERR_REFUSED;
 }
 
+/* Connect and probe; a refusal for load (retry_after_ms) is tried again with backoff and
+ * jitter while the time allows. */
 rg_status_t cli_probe_open(const char *addr, const struct cli_conf *conf, int timeout_ms,
                            struct transport_conn **conn_p, Rgpu__ProbeReply **reply_p, char *why,
                            size_t why_len)
@@ -170,22 +195,29 @@ rg_status_t cli_probe_open(const char *addr, const struct cli_conf *conf, int ti
     double deadline = now_ms() + timeout_ms;
     struct transport_opts opts = {.connect_timeout_ms = timeout_ms};
     struct transport_conn *conn;
+    struct rg_backoff b;
+    int retry_ms, wait;
     rg_status_t st;
 
     if (conf->connect_timeout_ms < opts.connect_timeout_ms)
         opts.connect_timeout_ms = conf->connect_timeout_ms;
-    st = transport_tcp_ops.connect(addr, &opts, &conn);
-    if (st != RG_OK) {
-        snprintf(why, why_len, "unreachable: %s", rg_status_str(st));
-        return st;
-    }
-    st = probe_exchange(conn, conf, deadline, reply_p, why, why_len);
-    if (st != RG_OK) {
+    rg_backoff_init(&b, 50, 1000);
+    for (;;) {
+        st = transport_tcp_ops.connect(addr, &opts, &conn);
+        if (st != RG_OK) {
+            snprintf(why, why_len, "unreachable: %s", rg_status_str(st));
+            return st;
+        }
+        st = probe_exchange(conn, conf, deadline, reply_p, &retry_ms, why, why_len);
+        if (st == RG_OK) {
+            *conn_p = conn;
+            return RG_OK;
+        }
         transport_close(conn);
-        return st;
+        if (retry_ms == 0 || now_ms() + (wait = rg_backoff_next(&b, retry_ms)) >= deadline)
+            return st;
+        usleep((useconds_t)wait * 1000);
     }
-    *conn_p = conn;
-    return RG_OK;
 }
 
 struct probe_job {
@@ -293,7 +325,7 @@ static void skipped(const struct cli_pool *pool, char *all)
             append(all, s->addr[0] ? s->addr : s->name, s->why);
         else if (!s->reply->admit)
             append(all, s->addr,
-                   s->reply->why_not && s->reply->why_not[0] ? s->reply->why_not
+                   s->reply->why_not && s->reply->why_not[0] ? RG_PEER_STR(s->reply->why_not)
                                                              : "would not admit the job");
     }
 }

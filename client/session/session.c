@@ -9,13 +9,20 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "client/session/pool.h"
 #include "client/session/session.h"
 #include "common/array_grow.h"
+#include "common/backoff.h"
 #include "common/config.h"
 #include "transport/rdma.h"
+
+/* A refusal for load is tried again after BUSY_FIRST_MS, doubling up to BUSY_MAX_MS, with
+ * jitter (common/backoff.h), within the connect timeout. */
+#define BUSY_FIRST_MS 50
+#define BUSY_MAX_MS   1000
 
 /* ---- hooks of the layers above -------------------------------------------------------- */
 
@@ -59,16 +66,23 @@ static struct cli_session *session_new(int index, const char *server)
  * session_open under cli_proc.lock. */
 static struct cli_session *opening;
 
-/* One server (cli_pool_try_fn): connect and hand-shake the session being opened; on failure
- * nothing is left open and why says what happened. */
-static int session_try(const char *addr, const struct cli_conf *conf, char *why, size_t why_len)
+static double now_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+/* One try: connect and hand-shake; on failure nothing is left open. */
+static CUresult session_try_once(struct cli_session *s, const char *addr,
+                                 const struct cli_conf *conf, char *why, size_t why_len)
 {
     struct transport_opts opts = {.connect_timeout_ms = conf->connect_timeout_ms};
-    struct cli_session *s = opening;
     rg_status_t status;
     CUresult res;
 
-    snprintf(s->server, sizeof(s->server), "%s", addr);
+    s->retry_ms = 0;
     status = transport_tcp_ops.connect(addr, &opts, &s->conn);
     if (status != RG_OK) {
         snprintf(why, why_len, "cannot reach gpu-server at %s: %s%s", addr, rg_status_str(status),
@@ -89,6 +103,36 @@ static int session_try(const char *addr, const struct cli_conf *conf, char *why,
         free(s->devices);
         s->devices = NULL;
         s->ndevices = 0;
+    }
+    return res;
+}
+
+/* One server (cli_pool_try_fn): connect and hand-shake the session being opened; on failure
+ * nothing is left open and why says what happened. A refusal for load (the server full, its
+ * connections before their Hello too many, or closed before a word) is tried again after a
+ * backoff with jitter, for as long as connect_timeout_ms allows in all. */
+static int session_try(const char *addr, const struct cli_conf *conf, char *why, size_t why_len)
+{
+    struct cli_session *s = opening;
+    double start = now_ms(), deadline = start + conf->connect_timeout_ms;
+    struct rg_backoff b;
+    int tries = 1, wait;
+    CUresult res;
+
+    snprintf(s->server, sizeof(s->server), "%s", addr);
+    rg_backoff_init(&b, BUSY_FIRST_MS, BUSY_MAX_MS);
+    while ((res = session_try_once(s, addr, conf, why, why_len)) != CUDA_SUCCESS &&
+           s->retry_ms > 0 && now_ms() + (wait = rg_backoff_next(&b, s->retry_ms)) < deadline) {
+        if (tries++ == 1)
+            rg_info("%s; trying again for up to %d ms (connect_timeout_ms)", why,
+                    conf->connect_timeout_ms);
+        usleep((useconds_t)wait * 1000);
+    }
+    if (res == CUDA_SUCCESS && tries > 1)
+        rg_info("session on %s opened at try %d", addr, tries);
+    else if (res != CUDA_SUCCESS && tries > 1) {
+        size_t n = strlen(why);
+        snprintf(why + n, why_len - n, " (%d tries in %.0f ms)", tries, now_ms() - start);
     }
     return res;
 }

@@ -56,6 +56,10 @@ struct cli_session {
     struct cli_device *devices; /* the server's, in its ordinals (its Welcome) */
     int ndevices;
     uint32_t proto_minor; /* the minor the session speaks: the older of ours and the server's */
+    int session_timeout_ms; /* a reply waited for this long without a frame: the session is
+                             * gone (0: not armed; handshake.c session_deadline) */
+    int retry_ms; /* the handshake failed for load (server full, busy, closed before a word):
+                   * worth another try after about this long (0: not worth one) */
     bool op_refused[PROTO_OP_COUNT]; /* ops refused as unknown to the server (said once each) */
 };
 
@@ -78,7 +82,8 @@ extern struct cli_process cli_proc;
 CUresult cli_transport_choose(struct cli_session *s, const char *want);
 /* Hello -> Welcome on the connected session (bounded by a receive timeout: a server that
  * accepts and never answers), then the move to RDMA if offered. On failure why says what
- * happened (the pool names every server it tried in one error). */
+ * happened (the pool names every server it tried in one error), and s->retry_ms whether the
+ * failure was one of load that a later try may not meet. */
 CUresult cli_handshake(struct cli_session *s, const struct cli_conf *conf,
                        const struct transport_opts *opts, char *why, size_t why_len);
 

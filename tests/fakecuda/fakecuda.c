@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stddef.h>
 #include <stdlib.h>
+#include <unistd.h>
 #include <string.h>
 #include <time.h>
 
@@ -326,7 +327,18 @@ CUresult cuCtxCreate(CUcontext *c, CUctxCreateParams *p, unsigned f, CUdevice d)
 CUresult cuCtxDestroy(CUcontext c) { struct fk_obj *o = obj_check(c, K_CTX); if (!o || o == &primary) return CUDA_ERROR_INVALID_CONTEXT; if (current == c) current = NULL; o->magic = 0; free(o); return CUDA_SUCCESS; }
 CUresult cuCtxSetCurrent(CUcontext c) { NEED_INIT(); if (c && !obj_check(c, K_CTX)) return CUDA_ERROR_INVALID_CONTEXT; current = c; return CUDA_SUCCESS; }
 CUresult cuCtxGetCurrent(CUcontext *c) { NEED_INIT(); if (!c) return CUDA_ERROR_INVALID_VALUE; *c = current; return CUDA_SUCCESS; }
-CUresult cuCtxSynchronize(void) { NEED_CTX(); CAPTURE_SAFE(); return CUDA_SUCCESS; }
+/* FAKECUDA_SYNC_SLEEP_MS: a context synchronize that takes that long, as one waiting for a long
+ * kernel does (the session keepalive's tests). */
+CUresult cuCtxSynchronize(void)
+{
+    const char *e = getenv("FAKECUDA_SYNC_SLEEP_MS");
+
+    NEED_CTX();
+    CAPTURE_SAFE();
+    if (e != NULL && atoi(e) > 0)
+        usleep((useconds_t)atoi(e) * 1000);
+    return CUDA_SUCCESS;
+}
 /* Peer access between the fake's devices: FAKECUDA_P2P=1 says they reach each other (a host
  * with P2P between its GPUs), else not (one GPU served twice, or no P2P); a device is never its
  * own peer. Enabled pairs are remembered so that enabling twice or disabling what was not

@@ -103,6 +103,36 @@ check "a copy stalled after 1 MiB: ended by recv_timeout_ms" \
     test "$(field "$RESULT" closed_by_server)" = 4
 check "a copy stalled after 1 MiB: a tenant's client is served" test "$(field "$LEGIT" served)" = True
 
+# Issue 27 item 4: the pre-Hello table held from 100 addresses (200 connections that send
+# nothing, each reopened as soon as the server closes it, four times max_pending): a client that
+# sends its Hello at once is still served (the server makes room by closing the oldest pending
+# connection of the address holding the most, and reads a first frame already there at the
+# accept), and the real client library, told "busy" when its own connection is the one closed,
+# tries again within its connect timeout.
+$FLOOD --server "127.0.0.1:$PORT" --mode reflood --count 200 --sources 100 --duration 6 \
+    >"$WORK/reflood.json" &
+FPID=$!
+sleep 2
+RAW=0 REAL=0
+for i in 1 2 3 4 5; do
+    r=$(legit)
+    [ "$(field "$r" served)" = True ] && RAW=$((RAW + 1)) || echo "    raw Hello not served: $r"
+done
+for i in 1 2 3; do
+    if as alpha alpha-secret timeout 60 "$BUILD/tests/integration/hold_memory" 1 0 \
+        >"$WORK/hold-$i.out" 2>&1 && grep -q PASS "$WORK/hold-$i.out"; then
+        REAL=$((REAL + 1))
+    else
+        echo "    client library not served: $(tail -1 "$WORK/hold-$i.out")"
+    fi
+done
+wait "$FPID"
+echo "    many-address flood: $(cat "$WORK/reflood.json"); prompt Hellos served $RAW of 5, client library $REAL of 3"
+check "many-address flood: a prompt Hello is served (at least 4 of 5 without retrying)" test "$RAW" -ge 4
+check "many-address flood: the client library is served 3 of 3" test "$REAL" = 3
+check "many-address flood: the flood was closed and reopened (the table was full)" \
+    test "$(field "$(cat "$WORK/reflood.json")" closed_by_server)" -gt 200
+
 # /metrics and /status (item 8): 100 idle connections hold at most 32 descriptors of the
 # supervisor (the rest wait in the kernel's backlog), and the session port is served meanwhile.
 FDS_BEFORE=$(ls "/proc/$SERVER_PID/fd" | wc -l)

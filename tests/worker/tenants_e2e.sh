@@ -77,8 +77,8 @@ as nosuch wrong-secret "$HOLD" 16 0 >"$WORK/badtenant.out" 2>&1
 check "unknown tenant refused with the same text" \
     grep -q "refused the session: authentication failed: unknown tenant or wrong token" "$WORK/badtenant.out"
 check "the log tells wrong token from unknown tenant" \
-    test "$(grep -c "gpu-server warn: refused 127.0.0.1:[0-9]* (client .*): tenant 'alpha': authentication failed: wrong token" "$WORK/server.log")" = 1 -a \
-         "$(grep -c "gpu-server warn: refused 127.0.0.1:[0-9]* (client .*): tenant 'nosuch': authentication failed: unknown tenant" "$WORK/server.log")" = 1
+    test "$(grep -c "gpu-server warn: refused the hello of 127.0.0.1:[0-9]* (client .*): tenant 'alpha': authentication failed: wrong token" "$WORK/server.log")" = 1 -a \
+         "$(grep -c "gpu-server warn: refused the hello of 127.0.0.1:[0-9]* (client .*): tenant 'nosuch': authentication failed: unknown tenant" "$WORK/server.log")" = 1
 # Refused sessions allocated nothing: their workers never made a context and freed nothing.
 check "refused sessions left nothing allocated" \
     test "$(grep -c 'refused:' "$WORK/server.log")" = 2 -a "$(grep -c 'freed ' "$WORK/server.log")" = 1
