@@ -7,7 +7,8 @@ CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
 JOBS=$(nproc 2>/dev/null || echo 2)
 PKGS="build-essential cmake pkg-config python3 binutils protobuf-c-compiler libprotobuf-c-dev
       libevent-dev libssl-dev libcmocka-dev libibverbs-dev librdmacm-dev iproute2
-      adduser lintian systemd strace nodejs clang"
+      adduser lintian systemd strace nodejs clang
+      munge slurmctld slurmd slurm-client libslurm-dev"
 
 missing=""
 for p in $PKGS; do
@@ -39,6 +40,8 @@ cmake --build "$ROOT/build" -j "$JOBS"
 # The packages as an operator gets them (root only: it installs and purges them).
 echo "== Debian packages: build, lint, install, unit checks, serve, purge"
 "$ROOT/tools/pkg_test.sh" "$ROOT/build"
+echo "== rgpu-slurm package: lint, install, the plugin loads from plugstack.conf.d, purge"
+"$ROOT/tests/slurm/pkg_slurm.sh" "$ROOT/build"
 echo "== Kubernetes manifests: schemas, references, the server config they assemble"
 "$ROOT/tools/k8s_validate.sh" "$ROOT/build"
 

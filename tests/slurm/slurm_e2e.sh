@@ -7,6 +7,8 @@
 #   two sbatch --rgpu=1 jobs: the second pends (reason Licenses) while the first holds the GPU,
 #   and runs when it ends; both pass;
 #   a cancelled job's session ends on the server and its license is freed;
+#   a step whose pool has no room (taken outside Slurm) fails with the reason in its output and
+#   the node stays in service;
 #   --rgpu=2 is refused at submission with the pool's size in the message (and slurmctld
 #   itself refuses -L rgpu:200 from a client without the plugin); bad values are refused;
 #   two --rgpu-share=50 jobs share the GPU at once;
@@ -224,6 +226,22 @@ left=1
 for _ in $(seq 100); do [ "$(sessions)" = 0 ] && left=0 && break; sleep 0.1; done
 check "scancel: the server sees the session end (sessions: $(sessions))" test $left = 0
 check "... and slurmctld frees the license (used $(license_used))" test "$(license_used)" = 0
+
+# ---- room taken outside Slurm: the step fails with the reason, the node stays in service -------
+env RGPU_SERVER="$A" RGPU_TENANT=alpha RGPU_TOKEN=alpha-secret LD_LIBRARY_PATH="$BUILD/lib" \
+    "$BUILD/tests/integration/hold_memory" 16 120 >"$WORK/outside.out" 2>&1 &
+OUTSIDE=$!
+PIDS+=($OUTSIDE)
+wait_for "$WORK/outside.out" "ready" >/dev/null
+srun --rgpu=1 "$PROG" >"$WORK/noroom.out" 2>&1
+rc=$?
+check "a step the pool has no room for fails (exit $rc) saying why: $(grep -m1 "rgpu:" "$WORK/noroom.out" | cut -c1-150)" \
+    grep -q "no room in the pool for --rgpu=1" "$WORK/noroom.out"
+check "... and the node stays in service ($(sinfo -h -n "$NODE" -o %T))" \
+    test "$(sinfo -h -n "$NODE" -o %T)" = idle
+kill -9 "$OUTSIDE" 2>/dev/null
+wait "$OUTSIDE" 2>/dev/null
+for _ in $(seq 100); do [ "$(sessions)" = 0 ] && break; sleep 0.1; done
 
 # ---- refused at submission ---------------------------------------------------------------------
 sbatch --rgpu=2 --wrap true >"$WORK/big.out" 2>&1
