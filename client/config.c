@@ -15,6 +15,8 @@
 #define DEFAULT_LANES              4 /* measured on the H100 host: see client/lanes.c */
 #define DEFAULT_CONNECT_TIMEOUT_MS 5000
 #define DEFAULT_PROBE_TIMEOUT_MS   3000
+#define DEFAULT_PROBE_SAMPLE       8    /* servers probed per round (docs/pool.md) */
+#define PROBE_SAMPLE_MAX           4096
 
 struct parse_ctx {
     struct cli_conf *conf;
@@ -63,6 +65,17 @@ static bool parse_gpus(const char *value, int *gpus_p)
     return true;
 }
 
+static bool parse_sample(const char *value, int *sample_p)
+{
+    char *end;
+    long n = strtol(value, &end, 10);
+
+    if (end == value || *end != '\0' || n < 0 || n > PROBE_SAMPLE_MAX)
+        return false;
+    *sample_p = (int)n;
+    return true;
+}
+
 /* One key; every value is checked, and a bad one is an error naming the key. */
 static rg_status_t set_key(struct cli_conf *conf, const char *key, const char *value, char *why,
                            size_t why_len)
@@ -89,6 +102,8 @@ static rg_status_t set_key(struct cli_conf *conf, const char *key, const char *v
         ok = parse_ms(value, &conf->connect_timeout_ms);
     else if (strcmp(key, "probe_timeout_ms") == 0)
         ok = parse_ms(value, &conf->probe_timeout_ms);
+    else if (strcmp(key, "probe_sample") == 0)
+        ok = parse_sample(value, &conf->probe_sample);
     else if (strcmp(key, "lanes") == 0)
         conf->lanes = atoi(value);
     else if (strcmp(key, "gpus") == 0)
@@ -99,6 +114,7 @@ static rg_status_t set_key(struct cli_conf *conf, const char *key, const char *v
                  strcmp(key, "policy") == 0      ? "spread, pack or first"
                  : strcmp(key, "mem_quota") == 0 ? "a size such as 4GiB"
                  : strcmp(key, "gpus") == 0      ? "a count, 1 to 64"
+                 : strcmp(key, "probe_sample") == 0 ? "a count of servers, 0 (all) to 4096"
                                                  : "milliseconds, 1 to 600000");
     return ok ? RG_OK : RG_ERR_INVALID;
 }
@@ -200,6 +216,7 @@ static rg_status_t apply_env(struct cli_conf *conf, char *why, size_t why_len)
                                          {"RGPU_POLICY", "policy"},
                                          {"RGPU_CONNECT_TIMEOUT_MS", "connect_timeout_ms"},
                                          {"RGPU_PROBE_TIMEOUT_MS", "probe_timeout_ms"},
+                                         {"RGPU_PROBE_SAMPLE", "probe_sample"},
                                          {"RGPU_TRANSPORT", "transport"},
                                          {"RGPU_LANES", "lanes"},
                                          {"RGPU_GPUS", "gpus"}};
@@ -240,6 +257,7 @@ rg_status_t cli_conf_load(struct cli_conf *conf, char *why, size_t why_len)
     conf->policy = SCHED_SPREAD;
     conf->connect_timeout_ms = DEFAULT_CONNECT_TIMEOUT_MS;
     conf->probe_timeout_ms = DEFAULT_PROBE_TIMEOUT_MS;
+    conf->probe_sample = DEFAULT_PROBE_SAMPLE;
     if (home != NULL && home[0] != '\0')
         snprintf(home_conf, sizeof(home_conf), "%s/.config/rgpu/client.conf", home);
     if (paths[0] != NULL && paths[0][0] != '\0') /* named: that file or an error */

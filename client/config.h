@@ -5,9 +5,10 @@
  * Search order: the file RGPU_CONFIG names, else ~/.config/rgpu/client.conf, else
  * /etc/rgpu/client.conf; the first that exists is read, alone. Keys (section [client] or
  * none): pool, server, tenant, token, token_file, mem_quota, policy, connect_timeout_ms,
- * probe_timeout_ms, transport, lanes, gpus. Environment: RGPU_SERVER (the servers of the
+ * probe_timeout_ms, probe_sample, transport, lanes, gpus. Environment: RGPU_SERVER (the servers of the
  * process, over any pool), RGPU_POOL (a pool, placed), RGPU_TENANT, RGPU_TOKEN, RGPU_TOKEN_FILE,
- * RGPU_MEM_QUOTA, RGPU_POLICY, RGPU_CONNECT_TIMEOUT_MS, RGPU_PROBE_TIMEOUT_MS, RGPU_TRANSPORT,
+ * RGPU_MEM_QUOTA, RGPU_POLICY, RGPU_CONNECT_TIMEOUT_MS, RGPU_PROBE_TIMEOUT_MS,
+ * RGPU_PROBE_SAMPLE, RGPU_TRANSPORT,
  * RGPU_LANES, RGPU_GPUS. deploy/client.conf is the documented example. */
 #ifndef RGPU_CLIENT_CLIENT_CONFIG_H
 #define RGPU_CLIENT_CLIENT_CONFIG_H
@@ -41,6 +42,7 @@ struct cli_conf {
     enum sched_policy policy;
     int connect_timeout_ms; /* per server */
     int probe_timeout_ms;   /* the whole parallel probe of a pool */
+    int probe_sample;       /* servers probed per round (0: all at once); docs/pool.md */
     /* GPUs the job asks for (0: not said). From a pool: placed on as many servers as it takes,
      * each admitting the job on all its GPUs, or refused; from listed servers: the first N of
      * their devices, refused when they have fewer. */
