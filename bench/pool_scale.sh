@@ -7,6 +7,9 @@
 #     well and with one member that never answers;
 # each with the build's client (BUILD_DIR) and, when BASE_DIR is given, with a client built
 # before the change (its bin/ and lib/), for the numbers before and after.
+# BASE_DIR holds lib/libcuda.so.1, bin/rgpu-bench-pool-start and bin/rgpu-bench-pool-place built
+# from the commit before the change (67db830: its client/pool.c and client/config.c, with this
+# folder's pool_start.c and pool_place.c, which did not exist then).
 # Usage: bench/pool_scale.sh BUILD_DIR [BASE_DIR]     (root: it mounts its own /etc/hosts in a
 #        mount namespace of its own, so the pool's names resolve to its members; nothing of the
 #        machine's is changed). Env: RUNS (job starts per point, 15), ITER (placements per
@@ -91,8 +94,8 @@ PIDS=()
 echo
 echo "## 2. Probe and placement alone against members that answer probes ($ITER placements a point)"
 echo
-echo "| members | one member silent | client | place ms (median / p90 / max) | probes a job | placed |"
-echo "|---|---|---|---|---|---|"
+echo "| members | one member silent | client | place ms (median / p90 / max) | of which resolving the name (median) | probes a job | placed |"
+echo "|---|---|---|---|---|---|---|"
 for n in $SIZES_FAKE; do
     for silent in no yes; do
         args=()
@@ -108,7 +111,8 @@ for n in $SIZES_FAKE; do
             wait "$fake" 2>/dev/null
             probes=$(sed -n 's/^probes //p' "$WORK/fake.out")
             read -r p50 p90 pmax <<<"$(stats "$WORK/place.out" place_ms)"
-            echo "| $n | $silent | $label | $p50 / $p90 / $pmax | $((${probes:-0} / ITER)) | $(grep -c "placed=1" "$WORK/place.out")/$ITER |"
+            read -r r50 _ _ <<<"$(stats "$WORK/place.out" resolve_ms)"
+            echo "| $n | $silent | $label | $p50 / $p90 / $pmax | $r50 | $((${probes:-0} / ITER)) | $(grep -c "placed=1" "$WORK/place.out")/$ITER |"
         done < <(clients)
     done
 done

@@ -31,24 +31,62 @@ static double now_ms(void)
     return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
-static struct cli_server *pool_add(struct cli_pool *pool, const char *name)
+static uint32_t addr_hash(const char *addr)
 {
-    struct cli_server *grown = realloc(pool->servers, (size_t)(pool->n + 1) * sizeof(*grown));
+    uint32_t h = 2166136261u; /* FNV-1a */
 
-    if (grown == NULL)
-        return NULL;
-    pool->servers = grown;
-    memset(&grown[pool->n], 0, sizeof(grown[0]));
-    snprintf(grown[pool->n].name, sizeof(grown[0].name), "%s", name);
-    return &grown[pool->n++];
+    for (; *addr; addr++)
+        h = (h ^ (uint8_t)*addr) * 16777619u;
+    return h;
+}
+
+/* The slot of addr in pool->by_addr: where it is, or the empty slot where it would go. */
+static int addr_slot(const struct cli_pool *pool, const char *addr)
+{
+    int mask = pool->by_addr_cap - 1, k = (int)(addr_hash(addr) & (uint32_t)mask);
+
+    while (pool->by_addr[k] >= 0 && strcmp(pool->servers[pool->by_addr[k]].addr, addr) != 0)
+        k = (k + 1) & mask;
+    return k;
 }
 
 static bool pool_has(const struct cli_pool *pool, const char *addr)
 {
-    for (int i = 0; i < pool->n; i++)
-        if (strcmp(pool->servers[i].addr, addr) == 0)
-            return true;
-    return false;
+    return pool->by_addr_cap > 0 && pool->by_addr[addr_slot(pool, addr)] >= 0;
+}
+
+/* Index servers[i] by its address (grows the index to keep it at most half full). */
+static rg_status_t pool_index(struct cli_pool *pool, int i)
+{
+    if (2 * (pool->n + 1) > pool->by_addr_cap) {
+        int cap = pool->by_addr_cap ? 2 * pool->by_addr_cap : 64, *grown = malloc(sizeof(int) * (size_t)cap);
+        if (grown == NULL)
+            return RG_ERR_NOMEM;
+        free(pool->by_addr);
+        pool->by_addr = grown;
+        pool->by_addr_cap = cap;
+        memset(grown, 0xff, sizeof(int) * (size_t)cap); /* -1 */
+        for (int j = 0; j < pool->n; j++)
+            if (j != i && pool->servers[j].addr[0] != '\0')
+                pool->by_addr[addr_slot(pool, pool->servers[j].addr)] = j;
+    }
+    pool->by_addr[addr_slot(pool, pool->servers[i].addr)] = i;
+    return RG_OK;
+}
+
+static struct cli_server *pool_add(struct cli_pool *pool, const char *name)
+{
+    if (pool->n == pool->cap) {
+        int cap = pool->cap ? 2 * pool->cap : 8;
+        struct cli_server *grown = realloc(pool->servers, (size_t)cap * sizeof(*grown));
+        if (grown == NULL)
+            return NULL;
+        pool->servers = grown;
+        pool->cap = cap;
+    }
+    memset(&pool->servers[pool->n], 0, sizeof(pool->servers[0]));
+    snprintf(pool->servers[pool->n].name, sizeof(pool->servers[0].name), "%s", name);
+    return &pool->servers[pool->n++];
 }
 
 /* One entry: every address its name resolves to, in the resolver's order. */
@@ -85,6 +123,8 @@ static rg_status_t resolve_entry(struct cli_pool *pool, const char *entry)
         if ((s = pool_add(pool, entry)) == NULL)
             break;
         snprintf(s->addr, sizeof(s->addr), "%s", addr);
+        if (pool_index(pool, pool->n - 1) != RG_OK)
+            break;
     }
     freeaddrinfo(res);
     return ai == NULL ? RG_OK : RG_ERR_NOMEM;
@@ -106,6 +146,7 @@ void cli_pool_free(struct cli_pool *pool)
         if (pool->servers[i].reply != NULL)
             rgpu__probe_reply__free_unpacked(pool->servers[i].reply, NULL);
     free(pool->servers);
+    free(pool->by_addr);
     memset(pool, 0, sizeof(*pool));
 }
 
