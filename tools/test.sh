@@ -44,6 +44,8 @@ echo "== rgpu-slurm package: lint, install, the plugin loads from plugstack.conf
 "$ROOT/tests/slurm/pkg_slurm.sh" "$ROOT/build"
 echo "== Kubernetes manifests: schemas, references, the server config they assemble"
 "$ROOT/tools/k8s_validate.sh" "$ROOT/build"
+echo "== Kubernetes pool manifests (DRA): schemas, references, the publisher's ResourceSlice"
+"$ROOT/deploy/kubernetes/pool/validate.sh" "$ROOT/build"
 
 # The C parts again under AddressSanitizer and UBSan. The integration tests load the client into
 # nvcc-built programs that are not instrumented, so they run in the plain build only.
