@@ -10,7 +10,8 @@
 #   a step whose pool has no room (taken outside Slurm) fails with the reason in its output and
 #   the node stays in service;
 #   --rgpu=2 is refused at submission with the pool's size in the message (and slurmctld
-#   itself refuses -L rgpu:200 from a client without the plugin); bad values are refused;
+#   itself refuses -L rgpu:200 from a client without the plugin); bad values are refused; a step
+#   claiming a request its job holds no license for is not placed;
 #   two --rgpu-share=50 jobs share the GPU at once;
 # then, with a second server and the license resized to rgpu:200, sbatch --rgpu=2 gets two
 # devices on the two servers, and salloc --rgpu=1 places its steps.
@@ -237,6 +238,9 @@ srun --rgpu=1 "$PROG" >"$WORK/noroom.out" 2>&1
 rc=$?
 check "a step the pool has no room for fails (exit $rc) saying why: $(grep -m1 "rgpu:" "$WORK/noroom.out" | cut -c1-150)" \
     grep -q "no room in the pool for --rgpu=1" "$WORK/noroom.out"
+for _ in $(seq 100); do # the failed step's job completes first
+    case "$(sinfo -h -n "$NODE" -o %T)" in completing | allocated | mixed) sleep 0.1 ;; *) break ;; esac
+done
 check "... and the node stays in service ($(sinfo -h -n "$NODE" -o %T))" \
     test "$(sinfo -h -n "$NODE" -o %T)" = idle
 kill -9 "$OUTSIDE" 2>/dev/null
@@ -257,6 +261,10 @@ sbatch --rgpu=1 --rgpu-share=50 --wrap true >"$WORK/bad-share.out" 2>&1
 check "--rgpu-share without --rgpu-mem is refused with the reason" \
     grep -q "needs --rgpu-mem=SIZE" "$WORK/bad-share.out"
 check "nothing refused reached the queue" test -z "$(squeue -h -o %i)"
+# a step whose environment claims a request slurmctld never counted (no license held): refused
+SLURM_SPANK_RGPU_GPUS=1 srun "$PROG" >"$WORK/uncounted.out" 2>&1
+check "a step asking for GPUs its job holds no license for is not placed: $(grep -m1 -o "holds 0 of license rgpu.*" "$WORK/uncounted.out" | cut -c1-80)" \
+    grep -q "holds 0 of license rgpu, its --rgpu asks for 100: slurmctld did not count this request" "$WORK/uncounted.out"
 
 # ---- --rgpu-share=50: two jobs on the one GPU at once ------------------------------------------
 rm -f "$WORK/release-s"
