@@ -507,9 +507,24 @@ static void probe_round(struct cli_pool *pool, const struct cli_conf *conf, cons
         snprintf(s->why, sizeof(s->why), io[k].state == PROBE_CONNECTING
                                               ? "unreachable: timed out"
                                               : "no answer to the probe in time");
+        s->late = hedge_end > 0 && now_ms() < deadline;
         probe_end(&io[k]);
     }
     free(io);
+}
+
+/* The servers the hedge did not wait for, into which (room for pool->n), their mark cleared:
+ * the next round probes them again, before new ones. */
+static int late_servers(struct cli_pool *pool, int *which)
+{
+    int n = 0;
+
+    for (int i = 0; i < pool->n; i++)
+        if (pool->servers[i].late) {
+            pool->servers[i].late = false;
+            which[n++] = i;
+        }
+    return n;
 }
 
 void cli_pool_probe(struct cli_pool *pool, const struct cli_conf *conf, int timeout_ms)
@@ -679,10 +694,17 @@ static int connect_pool(const struct cli_conf *conf, struct cli_pool *pool, cli_
     if (perm == NULL || order == NULL || tried == NULL || tries == NULL)
         goto out;
     sched_probe_order(conf->policy, n, &seed, perm);
-    while (next < n && now_ms() < deadline) {
-        int k = n - next < d ? n - next : d;
-        probe_round(pool, conf, perm + next, k, deadline, 1, 0); /* earlier ones were tried */
-        next += k;
+    while (now_ms() < deadline) {
+        int k = late_servers(pool, order); /* those not waited for, before new ones */
+        if (k > 0) {
+            probe_round(pool, conf, order, k, deadline, 1, 0);
+        } else if (next < n) {
+            k = n - next < d ? n - next : d;
+            probe_round(pool, conf, perm + next, k, deadline, 1, 0); /* earlier ones were tried */
+            next += k;
+        } else {
+            break;
+        }
         m = cli_pool_order(pool, conf, order);
         if (try_in_order(conf, pool, order, m, tried, try_one, tries, &res) == 0)
             goto placed;
@@ -756,11 +778,20 @@ int cli_pool_place_gpus(const struct cli_conf *conf, int want, struct cli_placed
     /* rounds until the answers have room for want GPUs, the pool is probed, or time is up */
     d = sched_probe_round(conf->probe_sample, want, pool.n);
     sched_probe_order(conf->policy, pool.n, &seed, perm);
-    while (next < pool.n && now_ms() < deadline && fitting_gpus(&pool) < want) {
-        int k = pool.n - next < d ? pool.n - next : d;
-        probe_round(&pool, conf, perm + next, k, deadline, want, fitting_gpus(&pool));
-        next += k;
+    while (now_ms() < deadline && fitting_gpus(&pool) < want) {
+        int k = late_servers(&pool, order); /* those not waited for, before new ones */
+        if (k > 0) {
+            probe_round(&pool, conf, order, k, deadline, want, fitting_gpus(&pool));
+        } else if (next < pool.n) {
+            k = pool.n - next < d ? pool.n - next : d;
+            probe_round(&pool, conf, perm + next, k, deadline, want, fitting_gpus(&pool));
+            next += k;
+        } else {
+            break;
+        }
     }
+    for (int i = 0; i < pool.n; i++)
+        pool.servers[i].late = false;
     for (int i = 0; i < pool.n; i++)
         c[i] = candidate(&pool.servers[i]);
     n = sched_place(conf->policy, c, pool.n, &seed, order);

@@ -17,6 +17,8 @@ struct cli_server {
     bool probed;             /* a probe was started (or it did not resolve); a large pool is
                                 probed in rounds, and the rounds may end before reaching it */
     bool answered;           /* its probe was answered (reply set) */
+    bool late;               /* not waited for once the job fitted elsewhere (the hedge): probed
+                                again before the next round if those that answered fail */
     bool unprobed;           /* it closed the connection at the probe: an older server that does
                                 not know probes; tried after those that answered */
     char why[256];           /* else why not: unreachable, refused, no answer in time */

@@ -6,7 +6,8 @@
 # it fits there; rounds go on until a server that can take it is found (sampling never refuses a
 # job the pool has room for); a pool that is full is probed whole and the job refused naming
 # every server; probe_sample = 0 probes all at once; a member that never answers does not hold
-# the job for the probe's timeout; gpus = 2 is placed over two rounds' answers.
+# the job for the probe's timeout, and one slower than the hedge is probed again when the others
+# fail; gpus = 2 is placed over two rounds' answers.
 # Usage: pool_scale_e2e.sh BUILD_DIR
 set -u
 BUILD=$(cd "$1" && pwd)
@@ -96,6 +97,16 @@ fakes 1 --slow 0 --slow-ms -1 --full 0
 job silent RGPU_POOL="$FAKES,$R" RGPU_PROBE_TIMEOUT_MS=60000 RGPU_PROBE_SAMPLE=0
 check "a member that never answers is passed over once the job fits, not after the 60 s timeout" \
     grep -q "pool: job placed on $R .*passed over: $FAKES (no answer to the probe in time)" "$WORK/silent.out"
+probes >/dev/null
+
+# ---- a member slower than the hedge is probed again when those that answered fail ------------
+fakes 2 --slow 1 --slow-ms 300 --full 0
+job late RGPU_POOL="$FAKES" RGPU_PROBE_TIMEOUT_MS=10000 RGPU_POLICY=first
+SLOW=${FAKES#*,}
+check "a member not waited for is probed again and tried once the others failed: $(grep -o "$SLOW ([^)]*" "$WORK/late.out" | head -1)" \
+    eval 'grep -q "no gpu-server of the pool can take this job" "$WORK/late.out" &&
+          grep -q "$SLOW ($SLOW answered the handshake" "$WORK/late.out" &&
+          ! grep -q "$SLOW (no answer to the probe in time)" "$WORK/late.out"'
 probes >/dev/null
 
 # ---- gpus = 2 over rounds ----------------------------------------------------------------------
