@@ -162,9 +162,13 @@ static void log_to_slurm(enum rg_log_level level, const char *line)
 
 int slurm_spank_init(spank_t sp, int ac, char **av)
 {
+    spank_context_t ctx = spank_context();
+
     rg_log_set_callback(log_to_slurm);
     if (parse_args(ac, av) != 0)
         return -1;
+    if (ctx != S_CTX_LOCAL && ctx != S_CTX_REMOTE && ctx != S_CTX_ALLOCATOR)
+        return 0; /* slurmd, prolog and epilog: no options there */
     for (struct spank_option *o = rgpu_options; o->name != NULL; o++)
         if (spank_option_register(sp, o) != ESPANK_SUCCESS) {
             slurm_error("rgpu: cannot register the option --%s", o->name);
