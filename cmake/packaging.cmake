@@ -143,4 +143,52 @@ set(CPACK_DEBIAN_CLIENT_PACKAGE_CONTROL_EXTRA ${RGPU_PKG_GEN}/client/conffiles
     ${RGPU_PKG_GEN}/client/postinst ${RGPU_PKG_GEN}/client/postrm)
 set(CPACK_DEBIAN_CLIENT_PACKAGE_CONTROL_STRICT_PERMISSION ON)
 
+# ---- rgpu-slurm (slurm/, docs/slurm.md) -------------------------------------------------------
+# The SPANK plugin in /usr/lib/rgpu/slurm, its plugstack.conf.d line (a conffile),
+# job_submit.lua for the site to install beside slurm.conf, and rgpu-slurm-licenses. Built only
+# where Slurm's headers are (libslurm-dev); a SPANK plugin loads only into the Slurm major.minor
+# it was built against, hence the version range.
+if(TARGET spank_rgpu)
+  install(TARGETS spank_rgpu LIBRARY DESTINATION /usr/lib/rgpu/slurm COMPONENT slurm)
+  install(TARGETS rgpu-slurm-licenses RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT slurm)
+  install(FILES ${CMAKE_SOURCE_DIR}/slurm/job_submit.lua
+          DESTINATION ${CMAKE_INSTALL_DATADIR}/rgpu-slurm COMPONENT slurm)
+  install(FILES ${CMAKE_SOURCE_DIR}/slurm/plugstack.conf DESTINATION /etc/slurm/plugstack.conf.d
+          RENAME rgpu.conf PERMISSIONS OWNER_READ OWNER_WRITE GROUP_READ WORLD_READ
+          COMPONENT slurm)
+  install(FILES ${RGPU_DEB_DIR}/copyright ${RGPU_PKG_GEN}/changelog.Debian.gz
+          DESTINATION ${CMAKE_INSTALL_DATADIR}/doc/rgpu-slurm COMPONENT slurm)
+  add_custom_command(OUTPUT ${RGPU_PKG_GEN}/rgpu-slurm-licenses.1.gz
+                     COMMAND gzip -9nc ${CMAKE_SOURCE_DIR}/slurm/rgpu-slurm-licenses.1 >
+                             ${RGPU_PKG_GEN}/rgpu-slurm-licenses.1.gz
+                     DEPENDS ${CMAKE_SOURCE_DIR}/slurm/rgpu-slurm-licenses.1 VERBATIM)
+  add_custom_target(rgpu_slurm_package_files ALL DEPENDS ${RGPU_PKG_GEN}/rgpu-slurm-licenses.1.gz)
+  install(FILES ${RGPU_PKG_GEN}/rgpu-slurm-licenses.1.gz DESTINATION ${CMAKE_INSTALL_MANDIR}/man1
+          COMPONENT slurm)
+  set_property(TARGET spank_rgpu rgpu-slurm-licenses APPEND PROPERTY LINK_OPTIONS
+               -Wl,-z,relro -Wl,-z,now)
+  file(WRITE ${RGPU_PKG_GEN}/slurm/conffiles "/etc/slurm/plugstack.conf.d/rgpu.conf\n")
+  list(APPEND CPACK_COMPONENTS_ALL slurm)
+  math(EXPR RGPU_SLURM_NEXT "${RGPU_SLURM_MINOR} + 1")
+  foreach(v RGPU_SLURM_MINOR RGPU_SLURM_NEXT) # 22.05, as Slurm numbers its releases
+    if(${v} LESS 10)
+      set(${v} 0${${v}})
+    endif()
+  endforeach()
+  set(CPACK_DEBIAN_SLURM_PACKAGE_NAME rgpu-slurm)
+  set(CPACK_DEBIAN_SLURM_PACKAGE_SECTION admin)
+  set(CPACK_DEBIAN_SLURM_PACKAGE_DEPENDS
+      "rgpu-client (= ${PROJECT_VERSION}-1), slurm-client (>= ${RGPU_SLURM_MAJOR}.${RGPU_SLURM_MINOR}), slurm-client (<< ${RGPU_SLURM_MAJOR}.${RGPU_SLURM_NEXT})")
+  set(CPACK_DEBIAN_SLURM_DESCRIPTION "remote GPUs for unmodified CUDA programs - Slurm plugin
+A SPANK plugin that gives srun, sbatch and salloc the options --rgpu=N,
+--rgpu-mem=SIZE and --rgpu-share=P. slurmctld counts the request as the
+cluster license rgpu (job_submit.lua, sized from the pool by
+rgpu-slurm-licenses), so jobs beyond the pool's capacity wait in Slurm's
+queue. At each step's start the plugin places the job on the pool's
+gpu-servers and gives its tasks the servers, memory and tenant, as
+'rgpu run' would. See /usr/share/rgpu-slurm.")
+  set(CPACK_DEBIAN_SLURM_PACKAGE_CONTROL_EXTRA ${RGPU_PKG_GEN}/slurm/conffiles)
+  set(CPACK_DEBIAN_SLURM_PACKAGE_CONTROL_STRICT_PERMISSION ON)
+endif()
+
 include(CPack)

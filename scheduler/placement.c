@@ -1,5 +1,6 @@
 #include "scheduler/placement.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 static const char *const policy_names[] = {
@@ -47,11 +48,11 @@ static uint64_t next_random(uint64_t *seed)
 int sched_place(enum sched_policy policy, const struct sched_candidate *c, int n, uint64_t *seed,
                 int *order_p)
 {
-    double key[n > 0 ? n : 1];
-    uint64_t tie[n > 0 ? n : 1];
+    double *key = malloc(sizeof(double) * (size_t)(n > 0 ? n : 1));
+    uint64_t *tie = malloc(sizeof(uint64_t) * (size_t)(n > 0 ? n : 1));
     int count = 0;
 
-    for (int i = 0; i < n; i++) {
+    for (int i = 0; key != NULL && tie != NULL && i < n; i++) {
         if (!c[i].answered || !c[i].fits)
             continue;
         /* Insertion by (key, tie): spread wants the lowest load, pack the highest, first the
@@ -71,6 +72,8 @@ int sched_place(enum sched_policy policy, const struct sched_candidate *c, int n
         tie[j] = t;
         order_p[j] = i;
     }
+    free(key);
+    free(tie);
     return count;
 }
 
@@ -84,4 +87,35 @@ int sched_gpus_prefix(const struct sched_candidate *c, const int *order, int n, 
             return k + 1;
     }
     return 0;
+}
+
+void sched_probe_order(enum sched_policy policy, int n, uint64_t *seed, int *order_p)
+{
+    for (int i = 0; i < n; i++)
+        order_p[i] = i;
+    if (policy == SCHED_FIRST)
+        return;
+    for (int i = n - 1; i > 0; i--) { /* Fisher-Yates */
+        int j = (int)(next_random(seed) % (uint64_t)(i + 1)), t = order_p[i];
+        order_p[i] = order_p[j];
+        order_p[j] = t;
+    }
+}
+
+int sched_probe_round(int sample, int want, int n)
+{
+    int d = sample;
+
+    if (sample <= 0 || n <= 0)
+        return n > 0 ? n : 0;
+    if (want > 0 && d < 2 * want)
+        d = 2 * want;
+    return d < n ? d : n;
+}
+
+double sched_hedge_ms(double first_fit_ms)
+{
+    double wait = first_fit_ms * SCHED_HEDGE_FACTOR;
+
+    return wait > SCHED_HEDGE_MIN_MS ? wait : SCHED_HEDGE_MIN_MS;
 }

@@ -46,4 +46,29 @@ int sched_place(enum sched_policy policy, const struct sched_candidate *c, int n
  * add up to want. 0 when all n together have fewer (the job is refused: all or nothing). */
 int sched_gpus_prefix(const struct sched_candidate *c, const int *order, int n, int want);
 
+/* ---- Pools that scale (docs/pool.md): probe a bounded sample, in rounds ----------------------
+ * A job does not probe every server of a large pool: it probes rounds of d servers at once and
+ * places itself among those that answered (all rounds so far), probing the next round only when
+ * they cannot take it. spread and pack take the rounds from a random permutation of the pool
+ * (spread: the least loaded of d random servers, the "power of d choices"; pack: the fullest
+ * that fits among them), first takes them in the list's order (its choice is then the same as
+ * probing all: the first server in the list that would take the job). */
+
+/* The order in which to probe the n servers of a pool: 0..n-1 for first, a uniform random
+ * permutation from *seed (advanced) for spread and pack, written to order_p[] (room for n). */
+void sched_probe_order(enum sched_policy policy, int n, uint64_t *seed, int *order_p);
+
+/* Servers per probe round for a job of want GPUs in a pool of n: sample (the configuration's
+ * probe_sample; 0 = all n at once), at least 2 x want so that one round usually has room for
+ * the job, at most n. */
+int sched_probe_round(int sample, int want, int n);
+
+/* How long a round still waits for the servers that have not answered once those that have can
+ * take the job: first_fit_ms (from the round's start to the answer that made the job fit) times
+ * SCHED_HEDGE_FACTOR, at least SCHED_HEDGE_MIN_MS. A server that slow is passed over as one that
+ * did not answer in time, so one slow server does not hold every job for the probe's timeout. */
+#define SCHED_HEDGE_FACTOR 4
+#define SCHED_HEDGE_MIN_MS 50
+double sched_hedge_ms(double first_fit_ms);
+
 #endif

@@ -7,7 +7,8 @@ CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
 JOBS=$(nproc 2>/dev/null || echo 2)
 PKGS="build-essential cmake pkg-config python3 binutils protobuf-c-compiler libprotobuf-c-dev
       libevent-dev libssl-dev libcmocka-dev libibverbs-dev librdmacm-dev iproute2
-      adduser lintian systemd strace nodejs clang prometheus"
+      adduser lintian systemd strace nodejs clang prometheus
+      munge slurmctld slurmd slurm-client libslurm-dev"
 # prometheus: for promtool alone (check metrics on a live /metrics: tests/worker/ops_e2e.sh,
 # tools/k8s_validate.sh). Debian has no smaller package with promtool: 19 MB to download, 96 MB
 # installed, about 40 s; its service is not started (no systemd running in CI).
@@ -42,8 +43,12 @@ cmake --build "$ROOT/build" -j "$JOBS"
 # The packages as an operator gets them (root only: it installs and purges them).
 echo "== Debian packages: build, lint, install, unit checks, serve, purge"
 "$ROOT/tools/pkg_test.sh" "$ROOT/build"
+echo "== rgpu-slurm package: lint, install, the plugin loads from plugstack.conf.d, purge"
+"$ROOT/tests/slurm/pkg_slurm.sh" "$ROOT/build"
 echo "== Kubernetes manifests: schemas, references, the DaemonSet's pod run as shipped and probed"
 "$ROOT/tools/k8s_validate.sh" "$ROOT/build"
+echo "== Kubernetes pool manifests (DRA): schemas, references, the publisher's ResourceSlice"
+"$ROOT/deploy/kubernetes/pool/validate.sh" "$ROOT/build"
 
 # The C parts again under AddressSanitizer and UBSan. The integration tests load the client into
 # nvcc-built programs that are not instrumented, so they run in the plain build only.

@@ -1,8 +1,9 @@
 /* A pool of gpu-servers (client/pool.h). */
 #include "client/session/pool.h"
 
+#include <errno.h>
 #include <netdb.h>
-#include <pthread.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +13,8 @@
 #include <unistd.h>
 
 #include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 
 #include "common/backoff.h"
 #include "common/config.h"
@@ -29,24 +32,62 @@ static double now_ms(void)
     return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
-static struct cli_server *pool_add(struct cli_pool *pool, const char *name)
+static uint32_t addr_hash(const char *addr)
 {
-    struct cli_server *grown = realloc(pool->servers, (size_t)(pool->n + 1) * sizeof(*grown));
+    uint32_t h = 2166136261u; /* FNV-1a */
 
-    if (grown == NULL)
-        return NULL;
-    pool->servers = grown;
-    memset(&grown[pool->n], 0, sizeof(grown[0]));
-    snprintf(grown[pool->n].name, sizeof(grown[0].name), "%s", name);
-    return &grown[pool->n++];
+    for (; *addr; addr++)
+        h = (h ^ (uint8_t)*addr) * 16777619u;
+    return h;
+}
+
+/* The slot of addr in pool->by_addr: where it is, or the empty slot where it would go. */
+static int addr_slot(const struct cli_pool *pool, const char *addr)
+{
+    int mask = pool->by_addr_cap - 1, k = (int)(addr_hash(addr) & (uint32_t)mask);
+
+    while (pool->by_addr[k] >= 0 && strcmp(pool->servers[pool->by_addr[k]].addr, addr) != 0)
+        k = (k + 1) & mask;
+    return k;
 }
 
 static bool pool_has(const struct cli_pool *pool, const char *addr)
 {
-    for (int i = 0; i < pool->n; i++)
-        if (strcmp(pool->servers[i].addr, addr) == 0)
-            return true;
-    return false;
+    return pool->by_addr_cap > 0 && pool->by_addr[addr_slot(pool, addr)] >= 0;
+}
+
+/* Index servers[i] by its address (grows the index to keep it at most half full). */
+static rg_status_t pool_index(struct cli_pool *pool, int i)
+{
+    if (2 * (pool->n + 1) > pool->by_addr_cap) {
+        int cap = pool->by_addr_cap ? 2 * pool->by_addr_cap : 64, *grown = malloc(sizeof(int) * (size_t)cap);
+        if (grown == NULL)
+            return RG_ERR_NOMEM;
+        free(pool->by_addr);
+        pool->by_addr = grown;
+        pool->by_addr_cap = cap;
+        memset(grown, 0xff, sizeof(int) * (size_t)cap); /* -1 */
+        for (int j = 0; j < pool->n; j++)
+            if (j != i && pool->servers[j].addr[0] != '\0')
+                pool->by_addr[addr_slot(pool, pool->servers[j].addr)] = j;
+    }
+    pool->by_addr[addr_slot(pool, pool->servers[i].addr)] = i;
+    return RG_OK;
+}
+
+static struct cli_server *pool_add(struct cli_pool *pool, const char *name)
+{
+    if (pool->n == pool->cap) {
+        int cap = pool->cap ? 2 * pool->cap : 8;
+        struct cli_server *grown = realloc(pool->servers, (size_t)cap * sizeof(*grown));
+        if (grown == NULL)
+            return NULL;
+        pool->servers = grown;
+        pool->cap = cap;
+    }
+    memset(&pool->servers[pool->n], 0, sizeof(pool->servers[0]));
+    snprintf(pool->servers[pool->n].name, sizeof(pool->servers[0].name), "%s", name);
+    return &pool->servers[pool->n++];
 }
 
 /* One entry: every address its name resolves to, in the resolver's order. */
@@ -83,6 +124,8 @@ static rg_status_t resolve_entry(struct cli_pool *pool, const char *entry)
         if ((s = pool_add(pool, entry)) == NULL)
             break;
         snprintf(s->addr, sizeof(s->addr), "%s", addr);
+        if (pool_index(pool, pool->n - 1) != RG_OK)
+            break;
     }
     freeaddrinfo(res);
     return ai == NULL ? RG_OK : RG_ERR_NOMEM;
@@ -104,6 +147,7 @@ void cli_pool_free(struct cli_pool *pool)
         if (pool->servers[i].reply != NULL)
             rgpu__probe_reply__free_unpacked(pool->servers[i].reply, NULL);
     free(pool->servers);
+    free(pool->by_addr);
     memset(pool, 0, sizeof(*pool));
 }
 
@@ -128,6 +172,53 @@ static void take_refusal(int32_t status, const char *reason, uint32_t retry_afte
     *retry_ms_p = status != 0 ? (int)(retry_after_ms < 60000 ? retry_after_ms : 60000) : 0;
 }
 
+/* The Probe frame's message: this job's request as the pool would place it. */
+static void probe_request(const struct cli_conf *conf, Rgpu__Probe *req)
+{
+    req->proto_version = PROTO_VERSION;
+    req->proto_minor = PROTO_VERSION_MINOR;
+    req->tenant = (char *)conf->tenant;
+    req->token = (char *)conf->token;
+    req->mem_quota = conf->mem_quota;
+    req->mem_share = conf->mem_share;
+}
+
+/* The server's answer to a probe, a frame of msg_len bytes at msg: the reply (answered: owned
+ * by the caller) or NULL with the reason in why and, for a refusal for load, how long the
+ * server asks to wait in *retry_ms_p (0: no retry). One reading for the blocking probe
+ * (cli_probe_open) and the nonblocking rounds of a pool. */
+static Rgpu__ProbeReply *probe_answer(const struct cli_conf *conf,
+                                      const struct proto_frame_hdr *hdr, const uint8_t *msg,
+                                      int *retry_ms_p, char *why, size_t why_len)
+{
+    Rgpu__ProbeReply *r = NULL;
+    Rgpu__Welcome *w = NULL;
+
+    *retry_ms_p = 0;
+    if (hdr->type == PROTO_WELCOME && hdr->bulk_len == 0 &&
+        (w = rgpu__welcome__unpack(NULL, hdr->msg_len, msg)) != NULL && w->status != 0)
+        take_refusal(w->status, w->reason, w->retry_after_ms, retry_ms_p, why, why_len);
+    else if (hdr->type != PROTO_PROBE_REPLY || hdr->bulk_len != 0 ||
+             (r = rgpu__probe_reply__unpack(NULL, hdr->msg_len, msg)) == NULL)
+        snprintf(why, why_len, "answered the probe with a malformed %s frame",
+                 proto_frame_type_name(hdr->type));
+    else if (r->status != 0)
+        take_refusal(r->status, r->reason, r->retry_after_ms, retry_ms_p, why, why_len);
+    else if (conf->mem_share != 0 && r->proto_minor < PROTO_MINOR_MEM_SHARE)
+        snprintf(why, why_len, "speaks protocol %u.%u, which cannot honour mem_share (%u.%u or "
+                 "later): ask with mem_quota", PROTO_VERSION, r->proto_minor, PROTO_VERSION,
+                 PROTO_MINOR_MEM_SHARE);
+    else
+        goto answered;
+    if (r != NULL)
+        rgpu__probe_reply__free_unpacked(r, NULL);
+    r = NULL;
+answered:
+    if (w != NULL)
+        rgpu__welcome__free_unpacked(w, NULL);
+    return r;
+}
+
 static rg_status_t probe_exchange(struct transport_conn *conn, const struct cli_conf *conf,
                                   double deadline, Rgpu__ProbeReply **reply_p, int *retry_ms_p,
                                   char *why, size_t why_len)
@@ -136,19 +227,13 @@ static rg_status_t probe_exchange(struct transport_conn *conn, const struct cli_
     struct proto_frame_hdr hdr;
     uint8_t *buf = malloc(PROBE_BUF);
     Rgpu__ProbeReply *r = NULL;
-    Rgpu__Welcome *w = NULL;
     char seen[80] = "";
     rg_status_t st;
 
     *retry_ms_p = 0;
     if (buf == NULL)
         return RG_ERR_NOMEM;
-    req.proto_version = PROTO_VERSION;
-    req.proto_minor = PROTO_VERSION_MINOR;
-    req.tenant = (char *)conf->tenant;
-    req.token = (char *)conf->token;
-    req.mem_quota = conf->mem_quota;
-    req.mem_share = conf->mem_share;
+    probe_request(conf, &req);
     set_recv_deadline(conn, deadline);
     st = proto_send(conn, PROTO_PROBE, &req.base, NULL, 0);
     if (st == RG_OK && (st = proto_peek_answer(conn, seen, sizeof(seen))) == RG_OK)
@@ -159,30 +244,13 @@ static rg_status_t probe_exchange(struct transport_conn *conn, const struct cli_
         snprintf(why, why_len, "no answer to the probe in time");
     else if (st != RG_OK)
         snprintf(why, why_len, "the probe failed: %s", rg_status_str(st));
-    else if (hdr.type == PROTO_WELCOME && hdr.bulk_len == 0 &&
-             (w = rgpu__welcome__unpack(NULL, hdr.msg_len, buf)) != NULL && w->status != 0)
-        take_refusal(w->status, w->reason, w->retry_after_ms, retry_ms_p, why, why_len);
-    else if (hdr.type != PROTO_PROBE_REPLY || hdr.bulk_len != 0 ||
-             (r = rgpu__probe_reply__unpack(NULL, hdr.msg_len, buf)) == NULL)
-        snprintf(why, why_len, "answered the probe with a malformed %s frame",
-                 proto_frame_type_name(hdr.type));
-    else if (r->status != 0)
-        take_refusal(r->status, r->reason, r->retry_after_ms, retry_ms_p, why, why_len);
-    else if (conf->mem_share != 0 && r->proto_minor < PROTO_MINOR_MEM_SHARE) {
-        snprintf(why, why_len, "speaks protocol %u.%u, which cannot honour mem_share (%u.%u or "
-                 "later): ask with mem_quota", PROTO_VERSION, r->proto_minor, PROTO_VERSION,
-                 PROTO_MINOR_MEM_SHARE);
-        r->status = -1; /* refused here */
-    }
+    else
+        r = probe_answer(conf, &hdr, buf, retry_ms_p, why, why_len);
     free(buf);
-    if (w != NULL)
-        rgpu__welcome__free_unpacked(w, NULL);
-    if (st == RG_OK && r != NULL && r->status == 0) {
+    if (r != NULL) {
         *reply_p = r;
         return RG_OK;
     }
-    if (r != NULL)
-        rgpu__probe_reply__free_unpacked(r, NULL);
     return st != RG_OK ? st : RG_ERR_REFUSED;
 }
 
@@ -220,50 +288,329 @@ rg_status_t cli_probe_open(const char *addr, const struct cli_conf *conf, int ti
     }
 }
 
-struct probe_job {
-    struct cli_server *server;
-    const struct cli_conf *conf;
-    int timeout_ms;
+/* ---- the probes: nonblocking, one thread, at most PROBE_INFLIGHT open at once ---------------- */
+
+#define PROBE_INFLIGHT 256 /* probes open at once: file descriptors, bounded for any pool size */
+
+enum probe_state { PROBE_CONNECTING, PROBE_SENDING, PROBE_READING };
+
+struct probe_io {
+    int server; /* index into the pool */
+    int fd;
+    enum probe_state state;
+    size_t off;  /* bytes of the request sent, or of the reply received */
+    size_t need; /* the reply's bytes: its header, then header and message */
+    uint8_t *buf;
+    double t0, connect_deadline;
 };
 
-static void *probe_thread(void *arg)
+/* "ip:port" or "[ip6]:port" (cli_pool_resolve wrote it) to a socket address: no lookup. */
+static bool numeric_addr(const char *addr, struct sockaddr_storage *sa, socklen_t *len)
 {
-    struct probe_job *job = arg;
-    struct cli_server *s = job->server;
-    struct transport_conn *conn;
-    double t0 = now_ms();
+    struct addrinfo hints = {.ai_socktype = SOCK_STREAM,
+                             .ai_flags = AI_NUMERICHOST | AI_NUMERICSERV},
+                    *res = NULL;
+    char host[INET6_ADDRSTRLEN + 2], port[16];
+    bool ok;
 
-    rg_status_t st = cli_probe_open(s->addr, job->conf, job->timeout_ms, &conn, &s->reply,
-                                    s->why, sizeof(s->why));
+    if (rg_split_hostport(addr, host, sizeof(host), port, sizeof(port), CLI_DEFAULT_PORT) != RG_OK ||
+        getaddrinfo(host, port, &hints, &res) != 0)
+        return false;
+    ok = res->ai_addrlen <= sizeof(*sa);
+    if (ok) {
+        memcpy(sa, res->ai_addr, res->ai_addrlen);
+        *len = res->ai_addrlen;
+    }
+    freeaddrinfo(res);
+    return ok;
+}
 
-    if (st == RG_OK) {
-        s->rtt_ms = now_ms() - t0;
-        s->answered = true;
-        transport_close(conn);
-    } else if (st == RG_ERR_CLOSED) {
+static void unreachable(struct cli_server *s, int err)
+{
+    snprintf(s->why, sizeof(s->why), "unreachable: %s",
+             err == ECONNREFUSED ? rg_status_str(RG_ERR_REFUSED)
+             : err == ETIMEDOUT  ? rg_status_str(RG_ERR_TIMEOUT)
+                                 : strerror(err));
+}
+
+/* Start one probe: a nonblocking connect. false (the reason in the server) when it cannot. */
+static bool probe_start(struct probe_io *io, struct cli_server *s, int server,
+                        const struct cli_conf *conf, double deadline)
+{
+    struct sockaddr_storage sa;
+    socklen_t len;
+    int one = 1;
+
+    memset(io, 0, sizeof(*io));
+    io->server = server;
+    io->fd = -1;
+    io->t0 = now_ms();
+    io->connect_deadline = io->t0 + conf->connect_timeout_ms;
+    if (io->connect_deadline > deadline)
+        io->connect_deadline = deadline;
+    s->probed = true;
+    if (!numeric_addr(s->addr, &sa, &len)) {
+        snprintf(s->why, sizeof(s->why), "not a numeric address: %.80s", s->addr);
+        return false;
+    }
+    if ((io->buf = malloc(PROBE_BUF)) == NULL ||
+        (io->fd = socket(sa.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0)) < 0) {
+        snprintf(s->why, sizeof(s->why), "cannot start a probe: %s", strerror(errno));
+        goto err;
+    }
+    setsockopt(io->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    if (connect(io->fd, (struct sockaddr *)&sa, len) != 0 && errno != EINPROGRESS) {
+        unreachable(s, errno);
+        goto err;
+    }
+    io->state = PROBE_CONNECTING;
+    return true;
+err:
+    if (io->fd >= 0)
+        close(io->fd);
+    free(io->buf);
+    io->fd = -1;
+    io->buf = NULL;
+    return false;
+}
+
+static void probe_end(struct probe_io *io)
+{
+    if (io->fd >= 0)
+        close(io->fd);
+    free(io->buf);
+    io->fd = -1;
+    io->buf = NULL;
+}
+
+/* The reply in io->buf: the server answered (true) or the reason is in s->why (a refusal for
+ * load marks the server to be probed again: s->busy). */
+static bool probe_reply(struct probe_io *io, struct cli_server *s, const struct cli_conf *conf)
+{
+    struct proto_frame_hdr hdr;
+    int retry_ms;
+
+    memcpy(&hdr, io->buf, sizeof(hdr));
+    s->reply = probe_answer(conf, &hdr, io->buf + sizeof(hdr), &retry_ms, s->why, sizeof(s->why));
+    if (s->reply == NULL) {
+        s->busy_retry_ms = retry_ms;
+        return false;
+    }
+    s->answered = true;
+    s->rtt_ms = now_ms() - io->t0;
+    s->why[0] = '\0';
+    return true;
+}
+
+/* Advance one probe on its poll events. Returns true when it is over (answered or failed). */
+static bool probe_step(struct probe_io *io, struct cli_server *s, short revents,
+                       const uint8_t *req, size_t req_len, const struct cli_conf *conf)
+{
+    ssize_t n;
+    int err = 0;
+    socklen_t el = sizeof(err);
+
+    if (io->state == PROBE_CONNECTING) {
+        if (getsockopt(io->fd, SOL_SOCKET, SO_ERROR, &err, &el) != 0 || err != 0) {
+            unreachable(s, err ? err : errno);
+            return true;
+        }
+        io->state = PROBE_SENDING;
+        io->off = 0;
+    }
+    if (io->state == PROBE_SENDING) {
+        n = send(io->fd, req + io->off, req_len - io->off, MSG_NOSIGNAL);
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            return false;
+        if (n < 0) {
+            snprintf(s->why, sizeof(s->why), "the probe failed: %s", strerror(errno));
+            return true;
+        }
+        if ((io->off += (size_t)n) < req_len)
+            return false;
+        io->state = PROBE_READING;
+        io->off = 0;
+        io->need = sizeof(struct proto_frame_hdr);
+        return false;
+    }
+    if (!(revents & (POLLIN | POLLHUP | POLLERR)))
+        return false;
+    n = recv(io->fd, io->buf + io->off, io->need - io->off, 0);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+        return false;
+    if (n == 0 && io->off == 0) { /* closed at the probe: an older server */
         s->unprobed = true;
         snprintf(s->why, sizeof(s->why), "closed the connection at the probe (a gpu-server "
                                           "older than the probe?)");
+        return true;
     }
-    return NULL;
+    if (n <= 0) {
+        snprintf(s->why, sizeof(s->why), "the probe failed: %s",
+                 n == 0 ? rg_status_str(RG_ERR_CLOSED) : strerror(errno));
+        return true;
+    }
+    io->off += (size_t)n;
+    if (io->off < io->need)
+        return false;
+    if (io->need == sizeof(struct proto_frame_hdr)) {
+        struct proto_frame_hdr hdr;
+        memcpy(&hdr, io->buf, sizeof(hdr));
+        if (hdr.magic != PROTO_MAGIC) { /* an HTTP server, say: what it said, printable */
+            char first[sizeof(hdr) + 1], seen[80];
+            for (size_t i = 0; i < sizeof(hdr); i++)
+                first[i] = io->buf[i] == '\0' ? ' ' : (char)io->buf[i];
+            first[sizeof(hdr)] = '\0';
+            snprintf(s->why, sizeof(s->why), "not a gpu-server (it answered \"%s\")",
+                     rg_log_escape(seen, sizeof(seen), first));
+            return true;
+        }
+        if (hdr.msg_len > PROBE_BUF - sizeof(hdr)) {
+            snprintf(s->why, sizeof(s->why), "the probe failed: %s", rg_status_str(RG_ERR_PROTO));
+            return true;
+        }
+        io->need += hdr.msg_len;
+        if (hdr.msg_len > 0)
+            return false;
+    }
+    probe_reply(io, s, conf);
+    return true;
+}
+
+/* The GPUs of the servers that answered and would admit the job, over the whole pool. */
+static int fitting_gpus(const struct cli_pool *pool)
+{
+    int gpus = 0;
+
+    for (int i = 0; i < pool->n; i++)
+        if (pool->servers[i].answered && pool->servers[i].reply->admit)
+            gpus += (int)pool->servers[i].reply->n_gpus;
+    return gpus;
+}
+
+/* Probe the servers which[0..n) of the pool, PROBE_INFLIGHT at most at once, until every one
+ * answered or failed, or deadline (ms, now_ms's clock). With want > 0 the round ends early once
+ * the GPUs in hand (have, from earlier rounds) and those of this round's servers that would
+ * admit the job make want and the hedge (sched_hedge_ms) passed: servers still silent then are
+ * passed over as not answering in time. */
+static void probe_round(struct cli_pool *pool, const struct cli_conf *conf, const int *which,
+                        int n, double deadline, int want, int have)
+{
+    struct probe_io *io = calloc(PROBE_INFLIGHT, sizeof(*io));
+    struct pollfd pfd[PROBE_INFLIGHT];
+    Rgpu__Probe req = RGPU__PROBE__INIT;
+    uint8_t frame[1024];
+    size_t frame_len;
+    int next = 0, open = 0;
+    double t0 = now_ms(), hedge_end = 0;
+
+    probe_request(conf, &req);
+    frame_len = proto_frame_pack(frame, sizeof(frame), PROTO_PROBE, 0, &req.base, 0);
+    if (io == NULL || frame_len == 0) {
+        for (int k = 0; k < n; k++) {
+            pool->servers[which[k]].probed = true;
+            snprintf(pool->servers[which[k]].why, sizeof(pool->servers[0].why),
+                     "cannot start a probe");
+        }
+        free(io);
+        return;
+    }
+    for (;;) {
+        double now = now_ms(), until = deadline;
+        int timeout;
+
+        while (open < PROBE_INFLIGHT && next < n && now < deadline) {
+            struct cli_server *s = &pool->servers[which[next]];
+            if (s->addr[0] == '\0') { /* did not resolve: its reason is set */
+                s->probed = true;
+                next++;
+                continue;
+            }
+            if (probe_start(&io[open], s, which[next], conf, deadline))
+                open++;
+            next++;
+        }
+        if (open == 0 || now >= deadline || (hedge_end > 0 && now >= hedge_end))
+            break;
+        for (int k = 0; k < open; k++) {
+            pfd[k] = (struct pollfd){io[k].fd, io[k].state == PROBE_READING ? POLLIN : POLLOUT, 0};
+            if (io[k].state == PROBE_CONNECTING && io[k].connect_deadline < until)
+                until = io[k].connect_deadline;
+        }
+        if (hedge_end > 0 && hedge_end < until)
+            until = hedge_end;
+        timeout = until - now < 1 ? 1 : (int)(until - now);
+        if (poll(pfd, (nfds_t)open, timeout) < 0 && errno != EINTR)
+            break;
+        now = now_ms();
+        for (int k = 0; k < open; k++) {
+            struct cli_server *s = &pool->servers[io[k].server];
+            bool over;
+            if (pfd[k].revents == 0 && io[k].state == PROBE_CONNECTING &&
+                now >= io[k].connect_deadline) {
+                unreachable(s, ETIMEDOUT);
+                over = true;
+            } else {
+                over = pfd[k].revents != 0 && probe_step(&io[k], s, pfd[k].revents, frame, frame_len, conf);
+            }
+            if (!over)
+                continue;
+            probe_end(&io[k]);
+            if (s->answered && s->reply->admit)
+                have += (int)s->reply->n_gpus;
+            if (want > 0 && hedge_end == 0 && have >= want)
+                hedge_end = now + sched_hedge_ms(now - t0);
+            io[k] = io[--open]; /* its slot goes to the last open probe */
+            pfd[k] = pfd[open];
+            k--;
+        }
+    }
+    for (int k = 0; k < open; k++) { /* still silent: not waited for */
+        struct cli_server *s = &pool->servers[io[k].server];
+        snprintf(s->why, sizeof(s->why), io[k].state == PROBE_CONNECTING
+                                              ? "unreachable: timed out"
+                                              : "no answer to the probe in time");
+        s->late = hedge_end > 0 && now_ms() < deadline;
+        probe_end(&io[k]);
+    }
+    free(io);
+}
+
+/* The servers to probe again before new ones, into which (room for pool->n), their marks
+ * cleared: those the hedge did not wait for, and those refused for load (server full, busy),
+ * after the longest wait such a server asked for, with jitter, within the deadline. */
+static int again_servers(struct cli_pool *pool, int *which, double deadline)
+{
+    int n = 0, wait_ms = 0;
+
+    for (int i = 0; i < pool->n; i++) {
+        struct cli_server *s = &pool->servers[i];
+        if (s->busy_retry_ms > wait_ms)
+            wait_ms = s->busy_retry_ms;
+        if (s->late || s->busy_retry_ms > 0) {
+            s->late = false;
+            s->busy_retry_ms = 0;
+            which[n++] = i;
+        }
+    }
+    if (wait_ms > 0) {
+        wait_ms += rand() % (wait_ms / 2 + 1); /* jitter: refused clients do not come back together */
+        if (now_ms() + wait_ms >= deadline)
+            return 0; /* no time left to ask again: their reasons stand */
+        usleep((useconds_t)wait_ms * 1000);
+    }
+    return n;
 }
 
 void cli_pool_probe(struct cli_pool *pool, const struct cli_conf *conf, int timeout_ms)
 {
-    pthread_t threads[pool->n > 0 ? pool->n : 1];
-    struct probe_job jobs[pool->n > 0 ? pool->n : 1];
-    bool started[pool->n > 0 ? pool->n : 1];
+    int *all = malloc(sizeof(int) * (size_t)(pool->n > 0 ? pool->n : 1));
 
-    for (int i = 0; i < pool->n; i++) {
-        jobs[i] = (struct probe_job){&pool->servers[i], conf, timeout_ms};
-        started[i] = pool->servers[i].addr[0] != '\0' &&
-                     pthread_create(&threads[i], NULL, probe_thread, &jobs[i]) == 0;
-        if (!started[i] && pool->servers[i].why[0] == '\0')
-            snprintf(pool->servers[i].why, sizeof(pool->servers[i].why), "cannot start a probe");
-    }
+    if (all == NULL)
+        return;
     for (int i = 0; i < pool->n; i++)
-        if (started[i])
-            pthread_join(threads[i], NULL);
+        all[i] = i;
+    probe_round(pool, conf, all, pool->n, now_ms() + timeout_ms, 0, 0);
+    free(all);
 }
 
 static uint64_t seed_now(void)
@@ -299,12 +646,17 @@ static struct sched_candidate candidate(const struct cli_server *s)
 
 int cli_pool_order(const struct cli_pool *pool, const struct cli_conf *conf, int *order_p)
 {
-    struct sched_candidate c[pool->n > 0 ? pool->n : 1];
+    struct sched_candidate *c = malloc(sizeof(*c) * (size_t)(pool->n > 0 ? pool->n : 1));
     uint64_t seed = seed_now();
+    int n;
 
+    if (c == NULL)
+        return 0;
     for (int i = 0; i < pool->n; i++)
         c[i] = candidate(&pool->servers[i]);
-    return sched_place(conf->policy, c, pool->n, &seed, order_p);
+    n = sched_place(conf->policy, c, pool->n, &seed, order_p);
+    free(c);
+    return n;
 }
 
 static void append(char *all, const char *addr, const char *why)
@@ -319,8 +671,9 @@ static void skipped(const struct cli_pool *pool, char *all)
 {
     for (int i = 0; i < pool->n; i++) {
         const struct cli_server *s = &pool->servers[i];
-        if (s->unprobed)
-            continue; /* tried last: its own failure, if any, is appended then */
+        if (s->unprobed || !s->probed)
+            continue; /* tried last: its own failure, if any, is appended then; or not in the
+                         rounds probed (a large pool) */
         if (!s->answered)
             append(all, s->addr[0] ? s->addr : s->name, s->why);
         else if (!s->reply->admit)
@@ -344,43 +697,109 @@ static void reason(enum sched_policy policy, int k, int n, char *buf, size_t len
                  n);
 }
 
-static int try_in_order(const struct cli_conf *conf, const struct cli_pool *pool, const int *order,
-                        int n, cli_pool_try_fn try_one, char *all, int fail_result)
+/* Servers of the pool the rounds reached, for the messages ("" when all were). */
+static void probed_count(const struct cli_pool *pool, char *buf, size_t len)
 {
-    int res = fail_result;
-    char why[512], rank[96];
+    int probed = 0;
+
+    for (int i = 0; i < pool->n; i++)
+        probed += pool->servers[i].probed;
+    if (probed < pool->n)
+        snprintf(buf, len, " (%d of the pool's %d servers probed)", probed, pool->n);
+    else
+        buf[0] = '\0';
+}
+
+/* "a; b" + "c; d" -> "a; b; c; d" */
+static void append_all(char *all, const char *more)
+{
+    size_t used = strlen(all);
+
+    if (more[0] != '\0')
+        snprintf(all + used, WHY_ALL - used, "%s%s", used ? "; " : "", more);
+}
+
+/* Try the servers of order[0..n) not tried yet, in that order; 0 when one took the job (its
+ * info line names the servers passed over: those placement left out, then those that failed,
+ * tries). */
+static int try_in_order(const struct cli_conf *conf, const struct cli_pool *pool, const int *order,
+                        int n, bool *tried, cli_pool_try_fn try_one, char *tries, int *res_p)
+{
+    char why[512], rank[96], count[80], *all;
 
     for (int k = 0; k < n; k++) {
         const struct cli_server *s = &pool->servers[order[k]];
+        if (tried[order[k]])
+            continue;
+        tried[order[k]] = true;
         why[0] = '\0';
-        if ((res = try_one(s->addr, conf, why, sizeof(why))) == 0) {
+        if ((*res_p = try_one(s->addr, conf, why, sizeof(why))) == 0) {
+            if ((all = calloc(1, WHY_ALL)) == NULL)
+                return 0;
+            skipped(pool, all);
+            append_all(all, tries);
             reason(conf->policy, k, n, rank, sizeof(rank));
-            rg_info("pool: job placed on %s%s%s%s by policy %s (%s)%s%s", s->addr,
+            probed_count(pool, count, sizeof(count));
+            rg_info("pool: job placed on %s%s%s%s by policy %s (%s)%s%s%s", s->addr,
                     strcmp(s->name, s->addr) ? " (" : "", strcmp(s->name, s->addr) ? s->name : "",
                     strcmp(s->name, s->addr) ? ")" : "", sched_policy_name(conf->policy), rank,
-                    all[0] ? "; passed over: " : "", all);
+                    count, all[0] ? "; passed over: " : "", all);
+            free(all);
             return 0;
         }
-        append(all, s->addr, why);
+        append(tries, s->addr, why);
     }
-    return res;
+    return -1;
 }
 
-/* Probe, place, try in order; 0 when a server took the job. */
+/* Probe in rounds (sched_probe_order, sched_probe_round), try those that could take the job in
+ * the policy's order after each round, go on to the next round only when none of them did;
+ * servers that cannot answer a probe last. 0 when a server took the job. */
 static int connect_pool(const struct cli_conf *conf, struct cli_pool *pool, cli_pool_try_fn try_one,
                         char *all, int fail_result)
 {
-    int order[pool->n > 0 ? pool->n : 1], n, res;
+    int n = pool->n, *perm = malloc(sizeof(int) * (size_t)n), *order = malloc(sizeof(int) * (size_t)n);
+    bool *tried = calloc((size_t)n, sizeof(bool));
+    int d = sched_probe_round(conf->probe_sample, 1, n), next = 0, m, res = fail_result;
+    double deadline = now_ms() + conf->probe_timeout_ms;
+    uint64_t seed = seed_now();
+    char count[80], *tries = calloc(1, WHY_ALL);
 
-    cli_pool_probe(pool, conf, conf->probe_timeout_ms);
-    n = cli_pool_order(pool, conf, order);
-    for (int i = 0; i < pool->n; i++) /* servers that cannot answer a probe: last, in order */
-        if (pool->servers[i].unprobed)
-            order[n++] = i;
+    if (perm == NULL || order == NULL || tried == NULL || tries == NULL)
+        goto out;
+    sched_probe_order(conf->policy, n, &seed, perm);
+    while (now_ms() < deadline) {
+        int k = again_servers(pool, order, deadline); /* late or busy ones, before new ones */
+        if (k > 0) {
+            probe_round(pool, conf, order, k, deadline, 1, 0);
+        } else if (next < n) {
+            k = n - next < d ? n - next : d;
+            probe_round(pool, conf, perm + next, k, deadline, 1, 0); /* earlier ones were tried */
+            next += k;
+        } else {
+            break;
+        }
+        m = cli_pool_order(pool, conf, order);
+        if (try_in_order(conf, pool, order, m, tried, try_one, tries, &res) == 0)
+            goto placed;
+    }
+    for (m = 0, next = 0; next < n; next++) /* servers that cannot answer a probe: last, in order */
+        if (pool->servers[next].unprobed && !tried[next])
+            order[m++] = next;
+    if (try_in_order(conf, pool, order, m, tried, try_one, tries, &res) == 0)
+        goto placed;
     skipped(pool, all);
-    res = try_in_order(conf, pool, order, n, try_one, all, fail_result);
-    if (res != 0)
-        rg_error("no gpu-server of the pool can take this job; %d tried: %s", pool->n, all);
+    append_all(all, tries);
+    probed_count(pool, count, sizeof(count));
+    rg_error("no gpu-server of the pool can take this job; %d tried%s: %s", pool->n, count, all);
+    goto out;
+placed:
+    res = 0;
+out:
+    free(perm);
+    free(order);
+    free(tried);
+    free(tries);
     return res;
 }
 
@@ -412,42 +831,68 @@ int cli_pool_place_gpus(const struct cli_conf *conf, int want, struct cli_placed
                         char *why, size_t why_len)
 {
     struct cli_pool pool;
-    char *all = calloc(1, WHY_ALL);
-    int n = 0, need = 0, have = 0;
+    char *all = calloc(1, WHY_ALL), count[80];
+    int n = 0, need = 0, have = 0, *order = NULL, *perm = NULL, d, next = 0;
+    struct sched_candidate *c = NULL;
+    uint64_t seed = seed_now();
+    double deadline = now_ms() + conf->probe_timeout_ms;
 
     if (all == NULL || cli_pool_resolve(conf, &pool) != RG_OK) {
         free(all);
         snprintf(why, why_len, "out of memory");
         return 0;
     }
-    {
-        int order[pool.n > 0 ? pool.n : 1];
-        struct sched_candidate c[pool.n > 0 ? pool.n : 1];
-        uint64_t seed = seed_now();
-
-        cli_pool_probe(&pool, conf, conf->probe_timeout_ms);
-        for (int i = 0; i < pool.n; i++)
-            c[i] = candidate(&pool.servers[i]);
-        n = sched_place(conf->policy, c, pool.n, &seed, order);
-        need = sched_gpus_prefix(c, order, n, want);
-        for (int k = 0; k < n; k++)
-            have += (int)c[order[k]].ngpus;
-        skipped(&pool, all);
-        for (int i = 0; i < pool.n; i++)
-            if (pool.servers[i].unprobed) /* how many GPUs it has is not known */
-                append(all, pool.servers[i].addr, "does not answer probes: not counted");
-        n = n < cap ? n : cap;
-        for (int k = 0; need > 0 && k < n; k++) {
-            snprintf(out[k].addr, sizeof(out[k].addr), "%s", pool.servers[order[k]].addr);
-            out[k].ngpus = (int)c[order[k]].ngpus;
+    order = malloc(sizeof(int) * (size_t)(pool.n > 0 ? pool.n : 1));
+    perm = malloc(sizeof(int) * (size_t)(pool.n > 0 ? pool.n : 1));
+    c = malloc(sizeof(*c) * (size_t)(pool.n > 0 ? pool.n : 1));
+    if (order == NULL || perm == NULL || c == NULL) {
+        snprintf(why, why_len, "out of memory");
+        goto out;
+    }
+    /* rounds until the answers have room for want GPUs, the pool is probed, or time is up */
+    d = sched_probe_round(conf->probe_sample, want, pool.n);
+    sched_probe_order(conf->policy, pool.n, &seed, perm);
+    while (now_ms() < deadline && fitting_gpus(&pool) < want) {
+        int k = again_servers(&pool, order, deadline); /* late or busy ones, before new ones */
+        if (k > 0) {
+            probe_round(&pool, conf, order, k, deadline, want, fitting_gpus(&pool));
+        } else if (next < pool.n) {
+            k = pool.n - next < d ? pool.n - next : d;
+            probe_round(&pool, conf, perm + next, k, deadline, want, fitting_gpus(&pool));
+            next += k;
+        } else {
+            break;
         }
     }
+    for (int i = 0; i < pool.n; i++)
+        pool.servers[i].late = false;
+    for (int i = 0; i < pool.n; i++)
+        c[i] = candidate(&pool.servers[i]);
+    n = sched_place(conf->policy, c, pool.n, &seed, order);
+    need = sched_gpus_prefix(c, order, n, want);
+    for (int k = 0; k < n; k++)
+        have += (int)c[order[k]].ngpus;
+    skipped(&pool, all);
+    for (int i = 0; i < pool.n; i++)
+        if (pool.servers[i].unprobed) /* how many GPUs it has is not known */
+            append(all, pool.servers[i].addr, "does not answer probes: not counted");
+    n = n < cap ? n : cap;
+    for (int k = 0; need > 0 && k < n; k++) {
+        snprintf(out[k].addr, sizeof(out[k].addr), "%s", pool.servers[order[k]].addr);
+        out[k].ngpus = (int)c[order[k]].ngpus;
+    }
     if (need == 0) {
+        probed_count(&pool, count, sizeof(count));
         snprintf(why, why_len, "gpus = %d: the pool has %d GPU(s) on servers that would admit "
-                               "this job%s%.3500s", want, have, all[0] ? "; not counted: " : "", all);
+                               "this job%s%s%.3500s", want, have, count,
+                 all[0] ? "; not counted: " : "", all);
         n = 0;
     }
+out:
     cli_pool_free(&pool);
     free(all);
+    free(order);
+    free(perm);
+    free(c);
     return n;
 }

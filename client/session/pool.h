@@ -14,9 +14,14 @@
 struct cli_server {
     char name[256];          /* the pool entry it came from */
     char addr[80];           /* "ip:port" or "[ip6]:port"; "" when the name did not resolve */
+    bool probed;             /* a probe was started (or it did not resolve); a large pool is
+                                probed in rounds, and the rounds may end before reaching it */
     bool answered;           /* its probe was answered (reply set) */
+    bool late;               /* not waited for once the job fitted elsewhere (the hedge): probed
+                                again before the next round if those that answered fail */
     bool unprobed;           /* it closed the connection at the probe: an older server that does
                                 not know probes; tried after those that answered */
+    int busy_retry_ms;       /* refused for load (server full, busy): retry after this (0: not) */
     char why[256];           /* else why not: unreachable, refused, no answer in time */
     Rgpu__ProbeReply *reply; /* the answer (owned) */
     double rtt_ms;           /* connect to answer */
@@ -25,6 +30,10 @@ struct cli_server {
 struct cli_pool {
     struct cli_server *servers;
     int n;
+    int cap;       /* room in servers (grows by doubling: a pool of 10,000 resolves in linear time) */
+    int *by_addr;  /* open addressing over servers[].addr, -1 = empty: duplicates are found in
+                      constant time while resolving */
+    int by_addr_cap; /* a power of two, at least twice n */
 };
 
 /* Resolve every entry (a name without a port gets CLI_DEFAULT_PORT). Names that do not
@@ -32,8 +41,9 @@ struct cli_pool {
 rg_status_t cli_pool_resolve(const struct cli_conf *conf, struct cli_pool *pool);
 void cli_pool_free(struct cli_pool *pool);
 
-/* Probe every resolved server at once; returns when all answered or timeout_ms passed (a
- * server still silent then is marked so). */
+/* Probe every resolved server (PROBE_INFLIGHT open at once at most, one thread, nonblocking);
+ * returns when all answered or timeout_ms passed (a server still silent then is marked so).
+ * For rgpu status and rgpu-slurm-licenses; a job's start probes in rounds (docs/pool.md). */
 void cli_pool_probe(struct cli_pool *pool, const struct cli_conf *conf, int timeout_ms);
 
 /* The probed pool in the order the configuration's policy would try it: indices of the servers
@@ -51,8 +61,11 @@ rg_status_t cli_probe_open(const char *addr, const struct cli_conf *conf, int ti
 typedef int (*cli_pool_try_fn)(const char *addr, const struct cli_conf *conf, char *why,
                                size_t why_len);
 
-/* The client's start (from cuInit): with one server, try it; with several, probe them, order
- * them by the policy and try each in turn until one takes the job. Logs one info line naming
+/* The client's start (from cuInit): with one server, try it; with several, probe them in
+ * rounds of probe_sample servers (sched_probe_order, sched_probe_round: a random sample for
+ * spread and pack, the list's order for first; the next round only when none of those that
+ * answered so far took the job), order them by the policy and try each in turn until one takes
+ * the job. Logs one info line naming
  * the chosen server and why, or one error naming every server tried and why each could not
  * take the job. Returns try_one's result for the last server tried (0 = started). */
 int cli_pool_connect(const struct cli_conf *conf, cli_pool_try_fn try_one, int fail_result);
@@ -63,7 +76,8 @@ struct cli_placed {
     int ngpus;
 };
 
-/* A job asking for want GPUs (`gpus = N`): probe the pool and order it by the policy; every
+/* A job asking for want GPUs (`gpus = N`): probe the pool in rounds until the answers have room
+ * for want GPUs (or all were probed, or probe_timeout_ms passed) and order it by the policy; every
  * server that would admit the job on all its GPUs, best first, into out (room for cap): the
  * caller takes them whole in that order until it has want GPUs (those after stand by for one
  * that fails). Returns how many, or 0 when they have fewer than want GPUs together, with one
