@@ -11,13 +11,19 @@
 #include "scheduler/admission.h"
 
 /* Compute gate defaults: a 1 s accounting window (caps are fractions of it), turns of about
- * 10 ms of share-normalized time, 10 ms of quiet before a guaranteed session counts as idle,
- * and 2 ms after its last launch during which a session still contends (a client's round trip
- * between its synchronize and its next launch). See docs/ARCHITECTURE.md, "Compute share". */
+ * 10 ms of GPU time beyond the owner's due, 10 ms of quiet before a guaranteed session counts
+ * as idle, 0.5 ms after its last launch during which an owner with nothing queued still holds
+ * the GPU (the gaps between the launches of one burst: handing over inside a burst would
+ * alternate sessions kernel by kernel, each time idling the GPU; the gap between a client's
+ * synchronize and its next request is usually longer, and then a waiting session takes over),
+ * and at most 100 ms for an owner's launches to end at a handover (a hung kernel must not stop
+ * every other session).
+ * See docs/tenants.md, "Compute share". */
 #define WINDOW_NS 1000000000ull
 #define QUANTUM_NS 10000000ull
 #define HORIZON_NS 10000000ull
-#define GRACE_NS 2000000ull
+#define GRACE_NS 500000ull
+#define STALL_NS 100000000ull
 
 uint64_t srv_coarse_now_ns(void)
 {
@@ -69,6 +75,7 @@ rg_status_t srv_table_create(int *fd_p, struct srv_table **table_p)
     t->quantum_ns = QUANTUM_NS;
     t->horizon_ns = HORIZON_NS;
     t->grace_ns = GRACE_NS;
+    t->stall_ns = STALL_NS;
     for (int g = 0; g < SRV_TABLE_GPUS; g++)
         atomic_store(&t->gpus[g].owner, -1);
     t->magic = SRV_TABLE_MAGIC;
@@ -178,6 +185,7 @@ static void slot_claim(struct srv_table *t, int i, const struct srv_admission *a
     }
     s->quota = a->quota;
     atomic_store(&s->gate_gpu, -1);
+    atomic_store(&s->share_ppm, 1000000);
     atomic_store(&s->pid, (int32_t)getpid());
     atomic_fetch_add(&t->live, 1);
     if (atomic_load(&t->hiwater) <= i)

@@ -61,6 +61,12 @@ struct srv_table_slot {
     _Atomic uint32_t inflight;      /* measured launches not yet complete */
     _Atomic uint32_t waiting;       /* held at its gate now */
     _Atomic uint64_t held_ns;       /* time spent held at the gate, in total */
+    /* Fair shares between sessions (issue 30; scheduler/share.h). vtime: its GPU time divided
+     * by its share, added by its meter and raised under the lock when it starts to contend;
+     * share_ppm: the share it is due now, in millionths of the GPU, written under the lock by
+     * whichever gate decides (1000000 when alone). */
+    _Atomic uint64_t vtime;
+    _Atomic uint32_t share_ppm;
 };
 
 struct srv_table_gpu {
@@ -68,6 +74,15 @@ struct srv_table_gpu {
     _Atomic int32_t owner;      /* slot allowed to launch on it, -1 = none */
     _Atomic uint32_t nwaiting;  /* sessions held at their gate for it */
     _Atomic uint64_t last_guaranteed_ns; /* last launch or completion of a guaranteed session */
+    _Atomic uint64_t handover_ns; /* since when another session is due the GPU while the owner
+                                   * still has launches running; 0 = no such wait */
+};
+
+/* How the sessions of a server share each GPU ([server] sharing, docs/tenants.md). */
+enum srv_sharing {
+    SRV_SHARING_TIME_SLICED = 0, /* one session's kernels at a time, by the compute gate */
+    SRV_SHARING_MPS = 1,         /* workers are clients of the server's own MPS daemon: the
+                                  * sessions' kernels run at the same time */
 };
 
 /* A CUDA IPC handle (memory or event) a session exported, so that only sessions of its tenant
@@ -93,6 +108,9 @@ struct srv_table {
     uint32_t magic;
     pthread_mutex_t lock;
     uint64_t window_ns, quantum_ns, horizon_ns, grace_ns; /* compute gate settings (docs) */
+    uint64_t stall_ns; /* a handover waits at most this long for the owner's launches */
+    uint32_t sharing;  /* enum srv_sharing, written by the supervisor before any worker */
+    char mps_pipe_dir[96], mps_log_dir[96]; /* SRV_SHARING_MPS: the daemon's directories */
     int32_t ntenants;
     _Atomic int32_t hiwater; /* 1 + the highest slot ever claimed: scans stop there */
     _Atomic int32_t live;    /* sessions admitted and not yet released */
