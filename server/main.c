@@ -127,6 +127,9 @@ static rg_status_t set_key(struct srv_config *c, const char *key, const char *va
     else if (strcmp(key, "rdma_direct") == 0 &&
              (strcmp(value, "on") == 0 || strcmp(value, "off") == 0))
         SET(rdma_direct);
+    else if (strcmp(key, "sharing") == 0 &&
+             (strcmp(value, "time-sliced") == 0 || strcmp(value, "mps") == 0))
+        SET(sharing);
     else
         return RG_ERR_INVALID;
 #undef SET

@@ -28,6 +28,7 @@ struct srv_config {
     char metrics_token[128];  /* required of their readers ("Authorization: Bearer"); "" = none,
                                  and then metrics_listen must be a loopback address */
     char rdma_direct[8];      /* on | off: GPUDirect RDMA for one-sided copies; "" = on */
+    char sharing[16];         /* time-sliced | mps: how sessions share a GPU; "" = time-sliced */
     char nccl_library[256];   /* the GPU host's NCCL; "" = libnccl.so.2 (docs/nccl.md) */
     char nccl_secret[128];    /* mixed into the key binding NCCL unique ids to a tenant */
     char nccl_timeout[16];    /* seconds before an unfinished collective aborts its comm */

@@ -23,6 +23,7 @@
 
 #include "common/log.h"
 #include "server/metrics.h"
+#include "server/mps.h"
 #include "server/preauth.h"
 #include "server/sd_notify.h"
 #include "server/server.h"
@@ -52,6 +53,7 @@ static struct {
     struct srv_preauth *preauth; /* connections before their hello */
     struct srv_tenants *tenants; /* as last loaded: the hello is checked against them */
     int conf_fd; /* memfd with the text of the last config that loaded (workers read it); -1 */
+    struct srv_mps *mps; /* sharing = mps: the MPS control daemon we own */
 } sup;
 
 /* In the child: exec ourselves as a worker on the inherited socket, with the Hello the
@@ -287,6 +289,8 @@ static void reap(evutil_socket_t sig, short what, void *arg)
     char tenant[64], who[80];
 
     while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+        if (srv_mps_reaped(sup.mps, pid, status))
+            continue;
         for (int i = 0; i < MAX_WORKERS; i++) {
             struct worker *w = &sup.workers[i];
             if (w->pid != pid)
@@ -486,6 +490,10 @@ int srv_supervisor_run(const struct srv_config *cfg, const char *self_exe)
         transport_tcp_ops.listener_close(sup.listener);
         return 1;
     }
+    if (strcmp(cfg->sharing, "mps") == 0 && srv_mps_start(sup.table, &sup.mps) != RG_OK) {
+        transport_tcp_ops.listener_close(sup.listener);
+        return 1;
+    }
     sup.ev_accept = event_new(sup.base, transport_tcp_ops.listener_fd(sup.listener),
                               EV_READ | EV_PERSIST, on_accept, NULL);
     sup.ev_resume = evtimer_new(sup.base, resume_accept, NULL);
@@ -508,6 +516,7 @@ int srv_supervisor_run(const struct srv_config *cfg, const char *self_exe)
     event_free(ev_term);
     event_free(ev_hup);
     srv_metrics_stop(sup.metrics);
+    srv_mps_stop(sup.mps);
     srv_preauth_destroy(sup.preauth);
     event_base_free(sup.base);
     transport_tcp_ops.listener_close(sup.listener);

@@ -278,6 +278,7 @@ static int handshake(struct srv_session *s, const struct srv_config *cfg)
         return 0;
     }
     rgpu__hello__free_unpacked(hello, NULL);
+    srv_tenancy_driver_env(cfg->table, tenant, s->mem_quota); /* sharing = mps: MPS client */
     if (srv_driver_open(cfg->driver[0] ? cfg->driver : NULL, &s->drv) != RG_OK ||
         (res = s->drv.cuInit(0)) != CUDA_SUCCESS || parse_devices(s, cfg->devices) != 0) {
         refuse(s, CUDA_ERROR_NO_DEVICE, "the server cannot open its GPUs");

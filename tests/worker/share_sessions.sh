@@ -7,7 +7,11 @@
 #   1. three sessions of one tenant: a third each (before issue 30 the session that owned the
 #      GPU kept it while it had work: one got nearly all of it);
 #   2. one of them leaves and a session of a second tenant of half the weight joins: the first
-#      tenant's weight is divided between its two sessions, so all three are equal again.
+#      tenant's weight is divided between its two sessions, so all three are equal again;
+#   3. "sharing = mps", with a stand-in for NVIDIA's control program (fake_mps/): the server
+#      runs its own daemon in its own directories, the workers are its clients with the
+#      tenant's cap and quota as MPS's limits, the gate lets their kernels run at the same time,
+#      and the daemon is told to quit and its directories removed when the server stops.
 # Usage: share_sessions.sh BUILD_DIR
 set -u
 BUILD=$(cd "$1" && pwd)
@@ -84,9 +88,50 @@ start solo solo-secret d
 check "weight 2 divided between a tenant's two sessions, beside a weight-1 tenant: equal thirds within 15%" \
     measure "after a leave and a join"
 
+# 3. sharing = mps
+MPORT=$(free_port)
+PORT=$(free_port)
+cat >"$WORK/mps.conf" <<EOF
+[server]
+metrics_listen = 127.0.0.1:$MPORT
+sharing = mps
+[tenant team]
+token = team-secret
+cap = 50%
+mem_quota = 1GiB
+EOF
+XDG_RUNTIME_DIR=$WORK PATH=$(cd "$(dirname "$0")" && pwd)/fake_mps:$PATH "$SERVER" \
+    --config "$WORK/mps.conf" --listen 127.0.0.1 --port "$PORT" --driver "$FAKE" \
+    >"$WORK/mps.log" 2>&1 &
+MPS_SERVER=$!
+PIDS+=("$MPS_SERVER")
+wait_for "$WORK/mps.log" "metrics on http" || exit 1
+dir=$(sed -n 's/.*CUDA_MPS_PIPE_DIRECTORY=\([^,]*\),.*/\1/p' "$WORK/mps.log")
+daemon=$(cat "$dir/nvidia-cuda-mps-control.pid" 2>/dev/null)
+check "the server started its own MPS daemon (pid ${daemon:-?}) in $dir" \
+    test -n "$daemon" -a -p "$dir/control" -a "${dir#"$WORK"/rgpu-mps-}" != "$dir"
+LOADS=()
+for x in a b c; do
+    env ASAN_OPTIONS=detect_leaks=0 RGPU_SERVER=127.0.0.1:$PORT RGPU_TENANT=team \
+        RGPU_TOKEN=team-secret "$LOAD" "$SECS" "$KERNEL_US" >"$WORK/mps.$x" 2>&1 &
+    LOADS+=("$!")
+    PIDS+=("$!")
+done
+wait "${LOADS[@]}"
+n=$(cat "$WORK"/mps.[abc] | sed -n 's/launches=//p' | tr '\n' ' ')
+# one session alone would run SECS / KERNEL_US launches; serialized, three would share that
+check "three sessions' kernels run at the same time (launches: $n; each above half of $((SECS * 1000000 / KERNEL_US)))" \
+    python3 -c "import sys; v = [int(x) for x in sys.argv[1:]]; sys.exit(0 if len(v) == 3 and min(v) > $SECS * 1e6 / $KERNEL_US / 2 else 1)" $n
+check "workers are MPS clients with the cap and the quota (plus 1 GiB) as limits" \
+    grep -q "a client of the server's MPS daemon (active thread percentage 50, pinned device memory limit 0=2048M" "$WORK/mps.log"
+kill "$MPS_SERVER"
+wait "$MPS_SERVER"
+check "stopping the server quits its MPS daemon and removes its directories" \
+    test ! -e "$dir" -a ! -d "/proc/$daemon"
+
 if [ $FAILS -ne 0 ]; then
-    echo "$FAILS check(s) failed; server log:"
-    tail -20 "$WORK/server.log"
+    echo "$FAILS check(s) failed; server logs:"
+    tail -20 "$WORK/server.log" "$WORK/mps.log"
     exit 1
 fi
 echo "all checks passed"
