@@ -15,12 +15,12 @@
  * Otherwise the session waits at its gate, polling every 50 us: under the table's lock it asks
  * sched_pick which session should run (the contender with the least virtual time; the owner
  * keeps the GPU for about a quantum beyond it), and takes ownership when the answer is itself
- * and the previous owner's launches have all completed (or have run stall_ns past the
- * handover: a hung kernel must not stop everyone). So while sessions contend, only one has
+ * and the previous owner's launches have all completed (or none of them has completed for
+ * stall_ns: a hung kernel must not stop everyone; the driver time-slices it with the next). So while sessions contend, only one has
  * kernels on the GPU, and the elapsed time of its launches is its own GPU time; the contended
  * owner keeps only about 2 ms of work queued so that handing over is quick. An owner with
- * nothing queued for grace_ns (0.5 ms: longer than the gaps inside a burst of launches) gives
- * the GPU up to a session that waits.
+ * nothing queued for grace_ns (2 ms: longer than the gaps inside a burst of launches and a
+ * client's round trip) gives the GPU up to a session that waits.
  *
  * Concurrent (sharing = mps). The workers are clients of the server's MPS daemon and their
  * kernels run at the same time: there is no owner; launches are sampled as for a lone session,
@@ -103,6 +103,7 @@ static void charge(struct srv_gate *g, uint64_t ns)
     atomic_fetch_add(&sl->win_used_ns, ns);
     atomic_fetch_add(&sl->gpu_ns, ns);
     atomic_fetch_add(&sl->vtime, sched_vtime_charge(ns, atomic_load(&sl->share_ppm)));
+    atomic_store(&sl->last_done_ns, now);
     atomic_store(&g->avg_ns, (atomic_load(&g->avg_ns) * 7 + ns) / 8);
     if ((ten == NULL || !ten->best_effort) && gpu >= 0)
         atomic_store(&g->t->gpus[gpu].last_guaranteed_ns, now);
@@ -174,10 +175,32 @@ static bool concurrent(const struct srv_table *t)
 
 /* Under the lock: the sessions on gpu as sched_pick sees them (ss, slots[i] the table slot of
  * ss[i]); *mine is the caller's index, -1 when it is not among them. */
+/* Under the lock: the owner of gpu has launches in flight but has neither launched nor seen
+ * one complete for stall_ns since it took the GPU (a hung kernel, or one far longer than a
+ * turn, while its client waits for it). */
+static bool owner_stalled(struct srv_table *t, int gpu, uint64_t now)
+{
+    int owner = atomic_load(&t->gpus[gpu].owner);
+    const struct srv_table_slot *sl;
+    uint64_t last;
+
+    if (owner < 0 || atomic_load(&t->slots[owner].pid) == 0 ||
+        atomic_load(&t->slots[owner].inflight) == 0)
+        return false;
+    sl = &t->slots[owner];
+    last = atomic_load(&t->gpus[gpu].owner_since_ns);
+    if (atomic_load(&sl->last_done_ns) > last)
+        last = atomic_load(&sl->last_done_ns);
+    if (atomic_load(&sl->last_launch_ns) > last)
+        last = atomic_load(&sl->last_launch_ns);
+    return now > last && now - last > t->stall_ns;
+}
+
 static int snapshot(struct srv_table *t, int me, int gpu, uint64_t now, struct sched_session *ss,
                     int *slots, int *mine)
 {
     int n = 0, hi = atomic_load(&t->hiwater), owner = atomic_load(&t->gpus[gpu].owner);
+    bool stalled = owner_stalled(t, gpu, now);
     int nt = t->ntenants < SCHED_MAX_TENANTS - 1 ? t->ntenants : SCHED_MAX_TENANTS - 1;
     uint64_t epoch = now / t->window_ns;
 
@@ -185,7 +208,7 @@ static int snapshot(struct srv_table *t, int me, int gpu, uint64_t now, struct s
     for (int i = 0; i < hi; i++) {
         struct srv_table_slot *sl = &t->slots[i];
         uint64_t since = now - atomic_load(&sl->last_launch_ns);
-        bool busy = atomic_load(&sl->waiting) || atomic_load(&sl->inflight) > 0;
+        bool waiting = atomic_load(&sl->waiting), busy = waiting || atomic_load(&sl->inflight) > 0;
         if (atomic_load(&sl->pid) == 0 || atomic_load(&sl->gate_gpu) != gpu)
             continue;
         if (i == me)
@@ -194,8 +217,10 @@ static int snapshot(struct srv_table *t, int me, int gpu, uint64_t now, struct s
         ss[n++] = (struct sched_session){
             .tenant = sl->tenant >= 0 && sl->tenant < nt ? sl->tenant : nt,
             .active = busy || since < t->horizon_ns,
-            /* an owner with nothing queued holds the GPU only between the launches of a burst */
-            .wants = busy || (i == owner && since < t->grace_ns),
+            /* Contends now: a session at its gate, or the owner while it has work queued or is
+             * between the launches of a burst, unless it stalled. Another session's work still
+             * in flight (a stalled owner's, passed) gives it no claim until it launches again. */
+            .wants = i == owner ? (busy || since < t->grace_ns) && !stalled : waiting,
             .owner = i == owner,
             .used_ns = atomic_load(&sl->win_epoch) == epoch ? atomic_load(&sl->win_used_ns) : 0,
             .vtime = atomic_load(&sl->vtime)};
@@ -217,7 +242,6 @@ static bool decide(struct srv_table *t, int me, int gpu, uint64_t now, bool join
     struct srv_table_gpu *G = &t->gpus[gpu];
     int nt = t->ntenants < SCHED_MAX_TENANTS - 1 ? t->ntenants : SCHED_MAX_TENANTS - 1;
     int n, mine, pick, owner = atomic_load(&G->owner);
-    uint64_t since;
 
     for (int k = 0; k < nt; k++)
         tens[k] = (struct sched_tenant){t->tenants[k].weight, t->tenants[k].cap_permille,
@@ -229,32 +253,26 @@ static bool decide(struct srv_table *t, int me, int gpu, uint64_t now, bool join
     if (joining) {
         sched_session_shares(tens, nt + 1, ss, n, share);
         ss[mine].vtime = sched_join_vtime(ss, n, mine, share[mine], &p);
+        /* our meter adds nothing meanwhile: joining means nothing of ours is in flight */
         atomic_store(&t->slots[me].vtime, ss[mine].vtime);
     }
     pick = sched_pick(tens, nt + 1, ss, n, &p, share);
-    for (int i = 0; i < n; i++)
-        atomic_store(&t->slots[slots[i]].share_ppm, (uint32_t)(share[i] * 1e6 + 0.5));
-    if (pick >= 0 && slots[pick] == owner)
-        atomic_store(&G->handover_ns, 0); /* the owner keeps it: nobody waits for its launches */
+    for (int i = 0; i < n; i++) /* an idle session keeps the share it last contended with */
+        if (share[i] > 0)
+            atomic_store(&t->slots[slots[i]].share_ppm, (uint32_t)(share[i] * 1e6 + 0.5));
     if (pick != mine)
         return false;
     if (owner < 0 || owner == me || atomic_load(&t->slots[owner].pid) == 0 ||
         atomic_load(&t->slots[owner].inflight) == 0)
         return true;
-    /* Due the GPU, but the owner's launches still run: they end within about the queue target
-     * normally; a kernel that runs on (hung, or far longer than a turn) is left to the
-     * driver's time-slicing after stall_ns. */
-    since = atomic_load(&G->handover_ns);
-    if (since == 0) {
-        atomic_store(&G->handover_ns, now);
+    /* Due the GPU while the owner's launches still run: they end within about the queue target
+     * normally; those of a stalled owner are left to the driver's time-slicing. */
+    if (!owner_stalled(t, gpu, now))
         return false;
-    }
-    if (now - since < t->stall_ns)
-        return false;
-    rg_warn("session %llu's launches have run %llu ms past its turn on GPU %d; launching beside "
+    rg_warn("session %llu's launches on GPU %d completed nothing for %llu ms; launching beside "
             "them (the driver time-slices the two)",
-            (unsigned long long)t->slots[owner].session,
-            (unsigned long long)((now - since) / 1000000), gpu);
+            (unsigned long long)t->slots[owner].session, gpu,
+            (unsigned long long)(t->stall_ns / 1000000));
     return true;
 }
 
@@ -287,7 +305,7 @@ static void wait_turn(struct srv_gate *g, int gpu, uint64_t now)
         go = decide(t, g->slot, gpu, now, joining);
         if (go) {
             if (atomic_load(&t->gpus[gpu].owner) != g->slot)
-                atomic_store(&t->gpus[gpu].handover_ns, 0);
+                atomic_store(&t->gpus[gpu].owner_since_ns, now);
             atomic_store(&t->gpus[gpu].owner, g->slot);
             set_waiting(t, sl, gpu, false);
         }

@@ -12,17 +12,17 @@
 
 /* Compute gate defaults: a 1 s accounting window (caps are fractions of it), turns of about
  * 10 ms of GPU time beyond the owner's due, 10 ms of quiet before a guaranteed session counts
- * as idle, 0.5 ms after its last launch during which an owner with nothing queued still holds
- * the GPU (the gaps between the launches of one burst: handing over inside a burst would
- * alternate sessions kernel by kernel, each time idling the GPU; the gap between a client's
- * synchronize and its next request is usually longer, and then a waiting session takes over),
+ * as idle, 2 ms after its last launch during which an owner with nothing queued still holds
+ * the GPU (the gaps inside a burst of launches and a client's round trip between its
+ * synchronize and its next launch: handing over there would alternate sessions launch by
+ * launch, each time idling the GPU for a poll; a longer pause hands the GPU to a waiter),
  * and at most 100 ms for an owner's launches to end at a handover (a hung kernel must not stop
  * every other session).
  * See docs/tenants.md, "Compute share". */
 #define WINDOW_NS 1000000000ull
 #define QUANTUM_NS 10000000ull
 #define HORIZON_NS 10000000ull
-#define GRACE_NS 500000ull
+#define GRACE_NS 2000000ull
 #define STALL_NS 100000000ull
 
 uint64_t srv_coarse_now_ns(void)

@@ -63,10 +63,12 @@ struct srv_table_slot {
     _Atomic uint64_t held_ns;       /* time spent held at the gate, in total */
     /* Fair shares between sessions (issue 30; scheduler/share.h). vtime: its GPU time divided
      * by its share, added by its meter and raised under the lock when it starts to contend;
-     * share_ppm: the share it is due now, in millionths of the GPU, written under the lock by
-     * whichever gate decides (1000000 when alone). */
+     * share_ppm: the share it is due while it contends, in millionths of the GPU, written under
+     * the lock by whichever gate decides (1000000 when alone; an idle session's stays as it
+     * last was, so that work of it still in flight is charged at that share). */
     _Atomic uint64_t vtime;
     _Atomic uint32_t share_ppm;
+    _Atomic uint64_t last_done_ns; /* when its meter last charged a completed launch */
 };
 
 struct srv_table_gpu {
@@ -74,8 +76,7 @@ struct srv_table_gpu {
     _Atomic int32_t owner;      /* slot allowed to launch on it, -1 = none */
     _Atomic uint32_t nwaiting;  /* sessions held at their gate for it */
     _Atomic uint64_t last_guaranteed_ns; /* last launch or completion of a guaranteed session */
-    _Atomic uint64_t handover_ns; /* since when another session is due the GPU while the owner
-                                   * still has launches running; 0 = no such wait */
+    _Atomic uint64_t owner_since_ns; /* when the owner took the GPU */
 };
 
 /* How the sessions of a server share each GPU ([server] sharing, docs/tenants.md). */
@@ -108,7 +109,7 @@ struct srv_table {
     uint32_t magic;
     pthread_mutex_t lock;
     uint64_t window_ns, quantum_ns, horizon_ns, grace_ns; /* compute gate settings (docs) */
-    uint64_t stall_ns; /* a handover waits at most this long for the owner's launches */
+    uint64_t stall_ns; /* an owner whose launches complete nothing this long has stalled */
     uint32_t sharing;  /* enum srv_sharing, written by the supervisor before any worker */
     char mps_pipe_dir[96], mps_log_dir[96]; /* SRV_SHARING_MPS: the daemon's directories */
     int32_t ntenants;

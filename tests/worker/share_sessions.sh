@@ -8,7 +8,9 @@
 #      GPU kept it while it had work: one got nearly all of it);
 #   2. one of them leaves and a session of a second tenant of half the weight joins: the first
 #      tenant's weight is divided between its two sessions, so all three are equal again;
-#   3. "sharing = mps", with a stand-in for NVIDIA's control program (fake_mps/): the server
+#   3. a session whose kernel "hangs" (3 s) does not stop another: after 100 ms without
+#      progress the gate lets the other launch beside it (before, it waited for the kernel);
+#   4. "sharing = mps", with a stand-in for NVIDIA's control program (fake_mps/): the server
 #      runs its own daemon in its own directories, the workers are its clients with the
 #      tenant's cap and quota as MPS's limits, the gate lets their kernels run at the same time,
 #      and the daemon is told to quit and its directories removed when the server stops.
@@ -45,10 +47,10 @@ EOF
 PIDS+=("$!")
 wait_for "$WORK/server.log" "metrics on http" || exit 1
 
-start() { # tenant token name: a saturating client until killed; its pid in $LAST (env execs
-    # the client, so that $! is the client itself)
+start() { # tenant token name [kernel_us]: a saturating client until killed; its pid in $LAST
+    # (env execs the client, so that $! is the client itself)
     env ASAN_OPTIONS=detect_leaks=0 RGPU_SERVER=127.0.0.1:$PORT RGPU_TENANT=$1 RGPU_TOKEN=$2 \
-        "$LOAD" 0 "$KERNEL_US" >"$WORK/$3.out" 2>&1 &
+        "$LOAD" 0 "${4:-$KERNEL_US}" >"$WORK/$3.out" 2>&1 &
     LAST=$!
     PIDS+=("$LAST")
     wait_for "$WORK/$3.out" ready || exit 1
@@ -79,16 +81,44 @@ PY
 start team team-secret a
 A=$LAST
 start team team-secret b
+B_C=$LAST
 start team team-secret c
+B_C="$B_C $LAST"
 check "three sessions of one tenant get a third each, within 15%" measure "one tenant"
 kill "$A"
 wait "$A" 2>/dev/null
 for _ in $(seq 50); do [ "$(gpu_seconds | wc -l)" = 2 ] && break; sleep 0.1; done
 start solo solo-secret d
+D=$LAST
 check "weight 2 divided between a tenant's two sessions, beside a weight-1 tenant: equal thirds within 15%" \
     measure "after a leave and a join"
 
-# 3. sharing = mps
+# 3. a stalled owner: d keeps saturating; h launches 3 s kernels. Over 2 s from h's first one,
+# d must still get most of the GPU (the gate passes h after 100 ms without progress).
+for p in $B_C; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
+for _ in $(seq 50); do [ "$(gpu_seconds | wc -l)" = 1 ] && break; sleep 0.1; done
+D_ID=$(gpu_seconds | awk '{print $1; exit}')
+start solo solo-secret h 3000000
+H=$LAST
+sleep 0.3
+gpu_seconds >"$WORK/h0"
+t0=$(date +%s.%N)
+sleep 2
+gpu_seconds >"$WORK/h1"
+kill "$H"
+dt=$(python3 -c "import time; print(time.time() - $t0)")
+got=$(python3 - "$WORK/h0" "$WORK/h1" <<'PY'
+import sys
+a = {l.split()[0]: float(l.split()[2]) for l in open(sys.argv[1])}
+b = {l.split()[0]: float(l.split()[2]) for l in open(sys.argv[2])}
+print(" ".join("%s:%.2f" % (k, b[k] - a.get(k, 0)) for k in sorted(b)))
+PY
+)
+check "a session beside a hung kernel keeps most of the GPU (GPU seconds over ${dt:0:4} s: $got)" \
+    python3 -c "import sys; v = dict(x.split(':') for x in sys.argv[1:]); sys.exit(0 if float(v['$D_ID']) > 0.6 * $dt else 1)" $got
+check "the gate logged the stall" grep -q "completed nothing for 100 ms" "$WORK/server.log"
+
+# 4. sharing = mps
 MPORT=$(free_port)
 PORT=$(free_port)
 cat >"$WORK/mps.conf" <<EOF
