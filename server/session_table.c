@@ -9,6 +9,7 @@
 
 #include "common/log.h"
 #include "scheduler/admission.h"
+#include "scheduler/share.h"
 
 /* Compute gate defaults: a 1 s accounting window (caps are fractions of it), turns of about
  * 10 ms of GPU time beyond the owner's due, 10 ms of quiet before a guaranteed session counts
@@ -282,6 +283,41 @@ void srv_table_release_pid(struct srv_table *t, int32_t pid, char *tenant, size_
         atomic_fetch_sub(&t->live, 1);
     }
     srv_table_unlock(t);
+}
+
+void srv_table_due_shares(const struct srv_table *t, uint64_t now, double *share)
+{
+    static struct sched_session ss[SRV_TABLE_SLOTS];
+    static int idx[SRV_TABLE_SLOTS];
+    static double got[SRV_TABLE_SLOTS];
+    struct sched_tenant tens[SCHED_MAX_TENANTS];
+    int hi = atomic_load(&t->hiwater);
+    int nt = t->ntenants < SCHED_MAX_TENANTS - 1 ? t->ntenants : SCHED_MAX_TENANTS - 1;
+
+    for (int k = 0; k < nt; k++)
+        tens[k] = (struct sched_tenant){t->tenants[k].weight, t->tenants[k].cap_permille,
+                                        t->tenants[k].best_effort};
+    tens[nt] = (struct sched_tenant){.weight = 1};
+    for (int i = 0; i < SRV_TABLE_SLOTS; i++)
+        share[i] = 0;
+    for (int g = 0; g < SRV_TABLE_GPUS; g++) {
+        int n = 0;
+        for (int i = 0; i < hi; i++) {
+            const struct srv_table_slot *sl = &t->slots[i];
+            bool busy = atomic_load(&sl->waiting) || atomic_load(&sl->inflight) > 0;
+            if (atomic_load(&sl->pid) == 0 || atomic_load(&sl->gate_gpu) != g)
+                continue;
+            idx[n] = i;
+            ss[n++] = (struct sched_session){
+                .tenant = sl->tenant >= 0 && sl->tenant < nt ? sl->tenant : nt,
+                .active = busy || now - atomic_load(&sl->last_launch_ns) < t->horizon_ns};
+        }
+        if (n == 0)
+            continue;
+        sched_session_shares(tens, nt + 1, ss, n, got);
+        for (int k = 0; k < n; k++)
+            share[idx[k]] = got[k];
+    }
 }
 
 const char *srv_table_tenant_name(const struct srv_table *t, int i)

@@ -175,6 +175,11 @@ rg_status_t srv_table_ipc_check(struct srv_table *t, int i, enum srv_ipc_kind ki
                                 const uint8_t hash[32], char *other, size_t other_len);
 void srv_table_ipc_drop(struct srv_table *t, int i);
 
+/* Each live session's due share of its GPU now (slots' entries of share; 0 for idle sessions and
+ * free slots), as the compute gate divides it (scheduler/share.h): for /metrics and the probe.
+ * Reads the table without its lock (a snapshot of atomics). */
+void srv_table_due_shares(const struct srv_table *t, uint64_t now, double *share);
+
 /* The tenant's name for slot i ("" when none). */
 const char *srv_table_tenant_name(const struct srv_table *t, int i);
 
