@@ -173,8 +173,6 @@ static bool concurrent(const struct srv_table *t)
     return t->sharing == SRV_SHARING_MPS;
 }
 
-/* Under the lock: the sessions on gpu as sched_pick sees them (ss, slots[i] the table slot of
- * ss[i]); *mine is the caller's index, -1 when it is not among them. */
 /* Under the lock: the owner of gpu has launches in flight but has neither launched nor seen
  * one complete for stall_ns since it took the GPU (a hung kernel, or one far longer than a
  * turn, while its client waits for it). */
@@ -196,6 +194,8 @@ static bool owner_stalled(struct srv_table *t, int gpu, uint64_t now)
     return now > last && now - last > t->stall_ns;
 }
 
+/* Under the lock: the sessions on gpu as sched_pick sees them (ss, slots[i] the table slot of
+ * ss[i]); *mine is the caller's index, -1 when it is not among them. */
 static int snapshot(struct srv_table *t, int me, int gpu, uint64_t now, struct sched_session *ss,
                     int *slots, int *mine)
 {
@@ -207,7 +207,7 @@ static int snapshot(struct srv_table *t, int me, int gpu, uint64_t now, struct s
     *mine = -1;
     for (int i = 0; i < hi; i++) {
         struct srv_table_slot *sl = &t->slots[i];
-        uint64_t since = now - atomic_load(&sl->last_launch_ns);
+        uint64_t last = atomic_load(&sl->last_launch_ns), since = last < now ? now - last : 0;
         bool waiting = atomic_load(&sl->waiting), busy = waiting || atomic_load(&sl->inflight) > 0;
         if (atomic_load(&sl->pid) == 0 || atomic_load(&sl->gate_gpu) != gpu)
             continue;

@@ -483,14 +483,15 @@ int srv_supervisor_run(const struct srv_config *cfg, const char *self_exe)
         transport_tcp_ops.listener_close(sup.listener);
         return 1;
     }
+    if (strcmp(cfg->sharing, "mps") == 0 && srv_mps_start(sup.table, &sup.mps) != RG_OK) {
+        transport_tcp_ops.listener_close(sup.listener);
+        return 1;
+    }
     if (cfg->metrics_listen[0] != '\0' &&
         srv_metrics_start(sup.base, cfg->metrics_listen, cfg->metrics_token, sup.table, cfg->name,
                           &sup.metrics) !=
             RG_OK) {
-        transport_tcp_ops.listener_close(sup.listener);
-        return 1;
-    }
-    if (strcmp(cfg->sharing, "mps") == 0 && srv_mps_start(sup.table, &sup.mps) != RG_OK) {
+        srv_mps_stop(sup.mps);
         transport_tcp_ops.listener_close(sup.listener);
         return 1;
     }
