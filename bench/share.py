@@ -13,10 +13,10 @@ skips the groups that would not fit and says so.
 
 Usage: python3 bench/share.py [BUNDLE_DIR]   (default <repo>/.bundle; from bench/share.sh)
   SHARE_SECS=3        seconds per measured phase (the scale knob; a group takes about
-                      init + 3 x (SHARE_SECS + SHARE_GAP))
+                      init + 4 x (SHARE_SECS + SHARE_GAP))
   SHARE_NS="1 4 8 2"  session counts, in this order (the table is sorted)
   SHARE_MODES="native-ts native-mps rgpu-ts rgpu-mps"
-  SHARE_WORKLOADS="cpu gpu decode"
+  SHARE_WORKLOADS="cpu gpu gsync decode"
   SHARE_ROUNDS=1      repeat the whole interleaved sequence
   SHARE_DEADLINE=520  seconds for everything (skip groups that would overrun)
   SHARE_FAKE=1        no GPU and no torch (sleeps), a stand-in MPS on PATH: checks this script
@@ -40,7 +40,7 @@ SECS = float(os.environ.get("SHARE_SECS", "3"))
 GAP = float(os.environ.get("SHARE_GAP", "0.7"))
 NS = [int(n) for n in os.environ.get("SHARE_NS", "1 4 8 2").split()]
 MODES = os.environ.get("SHARE_MODES", "native-ts native-mps rgpu-ts rgpu-mps").split()
-WORKLOADS = os.environ.get("SHARE_WORKLOADS", "cpu gpu decode").split()
+WORKLOADS = os.environ.get("SHARE_WORKLOADS", "cpu gpu gsync decode").split()
 ROUNDS = int(os.environ.get("SHARE_ROUNDS", "1"))
 DEADLINE = float(os.environ.get("SHARE_DEADLINE", "520"))
 FAKE = os.environ.get("SHARE_FAKE") == "1"
@@ -350,7 +350,41 @@ def table(rows):
                         line += "  | error: %s" % d["errors"][0][:100]
                     shares.append(line)
             out.append("| %s (%s) | %d | %s |" % (w, unit, n, " | ".join(cells)))
-    return "\n".join(out) + "\n\nEach session's rate, % of the sessions' mean:\n" + "\n".join(shares)
+    return ("\n".join(out) + "\n\nEach session's rate, % of the sessions' mean:\n" +
+            "\n".join(shares) + "\n\n" + targets(by))
+
+
+def targets(by):
+    """Issue 30's targets, from the table: equal sessions within 15% (rgpu modes), the
+    GPU-bound aggregate at N=4 at least 2.2x N=1 through rgpu time-sliced, four decode sessions
+    at least 3x one in the concurrent mode."""
+    def agg(w, mode, n):
+        d = by.get((w, mode, n))
+        return sum(x or 0 for x in d[0]["rates"]) if d else None
+
+    def worst(w, mode, n):
+        d = by.get((w, mode, n))
+        if not d:
+            return None
+        r = [x or 0 for x in d[0]["rates"]]
+        m = sum(r) / len(r)
+        return max(abs(x - m) / m for x in r) * 100 if m else None
+    lines = ["Targets:"]
+    for w, mode, want in (("gpu", "rgpu-ts", 2.2), ("gsync", "rgpu-ts", 2.2),
+                          ("decode", "rgpu-mps", 3.0), ("decode", "native-mps", 3.0)):
+        a1, a4 = agg(w, mode, 1), agg(w, mode, 4)
+        if a1 and a4:
+            lines.append("  %-6s N=4 %-10s %.2fx N=1 (target >= %.1fx): %s" % (
+                w, mode, a4 / a1, want, "met" if a4 / a1 >= want else "MISSED"))
+    for mode in ("rgpu-ts", "rgpu-mps", "native-ts", "native-mps"):
+        ws = [(w, n, worst(w, mode, n)) for w in WORKLOADS for n in sorted(set(NS)) if n > 1]
+        ws = [x for x in ws if x[2] is not None]
+        if ws:
+            w, n, v = max(ws, key=lambda x: x[2])
+            lines.append("  %-10s furthest session from the mean: %.0f%% (%s N=%d)%s" % (
+                mode, v, w, n, " (target 15%% for rgpu-ts: %s)" % ("met" if v <= 15 else "MISSED")
+                if mode == "rgpu-ts" else ""))
+    return "\n".join(lines)
 
 
 def main():
