@@ -19,15 +19,16 @@ static void on_interrupt(int sig)
 
 static void gpu_row(FILE *out, const struct cli_server *s, const Rgpu__ProbeGpu *g, bool first)
 {
-    char total[16], avail[16], rsv[16], used[16], sess[16], rtt[16];
+    char total[16], avail[16], rsv[16], used[16], sess[16], rtt[16], share[24];
 
     snprintf(sess, sizeof(sess), "%u/%u", g->tenant_sessions, g->sessions);
     snprintf(rtt, sizeof(rtt), "%.1fms", s->rtt_ms);
+    snprintf(share, sizeof(share), "%.0f/%.0f%%", g->tenant_share * 100, g->tenant_share_due * 100);
     fprintf(
-        out, "%-21.21s %3d  %-12.12s %7s %7s %7s %7s %8s %4.0f%% %7s %s\n", first ? s->addr : "",
+        out, "%-21.21s %3d  %-12.12s %7s %7s %7s %7s %8s %4.0f%% %9s %7s %s\n", first ? s->addr : "",
         g->index, g->name ? g->name : "", rgpu_bytes(g->total_mem, total, sizeof(total)),
         rgpu_bytes(g->available, avail, sizeof(avail)), rgpu_bytes(g->reserved, rsv, sizeof(rsv)),
-        rgpu_bytes(g->used, used, sizeof(used)), sess, g->utilization * 100, first ? rtt : "",
+        rgpu_bytes(g->used, used, sizeof(used)), sess, g->utilization * 100, share, first ? rtt : "",
         first ? (s->reply->admit ? "yes" : "no") : "");
 }
 
@@ -36,8 +37,8 @@ static void table(FILE *out, const struct cli_conf *conf, const struct cli_pool 
     int order[pool->n > 0 ? pool->n : 1], placed = cli_pool_order(pool, conf, order);
     int answered = 0;
 
-    fprintf(out, "%-21s %3s  %-12s %7s %7s %7s %7s %8s %5s %7s %s\n", "SERVER", "GPU", "NAME",
-            "MEMORY", "FREE", "RESERVED", "USED", "SESSIONS", "UTIL", "RTT", "ADMIT");
+    fprintf(out, "%-21s %3s  %-12s %7s %7s %7s %7s %8s %5s %9s %7s %s\n", "SERVER", "GPU", "NAME",
+            "MEMORY", "FREE", "RESERVED", "USED", "SESSIONS", "UTIL", "SHARE", "RTT", "ADMIT");
     for (int i = 0; i < pool->n; i++) {
         const struct cli_server *s = &pool->servers[i];
         if (!s->answered) {
@@ -51,8 +52,8 @@ static void table(FILE *out, const struct cli_conf *conf, const struct cli_pool 
             fprintf(out, "%-21.21s   -  no GPU served\n", s->addr);
     }
     fprintf(out,
-            "%d of %d server(s) answered. Tenant %s: RESERVED, USED and the first SESSIONS "
-            "figure are yours.\n",
+            "%d of %d server(s) answered. Tenant %s: RESERVED, USED, the first SESSIONS "
+            "figure and SHARE (of the GPU now / due from the compute gate) are yours.\n",
             answered, pool->n, conf->tenant[0] ? conf->tenant : "(none)");
     if (placed > 0)
         fprintf(out, "The next job goes to %s (policy %s).\n", pool->servers[order[0]].addr,
@@ -68,10 +69,11 @@ static void json_gpu(FILE *out, const Rgpu__ProbeGpu *g, bool last)
     fprintf(out,
             ",\"memory_total\":%llu,\"memory_free\":%llu,\"memory_reserved\":%llu,"
             "\"memory_used\":%llu,\"sessions\":%u,\"tenant_sessions\":%u,"
-            "\"utilization\":%.4f}%s",
+            "\"utilization\":%.4f,\"tenant_share\":%.4f,\"tenant_share_due\":%.4f}%s",
             (unsigned long long)g->total_mem, (unsigned long long)g->available,
             (unsigned long long)g->reserved, (unsigned long long)g->used, g->sessions,
-            g->tenant_sessions, g->utilization, last ? "" : ",");
+            g->tenant_sessions, g->utilization, g->tenant_share, g->tenant_share_due,
+            last ? "" : ",");
 }
 
 static void json_server(FILE *out, const struct cli_server *s, bool placed_first)

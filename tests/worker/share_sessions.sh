@@ -85,6 +85,33 @@ B_C=$LAST
 start team team-secret c
 B_C="$B_C $LAST"
 check "three sessions of one tenant get a third each, within 15%" measure "one tenant"
+# What the operator sees: each session's due share and launch rate in /metrics, the tenant's
+# share of the GPU (now / due) in rgpu status.
+# (sampled once a second: a client that the loaded host holds off for 10 ms counts as idle at
+# that instant, so up to ten samples)
+due_ok() {
+    python3 - "$WORK/metrics.txt" <<'PY'
+import re, sys
+t = open(sys.argv[1]).read()
+due = [float(v) for v in re.findall(r'^rgpu_session_gpu_share_due\{tenant="team",session="\d+"\} (\S+)', t, re.M)]
+tdue = float(re.search(r'^rgpu_tenant_gpu_share_due\{tenant="team"\} (\S+)', t, re.M).group(1))
+rate = [float(v) for v in re.findall(r'^rgpu_session_launches_per_second\{tenant="team",session="\d+"\} (\S+)', t, re.M)]
+sys.exit(0 if len(due) == 3 and all(abs(d - 1 / 3) < 0.01 for d in due) and abs(tdue - 1) < 0.01
+         and len(rate) == 3 and all(r > 0 for r in rate) else 1)
+PY
+}
+for _ in $(seq 10); do
+    get metrics >"$WORK/metrics.txt"
+    due_ok && break
+    sleep 1
+done
+check "/metrics: each session is due a third, the tenant the whole GPU, launch rates ($(grep -E '^rgpu_(session|tenant)_(gpu_share_due|launches_per_second)' "$WORK/metrics.txt" | tr '\n' ' '))" \
+    due_ok
+RGPU_TENANT=team RGPU_TOKEN=team-secret "$BUILD/bin/rgpu" status --json --pool "127.0.0.1:$PORT" \
+    >"$WORK/status.json" 2>&1
+share=$(python3 -c 'import json,sys; g = json.load(open(sys.argv[1]))["servers"][0]["gpus"][0]; print("%.2f %.2f" % (g["tenant_share"], g["tenant_share_due"]))' "$WORK/status.json" 2>/dev/null)
+check "rgpu status: the tenant's share of the GPU now and due (${share:-?})" \
+    python3 -c "import sys; a, d = map(float, sys.argv[1:3]); sys.exit(0 if a > 0.3 and abs(d - 1) < 0.01 else 1)" ${share:-x x}
 kill "$A"
 wait "$A" 2>/dev/null
 for _ in $(seq 50); do [ "$(gpu_seconds | wc -l)" = 2 ] && break; sleep 0.1; done
