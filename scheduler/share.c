@@ -69,64 +69,105 @@ uint64_t sched_cap_room(const struct sched_tenant *t, uint64_t used_ns, uint64_t
     return used_ns < cap ? cap - used_ns : 0;
 }
 
-/* The tenant that should hold the GPU, or -1. */
-static int pick_tenant(const struct sched_tenant *t, int nt, const bool *wants,
-                       const uint64_t *used, int owner_tenant, const struct sched_params *p,
-                       const double *share)
+/* a before b in virtual time (wrap-safe). */
+static bool vt_before(uint64_t a, uint64_t b)
 {
-    int best = -1;
-    double best_norm = 0, owner_norm = -1;
+    return (int64_t)(a - b) < 0;
+}
 
-    for (int i = 0; i < nt; i++) {
-        double norm;
-        if (!wants[i] || share[i] <= 0 || sched_cap_room(&t[i], used[i], p->window_ns) == 0)
-            continue;
-        norm = (double)used[i] / share[i];
-        if (i == owner_tenant)
-            owner_norm = norm;
-        if (best < 0 || norm < best_norm) {
-            best = i;
-            best_norm = norm;
-        }
+/* Per tenant: whether it has an active session, and how many. */
+static void tenant_activity(int ntenants, const struct sched_session *sessions, int nsessions,
+                            bool *active, int *nactive)
+{
+    for (int k = 0; k < ntenants; k++) {
+        active[k] = false;
+        nactive[k] = 0;
     }
-    if (owner_norm >= 0 && owner_norm < best_norm + (double)p->quantum_ns)
-        return owner_tenant;
-    return best;
+    for (int i = 0; i < nsessions; i++) {
+        const struct sched_session *s = &sessions[i];
+        if (s->tenant < 0 || s->tenant >= ntenants || !(s->active || s->wants))
+            continue;
+        active[s->tenant] = true;
+        nactive[s->tenant]++;
+    }
+}
+
+void sched_session_shares(const struct sched_tenant *tenants, int ntenants,
+                          const struct sched_session *sessions, int nsessions, double *share)
+{
+    bool active[SCHED_MAX_TENANTS];
+    int nactive[SCHED_MAX_TENANTS];
+    double tshare[SCHED_MAX_TENANTS];
+
+    if (ntenants > SCHED_MAX_TENANTS)
+        ntenants = SCHED_MAX_TENANTS;
+    tenant_activity(ntenants, sessions, nsessions, active, nactive);
+    sched_shares(tenants, ntenants, active, tshare);
+    for (int i = 0; i < nsessions; i++) {
+        const struct sched_session *s = &sessions[i];
+        share[i] = 0;
+        if (s->tenant >= 0 && s->tenant < ntenants && (s->active || s->wants))
+            share[i] = tshare[s->tenant] / nactive[s->tenant];
+    }
 }
 
 int sched_pick(const struct sched_tenant *tenants, int ntenants,
                const struct sched_session *sessions, int nsessions,
                const struct sched_params *params, double *share)
 {
-    bool active[SCHED_MAX_TENANTS] = {0}, wants[SCHED_MAX_TENANTS] = {0};
     uint64_t used[SCHED_MAX_TENANTS] = {0};
-    double local[SCHED_MAX_TENANTS];
-    int owner_tenant = -1, tenant, pick = -1;
+    double local[nsessions > 0 ? nsessions : 1];
+    int best = -1, owner = -1;
 
     if (ntenants > SCHED_MAX_TENANTS)
         ntenants = SCHED_MAX_TENANTS;
     if (share == NULL)
         share = local;
+    sched_session_shares(tenants, ntenants, sessions, nsessions, share);
+    for (int i = 0; i < nsessions; i++)
+        if (sessions[i].tenant >= 0 && sessions[i].tenant < ntenants)
+            used[sessions[i].tenant] += sessions[i].used_ns;
     for (int i = 0; i < nsessions; i++) {
         const struct sched_session *s = &sessions[i];
-        if (s->tenant < 0 || s->tenant >= ntenants)
-            continue;
-        active[s->tenant] |= s->active || s->wants;
-        wants[s->tenant] |= s->wants;
-        used[s->tenant] += s->used_ns;
-        if (s->owner && s->wants)
-            owner_tenant = s->tenant;
-    }
-    sched_shares(tenants, ntenants, active, share);
-    tenant = pick_tenant(tenants, ntenants, wants, used, owner_tenant, params, share);
-    for (int i = 0; i < nsessions && tenant >= 0; i++) {
-        const struct sched_session *s = &sessions[i];
-        if (s->tenant != tenant || !s->wants)
+        if (!s->wants || share[i] <= 0 ||
+            sched_cap_room(&tenants[s->tenant], used[s->tenant], params->window_ns) == 0)
             continue;
         if (s->owner)
-            return i;
-        if (pick < 0 || s->used_ns < sessions[pick].used_ns)
-            pick = i;
+            owner = i;
+        if (best < 0 || vt_before(s->vtime, sessions[best].vtime))
+            best = i;
     }
-    return pick;
+    if (owner >= 0 && owner != best &&
+        (double)(int64_t)(sessions[owner].vtime - sessions[best].vtime) <
+            (double)params->quantum_ns / share[owner])
+        return owner;
+    return best;
+}
+
+uint64_t sched_join_vtime(const struct sched_session *sessions, int nsessions, int joining,
+                          double share, const struct sched_params *params)
+{
+    uint64_t own = sessions[joining].vtime, least = 0, lag;
+    bool any = false;
+
+    for (int i = 0; i < nsessions; i++) {
+        if (i == joining || !sessions[i].wants)
+            continue;
+        if (!any || vt_before(sessions[i].vtime, least))
+            least = sessions[i].vtime;
+        any = true;
+    }
+    if (!any)
+        return own;
+    if (share < SCHED_MIN_SHARE_PPM / 1e6)
+        share = SCHED_MIN_SHARE_PPM / 1e6;
+    lag = (uint64_t)((double)params->quantum_ns / share);
+    return vt_before(own, least - lag) ? least - lag : own;
+}
+
+uint64_t sched_vtime_charge(uint64_t ns, uint32_t share_ppm)
+{
+    if (share_ppm < SCHED_MIN_SHARE_PPM)
+        share_ppm = SCHED_MIN_SHARE_PPM;
+    return (uint64_t)((double)ns * 1e6 / share_ppm);
 }

@@ -1,8 +1,16 @@
-/* Compute shares of one GPU between tenants, and who may launch next.
+/* Compute shares of one GPU between tenants and their sessions, and who may launch next.
  *
  * Pure arithmetic over a snapshot (no clocks, no locks): the worker's compute gate
  * (server/compute_gate.c) fills the snapshot from the shared session table and acts on the
- * answer. Times are nanoseconds of GPU time measured in the current accounting window. */
+ * answer. Times are nanoseconds of GPU time.
+ *
+ * Shares are two-level: tenants divide the GPU by weight, caps and class (sched_shares), and a
+ * tenant's share is divided equally among its active sessions, so a client cannot raise its
+ * tenant's share by opening more sessions. The order among contending sessions is by virtual
+ * time: each session's GPU time divided by its share when it was used (the gate accumulates it,
+ * sched_vtime_charge), least first, as in start-time fair queuing; the owner keeps the GPU for
+ * about a quantum of its own GPU time beyond the least-served contender, so that handovers
+ * (each idles the GPU for a moment) stay rare. */
 #ifndef RGPU_SCHEDULER_SHARE_H
 #define RGPU_SCHEDULER_SHARE_H
 
@@ -10,6 +18,9 @@
 #include <stdint.h>
 
 #define SCHED_MAX_TENANTS 64
+/* Shares are published in millionths; below this a share counts as this much when virtual
+ * time is charged (bounds how fast virtual time can grow: 1000x real time at most). */
+#define SCHED_MIN_SHARE_PPM 1000u
 
 /* A tenant's compute settings (from the server config). */
 struct sched_tenant {
@@ -24,13 +35,15 @@ struct sched_session {
     bool active;      /* launched within the activity horizon, waits, or has work in flight */
     bool wants;       /* waits at its gate or has work in flight: contends for the GPU now */
     bool owner;       /* the session currently allowed to launch */
-    uint64_t used_ns; /* GPU time charged to it in the current window */
+    uint64_t used_ns; /* GPU time charged to it in the current window (caps) */
+    uint64_t vtime;   /* virtual time: GPU time over share, accumulated; wraps (only the
+                       * difference between two sessions' values means anything) */
 };
 
 struct sched_params {
     uint64_t window_ns;  /* accounting window (caps are a fraction of it) */
-    uint64_t quantum_ns; /* the owner keeps the GPU until it is this far (in time normalized by
-                          * share) ahead of the most deserving contender */
+    uint64_t quantum_ns; /* the owner keeps the GPU until it has used this much GPU time more
+                          * than its share entitles it to beside the least-served contender */
 };
 
 /* Shares (fractions of the GPU, summing to at most 1) of the tenants that have an active
@@ -40,15 +53,31 @@ struct sched_params {
 void sched_shares(const struct sched_tenant *tenants, int ntenants, const bool *active,
                   double *share);
 
+/* Each session's share (nsessions entries): its tenant's share divided equally among the
+ * tenant's sessions that are active or want the GPU; 0 for the others and for sessions whose
+ * tenant index is out of range. */
+void sched_session_shares(const struct sched_tenant *tenants, int ntenants,
+                          const struct sched_session *sessions, int nsessions, double *share);
+
 /* The session that may launch now, or -1 when none may (all contenders capped out or with no
- * share). Among tenants with a wanting session, a positive share and cap room left, the one
- * with the least GPU time per unit of share wins; the owner's tenant keeps the GPU while it is
- * within quantum_ns of that. Within the tenant: the owner session if it wants, else the
- * wanting session with the least time. share (ntenants entries, may be NULL) receives the
- * shares. */
+ * share). Candidates are the sessions that want the GPU, with a positive share and cap room
+ * left in their tenant; the one with the least virtual time wins, but the owner keeps the GPU
+ * while its virtual time is less than quantum_ns / its share ahead of the winner's. share
+ * (nsessions entries, may be NULL) receives the sessions' shares. */
 int sched_pick(const struct sched_tenant *tenants, int ntenants,
                const struct sched_session *sessions, int nsessions,
                const struct sched_params *params, double *share);
+
+/* The virtual time session `joining` (whose share is share) should have at least when it
+ * starts to contend: one quantum of its own GPU time behind the least virtual time of the other
+ * sessions that want the GPU. A session back from idle, or new, is thus served first but does
+ * not take the GPU for as long as it was away (its own value when that is larger, or when
+ * nobody else contends). */
+uint64_t sched_join_vtime(const struct sched_session *sessions, int nsessions, int joining,
+                          double share, const struct sched_params *params);
+
+/* The virtual time ns of GPU time adds to a session whose share is share_ppm millionths. */
+uint64_t sched_vtime_charge(uint64_t ns, uint32_t share_ppm);
 
 /* How much GPU time a tenant may still use in this window before its cap stops it
  * (UINT64_MAX when uncapped). */

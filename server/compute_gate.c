@@ -1,22 +1,31 @@
-/* The compute gate: kernel-granular time sharing of a GPU between the sessions on it.
+/* The compute gate: kernel-granular sharing of a GPU between the sessions on it.
  *
  * Measuring. Each launch (kernel or graph) is bracketed by two events on its stream; a meter
  * thread waits for the end event (blocking sync, so it sleeps), reads the elapsed time and
- * charges it to the session's slot in the shared table: in total, and in the current
- * accounting window (CLOCK_MONOTONIC / window_ns, the same for every process). The one session
- * of a server, uncapped, measures one launch in SAMPLE and charges it for SAMPLE (the meter
- * collects those on its 2 ms tick, unwoken): nobody can contend with it, and measuring every
- * launch halved launch throughput on an H100.
+ * charges it to the session's slot in the shared table: in total, in the current accounting
+ * window (CLOCK_MONOTONIC / window_ns, the same for every process), and in virtual time (the
+ * time over the session's share, scheduler/share.h). The one session of a server, uncapped,
+ * measures one launch in SAMPLE and charges it for SAMPLE (the meter collects those on its 2 ms
+ * tick, unwoken): nobody can contend with it, and measuring every launch halved launch
+ * throughput on an H100.
  *
- * Gating. One session per GPU is the owner: the one allowed to launch. A launch by the owner
- * while nobody waits (and its tenant is uncapped, and it is not best effort beside an active
- * guaranteed session) passes after a few atomic loads. Otherwise the session waits at its gate,
- * polling every 50 us: under the table's lock it asks sched_pick (scheduler/share.h) which
- * session should run, and takes ownership when the answer is itself and the previous owner's
- * launches have all completed. So while sessions contend, only one has kernels on the GPU,
- * and the elapsed time of its launches is its own GPU time; the contended owner keeps only
- * about 2 ms of work queued so that handing over is quick. The mechanism's costs are in
- * docs/ARCHITECTURE.md ("Compute share"). */
+ * Gating (sharing = time-sliced, the default). One session per GPU is the owner: the one
+ * allowed to launch. A launch by the owner while nobody waits (and its tenant is uncapped, and
+ * it is not best effort beside an active guaranteed session) passes after a few atomic loads.
+ * Otherwise the session waits at its gate, polling every 50 us: under the table's lock it asks
+ * sched_pick which session should run (the contender with the least virtual time; the owner
+ * keeps the GPU for about a quantum beyond it), and takes ownership when the answer is itself
+ * and the previous owner's launches have all completed (or none of them has completed for
+ * stall_ns: a hung kernel must not stop everyone; the driver time-slices it with the next). So while sessions contend, only one has
+ * kernels on the GPU, and the elapsed time of its launches is its own GPU time; the contended
+ * owner keeps only about 2 ms of work queued so that handing over is quick. An owner with
+ * nothing queued for grace_ns (2 ms: longer than the gaps inside a burst of launches and a
+ * client's round trip) gives the GPU up to a session that waits.
+ *
+ * Concurrent (sharing = mps). The workers are clients of the server's MPS daemon and their
+ * kernels run at the same time: there is no owner; launches are sampled as for a lone session,
+ * and only the class rule holds at the gate (best effort waits while a guaranteed session is
+ * active). Caps and quotas are MPS's limits, set at the worker's start (server/tenancy.c). */
 #include <dlfcn.h>
 #include <pthread.h>
 #include <semaphore.h>
@@ -93,6 +102,8 @@ static void charge(struct srv_gate *g, uint64_t ns)
     }
     atomic_fetch_add(&sl->win_used_ns, ns);
     atomic_fetch_add(&sl->gpu_ns, ns);
+    atomic_fetch_add(&sl->vtime, sched_vtime_charge(ns, atomic_load(&sl->share_ppm)));
+    atomic_store(&sl->last_done_ns, now);
     atomic_store(&g->avg_ns, (atomic_load(&g->avg_ns) * 7 + ns) / 8);
     if ((ten == NULL || !ten->best_effort) && gpu >= 0)
         atomic_store(&g->t->gpus[gpu].last_guaranteed_ns, now);
@@ -157,39 +168,112 @@ static int current_gpu(struct srv_session *s)
     return s->devices[dev] >= 0 && s->devices[dev] < SRV_TABLE_GPUS ? s->devices[dev] : 0;
 }
 
-/* Under the lock: whether session `me` should launch on gpu now. */
-static bool decide(struct srv_table *t, int me, int gpu, uint64_t now)
+static bool concurrent(const struct srv_table *t)
+{
+    return t->sharing == SRV_SHARING_MPS;
+}
+
+/* Under the lock: the owner of gpu has launches in flight but has neither launched nor seen
+ * one complete for stall_ns since it took the GPU (a hung kernel, or one far longer than a
+ * turn, while its client waits for it). */
+static bool owner_stalled(struct srv_table *t, int gpu, uint64_t now)
+{
+    int owner = atomic_load(&t->gpus[gpu].owner);
+    const struct srv_table_slot *sl;
+    uint64_t last;
+
+    if (owner < 0 || atomic_load(&t->slots[owner].pid) == 0 ||
+        atomic_load(&t->slots[owner].inflight) == 0)
+        return false;
+    sl = &t->slots[owner];
+    last = atomic_load(&t->gpus[gpu].owner_since_ns);
+    if (atomic_load(&sl->last_done_ns) > last)
+        last = atomic_load(&sl->last_done_ns);
+    if (atomic_load(&sl->last_launch_ns) > last)
+        last = atomic_load(&sl->last_launch_ns);
+    return now > last && now - last > t->stall_ns;
+}
+
+/* Under the lock: the sessions on gpu as sched_pick sees them (ss, slots[i] the table slot of
+ * ss[i]); *mine is the caller's index, -1 when it is not among them. */
+static int snapshot(struct srv_table *t, int me, int gpu, uint64_t now, struct sched_session *ss,
+                    int *slots, int *mine)
+{
+    int n = 0, hi = atomic_load(&t->hiwater), owner = atomic_load(&t->gpus[gpu].owner);
+    bool stalled = owner_stalled(t, gpu, now);
+    int nt = t->ntenants < SCHED_MAX_TENANTS - 1 ? t->ntenants : SCHED_MAX_TENANTS - 1;
+    uint64_t epoch = now / t->window_ns;
+
+    *mine = -1;
+    for (int i = 0; i < hi; i++) {
+        struct srv_table_slot *sl = &t->slots[i];
+        uint64_t last = atomic_load(&sl->last_launch_ns), since = last < now ? now - last : 0;
+        bool waiting = atomic_load(&sl->waiting), busy = waiting || atomic_load(&sl->inflight) > 0;
+        if (atomic_load(&sl->pid) == 0 || atomic_load(&sl->gate_gpu) != gpu)
+            continue;
+        if (i == me)
+            *mine = n;
+        slots[n] = i;
+        ss[n++] = (struct sched_session){
+            .tenant = sl->tenant >= 0 && sl->tenant < nt ? sl->tenant : nt,
+            .active = busy || since < t->horizon_ns,
+            /* Contends now: a session at its gate, or the owner while it has work queued or is
+             * between the launches of a burst, unless it stalled. Another session's work still
+             * in flight (a stalled owner's, passed) gives it no claim until it launches again. */
+            .wants = i == owner ? (busy || since < t->grace_ns) && !stalled : waiting,
+            .owner = i == owner,
+            .used_ns = atomic_load(&sl->win_epoch) == epoch ? atomic_load(&sl->win_used_ns) : 0,
+            .vtime = atomic_load(&sl->vtime)};
+    }
+    return n;
+}
+
+/* Under the lock: whether session `me` should launch on gpu now. joining: it starts to contend
+ * after being idle (its virtual time may have to catch up with the others', scheduler/share.h;
+ * a session that contended a moment ago keeps its place). Every session's due share is
+ * published in its slot on the way. */
+static bool decide(struct srv_table *t, int me, int gpu, uint64_t now, bool joining)
 {
     static struct sched_session ss[SRV_TABLE_SLOTS];
+    static int slots[SRV_TABLE_SLOTS];
+    static double share[SRV_TABLE_SLOTS];
     struct sched_tenant tens[SCHED_MAX_TENANTS];
     struct sched_params p = {.window_ns = t->window_ns, .quantum_ns = t->quantum_ns};
+    struct srv_table_gpu *G = &t->gpus[gpu];
     int nt = t->ntenants < SCHED_MAX_TENANTS - 1 ? t->ntenants : SCHED_MAX_TENANTS - 1;
-    int n = 0, mine = -1, hi = atomic_load(&t->hiwater), owner = atomic_load(&t->gpus[gpu].owner);
-    uint64_t epoch = now / t->window_ns;
+    int n, mine, pick, owner = atomic_load(&G->owner);
 
     for (int k = 0; k < nt; k++)
         tens[k] = (struct sched_tenant){t->tenants[k].weight, t->tenants[k].cap_permille,
                                         t->tenants[k].best_effort};
     tens[nt] = (struct sched_tenant){.weight = 1}; /* sessions of a server without tenants */
-    for (int i = 0; i < hi; i++) {
-        struct srv_table_slot *sl = &t->slots[i];
-        uint64_t since = now - atomic_load(&sl->last_launch_ns);
-        bool busy = atomic_load(&sl->waiting) || atomic_load(&sl->inflight) > 0;
-        if (atomic_load(&sl->pid) == 0 || atomic_load(&sl->gate_gpu) != gpu)
-            continue;
-        if (i == me)
-            mine = n;
-        ss[n++] = (struct sched_session){
-            .tenant = sl->tenant >= 0 && sl->tenant < nt ? sl->tenant : nt,
-            .active = busy || since < t->horizon_ns,
-            .wants = busy || since < t->grace_ns,
-            .owner = i == owner,
-            .used_ns = atomic_load(&sl->win_epoch) == epoch ? atomic_load(&sl->win_used_ns) : 0};
-    }
-    if (mine < 0 || sched_pick(tens, nt + 1, ss, n, &p, NULL) != mine)
+    n = snapshot(t, me, gpu, now, ss, slots, &mine);
+    if (mine < 0)
         return false;
-    return owner < 0 || owner == me || atomic_load(&t->slots[owner].pid) == 0 ||
-           atomic_load(&t->slots[owner].inflight) == 0;
+    if (joining) {
+        sched_session_shares(tens, nt + 1, ss, n, share);
+        ss[mine].vtime = sched_join_vtime(ss, n, mine, share[mine], &p);
+        /* our meter adds nothing meanwhile: joining means nothing of ours is in flight */
+        atomic_store(&t->slots[me].vtime, ss[mine].vtime);
+    }
+    pick = sched_pick(tens, nt + 1, ss, n, &p, share);
+    for (int i = 0; i < n; i++) /* an idle session keeps the share it last contended with */
+        if (share[i] > 0)
+            atomic_store(&t->slots[slots[i]].share_ppm, (uint32_t)(share[i] * 1e6 + 0.5));
+    if (pick != mine)
+        return false;
+    if (owner < 0 || owner == me || atomic_load(&t->slots[owner].pid) == 0 ||
+        atomic_load(&t->slots[owner].inflight) == 0)
+        return true;
+    /* Due the GPU while the owner's launches still run: they end within about the queue target
+     * normally; those of a stalled owner are left to the driver's time-slicing. */
+    if (!owner_stalled(t, gpu, now))
+        return false;
+    rg_warn("session %llu's launches on GPU %d completed nothing for %llu ms; launching beside "
+            "them (the driver time-slices the two)",
+            (unsigned long long)t->slots[owner].session, gpu,
+            (unsigned long long)(t->stall_ns / 1000000));
+    return true;
 }
 
 static void set_waiting(struct srv_table *t, struct srv_table_slot *sl, int gpu, bool on)
@@ -212,10 +296,16 @@ static void wait_turn(struct srv_gate *g, int gpu, uint64_t now)
     bool go;
 
     for (;;) {
+        bool joining;
         srv_table_lock(t);
+        /* back from idle (or new): nothing in flight, no launch within the horizon */
+        joining = !atomic_load(&sl->waiting) && atomic_load(&sl->inflight) == 0 &&
+                  now - atomic_load(&sl->last_launch_ns) >= t->horizon_ns;
         set_waiting(t, sl, gpu, true);
-        go = decide(t, g->slot, gpu, now);
+        go = decide(t, g->slot, gpu, now, joining);
         if (go) {
+            if (atomic_load(&t->gpus[gpu].owner) != g->slot)
+                atomic_store(&t->gpus[gpu].owner_since_ns, now);
             atomic_store(&t->gpus[gpu].owner, g->slot);
             set_waiting(t, sl, gpu, false);
         }
@@ -294,14 +384,37 @@ static int entry_ready(struct srv_gate *g)
     return (int)(head % RING);
 }
 
+/* Concurrent sharing: no owner; a best-effort session waits while a guaranteed one is active
+ * on gpu (its launches already queued run on beside the guaranteed session's). */
+static void hold_concurrent(struct srv_gate *g, int gpu)
+{
+    const struct srv_table_tenant *ten = my_tenant(g);
+    struct srv_table_gpu *G = &g->t->gpus[gpu];
+    uint64_t t0, now;
+
+    atomic_store(&my_slot(g)->gate_gpu, gpu);
+    if (ten == NULL || !ten->best_effort)
+        return;
+    t0 = now = srv_now_ns();
+    while (now - atomic_load(&G->last_guaranteed_ns) < g->t->horizon_ns) {
+        sleep_ns(POLL_NS);
+        now = srv_now_ns();
+    }
+    if (now > t0)
+        atomic_fetch_add(&my_slot(g)->held_ns, now - t0);
+}
+
 /* The only session on the server, owner of gpu, uncapped: nobody can contend with it, so its
  * launches need not be measured one by one (SAMPLE). With any other session alive, every
- * launch is measured, so that a handover waits for all of the owner's kernels. */
+ * launch is measured, so that a handover waits for all of the owner's kernels. Concurrent
+ * sharing has no handovers: its launches are always sampled. */
 static bool uncontended(struct srv_gate *g, int gpu)
 {
     struct srv_table_gpu *G = &g->t->gpus[gpu];
     const struct srv_table_tenant *ten = my_tenant(g);
 
+    if (concurrent(g->t))
+        return true;
     if (atomic_load(&g->t->live) != 1 || atomic_load(&G->owner) != g->slot ||
         atomic_load(&G->nwaiting) != 0)
         return false;
@@ -321,6 +434,8 @@ void srv_gate_begin(struct srv_session *s, CUstream st, struct srv_gate_ticket *
     if (g == NULL)
         return;
     gpu = current_gpu(s);
+    if (concurrent(g->t))
+        hold_concurrent(g, gpu);
     if (uncontended(g, gpu)) {
         atomic_store(&my_slot(g)->gate_gpu, gpu);
         /* Sampled, and never waited for: with the ring full, this one goes unmeasured. */

@@ -41,6 +41,7 @@ err:
 
 static const char *const log_levels[] = {"error", "warn", "info", "debug", "trace", NULL};
 static const char *const transports[] = {"auto", "rdma", "tcp", NULL};
+static const char *const sharings[] = {"time-sliced", "mps", NULL}; /* enum srv_sharing */
 
 #define S(member) RG_CONF_FIELD(struct srv_config, member)
 static const struct rg_conf_key server_keys[] = {
@@ -56,6 +57,7 @@ static const struct rg_conf_key server_keys[] = {
     {.name = "busy_poll_us", .type = RG_CONF_DURATION, S(busy_poll_us), .unit = RG_CONF_US, .min = 0,
      .max = 1000000, .def = "0"},
     {.name = "transport", .type = RG_CONF_ENUM, S(transport), .names = transports, .def = "auto"},
+    {.name = "sharing", .type = RG_CONF_ENUM, S(sharing), .names = sharings, .def = "time-sliced"},
     {.name = "module_cache", .type = RG_CONF_STRING, S(module_cache), .min = 1,
      .help = "a directory, or off (unset: under $XDG_RUNTIME_DIR, else /tmp/rgpu-cache-UID)"},
     {.name = "module_cache_max", .type = RG_CONF_SIZE, S(module_cache_max), .min = 1, .def = "4GiB"},

@@ -22,8 +22,9 @@
 /* What a 1 s timer remembers of each slot, to turn GPU time into a share of the last second. */
 struct sample {
     int32_t pid;
-    uint64_t session, gpu_ns;
+    uint64_t session, gpu_ns, launches;
     double share; /* of one GPU over the last sampling period */
+    double launch_rate, due; /* launches per second then; its due share (srv_table_due_shares) */
 };
 
 /* One HTTP listener: metrics_listen (private: /status too, the token if set) or
@@ -50,6 +51,7 @@ struct srv_metrics {
     int neps;
     struct sample samples[SRV_TABLE_SLOTS];
     double gpu_util[SRV_TABLE_GPUS];
+    double due[SRV_TABLE_SLOTS]; /* scratch of on_tick */
 };
 
 static void sweep(struct http_ep *ep);
@@ -66,18 +68,24 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
     int hi = atomic_load(&m->t->hiwater);
 
     memset(m->gpu_util, 0, sizeof(m->gpu_util));
+    srv_table_due_shares(m->t, now, m->due);
     for (int i = 0; i < hi; i++) {
         struct srv_table_slot *sl = &m->t->slots[i];
         struct sample *p = &m->samples[i];
         int32_t pid = atomic_load(&sl->pid);
         uint64_t ns = atomic_load(&sl->gpu_ns);
         int gpu = atomic_load(&sl->gate_gpu);
+        uint64_t launches = atomic_load(&sl->launches);
         if (pid == 0 || pid != p->pid || sl->session != p->session) { /* new or gone */
-            *p = (struct sample){.pid = pid, .session = sl->session, .gpu_ns = ns};
+            *p = (struct sample){.pid = pid, .session = sl->session, .gpu_ns = ns,
+                                 .launches = launches, .due = m->due[i]};
             continue;
         }
         p->share = dt > 0 ? (double)(ns - p->gpu_ns) / (double)dt : 0;
+        p->launch_rate = dt > 0 ? (double)(launches - p->launches) * 1e9 / (double)dt : 0;
         p->gpu_ns = ns;
+        p->launches = launches;
+        p->due = m->due[i];
         if (gpu >= 0 && gpu < SRV_TABLE_GPUS)
             m->gpu_util[gpu] += p->share;
     }
@@ -87,7 +95,7 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
 /* ---- reading the table ------------------------------------------------------------------- */
 
 enum field { F_MEM_USED, F_MEM_QUOTA, F_GPU_S, F_SHARE, F_LAUNCHES, F_BYTES_IN, F_BYTES_OUT,
-             F_CALLS, F_ERRORS, F_HELD_S, F_COUNT };
+             F_CALLS, F_ERRORS, F_HELD_S, F_DUE, F_RATE, F_COUNT };
 
 static const struct {
     const char *name, *type, *help;
@@ -103,6 +111,8 @@ static const struct {
     [F_ERRORS] = {"errors_total", "counter", "driver calls that returned an error"},
     [F_HELD_S] = {"gate_held_seconds_total", "counter",
                   "time launches waited at the compute gate"},
+    [F_DUE] = {"gpu_share_due", "gauge", "share of its GPU the compute gate gives it now"},
+    [F_RATE] = {"launches_per_second", "gauge", "kernel and graph launches over the last second"},
 };
 
 static double field_of(struct srv_metrics *m, int i, enum field f)
@@ -120,6 +130,8 @@ static double field_of(struct srv_metrics *m, int i, enum field f)
     case F_CALLS: return (double)atomic_load(&sl->calls);
     case F_ERRORS: return (double)atomic_load(&sl->errors);
     case F_HELD_S: return atomic_load(&sl->held_ns) / 1e9;
+    case F_DUE: return m->samples[i].pid == atomic_load(&sl->pid) ? m->samples[i].due : 0;
+    case F_RATE: return m->samples[i].pid == atomic_load(&sl->pid) ? m->samples[i].launch_rate : 0;
     case F_COUNT: break;
     }
     return 0;

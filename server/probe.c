@@ -40,6 +40,24 @@ static double utilization(const struct srv_table *t, int g, uint64_t now)
     return used >= into ? 1.0 : (double)used / (double)into;
 }
 
+/* The tenant's sessions' busy fraction of GPU g in the current window, and their due share. */
+static void tenant_share(const struct srv_table *t, int me, int g, uint64_t now,
+                         const double *due, Rgpu__ProbeGpu *msg)
+{
+    uint64_t epoch = now / t->window_ns, into = now - epoch * t->window_ns, used = 0;
+
+    for (int i = 0; i < atomic_load(&t->hiwater); i++) {
+        const struct srv_table_slot *sl = &t->slots[i];
+        if (atomic_load(&sl->pid) == 0 || sl->tenant != me || atomic_load(&sl->gate_gpu) != g)
+            continue;
+        msg->tenant_share_due += due[i];
+        if (atomic_load(&sl->win_epoch) == epoch)
+            used += atomic_load(&sl->win_used_ns);
+    }
+    into = into < 1000000 ? 1000000 : into;
+    msg->tenant_share = used >= into ? 1.0 : (double)used / (double)into;
+}
+
 /* Under the lock: per GPU, every session's count and reservation, the tenant's own. */
 static void gather(struct srv_table *t, int me, const struct srv_probe_gpu *gpus, int ngpus,
                    struct sched_gpu *all, Rgpu__ProbeGpu *g, uint32_t *mine_p)
@@ -93,11 +111,16 @@ void srv_probe_answer(struct srv_table *table, const struct srv_tenant *tenant, 
         all[k] = (struct sched_gpu){.total_mem = gpus[k].total_mem};
     }
     if (table != NULL) {
+        static double due[SRV_TABLE_SLOTS];
         srv_table_lock(table);
         gather(table, table_tenant(table, tenant), gpus, ngpus, all, gpu_msgs, &mine);
+        srv_table_due_shares(table, now, due);
         for (int k = 0; k < ngpus; k++)
-            if (gpus[k].index >= 0 && gpus[k].index < SRV_TABLE_GPUS)
+            if (gpus[k].index >= 0 && gpus[k].index < SRV_TABLE_GPUS) {
                 gpu_msgs[k].utilization = utilization(table, gpus[k].index, now);
+                tenant_share(table, table_tenant(table, tenant), gpus[k].index, now, due,
+                             &gpu_msgs[k]);
+            }
         srv_table_unlock(table);
     }
     for (int k = 0; k < ngpus; k++) {

@@ -9,15 +9,22 @@
 
 #include "common/log.h"
 #include "scheduler/admission.h"
+#include "scheduler/share.h"
 
 /* Compute gate defaults: a 1 s accounting window (caps are fractions of it), turns of about
- * 10 ms of share-normalized time, 10 ms of quiet before a guaranteed session counts as idle,
- * and 2 ms after its last launch during which a session still contends (a client's round trip
- * between its synchronize and its next launch). See docs/ARCHITECTURE.md, "Compute share". */
+ * 10 ms of GPU time beyond the owner's due, 10 ms of quiet before a guaranteed session counts
+ * as idle, 2 ms after its last launch during which an owner with nothing queued still holds
+ * the GPU (the gaps inside a burst of launches and a client's round trip between its
+ * synchronize and its next launch: handing over there would alternate sessions launch by
+ * launch, each time idling the GPU for a poll; a longer pause hands the GPU to a waiter),
+ * and at most 100 ms for an owner's launches to end at a handover (a hung kernel must not stop
+ * every other session).
+ * See docs/tenants.md, "Compute share". */
 #define WINDOW_NS 1000000000ull
 #define QUANTUM_NS 10000000ull
 #define HORIZON_NS 10000000ull
 #define GRACE_NS 2000000ull
+#define STALL_NS 100000000ull
 
 uint64_t srv_coarse_now_ns(void)
 {
@@ -69,6 +76,7 @@ rg_status_t srv_table_create(int *fd_p, struct srv_table **table_p)
     t->quantum_ns = QUANTUM_NS;
     t->horizon_ns = HORIZON_NS;
     t->grace_ns = GRACE_NS;
+    t->stall_ns = STALL_NS;
     for (int g = 0; g < SRV_TABLE_GPUS; g++)
         atomic_store(&t->gpus[g].owner, -1);
     t->magic = SRV_TABLE_MAGIC;
@@ -179,6 +187,7 @@ static void slot_claim(struct srv_table *t, int i, const struct srv_admission *a
     }
     s->quota = a->quota;
     atomic_store(&s->gate_gpu, -1);
+    atomic_store(&s->share_ppm, 1000000);
     atomic_store(&s->pid, (int32_t)getpid());
     atomic_fetch_add(&t->live, 1);
     if (atomic_load(&t->hiwater) <= i)
@@ -275,6 +284,41 @@ void srv_table_release_pid(struct srv_table *t, int32_t pid, char *tenant, size_
         atomic_fetch_sub(&t->live, 1);
     }
     srv_table_unlock(t);
+}
+
+void srv_table_due_shares(const struct srv_table *t, uint64_t now, double *share)
+{
+    static struct sched_session ss[SRV_TABLE_SLOTS];
+    static int idx[SRV_TABLE_SLOTS];
+    static double got[SRV_TABLE_SLOTS];
+    struct sched_tenant tens[SCHED_MAX_TENANTS];
+    int hi = atomic_load(&t->hiwater);
+    int nt = t->ntenants < SCHED_MAX_TENANTS - 1 ? t->ntenants : SCHED_MAX_TENANTS - 1;
+
+    for (int k = 0; k < nt; k++)
+        tens[k] = (struct sched_tenant){t->tenants[k].weight, t->tenants[k].cap_permille,
+                                        t->tenants[k].best_effort};
+    tens[nt] = (struct sched_tenant){.weight = 1};
+    for (int i = 0; i < SRV_TABLE_SLOTS; i++)
+        share[i] = 0;
+    for (int g = 0; g < SRV_TABLE_GPUS; g++) {
+        int n = 0;
+        for (int i = 0; i < hi; i++) {
+            const struct srv_table_slot *sl = &t->slots[i];
+            bool busy = atomic_load(&sl->waiting) || atomic_load(&sl->inflight) > 0;
+            if (atomic_load(&sl->pid) == 0 || atomic_load(&sl->gate_gpu) != g)
+                continue;
+            idx[n] = i;
+            ss[n++] = (struct sched_session){
+                .tenant = sl->tenant >= 0 && sl->tenant < nt ? sl->tenant : nt,
+                .active = busy || now - atomic_load(&sl->last_launch_ns) < t->horizon_ns};
+        }
+        if (n == 0)
+            continue;
+        sched_session_shares(tens, nt + 1, ss, n, got);
+        for (int k = 0; k < n; k++)
+            share[idx[k]] = got[k];
+    }
 }
 
 const char *srv_table_tenant_name(const struct srv_table *t, int i)

@@ -61,6 +61,14 @@ struct srv_table_slot {
     _Atomic uint32_t inflight;      /* measured launches not yet complete */
     _Atomic uint32_t waiting;       /* held at its gate now */
     _Atomic uint64_t held_ns;       /* time spent held at the gate, in total */
+    /* Fair shares between sessions (issue 30; scheduler/share.h). vtime: its GPU time divided
+     * by its share, added by its meter and raised under the lock when it starts to contend;
+     * share_ppm: the share it is due while it contends, in millionths of the GPU, written under
+     * the lock by whichever gate decides (1000000 when alone; an idle session's stays as it
+     * last was, so that work of it still in flight is charged at that share). */
+    _Atomic uint64_t vtime;
+    _Atomic uint32_t share_ppm;
+    _Atomic uint64_t last_done_ns; /* when its meter last charged a completed launch */
 };
 
 struct srv_table_gpu {
@@ -68,6 +76,14 @@ struct srv_table_gpu {
     _Atomic int32_t owner;      /* slot allowed to launch on it, -1 = none */
     _Atomic uint32_t nwaiting;  /* sessions held at their gate for it */
     _Atomic uint64_t last_guaranteed_ns; /* last launch or completion of a guaranteed session */
+    _Atomic uint64_t owner_since_ns; /* when the owner took the GPU */
+};
+
+/* How the sessions of a server share each GPU ([server] sharing, docs/tenants.md). */
+enum srv_sharing {
+    SRV_SHARING_TIME_SLICED = 0, /* one session's kernels at a time, by the compute gate */
+    SRV_SHARING_MPS = 1,         /* workers are clients of the server's own MPS daemon: the
+                                  * sessions' kernels run at the same time */
 };
 
 /* A CUDA IPC handle (memory or event) a session exported, so that only sessions of its tenant
@@ -93,6 +109,9 @@ struct srv_table {
     uint32_t magic;
     pthread_mutex_t lock;
     uint64_t window_ns, quantum_ns, horizon_ns, grace_ns; /* compute gate settings (docs) */
+    uint64_t stall_ns; /* an owner whose launches complete nothing this long has stalled */
+    uint32_t sharing;  /* enum srv_sharing, written by the supervisor before any worker */
+    char mps_pipe_dir[96], mps_log_dir[96]; /* SRV_SHARING_MPS: the daemon's directories */
     int32_t ntenants;
     int32_t tenants_configured; /* in the config last loaded; 0: the server admits anyone */
     _Atomic int32_t hiwater; /* 1 + the highest slot ever claimed: scans stop there */
@@ -156,6 +175,11 @@ rg_status_t srv_table_ipc_export(struct srv_table *t, int i, enum srv_ipc_kind k
 rg_status_t srv_table_ipc_check(struct srv_table *t, int i, enum srv_ipc_kind kind,
                                 const uint8_t hash[32], char *other, size_t other_len);
 void srv_table_ipc_drop(struct srv_table *t, int i);
+
+/* Each live session's due share of its GPU now (slots' entries of share; 0 for idle sessions and
+ * free slots), as the compute gate divides it (scheduler/share.h): for /metrics and the probe.
+ * Reads the table without its lock (a snapshot of atomics). */
+void srv_table_due_shares(const struct srv_table *t, uint64_t now, double *share);
 
 /* The tenant's name for slot i ("" when none). */
 const char *srv_table_tenant_name(const struct srv_table *t, int i);

@@ -25,6 +25,7 @@
 #include "common/log.h"
 #include "server/metrics.h"
 #include "server/peer_gate.h"
+#include "server/mps.h"
 #include "server/preauth.h"
 #include "server/sd_notify.h"
 #include "server/server.h"
@@ -59,6 +60,7 @@ static struct {
     struct srv_preauth *preauth; /* connections before their hello */
     struct srv_tenants *tenants; /* as last loaded: the hello is checked against them */
     int conf_fd; /* memfd with the text of the last config that loaded (workers read it); -1 */
+    struct srv_mps *mps; /* sharing = mps: the MPS control daemon we own */
 } sup;
 
 /* In the child: exec ourselves as a worker on the inherited socket, with the Hello the
@@ -327,6 +329,8 @@ static void reap(evutil_socket_t sig, short what, void *arg)
     char tenant[64], who[80];
 
     while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+        if (srv_mps_reaped(sup.mps, pid, status))
+            continue;
         for (int i = 0; i < MAX_WORKERS; i++) {
             struct worker *w = &sup.workers[i];
             if (w->pid != pid)
@@ -522,11 +526,16 @@ int srv_supervisor_run(const struct srv_config *cfg, const char *self_exe)
         transport_tcp_ops.listener_close(sup.listener);
         return 1;
     }
+    if (cfg->sharing == SRV_SHARING_MPS && srv_mps_start(sup.table, &sup.mps) != RG_OK) {
+        transport_tcp_ops.listener_close(sup.listener);
+        return 1;
+    }
     if ((cfg->metrics_listen[0] != '\0' || cfg->metrics_public_listen[0] != '\0') &&
         srv_metrics_start(sup.base,
                           &(struct srv_metrics_conf){cfg->metrics_listen, cfg->metrics_token,
                                                      cfg->metrics_public_listen},
                           sup.table, cfg->name, &sup.metrics) != RG_OK) {
+        srv_mps_stop(sup.mps);
         transport_tcp_ops.listener_close(sup.listener);
         return 1;
     }
@@ -552,6 +561,7 @@ int srv_supervisor_run(const struct srv_config *cfg, const char *self_exe)
     event_free(ev_term);
     event_free(ev_hup);
     srv_metrics_stop(sup.metrics);
+    srv_mps_stop(sup.mps);
     srv_preauth_destroy(sup.preauth);
     event_base_free(sup.base);
     transport_tcp_ops.listener_close(sup.listener);

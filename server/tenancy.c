@@ -1,7 +1,9 @@
 /* A worker's slot in the shared session table: admission at the handshake, the counters it
  * publishes after every call, and its release at the end. */
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "common/log.h"
 #include "common/sha256.h"
@@ -42,6 +44,60 @@ CUresult srv_tenancy_admit(struct srv_session *s, struct srv_table *table,
     tn->gate = srv_gate_create(s, table, slot);
     s->tenancy = tn;
     return CUDA_SUCCESS;
+}
+
+/* GPUs on this host, for MPS's per-device memory limit (every one gets the same value, so
+ * only their number matters): the driver's /proc entries, else the device nodes, else 1. */
+static int host_gpus(void)
+{
+    static const char *dirs[] = {"/proc/driver/nvidia/gpus", "/dev"};
+
+    for (int d = 0; d < 2; d++) {
+        DIR *dir = opendir(dirs[d]);
+        struct dirent *e;
+        int n = 0;
+        if (dir == NULL)
+            continue;
+        while ((e = readdir(dir)) != NULL) {
+            if (d == 0 && e->d_name[0] != '.')
+                n++;
+            if (d == 1 && strncmp(e->d_name, "nvidia", 6) == 0 && e->d_name[6] >= '0' &&
+                e->d_name[6] <= '9' && strspn(e->d_name + 6, "0123456789") == strlen(e->d_name + 6))
+                n++;
+        }
+        closedir(dir);
+        if (n > 0)
+            return n;
+    }
+    return 1;
+}
+
+void srv_tenancy_driver_env(const struct srv_table *t, const struct srv_tenant *tenant,
+                            uint64_t quota)
+{
+    char pct[16] = "", limit[512] = "";
+    size_t len = 0;
+
+    if (t == NULL || t->sharing != SRV_SHARING_MPS)
+        return;
+    setenv("CUDA_MPS_PIPE_DIRECTORY", t->mps_pipe_dir, 1);
+    setenv("CUDA_MPS_LOG_DIRECTORY", t->mps_log_dir, 1);
+    unsetenv("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE");
+    unsetenv("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT");
+    if (tenant != NULL && tenant->cap_permille != 0) {
+        snprintf(pct, sizeof(pct), "%u", (tenant->cap_permille + 9) / 10);
+        setenv("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", pct, 1);
+    }
+    if (quota != 0) {
+        unsigned long long mib = (quota + SRV_MPS_MEM_SLACK + (1u << 20) - 1) >> 20;
+        for (int i = 0, n = host_gpus(); i < n && len < sizeof(limit) - 32; i++)
+            len += (size_t)snprintf(limit + len, sizeof(limit) - len, "%s%d=%lluM",
+                                    i ? "," : "", i, mib);
+        setenv("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", limit, 1);
+    }
+    rg_info("sharing = mps: a client of the server's MPS daemon (active thread percentage %s, "
+            "pinned device memory limit %s)",
+            pct[0] ? pct : "100", limit[0] ? limit : "none");
 }
 
 void srv_tenancy_end(struct srv_session *s)

@@ -24,6 +24,16 @@ struct srv_tenancy;
 CUresult srv_tenancy_admit(struct srv_session *s, struct srv_table *table,
                       const struct srv_tenant *tenant, const char *client, char *why,
                       size_t why_len);
+/* Before the worker opens the driver (its environment is read at cuInit): on a server with
+ * "sharing = mps", make it a client of the server's MPS daemon (the directories in the table),
+ * with its tenant's cap as MPS's active thread percentage (a fraction of the SMs instead of a
+ * fraction of the time) and its granted quota plus SRV_MPS_MEM_SLACK as MPS's pinned device
+ * memory limit on every GPU of the host (a backstop beside rgpu's own exact quota, which stays).
+ * Nothing on a time-sliced server or without a table. */
+#define SRV_MPS_MEM_SLACK (1ull << 30)
+void srv_tenancy_driver_env(const struct srv_table *table, const struct srv_tenant *tenant,
+                            uint64_t quota);
+
 /* End of the session: stop measuring (waiting a bounded time for launches in flight) and free
  * the slot. */
 void srv_tenancy_end(struct srv_session *s);

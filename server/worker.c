@@ -306,6 +306,9 @@ static int handshake(struct srv_session *s, const struct srv_config *cfg, uint32
     share = hello->mem_share;
     *timeout_ms_p = hello->session_timeout_ms;
     rgpu__hello__free_unpacked(hello, NULL);
+    /* sharing = mps: an MPS client, its memory limit from the tenant's quota (the session's own
+     * grant, at most that, is known only once the driver tells the GPUs' sizes) */
+    srv_tenancy_driver_env(cfg->table, tenant, tenant != NULL ? tenant->mem_quota : 0);
     if (srv_driver_open(cfg->driver[0] ? cfg->driver : NULL, &s->drv) != RG_OK ||
         (res = s->drv.cuInit(0)) != CUDA_SUCCESS || parse_devices(s, cfg->devices) != 0) {
         refuse(s, CUDA_ERROR_NO_DEVICE, "the server cannot open its GPUs");

@@ -21,24 +21,24 @@ static void on_interrupt(int sig)
 /* ---- the table --------------------------------------------------------------------------- */
 
 enum col { C_SERVER, C_GPU, C_NAME, C_MEMORY, C_FREE, C_RESERVED, C_USED, C_SESSIONS, C_UTIL,
-           C_RTT, C_ADMIT, C_QUOTA, C_LIMIT, C_HOST, C_WHY, C_NCOLS };
+           C_SHARE, C_RTT, C_ADMIT, C_QUOTA, C_LIMIT, C_HOST, C_WHY, C_NCOLS };
 
 static const char *const heads[C_NCOLS] = {
-    "SERVER", "GPU", "NAME", "MEMORY", "FREE", "RESERVED", "USED", "SESSIONS", "UTIL", "RTT",
+    "SERVER", "GPU", "NAME", "MEMORY", "FREE", "RESERVED", "USED", "SESSIONS", "UTIL", "SHARE", "RTT",
     "ADMIT", "QUOTA", "TENANT-SESSIONS", "SERVER-NAME", "WHY-NOT"};
 static const bool right[C_NCOLS] = {false, true, false, true, true, true, true, true, true, true,
-                                    false, true, true, false, false};
+                                    true, false, true, true, false, false};
 
 static void gpu_row(struct rgpu_table *t, const struct cli_server *s, const Rgpu__ProbeGpu *g)
 {
-    char gpu[16], total[16], avail[16], rsv[16], used[16], sess[32], util[16], rtt[16], quota[16],
-        limit[32];
+    char gpu[16], total[16], avail[16], rsv[16], used[16], sess[32], util[16], share[32], rtt[16],
+        quota[16], limit[32];
     const Rgpu__ProbeReply *r = s->reply;
     const char *cells[C_NCOLS] = {s->addr, gpu, g->name ? g->name : "",
                                   rgpu_bytes(g->total_mem, total, sizeof(total)),
                                   rgpu_bytes(g->available, avail, sizeof(avail)),
                                   rgpu_bytes(g->reserved, rsv, sizeof(rsv)),
-                                  rgpu_bytes(g->used, used, sizeof(used)), sess, util, rtt,
+                                  rgpu_bytes(g->used, used, sizeof(used)), sess, util, share, rtt,
                                   r->admit ? "yes" : "no", quota, limit,
                                   r->server_name ? r->server_name : "",
                                   r->admit ? "" : (r->why_not ? r->why_not : "")};
@@ -46,6 +46,8 @@ static void gpu_row(struct rgpu_table *t, const struct cli_server *s, const Rgpu
     snprintf(gpu, sizeof(gpu), "%d", g->index);
     snprintf(sess, sizeof(sess), "%u/%u", g->tenant_sessions, g->sessions);
     snprintf(util, sizeof(util), "%.0f%%", g->utilization * 100);
+    /* the tenant's share of the GPU's time now / the share the gate gives it (docs/tenants.md) */
+    snprintf(share, sizeof(share), "%.0f/%.0f%%", g->tenant_share * 100, g->tenant_share_due * 100);
     snprintf(rtt, sizeof(rtt), "%.1fms", s->rtt_ms);
     if (r->quota != 0)
         rgpu_bytes(r->quota, quota, sizeof(quota));
@@ -84,8 +86,8 @@ static void table(FILE *out, const struct rgpu_opts *opts, const struct cli_conf
     if (opts->no_headers)
         return;
     fprintf(out,
-            "%d of %d server(s) answered. Tenant %s: RESERVED, USED and the first SESSIONS "
-            "figure are yours.\n",
+            "%d of %d server(s) answered. Tenant %s: RESERVED, USED, the first SESSIONS "
+            "figure and SHARE (of the GPU now / due from the compute gate) are yours.\n",
             answered, pool->n, conf->tenant[0] ? conf->tenant : "(none)");
     if (placed > 0)
         fprintf(out, "The next job goes to %s (policy %s).\n", pool->servers[order[0]].addr,
@@ -203,10 +205,12 @@ static void json_gpu(FILE *out, const Rgpu__ProbeGpu *g, bool last)
     fprintf(out,
             ",\"memory_total_bytes\":%llu,\"memory_free_bytes\":%llu,"
             "\"memory_reserved_bytes\":%llu,\"memory_used_bytes\":%llu,\"sessions\":%u,"
-            "\"tenant_sessions\":%u,\"utilization\":%.4f}%s",
+            "\"tenant_sessions\":%u,\"utilization\":%.4f,\"tenant_gpu_share\":%.4f,"
+            "\"tenant_gpu_share_due\":%.4f}%s",
             (unsigned long long)g->total_mem, (unsigned long long)g->available,
             (unsigned long long)g->reserved, (unsigned long long)g->used, g->sessions,
-            g->tenant_sessions, g->utilization, last ? "" : ",");
+            g->tenant_sessions, g->utilization, g->tenant_share, g->tenant_share_due,
+            last ? "" : ",");
 }
 
 static void json_server(FILE *out, const struct cli_server *s, bool placed_first)

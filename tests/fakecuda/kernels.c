@@ -2,6 +2,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "fakecuda.h"
 
@@ -209,6 +210,19 @@ static CUresult k_read_flag(const struct fk_launch *l)
     return CUDA_SUCCESS;
 }
 
+/* A kernel of fixed duration (the compute gate's tests, tests/worker/share_sessions.sh): it
+ * "runs" for its parameter's microseconds, sleeping, so the measured time is the same however
+ * loaded the host's CPUs are. */
+static CUresult k_sleep_us(const struct fk_launch *l)
+{
+    unsigned us = P(l, 0, unsigned);
+    struct timespec ts = {us / 1000000, (long)(us % 1000000) * 1000};
+
+    while (nanosleep(&ts, &ts) != 0)
+        ;
+    return CUDA_SUCCESS;
+}
+
 static const struct fk_kernel kernels[] = {
     {"empty", 0, {0}, {0}, k_empty}, /* bench/micro.c */
     {"_Z5helloi", 1, {0}, {4}, k_hello},
@@ -229,6 +243,7 @@ static const struct fk_kernel kernels[] = {
     {"_Z14cond_set_valuePKiy", 2, {0, 8}, {8, 8}, fk_k_cond_set_value},
     {"_Z8cond_addPii", 2, {0, 8}, {8, 4}, fk_k_cond_add},
     {"_Z14cond_countdownPiS_y", 3, {0, 8, 16}, {8, 8, 8}, fk_k_cond_countdown},
+    {"_Z8sleep_usj", 1, {0}, {4}, k_sleep_us}, /* tests/worker/share_sessions.sh */
 };
 
 const struct fk_kernel *fk_kernel_find(const char *name)

@@ -207,10 +207,11 @@ else
 fi
 
 # 4b. Tenants on the GPU (tests/gpu/tenant_*.sh, each with its own gpu-server; RGPU_GPU_TENANTS=0
-# leaves them out): admission refusals, weights 1:3, a 20% cap, a guaranteed tenant's latency
-# beside best effort, faults beside a long computation. One row each, from the script's last line.
+# leaves them out): admission refusals, weights 1:3, four sessions of one tenant, a 20% cap, a
+# guaranteed tenant's latency beside best effort, faults beside a long computation, and each
+# sharing mode's fault isolation. One row each, from the script's last line.
 if [ "${RGPU_GPU_TENANTS:-1}" != 0 ]; then
-    for t in admission share cap latency faults; do
+    for t in admission share sessions cap latency faults isolation; do
         LOGS=$LOGS "$ROOT/tests/gpu/tenant_$t.sh" "$B" >"$LOGS/tenant_$t.out" 2>&1
         last=$(tail -1 "$LOGS/tenant_$t.out")
         case $last in

@@ -5,6 +5,8 @@
 //       default 20 us) and a synchronize per iteration; prints p50 and p99 of the iteration time.
 //   tenant_load compute LAUNCHES               a long deterministic computation (integer hash
 //       rounds over 64 Mi elements, LAUNCHES kernels); prints its checksum.
+//   tenant_load hang SECONDS                   one kernel that spins SECONDS on every SM (a hung
+//       kernel, as far as its neighbours can tell); prints how long it took.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -127,6 +129,19 @@ static int compute(int launches)
     return 0;
 }
 
+static int hang(int secs)
+{
+    int sms = 0;
+    CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+    auto t0 = clk::now();
+    spin<<<sms * 4, 256>>>(cycles_for(secs * 1000000));
+    CHECK(cudaGetLastError());
+    fprintf(stderr, "hang kernel launched\n");
+    CHECK(cudaDeviceSynchronize());
+    printf("hang seconds=%.3f\n", seconds_since(t0));
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc >= 3 && strcmp(argv[1], "saturate") == 0)
@@ -135,7 +150,9 @@ int main(int argc, char **argv)
         return latency(atoi(argv[2]), argc > 3 ? atoi(argv[3]) : 20);
     if (argc >= 3 && strcmp(argv[1], "compute") == 0)
         return compute(atoi(argv[2]));
+    if (argc >= 3 && strcmp(argv[1], "hang") == 0)
+        return hang(atoi(argv[2]));
     fprintf(stderr, "usage: tenant_load saturate SECONDS [KERNEL_US] | latency ITERATIONS "
-                    "[KERNEL_US] | compute LAUNCHES\n");
+                    "[KERNEL_US] | compute LAUNCHES | hang SECONDS\n");
     return 2;
 }

@@ -93,17 +93,25 @@ static void test_pick_owner_keeps_within_quantum(void **state)
 {
     struct sched_tenant t[2] = {{.weight = 1}, {.weight = 1}};
     struct sched_session s[2] = {
-        {.tenant = 0, .active = true, .wants = true, .owner = true, .used_ns = 5 * MS},
-        {.tenant = 1, .active = true, .wants = true, .used_ns = 0}};
+        {.tenant = 0, .active = true, .wants = true, .owner = true, .vtime = 20 * MS},
+        {.tenant = 1, .active = true, .wants = true, .vtime = 0}};
     double share[2];
 
-    /* owner is 10 ms (normalized by share 0.5) ahead: within the quantum of 10 ms? 5/0.5=10 */
+    /* The owner's virtual time is 20 ms ahead at share 0.5: 10 ms of its own GPU time more than
+     * its due, a whole quantum: it hands over. */
     assert_int_equal(sched_pick(t, 2, s, 2, &params, share), 1);
-    s[0].used_ns = 4 * MS; /* 8 ms normalized: keeps it */
+    s[0].vtime = 19 * MS; /* within the quantum: keeps it */
     assert_int_equal(sched_pick(t, 2, s, 2, &params, share), 0);
-    assert_true(share[0] > 0.5 - EPS);
+    assert_true(share[0] > 0.5 - EPS && share[1] > 0.5 - EPS);
     s[1].wants = false; /* the other does not contend: the owner goes on whatever its usage */
-    s[0].used_ns = 900 * MS;
+    s[0].vtime = 900 * MS;
+    assert_int_equal(sched_pick(t, 2, s, 2, &params, NULL), 0);
+    /* Virtual time wraps: only the difference counts. */
+    s[1].wants = true;
+    s[1].vtime = UINT64_MAX - 5 * MS; /* 5 ms before 0 */
+    s[0].vtime = 15 * MS;             /* 20 ms after it */
+    assert_int_equal(sched_pick(t, 2, s, 2, &params, NULL), 1);
+    s[0].vtime = 10 * MS;
     assert_int_equal(sched_pick(t, 2, s, 2, &params, NULL), 0);
 }
 
@@ -131,57 +139,172 @@ static void test_pick_best_effort_yields(void **state)
     assert_int_equal(sched_pick(t, 2, s, 2, &params, NULL), 1);
 }
 
-/* Within a tenant: the owner if it wants, else the session with the least time. */
+/* Sessions of one tenant: the least virtual time, the owner only within its quantum (before
+ * issue 30 the owner kept the GPU as long as it wanted it, whatever its usage). */
 static void test_pick_session_within_tenant(void **state)
 {
     struct sched_tenant t[1] = {{.weight = 1}};
-    struct sched_session s[3] = {{.tenant = 0, .wants = true, .used_ns = 30 * MS},
-                                 {.tenant = 0, .wants = true, .used_ns = 10 * MS},
-                                 {.tenant = 0, .wants = false, .used_ns = 0}};
+    struct sched_session s[3] = {{.tenant = 0, .wants = true, .vtime = 60 * MS},
+                                 {.tenant = 0, .wants = true, .vtime = 10 * MS},
+                                 {.tenant = 0, .wants = false, .vtime = 0}};
+    double share[3];
 
+    assert_int_equal(sched_pick(t, 1, s, 3, &params, share), 1);
+    assert_true(share[0] > 0.5 - EPS && share[1] > 0.5 - EPS && share[2] == 0);
+    s[0].owner = true; /* 50 ms ahead at share 0.5: 25 ms of its GPU time, past the quantum */
     assert_int_equal(sched_pick(t, 1, s, 3, &params, NULL), 1);
-    s[0].owner = true;
+    s[0].vtime = 25 * MS; /* 15 ms ahead: 7.5 ms of its GPU time, within it */
     assert_int_equal(sched_pick(t, 1, s, 3, &params, NULL), 0);
     s[2].tenant = 7; /* out of range: ignored */
     assert_int_equal(sched_pick(t, 1, s, 3, &params, NULL), 0);
 }
 
-/* A GPU simulated in 100 us steps: whoever sched_pick names runs for the step. Saturating
- * tenants with weights 1:3 get 25/75; a 20% cap alone gets 20%. */
-static void simulate(const struct sched_tenant *t, int n, uint64_t total_ns, uint64_t *got)
+/* A tenant's share is divided equally among its active sessions. */
+static void test_session_shares(void **state)
 {
-    struct sched_session s[4] = {{0}};
-    const uint64_t step = 100000;
+    struct sched_tenant t[2] = {{.weight = 2}, {.weight = 1, .cap_permille = 100}};
+    struct sched_session s[5] = {{.tenant = 0, .active = true},
+                                 {.tenant = 0, .wants = true},
+                                 {.tenant = 0},
+                                 {.tenant = 1, .active = true},
+                                 {.tenant = 9, .active = true}};
+    double share[5];
 
-    for (int i = 0; i < n; i++)
-        s[i] = (struct sched_session){.tenant = i, .active = true, .wants = true};
-    for (uint64_t now = 0; now < total_ns; now += step) {
+    sched_session_shares(t, 2, s, 5, share);
+    /* tenant 1 is capped at 10%: tenant 0 has 90% for its two active sessions */
+    assert_true(share[0] > 0.45 - EPS && share[0] < 0.45 + EPS);
+    assert_true(share[1] > 0.45 - EPS && share[1] < 0.45 + EPS);
+    assert_true(share[2] == 0 && share[4] == 0);
+    assert_true(share[3] > 0.1 - EPS && share[3] < 0.1 + EPS);
+}
+
+static void test_vtime_charge_and_join(void **state)
+{
+    struct sched_session s[3] = {{.wants = true, .vtime = 500 * MS},
+                                 {.wants = true, .vtime = 400 * MS},
+                                 {.wants = false, .vtime = 7 * MS}};
+
+    assert_int_equal(sched_vtime_charge(10 * MS, 500000), 20 * MS);
+    assert_int_equal(sched_vtime_charge(1 * MS, 0), 1000 * MS); /* floored at 0.1% */
+    /* Back from idle at share 0.5: one quantum of its time (20 ms of virtual time) behind the
+     * least of the others; ahead already: unchanged; nobody else contends: unchanged. */
+    assert_int_equal(sched_join_vtime(s, 3, 2, 0.5, &params), 380 * MS);
+    s[2].vtime = 390 * MS;
+    assert_int_equal(sched_join_vtime(s, 3, 2, 0.5, &params), 390 * MS);
+    s[0].wants = s[1].wants = false;
+    s[2].vtime = 7 * MS;
+    assert_int_equal(sched_join_vtime(s, 3, 2, 0.5, &params), 7 * MS);
+}
+
+/* A GPU simulated in 100 us steps: whoever sched_pick names runs for the step and is charged
+ * it, in its window and in virtual time. Session i belongs to tenant tenant_of[i] and contends
+ * from join[i] on (join[i] == 0: from the start); a session that starts to contend gets
+ * sched_join_vtime. got[i] is its GPU time from `from` on; longest[i] the longest run of steps
+ * it had the GPU in a row after it joined. */
+struct sim {
+    const struct sched_tenant *t;
+    int nt, n;
+    const int *tenant_of;
+    const uint64_t *join;
+    uint64_t total_ns, from;
+    uint64_t got[8], longest[8];
+};
+
+static void simulate(struct sim *m)
+{
+    struct sched_session s[8] = {{0}};
+    const uint64_t step = 100000;
+    uint64_t run = 0;
+    int last = -1;
+
+    for (int i = 0; i < m->n; i++) {
+        s[i] = (struct sched_session){.tenant = m->tenant_of ? m->tenant_of[i] : i};
+        m->got[i] = m->longest[i] = 0;
+    }
+    for (uint64_t now = 0; now < m->total_ns; now += step) {
+        double share[8];
         int p;
         if (now % params.window_ns == 0)
-            for (int i = 0; i < n; i++)
+            for (int i = 0; i < m->n; i++)
                 s[i].used_ns = 0;
-        p = sched_pick(t, n, s, n, &params, NULL);
-        for (int i = 0; i < n; i++)
-            s[i].owner = i == p;
-        if (p >= 0) {
-            s[p].used_ns += step;
-            got[p] += step;
+        for (int i = 0; i < m->n; i++) {
+            bool joins = !s[i].wants && (m->join == NULL || m->join[i] <= now);
+            if (!joins)
+                continue;
+            s[i].wants = s[i].active = true;
+            sched_session_shares(m->t, m->nt, s, m->n, share);
+            s[i].vtime = sched_join_vtime(s, m->n, i, share[i], &params);
         }
+        p = sched_pick(m->t, m->nt, s, m->n, &params, share);
+        for (int i = 0; i < m->n; i++)
+            s[i].owner = i == p;
+        run = p == last ? run + step : step;
+        last = p;
+        if (p < 0)
+            continue;
+        if (run > m->longest[p])
+            m->longest[p] = run;
+        s[p].used_ns += step;
+        s[p].vtime += sched_vtime_charge(step, (uint32_t)(share[p] * 1e6));
+        if (now >= m->from)
+            m->got[p] += step;
     }
 }
 
+static bool near(uint64_t got, double want, double tol)
+{
+    return got > want * (1 - tol) && got < want * (1 + tol);
+}
+
+/* Saturating tenants with weights 1:3 get 25/75; a 20% cap alone gets 20%. */
 static void test_simulated_weights_and_cap(void **state)
 {
     struct sched_tenant w[2] = {{.weight = 1}, {.weight = 3}};
     struct sched_tenant c[1] = {{.weight = 1, .cap_permille = 200}};
-    uint64_t got[2] = {0}, total = 30000 * MS;
+    struct sim m = {.t = w, .nt = 2, .n = 2, .total_ns = 30000 * MS};
 
-    simulate(w, 2, total, got);
-    assert_true(got[0] > total / 100 * 24 && got[0] < total / 100 * 26);
-    assert_true(got[1] > total / 100 * 74 && got[1] < total / 100 * 76);
-    got[0] = 0;
-    simulate(c, 1, total, got);
-    assert_true(got[0] > total / 100 * 19 && got[0] < total / 100 * 21);
+    simulate(&m);
+    assert_true(near(m.got[0], 0.25 * m.total_ns, 0.04));
+    assert_true(near(m.got[1], 0.75 * m.total_ns, 0.02));
+    m = (struct sim){.t = c, .nt = 1, .n = 1, .total_ns = 30000 * MS};
+    simulate(&m);
+    assert_true(near(m.got[0], 0.2 * m.total_ns, 0.05));
+}
+
+/* Issue 30: sessions of one tenant share its time equally (before, the owner kept it), a
+ * tenant's weight is divided among its sessions, and turns stay about a quantum long. */
+static void test_simulated_sessions(void **state)
+{
+    struct sched_tenant one[1] = {{.weight = 1}}, two[2] = {{.weight = 2}, {.weight = 1}};
+    static const int same[4] = {0, 0, 0, 0}, split[3] = {0, 0, 1};
+    struct sim m = {.t = one, .nt = 1, .n = 4, .tenant_of = same, .total_ns = 10000 * MS};
+
+    simulate(&m);
+    for (int i = 0; i < 4; i++) {
+        assert_true(near(m.got[i], 0.25 * m.total_ns, 0.02));
+        assert_true(m.longest[i] <= 2 * params.quantum_ns + 100000);
+    }
+    m = (struct sim){.t = two, .nt = 2, .n = 3, .tenant_of = split, .total_ns = 10000 * MS};
+    simulate(&m);
+    for (int i = 0; i < 3; i++)
+        assert_true(near(m.got[i], m.total_ns / 3.0, 0.02));
+}
+
+/* A session that joins after the others ran for 5 s gets its share from then on, without
+ * taking the GPU for longer than two quanta in a row to catch up (its virtual time starts a
+ * quantum behind theirs, not at zero), and the sessions that were there keep theirs. */
+static void test_simulated_join(void **state)
+{
+    struct sched_tenant one[1] = {{.weight = 1}};
+    static const int same[3] = {0, 0, 0};
+    static const uint64_t join[3] = {0, 0, 5000 * MS};
+    struct sim m = {.t = one, .nt = 1, .n = 3, .tenant_of = same, .join = join,
+                    .total_ns = 8000 * MS, .from = 5000 * MS};
+
+    simulate(&m);
+    assert_true(m.longest[2] <= 2 * params.quantum_ns + 100000);
+    for (int i = 0; i < 3; i++)
+        assert_true(near(m.got[i], 1000 * MS, 0.05));
 }
 
 int main(void)
@@ -196,7 +319,11 @@ int main(void)
         cmocka_unit_test(test_pick_cap_blocks_even_alone),
         cmocka_unit_test(test_pick_best_effort_yields),
         cmocka_unit_test(test_pick_session_within_tenant),
+        cmocka_unit_test(test_session_shares),
+        cmocka_unit_test(test_vtime_charge_and_join),
         cmocka_unit_test(test_simulated_weights_and_cap),
+        cmocka_unit_test(test_simulated_sessions),
+        cmocka_unit_test(test_simulated_join),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

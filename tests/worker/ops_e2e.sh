@@ -113,7 +113,7 @@ wait_for "$WORK/hold.out" ready >/dev/null
 ST=$("$RGPU" status -o json -s "$S")
 check "status -o json: schema 1, units in names" test "$(echo "$ST" | json \
     'd["schema"],d["kind"],sorted(d["servers"][0]["gpus"][0]),d["servers"][0]["memory_quota_bytes"]>>20,"probe_rtt_us" in d["servers"][0]')" = \
-    "1 status ['index', 'memory_free_bytes', 'memory_reserved_bytes', 'memory_total_bytes', 'memory_used_bytes', 'name', 'sessions', 'tenant_sessions', 'utilization'] 1024 True"
+    "1 status ['index', 'memory_free_bytes', 'memory_reserved_bytes', 'memory_total_bytes', 'memory_used_bytes', 'name', 'sessions', 'tenant_gpu_share', 'tenant_gpu_share_due', 'tenant_sessions', 'utilization'] 1024 True"
 check "--json is -o json" test "$("$RGPU" status --json -s "$S" | json 'd["schema"]')" = 1
 SS=$(http "http://127.0.0.1:$MPRIV/status" | cut -d' ' -f2-)
 check "/status: schema 1, the same GPU names" test "$(echo "$SS" | json \

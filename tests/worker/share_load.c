@@ -1,6 +1,8 @@
 /* A saturating client for the compute gate on the fake driver: launches the fake's matmul
  * kernel (128x128, a couple of ms of CPU per launch) back to back for argv[1] seconds,
- * synchronizing every 4 launches, and prints "launches=N". Through the real client library. */
+ * synchronizing every 4 launches, and prints "launches=N". Through the real client library.
+ * With argv[2] = US, it launches the fake's sleep_us kernel instead (US microseconds of
+ * "GPU" time each, whatever the host's load); argv[1] = 0 then runs until killed. */
 #include <cuda.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,7 +21,8 @@
     } while (0)
 
 static const char ptx[] = ".version 8.0\n.target sm_90\n.address_size 64\n"
-                          ".visible .entry _Z6matmulPKfS0_Pfi()\n{\n ret;\n}\n";
+                          ".visible .entry _Z6matmulPKfS0_Pfi()\n{\n ret;\n}\n"
+                          ".visible .entry _Z8sleep_usj()\n{\n ret;\n}\n";
 
 static double now_s(void)
 {
@@ -38,23 +41,24 @@ int main(int argc, char **argv)
     CUfunction f;
     CUdeviceptr a, b, c;
     int n = N;
+    unsigned us = argc > 2 ? (unsigned)atoi(argv[2]) : 0;
     long launches = 0;
-    void *params[] = {&a, &b, &c, &n};
+    void *params[] = {&a, &b, &c, &n}, *sleep_params[] = {&us};
 
     CHECK(cuInit(0));
     CHECK(cuDeviceGet(&dev, 0));
     CHECK(cuDevicePrimaryCtxRetain(&ctx, dev));
     CHECK(cuCtxSetCurrent(ctx));
     CHECK(cuModuleLoadData(&mod, ptx));
-    CHECK(cuModuleGetFunction(&f, mod, "_Z6matmulPKfS0_Pfi"));
+    CHECK(cuModuleGetFunction(&f, mod, us ? "_Z8sleep_usj" : "_Z6matmulPKfS0_Pfi"));
     CHECK(cuMemAlloc(&a, N * N * 4));
     CHECK(cuMemAlloc(&b, N * N * 4));
     CHECK(cuMemAlloc(&c, N * N * 4));
     printf("ready\n");
     fflush(stdout);
-    for (t0 = now_s(); now_s() - t0 < secs;) {
+    for (t0 = now_s(); secs == 0 || now_s() - t0 < secs;) {
         for (int i = 0; i < 4; i++)
-            CHECK(cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, NULL, params, NULL));
+            CHECK(cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, NULL, us ? sleep_params : params, NULL));
         CHECK(cuCtxSynchronize());
         launches += 4;
     }

@@ -120,11 +120,12 @@ check "killed client's slot and reservation freed ($(status '[x["tenant"] for x 
 as gamma gamma-secret "$HOLD" 16 0 >"$WORK/gamma2.out" 2>&1
 check "gamma admitted once the memory is free" grep -q PASS "$WORK/gamma2.out"
 
-# The compute gate: alpha (weight 3) and gamma (weight 1) both saturate for 3 s; the fake runs
-# kernels on the CPU, one worker at a time as the gate allows, so launches divide about 3:1.
-as alpha alpha-secret "$LOAD" 3 >"$WORK/load.alpha" 2>&1 &
+# The compute gate: alpha (weight 3) and gamma (weight 1) both saturate for 3 s with the fake's
+# 2 ms sleep_us kernels (a matmul's time on the CPU swung with the host's load), one worker at a
+# time as the gate allows, so launches divide about 3:1.
+as alpha alpha-secret "$LOAD" 3 2000 >"$WORK/load.alpha" 2>&1 &
 LA=$!
-as gamma gamma-secret "$LOAD" 3 >"$WORK/load.gamma" 2>&1
+as gamma gamma-secret "$LOAD" 3 2000 >"$WORK/load.gamma" 2>&1
 wait "$LA"
 la=$(sed -n 's/launches=//p' "$WORK/load.alpha"); lg=$(sed -n 's/launches=//p' "$WORK/load.gamma")
 share=$(python3 -c "print(round(100 * ${la:-0} / max(1, ${la:-0} + ${lg:-0})))")
