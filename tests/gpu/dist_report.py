@@ -16,12 +16,12 @@ TITLE = {"native": "native", "one": "rgpu, one server", "two": "rgpu, two server
 
 def parse(logs):
     rows, order, losses, metrics = {}, [], {}, {p: {} for p in PLACES}
-    kinds = ("torch", "vmm", "jax", "single", "cupy", "jaxdist", "shell")
+    kinds = ("torch", "vmm", "jax", "jaxpp", "single", "cupy", "jaxdist", "shell")
     paths = sorted(glob.glob(os.path.join(logs, "*.out")),
                    key=lambda q: (next((i for i, k in enumerate(kinds)
                                         if os.path.basename(q).startswith(k + ".")), 99), q))
     for path in paths:
-        m = re.match(r"^(torch|jax|single|cupy|vmm|jaxdist|shell)\.(native|one|two)\.out$",
+        m = re.match(r"^(torch|jaxpp|jax|single|cupy|vmm|jaxdist|shell)\.(native|one|two)\.out$",
                      os.path.basename(path))
         if not m:
             continue
