@@ -1,10 +1,12 @@
 /* The CPU cost of an NCCL call to the application: a one-rank communicator, then many small
  * collectives enqueued back to back (the time per call, without waiting for them), the
- * synchronization after them, and ncclCommGetAsyncError (PyTorch's watchdog polls it; through
- * rgpu it is a round trip). The same binary runs natively (the real libnccl.so.2 and libcuda.so.1
+ * synchronization after them, ncclCommGetAsyncError (PyTorch's watchdog polls it; through
+ * rgpu it is a round trip), and an 8-byte all-reduce waited for each time (all-reduce +
+ * cuStreamSynchronize, median of 2000: nccl_busbw's latency row; through rgpu one round trip). The same binary runs natively (the real libnccl.so.2 and libcuda.so.1
  * first in the library path) and through rgpu (the shim and the client): bench/nccl_calls.sh.
  * Prints one JSON line. Usage: rgpu-bench-nccl [CALLS]   (default 20000) */
 #include <stdio.h>
+#include <string.h>
 #include <stdlib.h>
 #include <time.h>
 
@@ -33,7 +35,7 @@ static double now_us(void)
 int main(int argc, char **argv)
 {
     int calls = argc > 1 ? atoi(argv[1]) : 20000, version = 0, polls = 2000;
-    double t0, t_enqueue, t_sync, t_poll;
+    double t0, t_enqueue, t_sync, t_poll, lat[2000];
     ncclUniqueId id;
     ncclComm_t comm;
     ncclResult_t e;
@@ -65,11 +67,24 @@ int main(int argc, char **argv)
     for (int i = 0; i < polls; i++)
         CHECK(ncclCommGetAsyncError(comm, &e));
     t_poll = now_us() - t0;
+    for (int i = 0; i < 2000; i++) {
+        t0 = now_us();
+        CHECK(ncclAllReduce((void *)buf, (void *)buf, 2, ncclFloat32, ncclSum, comm, st));
+        CHECK(cuStreamSynchronize(st));
+        lat[i] = now_us() - t0;
+    }
+    for (int i = 1; i < 2000; i++) /* insertion sort: the median */
+        for (int j = i; j > 0 && lat[j] < lat[j - 1]; j--) {
+            double x = lat[j];
+            lat[j] = lat[j - 1], lat[j - 1] = x;
+        }
     CHECK(ncclCommDestroy(comm));
     /* pipeline: the calls and their drain, per call: what the worker's per-call path allows
      * back to back (through rgpu the worker runs each call after the application sent it). */
     printf("{\"nccl_version\": %d, \"calls\": %d, \"allreduce_call_us\": %.3f, "
-           "\"drain_after_us\": %.1f, \"pipeline_us\": %.3f, \"async_error_poll_us\": %.2f}\n",
-           version, calls, t_enqueue / calls, t_sync, (t_enqueue + t_sync) / calls, t_poll / polls);
+           "\"drain_after_us\": %.1f, \"pipeline_us\": %.3f, \"async_error_poll_us\": %.2f, "
+           "\"waited_8b_us\": %.2f, \"waited_8b_p10_us\": %.2f, \"waited_8b_p90_us\": %.2f}\n",
+           version, calls, t_enqueue / calls, t_sync, (t_enqueue + t_sync) / calls, t_poll / polls,
+           lat[1000], lat[200], lat[1800]);
     return 0;
 }

@@ -88,7 +88,68 @@ static ncclResult_t driver_result(int res, const char *what)
                      "%s: CUDA error %d on the rgpu session", what, res);
 }
 
-ncclResult_t nccl_call_sync(struct rgpu_nccl_call *c, const char *what)
+/* ---- order and routing ------------------------------------------------------------------ */
+
+static pthread_mutex_t order_lock = PTHREAD_MUTEX_INITIALIZER;
+static __thread bool order_held; /* this thread's group holds it */
+
+void nccl_group_hold(bool hold)
+{
+    if (hold && !order_held) {
+        pthread_mutex_lock(&order_lock);
+        order_held = true;
+    } else if (!hold && order_held) {
+        order_held = false;
+        pthread_mutex_unlock(&order_lock);
+    }
+}
+
+#define ROUTE_DEVICES 64
+static CUcontext primary[ROUTE_DEVICES]; /* retained once, for the process's life */
+static pthread_mutex_t primary_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* Make comm's device current when it is not (its primary context); true when *saved is to be
+ * restored. */
+static bool route_enter(const struct nccl_client *cl, const struct ncclComm *comm,
+                        CUcontext *saved)
+{
+    CUdevice cur, dev;
+    CUcontext ctx;
+
+    if (comm == NULL || comm->dev < 0 || comm->dev >= ROUTE_DEVICES ||
+        (cl->cuCtxGetDevice(&cur) == CUDA_SUCCESS && (int)cur == comm->dev))
+        return false;
+    pthread_mutex_lock(&primary_lock);
+    if ((ctx = primary[comm->dev]) == NULL && cl->cuDeviceGet(&dev, comm->dev) == CUDA_SUCCESS &&
+        cl->cuDevicePrimaryCtxRetain(&ctx, dev) == CUDA_SUCCESS)
+        primary[comm->dev] = ctx;
+    pthread_mutex_unlock(&primary_lock);
+    if (ctx == NULL || cl->cuCtxGetCurrent(saved) != CUDA_SUCCESS)
+        return false;
+    return cl->cuCtxSetCurrent(ctx) == CUDA_SUCCESS;
+}
+
+/* One call in order (the order lock unless this thread's group holds it) and routed. */
+static int call_routed(const struct nccl_client *cl, struct rgpu_nccl_call *c,
+                       const struct ncclComm *comm)
+{
+    bool took = !order_held, routed;
+    CUcontext saved = NULL;
+    int res;
+
+    if (took)
+        pthread_mutex_lock(&order_lock);
+    routed = route_enter(cl, comm, &saved);
+    res = cl->call(c);
+    if (routed)
+        cl->cuCtxSetCurrent(saved);
+    if (took)
+        pthread_mutex_unlock(&order_lock);
+    return res;
+}
+
+ncclResult_t nccl_call_sync(struct rgpu_nccl_call *c, const struct ncclComm *comm,
+                            const char *what)
 {
     const struct nccl_client *cl = nccl_client();
     int res;
@@ -97,7 +158,7 @@ ncclResult_t nccl_call_sync(struct rgpu_nccl_call *c, const char *what)
         return nccl_fail(ncclSystemError, "%s: no rgpu session", what);
     c->size = sizeof(*c);
     c->async = 0;
-    if ((res = cl->call(c)) != CUDA_SUCCESS)
+    if ((res = call_routed(cl, c, comm)) != CUDA_SUCCESS)
         return driver_result(res, what);
     if (c->nout < 1)
         return nccl_fail(ncclInternalError, "%s: the worker's reply lacks its result", what);
@@ -107,7 +168,8 @@ ncclResult_t nccl_call_sync(struct rgpu_nccl_call *c, const char *what)
     return ncclSuccess;
 }
 
-ncclResult_t nccl_call_async(struct rgpu_nccl_call *c, const char *what)
+ncclResult_t nccl_call_async(struct rgpu_nccl_call *c, const struct ncclComm *comm,
+                             const char *what)
 {
     const struct nccl_client *cl = nccl_client();
     int res;
@@ -116,7 +178,7 @@ ncclResult_t nccl_call_async(struct rgpu_nccl_call *c, const char *what)
         return nccl_fail(ncclSystemError, "%s: no rgpu session", what);
     c->size = sizeof(*c);
     c->async = 1;
-    if ((res = cl->call(c)) != CUDA_SUCCESS)
+    if ((res = call_routed(cl, c, comm)) != CUDA_SUCCESS)
         return driver_result(res, what);
     return ncclSuccess;
 }
@@ -134,7 +196,7 @@ static ncclResult_t worker_ask(void)
 
     pthread_mutex_lock(&worker_lock);
     if (__atomic_load_n(&worker_version, __ATOMIC_ACQUIRE) == 0) {
-        if ((res = nccl_call_sync(&c, "ncclGetVersion")) == ncclSuccess && c.nout < 2)
+        if ((res = nccl_call_sync(&c, NULL, "ncclGetVersion")) == ncclSuccess && c.nout < 2)
             res = nccl_fail(ncclInternalError, "ncclGetVersion: no version in the reply");
         if (res == ncclSuccess) {
             worker_features = c.nout >= 3 ? c.out[2] : 0;

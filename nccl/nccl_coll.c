@@ -57,7 +57,7 @@ static ncclResult_t coll(enum nccl_wire_coll kind, const void *sendbuf, void *re
     c.args[6] = (uint64_t)(uint32_t)op;
     c.args[7] = (uint64_t)(uint32_t)root;
     c.args[8] = (uint64_t)(uintptr_t)stream;
-    return nccl_call_async(&c, name);
+    return nccl_call_async(&c, cm, name);
 }
 
 NCCL_EXPORT ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count,
@@ -170,12 +170,18 @@ NCCL_EXPORT ncclResult_t ncclScatter(const void *sendbuff, void *recvbuff, size_
 static ncclResult_t group(int start)
 {
     struct rgpu_nccl_call c = {.op = PROTO_OP_NCCL_GROUP, .nargs = 1, .stream_arg = ~0u};
+    ncclResult_t res;
 
     if (!start && group_depth == 0)
         return nccl_fail(ncclInvalidUsage, "ncclGroupEnd without ncclGroupStart");
+    if (start && group_depth == 0)
+        nccl_group_hold(true); /* the thread's group goes out whole (nccl_shim.h) */
     group_depth += start ? 1 : -1;
     c.args[0] = (uint64_t)start;
-    return nccl_call_async(&c, start ? "ncclGroupStart" : "ncclGroupEnd");
+    res = nccl_call_async(&c, NULL, start ? "ncclGroupStart" : "ncclGroupEnd");
+    if (group_depth == 0)
+        nccl_group_hold(false);
+    return res;
 }
 
 NCCL_EXPORT ncclResult_t ncclGroupStart(void) { return group(1); }
@@ -204,7 +210,10 @@ NCCL_EXPORT ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t *info)
     if ((res = nccl_need(NCCL_FEAT_SIMULATE, "ncclGroupSimulateEnd")) != ncclSuccess)
         return res;
     group_depth--;
-    if ((res = nccl_call_sync(&c, "ncclGroupSimulateEnd")) != ncclSuccess)
+    res = nccl_call_sync(&c, NULL, "ncclGroupSimulateEnd");
+    if (group_depth == 0)
+        nccl_group_hold(false);
+    if (res != ncclSuccess)
         return res;
     if (info != NULL && c.nout >= 2) {
         bits = (uint32_t)c.out[1];
@@ -222,7 +231,7 @@ NCCL_EXPORT ncclResult_t ncclMemAlloc(void **ptr, size_t size)
     if (ptr == NULL || size == 0)
         return nccl_fail(ncclInvalidArgument, "ncclMemAlloc: bad argument");
     c.args[0] = size;
-    if ((res = nccl_call_sync(&c, "ncclMemAlloc")) != ncclSuccess)
+    if ((res = nccl_call_sync(&c, NULL, "ncclMemAlloc")) != ncclSuccess)
         return res;
     if (c.nout < 2)
         return nccl_fail(ncclInternalError, "ncclMemAlloc: short reply");
@@ -237,7 +246,7 @@ NCCL_EXPORT ncclResult_t ncclMemFree(void *ptr)
     if (ptr == NULL)
         return ncclSuccess;
     c.args[0] = (uint64_t)(uintptr_t)ptr;
-    return nccl_call_sync(&c, "ncclMemFree");
+    return nccl_call_sync(&c, NULL, "ncclMemFree");
 }
 
 NCCL_EXPORT ncclResult_t ncclCommRegister(const ncclComm_t comm, void *buff, size_t size,
@@ -252,7 +261,7 @@ NCCL_EXPORT ncclResult_t ncclCommRegister(const ncclComm_t comm, void *buff, siz
     c.args[0] = cm->id;
     c.args[1] = (uint64_t)(uintptr_t)buff;
     c.args[2] = size;
-    if ((res = nccl_call_sync(&c, "ncclCommRegister")) != ncclSuccess)
+    if ((res = nccl_call_sync(&c, cm, "ncclCommRegister")) != ncclSuccess)
         return res;
     *handle = (void *)(uintptr_t)(c.nout >= 2 ? c.out[1] : 0);
     return ncclSuccess;
@@ -267,7 +276,7 @@ NCCL_EXPORT ncclResult_t ncclCommDeregister(const ncclComm_t comm, void *handle)
         return nccl_fail(ncclInvalidArgument, "ncclCommDeregister: bad communicator");
     c.args[0] = cm->id;
     c.args[1] = (uint64_t)(uintptr_t)handle;
-    return nccl_call_sync(&c, "ncclCommDeregister");
+    return nccl_call_sync(&c, cm, "ncclCommDeregister");
 }
 
 NCCL_EXPORT ncclResult_t ncclCommWindowRegister(ncclComm_t comm, void *buff, size_t size,
@@ -285,7 +294,7 @@ NCCL_EXPORT ncclResult_t ncclCommWindowRegister(ncclComm_t comm, void *buff, siz
     c.args[1] = (uint64_t)(uintptr_t)buff;
     c.args[2] = size;
     c.args[3] = (uint64_t)(uint32_t)flags;
-    if ((res = nccl_call_sync(&c, "ncclCommWindowRegister")) != ncclSuccess)
+    if ((res = nccl_call_sync(&c, cm, "ncclCommWindowRegister")) != ncclSuccess)
         return res;
     /* The worker's handle, as NCCL gave it: a kernel of the device API takes it as it is. */
     *win = (ncclWindow_t)(uintptr_t)(c.nout >= 2 ? c.out[1] : 0);
@@ -305,7 +314,7 @@ NCCL_EXPORT ncclResult_t ncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t 
         return res;
     c.args[0] = cm->id;
     c.args[1] = (uint64_t)(uintptr_t)win;
-    return nccl_call_sync(&c, "ncclCommWindowDeregister");
+    return nccl_call_sync(&c, cm, "ncclCommWindowDeregister");
 }
 
 /* The device API's resource requirements: host arithmetic that NCCL 2.28 documents by its
@@ -386,7 +395,7 @@ NCCL_EXPORT ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t *op, void *scalar,
     c.args[1] = (uint64_t)datatype;
     c.args[2] = (uint64_t)residence;
     c.args[3] = value;
-    if ((res = nccl_call_sync(&c, "ncclRedOpCreatePreMulSum")) != ncclSuccess)
+    if ((res = nccl_call_sync(&c, cm, "ncclRedOpCreatePreMulSum")) != ncclSuccess)
         return res;
     *op = (ncclRedOp_t)(c.nout >= 2 ? c.out[1] : ncclSum);
     return ncclSuccess;
@@ -401,7 +410,7 @@ NCCL_EXPORT ncclResult_t ncclRedOpDestroy(ncclRedOp_t op, ncclComm_t comm)
         return nccl_fail(ncclInvalidArgument, "ncclRedOpDestroy: bad argument");
     c.args[0] = cm->id;
     c.args[1] = (uint64_t)op;
-    return nccl_call_sync(&c, "ncclRedOpDestroy");
+    return nccl_call_sync(&c, cm, "ncclRedOpDestroy");
 }
 
 NCCL_PROFILE_ALIAS(ncclAllReduce)

@@ -41,7 +41,7 @@ NCCL_EXPORT ncclResult_t ncclGetUniqueId(ncclUniqueId *id)
         return nccl_fail(ncclInvalidArgument, "ncclGetUniqueId: id is NULL");
     c.rdata = id->internal;
     c.rdata_cap = sizeof(id->internal);
-    if ((res = nccl_call_sync(&c, "ncclGetUniqueId")) != ncclSuccess)
+    if ((res = nccl_call_sync(&c, NULL, "ncclGetUniqueId")) != ncclSuccess)
         return res;
     if (c.rdata_len != sizeof(id->internal))
         return nccl_fail(ncclInternalError, "ncclGetUniqueId: the worker sent %llu bytes",
@@ -77,7 +77,7 @@ static ncclResult_t creation_state(struct ncclComm *comm, const char *what)
     ncclResult_t res;
 
     c.args[0] = comm->id;
-    if ((res = nccl_call_sync(&c, what)) != ncclSuccess)
+    if ((res = nccl_call_sync(&c, comm, what)) != ncclSuccess)
         return res;
     if (c.nout >= 4 && (int)c.out[2] >= 0 && c.out[1] != ncclInProgress)
         comm->nranks = (int)c.out[2], comm->rank = (int)c.out[3];
@@ -123,7 +123,7 @@ static ncclResult_t creation_end(struct ncclComm *comm, ncclResult_t res, ncclCo
 
         c.args[0] = comm->id;
         c.args[1] = NCCL_WIRE_ABORT;
-        nccl_call_sync(&c, "ncclCommAbort");
+        nccl_call_sync(&c, comm, "ncclCommAbort");
     }
     free(comm);
     return res;
@@ -139,7 +139,7 @@ static ncclResult_t create(struct rgpu_nccl_call *c, unsigned async_arg, struct 
 
     c->args[async_arg] = 1;
     c->nargs = async_arg + 1;
-    res = nccl_call_sync(c, what);
+    res = nccl_call_sync(c, comm, what);
     if (res == ncclSuccess && c->nout >= 3) /* -1: made in a group, known at its end */
         comm->nranks = (int)c->out[1], comm->rank = (int)c->out[2];
     if (res == ncclInProgress) {
@@ -311,7 +311,7 @@ NCCL_EXPORT ncclResult_t ncclCommRevoke(ncclComm_t comm, int flags)
         return res;
     c.args[0] = cm->id;
     c.args[1] = (uint64_t)(uint32_t)flags;
-    return nccl_call_sync(&c, "ncclCommRevoke");
+    return nccl_call_sync(&c, cm, "ncclCommRevoke");
 }
 
 static ncclResult_t comm_end(ncclComm_t comm, enum nccl_wire_end how, const char *what)
@@ -325,7 +325,7 @@ static ncclResult_t comm_end(ncclComm_t comm, enum nccl_wire_end how, const char
                                          : ncclSuccess; /* NCCL: NULL is a no-op */
     c.args[0] = cm->id;
     c.args[1] = how;
-    res = nccl_call_sync(&c, what);
+    res = nccl_call_sync(&c, cm, what);
     if (how != NCCL_WIRE_FINALIZE) { /* the worker dropped it whatever the result */
         cm->magic = 0;
         free(cm);
@@ -357,7 +357,7 @@ NCCL_EXPORT ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *as
     if (cm == NULL || async_error == NULL)
         return nccl_fail(ncclInvalidArgument, "ncclCommGetAsyncError: bad argument");
     c.args[0] = cm->id;
-    if ((res = nccl_call_sync(&c, "ncclCommGetAsyncError")) != ncclSuccess)
+    if ((res = nccl_call_sync(&c, cm, "ncclCommGetAsyncError")) != ncclSuccess)
         return res;
     *async_error = c.nout >= 2 ? (ncclResult_t)c.out[1] : ncclInternalError;
     if (c.nout >= 4 && (int)c.out[2] > 0 && *async_error != ncclInProgress)
@@ -412,7 +412,7 @@ static ncclTeam_t team_query(ncclComm_t comm, int what, ncclTeam_t team, int ran
     c.args[3] = (uint64_t)(uint32_t)team.rank;
     c.args[4] = (uint64_t)(uint32_t)team.stride;
     c.args[5] = (uint64_t)(uint32_t)rank;
-    if (nccl_call_sync(&c, "ncclTeam") == ncclSuccess && c.nout >= 4)
+    if (nccl_call_sync(&c, cm, "ncclTeam") == ncclSuccess && c.nout >= 4)
         t = (ncclTeam_t){(int)c.out[1], (int)c.out[2], (int)c.out[3]};
     return t;
 }

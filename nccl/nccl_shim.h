@@ -2,6 +2,7 @@
 #ifndef RGPU_NCCL_SHIM_H
 #define RGPU_NCCL_SHIM_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include <cuda.h>
@@ -37,10 +38,19 @@ struct nccl_client {
 const struct nccl_client *nccl_client(void);
 
 /* Run one operation synchronously: ncclSuccess and out[] filled, or the error (the worker's
- * out[0], or the mapping of a driver-level failure), remembered for ncclGetLastError. */
-ncclResult_t nccl_call_sync(struct rgpu_nccl_call *c, const char *what);
+ * out[0], or the mapping of a driver-level failure), remembered for ncclGetLastError.
+ * comm (may be NULL): the communicator the call is about; it goes to the session of its device
+ * (a process may have a session per server: a thread whose current context is another
+ * server's, or none, such as PyTorch's watchdog thread, still reaches the right worker). */
+ncclResult_t nccl_call_sync(struct rgpu_nccl_call *c, const struct ncclComm *comm,
+                            const char *what);
 /* Send one without waiting (collectives, groups). */
-ncclResult_t nccl_call_async(struct rgpu_nccl_call *c, const char *what);
+ncclResult_t nccl_call_async(struct rgpu_nccl_call *c, const struct ncclComm *comm,
+                             const char *what);
+/* A thread's group goes out whole: from its outermost ncclGroupStart to its ncclGroupEnd it
+ * holds the shim's order lock, which every NCCL call of the other threads takes (the worker runs
+ * one NCCL group per session: another thread's calls inside it would join it). */
+void nccl_group_hold(bool hold);
 /* Remember an error of the shim's own checks for ncclGetLastError; returns res. */
 ncclResult_t nccl_fail(ncclResult_t res, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));

@@ -6,7 +6,6 @@
 
 #include "common/log.h"
 #include "server/lanes.h"
-#include "server/nccl.h"
 #include "server/session.h"
 #include "server/tenancy.h"
 
@@ -89,12 +88,7 @@ static void tenancy_teardown(struct srv_session *s, void *state)
     srv_tenancy_end(s);
 }
 
-static void nccl_teardown(struct srv_session *s, void *state)
-{
-    srv_nccl_teardown(s); /* communicators aborted while their contexts live (server/nccl.h) */
-}
-
 const struct srv_component srv_lanes_component = {.name = "lanes", .teardown = lanes_teardown};
 const struct srv_component srv_tenancy_component = {.name = "tenancy",
                                                     .teardown = tenancy_teardown};
-const struct srv_component srv_nccl_component = {.name = "nccl", .teardown = nccl_teardown};
+

@@ -30,14 +30,17 @@ CUresult srv_op_nccl_version(struct srv_session *s, struct srv_call *call)
 
 CUresult srv_op_nccl_unique_id(struct srv_session *s, struct srv_call *call)
 {
-    static ncclUniqueId id;
-    uint8_t *tail = (uint8_t *)id.internal + NCCL_WIRE_MAC_OFFSET;
+    ncclUniqueId *id = srv_scratch(s, sizeof(*id)); /* the reply's data, until the next call */
+    uint8_t *tail;
     ncclResult_t res;
 
+    if (id == NULL)
+        return CUDA_ERROR_OUT_OF_MEMORY;
     if (!ready(s, call))
         return CUDA_SUCCESS;
-    memset(&id, 0, sizeof(id));
-    if ((res = nccl_lib.GetUniqueId(&id)) == ncclSuccess) {
+    tail = (uint8_t *)id->internal + NCCL_WIRE_MAC_OFFSET;
+    memset(id, 0, sizeof(*id));
+    if ((res = nccl_lib.GetUniqueId(id)) == ncclSuccess) {
         for (int i = 0; i < NCCL_WIRE_MAC_LEN; i++)
             if (tail[i] != 0) {
                 rg_error("nccl: %s fills the whole unique id; rgpu cannot bind it to a tenant",
@@ -48,9 +51,9 @@ CUresult srv_op_nccl_unique_id(struct srv_session *s, struct srv_call *call)
     }
     call->out[call->nout++] = (uint64_t)res;
     if (res == ncclSuccess) {
-        nccl_id_mac(s, (const uint8_t *)id.internal, tail);
-        call->rdata = id.internal;
-        call->rdata_len = sizeof(id.internal);
+        nccl_id_mac(s, (const uint8_t *)id->internal, tail);
+        call->rdata = id->internal;
+        call->rdata_len = sizeof(id->internal);
     }
     return CUDA_SUCCESS;
 }
@@ -89,12 +92,12 @@ static void child_ident(struct srv_session *s, uint64_t parent, int color, const
     uint32_t seq = 0;
 
     rg_sha256_init(&c);
-    pthread_mutex_lock(&s->nccl->lock);
-    if ((r = nccl_rec_find(s->nccl, parent)) != NULL) {
+    pthread_mutex_lock(&nccl_state(s)->lock);
+    if ((r = nccl_rec_find(nccl_state(s), parent)) != NULL) {
         rg_sha256_update(&c, r->ident, sizeof(r->ident));
         seq = r->splits++;
     }
-    pthread_mutex_unlock(&s->nccl->lock);
+    pthread_mutex_unlock(&nccl_state(s)->lock);
     rg_sha256_update(&c, how, strlen(how));
     rg_sha256_update(&c, &seq, sizeof(seq));
     rg_sha256_update(&c, &color, sizeof(color));
@@ -196,7 +199,7 @@ CUresult srv_op_nccl_comm_end(struct srv_session *s, struct srv_call *call)
 
     if (!ready(s, call))
         return CUDA_SUCCESS;
-    n = s->nccl;
+    n = nccl_state(s);
     if (nccl_comm_of(s, call, a->comm) == NULL) /* waits for a creation still running */
         call->nout = 0;
     pthread_mutex_lock(&n->lock);
@@ -228,8 +231,8 @@ CUresult srv_op_nccl_async_error(struct srv_session *s, struct srv_call *call)
 
     if (!ready(s, call))
         return CUDA_SUCCESS;
-    pthread_mutex_lock(&s->nccl->lock);
-    if ((r = nccl_rec_find(s->nccl, a->comm)) != NULL) {
+    pthread_mutex_lock(&nccl_state(s)->lock);
+    if ((r = nccl_rec_find(nccl_state(s), a->comm)) != NULL) {
         res = ncclSuccess;
         if (nccl_make_poll(s, r))
             e = ncclInProgress;
@@ -242,9 +245,9 @@ CUresult srv_op_nccl_async_error(struct srv_session *s, struct srv_call *call)
         }
         nranks = r->nranks, rank = r->rank;
         if (e == ncclSuccess && r->comm == NULL && r->make == NULL) /* a split without color */
-            nccl_rec_drop(s->nccl, r, true);
+            nccl_rec_drop(nccl_state(s), r, true);
     }
-    pthread_mutex_unlock(&s->nccl->lock);
+    pthread_mutex_unlock(&nccl_state(s)->lock);
     call->out[call->nout++] = (uint64_t)res;
     call->out[call->nout++] = (uint64_t)e;
     call->out[call->nout++] = (uint64_t)(uint32_t)nranks;

@@ -27,7 +27,7 @@ CUresult srv_op_nccl_mem_alloc(struct srv_session *s, struct srv_call *call)
 
     if (!ready(s, call))
         return CUDA_SUCCESS;
-    n = s->nccl;
+    n = nccl_state(s);
     if (a->size == 0 || !srv_quota_charge(s, a->size))
         return CUDA_ERROR_OUT_OF_MEMORY;
     if (!rg_array_grow((void **)&n->mems, &n->mem_cap, n->nmems, sizeof(*n->mems), 16)) {
@@ -51,7 +51,7 @@ CUresult srv_op_nccl_mem_free(struct srv_session *s, struct srv_call *call)
 
     if (!ready(s, call))
         return CUDA_SUCCESS;
-    n = s->nccl;
+    n = nccl_state(s);
     for (size_t i = 0; i < n->nmems; i++)
         if ((uint64_t)(uintptr_t)n->mems[i].ptr == a->dptr) {
             call->out[call->nout++] = (uint64_t)nccl_lib.MemFree(n->mems[i].ptr);
@@ -67,7 +67,7 @@ CUresult srv_op_nccl_mem_free(struct srv_session *s, struct srv_call *call)
 static CUresult reg_add(struct srv_session *s, struct srv_call *call, uint64_t id, uint64_t buf,
                         uint64_t size, int flags, bool window)
 {
-    struct srv_nccl *n = s->nccl;
+    struct srv_nccl *n = nccl_state(s);
     struct nccl_rec *r;
     ncclComm_t comm;
     ncclResult_t res;
@@ -116,7 +116,7 @@ static CUresult reg_add(struct srv_session *s, struct srv_call *call, uint64_t i
 static CUresult reg_del(struct srv_session *s, struct srv_call *call, uint64_t id,
                         uint64_t handle, bool window)
 {
-    struct srv_nccl *n = s->nccl;
+    struct srv_nccl *n = nccl_state(s);
     struct nccl_rec *r;
     ncclComm_t comm;
     ncclResult_t res = ncclInvalidArgument;

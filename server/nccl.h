@@ -11,8 +11,12 @@
  * into the key that binds unique ids to a tenant) and nccl_timeout (seconds a collective may
  * stay unfinished before its communicator is aborted; default 600). */
 void srv_nccl_configure(const struct srv_config *cfg);
-/* End of the session, while its contexts live: stop the watchdog, abort every communicator
- * (peers may be gone, so never a blocking destroy), free NCCL memory, give the quota back. */
-void srv_nccl_teardown(struct srv_session *s);
+/* A call that may wait for the GPU (an op flagged `synchronizing`) is about to run: a
+ * communicator whose latest collectives were issued while the watchdog's event was still
+ * pending on their stream gets the event recorded again after them, so that the watchdog sees
+ * them in flight while the call waits (a survivor blocked in a synchronization whose peer died
+ * is then found: nccl_watchdog.c). Costs one flag test when nothing is pending. The session's
+ * NCCL state is the component srv_nccl_component (server/components.def). */
+void srv_nccl_before_wait(struct srv_session *s);
 
 #endif

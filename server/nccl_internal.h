@@ -107,6 +107,7 @@ struct nccl_rec {
     uint8_t ident[RG_SHA256_LEN]; /* the communicator across its ranks (liveness files) */
     int live_fd;          /* this rank's liveness file, flock held (-1: none) */
     uint64_t peer_gone_ms; /* a peer's worker was seen gone at (0: none) */
+    bool stale;           /* collectives issued on done_stream after `done` was recorded */
     uint64_t seen[NCCL_WIRE_COLL_COUNT]; /* (kind, log2 bytes or peer) already measured */
     struct nccl_reg *regs;
     size_t nregs, reg_cap;
@@ -129,9 +130,11 @@ struct srv_nccl {
     bool group_grows;      /* an op of the open group may make NCCL allocate (measured at end) */
     pthread_t watchdog;
     bool watching, stop;
+    atomic_bool stale; /* some record is stale (srv_nccl_before_wait has work) */
 };
 
-/* The session's NCCL state (made at its first use), NULL when out of memory. */
+/* The session's NCCL state: the private state of its component (never NULL once the session
+ * is set up). */
 struct srv_nccl *nccl_state(struct srv_session *s);
 /* The record of comm id (under n->lock), or NULL. */
 struct nccl_rec *nccl_rec_find(struct srv_nccl *n, uint64_t id);

@@ -45,14 +45,15 @@ uint64_t nccl_now_ms(void)
 
 struct srv_nccl *nccl_state(struct srv_session *s)
 {
-    struct srv_nccl *n = s->nccl;
+    return srv_component_state(s, SRV_COMP_NCCL);
+}
 
-    if (n == NULL && (n = calloc(1, sizeof(*n))) != NULL) {
-        pthread_mutex_init(&n->lock, NULL);
-        n->s = s;
-        s->nccl = n;
-    }
-    return n;
+static rg_status_t nccl_init(struct srv_session *s, void *state)
+{
+    struct srv_nccl *n = state;
+
+    n->s = s;
+    return pthread_mutex_init(&n->lock, NULL) == 0 ? RG_OK : RG_ERR_NOMEM;
 }
 
 struct nccl_rec *nccl_rec_find(struct srv_nccl *n, uint64_t id)
@@ -101,7 +102,7 @@ void nccl_rec_grow(struct srv_session *s, struct nccl_rec *r, uint64_t took, con
     }
     rg_warn("nccl: communicator %llu took %llu bytes of device memory more (%s), over the "
             "quota; aborting it", (unsigned long long)r->id, (unsigned long long)took, what);
-    nccl_rec_abort(s->nccl, r, ncclUnhandledCudaError);
+    nccl_rec_abort(nccl_state(s), r, ncclUnhandledCudaError);
 }
 
 static void start_watchdog(struct srv_nccl *n)
@@ -113,7 +114,7 @@ static void start_watchdog(struct srv_nccl *n)
 struct nccl_rec *nccl_rec_add(struct srv_session *s, uint64_t id, ncclComm_t comm,
                               uint64_t charged)
 {
-    struct srv_nccl *n = s->nccl;
+    struct srv_nccl *n = nccl_state(s);
     struct nccl_rec r = {.id = id, .comm = comm, .charged = charged, .live_fd = -1};
     struct nccl_rec *out = NULL;
 
@@ -260,7 +261,7 @@ static CUresult answer(struct srv_call *call, ncclResult_t res, int nranks, int 
 CUresult nccl_make(struct srv_session *s, struct srv_call *call, uint64_t id,
                    struct nccl_make_args *a, bool async)
 {
-    struct srv_nccl *n = s->nccl;
+    struct srv_nccl *n = nccl_state(s);
     struct nccl_make *m;
     struct nccl_rec *r;
     ncclComm_t comm = NULL;
@@ -350,7 +351,7 @@ bool nccl_make_poll(struct srv_session *s, struct nccl_rec *r)
 
 ncclComm_t nccl_comm_of(struct srv_session *s, struct srv_call *call, uint64_t id)
 {
-    struct srv_nccl *n = s->nccl;
+    struct srv_nccl *n = nccl_state(s);
     struct nccl_rec *r;
     ncclComm_t comm = NULL;
     ncclResult_t why = ncclInvalidArgument;
@@ -394,13 +395,13 @@ static void make_reap(struct nccl_make *m)
     make_free(m);
 }
 
-void srv_nccl_teardown(struct srv_session *s)
+/* The end of the session, while its contexts live: stop the watchdog, abort every
+ * communicator (peers may be gone, so never a blocking destroy), free NCCL memory, give the
+ * quota back. */
+static void nccl_teardown(struct srv_session *s, void *state)
 {
-    struct srv_nccl *n = s->nccl;
+    struct srv_nccl *n = state;
     size_t ncomms, nmems, bytes = 0;
-
-    if (n == NULL)
-        return;
     pthread_mutex_lock(&n->lock);
     n->stop = true;
     pthread_mutex_unlock(&n->lock);
@@ -433,6 +434,12 @@ void srv_nccl_teardown(struct srv_session *s)
     pthread_mutex_destroy(&n->lock);
     free(n->recs);
     free(n->mems);
-    free(n);
-    s->nccl = NULL;
+    n->recs = NULL;
+    n->mems = NULL;
+    n->nrecs = n->nmems = 0;
 }
+
+const struct srv_component srv_nccl_component = {.name = "nccl",
+                                                 .state_size = sizeof(struct srv_nccl),
+                                                 .init = nccl_init,
+                                                 .teardown = nccl_teardown};

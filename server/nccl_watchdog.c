@@ -139,16 +139,52 @@ bool nccl_capturing(struct srv_session *s, CUstream st)
 
 void nccl_rec_mark(struct srv_session *s, struct nccl_rec *r, CUstream st)
 {
-    /* One event pending at a time is enough to see work unfinished: recording after each
-     * collective would cost a driver call per collective. Nothing is recorded into a graph
-     * being captured (it would become a node of the application's graph). */
-    if (r->comm == NULL || r->done == NULL || (r->recorded_ms != 0 && r->done_stream == st) ||
-        nccl_capturing(s, st))
+    /* One event pending at a time: recording after each collective would cost a driver call
+     * per collective. A collective issued while it is still pending on the same stream makes
+     * the record stale: the event may complete before that collective does (the watchdog only
+     * looks every TICK_MS), and a stuck last collective would go unseen. Before the session
+     * next waits for the GPU the event is recorded again (srv_nccl_before_wait). Nothing is
+     * recorded into a graph being captured (it would become a node of the application's
+     * graph). */
+    if (r->comm == NULL || r->done == NULL)
+        return;
+    if (r->recorded_ms != 0 && r->done_stream == st) {
+        r->stale = true;
+        atomic_store(&nccl_state(s)->stale, true);
+        return;
+    }
+    if (nccl_capturing(s, st))
         return;
     if (s->drv.cuEventRecordWithFlags(r->done, st, 0) == CUDA_SUCCESS) {
         r->recorded_ms = nccl_now_ms();
         r->done_stream = st;
+        r->stale = false;
     }
+}
+
+void srv_nccl_before_wait(struct srv_session *s)
+{
+    struct srv_nccl *n = nccl_state(s);
+    CUcontext saved = NULL;
+
+    if (n == NULL || !atomic_load_explicit(&n->stale, memory_order_relaxed) ||
+        !atomic_exchange(&n->stale, false))
+        return;
+    s->drv.cuCtxGetCurrent(&saved);
+    pthread_mutex_lock(&n->lock);
+    for (size_t i = 0; i < n->nrecs; i++) {
+        struct nccl_rec *r = &n->recs[i];
+
+        if (!r->stale || r->comm == NULL || r->done == NULL ||
+            s->drv.cuCtxSetCurrent(r->ctx) != CUDA_SUCCESS || nccl_capturing(s, r->done_stream))
+            continue;
+        if (s->drv.cuEventRecordWithFlags(r->done, r->done_stream, 0) == CUDA_SUCCESS) {
+            r->recorded_ms = nccl_now_ms();
+            r->stale = false;
+        }
+    }
+    pthread_mutex_unlock(&n->lock);
+    s->drv.cuCtxSetCurrent(saved);
 }
 
 static bool in_flight(struct srv_nccl *n, struct nccl_rec *r)

@@ -66,11 +66,10 @@ struct srv_session {
     struct transport_rdma_offer rdma_offer;
     char rdma_note[200];
     struct transport_conn *tcp_ctl;
-    /* tenancy, lanes and NCCL. */
+    /* tenancy and lanes. */
     struct srv_tenancy *tenancy; /* shared table slot and compute gate (server/tenancy.h) */
     struct srv_lanes *lanes;  /* data lanes of a TCP session (server/lanes.c), NULL until offered */
     size_t lanes_staging_most; /* the most pinned staging its data lanes held (teardown log) */
-    struct srv_nccl *nccl;    /* NCCL communicators and memory (handlers_nccl.c), NULL until used */
     struct srv_keepalive *keepalive; /* server/keepalive.h, NULL when the client asked none */
 };
 

@@ -474,6 +474,8 @@ static bool execute(struct srv_session *s, const struct proto_frame_hdr *hdr, co
      * forever. */
     if (op != NULL)
         call.args = call_args(m, op, padded);
+    if (op != NULL && res == CUDA_SUCCESS && (op->flags & PROTO_OPF_SYNCHRONIZING))
+        srv_nccl_before_wait(s); /* the NCCL watchdog sees the latest collectives (nccl.h) */
     if (op != NULL && (res == CUDA_SUCCESS || (op->flags & PROTO_OPF_LANE))) {
         srv_keepalive_call_begin(s);
         res = srv_dispatch[m->op](s, &call);

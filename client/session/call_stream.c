@@ -355,6 +355,77 @@ static struct cli_session *session_of(const struct cli_call *call)
     return call->sess != NULL ? call->sess : cli_proc.sessions[0];
 }
 
+/* ---- waits of a session with NCCL ranks on several of its devices --------------------------
+ * One process that drives several devices of a server with NCCL (XLA, CuPy, DataParallel)
+ * has a thread per device whose collectives meet on the GPUs. A thread that waits for its
+ * device (a stream, event or context synchronization, a device-to-host copy) may wait for a
+ * collective whose peer another thread has not sent yet: natively that thread sends it
+ * meanwhile. Here the session is one ordered call stream: a wait that held the session's lock
+ * until its reply (and the worker's one thread inside the driver's wait) would keep the peer's
+ * collective from ever reaching the GPU. So in such a session the wait is first polled with the
+ * matching query (each a short call, the lock free in between, so that the other threads' calls
+ * go out and run), and made only once its work is done. Set when a second context of the session
+ * makes an NCCL communicator. */
+
+/* Note the context of an NCCL communicator's creation (lock held). */
+static void note_nccl_ctx(struct cli_session *s, const struct cli_call *call)
+{
+    if (call->op != PROTO_OP_NCCL_COMM_INIT && call->op != PROTO_OP_NCCL_COMM_INIT_SCALABLE &&
+        call->op != PROTO_OP_NCCL_COMM_SPLIT && call->op != PROTO_OP_NCCL_COMM_SHRINK)
+        return;
+    if (s->nccl_ctx == 0)
+        s->nccl_ctx = call->ctx;
+    else if (call->ctx != s->nccl_ctx && !s->poll_waits) {
+        s->poll_waits = true;
+        rg_debug("NCCL ranks on several contexts of %s: waits are polled", s->server);
+    }
+}
+
+/* The query that tells whether `call` (a wait, or a device-to-host copy) would wait now; false
+ * for any other call. */
+static bool wait_query(const struct cli_call *call, struct cli_call *q)
+{
+    *q = (struct cli_call){.op = PROTO_OP_STREAM_QUERY, .nargs = 1, .ctx = call->ctx,
+                           .sess = call->sess};
+    switch (call->op) {
+    case PROTO_OP_STREAM_SYNCHRONIZE: q->a.STREAM_QUERY.stream = call->a.STREAM_SYNCHRONIZE.stream; return true;
+    case PROTO_OP_CTX_SYNCHRONIZE: q->a.STREAM_QUERY.stream = 0; return true; /* the legacy stream */
+    case PROTO_OP_MEMCPY_DTOH: q->a.STREAM_QUERY.stream = call->a.MEMCPY_DTOH.stream; return true;
+    case PROTO_OP_EVENT_SYNCHRONIZE:
+        q->op = PROTO_OP_EVENT_QUERY;
+        q->a.EVENT_QUERY.event = call->a.EVENT_SYNCHRONIZE.event;
+        return true;
+    default: return false;
+    }
+}
+
+static CUresult wait_reply(struct cli_session *s, struct cli_call *call, uint64_t id, CUresult *result_p);
+
+/* Poll q until its work is done: CUDA_SUCCESS then (an error of the query, such as a pending
+ * asynchronous failure, is left for the wait itself to report). */
+static CUresult poll_idle(struct cli_session *s, struct cli_call *q)
+{
+    useconds_t nap = 10;
+
+    for (;;) {
+        struct cli_call c = *q;
+        CUresult res, result = CUDA_ERROR_NOT_READY;
+        uint64_t id = 0;
+
+        pthread_mutex_lock(&s->lock);
+        res = send_call(s, &c, 0, &id);
+        if (res == CUDA_SUCCESS)
+            res = wait_reply(s, &c, id, &result);
+        pthread_mutex_unlock(&s->lock);
+        if (res != CUDA_SUCCESS)
+            return res;
+        if (result != CUDA_ERROR_NOT_READY)
+            return CUDA_SUCCESS;
+        usleep(nap);
+        nap = nap < 400 ? nap * 2 : 400;
+    }
+}
+
 CUresult cli_session_call(struct cli_call *call)
 {
     struct cli_session *s = session_of(call);
@@ -362,8 +433,12 @@ CUresult cli_session_call(struct cli_call *call)
     double since = cli_stats_now_us();
     uint64_t id = 0;
     bool waited = false, lost = false;
+    struct cli_call q;
 
+    if (s->poll_waits && wait_query(call, &q) && (res = poll_idle(s, &q)) != CUDA_SUCCESS)
+        return res;
     pthread_mutex_lock(&s->lock);
+    note_nccl_ctx(s, call);
     res = send_call(s, call, 0, &id);
     if (res == CUDA_SUCCESS) {
         waited = true;
@@ -414,7 +489,10 @@ CUresult cli_session_call_deferred(struct cli_call *call, void *dst, size_t len)
     struct cli_session *s = session_of(call);
     CUresult res, result = CUDA_SUCCESS;
     uint64_t id = 0;
+    struct cli_call q;
 
+    if (s->poll_waits && wait_query(call, &q) && (res = poll_idle(s, &q)) != CUDA_SUCCESS)
+        return res;
     pthread_mutex_lock(&s->lock);
     res = send_call(s, call, 0, &id);
     cli_stats_count(call->op, false, 0);

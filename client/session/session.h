@@ -61,6 +61,10 @@ struct cli_session {
     int retry_ms; /* the handshake failed for load (server full, busy, closed before a word):
                    * worth another try after about this long (0: not worth one) */
     bool op_refused[PROTO_OP_COUNT]; /* ops refused as unknown to the server (said once each) */
+    /* NCCL ranks of several contexts in this session (call_stream.c, "Waits"): the first
+     * context an NCCL communicator was made in, and whether another one has been since. */
+    uint64_t nccl_ctx;
+    bool poll_waits;
 };
 
 /* The process: its sessions, opened together on first use, and the devices it presents

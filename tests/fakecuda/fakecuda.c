@@ -21,7 +21,8 @@
 
 struct fk_graph;
 /* err: a context's sticky error (an illegal address reported by every later call). */
-struct fk_obj { uint32_t magic; int kind; double t; unsigned flags; bool recorded; struct fk_graph *capture; CUresult err; };
+struct fk_obj { uint32_t magic; int kind; double t; unsigned flags; bool recorded; struct fk_graph *capture; CUresult err;
+                CUstream wstream; unsigned long long wticket; /* an event: the device work it follows */ };
 enum { K_CTX = 1, K_MODULE, K_STREAM, K_EVENT, K_GRAPH, K_EXEC };
 
 /* A captured graph: the operations recorded on a capturing stream, replayed on launch. */
@@ -327,6 +328,7 @@ CUresult cuCtxCreate(CUcontext *c, CUctxCreateParams *p, unsigned f, CUdevice d)
 CUresult cuCtxDestroy(CUcontext c) { struct fk_obj *o = obj_check(c, K_CTX); if (!o || o == &primary) return CUDA_ERROR_INVALID_CONTEXT; if (current == c) current = NULL; o->magic = 0; free(o); return CUDA_SUCCESS; }
 CUresult cuCtxSetCurrent(CUcontext c) { NEED_INIT(); if (c && !obj_check(c, K_CTX)) return CUDA_ERROR_INVALID_CONTEXT; current = c; return CUDA_SUCCESS; }
 CUresult cuCtxGetCurrent(CUcontext *c) { NEED_INIT(); if (!c) return CUDA_ERROR_INVALID_VALUE; *c = current; return CUDA_SUCCESS; }
+static void work_wait(CUstream s, unsigned long long ticket);
 /* FAKECUDA_SYNC_SLEEP_MS: a context synchronize that takes that long, as one waiting for a long
  * kernel does (the session keepalive's tests). */
 CUresult cuCtxSynchronize(void)
@@ -335,6 +337,7 @@ CUresult cuCtxSynchronize(void)
 
     NEED_CTX();
     CAPTURE_SAFE();
+    work_wait(FK_ALL_STREAMS, 0);
     if (e != NULL && atoi(e) > 0)
         usleep((useconds_t)atoi(e) * 1000);
     return CUDA_SUCCESS;
@@ -754,12 +757,24 @@ CUresult cuLaunchKernelEx(const CUlaunchConfig *c, CUfunction f, void **params, 
 CUresult cuStreamCreateWithPriority(CUstream *s, unsigned f, int p) { NEED_CTX(); if (!s) return CUDA_ERROR_INVALID_VALUE; return (*s = (CUstream)obj_new(K_STREAM)) ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY; }
 static void capture_abandon(struct fk_obj *o);
 CUresult cuStreamDestroy(CUstream s) { struct fk_obj *o = obj_check(s, K_STREAM); if (!o) return CUDA_ERROR_INVALID_HANDLE; capture_abandon(o); o->magic = 0; free(o); return CUDA_SUCCESS; }
-CUresult cuStreamSynchronize(CUstream s) { NEED_CTX(); STREAM_OK(s); return CUDA_SUCCESS; }
+/* Device work of another fake library (fakecuda.h, fakecuda_device_work): stream and event
+ * synchronization waits for it, queries see it, as a GPU's would. */
+static const struct fk_device_work *dev_work;
+void fakecuda_device_work(const struct fk_device_work *w) { dev_work = w; }
+static bool work_done(CUstream s, unsigned long long ticket) { return dev_work == NULL || dev_work->done(s, ticket); }
+static unsigned long long work_ticket(CUstream s) { return dev_work != NULL ? dev_work->ticket(s) : 0; }
+static void work_wait(CUstream s, unsigned long long ticket)
+{
+    const struct timespec nap = {0, 50 * 1000};
+    while (!work_done(s, ticket))
+        nanosleep(&nap, NULL);
+}
+CUresult cuStreamSynchronize(CUstream s) { NEED_CTX(); STREAM_OK(s); work_wait(s, work_ticket(s)); return CUDA_SUCCESS; }
 /* Stream attributes: remembered per process (enough for the tests), the priority read back. */
 static CUstreamAttrValue stream_attrs[16];
 CUresult cuStreamSetAttribute(CUstream s, CUstreamAttrID a, const CUstreamAttrValue *v) { NEED_CTX(); STREAM_OK(s); if (!v || (unsigned)a >= 16) return CUDA_ERROR_INVALID_VALUE; stream_attrs[a] = *v; return CUDA_SUCCESS; }
 CUresult cuStreamGetAttribute(CUstream s, CUstreamAttrID a, CUstreamAttrValue *v) { NEED_CTX(); STREAM_OK(s); if (!v || (unsigned)a >= 16) return CUDA_ERROR_INVALID_VALUE; *v = stream_attrs[a]; return CUDA_SUCCESS; }
-CUresult cuStreamQuery(CUstream s) { NEED_CTX(); STREAM_OK(s); return CUDA_SUCCESS; }
+CUresult cuStreamQuery(CUstream s) { NEED_CTX(); STREAM_OK(s); return work_done(s, work_ticket(s)) ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY; }
 CUresult cuStreamWaitEvent(CUstream s, CUevent e, unsigned f) { NEED_CTX(); STREAM_OK(s); return obj_check(e, K_EVENT) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE; }
 
 static double now_ms(void)
@@ -783,10 +798,12 @@ CUresult cuEventRecordWithFlags(CUevent e, CUstream s, unsigned f)
         ;
     o->t = now_ms();
     o->recorded = true;
+    o->wstream = s;
+    o->wticket = work_ticket(s);
     return CUDA_SUCCESS;
 }
-CUresult cuEventSynchronize(CUevent e) { NEED_CTX(); CAPTURE_SAFE(); return obj_check(e, K_EVENT) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE; }
-CUresult cuEventQuery(CUevent e) { NEED_CTX(); return obj_check(e, K_EVENT) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE; }
+CUresult cuEventSynchronize(CUevent e) { NEED_CTX(); CAPTURE_SAFE(); struct fk_obj *o = obj_check(e, K_EVENT); if (!o) return CUDA_ERROR_INVALID_HANDLE; work_wait(o->wstream, o->wticket); return CUDA_SUCCESS; }
+CUresult cuEventQuery(CUevent e) { NEED_CTX(); struct fk_obj *o = obj_check(e, K_EVENT); if (!o) return CUDA_ERROR_INVALID_HANDLE; return work_done(o->wstream, o->wticket) ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY; }
 CUresult cuEventElapsedTime(float *ms, CUevent a, CUevent b)
 {
     struct fk_obj *x = obj_check(a, K_EVENT), *y = obj_check(b, K_EVENT);

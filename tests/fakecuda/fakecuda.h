@@ -5,6 +5,7 @@
 #include <cuda.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 /* Parameters of one launch as the C kernels see them. */
 struct fk_launch {
@@ -26,6 +27,19 @@ struct fk_global {
     void *storage;
     size_t size;
 };
+
+/* Work another fake library runs "on the GPU" (tests/fakenccl with FAKENCCL_ASYNC=1): ticket(s)
+ * is how many of its operations were enqueued on stream s so far (NULL: the legacy stream);
+ * done(s, t) whether the first t of them have finished (s = FK_ALL_STREAMS: whether all of
+ * them everywhere have). Stream, event and context synchronization wait for it and queries
+ * see it, as a GPU's would; copies and cuStreamWaitEvent do not (they run at the call). */
+#define FK_ALL_STREAMS ((CUstream)~(uintptr_t)0)
+struct fk_device_work {
+    unsigned long long (*ticket)(CUstream s);
+    bool (*done)(CUstream s, unsigned long long ticket);
+};
+/* Exported: the library registers itself (looked up with dlsym). */
+void fakecuda_device_work(const struct fk_device_work *w);
 
 const struct fk_kernel *fk_kernel_find(const char *name);
 /* The i-th test kernel, NULL past the last (every fake module holds them all). */

@@ -13,7 +13,11 @@
  * 64 KiB (as NCCL connects a new algorithm lazily); FAKENCCL_BLIND=1 makes it not notice a dead
  * peer (as NCCL across NVLink does not: its kernels spin on device memory); FAKENCCL_OLD=1 makes
  * it an NCCL before 2.28 (no AlltoAll, Gather, Scatter, windows, shrink, revoke, scalable init,
- * teams, group simulation). */
+ * teams, group simulation); FAKENCCL_ASYNC=1 makes collectives asynchronous as a real NCCL's
+ * kernels are: the call (or the group's end) enqueues them on the communicator's "device", a
+ * thread that runs them in order, and returns; the fake driver's stream, event and context
+ * synchronization waits for them (fakecuda_device_work), so a rank that waits for a dead peer
+ * holds its stream, not the worker's thread. */
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -32,6 +36,7 @@
 #include <unistd.h>
 
 #include "nccl/nccl_abi.h"
+#include "tests/fakecuda/fakecuda.h"
 
 #define FK_EXPORT __attribute__((visibility("default")))
 #define FK_MAX_RANKS 8
@@ -66,6 +71,12 @@ struct ncclComm {
     uint64_t barriers;
     atomic_int aborted, async;
     double premul[FK_MAX_OPS];
+    /* FAKENCCL_ASYNC: the queue of the communicator's "device" thread */
+    pthread_mutex_t qlock;
+    pthread_cond_t qcond;
+    struct fk_job *head, *tail;
+    pthread_t dev;
+    bool dev_started, dev_stop;
     void *internal; /* device memory of the communicator (quota accounting tests) */
 };
 
@@ -78,6 +89,7 @@ struct fk_op {
     ncclDataType_t t;
     int op, root;
     struct ncclComm *comm;
+    void *stream;
 };
 static __thread int group_depth;
 static __thread struct fk_op *queued;
@@ -94,6 +106,7 @@ static mem_alloc_fn drv_alloc;
 static mem_free_fn drv_free;
 static ctx_fn drv_ctx_set;
 static ctx_get_fn drv_ctx_get;
+static void *drv_handle;
 
 static void drv_bind(void)
 {
@@ -102,6 +115,7 @@ static void drv_bind(void)
 
     if (drv_alloc != NULL || path == NULL || (dl = dlopen(path, RTLD_NOW | RTLD_NOLOAD)) == NULL)
         return;
+    drv_handle = dl;
     drv_free = (mem_free_fn)dlsym(dl, "cuMemFree_v2");
     drv_ctx_set = (ctx_fn)dlsym(dl, "cuCtxSetCurrent");
     drv_ctx_get = (ctx_get_fn)dlsym(dl, "cuCtxGetCurrent");
@@ -322,15 +336,163 @@ static ncclResult_t run_op(const struct fk_op *o)
     return barrier(c);
 }
 
-static ncclResult_t submit(int kind, const void *sb, void *rb, size_t count, ncclDataType_t t,
-                           int op, int root, ncclComm_t comm)
+/* ---- FAKENCCL_ASYNC: operations on the communicator's "device" -------------------------- */
+
+struct fk_job {
+    struct fk_op op;
+    struct fk_job *next;
+};
+
+/* Per stream: operations enqueued and finished (the fake driver's view, fakecuda.h). */
+#define FK_MAX_STREAMS 128
+static struct {
+    void *stream;
+    unsigned long long enq, fin;
+} streams[FK_MAX_STREAMS];
+static int nstreams;
+static pthread_mutex_t streams_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static bool async_mode(void)
 {
-    struct fk_op o = {kind, sb, rb, count, t, op, root, comm};
+    const char *e = getenv("FAKENCCL_ASYNC");
+
+    return e != NULL && strcmp(e, "1") == 0;
+}
+
+static int stream_slot(void *s) /* streams_lock held; -1 when full */
+{
+    for (int i = 0; i < nstreams; i++)
+        if (streams[i].stream == s)
+            return i;
+    if (nstreams == FK_MAX_STREAMS)
+        return -1;
+    streams[nstreams].stream = s;
+    streams[nstreams].enq = streams[nstreams].fin = 0;
+    return nstreams++;
+}
+
+static unsigned long long work_ticket(CUstream s)
+{
+    unsigned long long t = 0;
+
+    pthread_mutex_lock(&streams_lock);
+    for (int i = 0; i < nstreams; i++)
+        if (streams[i].stream == (void *)s)
+            t = streams[i].enq;
+    pthread_mutex_unlock(&streams_lock);
+    return t;
+}
+
+static bool work_done(CUstream s, unsigned long long ticket)
+{
+    bool done = true;
+
+    pthread_mutex_lock(&streams_lock);
+    for (int i = 0; i < nstreams; i++)
+        if (s == FK_ALL_STREAMS ? streams[i].fin < streams[i].enq
+                                : streams[i].stream == (void *)s && streams[i].fin < ticket)
+            done = false;
+    pthread_mutex_unlock(&streams_lock);
+    return done;
+}
+
+static const struct fk_device_work device_work = {work_ticket, work_done};
+
+static void *device_main(void *arg)
+{
+    struct ncclComm *c = arg;
+    struct fk_job *j;
+    ncclResult_t res;
+
+    for (;;) {
+        pthread_mutex_lock(&c->qlock);
+        while (c->head == NULL && !c->dev_stop)
+            pthread_cond_wait(&c->qcond, &c->qlock);
+        if ((j = c->head) == NULL) {
+            pthread_mutex_unlock(&c->qlock);
+            return NULL;
+        }
+        c->head = j->next;
+        if (c->head == NULL)
+            c->tail = NULL;
+        pthread_mutex_unlock(&c->qlock);
+        res = run_op(&j->op);
+        if (res != ncclSuccess && !atomic_load(&c->aborted)) {
+            int ok = ncclSuccess;
+            atomic_compare_exchange_strong(&c->async, &ok, (int)res);
+        }
+        pthread_mutex_lock(&streams_lock);
+        int k = stream_slot(j->op.stream);
+        if (k >= 0)
+            streams[k].fin++;
+        pthread_mutex_unlock(&streams_lock);
+        free(j);
+    }
+}
+
+/* Enqueue o on its communicator's device (its stream's ticket taken now, as a launch's). */
+static ncclResult_t enqueue(const struct fk_op *o)
+{
+    struct ncclComm *c = o->comm;
+    struct fk_job *j = calloc(1, sizeof(*j));
+    int k;
+
+    if (j == NULL)
+        return ncclSystemError;
+    j->op = *o;
+    pthread_mutex_lock(&streams_lock);
+    if ((k = stream_slot(o->stream)) >= 0)
+        streams[k].enq++;
+    pthread_mutex_unlock(&streams_lock);
+    if (k < 0) {
+        free(j);
+        return ncclSystemError;
+    }
+    pthread_mutex_lock(&c->qlock);
+    if (!c->dev_started) {
+        void (*reg)(const struct fk_device_work *);
+
+        drv_bind();
+        if (drv_handle != NULL && (*(void **)&reg = dlsym(drv_handle, "fakecuda_device_work")) != NULL)
+            reg(&device_work);
+        c->dev_started = pthread_create(&c->dev, NULL, device_main, c) == 0;
+    }
+    if (c->tail != NULL)
+        c->tail->next = j;
+    else
+        c->head = j;
+    c->tail = j;
+    pthread_cond_signal(&c->qcond);
+    pthread_mutex_unlock(&c->qlock);
+    return ncclSuccess;
+}
+
+/* The device thread ends once its queue is empty (joined: a destroy; detached: an abort). */
+static void device_stop(struct ncclComm *c, bool join)
+{
+    bool started;
+
+    pthread_mutex_lock(&c->qlock);
+    c->dev_stop = true;
+    started = c->dev_started;
+    c->dev_started = false;
+    pthread_cond_signal(&c->qcond);
+    pthread_mutex_unlock(&c->qlock);
+    if (started && join)
+        pthread_join(c->dev, NULL);
+    else if (started)
+        pthread_detach(c->dev);
+}
+
+static ncclResult_t submit(int kind, const void *sb, void *rb, size_t count, ncclDataType_t t,
+                           int op, int root, ncclComm_t comm, void *stream)
+{
+    struct fk_op o = {kind, sb, rb, count, t, op, root, comm, stream};
 
     if (comm == NULL)
         return ncclInvalidArgument;
     if (group_depth == 0)
-        return run_op(&o);
+        return async_mode() ? enqueue(&o) : run_op(&o);
     if (nqueued == queued_cap) {
         size_t cap = queued_cap ? 2 * queued_cap : 16;
         struct fk_op *q = realloc(queued, cap * sizeof(*q));
@@ -418,7 +580,7 @@ static ncclResult_t group_end(bool launch)
     for (size_t i = 0; i < nqueued; i++)
         np = part_add(parts, np, queued[i].comm);
     for (int i = 0; i < np; i++)
-        parts[i].launch = launch;
+        parts[i].launch = launch && !async_mode(); /* FAKENCCL_ASYNC: enqueued below */
     if (np == 1)
         res = run_part(&parts[0]);
     for (int i = 0; i < np && np > 1; i++)
@@ -430,6 +592,10 @@ static ncclResult_t group_end(bool launch)
         if (parts[i].res != ncclSuccess && res == ncclSuccess)
             res = parts[i].res;
     }
+    for (int pass = 0; pass < 2 && launch && async_mode() && res == ncclSuccess; pass++)
+        for (size_t i = 0; i < nqueued; i++) /* sends first, each on its communicator's device */
+            if ((queued[i].kind == 5) == (pass == 0) && (res = enqueue(&queued[i])) != ncclSuccess)
+                break;
     nqueued = 0;
     nmade = 0;
     return res;
@@ -457,44 +623,44 @@ FK_EXPORT ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t *info)
 FK_EXPORT ncclResult_t ncclAllReduce(const void *sb, void *rb, size_t count, ncclDataType_t t,
                                      ncclRedOp_t op, ncclComm_t comm, void *stream)
 {
-    return submit(0, sb, rb, count, t, (int)op, 0, comm);
+    return submit(0, sb, rb, count, t, (int)op, 0, comm, stream);
 }
 
 FK_EXPORT ncclResult_t ncclBroadcast(const void *sb, void *rb, size_t count, ncclDataType_t t,
                                      int root, ncclComm_t comm, void *stream)
 {
-    return submit(1, sb, rb, count, t, 0, root, comm);
+    return submit(1, sb, rb, count, t, 0, root, comm, stream);
 }
 
 FK_EXPORT ncclResult_t ncclReduce(const void *sb, void *rb, size_t count, ncclDataType_t t,
                                   ncclRedOp_t op, int root, ncclComm_t comm, void *stream)
 {
-    return submit(2, sb, rb, count, t, (int)op, root, comm);
+    return submit(2, sb, rb, count, t, (int)op, root, comm, stream);
 }
 
 FK_EXPORT ncclResult_t ncclAllGather(const void *sb, void *rb, size_t count, ncclDataType_t t,
                                      ncclComm_t comm, void *stream)
 {
-    return submit(3, sb, rb, count, t, 0, 0, comm);
+    return submit(3, sb, rb, count, t, 0, 0, comm, stream);
 }
 
 FK_EXPORT ncclResult_t ncclReduceScatter(const void *sb, void *rb, size_t count,
                                          ncclDataType_t t, ncclRedOp_t op, ncclComm_t comm,
                                          void *stream)
 {
-    return submit(4, sb, rb, count, t, (int)op, 0, comm);
+    return submit(4, sb, rb, count, t, (int)op, 0, comm, stream);
 }
 
 FK_EXPORT ncclResult_t ncclSend(const void *sb, size_t count, ncclDataType_t t, int peer,
                                 ncclComm_t comm, void *stream)
 {
-    return submit(5, sb, NULL, count, t, 0, peer, comm);
+    return submit(5, sb, NULL, count, t, 0, peer, comm, stream);
 }
 
 FK_EXPORT ncclResult_t ncclRecv(void *rb, size_t count, ncclDataType_t t, int peer,
                                 ncclComm_t comm, void *stream)
 {
-    return submit(6, NULL, rb, count, t, 0, peer, comm);
+    return submit(6, NULL, rb, count, t, 0, peer, comm, stream);
 }
 
 /* ---- communicators ------------------------------------------------------------------------ */
@@ -531,6 +697,8 @@ static struct ncclComm *comm_alloc(const char *name, int nranks, int rank)
     if (c == NULL)
         return NULL;
     snprintf(c->name, sizeof(c->name), "%s", name);
+    pthread_mutex_init(&c->qlock, NULL);
+    pthread_cond_init(&c->qcond, NULL);
     c->nranks = nranks;
     c->rank = rank;
     drv_bind();
@@ -674,6 +842,7 @@ FK_EXPORT ncclResult_t ncclCommDestroy(ncclComm_t comm)
 {
     if (comm == NULL)
         return ncclInvalidArgument;
+    device_stop(comm, true);
     comm_free(comm);
     return ncclSuccess;
 }
@@ -695,6 +864,7 @@ FK_EXPORT ncclResult_t ncclCommAbort(ncclComm_t comm)
 
     if (comm == NULL || atomic_exchange(&comm->aborted, 1) != 0)
         return ncclSuccess;
+    device_stop(comm, false); /* its queued operations fail at once, as aborted kernels end */
     if ((slot = atomic_fetch_add(&naborted, 1)) < 64)
         aborted_list[slot] = comm;
     if (comm->internal != NULL && drv_free != NULL)
@@ -785,19 +955,19 @@ FK_EXPORT ncclResult_t ncclRedOpDestroy(ncclRedOp_t op, ncclComm_t comm)
 FK_EXPORT ncclResult_t ncclAlltoAll(const void *sb, void *rb, size_t count, ncclDataType_t t,
                                     ncclComm_t comm, void *stream)
 {
-    return submit(7, sb, rb, count, t, 0, 0, comm);
+    return submit(7, sb, rb, count, t, 0, 0, comm, stream);
 }
 
 FK_EXPORT ncclResult_t ncclGather(const void *sb, void *rb, size_t count, ncclDataType_t t,
                                   int root, ncclComm_t comm, void *stream)
 {
-    return submit(8, sb, rb, count, t, 0, root, comm);
+    return submit(8, sb, rb, count, t, 0, root, comm, stream);
 }
 
 FK_EXPORT ncclResult_t ncclScatter(const void *sb, void *rb, size_t count, ncclDataType_t t,
                                    int root, ncclComm_t comm, void *stream)
 {
-    return submit(9, sb, rb, count, t, 0, root, comm);
+    return submit(9, sb, rb, count, t, 0, root, comm, stream);
 }
 
 /* A window: NCCL's handle, and 64 KiB of device memory the registration takes (charged). */

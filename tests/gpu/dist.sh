@@ -28,8 +28,16 @@
 #            placements serving the next job
 #   vmm      the collectives and DDP again with PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
 #   jaxdist  jax.distributed across 2 processes (with 4 GPUs, 2 each)
+#   two      with two servers: the veth's raw TCP ceiling between the "hosts" (rgpu-bench-tcp,
+#            printed beside the two-server bus bandwidth), torch, busbw (to 64 MiB), jax, single,
+#            one of the two servers killed
+# Steps run in the order of DIST_STEPS (default "torch busbw local faults two vmm jaxdist";
+# local = jax, single, cupy); DIST_BUDGET_S (default 480) bounds the run, DIST_SLACK_S (30) how
+# far past it a step's timeout may reach; DIST_PORT / DIST_MPORT the servers' and torch's ports.
+# tests/gpu/dist_all.sh runs 2 and then 4 GPUs in one call.
 # Every process started here has NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
-# NVSHMEM_DISABLE_NVLS=1 (gpu-server too). Processes are ended by pid only.
+# NVSHMEM_DISABLE_NVLS=1 (gpu-server too). Processes are ended by pid only. Native and the one
+# server see GPUs 0..N-1 only (CUDA_VISIBLE_DEVICES, --devices).
 # Output: the table on stdout and in $OUT/dist-table.md; every log in $OUT/dist-logs.tar.gz.
 # Usage (root, on the GPU host, from the bundle of tests/gpu/bundle.sh):
 #   tests/gpu/dist.sh .bundle 2      (nvidia-h100-x2)
@@ -44,27 +52,34 @@ DEPS=$B/deps
 OUTD=${OUT:-/tmp/rgpu-dist-out}
 LOGS=/tmp/rgpu-dist-logs
 WORK=/tmp/rgpu-dist-work
-BUDGET=${DIST_BUDGET_S:-500}
+BUDGET=${DIST_BUDGET_S:-480}
+SLACK=${DIST_SLACK_S:-30}
+STEPS=${DIST_STEPS:-torch busbw local faults two vmm jaxdist}
 T0=$(date +%s)
 P1=${DIST_PORT:-7201}
 P2=$((P1 + 1))
-MPORT=29600
+MPORT=${DIST_MPORT:-29600}
 rm -rf "$LOGS" "$WORK"
 mkdir -p "$OUTD" "$LOGS" "$WORK"
 IP=$(command -v ip || echo "$B/bin/ip")
 IPX() { LD_LIBRARY_PATH=$DEPS "$IP" "$@"; }
 PIDS=()
-cleanup() {
-    for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null; done
+netns_clean() {
     IPX netns del rgpu-h0 2>/dev/null
     IPX netns del rgpu-h1 2>/dev/null
     IPX link del rgpu-br 2>/dev/null
 }
+cleanup() {
+    for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null; done
+    netns_clean
+}
+netns_clean # a run before this one that did not get to its end
 trap cleanup EXIT
+trap 'exit 143' TERM INT
 elapsed() { echo $(($(date +%s) - T0)); }
 fits() { [ $(($(elapsed) + $1)) -le "$BUDGET" ]; } # expected seconds of a step
-cap() { # a step's timeout, cut so that no step ends later than 30 s after the budget
-    local left=$((BUDGET + 30 - $(elapsed)))
+cap() { # a step's timeout, cut so that no step ends later than SLACK s after the budget
+    local left=$((BUDGET + SLACK - $(elapsed)))
     [ "$left" -lt 10 ] && left=10
     echo $(($1 < left ? $1 : left))
 }
@@ -83,10 +98,14 @@ nvidia-smi topo -m 2>/dev/null | head -$((NGPU + 1))
 echo "NCCL $NCCL_DIR; $NGPU GPUs; budget ${BUDGET} s"
 
 # ---- servers ----------------------------------------------------------------------------------
-conf() { printf '[server]\nnccl_library = %s/libnccl.so.2\n' "$NCCL_DIR" >"$WORK/$1.conf"; }
+# busy_poll_us: the workers spin 50 us before blocking on a receive (and the clients,
+# RGPU_BUSY_POLL_US): the 8-byte latency row is mostly two wake-ups of a round trip.
+BUSY=${DIST_BUSY_POLL_US:-50}
+conf() { printf '[server]\nnccl_library = %s/libnccl.so.2\nbusy_poll_us = %s\n' "$NCCL_DIR" "$BUSY" >"$WORK/$1.conf"; }
 conf one
+ALL=$(seq -s, 0 $((NGPU - 1)))
 LD_LIBRARY_PATH=$DEPS "$B/bin/gpu-server" --config "$WORK/one.conf" --listen 127.0.0.1 \
-    --port "$P1" --log-level info >"$LOGS/server-one.log" 2>&1 &
+    --port "$P1" --devices "$ALL" --log-level info >"$LOGS/server-one.log" 2>&1 &
 PIDS+=($!)
 ONE=127.0.0.1:$P1
 # Two "hosts": namespaces rgpu-h0 (10.88.0.1) and rgpu-h1 (10.88.0.2) on a bridge with this
@@ -100,6 +119,7 @@ start_h() { # h: the gpu-server of "host" h, in its namespace (its pid in SERVER
     [ "$h" = 1 ] && d=$devs1
     LD_LIBRARY_PATH=$DEPS "$IP" netns exec rgpu-h$h env LD_LIBRARY_PATH="$DEPS" \
         NCCL_HOSTID=rgpu-host-$h NCCL_SOCKET_IFNAME=rgpu-h$h-i NCCL_NVLS_ENABLE=0 \
+        NCCL_IB_DISABLE=1 NCCL_SOCKET_NTHREADS=4 NCCL_NSOCKS_PERTHREAD=4 \
         TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 \
         "$B/bin/gpu-server" --config "$WORK/two.conf" --listen 10.88.0.$((h + 1)) \
         --port "$P2" --devices "$d" --log-level info >>"$LOGS/server-h$h.log" 2>&1 &
@@ -133,11 +153,12 @@ HOSTS_ONE=$(seq -s, 0 $((NGPU - 1)) | sed 's/[0-9]\+/0/g')
 pre() { # placement: PRE=(its environment, for env; a process started `env "${PRE[@]}" cmd &`
     # has $! = the command's own pid, so that it can be ended by pid)
     case $1 in
-        native) PRE=(LD_LIBRARY_PATH="$NCCL_DIR:$DEPS" DIST_HOSTS="$HOSTS_ONE") ;;
+        native) PRE=(LD_LIBRARY_PATH="$NCCL_DIR:$DEPS" DIST_HOSTS="$HOSTS_ONE"
+                     CUDA_VISIBLE_DEVICES="$ALL") ;;
         one) PRE=(LD_LIBRARY_PATH="$B/client:$DEPS" LD_PRELOAD="$B/nccl/libnccl.so.2"
-                  RGPU_SERVER="$ONE" DIST_HOSTS="$HOSTS_ONE") ;;
+                  RGPU_SERVER="$ONE" DIST_HOSTS="$HOSTS_ONE" RGPU_BUSY_POLL_US="$BUSY") ;;
         two) PRE=(LD_LIBRARY_PATH="$B/client:$DEPS" LD_PRELOAD="$B/nccl/libnccl.so.2"
-                  RGPU_SERVER="$TWO" DIST_HOSTS="$HOSTS_TWO") ;;
+                  RGPU_SERVER="$TWO" DIST_HOSTS="$HOSTS_TWO" RGPU_BUSY_POLL_US="$BUSY") ;;
     esac
 }
 on() { # placement cmd...
@@ -172,19 +193,19 @@ single() { # placement tag timeout cmd...
     [ $rc = 0 ] || shell_row "$pl" "$tag" FAIL "exit $rc after at most $to s: $(grep -v '^\s*$' "$LOGS/$tag.$pl.err" | tail -1 | cut -c1-200)"
     grep '^ROW' "$LOGS/$tag.$pl.out" | sed "s/^/[$pl] /"
 }
-busbw() { # placement round
-    local pl=$1 r=$2 pids=() rc=0 to
+busbw() { # placement round [max MiB (1024)] [timed repetitions (5)]
+    local pl=$1 r=$2 max=${3:-1024} reps=${4:-5} pids=() rc=0 to
     to=$(cap 60)
     rm -f "$WORK/busbw.id"
     pre "$pl"
     for k in $(seq $((NGPU - 1)) -1 0); do
         if [ "$k" = 0 ]; then
-            env "${PRE[@]}" NCCL_BUSBW_MIN=4 NCCL_BUSBW_STEP=4 NCCL_BUSBW_REPS=5 NCCL_BUSBW_LAT=1 \
-                timeout -k 5 "$to" "$B/bin/nccl_busbw" 0 "$NGPU" "$WORK/busbw.id" 1024 20 \
+            env "${PRE[@]}" NCCL_BUSBW_MIN=4 NCCL_BUSBW_STEP=4 NCCL_BUSBW_REPS=$reps NCCL_BUSBW_LAT=1 \
+                timeout -k 5 "$to" "$B/bin/nccl_busbw" 0 "$NGPU" "$WORK/busbw.id" "$max" 20 \
                 >"$LOGS/busbw.$pl.$r.out" 2>"$LOGS/busbw.$pl.$r.err" || rc=$?
         else
-            env "${PRE[@]}" NCCL_BUSBW_MIN=4 NCCL_BUSBW_STEP=4 NCCL_BUSBW_REPS=5 NCCL_BUSBW_LAT=1 \
-                timeout -k 5 "$to" "$B/bin/nccl_busbw" "$k" "$NGPU" "$WORK/busbw.id" 1024 20 \
+            env "${PRE[@]}" NCCL_BUSBW_MIN=4 NCCL_BUSBW_STEP=4 NCCL_BUSBW_REPS=$reps NCCL_BUSBW_LAT=1 \
+                timeout -k 5 "$to" "$B/bin/nccl_busbw" "$k" "$NGPU" "$WORK/busbw.id" "$max" 20 \
                 >/dev/null 2>"$LOGS/busbw.$pl.$r.r$k.err" &
             pids+=($!)
         fi
@@ -195,24 +216,29 @@ busbw() { # placement round
 }
 mem_used() { nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits | head -"$NGPU" | awk '{s += $1} END {print s + 0}'; }
 
-# ---- 1. PyTorch patterns, native and one server ------------------------------------------------
-for pl in native one; do
-    if fits 90; then ranks $pl torch 200 "$NGPU" "$ROOT/tests/gpu/dist_torch.py"; else skip $pl torch; fi
-done
-# ---- 2. bus bandwidth, interleaved ----------------------------------------------------------------
-for r in 1 2; do
+# ---- the steps (DIST_STEPS picks them and their order) -----------------------------------------
+step_torch() { # PyTorch patterns, native and one server
     for pl in native one; do
-        if fits 25; then busbw $pl $r; else skip $pl "busbw_round$r"; fi
+        if fits 40; then ranks $pl torch 120 "$NGPU" "$ROOT/tests/gpu/dist_torch.py"; else skip $pl torch; fi
     done
-done
-# ---- 3-5. every GPU in one process: JAX, PyTorch, CuPy -------------------------------------------
-for pl in native one; do
-    if fits 50; then single $pl jax 150 python3 "$ROOT/tests/gpu/dist_jax.py" local; else skip $pl jax; fi
-    if fits 30; then single $pl single 90 python3 "$ROOT/tests/gpu/dist_single.py"; else skip $pl single; fi
-    if fits 20; then single $pl cupy 60 python3 "$ROOT/tests/gpu/dist_cupy.py"; else skip $pl cupy; fi
-done
-# ---- 6. faults ----------------------------------------------------------------------------------
-MEM0=$(mem_used)
+}
+step_busbw() { # bus bandwidth, native and one server interleaved
+    for r in 1 2; do
+        for pl in native one; do
+            if fits 15; then busbw $pl $r; else skip $pl "busbw_round$r"; fi
+        done
+    done
+}
+step_local() { # every GPU in one process: JAX, PyTorch, CuPy (hang-prone: short timeouts)
+    for pl in native one; do
+        if fits 40; then DIST_JAX_PPERMUTE=0 single $pl jax 90 python3 "$ROOT/tests/gpu/dist_jax.py" local; else skip $pl jax; fi
+        if fits 20; then single $pl single 60 python3 "$ROOT/tests/gpu/dist_single.py"; else skip $pl single; fi
+        if fits 15; then single $pl cupy 45 python3 "$ROOT/tests/gpu/dist_cupy.py"; else skip $pl cupy; fi
+    done
+    for pl in native one; do # apart: a first send/recv between a session's devices may hang
+        if fits 20; then DIST_JAX_PPERMUTE=only single $pl jaxpp 35 python3 "$ROOT/tests/gpu/dist_jax.py" local; else skip $pl jaxpp; fi
+    done
+}
 fault() { # placement label limit-seconds how (rank|server)
     local pl=$1 tag=$2 lim=$3 how=$4 start end rc p0 p1 args=() dev
     rm -f "$WORK/progress"
@@ -253,48 +279,73 @@ fault() { # placement label limit-seconds how (rank|server)
         shell_row "$pl" "$tag" FAIL "the ranks never reached their loop (exit $rc): $(grep -v '^\s*$' "$LOGS/$tag.$pl.r0.out" | tail -1 | cut -c1-160)"
     elif [ $rc != 0 ] && [ $rc != 124 ] && [ $rc != 143 ] && [ $rc != 137 ]; then
         shell_row "$pl" "$tag" PASS "the survivor failed ${took} s after the $how was killed (exit $rc: $(grep -h '^ERROR [0-9]' "$LOGS/$tag.$pl.r0.out" | cut -c1-120 | head -1))"
+    elif [ "$pl" = native ]; then # NCCL over NVLink does not see a dead peer: PyTorch's 600 s
+        shell_row "$pl" "$tag" INFO "no error ${took} s after the $how was killed (natively the bound is PyTorch's timeout, 600 s here)"
     else
         shell_row "$pl" "$tag" FAIL "no error ${took} s after the $how was killed (exit $rc; bound $lim s)"
     fi
 }
-if fits 50; then fault one fault_kill_rank 40 rank; else skip one fault_kill_rank; fi
-if fits 40; then fault native fault_kill_rank 30 rank; else skip native fault_kill_rank; fi
-sleep 3
-MEM1=$(mem_used)
-if [ $((MEM1 - MEM0)) -le $((200 * NGPU)) ]; then
-    shell_row one fault_memory_back PASS "GPU memory used ${MEM0} MiB before the faults, ${MEM1} MiB after"
-else
-    shell_row one fault_memory_back FAIL "GPU memory used ${MEM0} MiB before the faults, ${MEM1} MiB after"
-fi
-grep -h "aborting\|is gone" "$LOGS"/server-one.log | tail -3
-if fits 30; then
-    rm -f "$WORK/busbw.id"
-    busbw one after_faults && shell_row one serves_after_faults PASS "bus bandwidth sweep ran on the same server after the faults"
-else skip one serves_after_faults; fi
-
-# ---- 7-9. two servers ---------------------------------------------------------------------------
-if have two; then
-    if fits 90; then ranks two torch 200 "$NGPU" "$ROOT/tests/gpu/dist_torch.py"; else skip two torch; fi
-    if fits 25; then busbw two 1; else skip two busbw_round1; fi
-    if fits 50; then single two jax 150 python3 "$ROOT/tests/gpu/dist_jax.py" local; else skip two jax; fi
-    if fits 30; then single two single 90 python3 "$ROOT/tests/gpu/dist_single.py"; else skip two single; fi
-    if fits 50; then
-        fault two fault_kill_server 40 server
+step_faults() { # a rank killed inside the all-reduces; the GPUs' memory back; serving after
+    local mem0 mem1
+    mem0=$(mem_used)
+    if fits 30; then fault one fault_kill_rank 20 rank; else skip one fault_kill_rank; fi
+    if fits 20; then fault native fault_kill_rank 10 rank; else skip native fault_kill_rank; fi
+    sleep 3
+    mem1=$(mem_used)
+    if [ $((mem1 - mem0)) -le $((200 * NGPU)) ]; then
+        shell_row one fault_memory_back PASS "GPU memory used ${mem0} MiB before the faults, ${mem1} MiB after"
+    else
+        shell_row one fault_memory_back FAIL "GPU memory used ${mem0} MiB before the faults, ${mem1} MiB after"
+    fi
+    grep -h "aborting\|is gone" "$LOGS"/server-one.log | tail -3
+    if fits 15; then
+        rm -f "$WORK/busbw.id"
+        busbw one after_faults 256 1 && shell_row one serves_after_faults PASS "bus bandwidth sweep ran on the same server after the faults"
+    else skip one serves_after_faults; fi
+}
+tcp_ceiling() { # the veth's raw TCP ceiling between the two "hosts" (rgpu-bench-tcp, rgpu's tcp)
+    local sp v
+    LD_LIBRARY_PATH=$DEPS "$IP" netns exec rgpu-h1 env LD_LIBRARY_PATH="$DEPS" timeout 40 \
+        "$B/bin/rgpu-bench-tcp" server 10.88.0.2:$((P2 + 5)) >"$LOGS/tcp.server.out" 2>&1 &
+    sp=$!
+    sleep 0.5
+    LD_LIBRARY_PATH=$DEPS "$IP" netns exec rgpu-h0 env LD_LIBRARY_PATH="$DEPS" timeout 30 \
+        "$B/bin/rgpu-bench-tcp" client 10.88.0.2:$((P2 + 5)) >"$LOGS/tcp.two.out" 2>&1
+    kill "$sp" 2>/dev/null
+    wait "$sp" 2>/dev/null
+    v=$(python3 -c 'import json,sys
+d={}
+for l in open(sys.argv[1]):
+    try: j=json.loads(l); d[j["bench"]]=j
+    except Exception: pass
+s=d.get("tcp_send"); r=d.get("tcp_recv")
+print(json.dumps({"name":"tcp_ceiling","send":s and s["value"],"recv":r and r["value"],"unit":s and s["unit"]}))' "$LOGS/tcp.two.out" 2>/dev/null)
+    [ -n "$v" ] && echo "METRIC $v" >>"$LOGS/shell.two.out" && echo "veth TCP ceiling: $v"
+}
+step_two() { # two servers in network namespaces
+    have two || return 0
+    if fits 5; then tcp_ceiling; fi
+    if fits 40; then ranks two torch 120 "$NGPU" "$ROOT/tests/gpu/dist_torch.py"; else skip two torch; fi
+    if fits 20; then busbw two 1 64 3; else skip two busbw_round1; fi
+    if fits 40; then DIST_JAX_PPERMUTE=0 single two jax 90 python3 "$ROOT/tests/gpu/dist_jax.py" local; else skip two jax; fi
+    if fits 20; then single two single 60 python3 "$ROOT/tests/gpu/dist_single.py"; else skip two single; fi
+    if fits 30; then
+        fault two fault_kill_server 20 server
         start_h 1 # the next jobs have both "hosts" again
         sleep 2
     else skip two fault_kill_server; fi
-fi
-# ---- 10. the VMM allocator -------------------------------------------------------------------------
-for pl in native one; do
-    if fits 50; then
-        PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True ranks $pl vmm 150 "$NGPU" \
-            "$ROOT/tests/gpu/dist_torch.py" --phases coll,ddp --prefix vmm_
-    else skip $pl vmm; fi
-done
-# ---- 11. jax.distributed across 2 processes -------------------------------------------------------
-jaxdist() { # placement
+}
+step_vmm() { # the VMM allocator
+    for pl in native one; do
+        if fits 30; then
+            PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True ranks $pl vmm 90 "$NGPU" \
+                "$ROOT/tests/gpu/dist_torch.py" --phases coll,ddp --prefix vmm_
+        else skip $pl vmm; fi
+    done
+}
+jaxdist() { # placement: jax.distributed across 2 processes
     local pl=$1 pids=() rc=0 port=$((MPORT + 50)) to
-    to=$(cap 120)
+    to=$(cap 75)
     pre "$pl"
     for p in 1 0; do
         local sel=() uns=() srv=$ONE
@@ -313,11 +364,16 @@ jaxdist() { # placement
     [ $rc = 0 ] || shell_row "$pl" jaxdist FAIL "exit $rc: $(grep -v '^\s*$' "$LOGS/jaxdist.$pl.p0.err" | tail -1 | cut -c1-200)"
     grep '^ROW' "$LOGS/jaxdist.$pl.out" | sed "s/^/[$pl] /"
 }
-for pl in native one two; do
-    have $pl || continue
-    if fits 45; then jaxdist $pl; else skip $pl jaxdist; fi
+step_jaxdist() {
+    for pl in native one two; do
+        have $pl || continue
+        if fits 30; then jaxdist $pl; else skip $pl jaxdist; fi
+    done
+}
+for step in $STEPS; do
+    echo "== $step ($(elapsed) s)"
+    "step_$step"
 done
-if have two && fits 45; then busbw two 2; fi
 
 # ---- the table ----------------------------------------------------------------------------------
 echo

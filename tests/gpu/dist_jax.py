@@ -97,11 +97,17 @@ def local(jax, jnp, np):
         assert np.allclose(np.asarray(y), want), np.asarray(y)
         return "a ring shift over %d devices right" % n
 
-    run("jax_pmap_psum", pmap_psum)
-    nccl_libs()
-    run("jax_sharded_jit", sharded_jit)
-    run("jax_dp_step", dp_step)
-    run("jax_ppermute", ppermute)
+    # DIST_JAX_PPERMUTE: "0" leaves ppermute out, "only" runs it alone (dist.sh runs it apart,
+    # under a short timeout: a first send/recv between devices of one session can hang through
+    # rgpu, docs/nccl.md "Known limits").
+    pp = os.environ.get("DIST_JAX_PPERMUTE", "1")
+    if pp != "only":
+        run("jax_pmap_psum", pmap_psum)
+        nccl_libs()
+        run("jax_sharded_jit", sharded_jit)
+        run("jax_dp_step", dp_step)
+    if pp != "0":
+        run("jax_ppermute", ppermute)
 
 
 def multi(jax, jnp, np):

@@ -16,12 +16,12 @@ TITLE = {"native": "native", "one": "rgpu, one server", "two": "rgpu, two server
 
 def parse(logs):
     rows, order, losses, metrics = {}, [], {}, {p: {} for p in PLACES}
-    kinds = ("torch", "vmm", "jax", "single", "cupy", "jaxdist", "shell")
+    kinds = ("torch", "vmm", "jax", "jaxpp", "single", "cupy", "jaxdist", "shell")
     paths = sorted(glob.glob(os.path.join(logs, "*.out")),
                    key=lambda q: (next((i for i, k in enumerate(kinds)
                                         if os.path.basename(q).startswith(k + ".")), 99), q))
     for path in paths:
-        m = re.match(r"^(torch|jax|single|cupy|vmm|jaxdist|shell)\.(native|one|two)\.out$",
+        m = re.match(r"^(torch|jaxpp|jax|single|cupy|vmm|jaxdist|shell)\.(native|one|two)\.out$",
                      os.path.basename(path))
         if not m:
             continue
@@ -155,6 +155,16 @@ def main(argv):
             mark = ">= %.2fx: %s" % (target, "met" if ro >= target else "MISSED")
         out.append("| %s | %s | %s | %s | %s | %s | %s |" % (
             human(n), nc, oc, "%.3f" % ro if ro else "-", tc, "%.3f" % rt if rt else "-", mark))
+    tcp = metrics["two"].get("tcp_ceiling")
+    if tcp and tcp.get("send"):
+        big = max((n for n in bw["two"]), default=None)
+        two_big = statistics.median(x[0] for x in bw["two"][big]) if big else None
+        line = ("The two servers' network: the veth's raw TCP ceiling between the \"hosts\" "
+                "(rgpu-bench-tcp, one connection) %.2f %s sending, %.2f receiving"
+                % (tcp["send"], tcp.get("unit") or "", tcp.get("recv") or 0.0))
+        if two_big:
+            line += "; two-server bus bandwidth at %s: %.2f GB/s" % (human(big), two_big)
+        out += ["", line + "."]
     out += ["", "### Latency, step times, replays, copies", "",
             "| measurement | native | one server | two servers | target |", "|---|---|---|---|---|"]
 

@@ -24,6 +24,16 @@
  *   killmid rank 1 is killed inside an all-reduce (its worker's NCCL does not notice dead peers,
  *          FAKENCCL_BLIND); rank 0's next all-reduce must fail, not hang (NCCL_RANKS_DEAD: the
  *          file that appears once rank 1 is dead)
+ *   devwait (one process, two devices; FAKENCCL_ASYNC) as XLA drives a clique: a thread per
+ *          device, each its own group of one all-reduce, then waits for its device (a stream
+ *          synchronization, an event's, a device-to-host copy); device 1's thread starts late,
+ *          so device 0's wait comes before the peer's collective is sent: it must not hold the
+ *          session (nor the worker) so that the peer's can still go out
+ *   killloop (FAKENCCL_ASYNC, FAKENCCL_BLIND) ranks all-reduce in a loop, each collective waited
+ *          for with cuCtxSynchronize and followed by ncclCommGetAsyncError (as PyTorch's loop
+ *          and watchdog); rank 1 exits abruptly at step 30; rank 0, blocked in the
+ *          synchronization of a collective that waits for the dead rank, must fail (exit 0
+ *          after printing "rank 0: failed"), not hang
  *   lazy   (one process) NCCL memory allocated after creation (FAKENCCL_LAZY_BYTES) is charged:
  *          argv[4] bytes held first; NCCL_RANKS_EXPECT_OVER=1: the all-reduce must fail
  * Prints "rank R: ok" and exits 0 when every check passed. */
@@ -560,6 +570,107 @@ static void mode_devices(void)
         NC(ncclCommDestroy(all[i]));
 }
 
+/* devwait: one thread per device, as XLA's. */
+struct dev_waiter {
+    int dev;
+    ncclComm_t comm;
+    CUcontext ctx;
+    CUstream s;
+    CUdeviceptr b;
+    int bad;
+    pthread_t thread;
+};
+
+static void *dev_wait_main(void *arg)
+{
+    struct dev_waiter *w = arg;
+    float in[N], out[N];
+    CUevent ev;
+
+    if (cuCtxSetCurrent(w->ctx) != CUDA_SUCCESS || cuEventCreate(&ev, 0) != CUDA_SUCCESS) {
+        w->bad++;
+        return NULL;
+    }
+    for (int k = 0; k < N; k++)
+        in[k] = (float)(w->dev + 1);
+    for (int it = 0; it < 6; it++) {
+        if (w->dev == 1 && it == 0)
+            usleep(300 * 1000); /* device 0 waits before this device's collective is sent */
+        if (cuMemcpyHtoD(w->b, in, sizeof(in)) != CUDA_SUCCESS ||
+            ncclGroupStart() != ncclSuccess ||
+            ncclAllReduce((void *)w->b, (void *)w->b, N, ncclFloat32, ncclSum, w->comm, w->s) !=
+                ncclSuccess ||
+            ncclGroupEnd() != ncclSuccess) {
+            w->bad++;
+            break;
+        }
+        CUresult r = it % 3 == 0   ? cuStreamSynchronize(w->s)
+                     : it % 3 == 1 ? (cuEventRecord(ev, w->s) == CUDA_SUCCESS
+                                          ? cuEventSynchronize(ev)
+                                          : CUDA_ERROR_UNKNOWN)
+                                   : cuMemcpyDtoHAsync(out, w->b, sizeof(out), w->s);
+        if (r == CUDA_SUCCESS && it % 3 == 2)
+            r = cuStreamSynchronize(w->s);
+        else if (r == CUDA_SUCCESS)
+            r = cuMemcpyDtoH(out, w->b, sizeof(out));
+        if (r != CUDA_SUCCESS || out[7] != 3.0f) {
+            fprintf(stderr, "device %d step %d: %d, %g\n", w->dev, it, (int)r, out[7]);
+            w->bad++;
+        }
+    }
+    cuEventDestroy(ev);
+    return NULL;
+}
+
+static void mode_devwait(void)
+{
+    struct dev_waiter w[2];
+    ncclComm_t all[2];
+
+    for (int i = 0; i < 2; i++) {
+        CUdevice dev;
+
+        w[i] = (struct dev_waiter){.dev = i};
+        CU(cuDeviceGet(&dev, i));
+        CU(cuDevicePrimaryCtxRetain(&w[i].ctx, dev));
+        CU(cuCtxSetCurrent(w[i].ctx));
+        CU(cuStreamCreate(&w[i].s, CU_STREAM_NON_BLOCKING));
+        w[i].b = dev_floats(NULL, N);
+    }
+    NC(ncclCommInitAll(all, 2, NULL));
+    for (int i = 0; i < 2; i++) {
+        w[i].comm = all[i];
+        if (pthread_create(&w[i].thread, NULL, dev_wait_main, &w[i]) != 0)
+            exit(5);
+    }
+    for (int i = 0; i < 2; i++) {
+        pthread_join(w[i].thread, NULL);
+        EXPECT(w[i].bad == 0, "device %d: %d step(s) wrong", i, w[i].bad);
+    }
+    for (int i = 0; i < 2; i++)
+        NC(ncclCommDestroy(all[i]));
+}
+
+/* killloop: rank 1 dies at step 30; rank 0 must see an error, not wait for ever. */
+static void mode_killloop(ncclComm_t comm)
+{
+    CUdeviceptr b = dev_floats(NULL, N);
+    ncclResult_t e = ncclSuccess;
+
+    for (int step = 0; step < 100000; step++) {
+        if (rank == 1 && step == 30)
+            _exit(9); /* no goodbye, no destroy: as a killed process */
+        if (ncclAllReduce((void *)b, (void *)b, N, ncclFloat32, ncclSum, comm, st) != ncclSuccess ||
+            cuCtxSynchronize() != CUDA_SUCCESS || ncclCommGetAsyncError(comm, &e) != ncclSuccess ||
+            e != ncclSuccess) {
+            printf("rank %d: failed at step %d (async error %d)\n", rank, step, (int)e);
+            EXPECT(rank == 0 && step >= 30, "a failure at step %d", step);
+            return;
+        }
+    }
+    EXPECT(0, "no failure in 100000 steps");
+}
+
 static void mode_single(void)
 {
     ncclConfig_t bad = {.size = sizeof(ncclConfig_t), .magic = NCCL_CONFIG_MAGIC,
@@ -600,7 +711,7 @@ int main(int argc, char **argv)
 
     if (argc < 5) {
         fprintf(stderr, "usage: nccl_ranks all|more|die|hang|killmid|join|forge|quota|lazy|single|"
-                        "old|devices|realid RANK NRANKS IDFILE\n");
+                        "old|devices|devwait|killloop|realid RANK NRANKS IDFILE\n");
         return 2;
     }
     rank = atoi(argv[2]);
@@ -610,7 +721,9 @@ int main(int argc, char **argv)
         int ndev = 1;
 
         CU(cuDeviceGetCount(&ndev));
-        CU(cuDeviceGet(&dev, strcmp(mode, "killmid") == 0 ? rank % ndev : 0));
+        CU(cuDeviceGet(&dev, strcmp(mode, "killmid") == 0 || strcmp(mode, "killloop") == 0
+                                 ? rank % ndev
+                                 : 0));
     }
     CU(cuDevicePrimaryCtxRetain(&ctx, dev));
     CU(cuCtxSetCurrent(ctx));
@@ -643,6 +756,8 @@ int main(int argc, char **argv)
         mode_old();
     } else if (strcmp(mode, "devices") == 0) {
         mode_devices();
+    } else if (strcmp(mode, "devwait") == 0) {
+        mode_devwait();
     } else if (strcmp(mode, "lazy") == 0) {
         CUdeviceptr hold, s1 = dev_floats(NULL, 32768), r1 = dev_floats(NULL, 32768);
         ncclResult_t e = ncclSuccess;
@@ -686,6 +801,8 @@ int main(int argc, char **argv)
             mode_all(comm);
         else if (strcmp(mode, "more") == 0)
             mode_more(comm, &id);
+        else if (strcmp(mode, "killloop") == 0)
+            mode_killloop(comm);
         else if (strcmp(mode, "killmid") == 0 && rank == 1) {
             CUdeviceptr s1 = dev_floats(NULL, N);
 
