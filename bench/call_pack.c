@@ -52,7 +52,7 @@ static int unpack(const Rgpu__Call *m, const uint8_t *buf, size_t len)
 
 int main(void)
 {
-    /* As client/launch.c sends an empty-grid launch with three parameters (24 bytes). */
+    /* As client/api/launch.c sends an empty-grid launch with three parameters (24 bytes). */
     uint64_t args[11] = {0x1230, 1, 1, 1, 128, 1, 1, 0, 0x5671, 24, 0};
     static uint8_t params[24], out[4096];
     Rgpu__Call m = RGPU__CALL__INIT;

@@ -6,7 +6,7 @@
  *   launch_ptrs_async, launch_ptrs_pinned_async  a kernel of four device-pointer parameters
  *                   launched back to back (launches/s, best of 5), before and after 64 MiB of
  *                   pinned host memory exists: through rgpu, the cost of the check for pinned
- *                   host addresses among a launch's parameters (client/host_mirror.h), which
+ *                   host addresses among a launch's parameters (client/bulk/host_mirror.h), which
  *                   PyTorch pays on every launch once its pinned staging buffers exist
  *   memcpy_*        HtoD / DtoH, pageable and pinned, 4 KiB .. 1 GiB (GiB/s, best of reps)
  * Usage: rgpu-bench-micro [max_copy_MiB] */

@@ -5,7 +5,7 @@
  *   rgpu ping [OPTIONS]                     round trips (and, with --bandwidth, copies)
  *   rgpu --version | --help
  * Options: tools/rgpu_common.c (one table for every command). Pool commands read the client
- * configuration (client/config.h). */
+ * configuration (client/session/config.h). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

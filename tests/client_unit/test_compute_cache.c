@@ -1,4 +1,4 @@
-/* NVRTC's compile cache (client/compute_cache.c), through the export table as NVRTC calls it:
+/* NVRTC's compile cache (client/api/compute_cache.c), through the export table as NVRTC calls it:
  * a miss, a store, a hit in another process with the same bytes, keys that differ by any input,
  * a damaged entry read as a miss, CUDA_CACHE_DISABLE, and the CUDA_CACHE_MAXSIZE budget. Each
  * case runs in a child process, since the cache reads its settings once per process. */

@@ -1,4 +1,4 @@
-/* client/image_hash.c: a large image inside a library file is hashed once and its hash
+/* client/api/image_hash.c: a large image inside a library file is hashed once and its hash
  * remembered on disk for later processes; an image in anonymous memory is not remembered; a
  * library replaced on disk while mapped is not trusted to the memo; RGPU_IMAGE_HASH_MEMO=0
  * turns it off. Each case in a child process (the memo reads its settings once). */

@@ -1,4 +1,4 @@
-/* client/image_params.c: kernel parameter layouts read from nvcc's output (a cubin, a fatbin,
+/* client/api/image_params.c: kernel parameter layouts read from nvcc's output (a cubin, a fatbin,
  * a fatbin of PTX only), and images cut short or damaged read safely (under ASan in CI). */
 #include <setjmp.h>
 #include <stdarg.h>

@@ -2,7 +2,7 @@
 da9151d3-3ae6-cc41-a5c0-4f26d533e328 (56 bytes: its size and 6 entry points) and through it uses
 the driver's compute cache (the JIT cache that CUDA_CACHE_DISABLE=1 turns off): natively a
 repeated compile of the same source takes ~11 ms instead of 200-400 ms. rgpu serves the table
-from a cache on the client host (client/compute_cache.c); before it did, every compile through
+from a cache on the client host (client/api/compute_cache.c); before it did, every compile through
 rgpu was a full one, and cuDNN's runtime-compiled attention engines made HF generate() slow for
 each new key length (issue 17). Prints the tables'
 availability and the compile times, and a last line "repeat compile median X ms".

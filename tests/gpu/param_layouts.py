@@ -1,5 +1,5 @@
 """Kernel parameter layouts as cuFuncGetParamInfo gives them, for every kernel of a cubin: run
-natively and through rgpu (whose client reads them from the image, client/image_params.c) and
+natively and through rgpu (whose client reads them from the image, client/api/image_params.c) and
 compare the outputs. Usage: python3 param_layouts.py CUBIN NAME..."""
 import ctypes
 import sys

@@ -19,7 +19,7 @@
 
 #include "expect.h"
 
-#define RDMA_COPY_MIN (64u << 10) /* client/rdma_copy.c */
+#define RDMA_COPY_MIN (64u << 10) /* client/bulk/rdma_copy.c */
 
 static unsigned long long htod_n, htod_bytes, dtoh_n, dtoh_bytes;
 

@@ -1,6 +1,6 @@
-/* Mapped pinned host memory through the real client (client/host_mirror.c, the worker's mirrors
- * in server/handlers_host_mirror.c, the fake driver's cuMemHostRegister): GPU work that names a
- * pinned host address. The patterns of the programs that need it:
+/* Mapped pinned host memory through the real client (client/bulk/host_mirror.c, the worker's
+ * mirrors in server/handlers_host_mirror.c, the fake driver's cuMemHostRegister): GPU work that
+ * names a pinned host address. The patterns of the programs that need it:
  *   jax:   XLA's redzone checker: a pinned buffer zeroed with cuMemsetD32Async on its host
  *          address, a kernel that writes into it, cuStreamSynchronize, the host reads it;
  *   p2p:   p2pBandwidthLatencyTest's delay flag: the host writes the flag, a kernel reads it, the

@@ -1,4 +1,4 @@
-/* Asynchronous copies of pinned memory over the data lanes (client/lanes.c; run with
+/* Asynchronous copies of pinned memory over the data lanes (client/bulk/lanes.c; run with
  * RGPU_LANES=4 on TCP): they return once sent, and every synchronizing call after them finds
  * their bytes in place. Back to back, mixed with a smaller asynchronous DtoH whose reply the
  * worker holds (the lanes fence before the next copy), with a copy that fails on the worker

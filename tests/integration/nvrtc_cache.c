@@ -1,6 +1,6 @@
 /* NVRTC (the toolkit's real library) through the client: two kernels compiled to PTX and to
  * SASS, each twice. NVRTC keeps its results in the compute cache it reaches through
- * cuGetExportTable (client/compute_cache.c); run_programs.sh runs this twice with one
+ * cuGetExportTable (client/api/compute_cache.c); run_programs.sh runs this twice with one
  * CUDA_CACHE_PATH and checks that the second run hits and that both print the same outputs. */
 #include <nvrtc.h>
 #include <stdio.h>

@@ -2,7 +2,7 @@
  * both directions, synchronous and asynchronous, at sizes around the one-sided threshold and
  * across the server's 8 MiB staging chunks, at offsets inside the pinned ranges; freeing or
  * unregistering right after an asynchronous copy; errors; several threads. On an RDMA session
- * the large ones go one-sided (client/rdma_copy.c): the program prints the one-sided totals it
+ * the large ones go one-sided (client/bulk/rdma_copy.c): the program prints the one-sided totals it
  * expects ("expect one-sided: ...") for run_programs.sh to compare with the server's count.
  * With --measure it prints the calling thread's CPU time per 16 MiB copy instead.
  * Prints PASS when every byte landed where CUDA puts it. */
@@ -15,7 +15,7 @@
 
 #include "expect.h"
 
-#define RDMA_COPY_MIN (64u << 10) /* client/rdma_copy.c */
+#define RDMA_COPY_MIN (64u << 10) /* client/bulk/rdma_copy.c */
 #define BIG           (24u << 20)
 
 static unsigned long long htod_n, htod_bytes, dtoh_n, dtoh_bytes; /* expected one-sided */

@@ -74,7 +74,7 @@ if grep -Eq '^rgpu stats: LAUNCH +0 +0.000 +1$' "$WORK/stats.err" &&
 else
     fail "RGPU_STATS"; cat "$WORK/stats.err"
 fi
-# Kernel parameter layouts come from the image (client/image_params.c): vadd's kernel, in an
+# Kernel parameter layouts come from the image (client/api/image_params.c): vadd's kernel, in an
 # nvcc fatbin, is launched without asking the worker for its layout; RGPU_LAYOUT_CHECK=1 asks
 # anyway and compares (here with the fake driver's table of what nvcc emits). ptx_driver loads
 # PTX, which describes no layout: its kernels' layouts are asked.
@@ -149,10 +149,10 @@ run_program copies_2d "$TOOLS/copies_2d"
 # Pinned memory copies (one-sided on RDMA sessions): every size, direction and kind of pinning.
 run_program pinned_copies "$TOOLS/pinned_copies"
 
-# Mapped pinned host memory (client/host_mirror.c): XLA's redzone checker, p2pBandwidthLatencyTest's
-# flag, copies in and out of mirrored memory, freeing, device pointers, a graph's host node after
-# GPU work; each check in a process of its own. A launch that names no pinned memory sends nothing
-# extra.
+# Mapped pinned host memory (client/bulk/host_mirror.c): XLA's redzone checker,
+# p2pBandwidthLatencyTest's flag, copies in and out of mirrored memory, freeing, device pointers,
+# a graph's host node after GPU work; each check in a process of its own. A launch that names no
+# pinned memory sends nothing extra.
 for check in jax p2p copies free attrs graph_host; do
     run_program "host_mirror_$check" env RGPU_STATS=1 "$TOOLS/host_mirror" "$check"
 done
@@ -229,7 +229,7 @@ else
     fail "local_answers: warnings"; grep -E "not supported" "$WORK/local_answers.err"
 fi
 
-# NVRTC's compile cache (client/compute_cache.c): the toolkit's NVRTC, run twice with one cache
+# NVRTC's compile cache (client/api/compute_cache.c): the toolkit's NVRTC, run twice with one cache
 # directory, misses and stores the first time (its second round of the same sources hits), hits
 # every lookup the second time, with the same outputs; with CUDA_CACHE_DISABLE=1 nothing hits.
 if [ -x "$TOOLS/nvrtc_cache" ]; then

@@ -324,7 +324,7 @@ static void expect_failure(ncclComm_t comm, int limit, ncclResult_t want)
     NC(ncclCommAbort(comm));
 }
 
-/* The client's generic forwarder (client/nccl_ext.c) checks each call against the op table
+/* The client's generic forwarder (client/api/nccl_ext.c) checks each call against the op table
  * before it is sent: an op that is not an NCCL one, too few or too many argument words (too few
  * would end the session at the worker), NOREPLY for an op that answers, and a stream argument
  * for an op without one are refused with INVALID_VALUE; the session goes on. */
