@@ -64,16 +64,13 @@ struct srv_lanes {
     bool stop;
     struct lane_job job;
     uint64_t copies, bytes;
+    size_t staging_most; /* the most pinned staging its lanes held (teardown log) */
 };
 
+/* The lanes component's state (server/components.def). */
 static struct srv_lanes *lanes_of(struct srv_session *s)
 {
-    if (s->lanes == NULL && (s->lanes = calloc(1, sizeof(*s->lanes))) != NULL) {
-        s->lanes->s = s;
-        pthread_mutex_init(&s->lanes->lock, NULL);
-        pthread_cond_init(&s->lanes->cond, NULL);
-    }
-    return s->lanes;
+    return srv_component_state(s, SRV_COMP_LANES);
 }
 
 void srv_lanes_offer(struct srv_session *s, Rgpu__Welcome *w)
@@ -409,7 +406,7 @@ CUresult srv_op_lanes_copy(struct srv_session *s, struct srv_call *call)
 
 void srv_lanes_staging_release(struct srv_session *s)
 {
-    struct srv_lanes *L = s->lanes;
+    struct srv_lanes *L = lanes_of(s);
 
     for (int i = 0; L != NULL && i < L->n; i++) {
         for (int k = 0; k < 2; k++)
@@ -420,19 +417,40 @@ void srv_lanes_staging_release(struct srv_session *s)
     }
 }
 
-void srv_lanes_end(struct srv_session *s)
+size_t srv_lanes_staging_most(struct srv_session *s)
 {
-    struct srv_lanes *L = s->lanes;
+    struct srv_lanes *L = lanes_of(s);
 
-    if (L == NULL)
-        return;
+    return L != NULL ? L->staging_most : 0;
+}
+
+static rg_status_t lanes_init(struct srv_session *s, void *state)
+{
+    struct srv_lanes *L = state;
+
+    L->s = s;
+    if (pthread_mutex_init(&L->lock, NULL) != 0)
+        return RG_ERR_NOMEM;
+    if (pthread_cond_init(&L->cond, NULL) != 0) {
+        pthread_mutex_destroy(&L->lock);
+        return RG_ERR_NOMEM;
+    }
+    return RG_OK;
+}
+
+/* Stop the lane threads (before the memory they copy to goes), close the lanes, free their
+ * staging. */
+static void lanes_teardown(struct srv_session *s, void *state)
+{
+    struct srv_lanes *L = state;
+
     pthread_mutex_lock(&L->lock);
     L->stop = true;
     pthread_cond_broadcast(&L->cond);
     pthread_mutex_unlock(&L->lock);
     for (int i = 0; i < L->n; i++) {
         pthread_join(L->lanes[i].thread, NULL);
-        s->lanes_staging_most += L->lanes[i].staging_most;
+        L->staging_most += L->lanes[i].staging_most;
     }
     if (L->copies > 0)
         rg_info("session %llu: %llu copies over %d data lanes, %.1f MiB",
@@ -444,8 +462,11 @@ void srv_lanes_end(struct srv_session *s)
             transport_close(L->lanes[i].conn);
     if (L->listener != NULL)
         transport_tcp_ops.listener_close(L->listener);
+    L->listener = NULL;
     pthread_mutex_destroy(&L->lock);
     pthread_cond_destroy(&L->cond);
-    free(L);
-    s->lanes = NULL;
 }
+
+const struct srv_component srv_lanes_component = {
+    .name = "lanes", .state_size = sizeof(struct srv_lanes), .init = lanes_init,
+    .teardown = lanes_teardown};
