@@ -115,7 +115,7 @@ static rg_status_t send_welcome(struct srv_session *s, const struct srv_config *
     w.devices = d->ptrs;
     w.server_name = (char *)cfg->name;
     srv_lanes_offer(s, &w);
-    if (rdma->offer.listener != NULL) {
+    if (rdma->offer.side != NULL) {
         w.rdma_addr = rdma->offer.addr;
         w.rdma_secret = (ProtobufCBinaryData){sizeof(rdma->offer.secret), rdma->offer.secret};
     } else {
@@ -234,7 +234,7 @@ static int transport_upgrade(struct srv_session *s, const struct srv_config *cfg
     struct transport_conn *rconn;
     rg_status_t st;
 
-    if (rdma->offer.listener == NULL)
+    if (rdma->offer.side == NULL)
         return -1;
     st = transport_rdma_offer_accept(&rdma->offer, transport_fd(s->conn), RDMA_UPGRADE_WAIT_MS,
                                      &rconn);
