@@ -277,7 +277,7 @@ static rg_status_t lanes_start(struct srv_lanes *L, int n)
         return RG_ERR_PROTO;
     transport_side_close(L->listener);
     L->listener = NULL;
-    /* L->n counts the lane threads (srv_lanes_end joins them; it closes every connection) */
+    /* L->n counts the lane threads (the teardown joins them; it closes every connection) */
     for (int i = 0; i < n; i++) {
         L->lanes[i] = (struct lane){.set = L, .index = i, .conn = L->lanes[i].conn};
         if (pthread_create(&L->lanes[i].thread, NULL, lane_thread, &L->lanes[i]) != 0)
