@@ -210,8 +210,8 @@ rg_status_t transport_side_accept(struct transport_side_listener *sl, int n, int
         if (in_request)
             st = side_accept_request(sl, take, arg, &taken);
         else if (sl->ops->accept(sl->listener, &c) == RG_OK)
-            pend[npend++] = (struct side_hello){.conn = c,
-                                                .deadline_ms = side_now_ms() + sl->hello_ms};
+            pend[npend++] =
+                (struct side_hello){.conn = c, .deadline_ms = side_now_ms() + sl->hello_ms};
     }
     for (int i = 0; i < npend; i++)
         transport_close(pend[i].conn);

@@ -36,9 +36,9 @@ struct transport_side_params {
     const uint8_t *secret;           /* NULL: secret_len random bytes (transport_side_secret) */
     size_t secret_len;               /* 1 to TRANSPORT_SIDE_SECRET_MAX */
     size_t tag_len;                  /* 0 to TRANSPORT_SIDE_TAG_MAX; 0 with CONNECT_SECRET */
-    int hello_ms; /* each stream connection's time to present the secret (unused with
-                   * CONNECT_SECRET) */
-    const char *what;                /* log lines: "<what> connection without the secret" */
+    int hello_ms;     /* each stream connection's time to present the secret (unused with
+                       * CONNECT_SECRET) */
+    const char *what; /* log lines: "<what> connection without the secret" */
 };
 
 /* Open the listener (nothing accepted yet). RG_ERR_INVALID for bad params; the backend's
@@ -52,8 +52,7 @@ const uint8_t *transport_side_secret(const struct transport_side_listener *sl);
 /* Called for each connection that presented the secret, with its tag (tag_len bytes): true
  * keeps it (the caller owns conn now), false refuses it (closed, logged as without the
  * secret). */
-typedef bool (*transport_side_take_fn)(void *arg, struct transport_conn *conn,
-                                       const uint8_t *tag);
+typedef bool (*transport_side_take_fn)(void *arg, struct transport_conn *conn, const uint8_t *tag);
 
 /* Accept until take kept n connections (RG_OK), or timeout_ms passed (RG_ERR_TIMEOUT), or
  * transport_side_cancel was called (RG_ERR_CLOSED). watch_fd (-1: none), for a listener
