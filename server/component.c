@@ -5,9 +5,7 @@
 #include <stdlib.h>
 
 #include "common/log.h"
-#include "server/lanes.h"
 #include "server/session.h"
-#include "server/tenancy.h"
 
 _Static_assert(SRV_COMP_COUNT <= SRV_COMPONENTS_MAX, "one bit of srv_components.live each");
 
@@ -77,18 +75,4 @@ void srv_components_free(struct srv_components *c, size_t n)
 }
 
 /* ---- parts whose state is still in struct srv_session (to move into their own files) ---- */
-
-static void lanes_teardown(struct srv_session *s, void *state)
-{
-    srv_lanes_end(s);
-}
-
-static void tenancy_teardown(struct srv_session *s, void *state)
-{
-    srv_tenancy_end(s);
-}
-
-const struct srv_component srv_lanes_component = {.name = "lanes", .teardown = lanes_teardown};
-const struct srv_component srv_tenancy_component = {.name = "tenancy",
-                                                    .teardown = tenancy_teardown};
 

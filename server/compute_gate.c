@@ -234,9 +234,9 @@ static int snapshot(struct srv_table *t, int me, int gpu, uint64_t now, struct s
  * published in its slot on the way. */
 static bool decide(struct srv_table *t, int me, int gpu, uint64_t now, bool joining)
 {
-    static struct sched_session ss[SRV_TABLE_SLOTS];
-    static int slots[SRV_TABLE_SLOTS];
-    static double share[SRV_TABLE_SLOTS];
+    struct sched_session ss[SRV_TABLE_SLOTS]; /* 36 KiB of stack, touched up to n */
+    int slots[SRV_TABLE_SLOTS];
+    double share[SRV_TABLE_SLOTS];
     struct sched_tenant tens[SCHED_MAX_TENANTS];
     struct sched_params p = {.window_ns = t->window_ns, .quantum_ns = t->quantum_ns};
     struct srv_table_gpu *G = &t->gpus[gpu];
@@ -426,7 +426,7 @@ static bool uncontended(struct srv_gate *g, int gpu)
 
 void srv_gate_begin(struct srv_session *s, CUstream st, struct srv_gate_ticket *tk)
 {
-    struct srv_gate *g = s->tenancy != NULL ? s->tenancy->gate : NULL;
+    struct srv_gate *g = srv_tenancy_gate(s);
     int gpu;
 
     tk->entry = -1;
@@ -464,7 +464,7 @@ void srv_gate_begin(struct srv_session *s, CUstream st, struct srv_gate_ticket *
 
 void srv_gate_end(struct srv_session *s, CUstream st, struct srv_gate_ticket *tk, CUresult res)
 {
-    struct srv_gate *g = s->tenancy != NULL ? s->tenancy->gate : NULL;
+    struct srv_gate *g = srv_tenancy_gate(s);
     const struct srv_table_tenant *ten;
     struct srv_table_slot *sl;
     uint64_t now;
@@ -523,7 +523,7 @@ static void drop_events(struct srv_gate *g)
 
 void srv_gate_forget_context(struct srv_session *s)
 {
-    struct srv_gate *g = s->tenancy != NULL ? s->tenancy->gate : NULL;
+    struct srv_gate *g = srv_tenancy_gate(s);
 
     if (g == NULL)
         return;

@@ -5,11 +5,25 @@
 #include "proto/tensor_map.h"
 #include "server/session.h"
 
+/* The map as the call's reply data, in session scratch (valid until the next call; the map
+ * itself is made on the stack, where its 64-byte alignment holds). */
+static CUresult reply_map(struct srv_session *s, struct srv_call *call, const CUtensorMap *map)
+{
+    void *out = srv_scratch(s, sizeof(*map));
+
+    if (out == NULL)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    memcpy(out, map, sizeof(*map));
+    call->rdata = out;
+    call->rdata_len = sizeof(*map);
+    return CUDA_SUCCESS;
+}
+
 /* The arrays come as data: struct proto_tensor_map_arrays; the map goes back as data. */
 CUresult srv_op_tensor_map_encode(struct srv_session *s, struct srv_call *call)
 {
     const struct proto_args_TENSOR_MAP_ENCODE *g = SRV_ARGS(call, TENSOR_MAP_ENCODE);
-    static CUtensorMap map;
+    CUtensorMap map;
     struct proto_tensor_map_arrays a;
     unsigned rank = (unsigned)g->rank;
     void *addr = (void *)(uintptr_t)g->addr;
@@ -38,11 +52,7 @@ CUresult srv_op_tensor_map_encode(struct srv_session *s, struct srv_call *call)
             a.element_strides, g->interleave, g->mode, g->swizzle, g->l2, g->oob);
         break;
     }
-    if (res == CUDA_SUCCESS) {
-        call->rdata = &map;
-        call->rdata_len = sizeof(map);
-    }
-    return res;
+    return res == CUDA_SUCCESS ? reply_map(s, call, &map) : res;
 }
 
 /* data: CUtensorMap -> data: the CUtensorMap with its new global address */
@@ -50,16 +60,12 @@ CUresult srv_op_tensor_map_replace_address(struct srv_session *s, struct srv_cal
 {
     const struct proto_args_TENSOR_MAP_REPLACE_ADDRESS *a =
         SRV_ARGS(call, TENSOR_MAP_REPLACE_ADDRESS);
-    static CUtensorMap map;
+    CUtensorMap map;
     CUresult res;
 
     if (call->msg->data.len != sizeof(map))
         return CUDA_ERROR_INVALID_VALUE;
     memcpy(&map, call->msg->data.data, sizeof(map));
     res = s->drv.cuTensorMapReplaceAddress(&map, (void *)(uintptr_t)a->addr);
-    if (res == CUDA_SUCCESS) {
-        call->rdata = &map;
-        call->rdata_len = sizeof(map);
-    }
-    return res;
+    return res == CUDA_SUCCESS ? reply_map(s, call, &map) : res;
 }

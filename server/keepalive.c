@@ -1,3 +1,4 @@
+/* The session's keepalive (server/keepalive.h), a component of the session. */
 #include "server/keepalive.h"
 
 #include <errno.h>
@@ -10,7 +11,11 @@
 #include "proto/frame.h"
 #include "server/session.h"
 
+/* The keepalive component's state (server/components.def): its lock and condition live from
+ * the component's init to its teardown; the thread runs from srv_keepalive_start to the
+ * teardown. */
 struct srv_keepalive {
+    bool running; /* the thread is started (written by the worker's thread only) */
     struct transport_conn *conn;
     pthread_t thread;
     pthread_mutex_t lock; /* held by the thread while it writes, and to change the fields */
@@ -56,55 +61,76 @@ static void *keepalive_thread(void *arg)
     return NULL;
 }
 
+/* The session's keepalive, NULL until started (and after the teardown). */
+static struct srv_keepalive *keepalive_of(struct srv_session *s)
+{
+    struct srv_keepalive *k = srv_component_state(s, SRV_COMP_KEEPALIVE);
+
+    return k != NULL && k->running ? k : NULL;
+}
+
 rg_status_t srv_keepalive_start(struct srv_session *s, uint32_t timeout_ms)
 {
-    struct srv_keepalive *k;
-    pthread_condattr_t ca;
+    struct srv_keepalive *k = srv_component_state(s, SRV_COMP_KEEPALIVE);
 
-    if (timeout_ms == 0 || s->proto_minor < PROTO_MINOR_KEEPALIVE)
+    if (timeout_ms == 0 || s->proto_minor < PROTO_MINOR_KEEPALIVE || k->running)
         return RG_OK;
-    if ((k = calloc(1, sizeof(*k))) == NULL)
-        return RG_ERR_NOMEM;
     k->conn = s->conn;
     k->tick_ms = timeout_ms / 4 > SRV_KEEPALIVE_MIN_MS ? timeout_ms / 4 : SRV_KEEPALIVE_MIN_MS;
-    pthread_mutex_init(&k->lock, NULL);
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&k->cond, &ca);
-    pthread_condattr_destroy(&ca);
     if (pthread_create(&k->thread, NULL, keepalive_thread, k) != 0) {
         rg_error("session %llu: cannot start the keepalive thread", (unsigned long long)s->id);
-        pthread_cond_destroy(&k->cond);
-        pthread_mutex_destroy(&k->lock);
-        free(k);
         return RG_ERR_NOMEM;
     }
-    s->keepalive = k;
+    k->running = true;
     rg_debug("session %llu: keepalive every %llu ms while a call runs", (unsigned long long)s->id,
              (unsigned long long)k->tick_ms);
     return RG_OK;
 }
 
-void srv_keepalive_stop(struct srv_session *s)
+static rg_status_t keepalive_init(struct srv_session *s, void *state)
 {
-    struct srv_keepalive *k = s->keepalive;
+    struct srv_keepalive *k = state;
+    pthread_condattr_t ca;
+    int rc;
 
-    if (k == NULL)
-        return;
-    pthread_mutex_lock(&k->lock);
-    k->stop = true;
-    pthread_cond_signal(&k->cond);
-    pthread_mutex_unlock(&k->lock);
-    pthread_join(k->thread, NULL);
+    if (pthread_mutex_init(&k->lock, NULL) != 0)
+        return RG_ERR_NOMEM;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    rc = pthread_cond_init(&k->cond, &ca);
+    pthread_condattr_destroy(&ca);
+    if (rc != 0) {
+        pthread_mutex_destroy(&k->lock);
+        return RG_ERR_NOMEM;
+    }
+    return RG_OK;
+}
+
+/* The thread stopped before anything else of the session goes (and before the worker closes
+ * the connection it writes on). */
+static void keepalive_teardown(struct srv_session *s, void *state)
+{
+    struct srv_keepalive *k = state;
+
+    if (k->running) {
+        pthread_mutex_lock(&k->lock);
+        k->stop = true;
+        pthread_cond_signal(&k->cond);
+        pthread_mutex_unlock(&k->lock);
+        pthread_join(k->thread, NULL);
+        k->running = false;
+    }
     pthread_cond_destroy(&k->cond);
     pthread_mutex_destroy(&k->lock);
-    free(k);
-    s->keepalive = NULL;
 }
+
+const struct srv_component srv_keepalive_component = {
+    .name = "keepalive", .state_size = sizeof(struct srv_keepalive), .init = keepalive_init,
+    .teardown = keepalive_teardown};
 
 void srv_keepalive_call_begin(struct srv_session *s)
 {
-    struct srv_keepalive *k = s->keepalive;
+    struct srv_keepalive *k = keepalive_of(s);
 
     if (k == NULL)
         return;
@@ -116,7 +142,7 @@ void srv_keepalive_call_begin(struct srv_session *s)
 
 void srv_keepalive_call_end(struct srv_session *s)
 {
-    struct srv_keepalive *k = s->keepalive;
+    struct srv_keepalive *k = keepalive_of(s);
 
     if (k == NULL)
         return;

@@ -23,10 +23,10 @@ struct srv_session;
 #define SRV_KEEPALIVE_MIN_MS 50
 
 /* Start the keepalive of s on s->conn (after the handshake and any move to RDMA) for a client
- * whose session timeout is timeout_ms (0: none, nothing started). */
+ * whose session timeout is timeout_ms (0: none, nothing started). The keepalive component
+ * (server/components.def, SRV_COMP_KEEPALIVE) owns the thread; its teardown, first of the
+ * session's, stops it, before the worker closes s->conn. */
 rg_status_t srv_keepalive_start(struct srv_session *s, uint32_t timeout_ms);
-/* End it (before s->conn is closed). */
-void srv_keepalive_stop(struct srv_session *s);
 
 void srv_keepalive_call_begin(struct srv_session *s);
 void srv_keepalive_call_end(struct srv_session *s);

@@ -10,24 +10,19 @@
  * queued before the copy on the call's stream. The reply goes after every lane finished, and
  * the copy is complete on the device by then, so later work on any stream sees it. A lane that
  * fails ends the session: its stream of stripes cannot be resynchronized. */
-#include <errno.h>
-#include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
-#include <sys/socket.h>
 
 #include "common/log.h"
-#include "common/secret.h"
 #include "server/lanes.h"
-#include "server/session_table.h"
+#include "transport/side_listener.h"
 #include "transport/transport.h"
 
 #define LANE_ACCEPT_MS 10000
-#define LANE_HELLO_MS 2000     /* for one connection's hello */
-#define LANE_PENDING_MAX 16    /* connections read at once before their hello */
+#define LANE_HELLO_MS 2000     /* for one connection's hello (its secret and index) */
+#define LANE_SECRET_LEN 32
 #define LANE_STRIPE_MIN (64u << 10)
 #define LANE_STRIPE_MAX (16u << 20)
 
@@ -52,9 +47,7 @@ struct lane_job {
 
 struct srv_lanes {
     struct srv_session *s;
-    struct transport_listener *listener;
-    uint8_t secret[32];
-    char addr[128];
+    struct transport_side_listener *listener; /* until the lanes connected */
     int n;                           /* lanes connected and their threads started */
     struct lane lanes[SRV_LANES_MAX];
     pthread_mutex_t lock;
@@ -64,104 +57,60 @@ struct srv_lanes {
     bool stop;
     struct lane_job job;
     uint64_t copies, bytes;
+    size_t staging_most; /* the most pinned staging its lanes held (teardown log) */
 };
 
+/* The lanes component's state (server/components.def). */
 static struct srv_lanes *lanes_of(struct srv_session *s)
 {
-    if (s->lanes == NULL && (s->lanes = calloc(1, sizeof(*s->lanes))) != NULL) {
-        s->lanes->s = s;
-        pthread_mutex_init(&s->lanes->lock, NULL);
-        pthread_cond_init(&s->lanes->cond, NULL);
-    }
-    return s->lanes;
+    return srv_component_state(s, SRV_COMP_LANES);
 }
 
 void srv_lanes_offer(struct srv_session *s, Rgpu__Welcome *w)
 {
     struct srv_lanes *L = lanes_of(s);
-    char addr[sizeof(L->addr)];
+    char addr[128], what[64];
 
-    if (L == NULL || transport_local_any_port(transport_fd(s->conn), addr, sizeof(addr)) != RG_OK ||
-        transport_tcp_ops.listen(addr, &L->listener) != RG_OK)
+    if (L == NULL || transport_local_any_port(transport_fd(s->conn), addr, sizeof(addr)) != RG_OK)
         return;
-    if (getrandom(L->secret, sizeof(L->secret), 0) != (ssize_t)sizeof(L->secret) ||
-        transport_tcp_ops.listener_addr(L->listener, L->addr, sizeof(L->addr)) != RG_OK) {
-        transport_tcp_ops.listener_close(L->listener);
-        L->listener = NULL;
+    snprintf(what, sizeof(what), "session %llu: a data lane", (unsigned long long)s->id);
+    if (transport_side_open(&(struct transport_side_params){.addr = addr,
+                                                            .secret_len = LANE_SECRET_LEN,
+                                                            .tag_len = sizeof(uint32_t),
+                                                            .hello_ms = LANE_HELLO_MS,
+                                                            .what = what},
+                            &L->listener) != RG_OK)
         return;
-    }
-    w->lane_addr = L->addr;
-    w->lane_secret = (ProtobufCBinaryData){sizeof(L->secret), L->secret};
+    w->lane_addr = (char *)transport_side_addr(L->listener);
+    w->lane_secret =
+        (ProtobufCBinaryData){LANE_SECRET_LEN, (uint8_t *)transport_side_secret(L->listener)};
 }
 
-/* A connection to the lane listener that has not yet sent its 36-byte hello (the secret and
- * its index). Several are read at once, each within LANE_HELLO_MS, so a silent or slow peer
- * holds nobody up. */
-struct lane_hello {
-    struct transport_conn *conn;
-    int64_t deadline_ms;
-    size_t got;
-    struct { uint8_t secret[32]; uint32_t index; } msg;
+struct lanes_taking {
+    struct srv_lanes *L;
+    int n;
 };
 
-static int64_t now_ms(void)
+/* A connection that presented the secret names its index (its tag): taken if it is one of the
+ * n and not taken yet. */
+static bool lane_take(void *arg, struct transport_conn *conn, const uint8_t *tag)
 {
-    return (int64_t)(srv_now_ns() / 1000000);
-}
+    struct lanes_taking *t = arg;
+    uint32_t index;
 
-static bool secret_ok(const struct srv_lanes *L, const uint8_t *given)
-{
-    return rg_secret_equal(given, L->secret, sizeof(L->secret));
-}
-
-/* Read what h's peer sent. true when h is finished with (taken as a lane, or dropped). */
-static bool lane_hello_read(struct srv_lanes *L, struct lane_hello *h, int n, int *got_p)
-{
-    ssize_t r = recv(transport_fd(h->conn), (uint8_t *)&h->msg + h->got, sizeof(h->msg) - h->got,
-                     MSG_DONTWAIT);
-
-    if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
-        return now_ms() >= h->deadline_ms ? (transport_close(h->conn), true) : false;
-    if (r > 0 && (h->got += (size_t)r) < sizeof(h->msg))
+    memcpy(&index, tag, sizeof(index));
+    if (index >= (uint32_t)t->n || t->L->lanes[index].conn != NULL)
         return false;
-    if (r <= 0 || !secret_ok(L, h->msg.secret) || h->msg.index >= (uint32_t)n ||
-        L->lanes[h->msg.index].conn != NULL) {
-        rg_warn("session %llu: a data lane connection without the session's secret; closed",
-                (unsigned long long)L->s->id);
-        transport_close(h->conn);
-        return true;
-    }
-    L->lanes[h->msg.index].conn = h->conn;
-    (*got_p)++;
+    t->L->lanes[index].conn = conn;
     return true;
 }
 
 /* Accept n lanes, each proving the secret and naming its index, within LANE_ACCEPT_MS. */
 static rg_status_t lanes_accept(struct srv_lanes *L, int n)
 {
-    int64_t deadline = now_ms() + LANE_ACCEPT_MS;
-    struct lane_hello pend[LANE_PENDING_MAX];
-    struct pollfd p[1 + LANE_PENDING_MAX];
-    struct transport_conn *c;
-    int npend = 0, got = 0;
+    struct lanes_taking t = {L, n};
 
-    while (got < n && now_ms() < deadline) {
-        int wait = (int)(deadline - now_ms());
-        p[0] = (struct pollfd){transport_tcp_ops.listener_fd(L->listener),
-                               npend < LANE_PENDING_MAX ? POLLIN : 0, 0};
-        for (int i = 0; i < npend; i++)
-            p[1 + i] = (struct pollfd){transport_fd(pend[i].conn), POLLIN, 0};
-        if (poll(p, (nfds_t)(1 + npend), wait < 100 ? wait : 100) < 0 && errno != EINTR)
-            break;
-        for (int i = npend - 1; i >= 0; i--)
-            if (lane_hello_read(L, &pend[i], n, &got))
-                pend[i] = pend[--npend];
-        if ((p[0].revents & POLLIN) && transport_tcp_ops.accept(L->listener, &c) == RG_OK)
-            pend[npend++] = (struct lane_hello){.conn = c, .deadline_ms = now_ms() + LANE_HELLO_MS};
-    }
-    for (int i = 0; i < npend; i++)
-        transport_close(pend[i].conn);
-    return got == n ? RG_OK : RG_ERR_TIMEOUT;
+    return transport_side_accept(L->listener, n, LANE_ACCEPT_MS, -1, lane_take, &t);
 }
 
 static CUresult lane_staging(struct lane *ln, size_t stripe)
@@ -326,9 +275,9 @@ static rg_status_t lanes_start(struct srv_lanes *L, int n)
         return L->n == n ? RG_OK : RG_ERR_PROTO;
     if (L->listener == NULL || n < 1 || n > SRV_LANES_MAX || lanes_accept(L, n) != RG_OK)
         return RG_ERR_PROTO;
-    transport_tcp_ops.listener_close(L->listener);
+    transport_side_close(L->listener);
     L->listener = NULL;
-    /* L->n counts the lane threads (srv_lanes_end joins them; it closes every connection) */
+    /* L->n counts the lane threads (the teardown joins them; it closes every connection) */
     for (int i = 0; i < n; i++) {
         L->lanes[i] = (struct lane){.set = L, .index = i, .conn = L->lanes[i].conn};
         if (pthread_create(&L->lanes[i].thread, NULL, lane_thread, &L->lanes[i]) != 0)
@@ -409,7 +358,7 @@ CUresult srv_op_lanes_copy(struct srv_session *s, struct srv_call *call)
 
 void srv_lanes_staging_release(struct srv_session *s)
 {
-    struct srv_lanes *L = s->lanes;
+    struct srv_lanes *L = lanes_of(s);
 
     for (int i = 0; L != NULL && i < L->n; i++) {
         for (int k = 0; k < 2; k++)
@@ -420,19 +369,40 @@ void srv_lanes_staging_release(struct srv_session *s)
     }
 }
 
-void srv_lanes_end(struct srv_session *s)
+size_t srv_lanes_staging_most(struct srv_session *s)
 {
-    struct srv_lanes *L = s->lanes;
+    struct srv_lanes *L = lanes_of(s);
 
-    if (L == NULL)
-        return;
+    return L != NULL ? L->staging_most : 0;
+}
+
+static rg_status_t lanes_init(struct srv_session *s, void *state)
+{
+    struct srv_lanes *L = state;
+
+    L->s = s;
+    if (pthread_mutex_init(&L->lock, NULL) != 0)
+        return RG_ERR_NOMEM;
+    if (pthread_cond_init(&L->cond, NULL) != 0) {
+        pthread_mutex_destroy(&L->lock);
+        return RG_ERR_NOMEM;
+    }
+    return RG_OK;
+}
+
+/* Stop the lane threads (before the memory they copy to goes), close the lanes, free their
+ * staging. */
+static void lanes_teardown(struct srv_session *s, void *state)
+{
+    struct srv_lanes *L = state;
+
     pthread_mutex_lock(&L->lock);
     L->stop = true;
     pthread_cond_broadcast(&L->cond);
     pthread_mutex_unlock(&L->lock);
     for (int i = 0; i < L->n; i++) {
         pthread_join(L->lanes[i].thread, NULL);
-        s->lanes_staging_most += L->lanes[i].staging_most;
+        L->staging_most += L->lanes[i].staging_most;
     }
     if (L->copies > 0)
         rg_info("session %llu: %llu copies over %d data lanes, %.1f MiB",
@@ -442,10 +412,12 @@ void srv_lanes_end(struct srv_session *s)
     for (int i = 0; i < SRV_LANES_MAX; i++)
         if (L->lanes[i].conn != NULL)
             transport_close(L->lanes[i].conn);
-    if (L->listener != NULL)
-        transport_tcp_ops.listener_close(L->listener);
+    transport_side_close(L->listener);
+    L->listener = NULL;
     pthread_mutex_destroy(&L->lock);
     pthread_cond_destroy(&L->cond);
-    free(L);
-    s->lanes = NULL;
 }
+
+const struct srv_component srv_lanes_component = {
+    .name = "lanes", .state_size = sizeof(struct srv_lanes), .init = lanes_init,
+    .teardown = lanes_teardown};

@@ -10,7 +10,33 @@
 #include "common/log.h"
 #include "server/session.h"
 
+/* The process's original stderr, where the log goes once fd 2 is a pipe. Process-wide, not the
+ * session's: fds 1 and 2 and the log callback (common/log.h, which takes no argument) belong
+ * to the process, whichever session captured them. */
 static int log_fd = STDERR_FILENO;
+
+/* The output component's state (server/components.def): the read ends of the pipes that are
+ * stdout and stderr, or -1. No teardown: the pipes are the process's stdout and stderr until
+ * it exits (closing their read ends would make a later write there raise SIGPIPE). */
+struct srv_output {
+    int fd[2];
+};
+
+static struct srv_output *output_of(struct srv_session *s)
+{
+    return srv_component_state(s, SRV_COMP_OUTPUT);
+}
+
+static rg_status_t output_init(struct srv_session *s, void *state)
+{
+    struct srv_output *o = state;
+
+    o->fd[0] = o->fd[1] = -1;
+    return RG_OK;
+}
+
+const struct srv_component srv_output_component = {
+    .name = "output", .state_size = sizeof(struct srv_output), .init = output_init};
 
 static void log_to_original_stderr(enum rg_log_level level, const char *line)
 {
@@ -40,22 +66,24 @@ static int capture_fd(int fd)
 
 void srv_output_capture(struct srv_session *s)
 {
+    struct srv_output *o = output_of(s);
     int saved = dup(STDERR_FILENO);
 
     fflush(stdout);
     fflush(stderr);
-    s->output_fd[0] = capture_fd(STDOUT_FILENO);
-    s->output_fd[1] = -1;
+    o->fd[0] = capture_fd(STDOUT_FILENO);
+    o->fd[1] = -1;
     if (saved < 0)
         return;
     fcntl(saved, F_SETFD, FD_CLOEXEC);
     log_fd = saved;
     rg_log_set_callback(log_to_original_stderr);
-    s->output_fd[1] = capture_fd(STDERR_FILENO);
+    o->fd[1] = capture_fd(STDERR_FILENO);
 }
 
 rg_status_t srv_output_forward(struct srv_session *s)
 {
+    struct srv_output *o = output_of(s);
     struct pollfd p[2];
     char buf[16384];
     ssize_t n;
@@ -63,14 +91,14 @@ rg_status_t srv_output_forward(struct srv_session *s)
     fflush(stdout);
     fflush(stderr);
     for (int i = 0; i < 2; i++)
-        p[i] = (struct pollfd){s->output_fd[i], POLLIN, 0};
+        p[i] = (struct pollfd){o->fd[i], POLLIN, 0};
     /* One system call when nothing was printed, as after almost every call. */
     if (poll(p, 2, 0) <= 0)
         return RG_OK;
     for (int i = 0; i < 2; i++) {
-        if (s->output_fd[i] < 0 || !(p[i].revents & POLLIN))
+        if (o->fd[i] < 0 || !(p[i].revents & POLLIN))
             continue;
-        while ((n = read(s->output_fd[i], buf, sizeof(buf))) > 0) {
+        while ((n = read(o->fd[i], buf, sizeof(buf))) > 0) {
             rg_status_t st = proto_send_flags(s->conn, PROTO_OUTPUT, i ? PROTO_OUTPUT_STDERR : 0,
                                               NULL, buf, (uint64_t)n);
             if (st != RG_OK)

@@ -111,7 +111,7 @@ void srv_probe_answer(struct srv_table *table, const struct srv_tenant *tenant, 
         all[k] = (struct sched_gpu){.total_mem = gpus[k].total_mem};
     }
     if (table != NULL) {
-        static double due[SRV_TABLE_SLOTS];
+        double due[SRV_TABLE_SLOTS];
         srv_table_lock(table);
         gather(table, table_tenant(table, tenant), gpus, ngpus, all, gpu_msgs, &mine);
         srv_table_due_shares(table, now, due);
@@ -243,7 +243,7 @@ int srv_probe_serve(struct srv_session *s, const struct srv_config *cfg,
 {
     Rgpu__ProbeReply reply = RGPU__PROBE_REPLY__INIT;
     Rgpu__ProbeGpu gpu_msgs[SRV_MAX_DEVICES], *gpu_ptrs[SRV_MAX_DEVICES];
-    static struct srv_probe_gpu gpus[SRV_MAX_DEVICES];
+    struct srv_probe_gpu gpus[SRV_MAX_DEVICES];
     const struct srv_tenant *tenant = NULL;
     const char *refusal = NULL;
     char why[320];

@@ -6,6 +6,7 @@
 
 #include "common/log.h"
 #include "server/component.h"
+#include "server/lanes.h"
 #include "server/module_cache.h"
 #include "server/session.h"
 #include "server/nccl.h"
@@ -269,7 +270,7 @@ void srv_session_teardown(struct srv_session *s)
         rg_info("session %llu: freed %zu allocation(s), %.1f MiB, and %zu handle(s); worker peak "
                 "RSS %.1f MiB, pinned staging %.1f MiB",
                 (unsigned long long)s->id, n, bytes / 1048576.0, s->nhandles,
-                ru.ru_maxrss / 1024.0, (srv_staging_most(s) + s->lanes_staging_most) / 1048576.0);
+                ru.ru_maxrss / 1024.0, (srv_staging_most(s) + srv_lanes_staging_most(s)) / 1048576.0);
     }
     srv_components_free(&s->comps, SRV_COMP_COUNT);
     free_tables(s);

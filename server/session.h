@@ -53,24 +53,17 @@ struct srv_session {
     void *scratch;
     size_t scratch_len;
     struct srv_components comps;
-    /* Not components yet (their rows in components.def adapt their teardowns): the call loop
-     * and handshake (server/worker.c), */
-    bool served;              /* the handshake succeeded: the teardown logs what it freed */
-    bool refused_logged;      /* an op unknown to the session's protocol was logged */
+    /* The call loop and handshake (server/worker.c), which every component's calls go through:
+     * the handshake succeeded (the teardown logs what it freed), an op unknown to the
+     * session's protocol was logged, the receive buffer and the arena unpacked calls live in
+     * until the next one, why a call broke the session (srv_call.why, kept), */
+    bool served;
+    bool refused_logged;
     uint8_t *msg_buf;
-    struct proto_arena arena; /* unpacked calls live here until the next one */
-    int output_fd[2];         /* read ends of the pipes that are stdout and stderr, or -1 */
-    char end_reason[160];     /* why a call broke the session (srv_call.why, kept) */
-    /* the move to RDMA (server/worker.c): the offer named in the Welcome, why there is none,
-     * and the TCP connection kept once frames flow over RDMA, */
-    struct transport_rdma_offer rdma_offer;
-    char rdma_note[200];
+    struct proto_arena arena;
+    char end_reason[160];
+    /* the TCP connection kept once frames flow over RDMA (it shows a dead peer), */
     struct transport_conn *tcp_ctl;
-    /* tenancy and lanes. */
-    struct srv_tenancy *tenancy; /* shared table slot and compute gate (server/tenancy.h) */
-    struct srv_lanes *lanes;  /* data lanes of a TCP session (server/lanes.c), NULL until offered */
-    size_t lanes_staging_most; /* the most pinned staging its data lanes held (teardown log) */
-    struct srv_keepalive *keepalive; /* server/keepalive.h, NULL when the client asked none */
 };
 
 /* The private state of component id (server/component.h); each component's file wraps it in

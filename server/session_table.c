@@ -288,9 +288,9 @@ void srv_table_release_pid(struct srv_table *t, int32_t pid, char *tenant, size_
 
 void srv_table_due_shares(const struct srv_table *t, uint64_t now, double *share)
 {
-    static struct sched_session ss[SRV_TABLE_SLOTS];
-    static int idx[SRV_TABLE_SLOTS];
-    static double got[SRV_TABLE_SLOTS];
+    struct sched_session ss[SRV_TABLE_SLOTS]; /* 36 KiB of stack, touched up to hiwater */
+    int idx[SRV_TABLE_SLOTS];
+    double got[SRV_TABLE_SLOTS];
     struct sched_tenant tens[SCHED_MAX_TENANTS];
     int hi = atomic_load(&t->hiwater);
     int nt = t->ntenants < SCHED_MAX_TENANTS - 1 ? t->ntenants : SCHED_MAX_TENANTS - 1;

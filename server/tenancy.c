@@ -1,5 +1,6 @@
-/* A worker's slot in the shared session table: admission at the handshake, the counters it
- * publishes after every call, and its release at the end. */
+/* The tenancy component: a worker's slot in the shared session table (admission at the
+ * handshake, the counters it publishes after every call, its release at the session's end)
+ * and its compute gate (server/compute_gate.c). */
 #include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,7 +21,7 @@ CUresult srv_tenancy_admit(struct srv_session *s, struct srv_table *table,
     struct srv_admission a = {.tenant = tenant, .quota = s->mem_quota, .gpus = gpus,
                               .gpu_total = totals, .ngpus = s->ndevices, .session = s->id,
                               .peer = s->peer, .client = client};
-    struct srv_tenancy *tn;
+    struct srv_tenancy *tn = srv_component_state(s, SRV_COMP_TENANCY);
     int slot, verdict;
 
     for (int i = 0; i < s->ndevices; i++) {
@@ -29,21 +30,33 @@ CUresult srv_tenancy_admit(struct srv_session *s, struct srv_table *table,
         gpus[i] = s->devices[i];
         totals[i] = total;
     }
-    if ((tn = calloc(1, sizeof(*tn))) == NULL) {
-        snprintf(why, why_len, "the server is out of memory");
-        return CUDA_ERROR_OUT_OF_MEMORY;
+    if (tn->table != NULL) {
+        snprintf(why, why_len, "the session is admitted already");
+        return CUDA_ERROR_ILLEGAL_STATE;
     }
     slot = srv_table_admit(table, &a, &verdict, why, why_len);
-    if (slot < 0) {
-        free(tn);
+    if (slot < 0)
         return verdict == SCHED_SESSION_LIMIT ? CUDA_ERROR_NOT_PERMITTED
                                               : CUDA_ERROR_OUT_OF_MEMORY;
-    }
     tn->table = table;
     tn->slot = slot;
     tn->gate = srv_gate_create(s, table, slot);
-    s->tenancy = tn;
     return CUDA_SUCCESS;
+}
+
+/* The tenancy of s once admitted, else NULL. */
+static struct srv_tenancy *tenancy_of(struct srv_session *s)
+{
+    struct srv_tenancy *tn = srv_component_state(s, SRV_COMP_TENANCY);
+
+    return tn != NULL && tn->table != NULL ? tn : NULL;
+}
+
+struct srv_gate *srv_tenancy_gate(struct srv_session *s)
+{
+    struct srv_tenancy *tn = tenancy_of(s);
+
+    return tn != NULL ? tn->gate : NULL;
 }
 
 /* GPUs on this host, for MPS's per-device memory limit (every one gets the same value, so
@@ -100,27 +113,32 @@ void srv_tenancy_driver_env(const struct srv_table *t, const struct srv_tenant *
             pct[0] ? pct : "100", limit[0] ? limit : "none");
 }
 
-void srv_tenancy_end(struct srv_session *s)
+/* Stop measuring (waiting a bounded time for launches in flight) and free the slot, before
+ * the session's memory and events go. */
+static void tenancy_teardown(struct srv_session *s, void *state)
 {
-    struct srv_tenancy *tn = s->tenancy;
+    struct srv_tenancy *tn = state;
 
-    if (tn == NULL)
+    if (tn->table == NULL)
         return;
     srv_gate_destroy(s, tn->gate);
     srv_table_ipc_drop(tn->table, tn->slot); /* before its memory and events go */
     atomic_store(&tn->table->slots[tn->slot].mem_used, s->mem_used);
     srv_table_yield(tn->table, tn->slot);
-    free(tn);
-    s->tenancy = NULL;
+    *tn = (struct srv_tenancy){0};
 }
+
+const struct srv_component srv_tenancy_component = {
+    .name = "tenancy", .state_size = sizeof(struct srv_tenancy), .teardown = tenancy_teardown};
 
 void srv_tenancy_count(struct srv_session *s, uint64_t bytes_in, uint64_t bytes_out, bool error)
 {
+    struct srv_tenancy *tn = tenancy_of(s);
     struct srv_table_slot *sl;
 
-    if (s->tenancy == NULL)
+    if (tn == NULL)
         return;
-    sl = &s->tenancy->table->slots[s->tenancy->slot];
+    sl = &tn->table->slots[tn->slot];
     atomic_fetch_add_explicit(&sl->calls, 1, memory_order_relaxed);
     if (error)
         atomic_fetch_add_explicit(&sl->errors, 1, memory_order_relaxed);
@@ -134,23 +152,24 @@ void srv_tenancy_count(struct srv_session *s, uint64_t bytes_in, uint64_t bytes_
 rg_status_t srv_tenancy_ipc_export(struct srv_session *s, enum srv_ipc_kind kind,
                                    const void *handle)
 {
+    struct srv_tenancy *tn = tenancy_of(s);
     uint8_t hash[RG_SHA256_LEN];
 
-    if (s->tenancy == NULL)
+    if (tn == NULL)
         return RG_OK; /* nobody can open it: opens need the registry too */
     rg_sha256(handle, CU_IPC_HANDLE_SIZE, hash);
-    return srv_table_ipc_export(s->tenancy->table, s->tenancy->slot, kind, hash);
+    return srv_table_ipc_export(tn->table, tn->slot, kind, hash);
 }
 
 rg_status_t srv_tenancy_ipc_check(struct srv_session *s, enum srv_ipc_kind kind,
                                   const void *handle, char *other, size_t other_len)
 {
+    struct srv_tenancy *tn = tenancy_of(s);
     uint8_t hash[RG_SHA256_LEN];
 
     other[0] = '\0';
-    if (s->tenancy == NULL)
+    if (tn == NULL)
         return RG_ERR_NOT_FOUND;
     rg_sha256(handle, CU_IPC_HANDLE_SIZE, hash);
-    return srv_table_ipc_check(s->tenancy->table, s->tenancy->slot, kind, hash, other,
-                               other_len);
+    return srv_table_ipc_check(tn->table, tn->slot, kind, hash, other, other_len);
 }

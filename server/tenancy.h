@@ -1,7 +1,10 @@
 /* A worker's side of the shared session table (server/session_table.h): its admission and
- * slot, the counters it publishes for /metrics, and the compute gate around its launches.
+ * slot, the counters it publishes for /metrics, and the compute gate around its launches. The
+ * session's tenancy component (server/components.def, SRV_COMP_TENANCY) owns the slot and
+ * the gate; its teardown stops measuring (waiting a bounded time for launches in flight),
+ * drops the session's IPC records and frees the slot, before any memory or event goes.
  * Every function is a no-op when the session has no tenancy (a worker started without a
- * table, as the worker unit tests do). */
+ * table, as the worker unit tests do, or a session not admitted yet). */
 #ifndef RGPU_SERVER_TENANCY_H
 #define RGPU_SERVER_TENANCY_H
 
@@ -18,7 +21,7 @@ struct srv_tenancy;
 
 /* Admission (under the table's lock): claim a slot for the session if its tenant is under its
  * session limit and its quota fits every GPU it is served. CUDA_SUCCESS when admitted
- * (s->tenancy set), else the refusal (CUDA_ERROR_NOT_PERMITTED for the session limit,
+ * (the tenancy component holds the slot), else the refusal (CUDA_ERROR_NOT_PERMITTED for the session limit,
  * CUDA_ERROR_OUT_OF_MEMORY for memory) with the reason in why. Nothing is allocated on the GPU
  * either way. */
 CUresult srv_tenancy_admit(struct srv_session *s, struct srv_table *table,
@@ -33,10 +36,6 @@ CUresult srv_tenancy_admit(struct srv_session *s, struct srv_table *table,
 #define SRV_MPS_MEM_SLACK (1ull << 30)
 void srv_tenancy_driver_env(const struct srv_table *table, const struct srv_tenant *tenant,
                             uint64_t quota);
-
-/* End of the session: stop measuring (waiting a bounded time for launches in flight) and free
- * the slot. */
-void srv_tenancy_end(struct srv_session *s);
 
 /* After each call: the call and its error, bytes received from and sent to the client, and the
  * session's memory in use. */

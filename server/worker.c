@@ -51,14 +51,15 @@ static int parse_devices(struct srv_session *s, const char *list)
     return 0;
 }
 
-static Rgpu__DeviceInfo *device_info(struct srv_session *s, int i, int32_t *attrs, char *name,
-                                     char *pci, uint8_t *uuid)
+/* Device i as the Welcome describes it, into *info (its strings and arrays in the buffers
+ * given, which must outlive it). */
+static void device_info(struct srv_session *s, int i, Rgpu__DeviceInfo *info, int32_t *attrs,
+                        char *name, char *pci, uint8_t *uuid)
 {
-    static Rgpu__DeviceInfo info;
     CUuuid u;
     size_t total = 0;
 
-    rgpu__device_info__init(&info);
+    rgpu__device_info__init(info);
     s->drv.cuDeviceGetName(name, 256, s->devices[i]);
     s->drv.cuDeviceTotalMem(&total, s->devices[i]);
     s->drv.cuDeviceGetPCIBusId(pci, 32, s->devices[i]);
@@ -67,28 +68,43 @@ static Rgpu__DeviceInfo *device_info(struct srv_session *s, int i, int32_t *attr
     for (int a = 1; a < CU_DEVICE_ATTRIBUTE_MAX; a++)
         if (s->drv.cuDeviceGetAttribute(&attrs[a], a, s->devices[i]) != CUDA_SUCCESS)
             attrs[a] = 0;
-    info.name = name;
-    info.uuid = (ProtobufCBinaryData){16, uuid};
-    info.total_mem = s->mem_quota != 0 && s->mem_quota < total ? s->mem_quota : total;
-    info.n_attrs = CU_DEVICE_ATTRIBUTE_MAX;
-    info.attrs = attrs;
-    info.pci_bus_id = pci;
-    info.ordinal = s->devices[i];
-    return &info;
+    info->name = name;
+    info->uuid = (ProtobufCBinaryData){16, uuid};
+    info->total_mem = s->mem_quota != 0 && s->mem_quota < total ? s->mem_quota : total;
+    info->n_attrs = CU_DEVICE_ATTRIBUTE_MAX;
+    info->attrs = attrs;
+    info->pci_bus_id = pci;
+    info->ordinal = s->devices[i];
 }
 
-static rg_status_t send_welcome(struct srv_session *s, const struct srv_config *cfg)
+/* The session's transport beyond its TCP connection, during the handshake: the RDMA offer
+ * named in the Welcome, or why there is none. */
+struct handshake_rdma {
+    struct transport_rdma_offer offer;
+    char note[200];
+};
+
+/* What the Welcome's devices point to (about 10 KiB a device: on the heap). */
+struct welcome_devices {
+    Rgpu__DeviceInfo infos[SRV_MAX_DEVICES], *ptrs[SRV_MAX_DEVICES];
+    int32_t attrs[SRV_MAX_DEVICES][CU_DEVICE_ATTRIBUTE_MAX];
+    char names[SRV_MAX_DEVICES][256], pcis[SRV_MAX_DEVICES][32];
+    uint8_t uuids[SRV_MAX_DEVICES][16];
+};
+
+static rg_status_t send_welcome(struct srv_session *s, const struct srv_config *cfg,
+                                struct handshake_rdma *rdma)
 {
     Rgpu__Welcome w = RGPU__WELCOME__INIT;
-    Rgpu__DeviceInfo infos[SRV_MAX_DEVICES], *ptrs[SRV_MAX_DEVICES];
-    static int32_t attrs[SRV_MAX_DEVICES][CU_DEVICE_ATTRIBUTE_MAX];
-    static char names[SRV_MAX_DEVICES][256], pcis[SRV_MAX_DEVICES][32];
-    static uint8_t uuids[SRV_MAX_DEVICES][16];
+    struct welcome_devices *d = calloc(1, sizeof(*d));
     int version = 0;
+    rg_status_t st;
 
+    if (d == NULL)
+        return RG_ERR_NOMEM;
     for (int i = 0; i < s->ndevices; i++) {
-        infos[i] = *device_info(s, i, attrs[i], names[i], pcis[i], uuids[i]);
-        ptrs[i] = &infos[i];
+        device_info(s, i, &d->infos[i], d->attrs[i], d->names[i], d->pcis[i], d->uuids[i]);
+        d->ptrs[i] = &d->infos[i];
     }
     s->drv.cuDriverGetVersion(&version);
     w.proto_version = PROTO_VERSION;
@@ -96,16 +112,18 @@ static rg_status_t send_welcome(struct srv_session *s, const struct srv_config *
     w.session_id = s->id;
     w.driver_version = version;
     w.n_devices = (size_t)s->ndevices;
-    w.devices = ptrs;
+    w.devices = d->ptrs;
     w.server_name = (char *)cfg->name;
     srv_lanes_offer(s, &w);
-    if (s->rdma_offer.listener != NULL) {
-        w.rdma_addr = s->rdma_offer.addr;
-        w.rdma_secret = (ProtobufCBinaryData){sizeof(s->rdma_offer.secret), s->rdma_offer.secret};
+    if (rdma->offer.side != NULL) {
+        w.rdma_addr = rdma->offer.addr;
+        w.rdma_secret = (ProtobufCBinaryData){sizeof(rdma->offer.secret), rdma->offer.secret};
     } else {
-        w.transport_note = s->rdma_note;
+        w.transport_note = rdma->note;
     }
-    return proto_send(s->conn, PROTO_WELCOME, &w.base, NULL, 0);
+    st = proto_send(s->conn, PROTO_WELCOME, &w.base, NULL, 0);
+    free(d);
+    return st;
 }
 
 static void send_refusal(struct srv_session *s, CUresult status, const char *reason)
@@ -183,42 +201,44 @@ static int grant_quota(struct srv_session *s, const struct srv_tenant *t, uint64
 
 /* Before the Welcome: open an RDMA offer when the client asks and this server allows. 0 to go
  * on (with or without an offer), 1 when refused (transport = rdma and no RDMA). */
-static int transport_offer(struct srv_session *s, const struct srv_config *cfg, const char *want)
+static int transport_offer(struct srv_session *s, const struct srv_config *cfg, const char *want,
+                           struct handshake_rdma *rdma)
 {
     bool client_rdma = strcmp(want, "rdma") == 0 || strcmp(want, "auto") == 0;
     char why[160] = "", reason[256];
 
     if (cfg->transport == SRV_TRANSPORT_TCP)
-        snprintf(s->rdma_note, sizeof(s->rdma_note), "the server is configured for tcp");
+        snprintf(rdma->note, sizeof(rdma->note), "the server is configured for tcp");
     else if (!client_rdma)
-        snprintf(s->rdma_note, sizeof(s->rdma_note), "the client asked for tcp");
-    else if (transport_rdma_offer_open(transport_fd(s->conn), &s->rdma_offer, why, sizeof(why)) ==
+        snprintf(rdma->note, sizeof(rdma->note), "the client asked for tcp");
+    else if (transport_rdma_offer_open(transport_fd(s->conn), &rdma->offer, why, sizeof(why)) ==
              RG_OK)
         return 0;
     else
-        snprintf(s->rdma_note, sizeof(s->rdma_note), "the server cannot use RDMA: %s", why);
+        snprintf(rdma->note, sizeof(rdma->note), "the server cannot use RDMA: %s", why);
     if (cfg->transport == SRV_TRANSPORT_RDMA) {
         snprintf(reason, sizeof(reason), "this server requires RDMA (transport = rdma); %s",
-                 s->rdma_note);
+                 rdma->note);
         refuse(s, CUDA_ERROR_NOT_SUPPORTED, reason);
         return 1;
     }
     if (client_rdma)
-        rg_info("session %llu: transport tcp (%s)", (unsigned long long)s->id, s->rdma_note);
+        rg_info("session %llu: transport tcp (%s)", (unsigned long long)s->id, rdma->note);
     return 0;
 }
 
 /* After the Welcome: wait for the client's RDMA connection. -1 to serve, else exit status. */
-static int transport_upgrade(struct srv_session *s, const struct srv_config *cfg)
+static int transport_upgrade(struct srv_session *s, const struct srv_config *cfg,
+                             struct handshake_rdma *rdma)
 {
     struct transport_conn *rconn;
     rg_status_t st;
 
-    if (s->rdma_offer.listener == NULL)
+    if (rdma->offer.side == NULL)
         return -1;
-    st = transport_rdma_offer_accept(&s->rdma_offer, transport_fd(s->conn), RDMA_UPGRADE_WAIT_MS,
+    st = transport_rdma_offer_accept(&rdma->offer, transport_fd(s->conn), RDMA_UPGRADE_WAIT_MS,
                                      &rconn);
-    transport_rdma_offer_close(&s->rdma_offer);
+    transport_rdma_offer_close(&rdma->offer);
     if (st == RG_OK) {
         s->tcp_ctl = s->conn;
         s->conn = rconn;
@@ -267,9 +287,9 @@ static rg_status_t recv_hello(struct srv_session *s, const struct srv_config *cf
     return got == want && dst == s->msg_buf ? RG_OK : RG_ERR_PROTO;
 }
 
-/* Hello -> Welcome. Returns -1 to go on serving (with the client's session timeout in
- * *timeout_ms_p, for the keepalive), or the worker's exit status. */
-static int handshake(struct srv_session *s, const struct srv_config *cfg, uint32_t *timeout_ms_p)
+/* Hello -> Welcome, with rdma for the move to RDMA. */
+static int handshake_steps(struct srv_session *s, const struct srv_config *cfg,
+                           uint32_t *timeout_ms_p, struct handshake_rdma *rdma)
 {
     struct proto_frame_hdr hdr;
     Rgpu__Hello *hello;
@@ -298,7 +318,7 @@ static int handshake(struct srv_session *s, const struct srv_config *cfg, uint32
     rg_info("session %llu: client %s (%s), tenant '%s'", (unsigned long long)s->id, client,
             s->peer, RG_PEER_STR(hello->tenant));
     if (authenticate(s, cfg, hello, &tenant) != 0 ||
-        transport_offer(s, cfg, hello->transport) != 0) {
+        transport_offer(s, cfg, hello->transport, rdma) != 0) {
         rgpu__hello__free_unpacked(hello, NULL);
         return 0;
     }
@@ -322,7 +342,19 @@ static int handshake(struct srv_session *s, const struct srv_config *cfg, uint32
         refuse(s, res, reason);
         return 0;
     }
-    return send_welcome(s, cfg) == RG_OK ? transport_upgrade(s, cfg) : 1;
+    return send_welcome(s, cfg, rdma) == RG_OK ? transport_upgrade(s, cfg, rdma) : 1;
+}
+
+/* Hello -> Welcome. Returns -1 to go on serving (with the client's session timeout in
+ * *timeout_ms_p, for the keepalive), or the worker's exit status. An RDMA offer a refusal
+ * left open is closed here. */
+static int handshake(struct srv_session *s, const struct srv_config *cfg, uint32_t *timeout_ms_p)
+{
+    struct handshake_rdma rdma = {.note = ""};
+    int rc = handshake_steps(s, cfg, timeout_ms_p, &rdma);
+
+    transport_rdma_offer_close(&rdma.offer);
+    return rc;
 }
 
 CUresult srv_reply_bulk(struct srv_session *s, struct srv_call *call, const void *buf, size_t len)
@@ -575,10 +607,10 @@ int srv_worker_run(const struct srv_config *cfg, int fd, uint64_t session_id, co
         s.served = true; /* its teardown reports what it held */
         srv_keepalive_start(&s, timeout_ms); /* failing (logged), the session goes on without */
         rc = serve(&s, cfg->idle_timeout_s > 0 ? cfg->idle_timeout_s * 1000 : -1);
-        srv_keepalive_stop(&s);
         srv_worker_stats_report();
     }
-    srv_session_teardown(&s); /* every component's, in the order of server/components.def */
+    srv_session_teardown(&s); /* every component's, in the order of server/components.def (the
+                               * keepalive's first: it writes on s.conn) */
     transport_close(s.conn);
     if (s.tcp_ctl != NULL)
         transport_close(s.tcp_ctl);

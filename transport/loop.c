@@ -363,6 +363,7 @@ const struct transport_ops transport_loop_ops = {
     .connect = loop_connect,
     .listen = loop_listen,
     .accept = loop_accept,
+    .accept_secret = transport_noaccept_secret,
     .listener_fd = loop_listener_fd,
     .listener_addr = loop_listener_addr,
     .listener_close = loop_listener_close,

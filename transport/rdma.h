@@ -40,8 +40,9 @@ rg_status_t transport_rdma_accept_secret(struct transport_listener *listener, co
 /* The TCP-to-RDMA upgrade of a session (see docs/ARCHITECTURE.md). The server side opens a
  * listener on its end of the TCP connection's address, port chosen by the system, with a fresh
  * random secret; the client connects to it proving the secret in private data. */
+struct transport_side_listener;
 struct transport_rdma_offer {
-    struct transport_listener *listener;
+    struct transport_side_listener *side; /* NULL: no offer */
     char addr[128]; /* "ip:port" to name in the Welcome */
     uint8_t secret[RDMA_SECRET_LEN];
 };

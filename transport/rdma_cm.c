@@ -535,10 +535,11 @@ static rg_status_t rdma_set_recv_idle(struct transport_conn *conn, int ms)
 
 const struct transport_ops transport_rdma_ops = {
     .name = "rdma",
-    .caps = TRANSPORT_CAP_BUSY_POLL | TRANSPORT_CAP_ONE_SIDED,
+    .caps = TRANSPORT_CAP_BUSY_POLL | TRANSPORT_CAP_ONE_SIDED | TRANSPORT_CAP_CONNECT_SECRET,
     .connect = trdma_connect,
     .listen = trdma_listen,
     .accept = trdma_accept,
+    .accept_secret = transport_rdma_accept_secret,
     .listener_fd = rdma_listener_fd,
     .listener_addr = rdma_listener_addr,
     .listener_close = rdma_listener_close,

@@ -1,17 +1,14 @@
-/* A session's move from TCP to RDMA: the server offers a listener with a one-time secret on
- * its end of the TCP connection's address, the client connects proving the secret, and the TCP
- * socket stays open only so that either side notices a dead peer. */
-#include <errno.h>
+/* A session's move from TCP to RDMA: the server offers a side listener (transport/
+ * side_listener.h) with a one-time secret on its end of the TCP connection's address, the
+ * client connects proving the secret in its connection request, and the TCP socket stays open
+ * only so that either side notices a dead peer. */
 #include <netdb.h>
-#include <poll.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/random.h>
-#include <sys/socket.h>
-#include <time.h>
 
 #include "common/log.h"
 #include "transport/rdma_conn.h"
+#include "transport/side_listener.h"
 
 rg_status_t transport_rdma_offer_open(int ctl_fd, struct transport_rdma_offer *offer, char *why,
                                       size_t len)
@@ -27,64 +24,46 @@ rg_status_t transport_rdma_offer_open(int ctl_fd, struct transport_rdma_offer *o
         return RG_ERR_IO;
     }
     rdma_set_quiet(true);
-    st = transport_rdma_ops.listen(addr, &offer->listener);
+    st = transport_side_open(&(struct transport_side_params){.ops = &transport_rdma_ops,
+                                                             .addr = addr,
+                                                             .secret_len = RDMA_SECRET_LEN,
+                                                             .what = "an RDMA upgrade"},
+                             &offer->side);
     rdma_set_quiet(false);
     if (st != RG_OK) { /* the address without its ":0" */
         snprintf(why, len, "no RDMA listener on %.*s (%s)", (int)strlen(addr) - 2, addr,
                  rg_status_str(st));
         return st;
     }
-    if (getrandom(offer->secret, sizeof(offer->secret), 0) != (ssize_t)sizeof(offer->secret) ||
-        transport_rdma_ops.listener_addr(offer->listener, offer->addr, sizeof(offer->addr))) {
-        snprintf(why, len, "no random secret or listener address");
-        transport_rdma_offer_close(offer);
-        return RG_ERR_IO;
-    }
+    snprintf(offer->addr, sizeof(offer->addr), "%s", transport_side_addr(offer->side));
+    memcpy(offer->secret, transport_side_secret(offer->side), sizeof(offer->secret));
     return RG_OK;
 }
 
 void transport_rdma_offer_close(struct transport_rdma_offer *offer)
 {
-    if (offer->listener != NULL)
-        transport_rdma_ops.listener_close(offer->listener);
-    offer->listener = NULL;
+    transport_side_close(offer->side);
+    offer->side = NULL;
     memset(offer->secret, 0, sizeof(offer->secret));
 }
 
-static int64_t offer_now_ms(void)
+static bool take_client(void *arg, struct transport_conn *conn, const uint8_t *tag)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    *(struct transport_conn **)arg = conn;
+    return true;
 }
 
 rg_status_t transport_rdma_offer_accept(struct transport_rdma_offer *offer, int ctl_fd,
                                         int timeout_ms, struct transport_conn **conn_p)
 {
-    int64_t deadline = offer_now_ms() + timeout_ms;
-    struct pollfd p[2] = {{.fd = transport_rdma_ops.listener_fd(offer->listener), .events = POLLIN},
-                          {.fd = ctl_fd, .events = POLLIN}};
-    rg_status_t st;
-    char b;
+    struct transport_conn *conn = NULL;
+    rg_status_t st = transport_side_accept(offer->side, 1, timeout_ms, ctl_fd, take_client, &conn);
 
-    for (;;) {
-        int left = (int)(deadline - offer_now_ms());
-        if (left <= 0 || poll(p, 2, left) == 0)
-            return RG_ERR_NOT_FOUND;
-        if (p[1].revents != 0) /* the client went on over TCP, or left */
-            return recv(ctl_fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) > 0 ? RG_ERR_NOT_FOUND
-                                                                    : RG_ERR_CLOSED;
-        if (!(p[0].revents & POLLIN))
-            continue;
-        st = transport_rdma_accept_secret(offer->listener, offer->secret, sizeof(offer->secret),
-                                          conn_p);
-        if (st == RG_OK) {
-            transport_set_watch_fd(*conn_p, ctl_fd);
-            return RG_OK;
-        }
-        if (st != RG_ERR_REFUSED && st != RG_ERR_TIMEOUT)
-            return st;
+    if (st == RG_OK) {
+        transport_set_watch_fd(conn, ctl_fd);
+        *conn_p = conn;
     }
+    return st == RG_ERR_TIMEOUT ? RG_ERR_NOT_FOUND : st; /* not in time: as if it stayed */
 }
 
 rg_status_t transport_rdma_upgrade(const char *addr, const void *secret, size_t secret_len,

@@ -296,3 +296,9 @@ rg_status_t transport_nomem_reg_dmabuf(struct transport_conn *conn, int fd, uint
 {
     return RG_ERR_UNSUPPORTED;
 }
+
+rg_status_t transport_noaccept_secret(struct transport_listener *listener, const void *secret,
+                                      size_t secret_len, struct transport_conn **conn_p)
+{
+    return RG_ERR_UNSUPPORTED;
+}

@@ -54,6 +54,10 @@ rg_status_t transport_sock_set_timeout(int fd, int io_timeout_ms, const char *pe
 /* Map errno from a socket call to a status. */
 rg_status_t transport_errno_status(int err);
 
+/* accept_secret of backends without TRANSPORT_CAP_CONNECT_SECRET: RG_ERR_UNSUPPORTED. */
+rg_status_t transport_noaccept_secret(struct transport_listener *listener, const void *secret,
+                                      size_t secret_len, struct transport_conn **conn_p);
+
 /* Stubs for backends without one-sided memory. */
 rg_status_t transport_nomem_reg(struct transport_conn *conn, void *addr, size_t len,
                                 unsigned access, struct transport_mr **mr_p);

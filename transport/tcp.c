@@ -174,12 +174,15 @@ static rg_status_t tcp_connect(const char *addr, const struct transport_opts *op
 static int tcp_bind_one(const struct addrinfo *ai, int *err_p)
 {
     int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
-    int one = 1;
+    int one = 1, zero = 0;
 
     if (fd < 0) {
         *err_p = errno;
         return -1;
     }
+    if (ai->ai_family == AF_INET6 &&
+        IN6_IS_ADDR_UNSPECIFIED(&((const struct sockaddr_in6 *)ai->ai_addr)->sin6_addr))
+        setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof(zero)); /* "[::]": IPv4 too */
     if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) != 0 ||
         bind(fd, ai->ai_addr, ai->ai_addrlen) != 0 || listen(fd, TCP_BACKLOG) != 0) {
         *err_p = errno;
@@ -324,6 +327,7 @@ const struct transport_ops transport_tcp_ops = {
     .connect = tcp_connect,
     .listen = tcp_listen,
     .accept = tcp_accept,
+    .accept_secret = transport_noaccept_secret,
     .listener_fd = tcp_listener_fd,
     .listener_addr = tcp_listener_addr,
     .listener_close = tcp_listener_close,

@@ -40,6 +40,10 @@ enum transport_access {
 /* What a backend can do (transport_ops.caps): ask, never compare ops pointers. */
 #define TRANSPORT_CAP_BUSY_POLL 0x1u /* set_busy_poll spins before a receive blocks */
 #define TRANSPORT_CAP_ONE_SIDED 0x2u /* mem_reg, read and write move bytes one-sided */
+/* A connection request carries a secret that accept_secret checks before the connection
+ * exists (rdma: the request's private data). Without it, a side listener's connections
+ * present theirs in-band, as their first bytes (transport/side_listener.h). */
+#define TRANSPORT_CAP_CONNECT_SECRET 0x4u
 
 struct transport_ops {
     const char *name;
@@ -51,6 +55,12 @@ struct transport_ops {
     rg_status_t (*listen)(const char *addr, struct transport_listener **listener_p);
     /* Blocks until a peer connects (use listener_fd to poll first). */
     rg_status_t (*accept)(struct transport_listener *listener, struct transport_conn **conn_p);
+    /* With TRANSPORT_CAP_CONNECT_SECRET: accept the next request whose connection data starts
+     * with the secret; one without it is rejected before a connection exists (RG_ERR_REFUSED,
+     * logged) and the caller may accept again. RG_ERR_UNSUPPORTED without the capability.
+     * Callers use transport/side_listener.h. */
+    rg_status_t (*accept_secret)(struct transport_listener *listener, const void *secret,
+                                 size_t secret_len, struct transport_conn **conn_p);
     /* Pollable fd that becomes readable when accept will not block; -1 if none. */
     int (*listener_fd)(struct transport_listener *listener);
     /* Bound address as "host:port" into buf. */

@@ -20,6 +20,7 @@
 
 #include "common/log.h"
 #include "transport/rdma.h"
+#include "transport/side_listener.h"
 #include "transport/transport.h"
 
 #define BIG_LEN (64u << 20)
@@ -166,6 +167,7 @@ static void test_ops_complete(void **state)
         (void (*)(void))ops->close,       (void (*)(void))ops->mem_reg,
         (void (*)(void))ops->mem_dereg,   (void (*)(void))ops->write,
         (void (*)(void))ops->read,        (void (*)(void))ops->mem_reg_dmabuf,
+        (void (*)(void))ops->accept_secret,
     };
     for (size_t i = 0; i < sizeof(slots) / sizeof(slots[0]); i++)
         assert_non_null(slots[i]);
@@ -790,6 +792,212 @@ static void test_rdma_upgrade_secret(void **state)
     transport_tcp_ops.listener_close(tl);
 }
 
+/* ---- the authenticated side listener (transport/side_listener.h), over each backend ---- */
+
+#define SIDE_TAG_LEN 4
+
+struct side_waiter {
+    struct transport_side_listener *sl;
+    int n, timeout_ms, watch_fd;
+    struct transport_conn *conn[2];
+    uint32_t tag[2];
+    int taken;
+    rg_status_t status;
+    pthread_t tid;
+};
+
+static bool side_take(void *arg, struct transport_conn *conn, const uint8_t *tag)
+{
+    struct side_waiter *w = arg;
+
+    if (tag != NULL)
+        memcpy(&w->tag[w->taken], tag, SIDE_TAG_LEN);
+    w->conn[w->taken++] = conn;
+    return true;
+}
+
+static void *side_waiter_main(void *arg)
+{
+    struct side_waiter *w = arg;
+
+    w->status = transport_side_accept(w->sl, w->n, w->timeout_ms, w->watch_fd, side_take, w);
+    return NULL;
+}
+
+static void side_waiter_start(struct side_waiter *w, struct transport_side_listener *sl, int n,
+                              int timeout_ms, int watch_fd)
+{
+    *w = (struct side_waiter){.sl = sl, .n = n, .timeout_ms = timeout_ms, .watch_fd = watch_fd,
+                              .status = RG_ERR_IO};
+    assert_int_equal(pthread_create(&w->tid, NULL, side_waiter_main, w), 0);
+}
+
+static bool connect_secret(void) { return (ops->caps & TRANSPORT_CAP_CONNECT_SECRET) != 0; }
+
+static struct transport_side_listener *side_open(int hello_ms)
+{
+    static int counter;
+    struct transport_side_listener *sl = NULL;
+    char addr[64];
+
+    if (is_ip())
+        snprintf(addr, sizeof(addr), "127.0.0.1:0");
+    else
+        snprintf(addr, sizeof(addr), "side-%d", counter++);
+    assert_int_equal(transport_side_open(&(struct transport_side_params){
+                                             .ops = ops, .addr = addr, .secret_len = 32,
+                                             .tag_len = connect_secret() ? 0 : SIDE_TAG_LEN,
+                                             .hello_ms = hello_ms, .what = "a test"},
+                                         &sl),
+                     RG_OK);
+    return sl;
+}
+
+/* Connect presenting secret (32 bytes) and tag the way the backend takes them: RG_OK, or the
+ * connect's refusal (rdma checks the secret in the connection request). */
+static rg_status_t side_connect(struct transport_side_listener *sl, const uint8_t *secret,
+                                uint32_t tag, struct transport_conn **conn_p)
+{
+    struct transport_opts opts = {.connect_timeout_ms = 2000};
+    uint8_t hello[32 + SIDE_TAG_LEN];
+    struct iovec iov = {hello, sizeof(hello)};
+    rg_status_t st;
+
+    if (connect_secret())
+        return transport_rdma_connect_pdata(transport_side_addr(sl), &opts, secret, 32, conn_p);
+    memcpy(hello, secret, 32);
+    memcpy(hello + 32, &tag, SIDE_TAG_LEN);
+    if ((st = ops->connect(transport_side_addr(sl), &opts, conn_p)) == RG_OK &&
+        (st = transport_sendv(*conn_p, &iov, 1)) != RG_OK)
+        transport_close(*conn_p);
+    return st;
+}
+
+/* A connection without the secret is refused (rdma: its request; else closed after its
+ * hello) and the accept goes on; the right secret is taken, with its tag, and carries data. */
+static void test_side_secret(void **state)
+{
+    struct transport_side_listener *sl = side_open(2000);
+    const uint8_t *secret = transport_side_secret(sl);
+    uint8_t wrong[32];
+    struct transport_conn *bad = NULL, *good = NULL;
+    struct side_waiter w;
+    struct iovec iov = {"ok", 2};
+    char buf[2];
+
+    memcpy(wrong, secret, sizeof(wrong));
+    wrong[31] ^= 1; /* only the last byte differs */
+    side_waiter_start(&w, sl, 1, 10000, -1);
+    if (connect_secret()) {
+        assert_int_equal(side_connect(sl, wrong, 0, &bad), RG_ERR_REFUSED);
+    } else {
+        assert_int_equal(side_connect(sl, wrong, 1, &bad), RG_OK);
+        assert_int_equal(transport_set_recv_idle(bad, 5000), RG_OK); /* fail, never hang */
+        assert_int_equal(transport_recv(bad, buf, 1), RG_ERR_CLOSED); /* closed by the listener */
+        transport_close(bad);
+    }
+    assert_int_equal(side_connect(sl, secret, 7, &good), RG_OK);
+    pthread_join(w.tid, NULL);
+    assert_int_equal(w.status, RG_OK);
+    assert_int_equal(w.taken, 1);
+    if (!connect_secret())
+        assert_int_equal(w.tag[0], 7);
+    assert_int_equal(transport_sendv(good, &iov, 1), RG_OK);
+    assert_int_equal(transport_recv(w.conn[0], buf, 2), RG_OK);
+    assert_memory_equal(buf, "ok", 2);
+    transport_close(good);
+    transport_close(w.conn[0]);
+    transport_side_close(sl);
+}
+
+/* The deadlines: an accept nobody comes to ends with RG_ERR_TIMEOUT; a connection that never
+ * presents its secret is closed after hello_ms while the accept goes on, and the right one
+ * that comes after it is taken. */
+static void test_side_deadlines(void **state)
+{
+    struct transport_side_listener *sl = side_open(200);
+    struct transport_conn *silent, *good;
+    struct side_waiter w;
+    char c;
+
+    assert_int_equal(transport_side_accept(sl, 1, 300, -1, side_take, &w), RG_ERR_TIMEOUT);
+    if (connect_secret()) { /* no stream before the connection: no hello to wait for */
+        transport_side_close(sl);
+        return;
+    }
+    side_waiter_start(&w, sl, 1, 60000, -1);
+    assert_int_equal(ops->connect(transport_side_addr(sl), NULL, &silent), RG_OK);
+    assert_int_equal(transport_set_recv_idle(silent, 10000), RG_OK); /* fail, never hang */
+    assert_int_equal(transport_recv(silent, &c, 1), RG_ERR_CLOSED); /* after its 200 ms */
+    transport_close(silent);
+    assert_int_equal(side_connect(sl, transport_side_secret(sl), 0, &good), RG_OK);
+    pthread_join(w.tid, NULL);
+    assert_int_equal(w.status, RG_OK);
+    transport_close(good);
+    transport_close(w.conn[0]);
+    transport_side_close(sl);
+}
+
+/* More connections waiting to present their secret than are read at once: the listener reads
+ * TRANSPORT_SIDE_PENDING_MAX, drops the silent ones at their deadline, and takes the right one
+ * queued behind them. */
+static void test_side_bounded_pending(void **state)
+{
+    struct transport_side_listener *sl;
+    struct transport_conn *silent[TRANSPORT_SIDE_PENDING_MAX + 2], *good;
+    struct side_waiter w;
+
+    if (connect_secret()) {
+        print_message("no stream before an rdma connection: nothing pending; skipping\n");
+        skip();
+    }
+    sl = side_open(300);
+    side_waiter_start(&w, sl, 1, 60000, -1);
+    for (int i = 0; i < TRANSPORT_SIDE_PENDING_MAX + 2; i++)
+        assert_int_equal(ops->connect(transport_side_addr(sl), NULL, &silent[i]), RG_OK);
+    assert_int_equal(side_connect(sl, transport_side_secret(sl), 3, &good), RG_OK);
+    pthread_join(w.tid, NULL);
+    assert_int_equal(w.status, RG_OK);
+    assert_int_equal(w.tag[0], 3);
+    for (int i = 0; i < TRANSPORT_SIDE_PENDING_MAX + 2; i++)
+        transport_close(silent[i]);
+    transport_close(good);
+    transport_close(w.conn[0]);
+    transport_side_close(sl);
+}
+
+/* transport_side_cancel ends a waiting accept at once with RG_ERR_CLOSED; data on the watch fd
+ * ends it with RG_ERR_NOT_FOUND, the watch fd's close with RG_ERR_CLOSED. */
+static void test_side_cancel_and_watch(void **state)
+{
+    struct transport_side_listener *sl = side_open(2000);
+    struct side_waiter w;
+    int sv[2];
+
+    side_waiter_start(&w, sl, 1, 60000, -1);
+    transport_side_cancel(sl);
+    pthread_join(w.tid, NULL);
+    assert_int_equal(w.status, RG_ERR_CLOSED);
+    transport_side_close(sl);
+
+    sl = side_open(2000);
+    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+    side_waiter_start(&w, sl, 1, 60000, sv[0]);
+    assert_int_equal(write(sv[1], "x", 1), 1);
+    pthread_join(w.tid, NULL);
+    assert_int_equal(w.status, RG_ERR_NOT_FOUND);
+    close(sv[1]);
+    side_waiter_start(&w, sl, 1, 60000, sv[0]);
+    pthread_join(w.tid, NULL);
+    assert_int_equal(w.status, RG_ERR_NOT_FOUND); /* the byte is still there, unread */
+    assert_int_equal(read(sv[0], &(char){0}, 1), 1);
+    side_waiter_start(&w, sl, 1, 60000, sv[0]);
+    pthread_join(w.tid, NULL);
+    assert_int_equal(w.status, RG_ERR_CLOSED);
+    close(sv[0]);
+    transport_side_close(sl);
+}
+
 int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
@@ -813,6 +1021,10 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_adopt_fd, pair_setup, pair_teardown),
         cmocka_unit_test_setup_teardown(test_watch_fd, pair_setup, pair_teardown),
         cmocka_unit_test(test_rdma_upgrade_secret),
+        cmocka_unit_test(test_side_secret),
+        cmocka_unit_test(test_side_deadlines),
+        cmocka_unit_test(test_side_bounded_pending),
+        cmocka_unit_test(test_side_cancel_and_watch),
     };
     char group[64];
 

@@ -180,6 +180,28 @@ static void test_session_without_handshake(void **state)
     srv_session_teardown(&s); /* a second teardown finds nothing to do */
 }
 
+/* Two sessions side by side in one process: the parts that kept their state in the session
+ * object or in file-static variables (keepalive, lanes, tenancy, kernels' output, peer copies)
+ * each own a state of their own per session, set up with it and readable until it is freed. */
+static void test_states_per_session(void **state)
+{
+    static const enum srv_component_id ids[] = {SRV_COMP_KEEPALIVE, SRV_COMP_LANES,
+                                                SRV_COMP_TENANCY, SRV_COMP_OUTPUT, SRV_COMP_PEER};
+    struct srv_session a, b;
+
+    memset(&a, 0, sizeof(a));
+    memset(&b, 0, sizeof(b));
+    assert_int_equal(srv_session_init(&a), RG_OK);
+    assert_int_equal(srv_session_init(&b), RG_OK);
+    for (size_t i = 0; i < sizeof(ids) / sizeof(ids[0]); i++) {
+        assert_non_null(srv_component_state(&a, ids[i]));
+        assert_non_null(srv_component_state(&b, ids[i]));
+        assert_ptr_not_equal(srv_component_state(&a, ids[i]), srv_component_state(&b, ids[i]));
+    }
+    srv_session_teardown(&b);
+    srv_session_teardown(&a);
+}
+
 /* ---- several sessions in one process, one after the other (as under fuzz_worker) --------- */
 
 static struct srv_config cfg = {.driver = FAKECUDA_PATH, .log_level = RG_LOG_ERROR, .name = "test",
@@ -365,6 +387,7 @@ int main(void)
         cmocka_unit_test_setup(test_bare_and_bounds, reset),
         cmocka_unit_test(test_session_table),
         cmocka_unit_test(test_session_without_handshake),
+        cmocka_unit_test(test_states_per_session),
         cmocka_unit_test(test_sessions_in_one_process),
         cmocka_unit_test(test_limits_component),
     };
