@@ -8,10 +8,12 @@ JOBS=$(nproc 2>/dev/null || echo 2)
 PKGS="build-essential cmake pkg-config python3 binutils protobuf-c-compiler libprotobuf-c-dev
       libevent-dev libssl-dev libcmocka-dev libibverbs-dev librdmacm-dev iproute2
       adduser lintian systemd strace nodejs clang prometheus
-      munge slurmctld slurmd slurm-client libslurm-dev"
+      munge slurmctld slurmd slurm-client libslurm-dev python3-grpcio python3-grpc-tools"
 # prometheus: for promtool alone (check metrics on a live /metrics: tests/worker/ops_e2e.sh,
 # tools/k8s_validate.sh). Debian has no smaller package with promtool: 19 MB to download, 96 MB
 # installed, about 40 s; its service is not started (no systemd running in CI).
+# python3-grpcio, python3-grpc-tools: the DRA node plugin and its stubs
+# (deploy/kubernetes/pool/validate.sh).
 
 missing=""
 for p in $PKGS; do

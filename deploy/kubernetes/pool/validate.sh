@@ -6,7 +6,9 @@
 # BUILD_DIR/k8s-validator-pool; the references (check_dra.js: DRA classes, templates and claims,
 # ConfigMaps, Secrets and ServiceAccounts the pods use); and resourceslice.py on what
 # `rgpu status --json` says of two gpu-servers on the fake driver, its slice validated the same
-# way. No cluster is run: what the scheduler does with the slice is not tested here.
+# way; the DRA node plugin (rgpu_dra_plugin.py, its stubs generated from proto/ here) against a
+# kubelet and an API server played by test_nodeplugin.py. No cluster is run: what the scheduler
+# and the kubelet do with the slice and the plugin is not tested here.
 # Usage: deploy/kubernetes/pool/validate.sh BUILD_DIR
 set -u
 DIR=$(cd "$(dirname "$0")" && pwd)
@@ -53,6 +55,22 @@ if [ "$got" = "2 42 10737418240 True" ]; then
     echo "ok   resourceslice.py: the two servers that answered are two 10 GiB devices (the dead one left out)"
 else
     echo "FAIL resourceslice.py on rgpu status --json: $got"; cat "$WORK/slice.yaml"; FAILS=$((FAILS + 1))
+fi
+
+# The node plugin: python3 with Debian's python3-grpcio and python3-grpc-tools (tools/test.sh);
+# /usr/bin/python3 where another python3 (a pyenv) comes first on PATH without them.
+PY=""
+for p in python3 /usr/bin/python3; do
+    "$p" -c 'import grpc, grpc_tools' 2>/dev/null && { PY=$p; break; }
+done
+if [ -z "$PY" ]; then
+    echo "FAIL node plugin: no python3 with grpc and grpc_tools (python3-grpcio, python3-grpc-tools)"
+    FAILS=$((FAILS + 1))
+elif ! "$PY" -m grpc_tools.protoc -I "$DIR/proto" --python_out="$WORK" --grpc_python_out="$WORK" \
+        "$DIR"/proto/*.proto; then
+    echo "FAIL node plugin: generating the stubs from proto/"; FAILS=$((FAILS + 1))
+else
+    "$PY" "$DIR/test_nodeplugin.py" "$WORK" || FAILS=$((FAILS + 1))
 fi
 echo "$FAILS failed"
 [ "$FAILS" -eq 0 ]
