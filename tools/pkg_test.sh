@@ -224,7 +224,7 @@ in_root /usr/bin/rgpu --help >"$WORK/root-help.out" 2>&1 && grep -q "^usage: rgp
 in_root /usr/bin/rgpu --version >"$WORK/root-version.out" 2>&1 && grep -q "^rgpu 0" "$WORK/root-version.out" &&
     ok "glibc-only root: $(cat "$WORK/root-version.out")" ||
     fail "glibc-only root: rgpu --version: $(cat "$WORK/root-version.out")"
-if in_root LD_DEBUG=libs /usr/bin/rgpu run --server "127.0.0.1:$PORT" -- /app/vadd_static \
+if in_root LD_DEBUG=libs RGPU_TENANT="$RGPU_TENANT" RGPU_TOKEN="$RGPU_TOKEN" /usr/bin/rgpu run --server "127.0.0.1:$PORT" -- /app/vadd_static \
     >"$WORK/root-prog.out" 2>&1 && grep -q PASS "$WORK/root-prog.out"; then
     ok "glibc-only root: vadd_static PASS through rgpu run"
 else
