@@ -33,7 +33,7 @@ def main():
                     "index": {"int": gpu["index"]},
                     "model": {"string": gpu["name"]},
                 },
-                "capacity": {"memory": {"value": str(gpu["memory_total"])}},
+                "capacity": {"memory": {"value": str(gpu["memory_total_bytes"])}},
             })
     if len(devices) > MAX_DEVICES:
         sys.exit("resourceslice.py: %d GPUs: more than one slice holds (%d); split the pool"
