@@ -44,6 +44,8 @@
 #define SAMPLE 256
 #define METER_TICK_NS 2000000L /* the meter looks for sampled launches at least this often */
 #define QUEUE_TARGET_NS 2000000ull
+/* A best-effort session keeps a short queue for this long after a guaranteed one was active. */
+#define BE_RECENT_NS 1000000000ull
 
 typedef CUresult (*is_capturing_fn)(CUstream, CUstreamCaptureStatus *);
 
@@ -66,6 +68,8 @@ struct srv_gate {
     CUcontext meter_ctx; /* the meter thread's current context */
     is_capturing_fn is_capturing;
     uint32_t fast_launches; /* launches through the fast path (worker thread only) */
+    uint64_t surveyed_ns;   /* when light() last surveyed the sessions (worker thread only) */
+    uint64_t light_launches; /* launches that went beside the owner's work (worker thread) */
 };
 
 static void sleep_ns(long ns)
@@ -228,10 +232,37 @@ static int snapshot(struct srv_table *t, int me, int gpu, uint64_t now, struct s
     return n;
 }
 
-/* Under the lock: whether session `me` should launch on gpu now. joining: it starts to contend
- * after being idle (its virtual time may have to catch up with the others', scheduler/share.h;
- * a session that contended a moment ago keeps its place). Every session's due share is
- * published in its slot on the way. */
+/* Under the lock: the sessions on gpu and their shares (published in their slots on the way:
+ * an idle session keeps the share it last contended with). joining: `me` starts to contend
+ * after being idle, or launches light (its virtual time may have to catch up with the
+ * contenders', scheduler/share.h). Returns the number of sessions; *mine as snapshot's. */
+static int survey(struct srv_table *t, int me, int gpu, uint64_t now, bool joining,
+                  struct sched_tenant *tens, int *ntens, struct sched_session *ss, int *slots,
+                  double *share, int *mine)
+{
+    struct sched_params p = {.window_ns = t->window_ns, .quantum_ns = t->quantum_ns};
+    int nt = t->ntenants < SCHED_MAX_TENANTS - 1 ? t->ntenants : SCHED_MAX_TENANTS - 1, n;
+
+    for (int k = 0; k < nt; k++)
+        tens[k] = (struct sched_tenant){t->tenants[k].weight, t->tenants[k].cap_permille,
+                                        t->tenants[k].best_effort};
+    tens[nt] = (struct sched_tenant){.weight = 1}; /* sessions of a server without tenants */
+    *ntens = nt + 1;
+    n = snapshot(t, me, gpu, now, ss, slots, mine);
+    sched_session_shares(tens, nt + 1, ss, n, share);
+    if (joining && *mine >= 0) {
+        ss[*mine].vtime = sched_join_vtime(ss, n, *mine, share[*mine], &p);
+        /* our meter adds nothing meanwhile: joining means nothing of ours is in flight, and a
+         * light launch's charge races only with this raise, never lowers it */
+        atomic_store(&t->slots[me].vtime, ss[*mine].vtime);
+    }
+    for (int i = 0; i < n; i++)
+        if (share[i] > 0)
+            atomic_store(&t->slots[slots[i]].share_ppm, (uint32_t)(share[i] * 1e6 + 0.5));
+    return n;
+}
+
+/* Under the lock: whether session `me` should launch on gpu now (joining: as survey's). */
 static bool decide(struct srv_table *t, int me, int gpu, uint64_t now, bool joining)
 {
     static struct sched_session ss[SRV_TABLE_SLOTS];
@@ -239,27 +270,12 @@ static bool decide(struct srv_table *t, int me, int gpu, uint64_t now, bool join
     static double share[SRV_TABLE_SLOTS];
     struct sched_tenant tens[SCHED_MAX_TENANTS];
     struct sched_params p = {.window_ns = t->window_ns, .quantum_ns = t->quantum_ns};
-    struct srv_table_gpu *G = &t->gpus[gpu];
-    int nt = t->ntenants < SCHED_MAX_TENANTS - 1 ? t->ntenants : SCHED_MAX_TENANTS - 1;
-    int n, mine, pick, owner = atomic_load(&G->owner);
+    int n, nt, mine, pick, owner = atomic_load(&t->gpus[gpu].owner);
 
-    for (int k = 0; k < nt; k++)
-        tens[k] = (struct sched_tenant){t->tenants[k].weight, t->tenants[k].cap_permille,
-                                        t->tenants[k].best_effort};
-    tens[nt] = (struct sched_tenant){.weight = 1}; /* sessions of a server without tenants */
-    n = snapshot(t, me, gpu, now, ss, slots, &mine);
+    n = survey(t, me, gpu, now, joining, tens, &nt, ss, slots, share, &mine);
     if (mine < 0)
         return false;
-    if (joining) {
-        sched_session_shares(tens, nt + 1, ss, n, share);
-        ss[mine].vtime = sched_join_vtime(ss, n, mine, share[mine], &p);
-        /* our meter adds nothing meanwhile: joining means nothing of ours is in flight */
-        atomic_store(&t->slots[me].vtime, ss[mine].vtime);
-    }
-    pick = sched_pick(tens, nt + 1, ss, n, &p, share);
-    for (int i = 0; i < n; i++) /* an idle session keeps the share it last contended with */
-        if (share[i] > 0)
-            atomic_store(&t->slots[slots[i]].share_ppm, (uint32_t)(share[i] * 1e6 + 0.5));
+    pick = sched_pick(tens, nt, ss, n, &p, share);
     if (pick != mine)
         return false;
     if (owner < 0 || owner == me || atomic_load(&t->slots[owner].pid) == 0 ||
@@ -287,8 +303,46 @@ static void set_waiting(struct srv_table *t, struct srv_table_slot *sl, int gpu,
         atomic_fetch_sub(&t->gpus[gpu].nwaiting, 1);
 }
 
-/* Hold the caller until it is the session to run on gpu. */
-static void wait_turn(struct srv_gate *g, int gpu, uint64_t now)
+/* Whether this launch may go at once beside the owner's work (scheduler/share.h,
+ * sched_light_pass): light, and the session not ahead of the owner by its quantum. Lock-free
+ * but for a survey at most every horizon (and when the session comes back from idle), which
+ * publishes the shares and keeps a light session's virtual time within a quantum of the
+ * contenders' (it must not bank the time it leaves unused). */
+static bool light(struct srv_gate *g, int gpu, uint64_t now)
+{
+    static struct sched_session ss[SRV_TABLE_SLOTS];
+    static int slots[SRV_TABLE_SLOTS];
+    static double share[SRV_TABLE_SLOTS];
+    struct srv_table *t = g->t;
+    struct srv_table_slot *sl = my_slot(g);
+    struct sched_params p = {.window_ns = t->window_ns, .quantum_ns = t->quantum_ns};
+    struct sched_tenant tens[SCHED_MAX_TENANTS];
+    int owner = atomic_load(&t->gpus[gpu].owner), nt, mine;
+    struct sched_light l;
+
+    if (owner < 0 || owner == g->slot || atomic_load(&t->slots[owner].pid) == 0)
+        return false;
+    l = (struct sched_light){.avg_ns = atomic_load(&g->avg_ns),
+                             .inflight = atomic_load(&sl->inflight)};
+    if (l.avg_ns == 0 || (uint64_t)l.inflight + 1 > SCHED_LIGHT_NS / l.avg_ns)
+        return false; /* not light: no need to look further */
+    if (now - g->surveyed_ns >= t->horizon_ns) {
+        srv_table_lock(t);
+        survey(t, g->slot, gpu, now, true, tens, &nt, ss, slots, share, &mine);
+        srv_table_unlock(t);
+        g->surveyed_ns = now;
+    }
+    l.vtime = atomic_load(&sl->vtime);
+    l.ref_vtime = atomic_load(&t->slots[owner].vtime);
+    l.share = atomic_load(&sl->share_ppm) / 1e6;
+    return sched_light_pass(&l, &p);
+}
+
+/* Hold the caller until it is the session to run on gpu, or (may_light) until its launch may
+ * go beside the owner's work: a session that waited for a turn (ahead of the owner, or the
+ * owner itself while others waited) must not wait out a whole turn of the next owner when its
+ * work is light and it is no longer ahead. */
+static void wait_turn(struct srv_gate *g, int gpu, uint64_t now, bool may_light)
 {
     struct srv_table *t = g->t;
     struct srv_table_slot *sl = my_slot(g);
@@ -314,6 +368,13 @@ static void wait_turn(struct srv_gate *g, int gpu, uint64_t now)
             break;
         sleep_ns(POLL_NS);
         now = srv_now_ns();
+        if (may_light && light(g, gpu, now)) {
+            srv_table_lock(t);
+            set_waiting(t, sl, gpu, false);
+            srv_table_unlock(t);
+            g->light_launches++;
+            break;
+        }
     }
     if (now > t0)
         atomic_fetch_add(&sl->held_ns, now - t0);
@@ -324,6 +385,22 @@ static void wait_room(struct srv_gate *g, uint32_t limit)
 {
     while (atomic_load(&g->head) - atomic_load(&g->tail) >= limit)
         sleep_ns(POLL_NS / 2);
+}
+
+/* A best-effort session waits while a guaranteed one is active on gpu, polling the GPU's
+ * entry without the lock and without counting as a waiter: the guaranteed owner keeps its fast
+ * path, and the table's lock is left to the sessions that can get the GPU. */
+static void hold_class(struct srv_gate *g, int gpu, uint64_t *now)
+{
+    struct srv_table_gpu *G = &g->t->gpus[gpu];
+    uint64_t t0 = *now;
+
+    while (*now - atomic_load(&G->last_guaranteed_ns) < g->t->horizon_ns) {
+        sleep_ns(POLL_NS);
+        *now = srv_now_ns();
+    }
+    if (*now > t0)
+        atomic_fetch_add(&my_slot(g)->held_ns, *now - t0);
 }
 
 static void hold(struct srv_gate *g, int gpu)
@@ -337,10 +414,19 @@ static void hold(struct srv_gate *g, int gpu)
     uint32_t limit = RING - 1;
 
     atomic_store(&my_slot(g)->gate_gpu, gpu);
-    if (atomic_load(&G->owner) != g->slot || atomic_load(&G->nwaiting) != 0 || capped ||
-        (best_effort && now - atomic_load(&G->last_guaranteed_ns) < t->horizon_ns))
-        wait_turn(g, gpu, now);
-    if (capped || atomic_load(&G->nwaiting) != 0) { /* contended: keep the queue short */
+    if (best_effort)
+        hold_class(g, gpu, &now);
+    if (capped || atomic_load(&G->owner) != g->slot || atomic_load(&G->nwaiting) != 0) {
+        /* a capped session's time must be its own: it always takes its turn */
+        if (!capped && light(g, gpu, now))
+            g->light_launches++;
+        else
+            wait_turn(g, gpu, now, !capped);
+    }
+    /* Contended, or best effort beside a guaranteed tenant active in the last second: keep the
+     * queue short, so that a handover (or the guaranteed tenant's return) waits for little. */
+    if (capped || atomic_load(&G->nwaiting) != 0 ||
+        (best_effort && now - atomic_load(&G->last_guaranteed_ns) < BE_RECENT_NS)) {
         avg = atomic_load(&g->avg_ns);
         limit = avg == 0 ? 2 : (uint32_t)(QUEUE_TARGET_NS / avg);
         limit = limit < 2 ? 2 : limit > RING - 1 ? RING - 1 : limit;
@@ -564,6 +650,9 @@ void srv_gate_destroy(struct srv_session *s, struct srv_gate *g)
         rg_warn("launches still running at the end of the session; not waiting for them");
         return; /* the thread and its events go with the process */
     }
+    if (g->light_launches != 0)
+        rg_info("compute gate: %llu launches went beside another session's work (light)",
+                (unsigned long long)g->light_launches);
     drop_events(g);
     sem_destroy(&g->ready);
     free(g);
