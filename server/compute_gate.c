@@ -22,6 +22,17 @@
  * nothing queued for grace_ns (2 ms: longer than the gaps inside a burst of launches and a
  * client's round trip) gives the GPU up to a session that waits.
  *
+ * Work conservation. A light launch (the session's queued GPU time with it under 0.5 ms, from
+ * its mean launch time: short kernels into a shallow queue, a launch-bound request loop) goes
+ * at once beside the owner's work, unless its session is a quantum ahead of the owner in virtual
+ * time (scheduler/share.h, sched_light_pass); the driver time-slices the contexts, as natively.
+ * Serializing such sessions left the GPU idle through their host time and made each pay a
+ * handover for microseconds of work. GPU-bound and capped sessions take turns as above.
+ *
+ * Class. A best-effort session waits while a guaranteed one is active, polling without the lock
+ * and without counting as a waiter (so the guaranteed owner keeps its fast path), and keeps one
+ * launch in flight for a second after a guaranteed session was active.
+ *
  * Concurrent (sharing = mps). The workers are clients of the server's MPS daemon and their
  * kernels run at the same time: there is no owner; launches are sampled as for a lone session,
  * and only the class rule holds at the gate (best effort waits while a guaranteed session is
@@ -338,6 +349,20 @@ static bool light(struct srv_gate *g, int gpu, uint64_t now)
     return sched_light_pass(&l, &p);
 }
 
+/* A best-effort session waits while a guaranteed one is active on gpu, polling the GPU's
+ * entry without the lock and without counting as a waiter: the guaranteed owner keeps its fast
+ * path, and the table's lock is left to the sessions that can get the GPU. The caller counts
+ * the time held. */
+static void hold_class(struct srv_gate *g, int gpu, uint64_t *now)
+{
+    struct srv_table_gpu *G = &g->t->gpus[gpu];
+
+    while (*now - atomic_load(&G->last_guaranteed_ns) < g->t->horizon_ns) {
+        sleep_ns(POLL_NS);
+        *now = srv_now_ns();
+    }
+}
+
 /* Hold the caller until it is the session to run on gpu, or (may_light) until its launch may
  * go beside the owner's work: a session that waited for a turn (ahead of the owner, or the
  * owner itself while others waited) must not wait out a whole turn of the next owner when its
@@ -346,11 +371,20 @@ static void wait_turn(struct srv_gate *g, int gpu, uint64_t now, bool may_light)
 {
     struct srv_table *t = g->t;
     struct srv_table_slot *sl = my_slot(g);
+    const struct srv_table_tenant *ten = my_tenant(g);
+    bool best_effort = ten != NULL && ten->best_effort;
     uint64_t t0 = now;
     bool go;
 
     for (;;) {
         bool joining;
+        if (best_effort && now - atomic_load(&t->gpus[gpu].last_guaranteed_ns) < t->horizon_ns) {
+            /* a guaranteed session became active meanwhile: it has the GPU whatever the turn */
+            srv_table_lock(t);
+            set_waiting(t, sl, gpu, false);
+            srv_table_unlock(t);
+            hold_class(g, gpu, &now);
+        }
         srv_table_lock(t);
         /* back from idle (or new): nothing in flight, no launch within the horizon */
         joining = !atomic_load(&sl->waiting) && atomic_load(&sl->inflight) == 0 &&
@@ -387,22 +421,6 @@ static void wait_room(struct srv_gate *g, uint32_t limit)
         sleep_ns(POLL_NS / 2);
 }
 
-/* A best-effort session waits while a guaranteed one is active on gpu, polling the GPU's
- * entry without the lock and without counting as a waiter: the guaranteed owner keeps its fast
- * path, and the table's lock is left to the sessions that can get the GPU. */
-static void hold_class(struct srv_gate *g, int gpu, uint64_t *now)
-{
-    struct srv_table_gpu *G = &g->t->gpus[gpu];
-    uint64_t t0 = *now;
-
-    while (*now - atomic_load(&G->last_guaranteed_ns) < g->t->horizon_ns) {
-        sleep_ns(POLL_NS);
-        *now = srv_now_ns();
-    }
-    if (*now > t0)
-        atomic_fetch_add(&my_slot(g)->held_ns, *now - t0);
-}
-
 static void hold(struct srv_gate *g, int gpu)
 {
     struct srv_table *t = g->t;
@@ -410,12 +428,15 @@ static void hold(struct srv_gate *g, int gpu)
     const struct srv_table_tenant *ten = my_tenant(g);
     bool best_effort = ten != NULL && ten->best_effort;
     bool capped = ten != NULL && ten->cap_permille != 0;
-    uint64_t now = srv_now_ns(), avg;
+    uint64_t now = srv_now_ns(), t0 = now, avg;
     uint32_t limit = RING - 1;
 
     atomic_store(&my_slot(g)->gate_gpu, gpu);
-    if (best_effort)
+    if (best_effort) {
         hold_class(g, gpu, &now);
+        if (now > t0)
+            atomic_fetch_add(&my_slot(g)->held_ns, now - t0);
+    }
     if (capped || atomic_load(&G->owner) != g->slot || atomic_load(&G->nwaiting) != 0) {
         /* a capped session's time must be its own: it always takes its turn */
         if (!capped && light(g, gpu, now))
@@ -423,14 +444,16 @@ static void hold(struct srv_gate *g, int gpu)
         else
             wait_turn(g, gpu, now, !capped);
     }
-    /* Contended, or best effort beside a guaranteed tenant active in the last second: keep the
-     * queue short, so that a handover (or the guaranteed tenant's return) waits for little. */
-    if (capped || atomic_load(&G->nwaiting) != 0 ||
-        (best_effort && now - atomic_load(&G->last_guaranteed_ns) < BE_RECENT_NS)) {
+    /* Contended: keep the queue short, so that a handover waits for little. Best effort
+     * beside a guaranteed tenant active in the last second: one launch at a time, so that the
+     * guaranteed tenant's return waits for at most one of its kernels. */
+    if (capped || atomic_load(&G->nwaiting) != 0) {
         avg = atomic_load(&g->avg_ns);
         limit = avg == 0 ? 2 : (uint32_t)(QUEUE_TARGET_NS / avg);
         limit = limit < 2 ? 2 : limit > RING - 1 ? RING - 1 : limit;
     }
+    if (best_effort && now - atomic_load(&G->last_guaranteed_ns) < BE_RECENT_NS)
+        limit = 1;
     wait_room(g, limit);
 }
 
