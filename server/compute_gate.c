@@ -262,10 +262,14 @@ static int survey(struct srv_table *t, int me, int gpu, uint64_t now, bool joini
     n = snapshot(t, me, gpu, now, ss, slots, mine);
     sched_session_shares(tens, nt + 1, ss, n, share);
     if (joining && *mine >= 0) {
-        ss[*mine].vtime = sched_join_vtime(ss, n, *mine, share[*mine], &p);
-        /* our meter adds nothing meanwhile: joining means nothing of ours is in flight, and a
-         * light launch's charge races only with this raise, never lowers it */
-        atomic_store(&t->slots[me].vtime, ss[*mine].vtime);
+        uint64_t want = sched_join_vtime(ss, n, *mine, share[*mine], &p);
+        uint64_t cur = ss[*mine].vtime;
+        /* raised only, and never over a charge our meter adds meanwhile (a light session may
+         * have launches in flight) */
+        while ((int64_t)(want - cur) > 0 &&
+               !atomic_compare_exchange_weak(&t->slots[me].vtime, &cur, want))
+            ;
+        ss[*mine].vtime = atomic_load(&t->slots[me].vtime);
     }
     for (int i = 0; i < n; i++)
         if (share[i] > 0)
