@@ -169,7 +169,7 @@ bool sched_light_pass(const struct sched_light *l, const struct sched_params *pa
 {
     double share = l->share < SCHED_MIN_SHARE_PPM / 1e6 ? SCHED_MIN_SHARE_PPM / 1e6 : l->share;
 
-    if (l->avg_ns == 0 || (uint64_t)l->inflight + 1 > SCHED_LIGHT_NS / l->avg_ns)
+    if (l->avg_ns == 0 ? l->inflight != 0 : (uint64_t)l->inflight + 1 > SCHED_LIGHT_NS / l->avg_ns)
         return false;
     return (double)(int64_t)(l->vtime - l->ref_vtime) < (double)params->quantum_ns / share;
 }

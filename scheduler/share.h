@@ -101,9 +101,10 @@ struct sched_light {
 };
 
 /* Whether the launch may go beside the owner's work without waiting for a turn: light (the
- * session's queued GPU time, this launch included, under SCHED_LIGHT_NS; unknown until one
- * launch was measured) and the session not more than quantum_ns / share ahead of the owner in
- * virtual time (wrap-safe). */
+ * session's queued GPU time, this launch included, under SCHED_LIGHT_NS; before any launch of
+ * it was measured, its first launch into an empty queue: a new session must not wait out a
+ * whole turn to be measured) and the session not more than quantum_ns / share ahead of the
+ * owner in virtual time (wrap-safe). */
 bool sched_light_pass(const struct sched_light *l, const struct sched_params *params);
 
 /* The virtual time ns of GPU time adds to a session whose share is share_ppm millionths. */

@@ -339,7 +339,7 @@ static bool light(struct srv_gate *g, int gpu, uint64_t now)
         return false;
     l = (struct sched_light){.avg_ns = atomic_load(&g->avg_ns),
                              .inflight = atomic_load(&sl->inflight)};
-    if (l.avg_ns == 0 || (uint64_t)l.inflight + 1 > SCHED_LIGHT_NS / l.avg_ns)
+    if (l.avg_ns == 0 ? l.inflight != 0 : (uint64_t)l.inflight + 1 > SCHED_LIGHT_NS / l.avg_ns)
         return false; /* not light: no need to look further */
     if (now - g->surveyed_ns >= t->horizon_ns) {
         srv_table_lock(t);

@@ -324,8 +324,11 @@ static void test_light_pass(void **state)
     assert_false(sched_light_pass(&l, &params));
     l.avg_ns = 2000000; /* the fake driver's saturating loads (2 ms kernels) */
     assert_false(sched_light_pass(&l, &params));
-    l.avg_ns = 0; /* nothing measured yet */
+    l.avg_ns = 0; /* nothing measured yet: its first launch into an empty queue goes */
+    assert_true(sched_light_pass(&l, &params));
+    l.inflight = 1;
     assert_false(sched_light_pass(&l, &params));
+    l.inflight = 0;
     l.avg_ns = 20000;
     /* ahead of the owner by less than quantum / share (10 ms / 0.25 = 40 ms): goes */
     l.vtime = l.ref_vtime + 39 * MS;

@@ -9,18 +9,21 @@
 #
 # Why it is not timing-flaky: the kernel is the fake's sleep_us (KERNEL_US of "GPU" time, slept)
 # and the think time is slept too, so a request takes about KERNEL_US + THINK_US plus a round
-# trip whatever the host's load, and the fake GPU runs every session's kernels at once (it is
-# idle ~85% of the time with one session, ~40% with four). Served one at a time, four sessions
-# get about 1x one session; served as they come, about 4x. The bound, BOUND x N x alone =
-# 3.0x, is far from both: a loaded host that stretches the round trips of the four sessions by
-# 25% more than the lone one's still passes, and the old gate cannot reach it.
+# trip whatever the host's load, and the fake GPU runs every session's kernels at once (busy
+# ~1% of the time per session). The kernel is tiny so that, however much a loaded host
+# oversleeps it, the gate still sees light work (its measured time stays far below the 0.5 ms
+# light threshold; with 200 us kernels a loaded host measured 0.7 ms and the test flaked).
+# Served one at a time, four sessions get about 1x one session (measured 0.99-1.07x); served as
+# they come, about 4x (measured 3.5-3.85x on a loaded 2-core host). The bound, BOUND x N x
+# alone = 3.0x, is far from both: the four clients' round trips may stretch on a loaded host by
+# 25% more than the lone one's, and turns cannot reach it.
 # Usage: share_light.sh BUILD_DIR
 set -u
 BUILD=$(cd "$1" && pwd)
 . "$(dirname "$0")/tenant_lib.sh"
 LOAD=$BUILD/tests/worker/share_load
 export LD_LIBRARY_PATH=$BUILD/lib
-KERNEL_US=200
+KERNEL_US=10 # see above
 THINK_US=1000
 SECS=3
 N=4
