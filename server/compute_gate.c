@@ -260,6 +260,9 @@ static int survey(struct srv_table *t, int me, int gpu, uint64_t now, bool joini
     tens[nt] = (struct sched_tenant){.weight = 1}; /* sessions of a server without tenants */
     *ntens = nt + 1;
     n = snapshot(t, me, gpu, now, ss, slots, mine);
+    if (joining && *mine >= 0) /* about to launch: active, whatever its past (a new session's
+                                * share would be 0, and its catch-up a thousand quanta) */
+        ss[*mine].active = true;
     sched_session_shares(tens, nt + 1, ss, n, share);
     if (joining && *mine >= 0) {
         uint64_t want = sched_join_vtime(ss, n, *mine, share[*mine], &p);
