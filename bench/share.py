@@ -20,7 +20,9 @@ Usage: python3 bench/share.py [BUNDLE_DIR]   (default <repo>/.bundle; from bench
   SHARE_ROUNDS=1      repeat the whole interleaved sequence
   SHARE_DEADLINE=520  seconds for everything (skip groups that would overrun)
   SHARE_FAKE=1        no GPU and no torch (sleeps), a stand-in MPS on PATH: checks this script
-Writes share.jsonl and share.md into $OUT (else /tmp) and prints the table."""
+Writes share.jsonl and share.md into $OUT (else /tmp) and prints the table.
+       python3 bench/share.py --table SHARE.JSONL   the table again from a run's share.jsonl
+                      (skipped groups and failed sessions say so)."""
 import json
 import os
 import signal
@@ -33,7 +35,8 @@ import time
 import urllib.request
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-B = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, ".bundle"))
+TABLE_ONLY = len(sys.argv) > 2 and sys.argv[1] == "--table"
+B = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 and not TABLE_ONLY else os.path.join(ROOT, ".bundle"))
 DEPS = os.path.join(B, "deps")
 OUT = os.environ.get("OUT") or "/tmp"
 SECS = float(os.environ.get("SHARE_SECS", "3"))
@@ -48,8 +51,9 @@ INIT_MAX = 90.0  # seconds a group's processes get to become ready (then 4x the 
 MPS_CONTROL = "nvidia-cuda-mps-control"
 T0 = time.time()
 LOG = os.path.join(OUT, "share-logs")
-os.makedirs(LOG, exist_ok=True)
-JSONL = open(os.path.join(OUT, "share.jsonl"), "w")
+if not TABLE_ONLY:
+    os.makedirs(LOG, exist_ok=True)
+JSONL = None if TABLE_ONLY else open(os.path.join(OUT, "share.jsonl"), "w")
 CHILDREN = []  # Popen objects we started and must end
 
 
@@ -299,34 +303,51 @@ def group(rnd, mode, n, servers, mps):
 def table(rows):
     """Two tables: the aggregate per workload and N, a column per mode (its rate, its ratio to
     the same mode's N=1, and the worst session's deviation from the sessions' mean); then each
-    session's rate as % of the mean, and the gate's GPU time per session likewise (rgpu)."""
-    by = {}
+    session's rate as % of the mean, and the gate's GPU time per session likewise (rgpu).
+    rows: the groups as recorded; a skipped group ({"skipped": why}) is a cell saying so, and a
+    session that failed or reported nothing counts as "failed" (its rate is not in the mean)."""
+    by, skipped = {}, {}
     for r in rows:
+        if r.get("skipped") or "workloads" not in r:
+            skipped[(r.get("mode"), r.get("n"))] = r.get("skipped") or "no result"
+            continue
         for w, d in r["workloads"].items():
             by.setdefault((w, r["mode"], r["n"]), []).append(d)
-    modes = [m for m in MODES if any(k[1] == m for k in by)]
-    ns = sorted(set(NS))
+    seen_modes = {k[1] for k in by} | {k[0] for k in skipped}
+    modes = [m for m in MODES if m in seen_modes] + sorted(m for m in seen_modes - set(MODES) if m)
+    ns = sorted(set(NS) | {k[2] for k in by} | {k[1] for k in skipped if k[1] is not None})
+    workloads = WORKLOADS + sorted({k[0] for k in by} - set(WORKLOADS))
     out = ["| workload | N | " + " | ".join(modes) + " |", "| --- | --- |" + " --- |" * len(modes)]
     shares = []
-    for w in WORKLOADS:
-        unit = next((d[0]["unit"] for k, d in by.items() if k[0] == w and d[0]["unit"]), "")
+
+    def total(d):
+        return sum(x or 0 for x in d["rates"])
+    for w in workloads:
+        unit = next((d[0]["unit"] for k, d in by.items() if k[0] == w and d[0].get("unit")), "")
         for n in ns:
             cells = []
             for mode in modes:
                 ds = by.get((w, mode, n))
                 if not ds:
-                    cells.append("-")
+                    why = skipped.get((mode, n))
+                    cells.append("skipped (%s)" % why if why else "-")
                     continue
-                aggs = [sum(x or 0 for x in d["rates"]) for d in ds]
+                aggs = [total(d) for d in ds]
                 agg = sorted(aggs)[len(aggs) // 2]
                 b = by.get((w, mode, 1))
-                base = sorted(sum(x or 0 for x in d["rates"]) for d in b)[len(b) // 2] if b else 0
+                base = sorted(total(d) for d in b)[len(b) // 2] if b else 0
                 d = ds[0]
-                rates = [x or 0 for x in d["rates"]]
-                mean = sum(rates) / len(rates)
-                pct = [100 * x / mean if mean else 0 for x in rates]
-                worst = max(abs(p - 100) for p in pct)
-                miss = sum(x is None for x in d["rates"])
+                ok = [x for x in d["rates"] if x is not None]
+                miss = len(d["rates"]) - len(ok)
+                if not ok:
+                    err = (d.get("errors") or ["no rate reported"])[0]
+                    cells.append("failed (%s)" % err.split("\n")[0][:60])
+                    shares.append("%-6s N=%d %-10s all %d session(s) failed: %s" % (
+                        w, n, mode, len(d["rates"]), err.split("\n")[0][:100]))
+                    continue
+                mean = sum(ok) / len(ok)
+                pct = [100 * x / mean if mean and x is not None else None for x in d["rates"]]
+                worst = max(abs(p - 100) for p in pct if p is not None)
                 cell = "%.0f" % agg
                 if len(aggs) > 1:
                     cell += " (%.0f-%.0f)" % (min(aggs), max(aggs))
@@ -335,19 +356,21 @@ def table(rows):
                 if n > 1:
                     cell += " ±%.0f%%" % worst
                 if miss:
-                    cell += " [%d of %d failed]" % (miss, n)
+                    cell += " [%d of %d failed]" % (miss, len(d["rates"]))
                 cells.append(cell)
                 if n > 1:
-                    sl = [sum(c) / 0.5 for c in zip(*d["slices"])] if d["slices"] else []
-                    g = d.get("gate_gpu_s") or []
+                    slices = [x for x in (d.get("slices") or []) if x]
+                    sl = [sum(c) / 0.5 for c in zip(*slices)] if slices else []
+                    g = [x for x in (d.get("gate_gpu_s") or []) if x is not None]
                     gm = sum(g) / len(g) if g else 0
-                    line = "%-6s N=%d %-10s %s" % (w, n, mode, " ".join("%.0f" % p for p in pct))
+                    line = "%-6s N=%d %-10s %s" % (w, n, mode, " ".join(
+                        "%.0f" % p if p is not None else "failed" for p in pct))
                     if sl:
                         line += "  | aggregate per 0.5 s %.0f-%.0f" % (min(sl), max(sl))
                     if gm > 0:
                         line += "  | gate GPU time %s" % " ".join("%.0f" % (100 * x / gm) for x in g)
-                    if d["errors"]:
-                        line += "  | error: %s" % d["errors"][0][:100]
+                    if d.get("errors"):
+                        line += "  | error: %s" % d["errors"][0].split("\n")[0][:100]
                     shares.append(line)
             out.append("| %s (%s) | %d | %s |" % (w, unit, n, " | ".join(cells)))
     return ("\n".join(out) + "\n\nEach session's rate, % of the sessions' mean:\n" +
@@ -366,8 +389,8 @@ def targets(by):
         d = by.get((w, mode, n))
         if not d:
             return None
-        r = [x or 0 for x in d[0]["rates"]]
-        m = sum(r) / len(r)
+        r = [x for x in d[0]["rates"] if x is not None]
+        m = sum(r) / len(r) if r else 0
         return max(abs(x - m) / m for x in r) * 100 if m else None
     lines = ["Targets:"]
     for w, mode, want in (("gpu", "rgpu-ts", 2.2), ("gsync", "rgpu-ts", 2.2),
@@ -377,7 +400,7 @@ def targets(by):
             lines.append("  %-6s N=4 %-10s %.2fx N=1 (target >= %.1fx): %s" % (
                 w, mode, a4 / a1, want, "met" if a4 / a1 >= want else "MISSED"))
     for mode in ("rgpu-ts", "rgpu-mps", "native-ts", "native-mps"):
-        ws = [(w, n, worst(w, mode, n)) for w in WORKLOADS for n in sorted(set(NS)) if n > 1]
+        ws = [(w, n, worst(w, mode, n)) for (w, m, n) in sorted(by) if m == mode and n > 1]
         ws = [x for x in ws if x[2] is not None]
         if ws:
             w, n, v = max(ws, key=lambda x: x[2])
@@ -389,6 +412,9 @@ def targets(by):
 
 def main():
     global INIT_MAX
+    if TABLE_ONLY:
+        print(table([json.loads(line) for line in open(sys.argv[2]) if line.strip()]))
+        return 0
     servers, mps, rows = {}, NativeMps(), []
     stopping = []
 
@@ -415,6 +441,7 @@ def main():
                     if time.time() - T0 + need > DEADLINE:
                         log("skipped %s N=%d: it would end past SHARE_DEADLINE=%.0f s" % (mode, n, DEADLINE))
                         record({"round": rnd, "mode": mode, "n": n, "skipped": "deadline"})
+                        rows.append({"round": rnd, "mode": mode, "n": n, "skipped": "deadline"})
                         continue
                     if mode in setup and not setup[mode]():
                         log("%s could not start: its rows are left out" % mode)

@@ -17,7 +17,8 @@ Workloads (PyTorch, random weights, fp16):
           kernels leave most SMs idle; tokens/s
 
 Usage: share_load.py --start-file F --secs S --gap G --workloads "cpu gpu gsync decode"
-       (SHARE_FAKE=1: no torch, each "request" a 2 ms sleep: for checking the orchestrator)"""
+       (SHARE_FAKE=1: no torch, each "request" a 2 ms sleep: for checking the orchestrator)
+       share_load.py --dry-decode [STEPS]   the decode step on the CPU (torch, no GPU)"""
 import argparse
 import json
 import os
@@ -25,6 +26,15 @@ import sys
 import time
 
 SLICE = 0.5  # seconds; per-slice counts show how even a session's rate was within the phase
+# Every function captured in a CUDA graph, kept for the life of the process: a graph replays
+# its kernels on the addresses it was captured with and holds no reference to the tensors
+# behind them. Before this, graph_of's caller dropped the function once captured, so the decode
+# step's state (token, position, weights, KV cache; only its closure held them) went back to
+# PyTorch's caching allocator, the cpu phase's allocations reused that memory, and the decode
+# phase's replays indexed the embeddings with garbage: "IndexKernel.cu: index out of bounds",
+# a device-side assert, natively and through rgpu, on the H100 (2026-11-27). The ResNet graph's
+# input batch was freed the same way (wrong numbers, no assert).
+KEEP = []
 
 
 def emit(obj):
@@ -125,6 +135,7 @@ def build_torch(names):
         g = torch.cuda.CUDAGraph()
         with torch.cuda.graph(g):
             fn()
+        KEEP.append(fn)  # the tensors the graph reads and writes live as long as it does
         for _ in range(3):
             g.replay()
         torch.cuda.synchronize()
@@ -156,23 +167,26 @@ def build_torch(names):
         out["gpu"] = Gpu()
 
     if "decode" in names:
-        gstep = graph_of(decoder(torch, dev))
+        step = decoder(torch, dev)
+        gstep = graph_of(step)
 
         class Decode:
             unit = "tokens/s"
 
             def run(self, ph):
                 saturate(gstep.replay, 16, ph)
+                step.check()
         out["decode"] = Decode()
     return out
 
 
-def decoder(torch, dev, layers=12, width=768, heads=12, vocab=50257, cache=256):
+def decoder(torch, dev, layers=12, width=768, heads=12, vocab=50257, cache=256,
+            dtype=None):
     """One batch-1 decode step of a GPT-2 shaped model as a function of device state only
     (capturable): embeds the current token at its position, runs the layers against the KV
     cache, writes the argmax token and the next position back."""
     F = torch.nn.functional
-    h16 = dict(device=dev, dtype=torch.half)
+    h16 = dict(device=dev, dtype=dtype or torch.half)
     dh = width // heads
 
     def w(*shape):
@@ -194,24 +208,47 @@ def decoder(torch, dev, layers=12, width=768, heads=12, vocab=50257, cache=256):
     def step():
         with torch.no_grad():
             x = wte[tok] + wpe[pos]  # (1, width)
-            mask = torch.where(idx <= pos, 0.0, float("-inf")).to(torch.half)
+            mask = torch.where(idx <= pos, 0.0, float("-inf")).to(h16["dtype"])
             for i, p in enumerate(L):
                 h = F.layer_norm(x, (width,), p["ln1"])
                 q, k, v = (h @ p["qkv"] + p["bqkv"]).view(3, heads, 1, dh).unbind(0)
                 kc[i].index_copy_(1, pos, k)
                 vc[i].index_copy_(1, pos, v)
                 att = (q @ kc[i].transpose(-1, -2)) * scale + mask  # (heads, 1, cache)
-                o = torch.softmax(att.float(), -1).half() @ vc[i]  # (heads, 1, dh)
+                o = torch.softmax(att.float(), -1).to(h16["dtype"]) @ vc[i]  # (heads, 1, dh)
                 x = x + o.reshape(1, width) @ p["proj"] + p["bproj"]
                 h = F.layer_norm(x, (width,), p["ln2"])
                 x = x + F.gelu(h @ p["fc"] + p["bfc"]) @ p["fc2"] + p["bfc2"]
             logits = F.layer_norm(x, (width,), lnf) @ wte.t()
             tok.copy_(logits.argmax(-1))
             pos.add_(1).remainder_(cache)
+
+    def check():
+        """After a phase: the state the graph carries from step to step is still in range (a
+        replay on freed memory would show here, or as a device-side assert)."""
+        t, p = int(tok.item()), int(pos.item())
+        if not (0 <= t < vocab and 0 <= p < cache):
+            raise RuntimeError("decode state out of range: token %d (vocab %d), position %d "
+                               "(cache %d)" % (t, vocab, p, cache))
+    step.check = check
     return step
 
 
+def dry_decode(steps):
+    """The decode step eagerly on the CPU in float32 (no GPU, no graph): shapes, and the token
+    and position staying in range over more steps than the cache holds (it wraps)."""
+    import torch
+    step = decoder(torch, torch.device("cpu"), dtype=torch.float32)
+    for _ in range(steps):
+        step()
+    step.check()
+    print("decode dry run: %d steps on the CPU, state in range" % steps)
+    return 0
+
+
 def main():
+    if sys.argv[1:2] == ["--dry-decode"]:  # needs torch (CPU is enough), not a GPU
+        return dry_decode(int(sys.argv[2]) if len(sys.argv) > 2 else 300)
     ap = argparse.ArgumentParser()
     ap.add_argument("--start-file", required=True)
     ap.add_argument("--secs", type=float, default=3)

@@ -165,6 +165,15 @@ uint64_t sched_join_vtime(const struct sched_session *sessions, int nsessions, i
     return vt_before(own, least - lag) ? least - lag : own;
 }
 
+bool sched_light_pass(const struct sched_light *l, const struct sched_params *params)
+{
+    double share = l->share < SCHED_MIN_SHARE_PPM / 1e6 ? SCHED_MIN_SHARE_PPM / 1e6 : l->share;
+
+    if (l->avg_ns == 0 ? l->inflight != 0 : (uint64_t)l->inflight + 1 > SCHED_LIGHT_NS / l->avg_ns)
+        return false;
+    return (double)(int64_t)(l->vtime - l->ref_vtime) < (double)params->quantum_ns / share;
+}
+
 uint64_t sched_vtime_charge(uint64_t ns, uint32_t share_ppm)
 {
     if (share_ppm < SCHED_MIN_SHARE_PPM)

@@ -76,6 +76,37 @@ int sched_pick(const struct sched_tenant *tenants, int ntenants,
 uint64_t sched_join_vtime(const struct sched_session *sessions, int nsessions, int joining,
                           double share, const struct sched_params *params);
 
+/* Work conservation (issue 30, the CPU-bound regression). While sessions contend, one owner
+ * launches at a time and the others wait for its turn to end and its queue to drain; that is
+ * what makes each session's measured time its own. It wastes the GPU when a session's work is
+ * light, short kernels into an empty queue with host time between them (a launch-bound
+ * request loop): the owner holds the GPU through its gaps and every waiter pays a handover
+ * (a poll plus a drain) for a few microseconds of work. A light launch therefore goes at once,
+ * beside the owner's work (the driver time-slices the two contexts, as natively), provided that
+ * the session is not ahead of the owner in virtual time by its quantum: a light session that
+ * would take more than its share is held like any other. Below this much queued GPU time
+ * (including the launch, from the session's mean launch time) a launch counts as light:
+ * serializing work shorter than about ten 50 us polls costs more than exclusivity buys, and
+ * GPU-bound sessions (a kernel or a graph replay of a millisecond, or a deep queue) stay
+ * above it. */
+#define SCHED_LIGHT_NS 500000ull
+
+/* A session about to launch, as the light-launch rule sees it. */
+struct sched_light {
+    uint64_t avg_ns;    /* its launches' mean GPU time so far; 0 = none measured yet */
+    uint32_t inflight;  /* its launches in flight */
+    uint64_t vtime;     /* its virtual time */
+    uint64_t ref_vtime; /* the owner's virtual time */
+    double share;       /* its share of the GPU (fraction) */
+};
+
+/* Whether the launch may go beside the owner's work without waiting for a turn: light (the
+ * session's queued GPU time, this launch included, under SCHED_LIGHT_NS; before any launch of
+ * it was measured, its first launch into an empty queue: a new session must not wait out a
+ * whole turn to be measured) and the session not more than quantum_ns / share ahead of the
+ * owner in virtual time (wrap-safe). */
+bool sched_light_pass(const struct sched_light *l, const struct sched_params *params);
+
 /* The virtual time ns of GPU time adds to a session whose share is share_ppm millionths. */
 uint64_t sched_vtime_charge(uint64_t ns, uint32_t share_ppm);
 

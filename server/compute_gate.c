@@ -22,6 +22,17 @@
  * nothing queued for grace_ns (2 ms: longer than the gaps inside a burst of launches and a
  * client's round trip) gives the GPU up to a session that waits.
  *
+ * Work conservation. A light launch (the session's queued GPU time with it under 0.5 ms, from
+ * its mean launch time: short kernels into a shallow queue, a launch-bound request loop) goes
+ * at once beside the owner's work, unless its session is a quantum ahead of the owner in virtual
+ * time (scheduler/share.h, sched_light_pass); the driver time-slices the contexts, as natively.
+ * Serializing such sessions left the GPU idle through their host time and made each pay a
+ * handover for microseconds of work. GPU-bound and capped sessions take turns as above.
+ *
+ * Class. A best-effort session waits while a guaranteed one is active, polling without the lock
+ * and without counting as a waiter (so the guaranteed owner keeps its fast path), and keeps one
+ * launch in flight for a second after a guaranteed session was active.
+ *
  * Concurrent (sharing = mps). The workers are clients of the server's MPS daemon and their
  * kernels run at the same time: there is no owner; launches are sampled as for a lone session,
  * and only the class rule holds at the gate (best effort waits while a guaranteed session is
@@ -44,6 +55,8 @@
 #define SAMPLE 256
 #define METER_TICK_NS 2000000L /* the meter looks for sampled launches at least this often */
 #define QUEUE_TARGET_NS 2000000ull
+/* A best-effort session keeps a short queue for this long after a guaranteed one was active. */
+#define BE_RECENT_NS 1000000000ull
 
 typedef CUresult (*is_capturing_fn)(CUstream, CUstreamCaptureStatus *);
 
@@ -66,6 +79,8 @@ struct srv_gate {
     CUcontext meter_ctx; /* the meter thread's current context */
     is_capturing_fn is_capturing;
     uint32_t fast_launches; /* launches through the fast path (worker thread only) */
+    uint64_t surveyed_ns;   /* when light() last surveyed the sessions (worker thread only) */
+    uint64_t light_launches; /* launches that went beside the owner's work (worker thread) */
 };
 
 static void sleep_ns(long ns)
@@ -228,10 +243,44 @@ static int snapshot(struct srv_table *t, int me, int gpu, uint64_t now, struct s
     return n;
 }
 
-/* Under the lock: whether session `me` should launch on gpu now. joining: it starts to contend
- * after being idle (its virtual time may have to catch up with the others', scheduler/share.h;
- * a session that contended a moment ago keeps its place). Every session's due share is
- * published in its slot on the way. */
+/* Under the lock: the sessions on gpu and their shares (published in their slots on the way:
+ * an idle session keeps the share it last contended with). joining: `me` starts to contend
+ * after being idle, or launches light (its virtual time may have to catch up with the
+ * contenders', scheduler/share.h). Returns the number of sessions; *mine as snapshot's. */
+static int survey(struct srv_table *t, int me, int gpu, uint64_t now, bool joining,
+                  struct sched_tenant *tens, int *ntens, struct sched_session *ss, int *slots,
+                  double *share, int *mine)
+{
+    struct sched_params p = {.window_ns = t->window_ns, .quantum_ns = t->quantum_ns};
+    int nt = t->ntenants < SCHED_MAX_TENANTS - 1 ? t->ntenants : SCHED_MAX_TENANTS - 1, n;
+
+    for (int k = 0; k < nt; k++)
+        tens[k] = (struct sched_tenant){t->tenants[k].weight, t->tenants[k].cap_permille,
+                                        t->tenants[k].best_effort};
+    tens[nt] = (struct sched_tenant){.weight = 1}; /* sessions of a server without tenants */
+    *ntens = nt + 1;
+    n = snapshot(t, me, gpu, now, ss, slots, mine);
+    if (joining && *mine >= 0) /* about to launch: active, whatever its past (a new session's
+                                * share would be 0, and its catch-up a thousand quanta) */
+        ss[*mine].active = true;
+    sched_session_shares(tens, nt + 1, ss, n, share);
+    if (joining && *mine >= 0) {
+        uint64_t want = sched_join_vtime(ss, n, *mine, share[*mine], &p);
+        uint64_t cur = ss[*mine].vtime;
+        /* raised only, and never over a charge our meter adds meanwhile (a light session may
+         * have launches in flight) */
+        while ((int64_t)(want - cur) > 0 &&
+               !atomic_compare_exchange_weak(&t->slots[me].vtime, &cur, want))
+            ;
+        ss[*mine].vtime = atomic_load(&t->slots[me].vtime);
+    }
+    for (int i = 0; i < n; i++)
+        if (share[i] > 0)
+            atomic_store(&t->slots[slots[i]].share_ppm, (uint32_t)(share[i] * 1e6 + 0.5));
+    return n;
+}
+
+/* Under the lock: whether session `me` should launch on gpu now (joining: as survey's). */
 static bool decide(struct srv_table *t, int me, int gpu, uint64_t now, bool joining)
 {
     struct sched_session ss[SRV_TABLE_SLOTS]; /* 36 KiB of stack, touched up to n */
@@ -239,27 +288,12 @@ static bool decide(struct srv_table *t, int me, int gpu, uint64_t now, bool join
     double share[SRV_TABLE_SLOTS];
     struct sched_tenant tens[SCHED_MAX_TENANTS];
     struct sched_params p = {.window_ns = t->window_ns, .quantum_ns = t->quantum_ns};
-    struct srv_table_gpu *G = &t->gpus[gpu];
-    int nt = t->ntenants < SCHED_MAX_TENANTS - 1 ? t->ntenants : SCHED_MAX_TENANTS - 1;
-    int n, mine, pick, owner = atomic_load(&G->owner);
+    int n, nt, mine, pick, owner = atomic_load(&t->gpus[gpu].owner);
 
-    for (int k = 0; k < nt; k++)
-        tens[k] = (struct sched_tenant){t->tenants[k].weight, t->tenants[k].cap_permille,
-                                        t->tenants[k].best_effort};
-    tens[nt] = (struct sched_tenant){.weight = 1}; /* sessions of a server without tenants */
-    n = snapshot(t, me, gpu, now, ss, slots, &mine);
+    n = survey(t, me, gpu, now, joining, tens, &nt, ss, slots, share, &mine);
     if (mine < 0)
         return false;
-    if (joining) {
-        sched_session_shares(tens, nt + 1, ss, n, share);
-        ss[mine].vtime = sched_join_vtime(ss, n, mine, share[mine], &p);
-        /* our meter adds nothing meanwhile: joining means nothing of ours is in flight */
-        atomic_store(&t->slots[me].vtime, ss[mine].vtime);
-    }
-    pick = sched_pick(tens, nt + 1, ss, n, &p, share);
-    for (int i = 0; i < n; i++) /* an idle session keeps the share it last contended with */
-        if (share[i] > 0)
-            atomic_store(&t->slots[slots[i]].share_ppm, (uint32_t)(share[i] * 1e6 + 0.5));
+    pick = sched_pick(tens, nt, ss, n, &p, share);
     if (pick != mine)
         return false;
     if (owner < 0 || owner == me || atomic_load(&t->slots[owner].pid) == 0 ||
@@ -287,16 +321,77 @@ static void set_waiting(struct srv_table *t, struct srv_table_slot *sl, int gpu,
         atomic_fetch_sub(&t->gpus[gpu].nwaiting, 1);
 }
 
-/* Hold the caller until it is the session to run on gpu. */
-static void wait_turn(struct srv_gate *g, int gpu, uint64_t now)
+/* Whether this launch may go at once beside the owner's work (scheduler/share.h,
+ * sched_light_pass): light, and the session not ahead of the owner by its quantum. Lock-free
+ * but for a survey at most every horizon (and when the session comes back from idle), which
+ * publishes the shares and keeps a light session's virtual time within a quantum of the
+ * contenders' (it must not bank the time it leaves unused). */
+static bool light(struct srv_gate *g, int gpu, uint64_t now)
+{
+    static struct sched_session ss[SRV_TABLE_SLOTS];
+    static int slots[SRV_TABLE_SLOTS];
+    static double share[SRV_TABLE_SLOTS];
+    struct srv_table *t = g->t;
+    struct srv_table_slot *sl = my_slot(g);
+    struct sched_params p = {.window_ns = t->window_ns, .quantum_ns = t->quantum_ns};
+    struct sched_tenant tens[SCHED_MAX_TENANTS];
+    int owner = atomic_load(&t->gpus[gpu].owner), nt, mine;
+    struct sched_light l;
+
+    if (owner < 0 || owner == g->slot || atomic_load(&t->slots[owner].pid) == 0)
+        return false;
+    l = (struct sched_light){.avg_ns = atomic_load(&g->avg_ns),
+                             .inflight = atomic_load(&sl->inflight)};
+    if (l.avg_ns == 0 ? l.inflight != 0 : (uint64_t)l.inflight + 1 > SCHED_LIGHT_NS / l.avg_ns)
+        return false; /* not light: no need to look further */
+    if (now - g->surveyed_ns >= t->horizon_ns) {
+        srv_table_lock(t);
+        survey(t, g->slot, gpu, now, true, tens, &nt, ss, slots, share, &mine);
+        srv_table_unlock(t);
+        g->surveyed_ns = now;
+    }
+    l.vtime = atomic_load(&sl->vtime);
+    l.ref_vtime = atomic_load(&t->slots[owner].vtime);
+    l.share = atomic_load(&sl->share_ppm) / 1e6;
+    return sched_light_pass(&l, &p);
+}
+
+/* A best-effort session waits while a guaranteed one is active on gpu, polling the GPU's
+ * entry without the lock and without counting as a waiter: the guaranteed owner keeps its fast
+ * path, and the table's lock is left to the sessions that can get the GPU. The caller counts
+ * the time held. */
+static void hold_class(struct srv_gate *g, int gpu, uint64_t *now)
+{
+    struct srv_table_gpu *G = &g->t->gpus[gpu];
+
+    while (*now - atomic_load(&G->last_guaranteed_ns) < g->t->horizon_ns) {
+        sleep_ns(POLL_NS);
+        *now = srv_now_ns();
+    }
+}
+
+/* Hold the caller until it is the session to run on gpu, or (may_light) until its launch may
+ * go beside the owner's work: a session that waited for a turn (ahead of the owner, or the
+ * owner itself while others waited) must not wait out a whole turn of the next owner when its
+ * work is light and it is no longer ahead. */
+static void wait_turn(struct srv_gate *g, int gpu, uint64_t now, bool may_light)
 {
     struct srv_table *t = g->t;
     struct srv_table_slot *sl = my_slot(g);
+    const struct srv_table_tenant *ten = my_tenant(g);
+    bool best_effort = ten != NULL && ten->best_effort;
     uint64_t t0 = now;
     bool go;
 
     for (;;) {
         bool joining;
+        if (best_effort && now - atomic_load(&t->gpus[gpu].last_guaranteed_ns) < t->horizon_ns) {
+            /* a guaranteed session became active meanwhile: it has the GPU whatever the turn */
+            srv_table_lock(t);
+            set_waiting(t, sl, gpu, false);
+            srv_table_unlock(t);
+            hold_class(g, gpu, &now);
+        }
         srv_table_lock(t);
         /* back from idle (or new): nothing in flight, no launch within the horizon */
         joining = !atomic_load(&sl->waiting) && atomic_load(&sl->inflight) == 0 &&
@@ -314,6 +409,13 @@ static void wait_turn(struct srv_gate *g, int gpu, uint64_t now)
             break;
         sleep_ns(POLL_NS);
         now = srv_now_ns();
+        if (may_light && light(g, gpu, now)) {
+            srv_table_lock(t);
+            set_waiting(t, sl, gpu, false);
+            srv_table_unlock(t);
+            g->light_launches++;
+            break;
+        }
     }
     if (now > t0)
         atomic_fetch_add(&sl->held_ns, now - t0);
@@ -333,18 +435,32 @@ static void hold(struct srv_gate *g, int gpu)
     const struct srv_table_tenant *ten = my_tenant(g);
     bool best_effort = ten != NULL && ten->best_effort;
     bool capped = ten != NULL && ten->cap_permille != 0;
-    uint64_t now = srv_now_ns(), avg;
+    uint64_t now = srv_now_ns(), t0 = now, avg;
     uint32_t limit = RING - 1;
 
     atomic_store(&my_slot(g)->gate_gpu, gpu);
-    if (atomic_load(&G->owner) != g->slot || atomic_load(&G->nwaiting) != 0 || capped ||
-        (best_effort && now - atomic_load(&G->last_guaranteed_ns) < t->horizon_ns))
-        wait_turn(g, gpu, now);
-    if (capped || atomic_load(&G->nwaiting) != 0) { /* contended: keep the queue short */
+    if (best_effort) {
+        hold_class(g, gpu, &now);
+        if (now > t0)
+            atomic_fetch_add(&my_slot(g)->held_ns, now - t0);
+    }
+    if (capped || atomic_load(&G->owner) != g->slot || atomic_load(&G->nwaiting) != 0) {
+        /* a capped session's time must be its own: it always takes its turn */
+        if (!capped && light(g, gpu, now))
+            g->light_launches++;
+        else
+            wait_turn(g, gpu, now, !capped);
+    }
+    /* Contended: keep the queue short, so that a handover waits for little. Best effort
+     * beside a guaranteed tenant active in the last second: one launch at a time, so that the
+     * guaranteed tenant's return waits for at most one of its kernels. */
+    if (capped || atomic_load(&G->nwaiting) != 0) {
         avg = atomic_load(&g->avg_ns);
         limit = avg == 0 ? 2 : (uint32_t)(QUEUE_TARGET_NS / avg);
         limit = limit < 2 ? 2 : limit > RING - 1 ? RING - 1 : limit;
     }
+    if (best_effort && now - atomic_load(&G->last_guaranteed_ns) < BE_RECENT_NS)
+        limit = 1;
     wait_room(g, limit);
 }
 
@@ -564,6 +680,9 @@ void srv_gate_destroy(struct srv_session *s, struct srv_gate *g)
         rg_warn("launches still running at the end of the session; not waiting for them");
         return; /* the thread and its events go with the process */
     }
+    if (g->light_launches != 0)
+        rg_info("compute gate: %llu launches went beside another session's work (light)",
+                (unsigned long long)g->light_launches);
     drop_events(g);
     sem_destroy(&g->ready);
     free(g);

@@ -307,6 +307,46 @@ static void test_simulated_join(void **state)
         assert_true(near(m.got[i], 1000 * MS, 0.05));
 }
 
+/* Work conservation: a light launch (short work into a shallow queue) goes beside the owner's
+ * work unless the session is a quantum ahead of the owner; GPU-bound work never does. */
+static void test_light_pass(void **state)
+{
+    struct sched_light l = {.avg_ns = 20000, .inflight = 0, .vtime = 100 * MS,
+                            .ref_vtime = 100 * MS, .share = 0.25};
+
+    assert_true(sched_light_pass(&l, &params));
+    l.inflight = 24; /* 25 x 20 us = 500 us queued with this launch: still light */
+    assert_true(sched_light_pass(&l, &params));
+    l.inflight = 25;
+    assert_false(sched_light_pass(&l, &params));
+    l.inflight = 0;
+    l.avg_ns = 600000; /* a 0.6 ms graph replay with a synchronize each: GPU-bound */
+    assert_false(sched_light_pass(&l, &params));
+    l.avg_ns = 2000000; /* the fake driver's saturating loads (2 ms kernels) */
+    assert_false(sched_light_pass(&l, &params));
+    l.avg_ns = 0; /* nothing measured yet: its first launch into an empty queue goes */
+    assert_true(sched_light_pass(&l, &params));
+    l.inflight = 1;
+    assert_false(sched_light_pass(&l, &params));
+    l.inflight = 0;
+    l.avg_ns = 20000;
+    /* ahead of the owner by less than quantum / share (10 ms / 0.25 = 40 ms): goes */
+    l.vtime = l.ref_vtime + 39 * MS;
+    assert_true(sched_light_pass(&l, &params));
+    l.vtime = l.ref_vtime + 40 * MS; /* a quantum ahead: takes its turn */
+    assert_false(sched_light_pass(&l, &params));
+    l.vtime = l.ref_vtime - 1000 * MS; /* far behind: goes */
+    assert_true(sched_light_pass(&l, &params));
+    l.ref_vtime = UINT64_MAX - 5 * MS; /* wrap-around: 10 ms ahead, still within */
+    l.vtime = 5 * MS;
+    assert_true(sched_light_pass(&l, &params));
+    l.share = 0; /* no share: counts as the minimum, so any lead holds it */
+    l.vtime = l.ref_vtime + 20 * MS;
+    assert_true(sched_light_pass(&l, &params)); /* 20 ms < 10 ms / 0.001 */
+    l.vtime = l.ref_vtime + 20000 * MS;
+    assert_false(sched_light_pass(&l, &params));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -324,6 +364,7 @@ int main(void)
         cmocka_unit_test(test_simulated_weights_and_cap),
         cmocka_unit_test(test_simulated_sessions),
         cmocka_unit_test(test_simulated_join),
+        cmocka_unit_test(test_light_pass),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -2,7 +2,10 @@
  * kernel (128x128, a couple of ms of CPU per launch) back to back for argv[1] seconds,
  * synchronizing every 4 launches, and prints "launches=N". Through the real client library.
  * With argv[2] = US, it launches the fake's sleep_us kernel instead (US microseconds of
- * "GPU" time each, whatever the host's load); argv[1] = 0 then runs until killed. */
+ * "GPU" time each, whatever the host's load); argv[1] = 0 then runs until killed.
+ * With argv[3] = THINK_US as well, it is a CPU-bound request loop instead (tests/worker/
+ * share_light.sh): one sleep_us kernel, a synchronize (the answer read back), then THINK_US of
+ * host time (slept), and it prints "requests=N". */
 #include <cuda.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,6 +45,7 @@ int main(int argc, char **argv)
     CUdeviceptr a, b, c;
     int n = N;
     unsigned us = argc > 2 ? (unsigned)atoi(argv[2]) : 0;
+    long think_us = argc > 3 ? atol(argv[3]) : -1;
     long launches = 0;
     void *params[] = {&a, &b, &c, &n}, *sleep_params[] = {&us};
 
@@ -56,6 +60,17 @@ int main(int argc, char **argv)
     CHECK(cuMemAlloc(&c, N * N * 4));
     printf("ready\n");
     fflush(stdout);
+    if (think_us >= 0) {
+        struct timespec think = {think_us / 1000000, think_us % 1000000 * 1000};
+        long requests = 0;
+        for (t0 = now_s(); secs == 0 || now_s() - t0 < secs; requests++) {
+            CHECK(cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, NULL, sleep_params, NULL));
+            CHECK(cuCtxSynchronize());
+            nanosleep(&think, NULL);
+        }
+        printf("requests=%ld\n", requests);
+        return 0;
+    }
     for (t0 = now_s(); secs == 0 || now_s() - t0 < secs;) {
         for (int i = 0; i < 4; i++)
             CHECK(cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, NULL, us ? sleep_params : params, NULL));
