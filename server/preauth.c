@@ -15,8 +15,8 @@
 /* Why a connection was dropped before its first frame (one summary line per kind). */
 enum drop { DROP_TOTAL, DROP_PEER, DROP_DEADLINE, DROP_MALFORMED, DROP_NOMEM, DROP_KINDS };
 static const char *const drop_text[DROP_KINDS] = {
-    [DROP_TOTAL] = "over max_pending (connections waiting for their first frame): the oldest "
-                   "of the address holding the most was closed to make room",
+    [DROP_TOTAL] = ("over max_pending (connections waiting for their first frame): the oldest "
+                    "of the address holding the most was closed to make room"),
     [DROP_PEER] = "over max_pending_per_peer: that address's oldest was closed to make room",
     [DROP_DEADLINE] = "first frame not complete within handshake_timeout_ms",
     [DROP_MALFORMED] = "malformed first frame",
@@ -372,8 +372,7 @@ int srv_preauth_pending(const struct srv_preauth *p)
 }
 
 rg_status_t srv_preauth_create(struct event_base *base, const struct srv_preauth_limits *limits,
-                               srv_preauth_frame_fn on_frame, void *arg,
-                               struct srv_preauth **p_p)
+                               srv_preauth_frame_fn on_frame, void *arg, struct srv_preauth **p_p)
 {
     struct srv_preauth *p = calloc(1, sizeof(*p));
     struct timeval every = {SUMMARY_S, 0};
