@@ -22,15 +22,15 @@ static const char empty_ptx[] = ".version 8.0\n.target sm_90\n.address_size 64\n
                                 ".visible .entry ptrs(.param .u64 a, .param .u64 b, "
                                 ".param .u64 c, .param .u64 d)\n{\n ret;\n}\n";
 
-#define CHECK(x)                                                                               \
-    do {                                                                                       \
-        CUresult r_ = (x);                                                                     \
-        if (r_ != CUDA_SUCCESS) {                                                              \
-            const char *n_ = "?";                                                              \
-            cuGetErrorName(r_, &n_);                                                           \
-            fprintf(stderr, "%s failed: %s\n", #x, n_);                                        \
-            exit(1);                                                                           \
-        }                                                                                      \
+#define CHECK(x)                                                                                   \
+    do {                                                                                           \
+        CUresult r_ = (x);                                                                         \
+        if (r_ != CUDA_SUCCESS) {                                                                  \
+            const char *n_ = "?";                                                                  \
+            cuGetErrorName(r_, &n_);                                                               \
+            fprintf(stderr, "%s failed: %s\n", #x, n_);                                            \
+            exit(1);                                                                               \
+        }                                                                                          \
     } while (0)
 
 static double now_us(void)

@@ -2,9 +2,10 @@
  * collectives enqueued back to back (the time per call, without waiting for them), the
  * synchronization after them, ncclCommGetAsyncError (PyTorch's watchdog polls it; through
  * rgpu it is a round trip), and an 8-byte all-reduce waited for each time (all-reduce +
- * cuStreamSynchronize, median of 2000: nccl_busbw's latency row; through rgpu one round trip). The same binary runs natively (the real libnccl.so.2 and libcuda.so.1
- * first in the library path) and through rgpu (the shim and the client): bench/nccl_calls.sh.
- * Prints one JSON line. Usage: rgpu-bench-nccl [CALLS]   (default 20000) */
+ * cuStreamSynchronize, median of 2000: nccl_busbw's latency row; through rgpu one round trip). The
+ * same binary runs natively (the real libnccl.so.2 and libcuda.so.1 first in the library path) and
+ * through rgpu (the shim and the client): bench/nccl_calls.sh. Prints one JSON line. Usage:
+ * rgpu-bench-nccl [CALLS]   (default 20000) */
 #include <stdio.h>
 #include <string.h>
 #include <stdlib.h>
@@ -19,8 +20,8 @@ ncclResult_t ncclGetVersion(int *v);
 ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId id, int rank);
 ncclResult_t ncclCommDestroy(ncclComm_t comm);
 ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *e);
-ncclResult_t ncclAllReduce(const void *, void *, size_t, ncclDataType_t, ncclRedOp_t,
-                           ncclComm_t, CUstream);
+ncclResult_t ncclAllReduce(const void *, void *, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t,
+                           CUstream);
 
 static double now_us(void)
 {
@@ -30,7 +31,13 @@ static double now_us(void)
     return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
 }
 
-#define CHECK(x) do { if ((x) != 0) { fprintf(stderr, "%s failed\n", #x); return 1; } } while (0)
+#define CHECK(x)                                                                                   \
+    do {                                                                                           \
+        if ((x) != 0) {                                                                            \
+            fprintf(stderr, "%s failed\n", #x);                                                    \
+            return 1;                                                                              \
+        }                                                                                          \
+    } while (0)
 
 int main(int argc, char **argv)
 {

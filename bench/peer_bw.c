@@ -37,10 +37,18 @@ static void one(enum what w, size_t n, CUcontext c[2], CUdeviceptr d[2], void *h
     for (int r = 0; r < REPS; r++) {
         double t0 = now_s();
         switch (w) {
-        case PEER_01: CHECK(cuMemcpyPeer(d[1], c[1], d[0], c[0], n)); break;
-        case PEER_10: CHECK(cuMemcpyPeer(d[0], c[0], d[1], c[1], n)); break;
-        case HTOD_1: CHECK(cuMemcpyHtoD(d[1], host, n)); break;
-        case DTOH_1: CHECK(cuMemcpyDtoH(host, d[1], n)); break;
+        case PEER_01:
+            CHECK(cuMemcpyPeer(d[1], c[1], d[0], c[0], n));
+            break;
+        case PEER_10:
+            CHECK(cuMemcpyPeer(d[0], c[0], d[1], c[1], n));
+            break;
+        case HTOD_1:
+            CHECK(cuMemcpyHtoD(d[1], host, n));
+            break;
+        case DTOH_1:
+            CHECK(cuMemcpyDtoH(host, d[1], n));
+            break;
         }
         CHECK(cuCtxSynchronize());
         if (now_s() - t0 < best)

@@ -1,4 +1,5 @@
-/* rgpu-bench-pool-fake: many pool members in one process, answering probes only (bench/pool_scale.sh).
+/* rgpu-bench-pool-fake: many pool members in one process, answering probes only
+ * (bench/pool_scale.sh).
  *
  *   rgpu-bench-pool-fake --count N --port P --hosts FILE --name NAME [--slow K --slow-ms D]
  *                        [--full F]
@@ -34,9 +35,9 @@ struct conn {
     int fd;
     int member;
     uint8_t hdr[sizeof(struct proto_frame_hdr)];
-    size_t have;      /* header bytes read */
-    uint64_t skip;    /* message bytes still to drop */
-    double due;       /* answer at this time (ms), 0: not yet due */
+    size_t have;   /* header bytes read */
+    uint64_t skip; /* message bytes still to drop */
+    double due;    /* answer at this time (ms), 0: not yet due */
     struct conn *next_late;
 };
 
@@ -155,7 +156,8 @@ int main(int argc, char **argv)
 
         member_addr(i, ip, sizeof(ip));
         inet_pton(AF_INET, ip, &sa.sin_addr);
-        if (make_frame(i, full) != 0 || (lfd[i] = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0)) < 0 ||
+        if (make_frame(i, full) != 0 ||
+            (lfd[i] = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0)) < 0 ||
             setsockopt(lfd[i], SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) != 0 ||
             bind(lfd[i], (struct sockaddr *)&sa, sizeof(sa)) != 0 || listen(lfd[i], 512) != 0) {
             fprintf(stderr, "member %d (%s:%d): %s\n", i, ip, port, strerror(errno));

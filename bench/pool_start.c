@@ -26,7 +26,8 @@ int main(void)
         return 1;
     }
     t1 = now_ms();
-    if (cuDeviceGet(&dev, 0) != CUDA_SUCCESS || cuDevicePrimaryCtxRetain(&ctx, dev) != CUDA_SUCCESS ||
+    if (cuDeviceGet(&dev, 0) != CUDA_SUCCESS ||
+        cuDevicePrimaryCtxRetain(&ctx, dev) != CUDA_SUCCESS ||
         cuCtxSetCurrent(ctx) != CUDA_SUCCESS || cuMemAlloc(&d, 1 << 20) != CUDA_SUCCESS) {
         printf("first call failed\n");
         return 1;

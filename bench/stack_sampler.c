@@ -19,10 +19,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#define DEPTH 48
+#define DEPTH       48
 #define SAMPLES_MAX 100000
-#define HASH_SLOTS (1u << 18)
-#define TOP 40
+#define HASH_SLOTS  (1u << 18)
+#define TOP         40
 
 struct sample {
     pid_t tid;
@@ -128,7 +128,10 @@ static void where_uncached(void *pc, char *obj, size_t olen, char *sym, size_t s
 /* The same, remembered by address (dladdr walks the loaded objects). */
 static void where(void *pc, char *obj, size_t olen, char *sym, size_t slen)
 {
-    static struct { void *pc; char *obj, *sym; } *memo;
+    static struct {
+        void *pc;
+        char *obj, *sym;
+    } * memo;
     size_t i = ((uintptr_t)pc >> 2) % HASH_SLOTS;
 
     if (memo == NULL && (memo = calloc(HASH_SLOTS, sizeof(*memo))) == NULL)
@@ -147,8 +150,7 @@ static void where(void *pc, char *obj, size_t olen, char *sym, size_t slen)
 }
 
 /* Counts a key once per sample however often it recurs in the stack. */
-static void count_once(struct table *t, char seen[][256], int *nseen, const char *key,
-                       unsigned w)
+static void count_once(struct table *t, char seen[][256], int *nseen, const char *key, unsigned w)
 {
     for (int i = 0; i < *nseen; i++)
         if (strcmp(seen[i], key) == 0)

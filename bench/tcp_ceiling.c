@@ -14,7 +14,7 @@
 #include "transport/transport.h"
 
 #define PINGS 5000
-#define BULK (1024ull << 20)
+#define BULK  (1024ull << 20)
 #define CHUNK (8u << 20)
 
 static double now_us(void)

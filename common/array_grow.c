@@ -10,7 +10,8 @@ bool rg_array_grow(void **arr, size_t *cap, size_t n, size_t elem, size_t first)
 
     if (n < *cap)
         return true;
-    if (elem == 0 || want < *cap || want > SIZE_MAX / elem || (p = realloc(*arr, want * elem)) == NULL)
+    if (elem == 0 || want < *cap || want > SIZE_MAX / elem ||
+        (p = realloc(*arr, want * elem)) == NULL)
         return false;
     *arr = p;
     *cap = want;

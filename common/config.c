@@ -15,7 +15,7 @@
 
 #include "common/log.h"
 
-#define REPORTS_MAX 100 /* errors reported one by one; then one line says how many more */
+#define REPORTS_MAX   100 /* errors reported one by one; then one line says how many more */
 #define INSTANCES_MAX 1024
 
 /* ---- values ------------------------------------------------------------------------------ */
@@ -23,8 +23,11 @@
 static const struct {
     const char *suffix;
     int64_t ns;
-} duration_units[] = {{"us", 1000}, {"ms", 1000000}, {"s", 1000000000},
-                      {"min", 60 * 1000000000LL}, {"h", 3600 * 1000000000LL}};
+} duration_units[] = {{"us", 1000},
+                      {"ms", 1000000},
+                      {"s", 1000000000},
+                      {"min", 60 * 1000000000LL},
+                      {"h", 3600 * 1000000000LL}};
 
 static int64_t unit_ns(enum rg_conf_unit u)
 {
@@ -121,8 +124,7 @@ static void store_int(void *field, size_t size, int64_t v)
 static int64_t load_int(const void *field, size_t size, bool is_unsigned)
 {
     if (size == sizeof(int8_t))
-        return is_unsigned ? (int64_t)(*(const uint8_t *)field)
-                           : (int64_t)(*(const int8_t *)field);
+        return is_unsigned ? (int64_t)(*(const uint8_t *)field) : (int64_t)(*(const int8_t *)field);
     if (size == sizeof(int16_t)) {
         int16_t x;
         memcpy(&x, field, size);
@@ -196,8 +198,9 @@ void rg_conf_describe(const struct rg_conf_key *k, char *buf, size_t len)
         snprintf(buf, len, "text of %" PRId64 " to %zu characters", k->min, k->size - 1);
         break;
     case RG_CONF_ADDR:
-        snprintf(buf, len, "ADDR:PORT such as 127.0.0.1:9400 ([::1]:9400 for IPv6), a port "
-                           "from 0 to 65535");
+        snprintf(buf, len,
+                 "ADDR:PORT such as 127.0.0.1:9400 ([::1]:9400 for IPv6), a port "
+                 "from 0 to 65535");
         break;
     case RG_CONF_CUSTOM:
         snprintf(buf, len, "a valid value");
@@ -205,8 +208,8 @@ void rg_conf_describe(const struct rg_conf_key *k, char *buf, size_t len)
     }
 }
 
-static rg_status_t set_value(const struct rg_conf_key *k, void *obj, const char *value,
-                             char *why, size_t why_len)
+static rg_status_t set_value(const struct rg_conf_key *k, void *obj, const char *value, char *why,
+                             size_t why_len)
 {
     char *field = (char *)obj + k->offset, form[256];
     uint64_t bytes;
@@ -246,8 +249,8 @@ static rg_status_t set_value(const struct rg_conf_key *k, void *obj, const char 
         break;
     case RG_CONF_STRING:
     case RG_CONF_ADDR:
-        ok = strlen(value) < k->size && (int64_t)strlen(value) >= k->min &&
-             printable_text(value) && (k->type == RG_CONF_STRING || valid_addr(value));
+        ok = strlen(value) < k->size && (int64_t)strlen(value) >= k->min && printable_text(value) &&
+             (k->type == RG_CONF_STRING || valid_addr(value));
         if (ok)
             memcpy(field, value, strlen(value) + 1);
         break;
@@ -290,8 +293,8 @@ void rg_conf_defaults(const struct rg_conf_section *s, void *obj)
     char why[256];
 
     for (size_t i = 0; i < s->nkeys; i++)
-        if (s->keys[i].def != NULL && set_value(&s->keys[i], obj, s->keys[i].def, why,
-                                                sizeof(why)) != RG_OK)
+        if (s->keys[i].def != NULL &&
+            set_value(&s->keys[i], obj, s->keys[i].def, why, sizeof(why)) != RG_OK)
             rg_error("config table: the default of %s (%s) is refused: %s", s->keys[i].name,
                      s->keys[i].def, why); /* a table bug: tests/unit/test_config.c walks them */
 }
@@ -451,9 +454,9 @@ static void section_forms(const struct rg_conf_schema *s, char *buf, size_t len)
     buf[0] = '\0';
     for (size_t i = 0; i < s->nsections && n < len; i++)
         n += (size_t)snprintf(buf + n, len - n, "%s[%s%s]",
-                              i == 0                  ? ""
+                              i == 0                 ? ""
                               : i + 1 < s->nsections ? ", "
-                                                      : " or ",
+                                                     : " or ",
                               s->sections[i].name, s->sections[i].named ? " NAME" : "");
 }
 
@@ -496,8 +499,10 @@ static int section_open(struct state *st, int section, const char *name, int lin
         return i;
     }
     if (i >= 0) {
-        report(st, "[%s%s%s] is already at line %d: a section is written once (two are never "
-                   "merged)", s->name, s->named ? " " : "", name, st->inst[i].line);
+        report(st,
+               "[%s%s%s] is already at line %d: a section is written once (two are never "
+               "merged)",
+               s->name, s->named ? " " : "", name, st->inst[i].line);
         return -1;
     }
     obj = s->open(st->p->arg, name, why, sizeof(why));
@@ -530,8 +535,7 @@ static void header(struct state *st, char *line)
     }
     line[n - 1] = '\0';
     w = strspn(line + 1, "abcdefghijklmnopqrstuvwxyz_");
-    snprintf(word, sizeof(word), "%.*s", (int)(w < sizeof(word) ? w : sizeof(word) - 1),
-             line + 1);
+    snprintf(word, sizeof(word), "%.*s", (int)(w < sizeof(word) ? w : sizeof(word) - 1), line + 1);
     for (size_t i = 0; i < sc->nsections && i < 16; i++) {
         names[i] = sc->sections[i].name;
         if (strcmp(word, names[i]) == 0 && w < sizeof(word))
@@ -556,8 +560,10 @@ static void header(struct state *st, char *line)
                        : rest[0] == '\0';
     if (!ok) {
         if (s->named)
-            report(st, "section header '%s': expected [%s NAME]: one space, then a NAME of 1 to "
-                       "%d letters, digits, '.', '_' or '-'", shown, s->name, RG_CONF_NAME_MAX);
+            report(st,
+                   "section header '%s': expected [%s NAME]: one space, then a NAME of 1 to "
+                   "%d letters, digits, '.', '_' or '-'",
+                   shown, s->name, RG_CONF_NAME_MAX);
         else
             report(st, "section header '%s': expected [%s], with no name", shown, s->name);
         return;
@@ -742,14 +748,13 @@ rg_status_t rg_conf_read_file(const char *path, char **text_p, size_t *len_p, st
     }
     if (!S_ISREG(st.st_mode)) {
         snprintf(why, why_len, "%s is not a regular file (%s): a config file must be one", path,
-                 S_ISFIFO(st.st_mode)  ? "a FIFO"
-                 : S_ISDIR(st.st_mode) ? "a directory"
+                 S_ISFIFO(st.st_mode)   ? "a FIFO"
+                 : S_ISDIR(st.st_mode)  ? "a directory"
                  : S_ISSOCK(st.st_mode) ? "a socket"
                                         : "a device");
         goto err_close;
     }
-    if (st.st_size > RG_CONF_FILE_MAX ||
-        (text = malloc((size_t)st.st_size + 2)) == NULL) {
+    if (st.st_size > RG_CONF_FILE_MAX || (text = malloc((size_t)st.st_size + 2)) == NULL) {
         snprintf(why, why_len, "%s is larger than %u bytes", path, RG_CONF_FILE_MAX);
         goto err_close;
     }

@@ -29,8 +29,8 @@
 
 #define RG_CONF_FILE_MAX (1u << 20) /* bytes of a config file */
 #define RG_CONF_LINE_MAX 4096
-#define RG_CONF_KEYS_MAX 64         /* keys of one section */
-#define RG_CONF_NAME_MAX 63         /* characters of a section's NAME */
+#define RG_CONF_KEYS_MAX 64 /* keys of one section */
+#define RG_CONF_NAME_MAX 63 /* characters of a section's NAME */
 
 enum rg_conf_type {
     RG_CONF_INT,      /* a whole decimal number in [min, max]; zero_word also means 0 */
@@ -55,11 +55,11 @@ enum {
 struct rg_conf_key {
     const char *name;
     enum rg_conf_type type;
-    size_t offset, size;  /* the field in the section's struct (RG_CONF_FIELD) */
-    int64_t min, max;     /* INT, DURATION (in unit), SIZE (bytes), STRING (min length) */
-    enum rg_conf_unit unit;      /* DURATION */
-    const char *const *names;    /* ENUM: NULL-terminated */
-    const char *zero_word;       /* INT, DURATION: a word that also means 0 ("unlimited") */
+    size_t offset, size;      /* the field in the section's struct (RG_CONF_FIELD) */
+    int64_t min, max;         /* INT, DURATION (in unit), SIZE (bytes), STRING (min length) */
+    enum rg_conf_unit unit;   /* DURATION */
+    const char *const *names; /* ENUM: NULL-terminated */
+    const char *zero_word;    /* INT, DURATION: a word that also means 0 ("unlimited") */
     /* CUSTOM: parse value into the struct obj; false with the reason in why (no value in it) */
     bool (*parse)(void *obj, const char *value, char *why, size_t why_len);
     const char *def;  /* the default as text, set by rg_conf_defaults; NULL: the zeroed field */
@@ -67,7 +67,7 @@ struct rg_conf_key {
     const char *help; /* the accepted form; NULL: made from the type and bounds */
 };
 
-#define RG_CONF_FIELD(type, member) \
+#define RG_CONF_FIELD(type, member)                                                                \
     .offset = offsetof(type, member), .size = sizeof(((type *)0)->member)
 
 /* One section: its keys, and where a section's keys are written. */
@@ -93,8 +93,8 @@ typedef void (*rg_conf_report_fn)(void *report_arg, const char *message);
 
 struct rg_conf_parse {
     const struct rg_conf_schema *schema;
-    void *arg;              /* for the sections' open() */
-    const char *origin;     /* the file name in messages */
+    void *arg;          /* for the sections' open() */
+    const char *origin; /* the file name in messages */
     rg_conf_report_fn report;
     void *report_arg;
     int errors; /* out: how many were reported */

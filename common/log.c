@@ -24,12 +24,14 @@ static int stderr_is_journal(void)
     unsigned long long dev, ino;
     struct stat st;
 
-    return v != NULL && sscanf(v, "%llu:%llu", &dev, &ino) == 2 &&
-           fstat(STDERR_FILENO, &st) == 0 && (unsigned long long)st.st_dev == dev &&
-           (unsigned long long)st.st_ino == ino;
+    return v != NULL && sscanf(v, "%llu:%llu", &dev, &ino) == 2 && fstat(STDERR_FILENO, &st) == 0 &&
+           (unsigned long long)st.st_dev == dev && (unsigned long long)st.st_ino == ino;
 }
 
-void rg_log_set_level(enum rg_log_level level) { rg_log_level_current = (int)level; }
+void rg_log_set_level(enum rg_log_level level)
+{
+    rg_log_level_current = (int)level;
+}
 
 void rg_log_set_level_str(const char *name)
 {
@@ -45,7 +47,10 @@ void rg_log_set_prefix(const char *prefix)
     snprintf(log_prefix, sizeof(log_prefix), "%s", prefix);
 }
 
-void rg_log_set_callback(rg_log_cb cb) { log_cb = cb; }
+void rg_log_set_callback(rg_log_cb cb)
+{
+    log_cb = cb;
+}
 
 void rg_log_write(enum rg_log_level level, const char *fmt, ...)
 {

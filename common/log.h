@@ -23,10 +23,10 @@ void rg_log_set_callback(rg_log_cb cb);
 void rg_log_write(enum rg_log_level level, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
-#define RG_LOG(level, ...)                                                     \
-    do {                                                                       \
-        if ((int)(level) <= rg_log_level_current)                             \
-            rg_log_write((level), __VA_ARGS__);                                \
+#define RG_LOG(level, ...)                                                                         \
+    do {                                                                                           \
+        if ((int)(level) <= rg_log_level_current)                                                  \
+            rg_log_write((level), __VA_ARGS__);                                                    \
     } while (0)
 /* A string a peer sent (a tenant, client or host name, a probe's field: anything that did not
  * come from this host's own configuration) made safe for a log line, the one escaping function
@@ -37,12 +37,12 @@ void rg_log_write(enum rg_log_level level, const char *fmt, ...)
 const char *rg_log_escape(char *dst, size_t len, const char *src);
 /* The same into a buffer that lives until the end of the enclosing block, for an argument of a
  * log call: rg_warn("tenant '%s'", RG_PEER_STR(name)). At most RG_PEER_STR_MAX bytes. */
-#define RG_PEER_STR_MAX 96
+#define RG_PEER_STR_MAX  96
 #define RG_PEER_STR(src) rg_log_escape((char[RG_PEER_STR_MAX]){0}, RG_PEER_STR_MAX, (src))
 
 #define rg_error(...) RG_LOG(RG_LOG_ERROR, __VA_ARGS__)
-#define rg_warn(...) RG_LOG(RG_LOG_WARN, __VA_ARGS__)
-#define rg_info(...) RG_LOG(RG_LOG_INFO, __VA_ARGS__)
+#define rg_warn(...)  RG_LOG(RG_LOG_WARN, __VA_ARGS__)
+#define rg_info(...)  RG_LOG(RG_LOG_INFO, __VA_ARGS__)
 #define rg_debug(...) RG_LOG(RG_LOG_DEBUG, __VA_ARGS__)
 /* Hot-path tracing compiles away unless RGPU_TRACE is defined. */
 #ifdef RGPU_TRACE

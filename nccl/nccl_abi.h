@@ -8,14 +8,14 @@
 
 #include <stddef.h>
 
-#define NCCL_ABI_MAJOR 2
-#define NCCL_ABI_MINOR 28
-#define NCCL_ABI_PATCH 9
-#define NCCL_ABI_VERSION(x, y, z) ((x) * 10000 + (y) * 100 + (z))
-#define NCCL_UNIQUE_ID_BYTES 128
-#define NCCL_SPLIT_NOCOLOR (-1)
-#define NCCL_CONFIG_UNDEF_INT (-2147483647 - 1)
-#define NCCL_CONFIG_MAGIC 0xcafebeefu
+#define NCCL_ABI_MAJOR            2
+#define NCCL_ABI_MINOR            28
+#define NCCL_ABI_PATCH            9
+#define NCCL_ABI_VERSION(x, y, z) ((x)*10000 + (y)*100 + (z))
+#define NCCL_UNIQUE_ID_BYTES      128
+#define NCCL_SPLIT_NOCOLOR        (-1)
+#define NCCL_CONFIG_UNDEF_INT     (-2147483647 - 1)
+#define NCCL_CONFIG_MAGIC         0xcafebeefu
 
 typedef struct ncclComm *ncclComm_t;
 typedef struct {
@@ -96,10 +96,10 @@ typedef struct {
 
 /* User buffer windows (ncclCommWindowRegister): an opaque handle of NCCL's. */
 typedef struct ncclWindow_vidmem *ncclWindow_t;
-#define NCCL_WIN_DEFAULT 0x00
+#define NCCL_WIN_DEFAULT        0x00
 #define NCCL_WIN_COLL_SYMMETRIC 0x01
-#define NCCL_SHRINK_DEFAULT 0x00
-#define NCCL_SHRINK_ABORT 0x01
+#define NCCL_SHRINK_DEFAULT     0x00
+#define NCCL_SHRINK_ABORT       0x01
 
 /* The device API's host side (nccl_device.h): a team of ranks, and the resources a device
  * communicator is asked for (ncclDevCommCreate is not offered through rgpu). */
@@ -150,17 +150,17 @@ typedef ncclResult_t (*nccl_comm_fn)(ncclComm_t comm);
 typedef ncclResult_t (*nccl_async_error_fn)(ncclComm_t comm, ncclResult_t *async_error);
 typedef ncclResult_t (*nccl_comm_int_fn)(ncclComm_t comm, int *value);
 typedef ncclResult_t (*nccl_all_reduce_fn)(const void *sendbuff, void *recvbuff, size_t count,
-                                           ncclDataType_t datatype, ncclRedOp_t op,
-                                           ncclComm_t comm, nccl_stream_t stream);
+                                           ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
+                                           nccl_stream_t stream);
 typedef ncclResult_t (*nccl_broadcast_fn)(const void *sendbuff, void *recvbuff, size_t count,
                                           ncclDataType_t datatype, int root, ncclComm_t comm,
                                           nccl_stream_t stream);
 typedef ncclResult_t (*nccl_reduce_fn)(const void *sendbuff, void *recvbuff, size_t count,
                                        ncclDataType_t datatype, ncclRedOp_t op, int root,
                                        ncclComm_t comm, nccl_stream_t stream);
-typedef ncclResult_t (*nccl_all_gather_fn)(const void *sendbuff, void *recvbuff,
-                                           size_t sendcount, ncclDataType_t datatype,
-                                           ncclComm_t comm, nccl_stream_t stream);
+typedef ncclResult_t (*nccl_all_gather_fn)(const void *sendbuff, void *recvbuff, size_t sendcount,
+                                           ncclDataType_t datatype, ncclComm_t comm,
+                                           nccl_stream_t stream);
 typedef ncclResult_t (*nccl_reduce_scatter_fn)(const void *sendbuff, void *recvbuff,
                                                size_t recvcount, ncclDataType_t datatype,
                                                ncclRedOp_t op, ncclComm_t comm,
@@ -172,8 +172,7 @@ typedef ncclResult_t (*nccl_recv_fn)(void *recvbuff, size_t count, ncclDataType_
 typedef ncclResult_t (*nccl_group_fn)(void);
 typedef ncclResult_t (*nccl_mem_alloc_fn)(void **ptr, size_t size);
 typedef ncclResult_t (*nccl_mem_free_fn)(void *ptr);
-typedef ncclResult_t (*nccl_register_fn)(ncclComm_t comm, void *buff, size_t size,
-                                         void **handle);
+typedef ncclResult_t (*nccl_register_fn)(ncclComm_t comm, void *buff, size_t size, void **handle);
 typedef ncclResult_t (*nccl_deregister_fn)(ncclComm_t comm, void *handle);
 typedef ncclResult_t (*nccl_premulsum_fn)(ncclRedOp_t *op, void *scalar, ncclDataType_t datatype,
                                           ncclScalarResidence_t residence, ncclComm_t comm);

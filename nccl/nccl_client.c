@@ -110,8 +110,7 @@ static pthread_mutex_t primary_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* Make comm's device current when it is not (its primary context); true when *saved is to be
  * restored. */
-static bool route_enter(const struct nccl_client *cl, const struct ncclComm *comm,
-                        CUcontext *saved)
+static bool route_enter(const struct nccl_client *cl, const struct ncclComm *comm, CUcontext *saved)
 {
     CUdevice cur, dev;
     CUcontext ctx;
@@ -148,8 +147,7 @@ static int call_routed(const struct nccl_client *cl, struct rgpu_nccl_call *c,
     return res;
 }
 
-ncclResult_t nccl_call_sync(struct rgpu_nccl_call *c, const struct ncclComm *comm,
-                            const char *what)
+ncclResult_t nccl_call_sync(struct rgpu_nccl_call *c, const struct ncclComm *comm, const char *what)
 {
     const struct nccl_client *cl = nccl_client();
     int res;
@@ -163,8 +161,8 @@ ncclResult_t nccl_call_sync(struct rgpu_nccl_call *c, const struct ncclComm *com
     if (c->nout < 1)
         return nccl_fail(ncclInternalError, "%s: the worker's reply lacks its result", what);
     if (c->out[0] != ncclSuccess)
-        return nccl_fail((ncclResult_t)c->out[0], "%s failed on the GPU host (NCCL error %d)",
-                         what, (int)c->out[0]);
+        return nccl_fail((ncclResult_t)c->out[0], "%s failed on the GPU host (NCCL error %d)", what,
+                         (int)c->out[0]);
     return ncclSuccess;
 }
 
@@ -222,7 +220,8 @@ ncclResult_t nccl_need(uint64_t feature, const char *name)
         return ncclSuccess;
     if (!(__atomic_fetch_or(&said, feature, __ATOMIC_RELAXED) & feature))
         rg_warn("nccl: %s is not in the GPU host's NCCL (version %d) or its rgpu is older "
-                "(ncclInvalidUsage)", name, worker_version);
+                "(ncclInvalidUsage)",
+                name, worker_version);
     return nccl_fail(ncclInvalidUsage, "%s is not offered by the GPU host's NCCL", name);
 }
 
@@ -247,15 +246,24 @@ NCCL_EXPORT void ncclResetDebugInitInternal(void) {}
 NCCL_EXPORT const char *ncclGetErrorString(ncclResult_t result)
 {
     switch (result) {
-    case ncclSuccess: return "success";
-    case ncclUnhandledCudaError: return "a CUDA call failed (on the GPU host, through rgpu)";
-    case ncclSystemError: return "a system call or the rgpu session failed";
-    case ncclInternalError: return "internal NCCL error";
-    case ncclInvalidArgument: return "an argument is not valid";
-    case ncclInvalidUsage: return "the call is not valid here (or not offered by rgpu's NCCL)";
-    case ncclRemoteError: return "a peer rank exited or the network failed";
-    case ncclInProgress: return "the operation is still in progress";
-    default: return "unknown NCCL result";
+    case ncclSuccess:
+        return "success";
+    case ncclUnhandledCudaError:
+        return "a CUDA call failed (on the GPU host, through rgpu)";
+    case ncclSystemError:
+        return "a system call or the rgpu session failed";
+    case ncclInternalError:
+        return "internal NCCL error";
+    case ncclInvalidArgument:
+        return "an argument is not valid";
+    case ncclInvalidUsage:
+        return "the call is not valid here (or not offered by rgpu's NCCL)";
+    case ncclRemoteError:
+        return "a peer rank exited or the network failed";
+    case ncclInProgress:
+        return "the operation is still in progress";
+    default:
+        return "unknown NCCL result";
     }
 }
 

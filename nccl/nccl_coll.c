@@ -10,8 +10,8 @@
 static __thread int group_depth;
 
 static const char *const coll_names[NCCL_WIRE_COLL_COUNT] = {
-    "ncclAllReduce", "ncclBroadcast", "ncclReduce", "ncclAllGather", "ncclReduceScatter",
-    "ncclSend",      "ncclRecv",      "ncclAlltoAll", "ncclGather", "ncclScatter",
+    "ncclAllReduce", "ncclBroadcast", "ncclReduce",   "ncclAllGather", "ncclReduceScatter",
+    "ncclSend",      "ncclRecv",      "ncclAlltoAll", "ncclGather",    "ncclScatter",
 };
 /* What the worker's NCCL must offer for the kinds NCCL 2.28 added. */
 static const uint64_t coll_features[NCCL_WIRE_COLL_COUNT] = {
@@ -24,13 +24,14 @@ static const uint64_t coll_features[NCCL_WIRE_COLL_COUNT] = {
 
 /* Checks what NCCL checks before it enqueues, then sends. A reduction op is a built-in or one
  * that ncclRedOpCreatePreMulSum made (the worker checks which); a root or peer is a rank. */
-static ncclResult_t coll(enum nccl_wire_coll kind, const void *sendbuf, void *recvbuf,
-                         size_t count, ncclDataType_t type, int op, int root, ncclComm_t comm,
+static ncclResult_t coll(enum nccl_wire_coll kind, const void *sendbuf, void *recvbuf, size_t count,
+                         ncclDataType_t type, int op, int root, ncclComm_t comm,
                          nccl_stream_t stream)
 {
     struct rgpu_nccl_call c = {.op = kind < NCCL_WIRE_COLL_V1_COUNT ? PROTO_OP_NCCL_COLL
-                                                                     : PROTO_OP_NCCL_COLL_EXT,
-                               .nargs = 9, .stream_arg = 8};
+                                                                    : PROTO_OP_NCCL_COLL_EXT,
+                               .nargs = 9,
+                               .stream_arg = 8};
     const char *name = coll_names[kind];
     struct ncclComm *cm = nccl_comm_check(comm);
     ncclResult_t res;
@@ -74,7 +75,8 @@ NCCL_EXPORT ncclResult_t ncclBroadcast(const void *sendbuff, void *recvbuff, siz
 {
     if (root < 0) /* NO_ARG is negative too */
         return nccl_fail(ncclInvalidArgument, "ncclBroadcast: root %d", root);
-    return coll(NCCL_WIRE_BROADCAST, sendbuff, recvbuff, count, datatype, NO_ARG, root, comm, stream);
+    return coll(NCCL_WIRE_BROADCAST, sendbuff, recvbuff, count, datatype, NO_ARG, root, comm,
+                stream);
 }
 
 NCCL_EXPORT ncclResult_t ncclBcast(void *buff, size_t count, ncclDataType_t datatype, int root,
@@ -94,8 +96,7 @@ NCCL_EXPORT ncclResult_t ncclReduce(const void *sendbuff, void *recvbuff, size_t
     /* Only the root's receive buffer is written; the others may pass NULL. */
     if (cm != NULL && cm->rank != root && recvbuff == NULL)
         recvbuff = (void *)sendbuff;
-    return coll(NCCL_WIRE_REDUCE, sendbuff, recvbuff, count, datatype, (int)op, root, comm,
-                stream);
+    return coll(NCCL_WIRE_REDUCE, sendbuff, recvbuff, count, datatype, (int)op, root, comm, stream);
 }
 
 NCCL_EXPORT ncclResult_t ncclAllGather(const void *sendbuff, void *recvbuff, size_t sendcount,
@@ -106,9 +107,9 @@ NCCL_EXPORT ncclResult_t ncclAllGather(const void *sendbuff, void *recvbuff, siz
                 stream);
 }
 
-NCCL_EXPORT ncclResult_t ncclReduceScatter(const void *sendbuff, void *recvbuff,
-                                           size_t recvcount, ncclDataType_t datatype,
-                                           ncclRedOp_t op, ncclComm_t comm, nccl_stream_t stream)
+NCCL_EXPORT ncclResult_t ncclReduceScatter(const void *sendbuff, void *recvbuff, size_t recvcount,
+                                           ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
+                                           nccl_stream_t stream)
 {
     return coll(NCCL_WIRE_REDUCE_SCATTER, sendbuff, recvbuff, recvcount, datatype, (int)op, NO_ARG,
                 comm, stream);
@@ -122,8 +123,8 @@ NCCL_EXPORT ncclResult_t ncclSend(const void *sendbuff, size_t count, ncclDataTy
     return coll(NCCL_WIRE_SEND, sendbuff, NULL, count, datatype, NO_ARG, peer, comm, stream);
 }
 
-NCCL_EXPORT ncclResult_t ncclRecv(void *recvbuff, size_t count, ncclDataType_t datatype,
-                                  int peer, ncclComm_t comm, nccl_stream_t stream)
+NCCL_EXPORT ncclResult_t ncclRecv(void *recvbuff, size_t count, ncclDataType_t datatype, int peer,
+                                  ncclComm_t comm, nccl_stream_t stream)
 {
     if (peer < 0) /* NO_ARG is negative too */
         return nccl_fail(ncclInvalidArgument, "ncclRecv: peer %d", peer);
@@ -163,8 +164,7 @@ NCCL_EXPORT ncclResult_t ncclScatter(const void *sendbuff, void *recvbuff, size_
     /* Only the root's send buffer is used; the others may pass NULL. */
     if (cm != NULL && cm->rank != root && sendbuff == NULL)
         sendbuff = recvbuff;
-    return coll(NCCL_WIRE_SCATTER, sendbuff, recvbuff, count, datatype, NO_ARG, root, comm,
-                stream);
+    return coll(NCCL_WIRE_SCATTER, sendbuff, recvbuff, count, datatype, NO_ARG, root, comm, stream);
 }
 
 static ncclResult_t group(int start)
@@ -184,8 +184,14 @@ static ncclResult_t group(int start)
     return res;
 }
 
-NCCL_EXPORT ncclResult_t ncclGroupStart(void) { return group(1); }
-NCCL_EXPORT ncclResult_t ncclGroupEnd(void) { return group(0); }
+NCCL_EXPORT ncclResult_t ncclGroupStart(void)
+{
+    return group(1);
+}
+NCCL_EXPORT ncclResult_t ncclGroupEnd(void)
+{
+    return group(0);
+}
 
 /* Ends the group as ncclGroupEnd would, without launching it, and answers NCCL's estimate of
  * its time (a synchronous call: the estimate comes back). */
@@ -303,8 +309,8 @@ NCCL_EXPORT ncclResult_t ncclCommWindowRegister(ncclComm_t comm, void *buff, siz
 
 NCCL_EXPORT ncclResult_t ncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win)
 {
-    struct rgpu_nccl_call c = {.op = PROTO_OP_NCCL_WINDOW_DEREGISTER, .nargs = 2,
-                               .stream_arg = ~0u};
+    struct rgpu_nccl_call c = {
+        .op = PROTO_OP_NCCL_WINDOW_DEREGISTER, .nargs = 2, .stream_arg = ~0u};
     struct ncclComm *cm = nccl_comm_check(comm);
     ncclResult_t res;
 
@@ -348,8 +354,8 @@ NCCL_EXPORT ncclResult_t ncclLsaBarrierCreateRequirement(ncclTeam_t team, int nB
         return nccl_fail(ncclInvalidArgument, "ncclLsaBarrierCreateRequirement: NULL argument");
     memset(outReq, 0, sizeof(*outReq));
     outHandle->nBarriers = nBarriers;
-    outReq->bufferSize = (3 * (size_t)nBarriers + (size_t)nBarriers * (size_t)team.nRanks) *
-                         sizeof(uint32_t);
+    outReq->bufferSize =
+        (3 * (size_t)nBarriers + (size_t)nBarriers * (size_t)team.nRanks) * sizeof(uint32_t);
     outReq->bufferAlign = sizeof(uint32_t);
     outReq->outBufferHandle = &outHandle->bufHandle;
     return ncclSuccess;
@@ -375,8 +381,7 @@ NCCL_EXPORT ncclResult_t ncclGinBarrierCreateRequirement(ncclComm_t comm, ncclTe
 
 NCCL_EXPORT ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t *op, void *scalar,
                                                   ncclDataType_t datatype,
-                                                  ncclScalarResidence_t residence,
-                                                  ncclComm_t comm)
+                                                  ncclScalarResidence_t residence, ncclComm_t comm)
 {
     struct rgpu_nccl_call c = {.op = PROTO_OP_NCCL_REDOP_CREATE, .nargs = 4, .stream_arg = ~0u};
     struct ncclComm *cm = nccl_comm_check(comm);

@@ -106,8 +106,9 @@ static ncclResult_t creation_wait(struct ncclComm *comm, const char *what)
         usleep(nap);
         nap = nap < 2000 ? nap * 2 : 2000;
     }
-    return res == ncclSuccess ? res : nccl_fail(res, "%s failed on the GPU host (NCCL error %d)",
-                                                what, (int)res);
+    return res == ncclSuccess
+               ? res
+               : nccl_fail(res, "%s failed on the GPU host (NCCL error %d)", what, (int)res);
 }
 
 /* The end of a creation call: comm adopted (live) or dropped, on the worker too. */
@@ -149,8 +150,8 @@ static ncclResult_t create(struct rgpu_nccl_call *c, unsigned async_arg, struct 
     return creation_end(comm, res, out);
 }
 
-static ncclResult_t init_check(ncclComm_t *comm_p, int nranks, int rank,
-                               const ncclConfig_t *config, const char *what)
+static ncclResult_t init_check(ncclComm_t *comm_p, int nranks, int rank, const ncclConfig_t *config,
+                               const char *what)
 {
     if (comm_p == NULL)
         return nccl_fail(ncclInvalidArgument, "%s: comm is NULL", what);
@@ -166,7 +167,8 @@ static ncclResult_t init_ids(ncclComm_t *comm_p, int nranks, int rank, int nids,
 {
     struct rgpu_nccl_call c = {.op = nids == 1 ? PROTO_OP_NCCL_COMM_INIT
                                                : PROTO_OP_NCCL_COMM_INIT_SCALABLE,
-                               .stream_arg = ~0u, .data = ids,
+                               .stream_arg = ~0u,
+                               .data = ids,
                                .data_len = (uint64_t)nids * sizeof(*ids)};
     struct ncclComm *comm;
     ncclResult_t res;
@@ -195,14 +197,14 @@ NCCL_EXPORT ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniq
 
 /* The ids travel inline: at most 32 of them. */
 NCCL_EXPORT ncclResult_t ncclCommInitRankScalable(ncclComm_t *comm_p, int nranks, int rank,
-                                                  int nids, ncclUniqueId *ids,
-                                                  ncclConfig_t *config)
+                                                  int nids, ncclUniqueId *ids, ncclConfig_t *config)
 {
     ncclResult_t res;
 
     if (nids < 1 || nids > (int)(NCCL_WIRE_DATA_MAX / sizeof(ncclUniqueId)) || ids == NULL)
         return nccl_fail(ncclInvalidArgument, "ncclCommInitRankScalable: %d ids", nids);
-    if (nids > 1 && (res = nccl_need(NCCL_FEAT_SCALABLE, "ncclCommInitRankScalable")) != ncclSuccess)
+    if (nids > 1 &&
+        (res = nccl_need(NCCL_FEAT_SCALABLE, "ncclCommInitRankScalable")) != ncclSuccess)
         return res;
     return init_ids(comm_p, nranks, rank, nids, ids, config, "ncclCommInitRankScalable");
 }
@@ -275,8 +277,10 @@ NCCL_EXPORT ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, nccl
 NCCL_EXPORT ncclResult_t ncclCommShrink(ncclComm_t comm, int *exclude, int nexclude,
                                         ncclComm_t *newcomm, ncclConfig_t *config, int flags)
 {
-    struct rgpu_nccl_call c = {.op = PROTO_OP_NCCL_COMM_SHRINK, .stream_arg = ~0u,
-                               .data = exclude, .data_len = (uint64_t)nexclude * sizeof(int)};
+    struct rgpu_nccl_call c = {.op = PROTO_OP_NCCL_COMM_SHRINK,
+                               .stream_arg = ~0u,
+                               .data = exclude,
+                               .data_len = (uint64_t)nexclude * sizeof(int)};
     struct ncclComm *parent = nccl_comm_check(comm), *child;
     ncclResult_t res;
 

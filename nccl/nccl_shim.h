@@ -13,13 +13,13 @@
 
 #define NCCL_EXPORT __attribute__((visibility("default")))
 /* NCCL also exports each entry point as pnccl* (for profilers); so does the shim. */
-#define NCCL_PROFILE_ALIAS(name)                                                               \
+#define NCCL_PROFILE_ALIAS(name)                                                                   \
     extern __typeof__(name) p##name __attribute__((alias(#name), visibility("default")));
 
 /* What the application's ncclComm_t points at: the worker knows the communicator by id. */
 #define NCCL_SHIM_COMM_MAGIC 0x6e63636cu
 struct ncclComm {
-    uint32_t magic; /* NCCL_SHIM_COMM_MAGIC while alive */
+    uint32_t magic;        /* NCCL_SHIM_COMM_MAGIC while alive */
     int nranks, rank, dev; /* nranks -1: not known yet (made in a group, or still in progress) */
     int blocking;          /* the application's config.blocking (1 unless it said 0) */
     uint64_t id;

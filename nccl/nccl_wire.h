@@ -37,8 +37,8 @@ enum nccl_wire_feature {
 
 /* NCCL_COMM_QUERY's `what`. */
 enum nccl_wire_query {
-    NCCL_WIRE_TEAM_LSA = 0,  /* out: nRanks rank stride of ncclTeamLsa */
-    NCCL_WIRE_TEAM_RAIL = 1, /* ncclTeamRail */
+    NCCL_WIRE_TEAM_LSA = 0,   /* out: nRanks rank stride of ncclTeamLsa */
+    NCCL_WIRE_TEAM_RAIL = 1,  /* ncclTeamRail */
     NCCL_WIRE_RANK_TO_LSA = 2 /* a = team nRanks, b = team rank, c = team stride, d = rank */
 };
 
@@ -48,7 +48,7 @@ enum nccl_wire_end { NCCL_WIRE_FINALIZE = 0, NCCL_WIRE_DESTROY = 1, NCCL_WIRE_AB
  * the worker that made the id writes its MAC into the last NCCL_WIRE_MAC_LEN, which NCCL leaves
  * zero, and every worker checks and clears it before NCCL sees the id. */
 #define NCCL_WIRE_MAC_OFFSET 96
-#define NCCL_WIRE_MAC_LEN 32
+#define NCCL_WIRE_MAC_LEN    32
 
 /* Unique ids and excluded ranks travel inline in Call.data: at most this many bytes
  * (PROTO_INLINE_MAX), so at most 32 ids and 1024 ranks. */

@@ -25,12 +25,12 @@ typedef enum {
 
 typedef struct nvml_dev *nvmlDevice_t;
 
-#define NVML_DEVICE_NAME_BUFFER_SIZE 64
-#define NVML_DEVICE_NAME_V2_BUFFER_SIZE 96
-#define NVML_DEVICE_UUID_BUFFER_SIZE 80
-#define NVML_DEVICE_UUID_V2_BUFFER_SIZE 96
+#define NVML_DEVICE_NAME_BUFFER_SIZE           64
+#define NVML_DEVICE_NAME_V2_BUFFER_SIZE        96
+#define NVML_DEVICE_UUID_BUFFER_SIZE           80
+#define NVML_DEVICE_UUID_V2_BUFFER_SIZE        96
 #define NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE 80
-#define NVML_SYSTEM_NVML_VERSION_BUFFER_SIZE 80
+#define NVML_SYSTEM_NVML_VERSION_BUFFER_SIZE   80
 
 /* Versioned structures carry (sizeof | version << 24) in their first field. */
 #define NVML_STRUCT_VERSION(size, ver) ((unsigned int)(size) | ((unsigned int)(ver) << 24))
@@ -38,9 +38,9 @@ typedef struct nvml_dev *nvmlDevice_t;
 typedef struct {
     char busIdLegacy[16]; /* "DDDD:BB:DD.0" */
     unsigned int domain, bus, device;
-    unsigned int pciDeviceId;    /* device id << 16 | vendor id */
+    unsigned int pciDeviceId; /* device id << 16 | vendor id */
     unsigned int pciSubSystemId;
-    char busId[32];              /* "DDDDDDDD:BB:DD.0" */
+    char busId[32]; /* "DDDDDDDD:BB:DD.0" */
 } nvmlPciInfo_t;
 
 typedef struct {

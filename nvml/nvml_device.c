@@ -17,12 +17,12 @@ const struct nvml_dev *nvml_dev_check(nvmlDevice_t device)
 }
 
 /* Common checks of a device query: initialized, a known handle, an output pointer. */
-#define DEVICE_ARGS(handle, out, d_p)                                                         \
-    do {                                                                                      \
-        if (nvml_state() == NULL)                                                             \
-            return NVML_ERROR_UNINITIALIZED;                                                  \
-        if ((*(d_p) = nvml_dev_check(handle)) == NULL || (out) == NULL)                       \
-            return NVML_ERROR_INVALID_ARGUMENT;                                               \
+#define DEVICE_ARGS(handle, out, d_p)                                                              \
+    do {                                                                                           \
+        if (nvml_state() == NULL)                                                                  \
+            return NVML_ERROR_UNINITIALIZED;                                                       \
+        if ((*(d_p) = nvml_dev_check(handle)) == NULL || (out) == NULL)                            \
+            return NVML_ERROR_INVALID_ARGUMENT;                                                    \
     } while (0)
 
 NVML_EXPORT nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int *deviceCount)
@@ -229,10 +229,10 @@ static nvmlReturn_t no_processes(nvmlDevice_t device, unsigned int *infoCount)
     return NVML_SUCCESS;
 }
 
-#define NO_PROCESSES(name)                                                                     \
-    NVML_EXPORT nvmlReturn_t name(nvmlDevice_t device, unsigned int *infoCount, void *infos)   \
-    {                                                                                          \
-        return no_processes(device, infoCount);                                                \
+#define NO_PROCESSES(name)                                                                         \
+    NVML_EXPORT nvmlReturn_t name(nvmlDevice_t device, unsigned int *infoCount, void *infos)       \
+    {                                                                                              \
+        return no_processes(device, infoCount);                                                    \
     }
 NO_PROCESSES(nvmlDeviceGetComputeRunningProcesses)
 NO_PROCESSES(nvmlDeviceGetComputeRunningProcesses_v2)
@@ -257,8 +257,10 @@ static nvmlReturn_t pcie_link(nvmlDevice_t device, unsigned int *out, int which)
         return ret;
     if (!st.pcie_valid)
         return NVML_ERROR_NOT_SUPPORTED;
-    *out = which == 0 ? st.pcie_gen : which == 1 ? st.pcie_width
-         : which == 2 ? st.pcie_max_gen : st.pcie_max_width;
+    *out = which == 0   ? st.pcie_gen
+           : which == 1 ? st.pcie_width
+           : which == 2 ? st.pcie_max_gen
+                        : st.pcie_max_width;
     return NVML_SUCCESS;
 }
 

@@ -52,9 +52,9 @@ static nvmlReturn_t bind_client(struct nvml_client *c)
         return NVML_ERROR_LIBRARY_NOT_FOUND;
     }
 #define BIND(sym) (*(void **)&c->sym = dlsym(c->dl, #sym)) != NULL
-    if (!(BIND(cuInit) && BIND(cuDriverGetVersion) && BIND(cuDeviceGetCount) &&
-          BIND(cuDeviceGet) && BIND(cuDeviceGetName) && BIND(cuDeviceGetUuid) &&
-          BIND(cuDeviceGetPCIBusId) && BIND(cuDeviceGetAttribute) && BIND(rgpuDeviceStatus))) {
+    if (!(BIND(cuInit) && BIND(cuDriverGetVersion) && BIND(cuDeviceGetCount) && BIND(cuDeviceGet) &&
+          BIND(cuDeviceGetName) && BIND(cuDeviceGetUuid) && BIND(cuDeviceGetPCIBusId) &&
+          BIND(cuDeviceGetAttribute) && BIND(rgpuDeviceStatus))) {
         rg_error("nvml: the libcuda.so.1 in this process is not rgpu's client (it lacks %s)",
                  RGPU_DEVICE_STATUS_SYMBOL);
         return NVML_ERROR_LIBRARY_NOT_FOUND;
@@ -88,16 +88,16 @@ static nvmlReturn_t snapshot_device(const struct nvml_client *c, int i, struct n
         c->cuDeviceGetName(d->name, sizeof(d->name), dev) != CUDA_SUCCESS ||
         c->cuDeviceGetUuid(&u, dev) != CUDA_SUCCESS ||
         c->cuDeviceGetPCIBusId(bus_id, sizeof(bus_id), dev) != CUDA_SUCCESS ||
-        c->cuDeviceGetAttribute(&d->cc_major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR,
-                                dev) != CUDA_SUCCESS ||
-        c->cuDeviceGetAttribute(&d->cc_minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR,
-                                dev) != CUDA_SUCCESS)
+        c->cuDeviceGetAttribute(&d->cc_major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev) !=
+            CUDA_SUCCESS ||
+        c->cuDeviceGetAttribute(&d->cc_minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev) !=
+            CUDA_SUCCESS)
         return NVML_ERROR_UNKNOWN;
     b = (const uint8_t *)u.bytes;
     snprintf(d->uuid, sizeof(d->uuid),
-             "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0],
-             b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13],
-             b[14], b[15]);
+             "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1],
+             b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14],
+             b[15]);
     fill_pci(d, bus_id);
     d->index = i;
     return NVML_SUCCESS;
@@ -209,22 +209,39 @@ NVML_EXPORT nvmlReturn_t nvmlSystemGetCudaDriverVersion_v2(int *cudaDriverVersio
 NVML_EXPORT const char *nvmlErrorString(nvmlReturn_t result)
 {
     switch (result) {
-    case NVML_SUCCESS: return "Success";
-    case NVML_ERROR_UNINITIALIZED: return "Uninitialized";
-    case NVML_ERROR_INVALID_ARGUMENT: return "Invalid Argument";
-    case NVML_ERROR_NOT_SUPPORTED: return "Not Supported";
-    case NVML_ERROR_NO_PERMISSION: return "Insufficient Permissions";
-    case NVML_ERROR_ALREADY_INITIALIZED: return "Already Initialized";
-    case NVML_ERROR_NOT_FOUND: return "Not Found";
-    case NVML_ERROR_INSUFFICIENT_SIZE: return "Insufficient Size";
-    case NVML_ERROR_DRIVER_NOT_LOADED: return "Driver Not Loaded";
-    case NVML_ERROR_LIBRARY_NOT_FOUND: return "NVML Shared Library Not Found";
-    case NVML_ERROR_FUNCTION_NOT_FOUND: return "Function Not Found";
-    case NVML_ERROR_GPU_IS_LOST: return "GPU is lost";
-    case NVML_ERROR_MEMORY: return "Insufficient Memory";
-    case NVML_ERROR_NO_DATA: return "No data";
-    case NVML_ERROR_ARGUMENT_VERSION_MISMATCH: return "Argument version mismatch";
-    case NVML_ERROR_UNKNOWN: return "Unknown Error";
-    default: return "Unknown Error";
+    case NVML_SUCCESS:
+        return "Success";
+    case NVML_ERROR_UNINITIALIZED:
+        return "Uninitialized";
+    case NVML_ERROR_INVALID_ARGUMENT:
+        return "Invalid Argument";
+    case NVML_ERROR_NOT_SUPPORTED:
+        return "Not Supported";
+    case NVML_ERROR_NO_PERMISSION:
+        return "Insufficient Permissions";
+    case NVML_ERROR_ALREADY_INITIALIZED:
+        return "Already Initialized";
+    case NVML_ERROR_NOT_FOUND:
+        return "Not Found";
+    case NVML_ERROR_INSUFFICIENT_SIZE:
+        return "Insufficient Size";
+    case NVML_ERROR_DRIVER_NOT_LOADED:
+        return "Driver Not Loaded";
+    case NVML_ERROR_LIBRARY_NOT_FOUND:
+        return "NVML Shared Library Not Found";
+    case NVML_ERROR_FUNCTION_NOT_FOUND:
+        return "Function Not Found";
+    case NVML_ERROR_GPU_IS_LOST:
+        return "GPU is lost";
+    case NVML_ERROR_MEMORY:
+        return "Insufficient Memory";
+    case NVML_ERROR_NO_DATA:
+        return "No data";
+    case NVML_ERROR_ARGUMENT_VERSION_MISMATCH:
+        return "Argument version mismatch";
+    case NVML_ERROR_UNKNOWN:
+        return "Unknown Error";
+    default:
+        return "Unknown Error";
     }
 }

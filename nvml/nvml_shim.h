@@ -11,7 +11,7 @@
 #include "client/rgpu_ext.h"
 #include "nvml/nvml_abi.h"
 
-#define NVML_EXPORT __attribute__((visibility("default")))
+#define NVML_EXPORT           __attribute__((visibility("default")))
 #define NVML_SHIM_MAX_DEVICES 64
 
 struct nvml_dev {

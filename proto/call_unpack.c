@@ -49,8 +49,7 @@ static bool get_args(const uint8_t *p, const uint8_t *end, Rgpu__Call *m, uint64
     return true;
 }
 
-bool proto_call_unpack(const uint8_t *buf, size_t len, Rgpu__Call *m, uint64_t *args,
-                       size_t cap)
+bool proto_call_unpack(const uint8_t *buf, size_t len, Rgpu__Call *m, uint64_t *args, size_t cap)
 {
     const uint8_t *p = buf, *end = buf + len;
     unsigned seen = 0;

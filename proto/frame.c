@@ -46,17 +46,28 @@ bool proto_op_in_minor(unsigned op, uint32_t minor)
 const char *proto_frame_type_name(unsigned type)
 {
     switch (type) {
-    case PROTO_HELLO: return "hello";
-    case PROTO_WELCOME: return "welcome";
-    case PROTO_CALL: return "call";
-    case PROTO_REPLY: return "reply";
-    case PROTO_ASYNC_ERROR: return "async-error";
-    case PROTO_BYE: return "bye";
-    case PROTO_OUTPUT: return "output";
-    case PROTO_PROBE: return "probe";
-    case PROTO_PROBE_REPLY: return "probe-reply";
-    case PROTO_ECHO: return "echo";
-    case PROTO_KEEPALIVE: return "keepalive";
+    case PROTO_HELLO:
+        return "hello";
+    case PROTO_WELCOME:
+        return "welcome";
+    case PROTO_CALL:
+        return "call";
+    case PROTO_REPLY:
+        return "reply";
+    case PROTO_ASYNC_ERROR:
+        return "async-error";
+    case PROTO_BYE:
+        return "bye";
+    case PROTO_OUTPUT:
+        return "output";
+    case PROTO_PROBE:
+        return "probe";
+    case PROTO_PROBE_REPLY:
+        return "probe-reply";
+    case PROTO_ECHO:
+        return "echo";
+    case PROTO_KEEPALIVE:
+        return "keepalive";
     }
     return "unknown";
 }
@@ -85,8 +96,10 @@ rg_status_t proto_send_flags(struct transport_conn *conn, enum proto_frame_type 
                              uint64_t bulk_len)
 {
     uint8_t scratch[1024];
-    struct proto_frame_hdr hdr = {.magic = PROTO_MAGIC, .type = (uint16_t)type,
-                                  .flags = (uint16_t)flags, .bulk_len = bulk_len};
+    struct proto_frame_hdr hdr = {.magic = PROTO_MAGIC,
+                                  .type = (uint16_t)type,
+                                  .flags = (uint16_t)flags,
+                                  .bulk_len = bulk_len};
     struct iovec iov[3];
     uint8_t *packed = scratch;
     size_t len = packed_size(msg);
@@ -117,8 +130,10 @@ rg_status_t proto_send_flags(struct transport_conn *conn, enum proto_frame_type 
 size_t proto_frame_pack(uint8_t *buf, size_t cap, enum proto_frame_type type, unsigned flags,
                         const ProtobufCMessage *msg, uint64_t bulk_len)
 {
-    struct proto_frame_hdr hdr = {.magic = PROTO_MAGIC, .type = (uint16_t)type,
-                                  .flags = (uint16_t)flags, .bulk_len = bulk_len};
+    struct proto_frame_hdr hdr = {.magic = PROTO_MAGIC,
+                                  .type = (uint16_t)type,
+                                  .flags = (uint16_t)flags,
+                                  .bulk_len = bulk_len};
     size_t len = packed_size(msg);
 
     if (len > PROTO_MSG_MAX || sizeof(hdr) + len > cap)

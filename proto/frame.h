@@ -34,10 +34,10 @@
  * PROTO_MINOR_MEM_SHARE); the session's keepalive
  * (Hello.session_timeout_ms, PROTO_KEEPALIVE frames from the worker while a call runs: a client
  * arms its receive deadline only on a session that speaks 1.3). */
-#define PROTO_VERSION 1u /* the major */
-#define PROTO_VERSION_MINOR 3u
+#define PROTO_VERSION         1u /* the major */
+#define PROTO_VERSION_MINOR   3u
 #define PROTO_MINOR_MEM_SHARE 3u
-#define PROTO_MINORS_BACK 1u
+#define PROTO_MINORS_BACK     1u
 /* The minor from which the worker keeps a waiting client informed (PROTO_KEEPALIVE). */
 #define PROTO_MINOR_KEEPALIVE 3u
 /* Limits: a frame whose message is larger is a protocol violation and ends the session. */
@@ -52,8 +52,8 @@ enum proto_frame_type {
     PROTO_REPLY = 4,
     PROTO_ASYNC_ERROR = 5,
     PROTO_BYE = 6,
-    PROTO_OUTPUT = 7, /* server -> client: text the session's kernels printed (bulk); flag */
-                      /* PROTO_OUTPUT_STDERR: for stderr (device assert), else stdout   */
+    PROTO_OUTPUT = 7,      /* server -> client: text the session's kernels printed (bulk); flag */
+                           /* PROTO_OUTPUT_STDERR: for stderr (device assert), else stdout   */
     PROTO_PROBE = 8,       /* client -> server, first frame instead of a Hello: Probe */
     PROTO_PROBE_REPLY = 9, /* server -> client: ProbeReply */
     PROTO_ECHO = 10,       /* after an answered probe, either way: no message, bulk bytes. The */
@@ -62,8 +62,9 @@ enum proto_frame_type {
     PROTO_KEEPALIVE = 11,  /* worker -> client (1.3), between frames while a call runs: no */
                            /* message, no bulk; the session still answers */
 };
-#define PROTO_ECHO_SINK 0x4u /* header flag of an Echo frame (beside PROTO_FLAG_* of proto/ops.h) */
-#define PROTO_ECHO_MAX (64u << 20) /* bulk of one Echo frame, at most (a sink: read, dropped) */
+/* header flag of an Echo frame (beside PROTO_FLAG_* of proto/ops.h) */
+#define PROTO_ECHO_SINK 0x4u
+#define PROTO_ECHO_MAX  (64u << 20) /* bulk of one Echo frame, at most (a sink: read, dropped) */
 /* Bulk of an Echo the server sends back, at most: the worker holds no more than this for it.
  * A larger one that is not a sink ends the connection. */
 #define PROTO_ECHO_BACK_MAX (64u << 10)
@@ -105,8 +106,7 @@ size_t proto_call_pack(const Rgpu__Call *m, uint8_t *out);
 /* Decode a Call in the form proto_call_pack writes, without allocating: the args go to
  * args[cap], data points into buf. false: not that form (protobuf-c must decide; it refuses
  * what is malformed). proto/call_unpack.c. */
-bool proto_call_unpack(const uint8_t *buf, size_t len, Rgpu__Call *m, uint64_t *args,
-                       size_t cap);
+bool proto_call_unpack(const uint8_t *buf, size_t len, Rgpu__Call *m, uint64_t *args, size_t cap);
 
 /* Build a frame (header and packed message, no bulk: bulk_len must then follow separately)
  * into buf. Returns the bytes written, or 0 when it does not fit in cap. Used to coalesce many

@@ -11,10 +11,10 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#define PROTO_JIT_LOG_MAX (1u << 20)
+#define PROTO_JIT_LOG_MAX          (1u << 20)
 #define PROTO_JIT_WORD(opt, value) (((uint64_t)(opt) << 32) | (uint32_t)(value))
-#define PROTO_JIT_WORD_OPTION(w) ((CUjit_option)((w) >> 32))
-#define PROTO_JIT_WORD_VALUE(w) ((uint32_t)(w))
+#define PROTO_JIT_WORD_OPTION(w)   ((CUjit_option)((w) >> 32))
+#define PROTO_JIT_WORD_VALUE(w)    ((uint32_t)(w))
 
 static inline bool proto_jit_option_is_integer(CUjit_option o)
 {
@@ -32,8 +32,10 @@ static inline bool proto_jit_option_is_integer(CUjit_option o)
     case CU_JIT_POSITION_INDEPENDENT_CODE:
     case CU_JIT_MIN_CTA_PER_SM:
     case CU_JIT_MAX_THREADS_PER_BLOCK:
-    case CU_JIT_OVERRIDE_DIRECTIVE_VALUES: return true;
-    default: return false;
+    case CU_JIT_OVERRIDE_DIRECTIVE_VALUES:
+        return true;
+    default:
+        return false;
     }
 }
 

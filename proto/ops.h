@@ -17,12 +17,12 @@
 
 #include "proto/ops_gen.h"
 
-#define PROTO_FLAG_NOREPLY 0x1
+#define PROTO_FLAG_NOREPLY  0x1
 #define PROTO_OUTPUT_STDERR 0x2 /* an OUTPUT frame carries stderr text */
 
 /* MODULE_LOAD / LIBRARY_LOAD image flags and the module cache's own result (see "Images"). */
-#define PROTO_IMAGE_BY_HASH 0x1u
-#define PROTO_IMAGE_CACHE 0x2u
+#define PROTO_IMAGE_BY_HASH     0x1u
+#define PROTO_IMAGE_CACHE       0x2u
 #define PROTO_RESULT_NOT_CACHED 0x10001 /* Reply.result: no cached image has that hash */
 
 /* Handle ids: (counter << 4) | type. The client's counter starts at PROTO_ID_FIRST_COUNTER;
@@ -42,7 +42,7 @@ enum proto_handle_type {
     PROTO_H_EVENT = 7,
     PROTO_H_GRAPH = 8,
     PROTO_H_GRAPH_EXEC = 9,
-    PROTO_H_MEM_POOL = 10,   /* CUmemoryPool; the default pool of device d is PROTO_DEFAULT_POOL_ID */
+    PROTO_H_MEM_POOL = 10, /* CUmemoryPool; the default pool of device d is PROTO_DEFAULT_POOL_ID */
     PROTO_H_MEM_HANDLE = 11, /* CUmemGenericAllocationHandle (VMM physical memory): the id itself */
     PROTO_H_GRAPH_NODE = 12, /* CUgraphNode; ids of nodes the server found have PROTO_ID_SERVER */
     PROTO_H_SHADOW = 13,     /* server-side pinned stand-in for client host memory in graphs */
@@ -50,14 +50,14 @@ enum proto_handle_type {
     PROTO_H_IMAGE = 15,      /* CUarray, CUtexObject or CUsurfObject (the server's record says
                               * which; the last free type value, so the three share it) */
 };
-#define PROTO_ID_TYPE(id) ((unsigned)((id) & 0xf))
-#define PROTO_ID_FIRST_COUNTER 1024u
-#define PROTO_PRIMARY_CTX_ID(dev) ((((uint64_t)(dev) + 1) << 4) | PROTO_H_CTX)
+#define PROTO_ID_TYPE(id)          ((unsigned)((id)&0xf))
+#define PROTO_ID_FIRST_COUNTER     1024u
+#define PROTO_PRIMARY_CTX_ID(dev)  ((((uint64_t)(dev) + 1) << 4) | PROTO_H_CTX)
 #define PROTO_DEFAULT_POOL_ID(dev) ((((uint64_t)(dev) + 1) << 4) | PROTO_H_MEM_POOL)
-#define PROTO_ID_SERVER (1ull << 63) /* ids minted by the server (nodes of captured graphs) */
-#define PROTO_STREAM_NULL 0u
-#define PROTO_STREAM_LEGACY 1u
-#define PROTO_STREAM_PER_THREAD 2u
+#define PROTO_ID_SERVER            (1ull << 63) /* ids minted by the server (nodes of captured graphs) */
+#define PROTO_STREAM_NULL          0u
+#define PROTO_STREAM_LEGACY        1u
+#define PROTO_STREAM_PER_THREAD    2u
 
 /* Handshake (frame types in proto/frame.h): the client sends Hello; the server answers Welcome
  * with status 0 and a snapshot of every device it serves, renumbered from 0 (attrs[i] is

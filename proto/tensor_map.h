@@ -6,7 +6,7 @@
 #include <stdint.h>
 
 #define PROTO_TENSOR_MAP_RANK_MAX 5
-#define PROTO_TENSOR_MAP_SIZE 128 /* sizeof(CUtensorMap) */
+#define PROTO_TENSOR_MAP_SIZE     128 /* sizeof(CUtensorMap) */
 
 enum proto_tensor_map_kind {
     PROTO_TENSOR_MAP_TILED,
@@ -17,9 +17,9 @@ enum proto_tensor_map_kind {
 struct proto_tensor_map_arrays {
     uint64_t global_dim[PROTO_TENSOR_MAP_RANK_MAX];
     uint64_t global_strides[PROTO_TENSOR_MAP_RANK_MAX - 1];
-    uint32_t box_dim[PROTO_TENSOR_MAP_RANK_MAX];        /* tiled */
-    int32_t box_lower[PROTO_TENSOR_MAP_RANK_MAX - 2];   /* im2col: pixelBoxLowerCorner */
-    int32_t box_upper[PROTO_TENSOR_MAP_RANK_MAX - 2];   /* im2col: pixelBoxUpperCorner */
+    uint32_t box_dim[PROTO_TENSOR_MAP_RANK_MAX];      /* tiled */
+    int32_t box_lower[PROTO_TENSOR_MAP_RANK_MAX - 2]; /* im2col: pixelBoxLowerCorner */
+    int32_t box_upper[PROTO_TENSOR_MAP_RANK_MAX - 2]; /* im2col: pixelBoxUpperCorner */
     uint32_t element_strides[PROTO_TENSOR_MAP_RANK_MAX];
 };
 

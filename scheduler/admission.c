@@ -20,14 +20,17 @@ enum sched_verdict sched_request_quota(const char *tenant, uint64_t tenant_quota
     char from_share[96] = "";
 
     if (asked != 0 && share != 0) {
-        snprintf(why, why_len, "the client asked for both a memory size and a share of the GPU: "
-                               "ask for one (--memory or --share)");
+        snprintf(why, why_len,
+                 "the client asked for both a memory size and a share of the GPU: "
+                 "ask for one (--memory or --share)");
         return SCHED_NOT_ENTITLED;
     }
     if (share != 0) {
         if (!(share > 0 && share <= 1)) { /* NaN fails here too */
-            snprintf(why, why_len, "a share of the GPU's memory must be above 0 and at most 1 "
-                                   "(100%%), not %g", share);
+            snprintf(why, why_len,
+                     "a share of the GPU's memory must be above 0 and at most 1 "
+                     "(100%%), not %g",
+                     share);
             return SCHED_NOT_ENTITLED;
         }
         want = (uint64_t)(share * (double)smallest_gpu);
@@ -50,8 +53,8 @@ enum sched_verdict sched_request_quota(const char *tenant, uint64_t tenant_quota
     return SCHED_ADMIT;
 }
 
-enum sched_verdict sched_admit(const struct sched_request *req, const struct sched_gpu *gpus, int ngpus,
-                 char *why, size_t why_len)
+enum sched_verdict sched_admit(const struct sched_request *req, const struct sched_gpu *gpus,
+                               int ngpus, char *why, size_t why_len)
 {
     if (req->max_sessions > 0 && req->tenant_sessions >= req->max_sessions) {
         snprintf(why, why_len,
@@ -68,8 +71,8 @@ enum sched_verdict sched_admit(const struct sched_request *req, const struct sch
         snprintf(why, why_len,
                  "insufficient GPU memory: tenant '%s' needs a %.2f GiB quota but GPU %d has "
                  "%.2f GiB left (%.2f GiB total, %.2f GiB reserved by %d session(s))",
-                 req->tenant, gib(req->quota), i, gib(left), gib(g->total_mem),
-                 gib(g->reserved), g->sessions);
+                 req->tenant, gib(req->quota), i, gib(left), gib(g->total_mem), gib(g->reserved),
+                 g->sessions);
         return SCHED_NO_MEMORY;
     }
     return SCHED_ADMIT;

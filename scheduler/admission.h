@@ -18,9 +18,9 @@ struct sched_gpu {
 
 struct sched_request {
     const char *tenant;
-    uint64_t quota;       /* bytes this session reserves on each GPU it uses; 0 = none */
-    int tenant_sessions;  /* sessions the tenant already has on this server */
-    int max_sessions;     /* the tenant's limit; 0 = none */
+    uint64_t quota;      /* bytes this session reserves on each GPU it uses; 0 = none */
+    int tenant_sessions; /* sessions the tenant already has on this server */
+    int max_sessions;    /* the tenant's limit; 0 = none */
 };
 
 enum sched_verdict {
@@ -43,8 +43,8 @@ enum sched_verdict sched_request_quota(const char *tenant, uint64_t tenant_quota
 /* Admit when the tenant is under its session limit and the quota fits into what is left
  * (total - reserved) of every GPU in gpus[]. SCHED_ADMIT, or the refusal with its reason (for
  * the client's Welcome and the log) written to why. */
-enum sched_verdict sched_admit(const struct sched_request *req, const struct sched_gpu *gpus, int ngpus,
-                 char *why, size_t why_len);
+enum sched_verdict sched_admit(const struct sched_request *req, const struct sched_gpu *gpus,
+                               int ngpus, char *why, size_t why_len);
 
 /* Whether size more bytes fit under quota with used already taken (0 quota = no limit), without
  * overflow. */

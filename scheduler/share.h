@@ -24,9 +24,10 @@
 
 /* A tenant's compute settings (from the server config). */
 struct sched_tenant {
-    uint32_t weight;       /* divides contended time; 0 is taken as 1 */
-    uint32_t cap_permille; /* hard cap on its share of GPU time, even when the GPU is idle; 0 = none */
-    bool best_effort;      /* yields to guaranteed tenants while those are active */
+    uint32_t weight; /* divides contended time; 0 is taken as 1 */
+    uint32_t
+        cap_permille; /* hard cap on its share of GPU time, even when the GPU is idle; 0 = none */
+    bool best_effort; /* yields to guaranteed tenants while those are active */
 };
 
 /* One session on the GPU, as the gate sees it. */

@@ -75,4 +75,3 @@ void srv_components_free(struct srv_components *c, size_t n)
 }
 
 /* ---- parts whose state is still in struct srv_session (to move into their own files) ---- */
-

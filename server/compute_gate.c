@@ -16,11 +16,11 @@
  * sched_pick which session should run (the contender with the least virtual time; the owner
  * keeps the GPU for about a quantum beyond it), and takes ownership when the answer is itself
  * and the previous owner's launches have all completed (or none of them has completed for
- * stall_ns: a hung kernel must not stop everyone; the driver time-slices it with the next). So while sessions contend, only one has
- * kernels on the GPU, and the elapsed time of its launches is its own GPU time; the contended
- * owner keeps only about 2 ms of work queued so that handing over is quick. An owner with
- * nothing queued for grace_ns (2 ms: longer than the gaps inside a burst of launches and a
- * client's round trip) gives the GPU up to a session that waits.
+ * stall_ns: a hung kernel must not stop everyone; the driver time-slices it with the next). So
+ * while sessions contend, only one has kernels on the GPU, and the elapsed time of its launches is
+ * its own GPU time; the contended owner keeps only about 2 ms of work queued so that handing over
+ * is quick. An owner with nothing queued for grace_ns (2 ms: longer than the gaps inside a burst of
+ * launches and a client's round trip) gives the GPU up to a session that waits.
  *
  * Work conservation. A light launch (the session's queued GPU time with it under 0.5 ms, from
  * its mean launch time: short kernels into a shallow queue, a launch-bound request loop) goes
@@ -48,12 +48,12 @@
 #include "server/compute_gate.h"
 #include "server/session.h"
 
-#define RING 256
+#define RING    256
 #define POLL_NS 50000
 /* Uncontended and uncapped, one launch in SAMPLE is measured and stands for SAMPLE launches;
  * the others pass with a few atomic operations and no driver call. */
-#define SAMPLE 256
-#define METER_TICK_NS 2000000L /* the meter looks for sampled launches at least this often */
+#define SAMPLE          256
+#define METER_TICK_NS   2000000L /* the meter looks for sampled launches at least this often */
 #define QUEUE_TARGET_NS 2000000ull
 /* A best-effort session keeps a short queue for this long after a guaranteed one was active. */
 #define BE_RECENT_NS 1000000000ull
@@ -78,8 +78,8 @@ struct srv_gate {
     pthread_t meter;
     CUcontext meter_ctx; /* the meter thread's current context */
     is_capturing_fn is_capturing;
-    uint32_t fast_launches; /* launches through the fast path (worker thread only) */
-    uint64_t surveyed_ns;   /* when light() last surveyed the sessions (worker thread only) */
+    uint32_t fast_launches;  /* launches through the fast path (worker thread only) */
+    uint64_t surveyed_ns;    /* when light() last surveyed the sessions (worker thread only) */
     uint64_t light_launches; /* launches that went beside the owner's work (worker thread) */
 };
 

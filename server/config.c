@@ -34,8 +34,10 @@ static bool parse_devices(void *obj, const char *value, char *why, size_t why_le
     snprintf(c->devices, sizeof(c->devices), "%s", value);
     return true;
 err:
-    snprintf(why, why_len, "expected driver ordinals separated by commas, such as 0,2: each "
-                           "0 to 63, once, at most %d", SRV_CONFIG_DEVICES_MAX);
+    snprintf(why, why_len,
+             "expected driver ordinals separated by commas, such as 0,2: each "
+             "0 to 63, once, at most %d",
+             SRV_CONFIG_DEVICES_MAX);
     return false;
 }
 
@@ -45,44 +47,109 @@ static const char *const sharings[] = {"time-sliced", "mps", NULL}; /* enum srv_
 
 #define S(member) RG_CONF_FIELD(struct srv_config, member)
 static const struct rg_conf_key server_keys[] = {
-    {.name = "listen", .type = RG_CONF_STRING, S(listen), .min = 1, .def = "0.0.0.0",
+    {.name = "listen",
+     .type = RG_CONF_STRING,
+     S(listen),
+     .min = 1,
+     .def = "0.0.0.0",
      .help = "an address to listen on: 0.0.0.0, ::, or one of this host's"},
     {.name = "port", .type = RG_CONF_INT, S(port), .min = 0, .max = 65535, .def = "7070"},
-    {.name = "devices", .type = RG_CONF_CUSTOM, S(devices), .parse = parse_devices,
+    {.name = "devices",
+     .type = RG_CONF_CUSTOM,
+     S(devices),
+     .parse = parse_devices,
      .help = "driver ordinals such as 0,2 (unset: every GPU)"},
-    {.name = "driver", .type = RG_CONF_STRING, S(driver),
+    {.name = "driver",
+     .type = RG_CONF_STRING,
+     S(driver),
      .help = "the CUDA driver library's path (empty or unset: libcuda.so.1)"},
     {.name = "log_level", .type = RG_CONF_ENUM, S(log_level), .names = log_levels, .def = "info"},
     {.name = "name", .type = RG_CONF_STRING, S(name), .min = 1},
-    {.name = "busy_poll_us", .type = RG_CONF_DURATION, S(busy_poll_us), .unit = RG_CONF_US, .min = 0,
-     .max = 1000000, .def = "0"},
+    {.name = "busy_poll_us",
+     .type = RG_CONF_DURATION,
+     S(busy_poll_us),
+     .unit = RG_CONF_US,
+     .min = 0,
+     .max = 1000000,
+     .def = "0"},
     {.name = "transport", .type = RG_CONF_ENUM, S(transport), .names = transports, .def = "auto"},
     {.name = "sharing", .type = RG_CONF_ENUM, S(sharing), .names = sharings, .def = "time-sliced"},
-    {.name = "module_cache", .type = RG_CONF_STRING, S(module_cache), .min = 1,
+    {.name = "module_cache",
+     .type = RG_CONF_STRING,
+     S(module_cache),
+     .min = 1,
      .help = "a directory, or off (unset: under $XDG_RUNTIME_DIR, else /tmp/rgpu-cache-UID)"},
-    {.name = "module_cache_max", .type = RG_CONF_SIZE, S(module_cache_max), .min = 1, .def = "4GiB"},
-    {.name = "host_nvml", .type = RG_CONF_STRING, S(host_nvml), .min = 1,
+    {.name = "module_cache_max",
+     .type = RG_CONF_SIZE,
+     S(module_cache_max),
+     .min = 1,
+     .def = "4GiB"},
+    {.name = "host_nvml",
+     .type = RG_CONF_STRING,
+     S(host_nvml),
+     .min = 1,
      .help = "a path, or off (unset: libnvidia-ml.so.1)"},
     {.name = "metrics_listen", .type = RG_CONF_ADDR, S(metrics_listen)},
-    {.name = "metrics_token", .type = RG_CONF_STRING, S(metrics_token), .min = 1, .flags = RG_CONF_SECRET},
+    {.name = "metrics_token",
+     .type = RG_CONF_STRING,
+     S(metrics_token),
+     .min = 1,
+     .flags = RG_CONF_SECRET},
     {.name = "metrics_public_listen", .type = RG_CONF_ADDR, S(metrics_public_listen)},
     {.name = "rdma_direct", .type = RG_CONF_BOOL, S(rdma_direct), .def = "yes"},
     {.name = "nccl_library", .type = RG_CONF_STRING, S(nccl_library), .min = 1},
-    {.name = "nccl_secret", .type = RG_CONF_STRING, S(nccl_secret), .min = 1, .flags = RG_CONF_SECRET},
-    {.name = "nccl_timeout", .type = RG_CONF_DURATION, S(nccl_timeout_s), .unit = RG_CONF_S, .min = 1,
-     .max = 7 * 86400, .def = "600"},
+    {.name = "nccl_secret",
+     .type = RG_CONF_STRING,
+     S(nccl_secret),
+     .min = 1,
+     .flags = RG_CONF_SECRET},
+    {.name = "nccl_timeout",
+     .type = RG_CONF_DURATION,
+     S(nccl_timeout_s),
+     .unit = RG_CONF_S,
+     .min = 1,
+     .max = 7 * 86400,
+     .def = "600"},
     {.name = "require_tenants", .type = RG_CONF_BOOL, S(require_tenants), .def = "no"},
-    {.name = "max_sessions", .type = RG_CONF_INT, S(max_sessions), .min = 1, .max = SRV_TABLE_SLOTS,
+    {.name = "max_sessions",
+     .type = RG_CONF_INT,
+     S(max_sessions),
+     .min = 1,
+     .max = SRV_TABLE_SLOTS,
      .def = "1024"},
-    {.name = "max_pending", .type = RG_CONF_INT, S(max_pending), .min = 1, .max = 65536, .def = "256"},
-    {.name = "max_pending_per_peer", .type = RG_CONF_INT, S(max_pending_per_peer), .min = 1, .max = 65536,
+    {.name = "max_pending",
+     .type = RG_CONF_INT,
+     S(max_pending),
+     .min = 1,
+     .max = 65536,
+     .def = "256"},
+    {.name = "max_pending_per_peer",
+     .type = RG_CONF_INT,
+     S(max_pending_per_peer),
+     .min = 1,
+     .max = 65536,
      .def = "32"},
-    {.name = "handshake_timeout_ms", .type = RG_CONF_DURATION, S(handshake_timeout_ms), .unit = RG_CONF_MS,
-     .min = 100, .max = 600000, .def = "5000"},
-    {.name = "recv_timeout_ms", .type = RG_CONF_DURATION, S(recv_timeout_ms), .unit = RG_CONF_MS, .min = 100,
-     .max = 3600000, .def = "30000"},
-    {.name = "idle_timeout", .type = RG_CONF_DURATION, S(idle_timeout_s), .unit = RG_CONF_S, .min = 0,
-     .max = 30 * 86400, .def = "0"},
+    {.name = "handshake_timeout_ms",
+     .type = RG_CONF_DURATION,
+     S(handshake_timeout_ms),
+     .unit = RG_CONF_MS,
+     .min = 100,
+     .max = 600000,
+     .def = "5000"},
+    {.name = "recv_timeout_ms",
+     .type = RG_CONF_DURATION,
+     S(recv_timeout_ms),
+     .unit = RG_CONF_MS,
+     .min = 100,
+     .max = 3600000,
+     .def = "30000"},
+    {.name = "idle_timeout",
+     .type = RG_CONF_DURATION,
+     S(idle_timeout_s),
+     .unit = RG_CONF_S,
+     .min = 0,
+     .max = 30 * 86400,
+     .def = "0"},
 };
 #undef S
 
@@ -99,9 +166,14 @@ static void *tenant_open(void *arg, const char *name, char *why, size_t why_len)
 }
 
 const struct rg_conf_section srv_config_sections[2] = {
-    {.name = "server", .keys = server_keys,
-     .nkeys = sizeof(server_keys) / sizeof(server_keys[0]), .open = server_open},
-    {.name = "tenant", .named = true, .keys = srv_tenant_keys, .nkeys = SRV_TENANT_NKEYS,
+    {.name = "server",
+     .keys = server_keys,
+     .nkeys = sizeof(server_keys) / sizeof(server_keys[0]),
+     .open = server_open},
+    {.name = "tenant",
+     .named = true,
+     .keys = srv_tenant_keys,
+     .nkeys = SRV_TENANT_NKEYS,
      .open = tenant_open},
 };
 
@@ -113,17 +185,17 @@ void srv_config_init(struct srv_config *c)
         snprintf(c->name, sizeof(c->name), "gpu-server");
 }
 
-rg_status_t srv_config_parse(struct srv_config *c, const char *text, size_t len,
-                             const char *origin, rg_conf_report_fn report, void *report_arg)
+rg_status_t srv_config_parse(struct srv_config *c, const char *text, size_t len, const char *origin,
+                             rg_conf_report_fn report, void *report_arg)
 {
     static const struct rg_conf_schema schema = {srv_config_sections, 2, "server"};
-    struct rg_conf_parse p = {.schema = &schema, .arg = c, .origin = origin, .report = report,
-                              .report_arg = report_arg};
+    struct rg_conf_parse p = {
+        .schema = &schema, .arg = c, .origin = origin, .report = report, .report_arg = report_arg};
     return rg_conf_parse_text(&p, text, len);
 }
 
-rg_status_t srv_config_load_file(struct srv_config *c, const char *path,
-                                 rg_conf_report_fn report, void *report_arg)
+rg_status_t srv_config_load_file(struct srv_config *c, const char *path, rg_conf_report_fn report,
+                                 void *report_arg)
 {
     char why[512], *text;
     size_t len;

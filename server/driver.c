@@ -7,7 +7,7 @@
 #include "server/driver.h"
 
 #define STR2(x) #x
-#define STR(x) STR2(x)
+#define STR(x)  STR2(x)
 
 rg_status_t srv_driver_open(const char *path, struct srv_driver *drv)
 {
@@ -19,12 +19,12 @@ rg_status_t srv_driver_open(const char *path, struct srv_driver *drv)
         return RG_ERR_NOT_FOUND;
     }
     /* STR(fn) expands cuda.h's #define first: cuMemAlloc -> "cuMemAlloc_v2". */
-#define SRV_DRIVER_RESOLVE(fn)                                                                  \
-    drv->fn = (__typeof__(fn) *)dlsym(drv->dl, STR(fn));                                       \
-    if (drv->fn == NULL) {                                                                     \
-        rg_error("the CUDA driver %s lacks %s", drv->path, STR(fn));                           \
-        srv_driver_close(drv);                                                                  \
-        return RG_ERR_NOT_FOUND;                                                                \
+#define SRV_DRIVER_RESOLVE(fn)                                                                     \
+    drv->fn = (__typeof__(fn) *)dlsym(drv->dl, STR(fn));                                           \
+    if (drv->fn == NULL) {                                                                         \
+        rg_error("the CUDA driver %s lacks %s", drv->path, STR(fn));                               \
+        srv_driver_close(drv);                                                                     \
+        return RG_ERR_NOT_FOUND;                                                                   \
     }
     SRV_DRIVER_FUNCS(SRV_DRIVER_RESOLVE)
 #undef SRV_DRIVER_RESOLVE

@@ -11,6 +11,8 @@
 
 #include "common/status.h"
 
+/* One row per group of entry points, kept by hand. */
+/* clang-format off */
 #define SRV_DRIVER_FUNCS(X)                                                                     \
     X(cuInit) X(cuDriverGetVersion) X(cuGetErrorName) X(cuGetErrorString)                       \
     X(cuDeviceGetCount) X(cuDeviceGet) X(cuDeviceGetName) X(cuDeviceGetUuid)                    \
@@ -73,6 +75,7 @@
     X(cuIpcGetMemHandle) X(cuIpcOpenMemHandle) X(cuIpcCloseMemHandle) X(cuIpcGetEventHandle)   \
     X(cuIpcOpenEventHandle) X(cuMemGetAddressRange) X(cuDeviceCanAccessPeer)                  \
     X(cuDeviceGetP2PAttribute) X(cuCtxEnablePeerAccess) X(cuCtxDisablePeerAccess)
+/* clang-format on */
 
 struct srv_driver {
     void *dl;

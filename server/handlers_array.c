@@ -31,9 +31,15 @@ CUresult srv_array_object_destroy(struct srv_session *s, void *real)
     CUresult res;
 
     switch (im->kind) {
-    case IMAGE_ARRAY: res = s->drv.cuArrayDestroy(im->array); break;
-    case IMAGE_TEX: res = s->drv.cuTexObjectDestroy(im->object); break;
-    default: res = s->drv.cuSurfObjectDestroy(im->object); break;
+    case IMAGE_ARRAY:
+        res = s->drv.cuArrayDestroy(im->array);
+        break;
+    case IMAGE_TEX:
+        res = s->drv.cuTexObjectDestroy(im->object);
+        break;
+    default:
+        res = s->drv.cuSurfObjectDestroy(im->object);
+        break;
     }
     free(im);
     return res;
@@ -60,19 +66,21 @@ static void arrays_teardown(struct srv_session *s, void *state)
                 (unsigned long long)s->id, done[0], done[1]);
 }
 
-const struct srv_component srv_arrays_component = {.name = "arrays",
-                                                   .teardown = arrays_teardown};
+const struct srv_component srv_arrays_component = {.name = "arrays", .teardown = arrays_teardown};
 
 /* Bytes of one element of an array format (a quota estimate for the formats not listed). */
 static unsigned format_bytes(CUarray_format f)
 {
     switch (f) {
     case CU_AD_FORMAT_UNSIGNED_INT8:
-    case CU_AD_FORMAT_SIGNED_INT8: return 1;
+    case CU_AD_FORMAT_SIGNED_INT8:
+        return 1;
     case CU_AD_FORMAT_UNSIGNED_INT16:
     case CU_AD_FORMAT_SIGNED_INT16:
-    case CU_AD_FORMAT_HALF: return 2;
-    default: return 4;
+    case CU_AD_FORMAT_HALF:
+        return 2;
+    default:
+        return 4;
     }
 }
 
@@ -246,13 +254,13 @@ static CUresult end_of(struct srv_session *s, const uint64_t *a, void *buf, size
         return CUDA_ERROR_INVALID_VALUE;
     if (a[0] == 2 && (arr = image_get(s, a[1], IMAGE_ARRAY)) == NULL)
         return CUDA_ERROR_INVALID_HANDLE;
-#define END_SET(p)                                                                              \
-    c->p##MemoryType = type;                                                                    \
-    if (a[0] == 0)                                                                              \
-        c->p##Host = buf, c->p##Pitch = w, c->p##Height = h;                                    \
-    else if (a[0] == 1)                                                                         \
-        c->p##Device = a[1], c->p##Pitch = a[2], c->p##Height = a[3];                           \
-    else                                                                                        \
+#define END_SET(p)                                                                                 \
+    c->p##MemoryType = type;                                                                       \
+    if (a[0] == 0)                                                                                 \
+        c->p##Host = buf, c->p##Pitch = w, c->p##Height = h;                                       \
+    else if (a[0] == 1)                                                                            \
+        c->p##Device = a[1], c->p##Pitch = a[2], c->p##Height = a[3];                              \
+    else                                                                                           \
         c->p##Array = arr->array, c->p##XInBytes = a[2], c->p##Y = a[3], c->p##Z = a[4];
     if (src) {
         END_SET(src)
@@ -297,8 +305,8 @@ static bool next_piece3d(struct piece3d *p, size_t w, size_t h, size_t d)
 }
 
 /* Copy one piece between host rows at host (packed, width p->width) and the other end of c. */
-static CUresult copy_piece3d(struct srv_session *s, const CUDA_MEMCPY3D *c,
-                             const struct piece3d *p, const void *host, CUstream st, bool async)
+static CUresult copy_piece3d(struct srv_session *s, const CUDA_MEMCPY3D *c, const struct piece3d *p,
+                             const void *host, CUstream st, bool async)
 {
     CUDA_MEMCPY3D k = *c;
     CUresult res;

@@ -9,7 +9,7 @@
 #include "server/session.h"
 
 #define MAX_CAPTURE_DEPS 256
-#define MAX_CAPTURES 64
+#define MAX_CAPTURES     64
 
 _Static_assert(sizeof(CUgraphEdgeData) == 8, "edge data travels as one word");
 
@@ -30,8 +30,8 @@ static struct captures_state *captures_of(struct srv_session *s)
 
 /* No teardown: the ids are handles, which the session's handle table drops; the state goes
  * with the session (6e04a81: an id bound to a capture outlived the graph its stream took). */
-const struct srv_component srv_captures_component = {
-    .name = "captures", .state_size = sizeof(struct captures_state)};
+const struct srv_component srv_captures_component = {.name = "captures",
+                                                     .state_size = sizeof(struct captures_state)};
 
 bool srv_capture_bound(struct srv_session *s, uint64_t id)
 {

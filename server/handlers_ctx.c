@@ -33,8 +33,7 @@ static void contexts_teardown(struct srv_session *s, void *state)
 }
 
 const struct srv_component srv_contexts_component = {
-    .name = "contexts", .state_size = sizeof(struct contexts_state),
-    .teardown = contexts_teardown};
+    .name = "contexts", .state_size = sizeof(struct contexts_state), .teardown = contexts_teardown};
 
 CUresult srv_op_nop(struct srv_session *s, struct srv_call *call)
 {

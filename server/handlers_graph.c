@@ -139,5 +139,4 @@ static void graphs_teardown(struct srv_session *s, void *state)
     srv_handles_destroy_all(s, PROTO_H_GRAPH);
 }
 
-const struct srv_component srv_graphs_component = {.name = "graphs",
-                                                   .teardown = graphs_teardown};
+const struct srv_component srv_graphs_component = {.name = "graphs", .teardown = graphs_teardown};

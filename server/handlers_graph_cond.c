@@ -15,7 +15,7 @@
 struct graph_cond_state {
     struct body_rec {
         uint64_t id, parent;
-    } *bodies;
+    } * bodies;
     size_t n, cap;
 };
 
@@ -34,9 +34,10 @@ static void graph_cond_teardown(struct srv_session *s, void *state)
     c->n = c->cap = 0;
 }
 
-const struct srv_component srv_graph_cond_component = {
-    .name = "graph_cond", .state_size = sizeof(struct graph_cond_state),
-    .teardown = graph_cond_teardown};
+const struct srv_component srv_graph_cond_component = {.name = "graph_cond",
+                                                       .state_size =
+                                                           sizeof(struct graph_cond_state),
+                                                       .teardown = graph_cond_teardown};
 
 /* [graph, default value, flags] -> out[handle]; in the call's context. */
 CUresult srv_op_graph_cond_handle_create(struct srv_session *s, struct srv_call *call)

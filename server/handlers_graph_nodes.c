@@ -18,9 +18,10 @@ static void graph_nodes_teardown(struct srv_session *s, void *state)
     srv_handles_destroy_all(s, PROTO_H_SHADOW);
 }
 
-const struct srv_component srv_graph_nodes_component = {
-    .name = "graph_nodes", .state_size = sizeof(struct graph_nodes_state),
-    .teardown = graph_nodes_teardown};
+const struct srv_component srv_graph_nodes_component = {.name = "graph_nodes",
+                                                        .state_size =
+                                                            sizeof(struct graph_nodes_state),
+                                                        .teardown = graph_nodes_teardown};
 
 /* ---- shadows ---------------------------------------------------------------------------- */
 
@@ -228,8 +229,12 @@ static bool memcpy_params(struct srv_session *s, const uint64_t *p, CUDA_MEMCPY3
 
 static CUDA_MEMSET_NODE_PARAMS memset_params(const uint64_t *p)
 {
-    return (CUDA_MEMSET_NODE_PARAMS){.dst = p[0], .pitch = p[1], .value = (unsigned)p[2],
-                                     .elementSize = (unsigned)p[3], .width = p[4], .height = p[5]};
+    return (CUDA_MEMSET_NODE_PARAMS){.dst = p[0],
+                                     .pitch = p[1],
+                                     .value = (unsigned)p[2],
+                                     .elementSize = (unsigned)p[3],
+                                     .width = p[4],
+                                     .height = p[5]};
 }
 
 static CUresult add_memcpy(struct srv_session *s, const uint64_t *p, CUgraph g, CUgraphNode *deps,
@@ -289,10 +294,12 @@ static CUresult add_typed(struct srv_session *s, struct srv_call *call, CUgraph 
         s->drv.cuCtxGetCurrent(&ctx);
         return s->drv.cuGraphAddMemsetNode(node, g, deps, ndeps, &mp, ctx);
     }
-    case CU_GRAPH_NODE_TYPE_MEMCPY: return add_memcpy(s, p, g, deps, ndeps, node);
+    case CU_GRAPH_NODE_TYPE_MEMCPY:
+        return add_memcpy(s, p, g, deps, ndeps, node);
     case CU_GRAPH_NODE_TYPE_HOST: /* the function runs on the client: a placeholder here */
         return srv_add_host_placeholder(s, node, g, deps, ndeps);
-    case CU_GRAPH_NODE_TYPE_EMPTY: return s->drv.cuGraphAddEmptyNode(node, g, deps, ndeps);
+    case CU_GRAPH_NODE_TYPE_EMPTY:
+        return s->drv.cuGraphAddEmptyNode(node, g, deps, ndeps);
     case CU_GRAPH_NODE_TYPE_WAIT_EVENT:
     case CU_GRAPH_NODE_TYPE_EVENT_RECORD:
         if ((h = srv_handle_get(s, p[0], PROTO_H_EVENT)) == NULL)
@@ -304,8 +311,10 @@ static CUresult add_typed(struct srv_session *s, struct srv_call *call, CUgraph 
         if ((h = srv_handle_get(s, p[0], PROTO_H_GRAPH)) == NULL)
             return CUDA_ERROR_INVALID_HANDLE;
         return s->drv.cuGraphAddChildGraphNode(node, g, deps, ndeps, h->real);
-    case CU_GRAPH_NODE_TYPE_MEM_ALLOC: return add_mem_alloc(s, call, g, deps, ndeps, node);
-    case CU_GRAPH_NODE_TYPE_MEM_FREE: return s->drv.cuGraphAddMemFreeNode(node, g, deps, ndeps, p[0]);
+    case CU_GRAPH_NODE_TYPE_MEM_ALLOC:
+        return add_mem_alloc(s, call, g, deps, ndeps, node);
+    case CU_GRAPH_NODE_TYPE_MEM_FREE:
+        return s->drv.cuGraphAddMemFreeNode(node, g, deps, ndeps, p[0]);
     case CU_GRAPH_NODE_TYPE_CONDITIONAL:
         return srv_graph_add_conditional(s, p, a->graph, g, deps, ndeps, payload, plen, node);
     }
@@ -420,10 +429,14 @@ static CUresult node_query(struct srv_session *s, unsigned what, CUgraph g, CUgr
                            CUgraphNode *nodes, CUgraphEdgeData *edges, size_t *n)
 {
     switch (what) {
-    case 0: return s->drv.cuGraphGetRootNodes(g, nodes, n);
-    case 1: return s->drv.cuGraphNodeGetDependencies(node, nodes, edges, n);
-    case 2: return s->drv.cuGraphNodeGetDependentNodes(node, nodes, edges, n);
-    default: return CUDA_ERROR_INVALID_VALUE;
+    case 0:
+        return s->drv.cuGraphGetRootNodes(g, nodes, n);
+    case 1:
+        return s->drv.cuGraphNodeGetDependencies(node, nodes, edges, n);
+    case 2:
+        return s->drv.cuGraphNodeGetDependentNodes(node, nodes, edges, n);
+    default:
+        return CUDA_ERROR_INVALID_VALUE;
     }
 }
 
@@ -450,7 +463,8 @@ CUresult srv_op_graph_node_query(struct srv_session *s, struct srv_call *call)
         return CUDA_ERROR_OUT_OF_MEMORY;
     edges = (CUgraphEdgeData *)(nodes + n + 1);
     memset(edges, 0, (n + 1) * sizeof(*edges));
-    if (n > 0 && (res = node_query(s, a->what, g->real, node, nodes, a->what ? edges : NULL, &n)) != CUDA_SUCCESS)
+    if (n > 0 && (res = node_query(s, a->what, g->real, node, nodes, a->what ? edges : NULL, &n)) !=
+                     CUDA_SUCCESS)
         return res;
     call->out_ext[0] = n;
     for (size_t i = 0; i < m && i < n; i++) {
@@ -505,7 +519,8 @@ CUresult srv_op_exec_node_set(struct srv_session *s, struct srv_call *call)
         if ((child = srv_handle_get(s, a->targ[0], PROTO_H_GRAPH)) == NULL)
             return CUDA_ERROR_INVALID_HANDLE;
         return s->drv.cuGraphExecChildGraphNodeSetParams(e->real, n->real, child->real);
-    default: return CUDA_ERROR_INVALID_VALUE;
+    default:
+        return CUDA_ERROR_INVALID_VALUE;
     }
 }
 

@@ -16,7 +16,7 @@
 #include "common/log.h"
 #include "server/session.h"
 
-#define PAGE ((uintptr_t)4096)
+#define PAGE      ((uintptr_t)4096)
 #define MERGE_GAP 32u /* equal bytes between two changed runs below which they become one */
 
 /* A mirror: [base, base + len) mapped in the worker and registered with the driver; ref is the
@@ -80,7 +80,8 @@ static CUresult refuse(struct srv_session *s, CUresult res, uintptr_t base, size
 
     if (!hm->refusal_logged)
         rg_warn("session %llu: pinned host memory [%#lx, +%zu) not mirrored: %s (further "
-                "refusals not logged)", (unsigned long long)s->id, (unsigned long)base, len, why);
+                "refusals not logged)",
+                (unsigned long long)s->id, (unsigned long)base, len, why);
     hm->refusal_logged = true;
     return res;
 }
@@ -287,6 +288,7 @@ static void host_mirror_teardown(struct srv_session *s, void *state)
     hm->n = hm->cap = 0;
 }
 
-const struct srv_component srv_host_mirror_component = {
-    .name = "host_mirror", .state_size = sizeof(struct host_mirror_state),
-    .teardown = host_mirror_teardown};
+const struct srv_component srv_host_mirror_component = {.name = "host_mirror",
+                                                        .state_size =
+                                                            sizeof(struct host_mirror_state),
+                                                        .teardown = host_mirror_teardown};

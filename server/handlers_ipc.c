@@ -46,8 +46,9 @@ static CUresult exported(struct srv_session *s, struct srv_call *call, enum srv_
 {
     if (srv_tenancy_ipc_export(s, kind, handle) != RG_OK) {
         rg_warn("session %llu: cannot export another CUDA IPC %s handle: the server's registry "
-                "(%d per session, %d in all) is full", (unsigned long long)s->id,
-                kind == SRV_IPC_MEM ? "memory" : "event", SRV_IPC_PER_SESSION, SRV_TABLE_IPC);
+                "(%d per session, %d in all) is full",
+                (unsigned long long)s->id, kind == SRV_IPC_MEM ? "memory" : "event",
+                SRV_IPC_PER_SESSION, SRV_TABLE_IPC);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     memcpy(ipc_of(s)->reply, handle, CU_IPC_HANDLE_SIZE);
@@ -68,8 +69,8 @@ static CUresult may_open(struct srv_session *s, struct srv_call *call, enum srv_
     st = srv_tenancy_ipc_check(s, kind, call->msg->data.data, other, sizeof(other));
     if (st == RG_ERR_REFUSED)
         rg_warn("session %llu: refused to open a CUDA IPC %s handle exported by tenant '%s': "
-                "IPC is only between sessions of one tenant", (unsigned long long)s->id, what,
-                other);
+                "IPC is only between sessions of one tenant",
+                (unsigned long long)s->id, what, other);
     else if (st != RG_OK)
         rg_warn("session %llu: refused to open a CUDA IPC %s handle that no live session of "
                 "this server exported (forged, from another server, or its session ended)",
@@ -91,8 +92,7 @@ static bool map_add(struct srv_session *s, CUdeviceptr dptr, size_t size, const 
 {
     struct ipc_state *st = ipc_of(s);
 
-    if (!rg_array_grow((void **)&st->maps, &st->cap, st->nmaps, sizeof(*st->maps),
-                       16))
+    if (!rg_array_grow((void **)&st->maps, &st->cap, st->nmaps, sizeof(*st->maps), 16))
         return false;
     st->maps[st->nmaps] = (struct srv_ipc_map){.dptr = dptr, .size = size};
     memcpy(st->maps[st->nmaps++].handle, h, CU_IPC_HANDLE_SIZE);

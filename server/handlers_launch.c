@@ -129,8 +129,8 @@ static CUresult launch_now(struct srv_session *s, struct srv_call *call, void *f
     return res;
 }
 
-CUresult srv_param_pointers(struct srv_session *s, uint64_t func_id, const void *pbuf,
-                            size_t plen, void **f_p, void ***params_p)
+CUresult srv_param_pointers(struct srv_session *s, uint64_t func_id, const void *pbuf, size_t plen,
+                            void **f_p, void ***params_p)
 {
     struct srv_handle *h = srv_func_handle(s, func_id);
     size_t aligned = (plen + 15) & ~(size_t)15;

@@ -103,8 +103,6 @@ CUresult srv_op_link_destroy(struct srv_session *s, struct srv_call *call)
 
 /* ---- loads with JIT options ------------------------------------------------------------- */
 
-
-
 /* The loaded image with the JIT arrays; the new module or library bound to id. */
 static CUresult load_with(struct srv_session *s, struct srv_call *call, struct srv_jit *j,
                           const void *image)
@@ -117,8 +115,8 @@ static CUresult load_with(struct srv_session *s, struct srv_call *call, struct s
     CUresult res;
 
     if (lib)
-        res = s->drv.cuLibraryLoadData((CUlibrary *)&obj, image, j->opts, j->vals, j->n, NULL,
-                                       NULL, 0);
+        res = s->drv.cuLibraryLoadData((CUlibrary *)&obj, image, j->opts, j->vals, j->n, NULL, NULL,
+                                       0);
     else
         res = s->drv.cuModuleLoadDataEx((CUmodule *)&obj, image, j->n, j->opts, j->vals);
     res = srv_handle_adopt(s, a->id, type, res, obj);

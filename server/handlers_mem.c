@@ -12,8 +12,8 @@
 /* The component's state. */
 struct copies_state {
     struct srv_staging staging;
-    uint64_t staging_ctx; /* the context they were allocated in (they die with it) */
-    size_t staging_most;  /* the most the session held (for the teardown log) */
+    uint64_t staging_ctx;            /* the context they were allocated in (they die with it) */
+    size_t staging_most;             /* the most the session held (for the teardown log) */
     uint8_t small[PROTO_INLINE_MAX]; /* an inline DtoH reply's bytes */
 };
 
@@ -58,8 +58,8 @@ CUresult srv_staging_ready(struct srv_session *s)
     for (int i = 0; i < 2; i++) {
         if (c->staging.buf[i] != NULL)
             continue;
-        CUresult res = s->drv.cuMemHostAlloc(&c->staging.buf[i], STAGING_CHUNK,
-                                             CU_MEMHOSTALLOC_PORTABLE);
+        CUresult res =
+            s->drv.cuMemHostAlloc(&c->staging.buf[i], STAGING_CHUNK, CU_MEMHOSTALLOC_PORTABLE);
         if (res != CUDA_SUCCESS)
             return res;
     }
@@ -151,8 +151,8 @@ CUresult srv_op_mem_get_info(struct srv_session *s, struct srv_call *call)
 }
 
 /* HtoD from frame bulk: receive chunk k while chunk k-1 is being copied. */
-static CUresult htod_bulk(struct srv_session *s, struct srv_call *call, CUdeviceptr dst,
-                          size_t len, CUstream stream)
+static CUresult htod_bulk(struct srv_session *s, struct srv_call *call, CUdeviceptr dst, size_t len,
+                          CUstream stream)
 {
     struct copies_state *c = copies_of(s);
     CUresult res = srv_staging_ready(s);
@@ -207,8 +207,8 @@ static CUresult dtoh_chunk(struct srv_session *s, void *dst, CUdeviceptr src, si
 }
 
 /* DtoH as a streamed reply: header first, then chunk k sent while chunk k+1 is copied. */
-static CUresult dtoh_bulk(struct srv_session *s, struct srv_call *call, CUdeviceptr src,
-                          size_t len, CUstream stream)
+static CUresult dtoh_bulk(struct srv_session *s, struct srv_call *call, CUdeviceptr src, size_t len,
+                          CUstream stream)
 {
     struct copies_state *c = copies_of(s);
     CUresult res = srv_staging_ready(s);

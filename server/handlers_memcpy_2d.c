@@ -8,7 +8,7 @@
 #include "common/log.h"
 #include "server/session.h"
 
-#define SLAB   (16u << 20)
+#define SLAB (16u << 20)
 
 /* One piece of the copy: rows [row, row + rows) and bytes [x, x + width) of each. */
 struct piece {

@@ -10,8 +10,6 @@
 
 #define NAME_MAX_LEN 4096
 
-
-
 /* Images come inline, as bulk, or from the module cache by hash (server/module_cache.c). */
 CUresult srv_op_module_load(struct srv_session *s, struct srv_call *call)
 {

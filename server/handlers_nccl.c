@@ -127,7 +127,8 @@ CUresult srv_op_nccl_comm_init(struct srv_session *s, struct srv_call *call)
     for (size_t i = 0; i < nids; i++)
         if (!nccl_id_check(s, &ids[i])) {
             rg_error("nccl: a unique id not made for tenant '%s' was refused (communicator "
-                     "%llu)", s->tenant, (unsigned long long)a->comm);
+                     "%llu)",
+                     s->tenant, (unsigned long long)a->comm);
             call->out[call->nout++] = (uint64_t)ncclInvalidArgument;
             return CUDA_SUCCESS;
         }
@@ -262,9 +263,9 @@ CUresult srv_op_nccl_comm_revoke(struct srv_session *s, struct srv_call *call)
 
     if (!ready(s, call) || (comm = nccl_comm_of(s, call, a->comm)) == NULL)
         return CUDA_SUCCESS;
-    call->out[call->nout++] = (uint64_t)(nccl_lib.CommRevoke != NULL
-                                             ? nccl_lib.CommRevoke(comm, (int)(uint32_t)a->flags)
-                                             : ncclInvalidUsage);
+    call->out[call->nout++] =
+        (uint64_t)(nccl_lib.CommRevoke != NULL ? nccl_lib.CommRevoke(comm, (int)(uint32_t)a->flags)
+                                               : ncclInvalidUsage);
     return CUDA_SUCCESS;
 }
 

@@ -36,14 +36,20 @@ static ncclResult_t coll_run(ncclComm_t comm, const struct proto_args_NCCL_COLL 
     nccl_stream_t stream = (nccl_stream_t)st;
 
     switch (a->kind) {
-    case NCCL_WIRE_ALL_REDUCE: return nccl_lib.AllReduce(sb, rb, count, t, op, comm, stream);
-    case NCCL_WIRE_BROADCAST: return nccl_lib.Broadcast(sb, rb, count, t, root, comm, stream);
-    case NCCL_WIRE_REDUCE: return nccl_lib.Reduce(sb, rb, count, t, op, root, comm, stream);
-    case NCCL_WIRE_ALL_GATHER: return nccl_lib.AllGather(sb, rb, count, t, comm, stream);
+    case NCCL_WIRE_ALL_REDUCE:
+        return nccl_lib.AllReduce(sb, rb, count, t, op, comm, stream);
+    case NCCL_WIRE_BROADCAST:
+        return nccl_lib.Broadcast(sb, rb, count, t, root, comm, stream);
+    case NCCL_WIRE_REDUCE:
+        return nccl_lib.Reduce(sb, rb, count, t, op, root, comm, stream);
+    case NCCL_WIRE_ALL_GATHER:
+        return nccl_lib.AllGather(sb, rb, count, t, comm, stream);
     case NCCL_WIRE_REDUCE_SCATTER:
         return nccl_lib.ReduceScatter(sb, rb, count, t, op, comm, stream);
-    case NCCL_WIRE_SEND: return nccl_lib.Send(sb, count, t, root, comm, stream);
-    case NCCL_WIRE_RECV: return nccl_lib.Recv(rb, count, t, root, comm, stream);
+    case NCCL_WIRE_SEND:
+        return nccl_lib.Send(sb, count, t, root, comm, stream);
+    case NCCL_WIRE_RECV:
+        return nccl_lib.Recv(rb, count, t, root, comm, stream);
     /* NCCL 2.28's: an older NCCL lacks them, and answers as it would not have the call. */
     case NCCL_WIRE_ALLTOALL:
         return nccl_lib.AlltoAll != NULL ? nccl_lib.AlltoAll(sb, rb, count, t, comm, stream)

@@ -95,7 +95,8 @@ static CUresult reg_add(struct srv_session *s, struct srv_call *call, uint64_t i
         if (!rg_array_grow((void **)&r->regs, &r->reg_cap, r->nregs, sizeof(*r->regs), 8) ||
             !srv_quota_charge(s, took)) {
             rg_warn("nccl: communicator %llu: a %s took %llu bytes of device memory, over the "
-                    "quota", (unsigned long long)id, window ? "window" : "registration",
+                    "quota",
+                    (unsigned long long)id, window ? "window" : "registration",
                     (unsigned long long)took);
             if (window)
                 nccl_lib.CommWindowDeregister(comm, (ncclWindow_t)handle);
@@ -113,8 +114,8 @@ static CUresult reg_add(struct srv_session *s, struct srv_call *call, uint64_t i
 }
 
 /* Deregister handle of comm id; one that NCCL did not give this communicator is refused. */
-static CUresult reg_del(struct srv_session *s, struct srv_call *call, uint64_t id,
-                        uint64_t handle, bool window)
+static CUresult reg_del(struct srv_session *s, struct srv_call *call, uint64_t id, uint64_t handle,
+                        bool window)
 {
     struct srv_nccl *n = nccl_state(s);
     struct nccl_rec *r;
@@ -159,9 +160,9 @@ CUresult srv_op_nccl_window_register(struct srv_session *s, struct srv_call *cal
 {
     const struct proto_args_NCCL_WINDOW_REGISTER *a = SRV_ARGS(call, NCCL_WINDOW_REGISTER);
 
-    return ready(s, call) ? reg_add(s, call, a->comm, a->buf, a->size, (int)(uint32_t)a->flags,
-                                    true)
-                          : CUDA_SUCCESS;
+    return ready(s, call)
+               ? reg_add(s, call, a->comm, a->buf, a->size, (int)(uint32_t)a->flags, true)
+               : CUDA_SUCCESS;
 }
 
 CUresult srv_op_nccl_window_deregister(struct srv_session *s, struct srv_call *call)

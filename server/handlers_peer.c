@@ -25,8 +25,8 @@
 struct peer_recv {
     bool running;
     struct transport_side_listener *listener;
-    pthread_mutex_t lock;         /* conn and cancelled, between the thread and job_end */
-    struct transport_conn *conn;  /* the sender's connection while the thread reads it */
+    pthread_mutex_t lock;        /* conn and cancelled, between the thread and job_end */
+    struct transport_conn *conn; /* the sender's connection while the thread reads it */
     bool cancelled;
     pthread_t thread;
     struct srv_session *s;
@@ -182,9 +182,10 @@ static void peer_teardown(struct srv_session *s, void *state)
     pthread_mutex_destroy(&job->lock);
 }
 
-const struct srv_component srv_peer_component = {
-    .name = "peer", .state_size = sizeof(struct peer_recv), .init = peer_init,
-    .teardown = peer_teardown};
+const struct srv_component srv_peer_component = {.name = "peer",
+                                                 .state_size = sizeof(struct peer_recv),
+                                                 .init = peer_init,
+                                                 .teardown = peer_teardown};
 
 /* data: the secret, then the destination's host as the client reaches it (no port). */
 CUresult srv_op_peer_send(struct srv_session *s, struct srv_call *call)
@@ -207,7 +208,7 @@ CUresult srv_op_peer_send(struct srv_session *s, struct srv_call *call)
     snprintf(addr, sizeof(addr), strchr(host, ':') != NULL && host[0] != '[' ? "[%s]:%u" : "%s:%u",
              host, (unsigned)a->port); /* a wrong port fails to connect, as a closed one does */
     if (transport_tcp_ops.connect(addr, &opts, &conn) != RG_OK) /* logged by the transport */
-        return CUDA_ERROR_NOT_READY; /* the client relays it instead */
+        return CUDA_ERROR_NOT_READY;                            /* the client relays it instead */
     if ((buf = malloc(PEER_CHUNK)) == NULL || transport_sendv(conn, &iov, 1) != RG_OK)
         res = buf == NULL ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_ERROR_OPERATING_SYSTEM;
     for (size_t off = 0; off < a->size && res == CUDA_SUCCESS; off += PEER_CHUNK) {

@@ -39,10 +39,10 @@ struct srv_direct_reg {
 
 /* The component's state. */
 struct rdma_copy_state {
-    struct transport_mr *staging_mr[2]; /* the staging buffers' registration */
+    struct transport_mr *staging_mr[2];         /* the staging buffers' registration */
     uint64_t rdma_reads, rdma_writes;           /* one-sided copies done */
     uint64_t rdma_read_bytes, rdma_write_bytes; /* and the bytes they moved */
-    int rdma_direct; /* GPUDirect RDMA: 0 not decided yet (first one-sided copy), 1 on, -1 off */
+    int rdma_direct;   /* GPUDirect RDMA: 0 not decided yet (first one-sided copy), 1 on, -1 off */
     bool direct_flush; /* a GPU needs cuFlushGPUDirectRDMAWrites after the NIC wrote into it */
     struct srv_direct_reg *direct_regs; /* registered allocations */
     size_t ndirect, direct_cap;
@@ -65,8 +65,8 @@ static CUresult staging_registered(struct srv_session *s)
     for (int i = 0; i < 2 && res == CUDA_SUCCESS; i++) {
         if (r->staging_mr[i] != NULL)
             continue;
-        if (s->conn->ops->mem_reg(s->conn, stg->buf[i], stg->len,
-                                  TRANSPORT_ACCESS_LOCAL_WRITE, &r->staging_mr[i]) != RG_OK)
+        if (s->conn->ops->mem_reg(s->conn, stg->buf[i], stg->len, TRANSPORT_ACCESS_LOCAL_WRITE,
+                                  &r->staging_mr[i]) != RG_OK)
             res = CUDA_ERROR_OUT_OF_MEMORY; /* the transport logged why */
     }
     return res;
@@ -145,8 +145,10 @@ static const char *direct_gpu_refused(struct srv_session *s, int i, char *why, s
                                     CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_FLUSH_WRITES_OPTIONS, dev))
         dmabuf = 0;
     if (dmabuf == 0)
-        snprintf(why, len, "GPU %d cannot export device memory as a dmabuf "
-                 "(CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED is 0)", i);
+        snprintf(why, len,
+                 "GPU %d cannot export device memory as a dmabuf "
+                 "(CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED is 0)",
+                 i);
     else if (order < CU_GPU_DIRECT_RDMA_WRITES_ORDERING_OWNER &&
              !(flush & CU_FLUSH_GPU_DIRECT_RDMA_WRITES_OPTION_HOST))
         snprintf(why, len, "GPU %d neither orders remote writes nor can flush them", i);
@@ -181,7 +183,7 @@ static struct transport_mr *direct_register(struct srv_session *s, const struct 
     int fd = -1, err;
     rg_status_t st;
     CUresult res = s->drv.cuMemGetHandleForAddressRange(&fd, lo, hi - lo,
-                                                       CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD, 0);
+                                                        CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD, 0);
 
     if (res != CUDA_SUCCESS) {
         s->drv.cuGetErrorName(res, &name);
@@ -196,8 +198,8 @@ static struct transport_mr *direct_register(struct srv_session *s, const struct 
     if (st == RG_ERR_UNSUPPORTED)
         snprintf(why, len, "this host's libibverbs has no ibv_reg_dmabuf_mr");
     else if (st != RG_OK)
-        snprintf(why, len, "ibv_reg_dmabuf_mr of %zu bytes of device memory failed: %s",
-                 a->size, strerror(err));
+        snprintf(why, len, "ibv_reg_dmabuf_mr of %zu bytes of device memory failed: %s", a->size,
+                 strerror(err));
     return st == RG_OK ? mr : NULL;
 }
 
@@ -224,7 +226,8 @@ static void direct_decide(struct srv_session *s, const char *why)
                 (unsigned long long)s->id);
     else
         rg_info("session %llu: one-sided copies go through host staging (no GPUDirect RDMA: "
-                "%s)", (unsigned long long)s->id, why);
+                "%s)",
+                (unsigned long long)s->id, why);
 }
 
 /* The registration covering [d, d + len) when this copy can go direct, else NULL (also when
@@ -337,8 +340,7 @@ static CUresult remote_io(struct srv_session *s, struct srv_call *call, bool wri
     uint32_t rkey = (uint32_t)a->rkey;
     rg_status_t st;
 
-    if (off > a->size || n > a->size - off ||
-        n > stg->len) /* never outside the call's range */
+    if (off > a->size || n > a->size - off || n > stg->len) /* never outside the call's range */
         return CUDA_ERROR_INVALID_VALUE;
     st = write ? s->conn->ops->write(s->conn, r->staging_mr[k], stg->buf[k], raddr, rkey, n)
                : s->conn->ops->read(s->conn, r->staging_mr[k], stg->buf[k], raddr, rkey, n);
@@ -462,6 +464,6 @@ static void rdma_copy_teardown(struct srv_session *s, void *state)
     srv_rdma_staging_release(s);
 }
 
-const struct srv_component srv_rdma_copy_component = {
-    .name = "rdma_copy", .state_size = sizeof(struct rdma_copy_state),
-    .teardown = rdma_copy_teardown};
+const struct srv_component srv_rdma_copy_component = {.name = "rdma_copy",
+                                                      .state_size = sizeof(struct rdma_copy_state),
+                                                      .teardown = rdma_copy_teardown};

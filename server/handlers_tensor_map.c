@@ -40,16 +40,15 @@ CUresult srv_op_tensor_map_encode(struct srv_session *s, struct srv_call *call)
                                             g->interleave, g->swizzle, g->l2, g->oob);
         break;
     case PROTO_TENSOR_MAP_IM2COL:
-        res = s->drv.cuTensorMapEncodeIm2col(&map, g->dtype, rank, addr, a.global_dim,
-                                             a.global_strides, a.box_lower, a.box_upper,
-                                             g->channels, g->pixels, a.element_strides,
-                                             g->interleave, g->swizzle, g->l2, g->oob);
+        res = s->drv.cuTensorMapEncodeIm2col(
+            &map, g->dtype, rank, addr, a.global_dim, a.global_strides, a.box_lower, a.box_upper,
+            g->channels, g->pixels, a.element_strides, g->interleave, g->swizzle, g->l2, g->oob);
         break;
     case PROTO_TENSOR_MAP_IM2COL_WIDE:
         res = s->drv.cuTensorMapEncodeIm2colWide(
-            &map, g->dtype, rank, addr, a.global_dim, a.global_strides,
-            (int)(int64_t)g->lower_w, (int)(int64_t)g->upper_w, g->channels, g->pixels,
-            a.element_strides, g->interleave, g->mode, g->swizzle, g->l2, g->oob);
+            &map, g->dtype, rank, addr, a.global_dim, a.global_strides, (int)(int64_t)g->lower_w,
+            (int)(int64_t)g->upper_w, g->channels, g->pixels, a.element_strides, g->interleave,
+            g->mode, g->swizzle, g->l2, g->oob);
         break;
     }
     return res == CUDA_SUCCESS ? reply_map(s, call, &map) : res;

@@ -3,8 +3,9 @@
  * cuMemAllocFromPoolAsync, the devices' default and current pools). Physical VMM memory counts
  * against the session's quota from cuMemCreate until its handle is released and its last mapping
  * unmapped, as long as the driver keeps it (releasing right after mapping is legal and common:
- * NVIDIA's vectorAddMMAP does it); pool allocations from cuMemAllocFromPoolAsync to their free. Device ordinals inside the structures the client sends
- * are the client's and are mapped to the server's here. */
+ * NVIDIA's vectorAddMMAP does it); pool allocations from cuMemAllocFromPoolAsync to their free.
+ * Device ordinals inside the structures the client sends are the client's and are mapped to the
+ * server's here. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,7 +25,7 @@ static bool location_map(struct srv_session *s, CUmemLocation *loc)
 }
 
 /* The call's data as one T (copied, so it can be rewritten); false if the size is wrong. */
-#define DATA_AS(call, var) \
+#define DATA_AS(call, var)                                                                         \
     ((call)->msg->data.len == sizeof(var) && memcpy(&(var), (call)->msg->data.data, sizeof(var)))
 
 /* The call's data as an array of CUmemAccessDesc with mapped locations, in session scratch. */
@@ -33,7 +34,8 @@ static CUmemAccessDesc *access_descs(struct srv_session *s, struct srv_call *cal
     size_t n = call->msg->data.len / sizeof(CUmemAccessDesc);
     CUmemAccessDesc *d;
 
-    if (n == 0 || n * sizeof(*d) != call->msg->data.len || (d = srv_scratch(s, n * sizeof(*d))) == NULL)
+    if (n == 0 || n * sizeof(*d) != call->msg->data.len ||
+        (d = srv_scratch(s, n * sizeof(*d))) == NULL)
         return NULL;
     memcpy(d, call->msg->data.data, n * sizeof(*d));
     for (size_t i = 0; i < n; i++)
@@ -86,8 +88,7 @@ static bool phys_add(struct vmm_state *v, CUmemGenericAllocationHandle mh, uint6
 
     while (i < v->nphys && v->phys[i].live)
         i++;
-    if (i == v->nphys &&
-        !rg_array_grow((void **)&v->phys, &v->phys_cap, i, sizeof(*v->phys), 16))
+    if (i == v->nphys && !rg_array_grow((void **)&v->phys, &v->phys_cap, i, sizeof(*v->phys), 16))
         return false;
     v->phys[i] = (struct srv_vmm_phys){.mh = mh, .size = size, .live = true};
     if (i == v->nphys)

@@ -14,7 +14,7 @@ struct srv_gpu_usage {
     bool util_valid;
     unsigned util_gpu, util_mem; /* percent */
     bool mem_valid;
-    uint64_t mem_free;           /* the whole card's */
+    uint64_t mem_free; /* the whole card's */
     bool pcie_valid;
     unsigned pcie_gen, pcie_width, pcie_max_gen, pcie_max_width; /* current and maximum link */
 };

@@ -12,8 +12,8 @@ static void put(struct srv_jit *j, CUjit_option o, void *v)
 }
 
 /* A log buffer and its size option (whose slot the driver overwrites with the size used). */
-static bool log_buffer(struct srv_jit *j, CUjit_option buf_opt, CUjit_option size_opt,
-                       uint64_t cap, char **buf_p, size_t *cap_p, unsigned *size_slot)
+static bool log_buffer(struct srv_jit *j, CUjit_option buf_opt, CUjit_option size_opt, uint64_t cap,
+                       char **buf_p, size_t *cap_p, unsigned *size_slot)
 {
     if (cap == 0)
         return true;

@@ -124,9 +124,10 @@ static void keepalive_teardown(struct srv_session *s, void *state)
     pthread_mutex_destroy(&k->lock);
 }
 
-const struct srv_component srv_keepalive_component = {
-    .name = "keepalive", .state_size = sizeof(struct srv_keepalive), .init = keepalive_init,
-    .teardown = keepalive_teardown};
+const struct srv_component srv_keepalive_component = {.name = "keepalive",
+                                                      .state_size = sizeof(struct srv_keepalive),
+                                                      .init = keepalive_init,
+                                                      .teardown = keepalive_teardown};
 
 void srv_keepalive_call_begin(struct srv_session *s)
 {

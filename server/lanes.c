@@ -20,8 +20,8 @@
 #include "transport/side_listener.h"
 #include "transport/transport.h"
 
-#define LANE_ACCEPT_MS 10000
-#define LANE_HELLO_MS 2000     /* for one connection's hello (its secret and index) */
+#define LANE_ACCEPT_MS  10000
+#define LANE_HELLO_MS   2000 /* for one connection's hello (its secret and index) */
 #define LANE_SECRET_LEN 32
 #define LANE_STRIPE_MIN (64u << 10)
 #define LANE_STRIPE_MAX (16u << 20)
@@ -48,12 +48,12 @@ struct lane_job {
 struct srv_lanes {
     struct srv_session *s;
     struct transport_side_listener *listener; /* until the lanes connected */
-    int n;                           /* lanes connected and their threads started */
+    int n;                                    /* lanes connected and their threads started */
     struct lane lanes[SRV_LANES_MAX];
     pthread_mutex_t lock;
     pthread_cond_t cond;
-    uint64_t job_gen;                /* a new job for every lane */
-    int busy;                        /* lanes still working on it */
+    uint64_t job_gen; /* a new job for every lane */
+    int busy;         /* lanes still working on it */
     bool stop;
     struct lane_job job;
     uint64_t copies, bytes;
@@ -405,9 +405,8 @@ static void lanes_teardown(struct srv_session *s, void *state)
         L->staging_most += L->lanes[i].staging_most;
     }
     if (L->copies > 0)
-        rg_info("session %llu: %llu copies over %d data lanes, %.1f MiB",
-                (unsigned long long)s->id, (unsigned long long)L->copies, L->n,
-                L->bytes / 1048576.0);
+        rg_info("session %llu: %llu copies over %d data lanes, %.1f MiB", (unsigned long long)s->id,
+                (unsigned long long)L->copies, L->n, L->bytes / 1048576.0);
     srv_lanes_staging_release(s);
     for (int i = 0; i < SRV_LANES_MAX; i++)
         if (L->lanes[i].conn != NULL)
@@ -418,6 +417,7 @@ static void lanes_teardown(struct srv_session *s, void *state)
     pthread_cond_destroy(&L->cond);
 }
 
-const struct srv_component srv_lanes_component = {
-    .name = "lanes", .state_size = sizeof(struct srv_lanes), .init = lanes_init,
-    .teardown = lanes_teardown};
+const struct srv_component srv_lanes_component = {.name = "lanes",
+                                                  .state_size = sizeof(struct srv_lanes),
+                                                  .init = lanes_init,
+                                                  .teardown = lanes_teardown};

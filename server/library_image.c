@@ -27,7 +27,7 @@ struct library_images_state {
         CUlibrary lib;
         void *map;
         size_t len;
-    } *kept;
+    } * kept;
     size_t n, cap;
 };
 
@@ -48,9 +48,10 @@ static void library_images_teardown(struct srv_session *s, void *state)
     k->n = k->cap = 0;
 }
 
-const struct srv_component srv_library_images_component = {
-    .name = "library_images", .state_size = sizeof(struct library_images_state),
-    .teardown = library_images_teardown};
+const struct srv_component srv_library_images_component = {.name = "library_images",
+                                                           .state_size =
+                                                               sizeof(struct library_images_state),
+                                                           .teardown = library_images_teardown};
 
 /* A read-only mapping of len bytes of the open file fd (closed here); NULL if it cannot be. */
 static void *map_file(int fd, size_t len)
@@ -104,8 +105,8 @@ static CUresult load_mapped(struct srv_session *s, CUlibrary *lib, void *map, si
 
 /* A heap copy of the image (received, or copied from a mapping the driver may not read in
  * place): from the cache file it is stored in when the call asks for that, else the copy. */
-static CUresult load_copy(struct srv_session *s, struct srv_call *call, CUlibrary *lib,
-                          void *image, size_t len)
+static CUresult load_copy(struct srv_session *s, struct srv_call *call, CUlibrary *lib, void *image,
+                          size_t len)
 {
     int fd = len >= PRESERVE_MIN ? srv_image_file(s, call, image, len) : -1;
     void *map = map_file(fd, len);

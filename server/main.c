@@ -85,8 +85,8 @@ static void usage(FILE *out)
             rg_conf_describe(k, form, sizeof(form));
             if (k->def != NULL)
                 rg_conf_format(k, obj, def, sizeof(def));
-            fprintf(out, "    %-21s %s%s%s%s\n", k->name, form, def[0] ? " (default " : "",
-                    def, def[0] ? ")" : "");
+            fprintf(out, "    %-21s %s%s%s%s\n", k->name, form, def[0] ? " (default " : "", def,
+                    def[0] ? ")" : "");
         }
         free(defaults);
     }
@@ -191,16 +191,26 @@ static int load_config_file(int argc, char **argv, struct srv_config *c)
 static int parse_args(int argc, char **argv, struct srv_config *c, struct worker_args *w)
 {
     /* The flags that are config keys: the option's index here is its row. */
-    static const char *const flag_keys[] = {"listen", "port", "devices", "driver", "log_level",
-                                            "name", "busy_poll_us", "transport",
-                                            "metrics_listen"};
-    static const struct option opts[] = {
-        {"listen", 1, 0, 0}, {"port", 1, 0, 0}, {"devices", 1, 0, 0}, {"driver", 1, 0, 0},
-        {"log-level", 1, 0, 0}, {"name", 1, 0, 0}, {"busy-poll-us", 1, 0, 0},
-        {"transport", 1, 0, 0}, {"metrics-listen", 1, 0, 0},
-        {"config", 1, 0, 'c'}, {"worker-fd", 1, 0, 'W'}, {"session", 1, 0, 'S'},
-        {"peer", 1, 0, 'P'}, {"table-fd", 1, 0, 'F'}, {"help", 0, 0, 'h'},
-        {"hello-fd", 1, 0, 'H'}, {0, 0, 0, 0}};
+    static const char *const flag_keys[] = {"listen",       "port",      "devices",
+                                            "driver",       "log_level", "name",
+                                            "busy_poll_us", "transport", "metrics_listen"};
+    static const struct option opts[] = {{"listen", 1, 0, 0},
+                                         {"port", 1, 0, 0},
+                                         {"devices", 1, 0, 0},
+                                         {"driver", 1, 0, 0},
+                                         {"log-level", 1, 0, 0},
+                                         {"name", 1, 0, 0},
+                                         {"busy-poll-us", 1, 0, 0},
+                                         {"transport", 1, 0, 0},
+                                         {"metrics-listen", 1, 0, 0},
+                                         {"config", 1, 0, 'c'},
+                                         {"worker-fd", 1, 0, 'W'},
+                                         {"session", 1, 0, 'S'},
+                                         {"peer", 1, 0, 'P'},
+                                         {"table-fd", 1, 0, 'F'},
+                                         {"help", 0, 0, 'h'},
+                                         {"hello-fd", 1, 0, 'H'},
+                                         {0, 0, 0, 0}};
     char why[512];
     long long v;
     int o, index;
@@ -217,14 +227,29 @@ static int parse_args(int argc, char **argv, struct srv_config *c, struct worker
                 return 2;
             }
             break;
-        case 'c': break;
-        case 'W': ok = parse_whole(optarg, 0, 1 << 20, &v) && ((w->fd = (int)v), true); break;
-        case 'F': ok = parse_whole(optarg, 0, 1 << 20, &v) && ((w->table_fd = (int)v), true); break;
-        case 'H': ok = parse_whole(optarg, 0, 1 << 20, &v) && ((c->hello_fd = (int)v), true); break;
-        case 'S': ok = parse_whole(optarg, 0, LLONG_MAX, &v) && ((w->session = (uint64_t)v), true); break;
-        case 'P': snprintf(w->peer, sizeof(w->peer), "%s", optarg); break;
-        case 'h': usage(stdout); exit(0);
-        default: usage(stderr); return 2;
+        case 'c':
+            break;
+        case 'W':
+            ok = parse_whole(optarg, 0, 1 << 20, &v) && ((w->fd = (int)v), true);
+            break;
+        case 'F':
+            ok = parse_whole(optarg, 0, 1 << 20, &v) && ((w->table_fd = (int)v), true);
+            break;
+        case 'H':
+            ok = parse_whole(optarg, 0, 1 << 20, &v) && ((c->hello_fd = (int)v), true);
+            break;
+        case 'S':
+            ok = parse_whole(optarg, 0, LLONG_MAX, &v) && ((w->session = (uint64_t)v), true);
+            break;
+        case 'P':
+            snprintf(w->peer, sizeof(w->peer), "%s", optarg);
+            break;
+        case 'h':
+            usage(stdout);
+            exit(0);
+        default:
+            usage(stderr);
+            return 2;
         }
         if (!ok) {
             fprintf(stderr, "gpu-server: --%s %s: expected a whole number\n", opts[index].name,

@@ -23,7 +23,7 @@
 struct sample {
     int32_t pid;
     uint64_t session, gpu_ns, launches;
-    double share; /* of one GPU over the last sampling period */
+    double share;            /* of one GPU over the last sampling period */
     double launch_rate, due; /* launches per second then; its due share (srv_table_due_shares) */
 };
 
@@ -33,10 +33,10 @@ struct http_ep {
     struct srv_metrics *m;
     struct evhttp *http;
     struct evconnlistener *listener;
-    struct event *resume;       /* sweeps and resumes accepting while paused */
-    int conns;                  /* HTTP connections open now: bevs[0, conns) */
+    struct event *resume; /* sweeps and resumes accepting while paused */
+    int conns;            /* HTTP connections open now: bevs[0, conns) */
     struct bufferevent *bevs[HTTP_MAX_CONNS];
-    bool paused;                /* at the cap, or after a failed accept */
+    bool paused; /* at the cap, or after a failed accept */
     bool public;
     bool has_token;
     uint8_t token_sha256[RG_SHA256_LEN];
@@ -77,8 +77,11 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
         int gpu = atomic_load(&sl->gate_gpu);
         uint64_t launches = atomic_load(&sl->launches);
         if (pid == 0 || pid != p->pid || sl->session != p->session) { /* new or gone */
-            *p = (struct sample){.pid = pid, .session = sl->session, .gpu_ns = ns,
-                                 .launches = launches, .due = m->due[i]};
+            *p = (struct sample){.pid = pid,
+                                 .session = sl->session,
+                                 .gpu_ns = ns,
+                                 .launches = launches,
+                                 .due = m->due[i]};
             continue;
         }
         p->share = dt > 0 ? (double)(ns - p->gpu_ns) / (double)dt : 0;
@@ -94,8 +97,21 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
 
 /* ---- reading the table ------------------------------------------------------------------- */
 
-enum field { F_MEM_USED, F_MEM_QUOTA, F_GPU_S, F_SHARE, F_LAUNCHES, F_BYTES_IN, F_BYTES_OUT,
-             F_CALLS, F_ERRORS, F_HELD_S, F_DUE, F_RATE, F_COUNT };
+enum field {
+    F_MEM_USED,
+    F_MEM_QUOTA,
+    F_GPU_S,
+    F_SHARE,
+    F_LAUNCHES,
+    F_BYTES_IN,
+    F_BYTES_OUT,
+    F_CALLS,
+    F_ERRORS,
+    F_HELD_S,
+    F_DUE,
+    F_RATE,
+    F_COUNT
+};
 
 static const struct {
     const char *name, *type, *help;
@@ -109,8 +125,7 @@ static const struct {
     [F_BYTES_OUT] = {"sent_bytes_total", "counter", "bytes of copies sent to the client"},
     [F_CALLS] = {"calls_total", "counter", "driver calls executed"},
     [F_ERRORS] = {"errors_total", "counter", "driver calls that returned an error"},
-    [F_HELD_S] = {"gate_held_seconds_total", "counter",
-                  "time launches waited at the compute gate"},
+    [F_HELD_S] = {"gate_held_seconds_total", "counter", "time launches waited at the compute gate"},
     [F_DUE] = {"gpu_share_due", "gauge", "share of its GPU the compute gate gives it now"},
     [F_RATE] = {"launches_per_second", "gauge", "kernel and graph launches over the last second"},
 };
@@ -120,19 +135,32 @@ static double field_of(struct srv_metrics *m, int i, enum field f)
     struct srv_table_slot *sl = &m->t->slots[i];
 
     switch (f) {
-    case F_MEM_USED: return (double)atomic_load(&sl->mem_used);
-    case F_MEM_QUOTA: return (double)sl->quota;
-    case F_GPU_S: return atomic_load(&sl->gpu_ns) / 1e9;
-    case F_SHARE: return m->samples[i].pid == atomic_load(&sl->pid) ? m->samples[i].share : 0;
-    case F_LAUNCHES: return (double)atomic_load(&sl->launches);
-    case F_BYTES_IN: return (double)atomic_load(&sl->bytes_in);
-    case F_BYTES_OUT: return (double)atomic_load(&sl->bytes_out);
-    case F_CALLS: return (double)atomic_load(&sl->calls);
-    case F_ERRORS: return (double)atomic_load(&sl->errors);
-    case F_HELD_S: return atomic_load(&sl->held_ns) / 1e9;
-    case F_DUE: return m->samples[i].pid == atomic_load(&sl->pid) ? m->samples[i].due : 0;
-    case F_RATE: return m->samples[i].pid == atomic_load(&sl->pid) ? m->samples[i].launch_rate : 0;
-    case F_COUNT: break;
+    case F_MEM_USED:
+        return (double)atomic_load(&sl->mem_used);
+    case F_MEM_QUOTA:
+        return (double)sl->quota;
+    case F_GPU_S:
+        return atomic_load(&sl->gpu_ns) / 1e9;
+    case F_SHARE:
+        return m->samples[i].pid == atomic_load(&sl->pid) ? m->samples[i].share : 0;
+    case F_LAUNCHES:
+        return (double)atomic_load(&sl->launches);
+    case F_BYTES_IN:
+        return (double)atomic_load(&sl->bytes_in);
+    case F_BYTES_OUT:
+        return (double)atomic_load(&sl->bytes_out);
+    case F_CALLS:
+        return (double)atomic_load(&sl->calls);
+    case F_ERRORS:
+        return (double)atomic_load(&sl->errors);
+    case F_HELD_S:
+        return atomic_load(&sl->held_ns) / 1e9;
+    case F_DUE:
+        return m->samples[i].pid == atomic_load(&sl->pid) ? m->samples[i].due : 0;
+    case F_RATE:
+        return m->samples[i].pid == atomic_load(&sl->pid) ? m->samples[i].launch_rate : 0;
+    case F_COUNT:
+        break;
     }
     return 0;
 }
@@ -163,14 +191,22 @@ static void put_escaped(struct evbuffer *out, const char *s)
 static double tenant_ended(const struct srv_table_tenant *e, enum field f)
 {
     switch (f) {
-    case F_GPU_S: return e->ended_gpu_ns / 1e9;
-    case F_LAUNCHES: return (double)e->ended_launches;
-    case F_BYTES_IN: return (double)e->ended_bytes_in;
-    case F_BYTES_OUT: return (double)e->ended_bytes_out;
-    case F_CALLS: return (double)e->ended_calls;
-    case F_ERRORS: return (double)e->ended_errors;
-    case F_HELD_S: return e->ended_held_ns / 1e9;
-    default: return 0; /* gauges: live sessions only */
+    case F_GPU_S:
+        return e->ended_gpu_ns / 1e9;
+    case F_LAUNCHES:
+        return (double)e->ended_launches;
+    case F_BYTES_IN:
+        return (double)e->ended_bytes_in;
+    case F_BYTES_OUT:
+        return (double)e->ended_bytes_out;
+    case F_CALLS:
+        return (double)e->ended_calls;
+    case F_ERRORS:
+        return (double)e->ended_errors;
+    case F_HELD_S:
+        return e->ended_held_ns / 1e9;
+    default:
+        return 0; /* gauges: live sessions only */
     }
 }
 
@@ -194,8 +230,7 @@ static double tenant_sum(struct srv_metrics *m, int k, enum field f, int *sessio
 /* ---- /metrics ---------------------------------------------------------------------------- */
 
 /* Every metric family opens with its HELP and TYPE lines (promtool check metrics). */
-static void prom_family(struct evbuffer *out, const char *name, const char *type,
-                        const char *help)
+static void prom_family(struct evbuffer *out, const char *name, const char *type, const char *help)
 {
     evbuffer_add_printf(out, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
@@ -584,7 +619,8 @@ static rg_status_t check_exposure(struct http_ep *ep, const char *listen, const 
     rg_error("metrics_listen = %s is not a loopback address: set metrics_token too, or /status "
              "would show every tenant's sessions to anyone who can reach it (for Prometheus "
              "without a token: metrics_public_listen = ADDR:PORT serves /metrics and /healthz "
-             "alone)", listen);
+             "alone)",
+             listen);
     return RG_ERR_INVALID;
 }
 

@@ -1,7 +1,7 @@
 /* The supervisor's HTTP endpoints (libevent evhttp): /metrics in Prometheus text format,
- * /status in JSON and /healthz, both read from the shared session table. Per session and per tenant:
- * memory used and quota, GPU time and share of the GPU over the last second, launches, bytes
- * each way, calls, errors, time held by the compute gate; per GPU: memory (total, reserved by
+ * /status in JSON and /healthz, both read from the shared session table. Per session and per
+ * tenant: memory used and quota, GPU time and share of the GPU over the last second, launches,
+ * bytes each way, calls, errors, time held by the compute gate; per GPU: memory (total, reserved by
  * quotas, used) and utilization (measured kernel time over the last second). */
 #ifndef RGPU_SERVER_METRICS_H
 #define RGPU_SERVER_METRICS_H

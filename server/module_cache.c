@@ -80,8 +80,8 @@ static bool tenant_dir(const char *tenant, char *out, size_t cap)
     char name[80];
 
     for (const char *c = tenant; *c != '\0' && plain; c++)
-        plain = (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') ||
-                (*c >= '0' && *c <= '9') || *c == '_' || *c == '-' || *c == '.';
+        plain = (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') ||
+                *c == '_' || *c == '-' || *c == '.';
     if (tenant[0] == '\0') {
         snprintf(name, sizeof(name), "-");
     } else if (plain) {
@@ -98,8 +98,7 @@ static bool tenant_dir(const char *tenant, char *out, size_t cap)
     return private_dir(out);
 }
 
-static bool image_path(const char *tenant, const uint8_t hash[RG_SHA256_LEN], char *out,
-                       size_t cap)
+static bool image_path(const char *tenant, const uint8_t hash[RG_SHA256_LEN], char *out, size_t cap)
 {
     char dir[512], hex[2 * RG_SHA256_LEN + 1];
 
@@ -122,8 +121,8 @@ static bool read_all(int fd, void *buf, size_t len)
 
 /* The tenant's cache file with that hash, open read-only, when it is a regular file of len
  * bytes (its path into path); -1 otherwise. */
-static int cache_open(const char *tenant, const uint8_t hash[RG_SHA256_LEN], size_t len,
-                      char *path, size_t cap)
+static int cache_open(const char *tenant, const uint8_t hash[RG_SHA256_LEN], size_t len, char *path,
+                      size_t cap)
 {
     struct stat st;
     int fd;
@@ -236,8 +235,7 @@ static CUresult count_lookup(const struct srv_session *s, size_t len, bool hit)
     return CUDA_SUCCESS;
 }
 
-CUresult srv_image_take(struct srv_session *s, struct srv_call *call, void **image_p,
-                        size_t *len_p)
+CUresult srv_image_take(struct srv_session *s, struct srv_call *call, void **image_p, size_t *len_p)
 {
     size_t len = call->hdr->bulk_len > 0 ? call->hdr->bulk_len : call->msg->data.len;
     void *image;
@@ -329,7 +327,8 @@ static uint64_t list_dir(const char *dir, struct cache_list *l)
             !rg_array_grow((void **)&l->e, &l->cap, l->n, sizeof(*l->e), 256))
             continue;
         struct cache_entry *c = &l->e[l->n];
-        if ((size_t)snprintf(c->path, sizeof(c->path), "%s/%s", dir, e->d_name) >= sizeof(c->path) ||
+        if ((size_t)snprintf(c->path, sizeof(c->path), "%s/%s", dir, e->d_name) >=
+                sizeof(c->path) ||
             lstat(c->path, &st) != 0 || !S_ISREG(st.st_mode))
             continue;
         c->used = st.st_mtim;
@@ -412,8 +411,8 @@ static bool cache_store(const char *tenant, const void *image, size_t len,
         return false;
     }
     cache.stats.stored++;
-    rg_info("module cache: stored %.16s... (%zu bytes, tenant '%s')", strrchr(path, '/') + 1,
-            len, tenant);
+    rg_info("module cache: stored %.16s... (%zu bytes, tenant '%s')", strrchr(path, '/') + 1, len,
+            tenant);
     evict();
     return true;
 }

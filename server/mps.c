@@ -19,7 +19,7 @@
 #define MPS_CONTROL "nvidia-cuda-mps-control"
 
 struct srv_mps {
-    pid_t pid;   /* the daemon, our child; 0 once reaped */
+    pid_t pid;    /* the daemon, our child; 0 once reaped */
     char dir[80]; /* what we created: pipe/ and log/ below it */
     char pipe_dir[96], log_dir[96];
 };
@@ -111,8 +111,7 @@ rg_status_t srv_mps_start(struct srv_table *t, struct srv_mps **mps_p)
         exec_control(m, argv, -1);
     for (waited = 0; waited < 5000 && !came_up(m); waited += 20) {
         if (waitpid(m->pid, NULL, WNOHANG) == m->pid) {
-            rg_error("sharing = mps: %s -f exited at once (its log: %s)", MPS_CONTROL,
-                     m->log_dir);
+            rg_error("sharing = mps: %s -f exited at once (its log: %s)", MPS_CONTROL, m->log_dir);
             m->pid = 0;
             goto err_dirs;
         }

@@ -100,14 +100,14 @@ struct nccl_rec {
     uint64_t recorded_ms; /* when `done` was last recorded (0: nothing pending) */
     CUstream grouped;     /* a stream it has work on inside the open group (launched at its end) */
     bool in_group;
-    bool group_made;      /* created inside the open group: measured and charged at its end */
+    bool group_made; /* created inside the open group: measured and charged at its end */
     struct nccl_make *make;
     int nranks, rank;
-    uint32_t splits;      /* splits and shrinks made from it (they name the children) */
+    uint32_t splits;              /* splits and shrinks made from it (they name the children) */
     uint8_t ident[RG_SHA256_LEN]; /* the communicator across its ranks (liveness files) */
-    int live_fd;          /* this rank's liveness file, flock held (-1: none) */
-    uint64_t peer_gone_ms; /* a peer's worker was seen gone at (0: none) */
-    bool stale;           /* collectives issued on done_stream after `done` was recorded */
+    int live_fd;                  /* this rank's liveness file, flock held (-1: none) */
+    uint64_t peer_gone_ms;        /* a peer's worker was seen gone at (0: none) */
+    bool stale;                   /* collectives issued on done_stream after `done` was recorded */
     uint64_t seen[NCCL_WIRE_COLL_COUNT]; /* (kind, log2 bytes or peer) already measured */
     struct nccl_reg *regs;
     size_t nregs, reg_cap;
@@ -159,10 +159,10 @@ size_t nccl_free_in(struct srv_session *s, CUcontext ctx);
 struct nccl_make_args {
     enum { NCCL_MAKE_INIT, NCCL_MAKE_SPLIT, NCCL_MAKE_SHRINK } how;
     int nranks, rank, nids;
-    ncclUniqueId *ids;           /* init: nids ids, MACs checked and cleared */
-    ncclComm_t parent;           /* split, shrink */
+    ncclUniqueId *ids; /* init: nids ids, MACs checked and cleared */
+    ncclComm_t parent; /* split, shrink */
     int color, key, flags;
-    int *exclude, nexclude;      /* shrink */
+    int *exclude, nexclude; /* shrink */
     ncclConfig_t config, *configp;
     uint8_t ident[RG_SHA256_LEN];
 };

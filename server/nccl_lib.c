@@ -31,13 +31,13 @@ static bool bind_required(void *dl)
 {
     struct nccl_lib *l = &nccl_lib;
 #define BIND(f) (*(void **)&l->f = dlsym(dl, "nccl" #f)) != NULL
-    return BIND(GetVersion) && BIND(GetUniqueId) && BIND(CommInitRankConfig) &&
-           BIND(CommSplit) && BIND(CommFinalize) && BIND(CommDestroy) && BIND(CommAbort) &&
-           BIND(CommGetAsyncError) && BIND(CommCount) && BIND(CommUserRank) &&
-           BIND(AllReduce) && BIND(Broadcast) && BIND(Reduce) && BIND(AllGather) &&
-           BIND(ReduceScatter) && BIND(Send) && BIND(Recv) && BIND(GroupStart) &&
-           BIND(GroupEnd) && BIND(MemAlloc) && BIND(MemFree) && BIND(CommRegister) &&
-           BIND(CommDeregister) && BIND(RedOpCreatePreMulSum) && BIND(RedOpDestroy);
+    return BIND(GetVersion) && BIND(GetUniqueId) && BIND(CommInitRankConfig) && BIND(CommSplit) &&
+           BIND(CommFinalize) && BIND(CommDestroy) && BIND(CommAbort) && BIND(CommGetAsyncError) &&
+           BIND(CommCount) && BIND(CommUserRank) && BIND(AllReduce) && BIND(Broadcast) &&
+           BIND(Reduce) && BIND(AllGather) && BIND(ReduceScatter) && BIND(Send) && BIND(Recv) &&
+           BIND(GroupStart) && BIND(GroupEnd) && BIND(MemAlloc) && BIND(MemFree) &&
+           BIND(CommRegister) && BIND(CommDeregister) && BIND(RedOpCreatePreMulSum) &&
+           BIND(RedOpDestroy);
 #undef BIND
 }
 
@@ -99,7 +99,8 @@ bool nccl_lib_ready(struct srv_session *s)
     if (devices_in_use(s) >= 2 && getenv("NCCL_RUNTIME_CONNECT") == NULL) {
         setenv("NCCL_RUNTIME_CONNECT", "0", 0);
         rg_info("nccl: the session drives %d devices: communicators connect at creation "
-                "(NCCL_RUNTIME_CONNECT=0)", devices_in_use(s));
+                "(NCCL_RUNTIME_CONNECT=0)",
+                devices_in_use(s));
     }
     if ((dl = dlopen(nccl_lib_path, RTLD_NOW | RTLD_LOCAL)) == NULL) {
         rg_error("nccl: cannot load %s (nccl_library): %s", nccl_lib_path, dlerror());

@@ -101,7 +101,8 @@ void nccl_rec_grow(struct srv_session *s, struct nccl_rec *r, uint64_t took, con
         return;
     }
     rg_warn("nccl: communicator %llu took %llu bytes of device memory more (%s), over the "
-            "quota; aborting it", (unsigned long long)r->id, (unsigned long long)took, what);
+            "quota; aborting it",
+            (unsigned long long)r->id, (unsigned long long)took, what);
     nccl_rec_abort(nccl_state(s), r, ncclUnhandledCudaError);
 }
 
@@ -111,8 +112,7 @@ static void start_watchdog(struct srv_nccl *n)
         n->watching = pthread_create(&n->watchdog, NULL, nccl_watchdog_main, n) == 0;
 }
 
-struct nccl_rec *nccl_rec_add(struct srv_session *s, uint64_t id, ncclComm_t comm,
-                              uint64_t charged)
+struct nccl_rec *nccl_rec_add(struct srv_session *s, uint64_t id, ncclComm_t comm, uint64_t charged)
 {
     struct srv_nccl *n = nccl_state(s);
     struct nccl_rec r = {.id = id, .comm = comm, .charged = charged, .live_fd = -1};
@@ -168,13 +168,11 @@ static ncclResult_t make_run(struct nccl_make_args *a, ncclComm_t *comm)
     case NCCL_MAKE_INIT:
         if (a->nids == 1)
             return nccl_lib.CommInitRankConfig(comm, a->nranks, a->ids[0], a->rank, a->configp);
-        return nccl_lib.CommInitRankScalable(comm, a->nranks, a->rank, a->nids, a->ids,
-                                             a->configp);
+        return nccl_lib.CommInitRankScalable(comm, a->nranks, a->rank, a->nids, a->ids, a->configp);
     case NCCL_MAKE_SPLIT:
         return nccl_lib.CommSplit(a->parent, a->color, a->key, comm, a->configp);
     default:
-        return nccl_lib.CommShrink(a->parent, a->exclude, a->nexclude, comm, a->configp,
-                                   a->flags);
+        return nccl_lib.CommShrink(a->parent, a->exclude, a->nexclude, comm, a->configp, a->flags);
     }
 }
 
@@ -343,8 +341,8 @@ bool nccl_make_poll(struct srv_session *s, struct nccl_rec *r)
     pthread_join(m->thread, NULL);
     r->make = NULL;
     if (adopt(s, r, &m->a, m->res, m->comm, m->before, m->after) == ncclSuccess)
-        rg_debug("nccl: communicator %llu made (rank %d of %d)", (unsigned long long)r->id,
-                 r->rank, r->nranks);
+        rg_debug("nccl: communicator %llu made (rank %d of %d)", (unsigned long long)r->id, r->rank,
+                 r->nranks);
     make_free(m);
     return false;
 }
@@ -430,7 +428,8 @@ static void nccl_teardown(struct srv_session *s, void *state)
     }
     if (ncomms + nmems > 0)
         rg_info("nccl: session end: aborted %zu communicator(s), freed %zu NCCL allocation(s), "
-                "%zu bytes of quota given back", ncomms, nmems, bytes);
+                "%zu bytes of quota given back",
+                ncomms, nmems, bytes);
     pthread_mutex_destroy(&n->lock);
     free(n->recs);
     free(n->mems);

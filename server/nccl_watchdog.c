@@ -30,10 +30,10 @@
 #include "server/nccl_internal.h"
 #include "transport/transport.h"
 
-#define NCCL_LIVE_DIR "/dev/shm/rgpu-nccl"
+#define NCCL_LIVE_DIR      "/dev/shm/rgpu-nccl"
 #define NCCL_PEER_GRACE_MS 1000 /* a collective still in flight this long after a peer went */
-#define NCCL_LIVE_STALE_S (24 * 3600) /* unlocked files older than this are swept */
-#define TICK_MS 50
+#define NCCL_LIVE_STALE_S  (24 * 3600) /* unlocked files older than this are swept */
+#define TICK_MS            50
 
 /* ---- liveness files ---------------------------------------------------------------------- */
 
@@ -78,7 +78,8 @@ int nccl_live_open(const uint8_t ident[RG_SHA256_LEN], int rank)
 
     if (mkdir(NCCL_LIVE_DIR, 0700) != 0 && errno != EEXIST) {
         rg_debug("nccl: no liveness files (%s: %m): dead peers are found by NCCL or "
-                 "nccl_timeout only", NCCL_LIVE_DIR);
+                 "nccl_timeout only",
+                 NCCL_LIVE_DIR);
         return -1;
     }
     live_sweep();
@@ -206,7 +207,8 @@ static void watch_one(struct srv_nccl *n, struct nccl_rec *r, uint64_t now)
     if (nccl_lib.CommGetAsyncError(r->comm, &e) == ncclSuccess && e != ncclSuccess &&
         e != ncclInProgress) {
         rg_error("nccl: communicator %llu failed (NCCL error %d: a peer died or the network "
-                 "failed); aborting it", (unsigned long long)r->id, (int)e);
+                 "failed); aborting it",
+                 (unsigned long long)r->id, (int)e);
         nccl_rec_abort(n, r, e);
         return;
     }
@@ -215,19 +217,22 @@ static void watch_one(struct srv_nccl *n, struct nccl_rec *r, uint64_t now)
         r->peer_gone_ms = now;
     if (busy && r->peer_gone_ms != 0 && now - r->peer_gone_ms >= NCCL_PEER_GRACE_MS) {
         rg_error("nccl: communicator %llu: a peer rank's worker on this host is gone and a "
-                 "collective still waits for it; aborting it", (unsigned long long)r->id);
+                 "collective still waits for it; aborting it",
+                 (unsigned long long)r->id);
         nccl_rec_abort(n, r, ncclRemoteError);
         return;
     }
     if (r->in_call_ms != 0 && now - r->in_call_ms > nccl_timeout_ms) {
         rg_error("nccl: a collective of communicator %llu has not returned for %u s "
-                 "(nccl_timeout); aborting it", (unsigned long long)r->id, nccl_timeout_ms / 1000);
+                 "(nccl_timeout); aborting it",
+                 (unsigned long long)r->id, nccl_timeout_ms / 1000);
         nccl_rec_abort(n, r, ncclSystemError);
         return;
     }
     if (busy && r->recorded_ms != 0 && now - r->recorded_ms > nccl_timeout_ms) {
         rg_error("nccl: communicator %llu: its collectives have not finished for %u s "
-                 "(nccl_timeout); aborting it", (unsigned long long)r->id, nccl_timeout_ms / 1000);
+                 "(nccl_timeout); aborting it",
+                 (unsigned long long)r->id, nccl_timeout_ms / 1000);
         nccl_rec_abort(n, r, ncclSystemError);
     }
 }
@@ -268,7 +273,8 @@ void *nccl_watchdog_main(void *arg)
 
         if (group_stuck)
             rg_error("nccl: an ncclGroupEnd has not returned for %u s (nccl_timeout); aborting "
-                     "the session's communicators", nccl_timeout_ms / 1000);
+                     "the session's communicators",
+                     nccl_timeout_ms / 1000);
         if (gone && !told) {
             told = true;
             rg_warn("nccl: the client is gone; aborting the session's communicators");

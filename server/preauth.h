@@ -26,7 +26,7 @@
 #include "proto/frame.h"
 
 /* The one refusal for an unknown tenant and for a wrong token alike (the log tells them apart). */
-#define SRV_AUTH_REFUSED \
+#define SRV_AUTH_REFUSED                                                                           \
     "authentication failed: unknown tenant or wrong token (check RGPU_TENANT and RGPU_TOKEN)"
 
 /* The largest first frame (a Hello is a few hundred bytes). */
@@ -53,8 +53,7 @@ typedef bool (*srv_preauth_frame_fn)(void *arg, const struct srv_preauth_peer *w
 struct srv_preauth;
 
 rg_status_t srv_preauth_create(struct event_base *base, const struct srv_preauth_limits *limits,
-                               srv_preauth_frame_fn on_frame, void *arg,
-                               struct srv_preauth **p_p);
+                               srv_preauth_frame_fn on_frame, void *arg, struct srv_preauth **p_p);
 void srv_preauth_destroy(struct srv_preauth *p);
 /* Accept every connection waiting on the listening socket lfd (non-blocking) and start its
  * deadline; over a limit, close it. RG_ERR_IO when accept itself fails for want of resources

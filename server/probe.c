@@ -41,8 +41,8 @@ static double utilization(const struct srv_table *t, int g, uint64_t now)
 }
 
 /* The tenant's sessions' busy fraction of GPU g in the current window, and their due share. */
-static void tenant_share(const struct srv_table *t, int me, int g, uint64_t now,
-                         const double *due, Rgpu__ProbeGpu *msg)
+static void tenant_share(const struct srv_table *t, int me, int g, uint64_t now, const double *due,
+                         Rgpu__ProbeGpu *msg)
 {
     uint64_t epoch = now / t->window_ns, into = now - epoch * t->window_ns, used = 0;
 
@@ -85,8 +85,9 @@ static void gather(struct srv_table *t, int me, const struct srv_probe_gpu *gpus
 }
 
 void srv_probe_answer(struct srv_table *table, const struct srv_tenant *tenant, uint64_t asked,
-                      double share, const struct srv_probe_gpu *gpus, int ngpus, Rgpu__ProbeGpu *gpu_msgs,
-                      Rgpu__ProbeGpu **gpu_ptrs, char *why, size_t why_len, Rgpu__ProbeReply *reply)
+                      double share, const struct srv_probe_gpu *gpus, int ngpus,
+                      Rgpu__ProbeGpu *gpu_msgs, Rgpu__ProbeGpu **gpu_ptrs, char *why,
+                      size_t why_len, Rgpu__ProbeReply *reply)
 {
     struct sched_gpu all[SRV_MAX_DEVICES];
     struct sched_request req = {.tenant = tenant ? tenant->name : "",
@@ -131,7 +132,8 @@ void srv_probe_answer(struct srv_table *table, const struct srv_tenant *tenant, 
     req.tenant_sessions = (int)mine;
     if (entitled)
         why[0] = '\0';
-    reply->admit = entitled && ngpus > 0 && sched_admit(&req, all, ngpus, why, why_len) == SCHED_ADMIT;
+    reply->admit =
+        entitled && ngpus > 0 && sched_admit(&req, all, ngpus, why, why_len) == SCHED_ADMIT;
     if (ngpus == 0)
         snprintf(why, why_len, "the server serves no GPU");
     reply->why_not = why;
@@ -220,9 +222,9 @@ static int serve_echo(struct srv_session *s)
         if (hdr.type != PROTO_ECHO ||
             hdr.bulk_len > (sink ? PROTO_ECHO_MAX : PROTO_ECHO_BACK_MAX)) {
             rg_warn("session %llu: probe from %s: %s of %llu bytes ends the echo (at most %u "
-                    "bytes are echoed back, %u read and dropped)", (unsigned long long)s->id,
-                    s->peer, proto_frame_type_name(hdr.type), (unsigned long long)hdr.bulk_len,
-                    PROTO_ECHO_BACK_MAX, PROTO_ECHO_MAX);
+                    "bytes are echoed back, %u read and dropped)",
+                    (unsigned long long)s->id, s->peer, proto_frame_type_name(hdr.type),
+                    (unsigned long long)hdr.bulk_len, PROTO_ECHO_BACK_MAX, PROTO_ECHO_MAX);
             break;
         }
         for (uint64_t left = hdr.bulk_len; st == RG_OK && left > 0;) {
@@ -231,8 +233,7 @@ static int serve_echo(struct srv_session *s)
             left -= n;
         }
         if (st == RG_OK)
-            st = proto_send(s->conn, PROTO_ECHO, NULL, sink ? NULL : buf,
-                            sink ? 0 : hdr.bulk_len);
+            st = proto_send(s->conn, PROTO_ECHO, NULL, sink ? NULL : buf, sink ? 0 : hdr.bulk_len);
     }
     free(buf);
     return 0;
@@ -269,8 +270,8 @@ int srv_probe_serve(struct srv_session *s, const struct srv_config *cfg,
         refusal = "the server cannot open its GPUs";
         reply.status = CUDA_ERROR_NO_DEVICE;
     } else {
-        srv_probe_answer(cfg->table, tenant, req->mem_quota, req->mem_share, gpus, ngpus, gpu_msgs, gpu_ptrs, why,
-                         sizeof(why), &reply);
+        srv_probe_answer(cfg->table, tenant, req->mem_quota, req->mem_share, gpus, ngpus, gpu_msgs,
+                         gpu_ptrs, why, sizeof(why), &reply);
     }
     reply.reason = (char *)(refusal ? refusal : "");
     rg_info("session %llu: probe from %s, tenant '%s': %s", (unsigned long long)s->id, s->peer,

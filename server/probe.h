@@ -29,10 +29,9 @@ struct srv_probe_gpu {
  * (refused above the tenant's quota: admit false). gpu_msgs and gpu_ptrs (ngpus each) hold
  * the per-GPU messages the reply points to; why (why_len) holds its why_not. */
 void srv_probe_answer(struct srv_table *table, const struct srv_tenant *tenant, uint64_t asked,
-                      double share,
-                      const struct srv_probe_gpu *gpus, int ngpus, Rgpu__ProbeGpu *gpu_msgs,
-                      Rgpu__ProbeGpu **gpu_ptrs, char *why, size_t why_len,
-                      Rgpu__ProbeReply *reply);
+                      double share, const struct srv_probe_gpu *gpus, int ngpus,
+                      Rgpu__ProbeGpu *gpu_msgs, Rgpu__ProbeGpu **gpu_ptrs, char *why,
+                      size_t why_len, Rgpu__ProbeReply *reply);
 
 /* The GPUs this server serves (SRV_MAX_DEVICES at most), into gpus; their count, or -1 when
  * the driver cannot be opened. From the session table when an earlier probe recorded them,

@@ -57,8 +57,8 @@ CUresult srv_alloc_record(struct srv_session *s, CUdeviceptr d, size_t size)
     return CUDA_SUCCESS;
 }
 
-CUresult srv_alloc_answer(struct srv_session *s, struct srv_call *call, CUresult res,
-                          CUdeviceptr d, size_t size)
+CUresult srv_alloc_answer(struct srv_session *s, struct srv_call *call, CUresult res, CUdeviceptr d,
+                          size_t size)
 {
     if (res == CUDA_SUCCESS && (res = srv_alloc_record(s, d, size)) == CUDA_SUCCESS)
         call->out[call->nout++] = d;

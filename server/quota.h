@@ -42,8 +42,8 @@ struct srv_alloc {
  * CUDA_ERROR_OUT_OF_MEMORY returned. */
 CUresult srv_alloc_record(struct srv_session *s, CUdeviceptr d, size_t size);
 /* After an allocation call returned res: on success record d (size bytes) and answer it. */
-CUresult srv_alloc_answer(struct srv_session *s, struct srv_call *call, CUresult res,
-                          CUdeviceptr d, size_t size);
+CUresult srv_alloc_answer(struct srv_session *s, struct srv_call *call, CUresult res, CUdeviceptr d,
+                          size_t size);
 /* The allocation at dptr was freed: forget it and give its bytes back. */
 void srv_alloc_del(struct srv_session *s, CUdeviceptr dptr);
 /* The recorded allocation holding [d, d + len), NULL if none. */

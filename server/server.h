@@ -12,7 +12,7 @@
 
 struct srv_table;
 
-#define SRV_DEFAULT_PORT 7070
+#define SRV_DEFAULT_PORT       7070
 #define SRV_CONFIG_DEVICES_MAX 16 /* entries of devices (SRV_MAX_DEVICES) */
 
 enum srv_transport { SRV_TRANSPORT_AUTO, SRV_TRANSPORT_RDMA, SRV_TRANSPORT_TCP };
@@ -21,30 +21,30 @@ enum srv_transport { SRV_TRANSPORT_AUTO, SRV_TRANSPORT_RDMA, SRV_TRANSPORT_TCP }
  * server/config.c, with bounds and defaults), its command-line flags, and its tenants. Parsed
  * once and checked whole; nothing reads the text again. */
 struct srv_config {
-    char listen[128];   /* address to listen on */
+    char listen[128]; /* address to listen on */
     int port;
-    char devices[128];  /* "0,2" = serve driver ordinals 0 and 2; "" = all (checked: ordinals
-                           0..63, no repeats, at most SRV_CONFIG_DEVICES_MAX) */
-    char driver[256];   /* driver library to dlopen; "" = libcuda.so.1 */
-    int log_level;      /* enum rg_log_level */
-    char name[64];      /* server name reported to clients */
-    int busy_poll_us;   /* workers spin this long before blocking on a receive; 0 = off */
-    int transport;      /* enum srv_transport: whether sessions may move to RDMA */
+    char devices[128];         /* "0,2" = serve driver ordinals 0 and 2; "" = all (checked: ordinals
+                                  0..63, no repeats, at most SRV_CONFIG_DEVICES_MAX) */
+    char driver[256];          /* driver library to dlopen; "" = libcuda.so.1 */
+    int log_level;             /* enum rg_log_level */
+    char name[64];             /* server name reported to clients */
+    int busy_poll_us;          /* workers spin this long before blocking on a receive; 0 = off */
+    int transport;             /* enum srv_transport: whether sessions may move to RDMA */
     char module_cache[256];    /* module cache directory; "" = default, "off" = none */
     uint64_t module_cache_max; /* its size bound in bytes; 0 = the default (4 GiB) */
     char host_nvml[256];       /* the host's NVML library; "" = libnvidia-ml.so.1, "off" */
-    char config_path[256]; /* the config file, passed on to workers */
-    char metrics_listen[128]; /* "ADDR:PORT" of /metrics and /status; "" = not served */
-    char metrics_token[128];  /* required of their readers ("Authorization: Bearer"); "" = none,
-                                 and then metrics_listen must be a loopback address */
+    char config_path[256];     /* the config file, passed on to workers */
+    char metrics_listen[128];  /* "ADDR:PORT" of /metrics and /status; "" = not served */
+    char metrics_token[128];   /* required of their readers ("Authorization: Bearer"); "" = none,
+                                  and then metrics_listen must be a loopback address */
     char metrics_public_listen[128]; /* "ADDR:PORT" of /metrics and /healthz without a token
                                         (cluster scraping, probes); "" = not served */
-    bool rdma_direct;         /* GPUDirect RDMA for one-sided copies (default yes) */
-    int sharing;        /* enum srv_sharing (server/session_table.h): time-sliced | mps */
-    char nccl_library[256];   /* the GPU host's NCCL; "" = libnccl.so.2 (docs/nccl.md) */
-    char nccl_secret[128];    /* mixed into the key binding NCCL unique ids to a tenant */
-    int nccl_timeout_s;       /* before an unfinished collective aborts its comm; 0 = 600 */
-    bool require_tenants;     /* refuse to start or reload with no [tenant] section */
+    bool rdma_direct;                /* GPUDirect RDMA for one-sided copies (default yes) */
+    int sharing;            /* enum srv_sharing (server/session_table.h): time-sliced | mps */
+    char nccl_library[256]; /* the GPU host's NCCL; "" = libnccl.so.2 (docs/nccl.md) */
+    char nccl_secret[128];  /* mixed into the key binding NCCL unique ids to a tenant */
+    int nccl_timeout_s;     /* before an unfinished collective aborts its comm; 0 = 600 */
+    bool require_tenants;   /* refuse to start or reload with no [tenant] section */
     /* Bounds (docs/security.md) */
     int max_sessions;         /* sessions (worker processes) at once, all tenants */
     int max_pending;          /* connections before their hello, all peers */
@@ -63,11 +63,11 @@ struct srv_config {
 void srv_config_init(struct srv_config *c);
 /* The text of a config file (origin names it in messages) over c: [server] keys and
  * [tenant NAME] sections, every one checked; RG_OK only when there was no error. */
-rg_status_t srv_config_parse(struct srv_config *c, const char *text, size_t len,
-                             const char *origin, rg_conf_report_fn report, void *report_arg);
+rg_status_t srv_config_parse(struct srv_config *c, const char *text, size_t len, const char *origin,
+                             rg_conf_report_fn report, void *report_arg);
 /* rg_conf_read_file (regular files only, never blocking on a FIFO), then the above. */
-rg_status_t srv_config_load_file(struct srv_config *c, const char *path,
-                                 rg_conf_report_fn report, void *report_arg);
+rg_status_t srv_config_load_file(struct srv_config *c, const char *path, rg_conf_report_fn report,
+                                 void *report_arg);
 /* One [server] key from a flag, checked as in a file; the accepted form in why. */
 rg_status_t srv_config_set(struct srv_config *c, const char *key, const char *value, char *why,
                            size_t why_len);

@@ -75,7 +75,8 @@ void srv_handle_del(struct srv_session *s, uint64_t id)
     free(h->layout);
     i = (size_t)(h - s->handles);
     s->handles[i].id = 0;
-    for (j = (i + 1) & (s->handle_cap - 1); s->handles[j].id != 0; j = (j + 1) & (s->handle_cap - 1)) {
+    for (j = (i + 1) & (s->handle_cap - 1); s->handles[j].id != 0;
+         j = (j + 1) & (s->handle_cap - 1)) {
         k = slot_of(s->handles[j].id, s->handle_cap);
         if ((j > i && (k <= i || k > j)) || (j < i && (k <= i && k > j))) {
             s->handles[i] = s->handles[j];
@@ -150,9 +151,15 @@ bool srv_stream(struct srv_session *s, uint64_t id, CUstream *stream_p)
     struct srv_handle *h;
 
     switch (id) {
-    case PROTO_STREAM_NULL: *stream_p = NULL; return true;
-    case PROTO_STREAM_LEGACY: *stream_p = CU_STREAM_LEGACY; return true;
-    case PROTO_STREAM_PER_THREAD: *stream_p = CU_STREAM_PER_THREAD; return true;
+    case PROTO_STREAM_NULL:
+        *stream_p = NULL;
+        return true;
+    case PROTO_STREAM_LEGACY:
+        *stream_p = CU_STREAM_LEGACY;
+        return true;
+    case PROTO_STREAM_PER_THREAD:
+        *stream_p = CU_STREAM_PER_THREAD;
+        return true;
     }
     if ((h = srv_handle_get(s, id, PROTO_H_STREAM)) == NULL)
         return false;
@@ -164,18 +171,31 @@ bool srv_stream(struct srv_session *s, uint64_t id, CUstream *stream_p)
 static CUresult destroy_real(struct srv_session *s, unsigned type, void *real)
 {
     switch (type) {
-    case PROTO_H_STREAM: return s->drv.cuStreamDestroy(real);
-    case PROTO_H_EVENT: return s->drv.cuEventDestroy(real);
-    case PROTO_H_MODULE: return s->drv.cuModuleUnload(real);
-    case PROTO_H_LIBRARY: return srv_library_unload(s, real);
-    case PROTO_H_CTX: return s->drv.cuCtxDestroy(real);
-    case PROTO_H_GRAPH_EXEC: return s->drv.cuGraphExecDestroy(real);
-    case PROTO_H_GRAPH: return s->drv.cuGraphDestroy(real);
-    case PROTO_H_MEM_POOL: return s->drv.cuMemPoolDestroy(real);
-    case PROTO_H_SHADOW: return s->drv.cuMemFreeHost(real);
-    case PROTO_H_LINK: srv_link_free(s, real); return CUDA_SUCCESS;
-    case PROTO_H_IMAGE: return srv_array_object_destroy(s, real);
-    case PROTO_H_MEM_HANDLE: return s->drv.cuMemRelease((CUmemGenericAllocationHandle)(uintptr_t)real);
+    case PROTO_H_STREAM:
+        return s->drv.cuStreamDestroy(real);
+    case PROTO_H_EVENT:
+        return s->drv.cuEventDestroy(real);
+    case PROTO_H_MODULE:
+        return s->drv.cuModuleUnload(real);
+    case PROTO_H_LIBRARY:
+        return srv_library_unload(s, real);
+    case PROTO_H_CTX:
+        return s->drv.cuCtxDestroy(real);
+    case PROTO_H_GRAPH_EXEC:
+        return s->drv.cuGraphExecDestroy(real);
+    case PROTO_H_GRAPH:
+        return s->drv.cuGraphDestroy(real);
+    case PROTO_H_MEM_POOL:
+        return s->drv.cuMemPoolDestroy(real);
+    case PROTO_H_SHADOW:
+        return s->drv.cuMemFreeHost(real);
+    case PROTO_H_LINK:
+        srv_link_free(s, real);
+        return CUDA_SUCCESS;
+    case PROTO_H_IMAGE:
+        return srv_array_object_destroy(s, real);
+    case PROTO_H_MEM_HANDLE:
+        return s->drv.cuMemRelease((CUmemGenericAllocationHandle)(uintptr_t)real);
     }
     return CUDA_ERROR_INVALID_HANDLE;
 }
@@ -269,8 +289,8 @@ void srv_session_teardown(struct srv_session *s)
         getrusage(RUSAGE_SELF, &ru);
         rg_info("session %llu: freed %zu allocation(s), %.1f MiB, and %zu handle(s); worker peak "
                 "RSS %.1f MiB, pinned staging %.1f MiB",
-                (unsigned long long)s->id, n, bytes / 1048576.0, s->nhandles,
-                ru.ru_maxrss / 1024.0, (srv_staging_most(s) + srv_lanes_staging_most(s)) / 1048576.0);
+                (unsigned long long)s->id, n, bytes / 1048576.0, s->nhandles, ru.ru_maxrss / 1024.0,
+                (srv_staging_most(s) + srv_lanes_staging_most(s)) / 1048576.0);
     }
     srv_components_free(&s->comps, SRV_COMP_COUNT);
     free_tables(s);

@@ -16,8 +16,8 @@
 #include "transport/rdma.h"
 
 struct srv_handle {
-    uint64_t id;    /* 0 = free slot */
-    void *real;     /* CUcontext, CUmodule, CUstream, ... */
+    uint64_t id;      /* 0 = free slot */
+    void *real;       /* CUcontext, CUmodule, CUstream, ... */
     uint32_t nparams; /* functions/kernels: cached parameter layout (0xffffffff = unknown) */
     uint32_t *layout; /* off0, size0, off1, size1, ... */
     bool borrowed;    /* owned by another object (a library's module, the driver's default
@@ -87,8 +87,8 @@ CUresult srv_ctx_set_limit(struct srv_session *s, CUlimit limit, uint64_t value)
 void srv_ctx_limits_forget(struct srv_session *s, uint64_t ctx);
 
 /* Pinned host memory of the client mirrored at the same address (handlers_host_mirror.c). */
-#define SRV_MAX_HOST_MIRRORS 256           /* mirrors one session may hold */
-#define SRV_HOST_MIRROR_MAX ((size_t)1 << 30) /* their bytes together (and the quota) */
+#define SRV_MAX_HOST_MIRRORS 256               /* mirrors one session may hold */
+#define SRV_HOST_MIRROR_MAX  ((size_t)1 << 30) /* their bytes together (and the quota) */
 
 /* Session scratch memory of at least len bytes, 16-byte aligned (valid until the next call);
  * growing it keeps its contents. */
@@ -107,10 +107,10 @@ struct srv_call {
     uint64_t *out_ext; /* when more than 8 outputs (parameter layouts); freed by the worker */
     const void *rdata; /* inline reply data */
     size_t rdata_len;
-    bool replied;      /* the handler sent the reply itself (streamed DtoH) */
-    bool bulk_taken;   /* the handler consumed the frame's bulk */
-    CUresult ctx_res;  /* making the call's context current; only lane copies run without it */
-    char why[160];     /* reason for a protocol-level refusal (ends the session) */
+    bool replied;     /* the handler sent the reply itself (streamed DtoH) */
+    bool bulk_taken;  /* the handler consumed the frame's bulk */
+    CUresult ctx_res; /* making the call's context current; only lane copies run without it */
+    char why[160];    /* reason for a protocol-level refusal (ends the session) */
 };
 
 /* Handle table. */
@@ -138,8 +138,8 @@ CUresult srv_handle_adopt(struct srv_session *s, uint64_t id, unsigned type, CUr
 
 /* Kernel parameters: the function or kernel func_id (its real handle in *f_p) and the packed
  * buffer pbuf of plen bytes (copied into session scratch) as a kernelParams array. */
-CUresult srv_param_pointers(struct srv_session *s, uint64_t func_id, const void *pbuf,
-                            size_t plen, void **f_p, void ***params_p);
+CUresult srv_param_pointers(struct srv_session *s, uint64_t func_id, const void *pbuf, size_t plen,
+                            void **f_p, void ***params_p);
 
 /* Drop the node handles of a graph that is being destroyed (handlers_graph_nodes.c). */
 void srv_graph_nodes_forget(struct srv_session *s, uint64_t graph);

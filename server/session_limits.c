@@ -11,7 +11,7 @@ struct limits_state {
         uint64_t ctx; /* wire id of the context */
         CUlimit limit;
         uint64_t bytes; /* charged to the quota */
-    } *charges;
+    } * charges;
     size_t n, cap;
 };
 

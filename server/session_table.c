@@ -20,11 +20,11 @@
  * and at most 100 ms for an owner's launches to end at a handover (a hung kernel must not stop
  * every other session).
  * See docs/tenants.md, "Compute share". */
-#define WINDOW_NS 1000000000ull
+#define WINDOW_NS  1000000000ull
 #define QUANTUM_NS 10000000ull
 #define HORIZON_NS 10000000ull
-#define GRACE_NS 2000000ull
-#define STALL_NS 100000000ull
+#define GRACE_NS   2000000ull
+#define STALL_NS   100000000ull
 
 uint64_t srv_coarse_now_ns(void)
 {
@@ -194,8 +194,8 @@ static void slot_claim(struct srv_table *t, int i, const struct srv_admission *a
         atomic_store(&t->hiwater, i + 1);
 }
 
-int srv_table_admit(struct srv_table *t, const struct srv_admission *a, int *verdict_p,
-                    char *why, size_t why_len)
+int srv_table_admit(struct srv_table *t, const struct srv_admission *a, int *verdict_p, char *why,
+                    size_t why_len)
 {
     struct sched_gpu gpus[SRV_TABLE_GPUS];
     struct sched_request req = {.tenant = a->tenant ? a->tenant->name : "", .quota = a->quota};
@@ -216,8 +216,7 @@ int srv_table_admit(struct srv_table *t, const struct srv_admission *a, int *ver
         if (atomic_load(&t->slots[i].pid) == 0)
             slot = i;
     if (slot < 0)
-        snprintf(why, why_len, "the server's session table is full (%d sessions)",
-                 SRV_TABLE_SLOTS);
+        snprintf(why, why_len, "the server's session table is full (%d sessions)", SRV_TABLE_SLOTS);
     else if ((*verdict_p = sched_admit(&req, gpus, a->ngpus, why, why_len)) != SCHED_ADMIT)
         slot = -1;
     else
@@ -364,8 +363,8 @@ rg_status_t srv_table_ipc_export(struct srv_table *t, int i, enum srv_ipc_kind k
         st = RG_ERR_NOMEM;
         goto out;
     }
-    t->ipc[free_e] = (struct srv_table_ipc){.kind = kind, .slot = i, .pid = pid,
-                                            .tenant = t->slots[i].tenant};
+    t->ipc[free_e] =
+        (struct srv_table_ipc){.kind = kind, .slot = i, .pid = pid, .tenant = t->slots[i].tenant};
     memcpy(t->ipc[free_e].hash, hash, 32);
 out:
     srv_table_unlock(t);

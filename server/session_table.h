@@ -24,11 +24,11 @@
 #include "common/status.h"
 #include "server/tenant_config.h"
 
-#define SRV_TABLE_SLOTS 1024
-#define SRV_TABLE_GPUS 16
-#define SRV_TABLE_MAGIC 0x52475354u /* "RGST" */
-#define SRV_TABLE_IPC 4096         /* CUDA IPC handles exported, all sessions together */
-#define SRV_IPC_PER_SESSION 1024   /* ... and by one session */
+#define SRV_TABLE_SLOTS     1024
+#define SRV_TABLE_GPUS      16
+#define SRV_TABLE_MAGIC     0x52475354u /* "RGST" */
+#define SRV_TABLE_IPC       4096        /* CUDA IPC handles exported, all sessions together */
+#define SRV_IPC_PER_SESSION 1024        /* ... and by one session */
 
 struct srv_table_tenant {
     char name[64];
@@ -54,13 +54,13 @@ struct srv_table_slot {
     uint64_t quota;    /* bytes reserved on each of them; 0 = none */
     _Atomic uint64_t mem_used, gpu_ns, launches, calls, errors, bytes_in, bytes_out;
     /* compute gate */
-    _Atomic int32_t gate_gpu;       /* GPU of its last launch, -1 before any */
-    _Atomic uint64_t win_epoch;     /* accounting window of win_used_ns */
-    _Atomic uint64_t win_used_ns;   /* GPU time charged in that window */
+    _Atomic int32_t gate_gpu;     /* GPU of its last launch, -1 before any */
+    _Atomic uint64_t win_epoch;   /* accounting window of win_used_ns */
+    _Atomic uint64_t win_used_ns; /* GPU time charged in that window */
     _Atomic uint64_t last_launch_ns;
-    _Atomic uint32_t inflight;      /* measured launches not yet complete */
-    _Atomic uint32_t waiting;       /* held at its gate now */
-    _Atomic uint64_t held_ns;       /* time spent held at the gate, in total */
+    _Atomic uint32_t inflight; /* measured launches not yet complete */
+    _Atomic uint32_t waiting;  /* held at its gate now */
+    _Atomic uint64_t held_ns;  /* time spent held at the gate, in total */
     /* Fair shares between sessions (issue 30; scheduler/share.h). vtime: its GPU time divided
      * by its share, added by its meter and raised under the lock when it starts to contend;
      * share_ppm: the share it is due while it contends, in millionths of the GPU, written under
@@ -72,11 +72,11 @@ struct srv_table_slot {
 };
 
 struct srv_table_gpu {
-    _Atomic uint64_t total_mem; /* written by the first worker that opens it */
-    _Atomic int32_t owner;      /* slot allowed to launch on it, -1 = none */
-    _Atomic uint32_t nwaiting;  /* sessions held at their gate for it */
+    _Atomic uint64_t total_mem;          /* written by the first worker that opens it */
+    _Atomic int32_t owner;               /* slot allowed to launch on it, -1 = none */
+    _Atomic uint32_t nwaiting;           /* sessions held at their gate for it */
     _Atomic uint64_t last_guaranteed_ns; /* last launch or completion of a guaranteed session */
-    _Atomic uint64_t owner_since_ns; /* when the owner took the GPU */
+    _Atomic uint64_t owner_since_ns;     /* when the owner took the GPU */
 };
 
 /* How the sessions of a server share each GPU ([server] sharing, docs/tenants.md). */
@@ -114,8 +114,8 @@ struct srv_table {
     char mps_pipe_dir[96], mps_log_dir[96]; /* SRV_SHARING_MPS: the daemon's directories */
     int32_t ntenants;
     int32_t tenants_configured; /* in the config last loaded; 0: the server admits anyone */
-    _Atomic int32_t hiwater; /* 1 + the highest slot ever claimed: scans stop there */
-    _Atomic int32_t live;    /* sessions admitted and not yet released */
+    _Atomic int32_t hiwater;    /* 1 + the highest slot ever claimed: scans stop there */
+    _Atomic int32_t live;       /* sessions admitted and not yet released */
     struct srv_table_tenant tenants[SRV_MAX_TENANTS];
     struct srv_table_gpu gpus[SRV_TABLE_GPUS];
     struct srv_table_slot slots[SRV_TABLE_SLOTS];
@@ -153,8 +153,8 @@ struct srv_admission {
 /* Admission under the lock: the tenant's session limit and the quota against every GPU's
  * unreserved memory (scheduler/admission.h). The claimed slot index, or -1 with the verdict
  * (enum sched_verdict) in *verdict_p and the reason in why. */
-int srv_table_admit(struct srv_table *t, const struct srv_admission *a, int *verdict_p,
-                    char *why, size_t why_len);
+int srv_table_admit(struct srv_table *t, const struct srv_admission *a, int *verdict_p, char *why,
+                    size_t why_len);
 /* The worker at its end: hand back the GPUs slot i owns and stop waiting. The slot itself (and
  * its memory reservation) stays until the supervisor reaps the worker. */
 void srv_table_yield(struct srv_table *t, int i);

@@ -73,10 +73,31 @@ static void exec_worker(int fd, int hello_fd, uint64_t session, const char *peer
     char fdbuf[16], sid[24], tfd[16], hfd[16], conf[40], level[16], poll[24], transport[8];
     int wfd = dup(fd); /* dup clears close-on-exec */
     int flags = fcntl(wfd, F_GETFL);
-    char *argv[] = {(char *)sup.self_exe, "--worker-fd", fdbuf, "--session", sid, "--peer",
-                    (char *)peer, "--driver", (char *)c->driver, "--devices", (char *)c->devices,
-                    "--log-level", level, "--name", (char *)c->name, "--busy-poll-us", poll,
-                    "--transport", transport, "--table-fd", tfd, "--hello-fd", hfd, NULL, NULL,
+    char *argv[] = {(char *)sup.self_exe,
+                    "--worker-fd",
+                    fdbuf,
+                    "--session",
+                    sid,
+                    "--peer",
+                    (char *)peer,
+                    "--driver",
+                    (char *)c->driver,
+                    "--devices",
+                    (char *)c->devices,
+                    "--log-level",
+                    level,
+                    "--name",
+                    (char *)c->name,
+                    "--busy-poll-us",
+                    poll,
+                    "--transport",
+                    transport,
+                    "--table-fd",
+                    tfd,
+                    "--hello-fd",
+                    hfd,
+                    NULL,
+                    NULL,
                     NULL};
     size_t n = sizeof(argv) / sizeof(argv[0]) - 3;
 
@@ -339,12 +360,12 @@ static void reap(evutil_socket_t sig, short what, void *arg)
             snprintf(who, sizeof(who), "%s%s%s", tenant[0] ? "tenant=" : "", tenant,
                      tenant[0] ? " " : "");
             if (WIFEXITED(status))
-                rg_info("%ssession %llu (peer %s) ended: worker exited with status %d%s",
-                        who, (unsigned long long)w->session, w->peer, WEXITSTATUS(status),
+                rg_info("%ssession %llu (peer %s) ended: worker exited with status %d%s", who,
+                        (unsigned long long)w->session, w->peer, WEXITSTATUS(status),
                         WEXITSTATUS(status) == 2 ? " (malformed message)" : "");
             else
-                rg_warn("%ssession %llu (peer %s) ended: worker killed by signal %d",
-                        who, (unsigned long long)w->session, w->peer, WTERMSIG(status));
+                rg_warn("%ssession %llu (peer %s) ended: worker killed by signal %d", who,
+                        (unsigned long long)w->session, w->peer, WTERMSIG(status));
             w->pid = 0;
         }
     }
@@ -416,7 +437,8 @@ static void on_reload(evutil_socket_t sig, short what, void *arg)
     srv_notify("RELOADING=1");
     if (conf_snapshot(sup.cfg->config_path, &fd, fresh) != RG_OK) {
         rg_error("SIGHUP: %s not loaded (the errors above); the running config stays, for "
-                 "new sessions too", sup.cfg->config_path);
+                 "new sessions too",
+                 sup.cfg->config_path);
         free(fresh);
         srv_notify("READY=1");
         return;

@@ -13,14 +13,19 @@
 #include "server/session.h"
 
 CUresult srv_tenancy_admit(struct srv_session *s, struct srv_table *table,
-                      const struct srv_tenant *tenant, const char *client, char *why,
-                      size_t why_len)
+                           const struct srv_tenant *tenant, const char *client, char *why,
+                           size_t why_len)
 {
     int gpus[SRV_MAX_DEVICES];
     uint64_t totals[SRV_MAX_DEVICES];
-    struct srv_admission a = {.tenant = tenant, .quota = s->mem_quota, .gpus = gpus,
-                              .gpu_total = totals, .ngpus = s->ndevices, .session = s->id,
-                              .peer = s->peer, .client = client};
+    struct srv_admission a = {.tenant = tenant,
+                              .quota = s->mem_quota,
+                              .gpus = gpus,
+                              .gpu_total = totals,
+                              .ngpus = s->ndevices,
+                              .session = s->id,
+                              .peer = s->peer,
+                              .client = client};
     struct srv_tenancy *tn = srv_component_state(s, SRV_COMP_TENANCY);
     int slot, verdict;
 
@@ -36,8 +41,7 @@ CUresult srv_tenancy_admit(struct srv_session *s, struct srv_table *table,
     }
     slot = srv_table_admit(table, &a, &verdict, why, why_len);
     if (slot < 0)
-        return verdict == SCHED_SESSION_LIMIT ? CUDA_ERROR_NOT_PERMITTED
-                                              : CUDA_ERROR_OUT_OF_MEMORY;
+        return verdict == SCHED_SESSION_LIMIT ? CUDA_ERROR_NOT_PERMITTED : CUDA_ERROR_OUT_OF_MEMORY;
     tn->table = table;
     tn->slot = slot;
     tn->gate = srv_gate_create(s, table, slot);
@@ -104,8 +108,8 @@ void srv_tenancy_driver_env(const struct srv_table *t, const struct srv_tenant *
     if (quota != 0) {
         unsigned long long mib = (quota + SRV_MPS_MEM_SLACK + (1u << 20) - 1) >> 20;
         for (int i = 0, n = host_gpus(); i < n && len < sizeof(limit) - 32; i++)
-            len += (size_t)snprintf(limit + len, sizeof(limit) - len, "%s%d=%lluM",
-                                    i ? "," : "", i, mib);
+            len += (size_t)snprintf(limit + len, sizeof(limit) - len, "%s%d=%lluM", i ? "," : "", i,
+                                    mib);
         setenv("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", limit, 1);
     }
     rg_info("sharing = mps: a client of the server's MPS daemon (active thread percentage %s, "
@@ -161,8 +165,8 @@ rg_status_t srv_tenancy_ipc_export(struct srv_session *s, enum srv_ipc_kind kind
     return srv_table_ipc_export(tn->table, tn->slot, kind, hash);
 }
 
-rg_status_t srv_tenancy_ipc_check(struct srv_session *s, enum srv_ipc_kind kind,
-                                  const void *handle, char *other, size_t other_len)
+rg_status_t srv_tenancy_ipc_check(struct srv_session *s, enum srv_ipc_kind kind, const void *handle,
+                                  char *other, size_t other_len)
 {
     struct srv_tenancy *tn = tenancy_of(s);
     uint8_t hash[RG_SHA256_LEN];

@@ -21,12 +21,12 @@ struct srv_tenancy;
 
 /* Admission (under the table's lock): claim a slot for the session if its tenant is under its
  * session limit and its quota fits every GPU it is served. CUDA_SUCCESS when admitted
- * (the tenancy component holds the slot), else the refusal (CUDA_ERROR_NOT_PERMITTED for the session limit,
- * CUDA_ERROR_OUT_OF_MEMORY for memory) with the reason in why. Nothing is allocated on the GPU
- * either way. */
+ * (the tenancy component holds the slot), else the refusal (CUDA_ERROR_NOT_PERMITTED for the
+ * session limit, CUDA_ERROR_OUT_OF_MEMORY for memory) with the reason in why. Nothing is allocated
+ * on the GPU either way. */
 CUresult srv_tenancy_admit(struct srv_session *s, struct srv_table *table,
-                      const struct srv_tenant *tenant, const char *client, char *why,
-                      size_t why_len);
+                           const struct srv_tenant *tenant, const char *client, char *why,
+                           size_t why_len);
 /* Before the worker opens the driver (its environment is read at cuInit): on a server with
  * "sharing = mps", make it a client of the server's MPS daemon (the directories in the table),
  * with its tenant's cap as MPS's active thread percentage (a fraction of the SMs instead of a
@@ -39,8 +39,7 @@ void srv_tenancy_driver_env(const struct srv_table *table, const struct srv_tena
 
 /* After each call: the call and its error, bytes received from and sent to the client, and the
  * session's memory in use. */
-void srv_tenancy_count(struct srv_session *s, uint64_t bytes_in, uint64_t bytes_out,
-                       bool error);
+void srv_tenancy_count(struct srv_session *s, uint64_t bytes_in, uint64_t bytes_out, bool error);
 
 /* CUDA IPC through the table's registry (server/session_table.h), for server/handlers_ipc.c:
  * record a handle (CU_IPC_HANDLE_SIZE bytes) the session exported; may the session open one
@@ -49,8 +48,8 @@ void srv_tenancy_count(struct srv_session *s, uint64_t bytes_in, uint64_t bytes_
  * tests) records nothing and may open nothing. */
 rg_status_t srv_tenancy_ipc_export(struct srv_session *s, enum srv_ipc_kind kind,
                                    const void *handle);
-rg_status_t srv_tenancy_ipc_check(struct srv_session *s, enum srv_ipc_kind kind,
-                                  const void *handle, char *other, size_t other_len);
+rg_status_t srv_tenancy_ipc_check(struct srv_session *s, enum srv_ipc_kind kind, const void *handle,
+                                  char *other, size_t other_len);
 
 /* A launch in flight through the gate. */
 #define SRV_GATE_FAST (-2)

@@ -26,13 +26,16 @@ static bool parse_token(void *obj, const char *value, char *why, size_t why_len)
     size_t n = strlen(value);
 
     if (t->hashed) {
-        snprintf(why, why_len, "token and token_sha256 are both set: keep one (token_sha256 "
-                               "is preferred: gpu-server --hash-token TOKEN)");
+        snprintf(why, why_len,
+                 "token and token_sha256 are both set: keep one (token_sha256 "
+                 "is preferred: gpu-server --hash-token TOKEN)");
         return false;
     }
     if (n == 0 || n >= sizeof(t->token)) {
-        snprintf(why, why_len, "expected a token of 1 to %zu characters (a longer one: put its "
-                               "hash in token_sha256)", sizeof(t->token) - 1);
+        snprintf(why, why_len,
+                 "expected a token of 1 to %zu characters (a longer one: put its "
+                 "hash in token_sha256)",
+                 sizeof(t->token) - 1);
         return false;
     }
     for (size_t i = 0; i < n; i++)
@@ -46,7 +49,7 @@ static bool parse_token(void *obj, const char *value, char *why, size_t why_len)
 
 static int hex_digit(char c)
 {
-    return c >= '0' && c <= '9' ? c - '0'
+    return c >= '0' && c <= '9'   ? c - '0'
            : c >= 'a' && c <= 'f' ? c - 'a' + 10
            : c >= 'A' && c <= 'F' ? c - 'A' + 10
                                   : -1;
@@ -58,8 +61,9 @@ static bool parse_token_sha256(void *obj, const char *value, char *why, size_t w
     uint8_t d[RG_SHA256_LEN];
 
     if (t->token[0] != '\0') {
-        snprintf(why, why_len, "token and token_sha256 are both set: keep one (token_sha256 "
-                               "is preferred)");
+        snprintf(why, why_len,
+                 "token and token_sha256 are both set: keep one (token_sha256 "
+                 "is preferred)");
         return false;
     }
     if (strlen(value) != 2 * RG_SHA256_LEN)
@@ -74,8 +78,9 @@ static bool parse_token_sha256(void *obj, const char *value, char *why, size_t w
     t->hashed = true;
     return true;
 err:
-    snprintf(why, why_len, "expected 64 hex digits (0-9, a-f), as gpu-server --hash-token "
-                           "TOKEN prints them");
+    snprintf(why, why_len,
+             "expected 64 hex digits (0-9, a-f), as gpu-server --hash-token "
+             "TOKEN prints them");
     return false;
 }
 
@@ -114,17 +119,37 @@ static const char *const tenant_classes[] = {"guaranteed", "best-effort", NULL};
 #define T(member) RG_CONF_FIELD(struct srv_tenant, member)
 /* [] here against [SRV_TENANT_NKEYS] in the header: a count that drifts does not compile */
 const struct rg_conf_key srv_tenant_keys[] = {
-    {.name = "token", .type = RG_CONF_CUSTOM, T(token), .parse = parse_token, .flags = RG_CONF_SECRET,
+    {.name = "token",
+     .type = RG_CONF_CUSTOM,
+     T(token),
+     .parse = parse_token,
+     .flags = RG_CONF_SECRET,
      .help = "a token of 1 to 127 printable characters (token_sha256 is preferred)"},
-    {.name = "token_sha256", .type = RG_CONF_CUSTOM, T(token_sha256), .parse = parse_token_sha256,
-     .flags = RG_CONF_SECRET, .help = "64 hex digits from gpu-server --hash-token TOKEN"},
+    {.name = "token_sha256",
+     .type = RG_CONF_CUSTOM,
+     T(token_sha256),
+     .parse = parse_token_sha256,
+     .flags = RG_CONF_SECRET,
+     .help = "64 hex digits from gpu-server --hash-token TOKEN"},
     {.name = "mem_quota", .type = RG_CONF_SIZE, T(mem_quota)},
     {.name = "weight", .type = RG_CONF_INT, T(weight), .min = 1, .max = 1000000, .def = "1"},
-    {.name = "cap", .type = RG_CONF_CUSTOM, T(cap_permille), .parse = parse_cap,
+    {.name = "cap",
+     .type = RG_CONF_CUSTOM,
+     T(cap_permille),
+     .parse = parse_cap,
      .help = "a share of GPU time from 0.1% to 100%: 20%, or 0.2"},
-    {.name = "class", .type = RG_CONF_ENUM, T(best_effort), .names = tenant_classes, .def = "guaranteed"},
-    {.name = "max_sessions", .type = RG_CONF_INT, T(max_sessions), .min = 1, .max = 1000000,
-     .zero_word = "unlimited", .def = "unlimited"},
+    {.name = "class",
+     .type = RG_CONF_ENUM,
+     T(best_effort),
+     .names = tenant_classes,
+     .def = "guaranteed"},
+    {.name = "max_sessions",
+     .type = RG_CONF_INT,
+     T(max_sessions),
+     .min = 1,
+     .max = 1000000,
+     .zero_word = "unlimited",
+     .def = "unlimited"},
 };
 #undef T
 static const struct rg_conf_section tenant_section = {
@@ -143,8 +168,8 @@ struct srv_tenant *srv_tenant_open(struct srv_tenants *tenants, const char *name
         return NULL;
     }
     if (tenants->n == SRV_MAX_TENANTS) {
-        snprintf(why, why_len, "more than %d tenants: a server holds at most %d",
-                 SRV_MAX_TENANTS, SRV_MAX_TENANTS);
+        snprintf(why, why_len, "more than %d tenants: a server holds at most %d", SRV_MAX_TENANTS,
+                 SRV_MAX_TENANTS);
         return NULL;
     }
     t = &tenants->list[tenants->n++];
@@ -161,9 +186,9 @@ rg_status_t srv_tenant_key(struct srv_tenants *tenants, const char *name, const 
     struct srv_tenant *t = srv_tenant_open(tenants, name, why, sizeof(why));
 
     return t == NULL ? RG_ERR_INVALID
-                     : rg_conf_set(&tenant_section, t, key, value, why, sizeof(why)) == RG_OK
-                           ? RG_OK
-                           : RG_ERR_INVALID;
+           : rg_conf_set(&tenant_section, t, key, value, why, sizeof(why)) == RG_OK
+               ? RG_OK
+               : RG_ERR_INVALID;
 }
 
 /* name into a zero-padded field of SRV_TENANT_NAME bytes; false (and zeros) when it does not

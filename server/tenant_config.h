@@ -19,7 +19,7 @@ struct srv_tenant {
     char token[128];          /* plain token (accepted, but token_sha256 is preferred) */
     uint8_t token_sha256[32]; /* SHA-256 of the token, from "token_sha256 = <hex>" */
     bool hashed;
-    uint64_t mem_quota; /* bytes per GPU; 0 = the whole GPU */
+    uint64_t mem_quota;    /* bytes per GPU; 0 = the whole GPU */
     uint32_t weight;       /* compute weight (default 1) */
     uint32_t cap_permille; /* hard cap on its GPU-time share ("cap = 20%"); 0 = none */
     bool best_effort;      /* "class = best-effort" (default guaranteed) */

@@ -24,8 +24,8 @@
 #include "scheduler/admission.h"
 #include "transport/rdma.h"
 
-#define EXIT_MALFORMED 2
-#define CALL_ARGS_INLINE 64 /* calls with more arguments are decoded by protobuf-c */
+#define EXIT_MALFORMED       2
+#define CALL_ARGS_INLINE     64 /* calls with more arguments are decoded by protobuf-c */
 #define RDMA_UPGRADE_WAIT_MS 10000
 
 static int parse_devices(struct srv_session *s, const char *list)
@@ -252,11 +252,12 @@ static int transport_upgrade(struct srv_session *s, const struct srv_config *cfg
     }
     if (cfg->transport == SRV_TRANSPORT_RDMA) {
         rg_error("session %llu: the client did not connect over RDMA (%s); transport = rdma "
-                 "ends the session", (unsigned long long)s->id, rg_status_str(st));
+                 "ends the session",
+                 (unsigned long long)s->id, rg_status_str(st));
         return 1;
     }
-    rg_info("session %llu: transport tcp (the client stayed on TCP: %s)",
-            (unsigned long long)s->id, rg_status_str(st));
+    rg_info("session %llu: transport tcp (the client stayed on TCP: %s)", (unsigned long long)s->id,
+            rg_status_str(st));
     return -1;
 }
 
@@ -315,8 +316,8 @@ static int handshake_steps(struct srv_session *s, const struct srv_config *cfg,
     }
     snprintf(client, sizeof(client), "%s pid %u on %s", RG_PEER_STR(hello->client_name),
              hello->client_pid, RG_PEER_STR(hello->client_host));
-    rg_info("session %llu: client %s (%s), tenant '%s'", (unsigned long long)s->id, client,
-            s->peer, RG_PEER_STR(hello->tenant));
+    rg_info("session %llu: client %s (%s), tenant '%s'", (unsigned long long)s->id, client, s->peer,
+            RG_PEER_STR(hello->tenant));
     if (authenticate(s, cfg, hello, &tenant) != 0 ||
         transport_offer(s, cfg, hello->transport, rdma) != 0) {
         rgpu__hello__free_unpacked(hello, NULL);
@@ -514,8 +515,7 @@ static bool execute(struct srv_session *s, const struct proto_frame_hdr *hdr, co
         srv_keepalive_call_end(s);
     }
     srv_worker_stats_add(m->op, t0);
-    srv_tenancy_count(s, call_bytes(hdr, &call, res), reply_bytes(&call, res),
-                      res != CUDA_SUCCESS);
+    srv_tenancy_count(s, call_bytes(hdr, &call, res), reply_bytes(&call, res), res != CUDA_SUCCESS);
     if (hdr->bulk_len > 0 && !call.bulk_taken && proto_discard(s->conn, hdr->bulk_len) != RG_OK)
         ok = false;
     if (ok && !call.noreply && srv_output_forward(s) != RG_OK)
@@ -549,13 +549,13 @@ static int serve(struct srv_session *s, int idle_ms)
         }
         st = proto_recv(s->conn, &hdr, s->msg_buf, PROTO_MSG_MAX);
         if (st == RG_ERR_CLOSED || (st == RG_OK && hdr.type == PROTO_BYE)) {
-            rg_info("session %llu (%s): client disconnected", (unsigned long long)s->id,
-                    s->peer);
+            rg_info("session %llu (%s): client disconnected", (unsigned long long)s->id, s->peer);
             return 0;
         }
         if (st == RG_ERR_TIMEOUT) {
             rg_warn("session %llu (%s): a message stopped arriving (recv_timeout_ms); ending "
-                    "the session", (unsigned long long)s->id, s->peer);
+                    "the session",
+                    (unsigned long long)s->id, s->peer);
             return 0;
         }
         if (st == RG_ERR_PROTO)
@@ -604,7 +604,7 @@ int srv_worker_run(const struct srv_config *cfg, int fd, uint64_t session_id, co
     srv_output_capture(&s);
     rc = handshake(&s, cfg, &timeout_ms);
     if (rc < 0) {
-        s.served = true; /* its teardown reports what it held */
+        s.served = true;                     /* its teardown reports what it held */
         srv_keepalive_start(&s, timeout_ms); /* failing (logged), the session goes on without */
         rc = serve(&s, cfg->idle_timeout_s > 0 ? cfg->idle_timeout_s * 1000 : -1);
         srv_worker_stats_report();

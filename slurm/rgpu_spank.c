@@ -11,9 +11,9 @@
  * the pool's size in the message (slurmctld refuses it too, in its own words).
  *
  * At the start of each step (remote context, slurmstepd, in user_init: as the job's user) the
- * job is placed on the pool's servers by rgpu's own placement (client/session/pool.c over the user's
- * client configuration, as `rgpu run` would read it), and the step's tasks get the servers, the
- * memory and the tenant in their environment, with rgpu's libraries first in LD_LIBRARY_PATH.
+ * job is placed on the pool's servers by rgpu's own placement (client/session/pool.c over the
+ * user's client configuration, as `rgpu run` would read it), and the step's tasks get the servers,
+ * the memory and the tenant in their environment, with rgpu's libraries first in LD_LIBRARY_PATH.
  * Nothing is held for the job outside its tasks: each task's sessions are its own and end with
  * it (job end, scancel, a node that dies: the server sees the connection go), and slurmctld
  * frees the license when the job ends.
@@ -111,8 +111,8 @@ static int opt_cb(int val, const char *optarg, int remote)
  * in srun and slurmstepd but not in sbatch and salloc (allocator context). */
 static struct spank_option rgpu_options[] = {
     {"rgpu", "N", "Remote GPUs from the rgpu pool for this job (1 to 64).", 1, OPT_GPUS, opt_cb},
-    {"rgpu-mem", "SIZE", "GPU memory the job reserves on each remote GPU (e.g. 8GiB).", 1,
-     OPT_MEM, opt_cb},
+    {"rgpu-mem", "SIZE", "GPU memory the job reserves on each remote GPU (e.g. 8GiB).", 1, OPT_MEM,
+     opt_cb},
     {"rgpu-share", "P", "The job's part of each remote GPU, percent (1-100, default 100).", 1,
      OPT_SHARE, opt_cb},
     SPANK_OPTIONS_TABLE_END};
@@ -186,7 +186,7 @@ static int license_total(const char *name, uint32_t *total_p)
 {
     int (*load)(time_t, license_info_msg_t **, uint16_t) =
         (int (*)(time_t, license_info_msg_t **, uint16_t))dlsym(RTLD_DEFAULT,
-                                                                 "slurm_load_licenses");
+                                                                "slurm_load_licenses");
     void (*release)(license_info_msg_t *) =
         (void (*)(license_info_msg_t *))dlsym(RTLD_DEFAULT, "slurm_free_license_info_msg");
     license_info_msg_t *msg = NULL;
@@ -284,9 +284,11 @@ static int job_holds_license(uint32_t job_id, uint64_t want, char *why, size_t w
     if (held >= want)
         res = 1;
     else
-        snprintf(why, why_len, "job %u holds %" PRIu64 " of license %s, its --rgpu asks for %" PRIu64
+        snprintf(why, why_len,
+                 "job %u holds %" PRIu64 " of license %s, its --rgpu asks for %" PRIu64
                  ": slurmctld did not count this request (JobSubmitPlugins=lua with rgpu's "
-                 "job_submit.lua missing?)", job_id, held, args.license, want);
+                 "job_submit.lua missing?)",
+                 job_id, held, args.license, want);
     release(msg);
     return res;
 }
@@ -294,11 +296,20 @@ static int job_holds_license(uint32_t job_id, uint64_t want, char *why, size_t w
 /* The job's own environment, as the client configuration reads it, into this process (which is
  * the step's slurmstepd: nothing else reads these), so that cli_conf_load finds what the job's
  * tasks will find. Restored by env_restore. */
-static const char *const imported_vars[] = {
-    "HOME",        "RGPU_CONFIG", "RGPU_SERVER",          "RGPU_POOL",
-    "RGPU_TENANT", "RGPU_TOKEN",  "RGPU_TOKEN_FILE",      "RGPU_MEM_QUOTA",
-    "RGPU_POLICY", "RGPU_GPUS",   "RGPU_CONNECT_TIMEOUT_MS", "RGPU_PROBE_TIMEOUT_MS",
-    "RGPU_TRANSPORT", "RGPU_LANES"};
+static const char *const imported_vars[] = {"HOME",
+                                            "RGPU_CONFIG",
+                                            "RGPU_SERVER",
+                                            "RGPU_POOL",
+                                            "RGPU_TENANT",
+                                            "RGPU_TOKEN",
+                                            "RGPU_TOKEN_FILE",
+                                            "RGPU_MEM_QUOTA",
+                                            "RGPU_POLICY",
+                                            "RGPU_GPUS",
+                                            "RGPU_CONNECT_TIMEOUT_MS",
+                                            "RGPU_PROBE_TIMEOUT_MS",
+                                            "RGPU_TRANSPORT",
+                                            "RGPU_LANES"};
 
 struct env_saved {
     char *old[ENV_IMPORTED];

@@ -20,7 +20,7 @@ enum rgpu_cmd { RGPU_RUN = 1, RGPU_STATUS = 2, RGPU_TOP = 4, RGPU_PING = 8 };
 
 enum rgpu_output { RGPU_OUT_TABLE, RGPU_OUT_WIDE, RGPU_OUT_JSON, RGPU_OUT_CSV };
 
-#define RGPU_INTERVAL_MIN 0.1   /* seconds: top never probes the pool more often */
+#define RGPU_INTERVAL_MIN 0.1 /* seconds: top never probes the pool more often */
 #define RGPU_INTERVAL_MAX 86400
 #define RGPU_COUNT_MAX    100000 /* ping's round trips per server */
 
@@ -81,8 +81,7 @@ struct rgpu_table {
     int nrows;
     char *(*rows)[RGPU_TABLE_COLS + 1]; /* cells; [RGPU_TABLE_COLS]: the note, or NULL */
 };
-void rgpu_table_init(struct rgpu_table *t, int ncols, const char *const *head,
-                     const bool *right);
+void rgpu_table_init(struct rgpu_table *t, int ncols, const char *const *head, const bool *right);
 /* A row of t->ncols cells (copied), or a note row: cells[0] and note. */
 void rgpu_table_row(struct rgpu_table *t, const char *const *cells, const char *note);
 void rgpu_table_print(const struct rgpu_table *t, FILE *out, bool headers);

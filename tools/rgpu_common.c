@@ -21,8 +21,18 @@
 /* ---- options ----------------------------------------------------------------------------- */
 
 enum {
-    O_CONFIG = 256, O_POOL, O_TENANT, O_TOKEN_FILE, O_POLICY, O_JSON, O_NO_HEADERS, O_QUERY,
-    O_FORMAT, O_ONCE, O_BANDWIDTH, O_VERSION
+    O_CONFIG = 256,
+    O_POOL,
+    O_TENANT,
+    O_TOKEN_FILE,
+    O_POLICY,
+    O_JSON,
+    O_NO_HEADERS,
+    O_QUERY,
+    O_FORMAT,
+    O_ONCE,
+    O_BANDWIDTH,
+    O_VERSION
 };
 
 #define ALL  (RGPU_RUN | RGPU_STATUS | RGPU_TOP | RGPU_PING)
@@ -43,16 +53,20 @@ static const struct opt_def {
     {"pool", 1, O_POOL, ALL, "LIST", "a pool: the placement policy picks the server (RGPU_POOL)"},
     {"config", 1, O_CONFIG, ALL, "FILE", "the client configuration (RGPU_CONFIG)"},
     {"tenant", 1, O_TENANT, ALL, "NAME", "the tenant (RGPU_TENANT)"},
-    {"token-file", 1, O_TOKEN_FILE, ALL, "PATH", "its token, a file only you can read "
-                                                  "(RGPU_TOKEN_FILE)"},
+    {"token-file", 1, O_TOKEN_FILE, ALL, "PATH",
+     "its token, a file only you can read "
+     "(RGPU_TOKEN_FILE)"},
     {"policy", 1, O_POLICY, ALL, "spread|pack|first", "placement over a pool (RGPU_POLICY)"},
     {"gpus", 1, 'n', ALL, "N", "GPUs the job asks for, 1 to 64 (RGPU_GPUS)"},
-    {"memory", 1, 'm', ALL, "SIZE", "memory the job reserves on each GPU, e.g. 4GiB "
-                                    "(RGPU_MEM_QUOTA); refused above the tenant's quota"},
-    {"share", 1, 'p', ALL, "P", "or that share of each GPU's memory, 0.5 or 50% "
-                                "(RGPU_MEM_SHARE); refused above the tenant's quota"},
-    {"output", 1, 'o', POOL, "json|wide", "JSON for scripts (docs/status-schema.md), or the "
-                                          "table with more columns"},
+    {"memory", 1, 'm', ALL, "SIZE",
+     "memory the job reserves on each GPU, e.g. 4GiB "
+     "(RGPU_MEM_QUOTA); refused above the tenant's quota"},
+    {"share", 1, 'p', ALL, "P",
+     "or that share of each GPU's memory, 0.5 or 50% "
+     "(RGPU_MEM_SHARE); refused above the tenant's quota"},
+    {"output", 1, 'o', POOL, "json|wide",
+     "JSON for scripts (docs/status-schema.md), or the "
+     "table with more columns"},
     {"json", 0, O_JSON, POOL, NULL, "the same as -o json"},
     {"no-headers", 0, O_NO_HEADERS, POOL, NULL, "the table without its header and notes"},
     {"query-gpu", 1, O_QUERY, RGPU_STATUS | RGPU_TOP, "FIELD,...",
@@ -110,8 +124,8 @@ static void usage_options(FILE *out, unsigned cmd)
         int col;
         if (!(defs[i].cmds & cmd))
             continue;
-        snprintf(left, sizeof(left), "%s--%s%s%s", defs[i].val < 256 ? "" : "    ",
-                 defs[i].name, defs[i].arg ? " " : "", defs[i].arg ? defs[i].arg : "");
+        snprintf(left, sizeof(left), "%s--%s%s%s", defs[i].val < 256 ? "" : "    ", defs[i].name,
+                 defs[i].arg ? " " : "", defs[i].arg ? defs[i].arg : "");
         if (defs[i].val < 256)
             fprintf(out, "  -%c, %s", defs[i].val, left);
         else
@@ -224,14 +238,22 @@ static int take(enum rgpu_cmd cmd, const struct opt_def *d, const char *v, struc
     enum sched_policy policy;
 
     switch (d->val) {
-    case 's': setenv("RGPU_SERVER", v, 1); break;
+    case 's':
+        setenv("RGPU_SERVER", v, 1);
+        break;
     case O_POOL:
         setenv("RGPU_POOL", v, 1);
         unsetenv("RGPU_SERVER"); /* RGPU_SERVER would win over the pool */
         break;
-    case O_CONFIG: setenv("RGPU_CONFIG", v, 1); break;
-    case O_TENANT: setenv("RGPU_TENANT", v, 1); break;
-    case O_TOKEN_FILE: setenv("RGPU_TOKEN_FILE", v, 1); break;
+    case O_CONFIG:
+        setenv("RGPU_CONFIG", v, 1);
+        break;
+    case O_TENANT:
+        setenv("RGPU_TENANT", v, 1);
+        break;
+    case O_TOKEN_FILE:
+        setenv("RGPU_TOKEN_FILE", v, 1);
+        break;
     case O_POLICY:
         if (!sched_policy_parse(v, &policy))
             form = "spread, pack or first";
@@ -268,8 +290,12 @@ static int take(enum rgpu_cmd cmd, const struct opt_def *d, const char *v, struc
         else
             form = "json or wide";
         break;
-    case O_JSON: o->output = RGPU_OUT_JSON; break;
-    case O_NO_HEADERS: o->no_headers = true; break;
+    case O_JSON:
+        o->output = RGPU_OUT_JSON;
+        break;
+    case O_NO_HEADERS:
+        o->no_headers = true;
+        break;
     case O_QUERY:
         if (v[0] == '\0' || strlen(v) >= sizeof(o->query))
             form = "fields separated by commas (rgpu status --help lists them)";
@@ -280,7 +306,9 @@ static int take(enum rgpu_cmd cmd, const struct opt_def *d, const char *v, struc
         if (!parse_format(v, o))
             form = "csv, with noheader and nounits if wanted: csv,noheader,nounits";
         break;
-    case O_ONCE: o->once = true; break;
+    case O_ONCE:
+        o->once = true;
+        break;
     case 'd':
         if (!parse_seconds(v, RGPU_INTERVAL_MIN, RGPU_INTERVAL_MAX, &o->interval))
             form = "seconds from 0.1 to 86400";
@@ -289,12 +317,13 @@ static int take(enum rgpu_cmd cmd, const struct opt_def *d, const char *v, struc
         if (!parse_long(v, 1, RGPU_COUNT_MAX, &o->count))
             form = "a whole number from 1 to 100000";
         break;
-    case O_BANDWIDTH: o->bandwidth = true; break;
+    case O_BANDWIDTH:
+        o->bandwidth = true;
+        break;
     }
     if (form == NULL)
         return 0;
-    fprintf(stderr, "rgpu %s: --%s %s: not valid (expected %s)\n", cmd_name(cmd), d->name, v,
-            form);
+    fprintf(stderr, "rgpu %s: --%s %s: not valid (expected %s)\n", cmd_name(cmd), d->name, v, form);
     return 2;
 }
 
@@ -328,8 +357,11 @@ int rgpu_parse_opts(enum rgpu_cmd cmd, int argc, char **argv, struct rgpu_opts *
             if (c == '?' && optopt != 0 && bad[0] == '-' && bad[1] != '-')
                 fprintf(stderr, "rgpu %s: unknown option -%c", cmd_name(cmd), optopt);
             else
-                fprintf(stderr, c == ':' ? "rgpu %s: %s needs a value" : "rgpu %s: unknown "
-                        "option %s", cmd_name(cmd), bad);
+                fprintf(stderr,
+                        c == ':' ? "rgpu %s: %s needs a value"
+                                 : "rgpu %s: unknown "
+                                   "option %s",
+                        cmd_name(cmd), bad);
             fprintf(stderr, " (rgpu %s --help lists the options)\n", cmd_name(cmd));
             return 2;
         }

@@ -322,12 +322,25 @@ static void ping_one(const struct cli_server *s, const struct cli_conf *conf,
 static void print_table(const struct rgpu_opts *opts, const struct cli_pool *pool,
                         const struct ping_result *res, int streams)
 {
-    enum { P_SERVER, P_MIN, P_P50, P_P90, P_P99, P_HTOD, P_DTOH, P_TCP, P_NAME, P_STREAMS,
-           P_COPY_ERROR, P_N };
-    static const char *const heads[P_N] = {"SERVER", "MIN", "P50", "P90", "P99", "HTOD", "DTOH",
-                                           "TCP-MAX", "SERVER-NAME", "STREAMS", "COPY-ERROR"};
-    static const bool right[P_N] = {false, true, true, true, true, true, true, true, false,
-                                    true, false};
+    enum {
+        P_SERVER,
+        P_MIN,
+        P_P50,
+        P_P90,
+        P_P99,
+        P_HTOD,
+        P_DTOH,
+        P_TCP,
+        P_NAME,
+        P_STREAMS,
+        P_COPY_ERROR,
+        P_N
+    };
+    static const char *const heads[P_N] = {"SERVER",      "MIN",     "P50",       "P90",
+                                           "P99",         "HTOD",    "DTOH",      "TCP-MAX",
+                                           "SERVER-NAME", "STREAMS", "COPY-ERROR"};
+    static const bool right[P_N] = {false, true, true,  true, true, true,
+                                    true,  true, false, true, false};
     bool wide = opts->output == RGPU_OUT_WIDE;
     int cols[P_N], ncols = 0;
     const char *head[P_N], *cells[P_N];

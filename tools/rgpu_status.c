@@ -20,26 +20,51 @@ static void on_interrupt(int sig)
 
 /* ---- the table --------------------------------------------------------------------------- */
 
-enum col { C_SERVER, C_GPU, C_NAME, C_MEMORY, C_FREE, C_RESERVED, C_USED, C_SESSIONS, C_UTIL,
-           C_SHARE, C_RTT, C_ADMIT, C_QUOTA, C_LIMIT, C_HOST, C_WHY, C_NCOLS };
+enum col {
+    C_SERVER,
+    C_GPU,
+    C_NAME,
+    C_MEMORY,
+    C_FREE,
+    C_RESERVED,
+    C_USED,
+    C_SESSIONS,
+    C_UTIL,
+    C_SHARE,
+    C_RTT,
+    C_ADMIT,
+    C_QUOTA,
+    C_LIMIT,
+    C_HOST,
+    C_WHY,
+    C_NCOLS
+};
 
 static const char *const heads[C_NCOLS] = {
-    "SERVER", "GPU", "NAME", "MEMORY", "FREE", "RESERVED", "USED", "SESSIONS", "UTIL", "SHARE", "RTT",
-    "ADMIT", "QUOTA", "TENANT-SESSIONS", "SERVER-NAME", "WHY-NOT"};
-static const bool right[C_NCOLS] = {false, true, false, true, true, true, true, true, true, true,
-                                    true, false, true, true, false, false};
+    "SERVER", "GPU",   "NAME", "MEMORY", "FREE",  "RESERVED",        "USED",        "SESSIONS",
+    "UTIL",   "SHARE", "RTT",  "ADMIT",  "QUOTA", "TENANT-SESSIONS", "SERVER-NAME", "WHY-NOT"};
+static const bool right[C_NCOLS] = {false, true, false, true,  true, true, true,  true,
+                                    true,  true, true,  false, true, true, false, false};
 
 static void gpu_row(struct rgpu_table *t, const struct cli_server *s, const Rgpu__ProbeGpu *g)
 {
     char gpu[16], total[16], avail[16], rsv[16], used[16], sess[32], util[16], share[32], rtt[16],
         quota[16], limit[32];
     const Rgpu__ProbeReply *r = s->reply;
-    const char *cells[C_NCOLS] = {s->addr, gpu, g->name ? g->name : "",
+    const char *cells[C_NCOLS] = {s->addr,
+                                  gpu,
+                                  g->name ? g->name : "",
                                   rgpu_bytes(g->total_mem, total, sizeof(total)),
                                   rgpu_bytes(g->available, avail, sizeof(avail)),
                                   rgpu_bytes(g->reserved, rsv, sizeof(rsv)),
-                                  rgpu_bytes(g->used, used, sizeof(used)), sess, util, share, rtt,
-                                  r->admit ? "yes" : "no", quota, limit,
+                                  rgpu_bytes(g->used, used, sizeof(used)),
+                                  sess,
+                                  util,
+                                  share,
+                                  rtt,
+                                  r->admit ? "yes" : "no",
+                                  quota,
+                                  limit,
                                   r->server_name ? r->server_name : "",
                                   r->admit ? "" : (r->why_not ? r->why_not : "")};
 
@@ -98,18 +123,38 @@ static void table(FILE *out, const struct rgpu_opts *opts, const struct cli_conf
 
 /* ---- --query-gpu (nvidia-smi's names and units) ------------------------------------------- */
 
-enum qfield { Q_SERVER, Q_SERVER_NAME, Q_INDEX, Q_NAME, Q_MEM_TOTAL, Q_MEM_FREE, Q_MEM_USED,
-              Q_MEM_RESERVED, Q_UTIL, Q_SESSIONS, Q_SESSIONS_TENANT, Q_ADMIT, Q_RTT, Q_COUNT };
+enum qfield {
+    Q_SERVER,
+    Q_SERVER_NAME,
+    Q_INDEX,
+    Q_NAME,
+    Q_MEM_TOTAL,
+    Q_MEM_FREE,
+    Q_MEM_USED,
+    Q_MEM_RESERVED,
+    Q_UTIL,
+    Q_SESSIONS,
+    Q_SESSIONS_TENANT,
+    Q_ADMIT,
+    Q_RTT,
+    Q_COUNT
+};
 
 static const struct {
     const char *name, *unit;
 } qfields[Q_COUNT] = {
-    [Q_SERVER] = {"server", NULL},          [Q_SERVER_NAME] = {"server.name", NULL},
-    [Q_INDEX] = {"index", NULL},            [Q_NAME] = {"name", NULL},
-    [Q_MEM_TOTAL] = {"memory.total", "MiB"}, [Q_MEM_FREE] = {"memory.free", "MiB"},
-    [Q_MEM_USED] = {"memory.used", "MiB"},  [Q_MEM_RESERVED] = {"memory.reserved", "MiB"},
-    [Q_UTIL] = {"utilization.gpu", "%"},    [Q_SESSIONS] = {"sessions", NULL},
-    [Q_SESSIONS_TENANT] = {"sessions.tenant", NULL}, [Q_ADMIT] = {"admit", NULL},
+    [Q_SERVER] = {"server", NULL},
+    [Q_SERVER_NAME] = {"server.name", NULL},
+    [Q_INDEX] = {"index", NULL},
+    [Q_NAME] = {"name", NULL},
+    [Q_MEM_TOTAL] = {"memory.total", "MiB"},
+    [Q_MEM_FREE] = {"memory.free", "MiB"},
+    [Q_MEM_USED] = {"memory.used", "MiB"},
+    [Q_MEM_RESERVED] = {"memory.reserved", "MiB"},
+    [Q_UTIL] = {"utilization.gpu", "%"},
+    [Q_SESSIONS] = {"sessions", NULL},
+    [Q_SESSIONS_TENANT] = {"sessions.tenant", NULL},
+    [Q_ADMIT] = {"admit", NULL},
     [Q_RTT] = {"rtt", "us"},
 };
 
@@ -146,20 +191,47 @@ static void csv_value(FILE *out, const struct rgpu_opts *opts, const struct cli_
     unsigned long long mib = 0;
 
     switch (f) {
-    case Q_SERVER: fputs(s->addr, out); return;
-    case Q_SERVER_NAME: fputs(r->server_name ? r->server_name : "", out); return;
-    case Q_INDEX: fprintf(out, "%d", g->index); return;
-    case Q_NAME: fputs(g->name ? g->name : "", out); return;
-    case Q_MEM_TOTAL: mib = g->total_mem >> 20; break;
-    case Q_MEM_FREE: mib = g->available >> 20; break;
-    case Q_MEM_USED: mib = g->used >> 20; break;
-    case Q_MEM_RESERVED: mib = g->reserved >> 20; break;
-    case Q_UTIL: fprintf(out, "%.0f", g->utilization * 100); break;
-    case Q_SESSIONS: fprintf(out, "%u", g->sessions); return;
-    case Q_SESSIONS_TENANT: fprintf(out, "%u", g->tenant_sessions); return;
-    case Q_ADMIT: fputs(r->admit ? "yes" : "no", out); return;
-    case Q_RTT: fprintf(out, "%.0f", s->rtt_ms * 1000); break;
-    case Q_COUNT: return;
+    case Q_SERVER:
+        fputs(s->addr, out);
+        return;
+    case Q_SERVER_NAME:
+        fputs(r->server_name ? r->server_name : "", out);
+        return;
+    case Q_INDEX:
+        fprintf(out, "%d", g->index);
+        return;
+    case Q_NAME:
+        fputs(g->name ? g->name : "", out);
+        return;
+    case Q_MEM_TOTAL:
+        mib = g->total_mem >> 20;
+        break;
+    case Q_MEM_FREE:
+        mib = g->available >> 20;
+        break;
+    case Q_MEM_USED:
+        mib = g->used >> 20;
+        break;
+    case Q_MEM_RESERVED:
+        mib = g->reserved >> 20;
+        break;
+    case Q_UTIL:
+        fprintf(out, "%.0f", g->utilization * 100);
+        break;
+    case Q_SESSIONS:
+        fprintf(out, "%u", g->sessions);
+        return;
+    case Q_SESSIONS_TENANT:
+        fprintf(out, "%u", g->tenant_sessions);
+        return;
+    case Q_ADMIT:
+        fputs(r->admit ? "yes" : "no", out);
+        return;
+    case Q_RTT:
+        fprintf(out, "%.0f", s->rtt_ms * 1000);
+        break;
+    case Q_COUNT:
+        return;
     }
     if (f >= Q_MEM_TOTAL && f <= Q_MEM_RESERVED)
         fprintf(out, "%llu", mib);
@@ -338,8 +410,9 @@ int rgpu_cmd_top(int argc, char **argv)
     pause.tv_nsec = (long)((opts.interval - (double)pause.tv_sec) * 1e9);
     while (!interrupted) {
         struct timespec left = pause;
-        rc = show(&opts, &conf, true, isatty(STDOUT_FILENO) && opts.output != RGPU_OUT_JSON &&
-                                          opts.output != RGPU_OUT_CSV);
+        rc = show(&opts, &conf, true,
+                  isatty(STDOUT_FILENO) && opts.output != RGPU_OUT_JSON &&
+                      opts.output != RGPU_OUT_CSV);
         while (!interrupted && nanosleep(&left, &left) != 0)
             ;
     }

@@ -7,8 +7,8 @@
 
 const struct transport_ops *transport_find(const char *name)
 {
-    static const struct transport_ops *const backends[] = {
-        &transport_tcp_ops, &transport_loop_ops, &transport_rdma_ops};
+    static const struct transport_ops *const backends[] = {&transport_tcp_ops, &transport_loop_ops,
+                                                           &transport_rdma_ops};
 
     if (name == NULL)
         return NULL;

@@ -24,9 +24,9 @@ struct loop_pending {
 
 struct loop_listener {
     struct transport_listener super;
-    struct loop_listener *next;     /* registry link */
+    struct loop_listener *next;       /* registry link */
     struct loop_pending *head, *tail; /* queued connections, oldest first */
-    int efd;                        /* eventfd (semaphore): count of queued connections */
+    int efd;                          /* eventfd (semaphore): count of queued connections */
     char name[LOOP_NAME_MAX];
 };
 
@@ -162,8 +162,7 @@ err_close:
     return status;
 }
 
-static rg_status_t loop_accept(struct transport_listener *listener,
-                               struct transport_conn **conn_p)
+static rg_status_t loop_accept(struct transport_listener *listener, struct transport_conn **conn_p)
 {
     struct loop_listener *ll = loop_listener_of(listener);
     struct loop_pending *p;
@@ -235,7 +234,7 @@ static void loop_listener_close(struct transport_listener *listener)
     free(ll);
 }
 
-#define LOOP_ACCESS_ALL                                                                       \
+#define LOOP_ACCESS_ALL                                                                            \
     (TRANSPORT_ACCESS_LOCAL_WRITE | TRANSPORT_ACCESS_REMOTE_READ | TRANSPORT_ACCESS_REMOTE_WRITE)
 
 static rg_status_t loop_mem_reg(struct transport_conn *conn, void *addr, size_t len,
@@ -290,13 +289,12 @@ static int loop_in_region(const struct transport_mr *mr, uint64_t addr, size_t l
 }
 
 /* Find the peer's region by key and check range and access; caller holds loop_lock. */
-static struct loop_mr *loop_find_remote(uint64_t raddr, uint32_t rkey, size_t len,
-                                        unsigned need)
+static struct loop_mr *loop_find_remote(uint64_t raddr, uint32_t rkey, size_t len, unsigned need)
 {
     for (struct loop_mr *lm = loop_mrs; lm != NULL; lm = lm->next)
         if (lm->super.key == rkey)
             return loop_in_region(&lm->super, raddr, len) && (lm->access & need) == need ? lm
-                                                                                        : NULL;
+                                                                                         : NULL;
     return NULL;
 }
 
@@ -317,8 +315,8 @@ static struct loop_mr *loop_find_local(const struct transport_mr *mr, uint64_t a
 }
 
 /* One-sided copy; to_remote selects write (local -> remote) or read (remote -> local). */
-static rg_status_t loop_copy(struct transport_mr *local, void *laddr, uint64_t raddr,
-                             uint32_t rkey, size_t len, int to_remote)
+static rg_status_t loop_copy(struct transport_mr *local, void *laddr, uint64_t raddr, uint32_t rkey,
+                             size_t len, int to_remote)
 {
     unsigned need = to_remote ? TRANSPORT_ACCESS_REMOTE_WRITE : TRANSPORT_ACCESS_REMOTE_READ;
     rg_status_t status = RG_OK;
@@ -345,14 +343,14 @@ static rg_status_t loop_copy(struct transport_mr *local, void *laddr, uint64_t r
     return status;
 }
 
-static rg_status_t loop_write(struct transport_conn *conn, struct transport_mr *local,
-                              void *laddr, uint64_t raddr, uint32_t rkey, size_t len)
+static rg_status_t loop_write(struct transport_conn *conn, struct transport_mr *local, void *laddr,
+                              uint64_t raddr, uint32_t rkey, size_t len)
 {
     return loop_copy(local, laddr, raddr, rkey, len, 1);
 }
 
-static rg_status_t loop_read(struct transport_conn *conn, struct transport_mr *local,
-                             void *laddr, uint64_t raddr, uint32_t rkey, size_t len)
+static rg_status_t loop_read(struct transport_conn *conn, struct transport_mr *local, void *laddr,
+                             uint64_t raddr, uint32_t rkey, size_t len)
 {
     return loop_copy(local, laddr, raddr, rkey, len, 0);
 }

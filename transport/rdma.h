@@ -43,7 +43,7 @@ rg_status_t transport_rdma_accept_secret(struct transport_listener *listener, co
 struct transport_side_listener;
 struct transport_rdma_offer {
     struct transport_side_listener *side; /* NULL: no offer */
-    char addr[128]; /* "ip:port" to name in the Welcome */
+    char addr[128];                       /* "ip:port" to name in the Welcome */
     uint8_t secret[RDMA_SECRET_LEN];
 };
 /* ctl_fd: the session's connected TCP socket (its local address is where we listen). On

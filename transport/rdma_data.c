@@ -384,7 +384,7 @@ rg_status_t rdma_recv(struct transport_conn *conn, void *buf, size_t len)
 {
     struct rdma_conn *c = rdma_conn_of(conn);
     int idle = c->recv_idle_ms;
-    int64_t deadline = idle > 0                ? rdma_now_ms() + idle
+    int64_t deadline = idle > 0               ? rdma_now_ms() + idle
                        : c->io_timeout_ms > 0 ? rdma_now_ms() + c->io_timeout_ms
                                               : 0;
     rg_status_t st = RG_OK;

@@ -121,8 +121,7 @@ static void sock_advance(const struct iovec *iov, int iovcnt, int *idx_p, size_t
     *off_p = off;
 }
 
-rg_status_t transport_sock_sendv(struct transport_conn *conn, const struct iovec *iov,
-                                 int iovcnt)
+rg_status_t transport_sock_sendv(struct transport_conn *conn, const struct iovec *iov, int iovcnt)
 {
     struct sock_conn *sc = sock_conn_of(conn);
     struct iovec batch[SOCK_IOV_BATCH];
@@ -255,7 +254,10 @@ rg_status_t transport_sock_recv(struct transport_conn *conn, void *buf, size_t l
     return RG_OK;
 }
 
-int transport_sock_fd(struct transport_conn *conn) { return sock_conn_of(conn)->fd; }
+int transport_sock_fd(struct transport_conn *conn)
+{
+    return sock_conn_of(conn)->fd;
+}
 
 void transport_sock_shutdown(struct transport_conn *conn)
 {
@@ -284,8 +286,8 @@ rg_status_t transport_nomem_reg(struct transport_conn *conn, void *addr, size_t 
 
 void transport_nomem_dereg(struct transport_mr *mr) {}
 
-rg_status_t transport_nomem_rw(struct transport_conn *conn, struct transport_mr *local,
-                               void *laddr, uint64_t raddr, uint32_t rkey, size_t len)
+rg_status_t transport_nomem_rw(struct transport_conn *conn, struct transport_mr *local, void *laddr,
+                               uint64_t raddr, uint32_t rkey, size_t len)
 {
     return RG_ERR_UNSUPPORTED;
 }

@@ -34,8 +34,7 @@ rg_status_t transport_sock_conn_new(const struct transport_ops *ops, int fd, con
                                     struct transport_conn **conn_p);
 
 /* Data-path slots shared by tcp and loop. */
-rg_status_t transport_sock_sendv(struct transport_conn *conn, const struct iovec *iov,
-                                 int iovcnt);
+rg_status_t transport_sock_sendv(struct transport_conn *conn, const struct iovec *iov, int iovcnt);
 rg_status_t transport_sock_recv(struct transport_conn *conn, void *buf, size_t len);
 int transport_sock_fd(struct transport_conn *conn);
 void transport_sock_shutdown(struct transport_conn *conn);
@@ -62,8 +61,8 @@ rg_status_t transport_noaccept_secret(struct transport_listener *listener, const
 rg_status_t transport_nomem_reg(struct transport_conn *conn, void *addr, size_t len,
                                 unsigned access, struct transport_mr **mr_p);
 void transport_nomem_dereg(struct transport_mr *mr);
-rg_status_t transport_nomem_rw(struct transport_conn *conn, struct transport_mr *local,
-                               void *laddr, uint64_t raddr, uint32_t rkey, size_t len);
+rg_status_t transport_nomem_rw(struct transport_conn *conn, struct transport_mr *local, void *laddr,
+                               uint64_t raddr, uint32_t rkey, size_t len);
 rg_status_t transport_nomem_reg_dmabuf(struct transport_conn *conn, int fd, uint64_t offset,
                                        size_t len, uint64_t iova, unsigned access,
                                        struct transport_mr **mr_p);

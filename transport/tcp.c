@@ -18,7 +18,7 @@
 #include "transport/sock.h"
 
 #define TCP_CONNECT_TIMEOUT_MS 5000
-#define TCP_BACKLOG 128
+#define TCP_BACKLOG            128
 
 struct tcp_listener {
     struct transport_listener super;
@@ -111,8 +111,7 @@ static int tcp_wait_connected(int fd, int64_t deadline)
 /* One connect attempt to one resolved address; the socket, or -1 with *err_p set. */
 static int tcp_connect_one(const struct addrinfo *ai, int64_t deadline, int *err_p)
 {
-    int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
-                    ai->ai_protocol);
+    int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol);
     int err = 0;
 
     if (fd < 0) {
@@ -194,8 +193,8 @@ static int tcp_bind_one(const struct addrinfo *ai, int *err_p)
 
 static rg_status_t tcp_listen(const char *addr, struct transport_listener **listener_p)
 {
-    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
-                             .ai_flags = AI_PASSIVE};
+    struct addrinfo hints = {
+        .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE};
     struct addrinfo *res;
     struct tcp_listener *tl;
     char host[NI_MAXHOST], port[NI_MAXSERV];

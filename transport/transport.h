@@ -98,9 +98,8 @@ struct transport_ops {
      * Free with mem_dereg. RG_ERR_UNSUPPORTED where the backend (tcp, loop) or the host's
      * library cannot; RG_ERR_IO when the registration itself fails, errno left as the
      * library set it (not logged: the caller says what it falls back to). */
-    rg_status_t (*mem_reg_dmabuf)(struct transport_conn *conn, int fd, uint64_t offset,
-                                  size_t len, uint64_t iova, unsigned access,
-                                  struct transport_mr **mr_p);
+    rg_status_t (*mem_reg_dmabuf)(struct transport_conn *conn, int fd, uint64_t offset, size_t len,
+                                  uint64_t iova, unsigned access, struct transport_mr **mr_p);
     /* Spin up to us microseconds on a receive that finds no data before blocking (0: off);
      * a no-op without TRANSPORT_CAP_BUSY_POLL. */
     void (*set_busy_poll)(struct transport_conn *conn, unsigned us);
@@ -146,8 +145,9 @@ rg_status_t transport_tcp_adopt_fd(int fd, struct transport_conn **conn_p);
  * RG_ERR_IO if the address is unknown. */
 rg_status_t transport_local_any_port(int fd, char *addr, size_t len);
 
-/* Busy polling (backends with TRANSPORT_CAP_BUSY_POLL; all three have it): a receive that finds no data spins for up to us
- * microseconds before it blocks, trading a CPU core for lower latency. 0 (default) = off. */
+/* Busy polling (backends with TRANSPORT_CAP_BUSY_POLL; all three have it): a receive that finds no
+ * data spins for up to us microseconds before it blocks, trading a CPU core for lower latency. 0
+ * (default) = off. */
 void transport_set_busy_poll(struct transport_conn *conn, unsigned us);
 
 /* Wait until a receive on conn would return at least one byte at once (data buffered in the
@@ -172,9 +172,18 @@ static inline rg_status_t transport_recv(struct transport_conn *c, void *buf, si
 {
     return c->ops->recv(c, buf, len);
 }
-static inline int transport_fd(struct transport_conn *c) { return c->ops->fd(c); }
-static inline void transport_shutdown(struct transport_conn *c) { c->ops->shutdown(c); }
-static inline void transport_close(struct transport_conn *c) { c->ops->close(c); }
+static inline int transport_fd(struct transport_conn *c)
+{
+    return c->ops->fd(c);
+}
+static inline void transport_shutdown(struct transport_conn *c)
+{
+    c->ops->shutdown(c);
+}
+static inline void transport_close(struct transport_conn *c)
+{
+    c->ops->close(c);
+}
 static inline rg_status_t transport_set_recv_idle(struct transport_conn *c, int ms)
 {
     return c->ops->set_recv_idle(c, ms);

@@ -80,7 +80,6 @@ CUresult cli_module_walk(CUcontext ctx, CUmodule mod, cli_function_visitor visit
 CUresult cli_peer_copy(CUdeviceptr dst, bool dst_dev, CUdeviceptr src, bool src_dev, size_t n,
                        CUstream stream, bool per_thread);
 bool cli_peer_bulk_ok(void);
-CUresult cli_peer_wait_event(struct cli_ctx *stream_ctx, struct cli_ctx *event_ctx,
-                             CUevent event);
+CUresult cli_peer_wait_event(struct cli_ctx *stream_ctx, struct cli_ctx *event_ctx, CUevent event);
 
 #endif

@@ -142,8 +142,8 @@ CLI_EXPORT CUresult cuArrayGetDescriptor_v2(CUDA_ARRAY_DESCRIPTOR *d, CUarray ar
         return CUDA_ERROR_INVALID_HANDLE;
     if (d == NULL || a->desc.Depth != 0) /* a 3D or layered array has no 2D descriptor */
         return CUDA_ERROR_INVALID_VALUE;
-    *d = (CUDA_ARRAY_DESCRIPTOR){a->desc.Width, a->desc.Height, a->desc.Format,
-                                 a->desc.NumChannels};
+    *d =
+        (CUDA_ARRAY_DESCRIPTOR){a->desc.Width, a->desc.Height, a->desc.Format, a->desc.NumChannels};
     return CUDA_SUCCESS;
 }
 
@@ -174,9 +174,12 @@ static CUresult resource_wire(const CUDA_RESOURCE_DESC *r, CUDA_RESOURCE_DESC *w
         wire->res.array.hArray = NULL;
         return CUDA_SUCCESS;
     case CU_RESOURCE_TYPE_LINEAR:
-    case CU_RESOURCE_TYPE_PITCH2D: return CUDA_SUCCESS; /* device addresses are the server's */
-    case CU_RESOURCE_TYPE_MIPMAPPED_ARRAY: return cli_unsupported("mipmapped arrays");
-    default: return CUDA_ERROR_INVALID_VALUE;
+    case CU_RESOURCE_TYPE_PITCH2D:
+        return CUDA_SUCCESS; /* device addresses are the server's */
+    case CU_RESOURCE_TYPE_MIPMAPPED_ARRAY:
+        return cli_unsupported("mipmapped arrays");
+    default:
+        return CUDA_ERROR_INVALID_VALUE;
     }
 }
 
@@ -284,7 +287,10 @@ CLI_EXPORT CUresult cuTexObjectCreate(CUtexObject *out, const CUDA_RESOURCE_DESC
     return object_create(out, r, tex, view);
 }
 
-CLI_EXPORT CUresult cuTexObjectDestroy(CUtexObject t) { return object_destroy(t, false); }
+CLI_EXPORT CUresult cuTexObjectDestroy(CUtexObject t)
+{
+    return object_destroy(t, false);
+}
 
 CLI_EXPORT CUresult cuTexObjectGetResourceDesc(CUDA_RESOURCE_DESC *r, CUtexObject t)
 {
@@ -323,7 +329,10 @@ CLI_EXPORT CUresult cuSurfObjectCreate(CUsurfObject *out, const CUDA_RESOURCE_DE
     return object_create(out, r, NULL, NULL);
 }
 
-CLI_EXPORT CUresult cuSurfObjectDestroy(CUsurfObject s) { return object_destroy(s, true); }
+CLI_EXPORT CUresult cuSurfObjectDestroy(CUsurfObject s)
+{
+    return object_destroy(s, true);
+}
 
 CLI_EXPORT CUresult cuSurfObjectGetResourceDesc(CUDA_RESOURCE_DESC *r, CUsurfObject s)
 {

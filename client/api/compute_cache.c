@@ -29,10 +29,10 @@
 #include "client/api/api.h"
 #include "common/sha256.h"
 
-#define CC_MISS 500             /* what the driver's lookup returns on a miss */
-#define CC_INPUT_MAX (1u << 30) /* a larger input is not cached */
+#define CC_MISS        500        /* what the driver's lookup returns on a miss */
+#define CC_INPUT_MAX   (1u << 30) /* a larger input is not cached */
 #define CC_DEFAULT_MAX (256ull << 20)
-#define CC_MAGIC "RGPUCC1"
+#define CC_MAGIC       "RGPUCC1"
 
 struct cc_handle {
     uint8_t key[RG_SHA256_LEN];
@@ -247,7 +247,8 @@ static int cc_store(void *handle, uint64_t unused, const void *data, uint64_t le
         return CUDA_SUCCESS;
     memcpy(hd.key, c->key, sizeof(hd.key));
     entry_path(c->key, path, sizeof(path));
-    snprintf(tmp, sizeof(tmp), "%s/.tmp.%d.%lx", cc.dir, (int)getpid(), (unsigned long)pthread_self());
+    snprintf(tmp, sizeof(tmp), "%s/.tmp.%d.%lx", cc.dir, (int)getpid(),
+             (unsigned long)pthread_self());
     if ((fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600)) < 0)
         return CUDA_SUCCESS;
     ok = write(fd, &hd, sizeof(hd)) == (ssize_t)sizeof(hd) && write(fd, data, len) == (ssize_t)len;

@@ -130,13 +130,16 @@ CLI_EXPORT CUresult cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int *flags
 }
 
 /* The v1 ABIs of the three calls above take the same arguments. */
-#define CTX_V1_ALIAS(ret_fn, v1_name, params, args)                                            \
-    CLI_EXPORT CUresult cli_v1_##ret_fn params __asm__(v1_name);                               \
-    CLI_EXPORT CUresult cli_v1_##ret_fn params { return ret_fn args; }
+#define CTX_V1_ALIAS(ret_fn, v1_name, params, args)                                                \
+    CLI_EXPORT CUresult cli_v1_##ret_fn params __asm__(v1_name);                                   \
+    CLI_EXPORT CUresult cli_v1_##ret_fn params                                                     \
+    {                                                                                              \
+        return ret_fn args;                                                                        \
+    }
 CTX_V1_ALIAS(cuDevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease", (CUdevice d), (d))
 CTX_V1_ALIAS(cuDevicePrimaryCtxReset, "cuDevicePrimaryCtxReset", (CUdevice d), (d))
-CTX_V1_ALIAS(cuDevicePrimaryCtxSetFlags, "cuDevicePrimaryCtxSetFlags",
-             (CUdevice d, unsigned f), (d, f))
+CTX_V1_ALIAS(cuDevicePrimaryCtxSetFlags, "cuDevicePrimaryCtxSetFlags", (CUdevice d, unsigned f),
+             (d, f))
 
 /* ---- explicit contexts ------------------------------------------------------------------ */
 
@@ -180,8 +183,8 @@ CLI_EXPORT CUresult cuCtxCreate(CUcontext *pctx, CUctxCreateParams *params, unsi
     return ctx_create(pctx, flags, dev);
 }
 
-CLI_EXPORT CUresult cli_cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice dev)
-    __asm__("cuCtxCreate_v2");
+CLI_EXPORT CUresult cli_cuCtxCreate_v2(CUcontext *pctx, unsigned int flags,
+                                       CUdevice dev) __asm__("cuCtxCreate_v2");
 CLI_EXPORT CUresult cli_cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice dev)
 {
     return ctx_create(pctx, flags, dev);

@@ -5,10 +5,10 @@
 
 #include "client/api/api.h"
 
-#define NEED_INIT()                                                                            \
-    do {                                                                                       \
-        if (!cli_initialized())                                                                \
-            return CUDA_ERROR_NOT_INITIALIZED;                                                 \
+#define NEED_INIT()                                                                                \
+    do {                                                                                           \
+        if (!cli_initialized())                                                                    \
+            return CUDA_ERROR_NOT_INITIALIZED;                                                     \
     } while (0)
 
 CLI_EXPORT CUresult cuInit(unsigned int flags)

@@ -47,7 +47,10 @@ CLI_EXPORT CUresult cuEventDestroy(CUevent event)
 }
 
 CLI_EXPORT CUresult cli_cuEventDestroy_v1(CUevent e) __asm__("cuEventDestroy");
-CLI_EXPORT CUresult cli_cuEventDestroy_v1(CUevent e) { return cuEventDestroy(e); }
+CLI_EXPORT CUresult cli_cuEventDestroy_v1(CUevent e)
+{
+    return cuEventDestroy(e);
+}
 
 static CUresult event_record(CUevent event, CUstream stream, unsigned flags, bool per_thread)
 {
@@ -65,7 +68,10 @@ static CUresult event_record(CUevent event, CUstream stream, unsigned flags, boo
     return cli_call_async(&call);
 }
 
-CLI_EXPORT CUresult cuEventRecord(CUevent e, CUstream s) { return event_record(e, s, 0, false); }
+CLI_EXPORT CUresult cuEventRecord(CUevent e, CUstream s)
+{
+    return event_record(e, s, 0, false);
+}
 CLI_EXPORT CUresult cuEventRecord_ptsz(CUevent e, CUstream s)
 {
     return event_record(e, s, 0, true);
@@ -130,8 +136,8 @@ CLI_EXPORT CUresult cuEventElapsedTime(float *ms, CUevent start, CUevent end)
 }
 
 /* v1 (requested by cudart at version 2000) has the same signature. */
-CLI_EXPORT CUresult cli_cuEventElapsedTime_v1(float *ms, CUevent a, CUevent b)
-    __asm__("cuEventElapsedTime");
+CLI_EXPORT CUresult cli_cuEventElapsedTime_v1(float *ms, CUevent a,
+                                              CUevent b) __asm__("cuEventElapsedTime");
 CLI_EXPORT CUresult cli_cuEventElapsedTime_v1(float *ms, CUevent a, CUevent b)
 {
     return cuEventElapsedTime(ms, a, b);

@@ -11,7 +11,7 @@
 #include "client/api/md2.h"
 
 #define ET_SIZE(n) ((void *)(uintptr_t)((n) * sizeof(void *)))
-#define ET_FN(f) ((void *)(f))
+#define ET_FN(f)   ((void *)(f))
 
 /* ---- context helpers -------------------------------------------------------------------- */
 
@@ -78,10 +78,18 @@ static CUresult et_cudart_primary_ctx(CUcontext *pctx, CUdevice dev)
 
 static const void *const et_cudart_interface[13] = {
     ET_SIZE(13),
-    ET_FN(et_cudart_unsupported), ET_FN(et_cudart_primary_ctx), ET_FN(et_cudart_unsupported),
-    ET_FN(et_cudart_unsupported), ET_FN(et_cudart_unsupported), ET_FN(et_cudart_unsupported),
-    ET_FN(et_cudart_unsupported), ET_FN(et_cudart_unsupported), ET_FN(et_cudart_unsupported),
-    ET_FN(et_cudart_unsupported), ET_FN(et_cudart_unsupported), ET_FN(et_cudart_unsupported),
+    ET_FN(et_cudart_unsupported),
+    ET_FN(et_cudart_primary_ctx),
+    ET_FN(et_cudart_unsupported),
+    ET_FN(et_cudart_unsupported),
+    ET_FN(et_cudart_unsupported),
+    ET_FN(et_cudart_unsupported),
+    ET_FN(et_cudart_unsupported),
+    ET_FN(et_cudart_unsupported),
+    ET_FN(et_cudart_unsupported),
+    ET_FN(et_cudart_unsupported),
+    ET_FN(et_cudart_unsupported),
+    ET_FN(et_cudart_unsupported),
 };
 
 /* ---- TOOLS_RUNTIME_CALLBACK_HOOKS ------------------------------------------------------- */
@@ -103,8 +111,12 @@ static void et_hooks_buffer_b(void **ptr, size_t *size)
 
 static const void *const et_tools_hooks[7] = {
     ET_SIZE(7),
-    ET_FN(et_hooks_unsupported), ET_FN(et_hooks_buffer_a), ET_FN(et_hooks_unsupported),
-    ET_FN(et_hooks_unsupported), ET_FN(et_hooks_unsupported), ET_FN(et_hooks_buffer_b),
+    ET_FN(et_hooks_unsupported),
+    ET_FN(et_hooks_buffer_a),
+    ET_FN(et_hooks_unsupported),
+    ET_FN(et_hooks_unsupported),
+    ET_FN(et_hooks_unsupported),
+    ET_FN(et_hooks_buffer_b),
 };
 
 /* ---- TOOLS_TLS -------------------------------------------------------------------------- */
@@ -118,7 +130,10 @@ static CUresult et_tls_current_ctx(CUcontext *pctx)
 }
 
 static const void *const et_tools_tls[4] = {
-    ET_SIZE(4), ET_FN(et_tls_unsupported), ET_FN(et_tls_current_ctx), ET_FN(et_tls_unsupported),
+    ET_SIZE(4),
+    ET_FN(et_tls_unsupported),
+    ET_FN(et_tls_current_ctx),
+    ET_FN(et_tls_unsupported),
 };
 
 /* ---- CONTEXT_LOCAL_STORAGE -------------------------------------------------------------- */
@@ -229,7 +244,10 @@ static void cls_destroy(struct cli_ctx *ctx)
 }
 
 static const void *const et_context_local_storage[4] = {
-    ET_FN(et_cls_put), ET_FN(et_cls_delete), ET_FN(et_cls_get), NULL,
+    ET_FN(et_cls_put),
+    ET_FN(et_cls_delete),
+    ET_FN(et_cls_get),
+    NULL,
 };
 
 /* ---- CONTEXT_CHECKS --------------------------------------------------------------------- */
@@ -247,7 +265,10 @@ static CUresult et_checks_3(void)
 }
 
 static const void *const et_context_checks[4] = {
-    ET_SIZE(4), ET_FN(et_checks_unsupported), ET_FN(et_checks_ctx), ET_FN(et_checks_3),
+    ET_SIZE(4),
+    ET_FN(et_checks_unsupported),
+    ET_FN(et_checks_ctx),
+    ET_FN(et_checks_3),
 };
 
 /* ---- INTEGRITY_CHECK -------------------------------------------------------------------- */
@@ -255,12 +276,13 @@ static const void *const et_context_checks[4] = {
 static CUresult et_integrity(uint32_t version, uint64_t unix_secs, uint64_t out[2]);
 
 static const void *const et_integrity_check[3] = {
-    ET_SIZE(3), ET_FN(et_integrity), ET_FN(et_integrity_unsupported),
+    ET_SIZE(3),
+    ET_FN(et_integrity),
+    ET_FN(et_integrity_unsupported),
 };
 
 static const uint8_t et_integrity_key[16] = {
-    0x14, 0x6a, 0xdd, 0xae, 0x53, 0xa9, 0xa7, 0x52,
-    0xaa, 0x08, 0x41, 0x36, 0x0b, 0xf5, 0x5a, 0x9f,
+    0x14, 0x6a, 0xdd, 0xae, 0x53, 0xa9, 0xa7, 0x52, 0xaa, 0x08, 0x41, 0x36, 0x0b, 0xf5, 0x5a, 0x9f,
 };
 
 /* The hashed message: this header, then one et_integrity_dev per device. */
@@ -324,9 +346,10 @@ static CUresult et_integrity(uint32_t version, uint64_t unix_secs, uint64_t out[
         .unix_secs = unix_secs,
     };
     ndev = et_integrity_devices(devs, ET_INTEGRITY_MAX_DEVICES);
-    hmac_md2(et_integrity_key, sizeof(et_integrity_key),
-             (const struct md2_part[]){{&head, sizeof(head)}, {devs, (size_t)ndev * sizeof(devs[0])}}, 2,
-             mac);
+    hmac_md2(
+        et_integrity_key, sizeof(et_integrity_key),
+        (const struct md2_part[]){{&head, sizeof(head)}, {devs, (size_t)ndev * sizeof(devs[0])}}, 2,
+        mac);
     memcpy(out, mac, sizeof(mac));
     return CUDA_SUCCESS;
 }
@@ -412,9 +435,11 @@ struct et_entry {
     const void *const *table;
 };
 
-#define ET_UUID(a, b, c, d, e, f, g, h, i, j, k, l, m, n, o, p) \
-    {0x##a, 0x##b, 0x##c, 0x##d, 0x##e, 0x##f, 0x##g, 0x##h,     \
-     0x##i, 0x##j, 0x##k, 0x##l, 0x##m, 0x##n, 0x##o, 0x##p}
+#define ET_UUID(a, b, c, d, e, f, g, h, i, j, k, l, m, n, o, p)                                    \
+    {                                                                                              \
+        0x##a, 0x##b, 0x##c, 0x##d, 0x##e, 0x##f, 0x##g, 0x##h, 0x##i, 0x##j, 0x##k, 0x##l, 0x##m, \
+            0x##n, 0x##o, 0x##p                                                                    \
+    }
 
 static const struct et_entry et_tables[] = {
     {ET_UUID(6b, d5, fb, 6c, 5b, f4, e7, 4a, 89, 87, d9, 39, 12, fd, 9d, f9), et_cudart_interface},
@@ -427,7 +452,8 @@ static const struct et_entry et_tables[] = {
     {ET_UUID(21, 31, 8c, 60, 97, 14, 32, 48, 8c, a6, 41, ff, 73, 24, c8, f2), et_tools_ctx},
     {ET_UUID(17, 34, dc, 26, 80, 0d, 47, 45, 87, 26, c0, f1, e7, dd, 8b, ca), et_lt},
     {ET_UUID(6e, 16, 3f, be, b9, 58, 44, 4d, 83, 5c, e1, 82, af, f1, 99, 1e), et_tools_module},
-    {ET_UUID(da, 91, 51, d3, 3a, e6, cc, 41, a5, c0, 4f, 26, d5, 33, e3, 28), cli_compute_cache_table},
+    {ET_UUID(da, 91, 51, d3, 3a, e6, cc, 41, a5, c0, 4f, 26, d5, 33, e3, 28),
+     cli_compute_cache_table},
 };
 
 const void *cli_export_table(const CUuuid *id)

@@ -83,9 +83,8 @@ struct cli_node *cli_graph_node(struct cli_graph *g, uint64_t id, CUgraphNodeTyp
 }
 
 /* into: the graph to capture into (its dependency nodes in deps), or NULL for a new one. */
-static CUresult begin_capture_into(CUstream stream, struct cli_graph *into,
-                                   const CUgraphNode *deps, size_t ndeps, CUstreamCaptureMode mode,
-                                   bool per_thread)
+static CUresult begin_capture_into(CUstream stream, struct cli_graph *into, const CUgraphNode *deps,
+                                   size_t ndeps, CUstreamCaptureMode mode, bool per_thread)
 {
     uint64_t ids[64], capture = __atomic_fetch_add(&next_capture_id, 1, __ATOMIC_RELAXED);
     struct cli_call call = {CLI_ARGS(STREAM_BEGIN_CAPTURE, .stream = 0, .mode = mode)};
@@ -137,8 +136,8 @@ static CUresult begin_capture_to_graph(CUstream stream, CUgraph graph, const CUg
  * the worker is told graph id 0) or one minted while it captured, which the worker bound to
  * the capturing graph (or adopts now if it never did). The captured host part joins the
  * graph's; a minted graph goes if the capture failed. */
-static CUresult end_capture_into(struct cli_graph *into, bool minted, CUstream stream,
-                                 uint64_t sid, CUgraph *graph)
+static CUresult end_capture_into(struct cli_graph *into, bool minted, CUstream stream, uint64_t sid,
+                                 CUgraph *graph)
 {
     struct cli_call call = {
         CLI_ARGS(STREAM_END_CAPTURE, .stream = sid, .graph = minted ? into->h.id : 0)};
@@ -193,9 +192,15 @@ static CUresult end_capture(CUstream stream, CUgraph *graph, bool per_thread)
     return CUDA_SUCCESS;
 }
 
-#define CAPTURE_PAIR(name, impl, params, ...)                                                   \
-    CLI_EXPORT CUresult name params { return impl(__VA_ARGS__, false); }                        \
-    CLI_EXPORT CUresult name##_ptsz params { return impl(__VA_ARGS__, true); }
+#define CAPTURE_PAIR(name, impl, params, ...)                                                      \
+    CLI_EXPORT CUresult name params                                                                \
+    {                                                                                              \
+        return impl(__VA_ARGS__, false);                                                           \
+    }                                                                                              \
+    CLI_EXPORT CUresult name##_ptsz params                                                         \
+    {                                                                                              \
+        return impl(__VA_ARGS__, true);                                                            \
+    }
 
 CAPTURE_PAIR(cuStreamBeginCapture_v2, begin_capture, (CUstream s, CUstreamCaptureMode m), s, m)
 CAPTURE_PAIR(cuStreamEndCapture, end_capture, (CUstream s, CUgraph *g), s, g)
@@ -262,8 +267,8 @@ CLI_EXPORT CUresult cuGraphInstantiateWithFlags(CUgraphExec *exec, CUgraph graph
 }
 
 /* The older ABI (error node and log buffer): the same instantiation, nothing to report. */
-static CUresult instantiate_v1(CUgraphExec *exec, CUgraph graph, CUgraphNode *err_node,
-                               char *log, size_t log_size)
+static CUresult instantiate_v1(CUgraphExec *exec, CUgraph graph, CUgraphNode *err_node, char *log,
+                               size_t log_size)
 {
     if (err_node != NULL)
         *err_node = NULL;
@@ -274,15 +279,13 @@ static CUresult instantiate_v1(CUgraphExec *exec, CUgraph graph, CUgraphNode *er
 
 CLI_EXPORT CUresult cli_instantiate_v1(CUgraphExec *e, CUgraph g, CUgraphNode *n, char *l,
                                        size_t s) __asm__("cuGraphInstantiate");
-CLI_EXPORT CUresult cli_instantiate_v1(CUgraphExec *e, CUgraph g, CUgraphNode *n, char *l,
-                                       size_t s)
+CLI_EXPORT CUresult cli_instantiate_v1(CUgraphExec *e, CUgraph g, CUgraphNode *n, char *l, size_t s)
 {
     return instantiate_v1(e, g, n, l, s);
 }
 CLI_EXPORT CUresult cli_instantiate_v2(CUgraphExec *e, CUgraph g, CUgraphNode *n, char *l,
                                        size_t s) __asm__("cuGraphInstantiate_v2");
-CLI_EXPORT CUresult cli_instantiate_v2(CUgraphExec *e, CUgraph g, CUgraphNode *n, char *l,
-                                       size_t s)
+CLI_EXPORT CUresult cli_instantiate_v2(CUgraphExec *e, CUgraph g, CUgraphNode *n, char *l, size_t s)
 {
     return instantiate_v1(e, g, n, l, s);
 }
@@ -440,9 +443,9 @@ CLI_EXPORT CUresult cuGraphExecUpdate_v2(CUgraphExec exec, CUgraph graph,
     return res;
 }
 
-CLI_EXPORT CUresult cli_exec_update_v1(CUgraphExec e, CUgraph g, CUgraphNode *err_node,
-                                       CUgraphExecUpdateResult *result)
-    __asm__("cuGraphExecUpdate");
+CLI_EXPORT CUresult
+cli_exec_update_v1(CUgraphExec e, CUgraph g, CUgraphNode *err_node,
+                   CUgraphExecUpdateResult *result) __asm__("cuGraphExecUpdate");
 CLI_EXPORT CUresult cli_exec_update_v1(CUgraphExec e, CUgraph g, CUgraphNode *err_node,
                                        CUgraphExecUpdateResult *result)
 {
@@ -462,8 +465,8 @@ static CUresult graph_mem_call(unsigned op, CUdevice dev, uint64_t attr, bool se
 {
     uint64_t out[1] = {0};
     /* GRAPH_MEM_TRIM [dev] is GRAPH_MEM_ATTR's first argument alone */
-    struct cli_call call = {CLI_ARGS_AS(op, GRAPH_MEM_ATTR, .dev = (uint64_t)cli_device_remote(dev), .attr = attr,
-                                        .set = set, .value = v ? *v : 0),
+    struct cli_call call = {CLI_ARGS_AS(op, GRAPH_MEM_ATTR, .dev = (uint64_t)cli_device_remote(dev),
+                                        .attr = attr, .set = set, .value = v ? *v : 0),
                             .out = out, .out_cap = 1};
     CUresult res = cli_need_ctx();
 

@@ -13,7 +13,7 @@ struct shadow_use {
     uint64_t shadow; /* server shadow id (PROTO_H_SHADOW) */
     void *host;      /* client memory it stands for */
     size_t len;
-    int dir;         /* 0: HtoD (filled before a launch), 1: DtoH (read after) */
+    int dir; /* 0: HtoD (filled before a launch), 1: DtoH (read after) */
 };
 
 struct host_call {
@@ -110,8 +110,8 @@ bool cli_capture_target_busy(const struct cli_graph *g);
  * for: the worker's answer, with the graph and node objects; the arrays stay valid until the
  * next query of the capture or its end. */
 CUresult cli_capture_query(CUstream stream, bool per_thread, CUstreamCaptureStatus *status,
-                           CUgraph *graph, const CUgraphNode **deps,
-                           const CUgraphEdgeData **edges, size_t *ndeps);
+                           CUgraph *graph, const CUgraphNode **deps, const CUgraphEdgeData **edges,
+                           size_t *ndeps);
 
 /* A node object of g with that wire id (made on first sight). */
 struct cli_node *cli_graph_node(struct cli_graph *g, uint64_t id, CUgraphNodeType type);

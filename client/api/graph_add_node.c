@@ -9,15 +9,14 @@
 #include "client/api/graph.h"
 
 #define MAX_BODIES 256
-#define MAX_EDGES 64 /* as GRAPH_ADD_DEPS takes */
+#define MAX_EDGES  64 /* as GRAPH_ADD_DEPS takes */
 
 _Static_assert(sizeof(CUDA_KERNEL_NODE_PARAMS_v3) == sizeof(CUDA_KERNEL_NODE_PARAMS),
                "the v3 kernel node parameters are the v2 ones");
 
 /* The handle value is the driver's own: kernels take it by value and set it on the device. */
-CLI_EXPORT CUresult cuGraphConditionalHandleCreate(CUgraphConditionalHandle *handle,
-                                                   CUgraph graph, CUcontext ctx,
-                                                   unsigned int default_value,
+CLI_EXPORT CUresult cuGraphConditionalHandleCreate(CUgraphConditionalHandle *handle, CUgraph graph,
+                                                   CUcontext ctx, unsigned int default_value,
                                                    unsigned int flags)
 {
     struct cli_graph *g = cli_handle_check(graph, PROTO_H_GRAPH);
@@ -99,11 +98,14 @@ static CUresult add_conditional(CUgraphNode *node_p, CUgraph graph, const CUgrap
     return CUDA_SUCCESS;
 }
 
-static CUresult add_memset(CUgraphNode *node, CUgraph graph, const CUgraphNode *deps,
-                           size_t ndeps, const CUDA_MEMSET_NODE_PARAMS_v2 *p)
+static CUresult add_memset(CUgraphNode *node, CUgraph graph, const CUgraphNode *deps, size_t ndeps,
+                           const CUDA_MEMSET_NODE_PARAMS_v2 *p)
 {
-    CUDA_MEMSET_NODE_PARAMS mp = {.dst = p->dst, .pitch = p->pitch, .value = p->value,
-                                  .elementSize = p->elementSize, .width = p->width,
+    CUDA_MEMSET_NODE_PARAMS mp = {.dst = p->dst,
+                                  .pitch = p->pitch,
+                                  .value = p->value,
+                                  .elementSize = p->elementSize,
+                                  .width = p->width,
                                   .height = p->height};
 
     return cuGraphAddMemsetNode(node, graph, deps, ndeps, &mp, p->ctx);
@@ -112,7 +114,8 @@ static CUresult add_memset(CUgraphNode *node, CUgraph graph, const CUgraphNode *
 static CUresult add_mem_alloc(CUgraphNode *node, CUgraph graph, const CUgraphNode *deps,
                               size_t ndeps, CUDA_MEM_ALLOC_NODE_PARAMS_v2 *p)
 {
-    CUDA_MEM_ALLOC_NODE_PARAMS ap = {.poolProps = p->poolProps, .accessDescs = p->accessDescs,
+    CUDA_MEM_ALLOC_NODE_PARAMS ap = {.poolProps = p->poolProps,
+                                     .accessDescs = p->accessDescs,
                                      .accessDescCount = p->accessDescCount,
                                      .bytesize = p->bytesize};
     CUresult res = cuGraphAddMemAllocNode(node, graph, deps, ndeps, &ap);
@@ -132,7 +135,8 @@ static CUresult add_any(CUgraphNode *node, CUgraph graph, const CUgraphNode *dep
     case CU_GRAPH_NODE_TYPE_MEMCPY:
         return cuGraphAddMemcpyNode(node, graph, deps, ndeps, &p->memcpy.copyParams,
                                     p->memcpy.copyCtx);
-    case CU_GRAPH_NODE_TYPE_MEMSET: return add_memset(node, graph, deps, ndeps, &p->memset);
+    case CU_GRAPH_NODE_TYPE_MEMSET:
+        return add_memset(node, graph, deps, ndeps, &p->memset);
     case CU_GRAPH_NODE_TYPE_HOST: {
         CUDA_HOST_NODE_PARAMS hp = {.fn = p->host.fn, .userData = p->host.userData};
         return cuGraphAddHostNode(node, graph, deps, ndeps, &hp);
@@ -141,17 +145,20 @@ static CUresult add_any(CUgraphNode *node, CUgraph graph, const CUgraphNode *dep
         if (p->graph.ownership != CU_GRAPH_CHILD_GRAPH_OWNERSHIP_CLONE)
             return cli_unsupported("child graph nodes that take their graph (ownership move)");
         return cuGraphAddChildGraphNode(node, graph, deps, ndeps, p->graph.graph);
-    case CU_GRAPH_NODE_TYPE_EMPTY: return cuGraphAddEmptyNode(node, graph, deps, ndeps);
+    case CU_GRAPH_NODE_TYPE_EMPTY:
+        return cuGraphAddEmptyNode(node, graph, deps, ndeps);
     case CU_GRAPH_NODE_TYPE_WAIT_EVENT:
         return cuGraphAddEventWaitNode(node, graph, deps, ndeps, p->eventWait.event);
     case CU_GRAPH_NODE_TYPE_EVENT_RECORD:
         return cuGraphAddEventRecordNode(node, graph, deps, ndeps, p->eventRecord.event);
-    case CU_GRAPH_NODE_TYPE_MEM_ALLOC: return add_mem_alloc(node, graph, deps, ndeps, &p->alloc);
+    case CU_GRAPH_NODE_TYPE_MEM_ALLOC:
+        return add_mem_alloc(node, graph, deps, ndeps, &p->alloc);
     case CU_GRAPH_NODE_TYPE_MEM_FREE:
         return cuGraphAddMemFreeNode(node, graph, deps, ndeps, p->free.dptr);
     case CU_GRAPH_NODE_TYPE_CONDITIONAL:
         return add_conditional(node, graph, deps, ndeps, &p->conditional);
-    default: return cli_unsupported("graph nodes of this type (semaphores, batch memory ops)");
+    default:
+        return cli_unsupported("graph nodes of this type (semaphores, batch memory ops)");
     }
 }
 
@@ -183,12 +190,11 @@ CLI_EXPORT CUresult cuGraphAddNode_v2(CUgraphNode *node, CUgraph graph, const CU
 }
 
 /* CUDA 12.2's form, without edge data. */
-CLI_EXPORT CUresult cli_graph_add_node_v1(CUgraphNode *node, CUgraph graph,
-                                          const CUgraphNode *deps, size_t ndeps,
+CLI_EXPORT CUresult cli_graph_add_node_v1(CUgraphNode *node, CUgraph graph, const CUgraphNode *deps,
+                                          size_t ndeps,
                                           CUgraphNodeParams *params) __asm__("cuGraphAddNode");
-CLI_EXPORT CUresult cli_graph_add_node_v1(CUgraphNode *node, CUgraph graph,
-                                          const CUgraphNode *deps, size_t ndeps,
-                                          CUgraphNodeParams *params)
+CLI_EXPORT CUresult cli_graph_add_node_v1(CUgraphNode *node, CUgraph graph, const CUgraphNode *deps,
+                                          size_t ndeps, CUgraphNodeParams *params)
 {
     return cuGraphAddNode_v2(node, graph, deps, NULL, ndeps, params);
 }

@@ -15,10 +15,10 @@
 struct capture_target {
     uint64_t capture;
     struct cli_graph *graph;
-    bool minted;             /* made for this capture (not the application's graph) */
-    bool bound;              /* the worker knows it (always, for the application's graph) */
-    CUgraphNode *deps;       /* the last query's answer: valid until the next query on the */
-    CUgraphEdgeData *edges;  /* capture or its end */
+    bool minted;            /* made for this capture (not the application's graph) */
+    bool bound;             /* the worker knows it (always, for the application's graph) */
+    CUgraphNode *deps;      /* the last query's answer: valid until the next query on the */
+    CUgraphEdgeData *edges; /* capture or its end */
 };
 
 static pthread_mutex_t target_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -117,8 +117,7 @@ static struct capture_target *target_get(uint64_t capture)
 }
 
 /* The worker's out[status, n, (id, type, edge) x n] kept as t's arrays; their length in *n_p. */
-static CUresult deps_keep(struct capture_target *t, const uint64_t *out, unsigned nout,
-                          size_t *n_p)
+static CUresult deps_keep(struct capture_target *t, const uint64_t *out, unsigned nout, size_t *n_p)
 {
     size_t n = out[1];
     CUgraphNode *deps;
@@ -130,8 +129,7 @@ static CUresult deps_keep(struct capture_target *t, const uint64_t *out, unsigne
     edges = calloc(n + 1, sizeof(*edges));
     for (size_t i = 0; deps != NULL && edges != NULL && i < n; i++) {
         const uint64_t *o = &out[2 + 3 * i];
-        if ((deps[i] = (CUgraphNode)cli_graph_node(t->graph, o[0], (CUgraphNodeType)o[1])) ==
-            NULL)
+        if ((deps[i] = (CUgraphNode)cli_graph_node(t->graph, o[0], (CUgraphNodeType)o[1])) == NULL)
             break;
         memcpy(&edges[i], &o[2], sizeof(edges[i]));
     }
@@ -148,8 +146,8 @@ static CUresult deps_keep(struct capture_target *t, const uint64_t *out, unsigne
 }
 
 CUresult cli_capture_query(CUstream stream, bool per_thread, CUstreamCaptureStatus *status,
-                           CUgraph *graph, const CUgraphNode **deps,
-                           const CUgraphEdgeData **edges, size_t *ndeps)
+                           CUgraph *graph, const CUgraphNode **deps, const CUgraphEdgeData **edges,
+                           size_t *ndeps)
 {
     struct cli_call call = {CLI_ARGS(STREAM_GET_CAPTURE_INFO), .out_cap = 2 + 3 * MAX_QUERY_DEPS};
     struct capture_target *t;
@@ -227,25 +225,24 @@ CLI_EXPORT CUresult cuStreamUpdateCaptureDependencies_v2(CUstream s, CUgraphNode
 }
 
 CLI_EXPORT CUresult cuStreamUpdateCaptureDependencies_v2_ptsz(CUstream s, CUgraphNode *d,
-                                                              const CUgraphEdgeData *e,
-                                                              size_t n, unsigned int flags)
+                                                              const CUgraphEdgeData *e, size_t n,
+                                                              unsigned int flags)
 {
     return update_deps(s, d, e, n, flags, true);
 }
 
 /* CUDA 11.3's form, without edge data, under its own symbol names. */
-CLI_EXPORT CUresult cli_update_deps_v1(CUstream s, CUgraphNode *d, size_t n, unsigned flags)
-    __asm__("cuStreamUpdateCaptureDependencies");
+CLI_EXPORT CUresult cli_update_deps_v1(CUstream s, CUgraphNode *d, size_t n,
+                                       unsigned flags) __asm__("cuStreamUpdateCaptureDependencies");
 CLI_EXPORT CUresult cli_update_deps_v1(CUstream s, CUgraphNode *d, size_t n, unsigned flags)
 {
     return update_deps(s, d, NULL, n, flags, false);
 }
 
-CLI_EXPORT CUresult cli_update_deps_v1_ptsz(CUstream s, CUgraphNode *d, size_t n,
-                                            unsigned flags)
-    __asm__("cuStreamUpdateCaptureDependencies_ptsz");
-CLI_EXPORT CUresult cli_update_deps_v1_ptsz(CUstream s, CUgraphNode *d, size_t n,
-                                            unsigned flags)
+CLI_EXPORT CUresult
+cli_update_deps_v1_ptsz(CUstream s, CUgraphNode *d, size_t n,
+                        unsigned flags) __asm__("cuStreamUpdateCaptureDependencies_ptsz");
+CLI_EXPORT CUresult cli_update_deps_v1_ptsz(CUstream s, CUgraphNode *d, size_t n, unsigned flags)
 {
     return update_deps(s, d, NULL, n, flags, true);
 }

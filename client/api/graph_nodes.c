@@ -119,10 +119,9 @@ CLI_EXPORT CUresult cuGraphAddKernelNode_v2(CUgraphNode *node, CUgraph graph,
 }
 
 /* CUDA 11's parameters are a prefix of the v2 structure. */
-CLI_EXPORT CUresult cli_add_kernel_node_v1(CUgraphNode *node, CUgraph graph,
-                                           const CUgraphNode *deps, size_t ndeps,
-                                           const CUDA_KERNEL_NODE_PARAMS_v1 *p)
-    __asm__("cuGraphAddKernelNode");
+CLI_EXPORT CUresult
+cli_add_kernel_node_v1(CUgraphNode *node, CUgraph graph, const CUgraphNode *deps, size_t ndeps,
+                       const CUDA_KERNEL_NODE_PARAMS_v1 *p) __asm__("cuGraphAddKernelNode");
 CLI_EXPORT CUresult cli_add_kernel_node_v1(CUgraphNode *node, CUgraph graph,
                                            const CUgraphNode *deps, size_t ndeps,
                                            const CUDA_KERNEL_NODE_PARAMS_v1 *p)
@@ -135,9 +134,9 @@ CLI_EXPORT CUresult cli_add_kernel_node_v1(CUgraphNode *node, CUgraph graph,
     return cuGraphAddKernelNode_v2(node, graph, deps, ndeps, &v2);
 }
 
-CLI_EXPORT CUresult cuGraphAddMemsetNode(CUgraphNode *node, CUgraph graph,
-                                         const CUgraphNode *deps, size_t ndeps,
-                                         const CUDA_MEMSET_NODE_PARAMS *p, CUcontext ctx)
+CLI_EXPORT CUresult cuGraphAddMemsetNode(CUgraphNode *node, CUgraph graph, const CUgraphNode *deps,
+                                         size_t ndeps, const CUDA_MEMSET_NODE_PARAMS *p,
+                                         CUcontext ctx)
 {
     struct node_spec spec = {.type = CU_GRAPH_NODE_TYPE_MEMSET};
 
@@ -150,9 +149,9 @@ CLI_EXPORT CUresult cuGraphAddMemsetNode(CUgraphNode *node, CUgraph graph,
 
 /* One end of a copy as [kind, value, pitch]: a device address, or a shadow of the client host
  * memory it covers (recorded in the graph's host part with direction dir). */
-static CUresult copy_end(struct cli_graph *g, CUmemorytype type, CUdeviceptr dev,
-                         const void *host, size_t x, size_t y, size_t pitch, size_t width,
-                         size_t height, int dir, uint64_t *out)
+static CUresult copy_end(struct cli_graph *g, CUmemorytype type, CUdeviceptr dev, const void *host,
+                         size_t x, size_t y, size_t pitch, size_t width, size_t height, int dir,
+                         uint64_t *out)
 {
     if (type == CU_MEMORYTYPE_UNIFIED)
         type = cli_dev_lookup(dev, NULL, NULL) ? CU_MEMORYTYPE_DEVICE : CU_MEMORYTYPE_HOST,
@@ -163,8 +162,7 @@ static CUresult copy_end(struct cli_graph *g, CUmemorytype type, CUdeviceptr dev
     }
     if (type != CU_MEMORYTYPE_HOST || host == NULL)
         return cli_unsupported("graph copy nodes with CUDA arrays");
-    struct shadow_use u = {0, (uint8_t *)host + x + y * pitch,
-                           (height - 1) * pitch + width, dir};
+    struct shadow_use u = {0, (uint8_t *)host + x + y * pitch, (height - 1) * pitch + width, dir};
     bool ok;
     if ((u.shadow = graph_shadow_new(u.len)) == 0)
         return CUDA_ERROR_OUT_OF_MEMORY;
@@ -175,9 +173,8 @@ static CUresult copy_end(struct cli_graph *g, CUmemorytype type, CUdeviceptr dev
     return ok ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
 }
 
-CLI_EXPORT CUresult cuGraphAddMemcpyNode(CUgraphNode *node, CUgraph graph,
-                                         const CUgraphNode *deps, size_t ndeps,
-                                         const CUDA_MEMCPY3D *c, CUcontext ctx)
+CLI_EXPORT CUresult cuGraphAddMemcpyNode(CUgraphNode *node, CUgraph graph, const CUgraphNode *deps,
+                                         size_t ndeps, const CUDA_MEMCPY3D *c, CUcontext ctx)
 {
     struct cli_graph *g = cli_handle_check(graph, PROTO_H_GRAPH);
     struct node_spec spec = {.type = CU_GRAPH_NODE_TYPE_MEMCPY};
@@ -205,9 +202,8 @@ CLI_EXPORT CUresult cuGraphAddMemcpyNode(CUgraphNode *node, CUgraph graph,
     return cli_graph_add_node(node, graph, deps, ndeps, &spec);
 }
 
-CLI_EXPORT CUresult cuGraphAddHostNode(CUgraphNode *node, CUgraph graph,
-                                       const CUgraphNode *deps, size_t ndeps,
-                                       const CUDA_HOST_NODE_PARAMS *p)
+CLI_EXPORT CUresult cuGraphAddHostNode(CUgraphNode *node, CUgraph graph, const CUgraphNode *deps,
+                                       size_t ndeps, const CUDA_HOST_NODE_PARAMS *p)
 {
     struct cli_graph *g = cli_handle_check(graph, PROTO_H_GRAPH);
     struct node_spec spec = {.type = CU_GRAPH_NODE_TYPE_HOST};
@@ -220,22 +216,21 @@ CLI_EXPORT CUresult cuGraphAddHostNode(CUgraphNode *node, CUgraph graph,
     if ((res = cli_graph_add_node(node, graph, deps, ndeps, &spec)) != CUDA_SUCCESS)
         return res;
     pthread_mutex_lock(&g->lock);
-    res = graph_host_add_fn(&g->host, p->fn, p->userData) ? CUDA_SUCCESS
-                                                           : CUDA_ERROR_OUT_OF_MEMORY;
+    res = graph_host_add_fn(&g->host, p->fn, p->userData) ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
     pthread_mutex_unlock(&g->lock);
     return res;
 }
 
-CLI_EXPORT CUresult cuGraphAddEmptyNode(CUgraphNode *node, CUgraph graph,
-                                        const CUgraphNode *deps, size_t ndeps)
+CLI_EXPORT CUresult cuGraphAddEmptyNode(CUgraphNode *node, CUgraph graph, const CUgraphNode *deps,
+                                        size_t ndeps)
 {
     struct node_spec spec = {.type = CU_GRAPH_NODE_TYPE_EMPTY};
 
     return cli_graph_add_node(node, graph, deps, ndeps, &spec);
 }
 
-static CUresult event_node(CUgraphNode *node, CUgraph graph, const CUgraphNode *deps,
-                           size_t ndeps, CUevent event, CUgraphNodeType type)
+static CUresult event_node(CUgraphNode *node, CUgraph graph, const CUgraphNode *deps, size_t ndeps,
+                           CUevent event, CUgraphNodeType type)
 {
     struct cli_handle *e = cli_handle_check(event, PROTO_H_EVENT);
     struct node_spec spec = {.type = type};
@@ -259,8 +254,7 @@ CLI_EXPORT CUresult cuGraphAddEventWaitNode(CUgraphNode *node, CUgraph graph,
 }
 
 CLI_EXPORT CUresult cuGraphAddChildGraphNode(CUgraphNode *node, CUgraph graph,
-                                             const CUgraphNode *deps, size_t ndeps,
-                                             CUgraph child)
+                                             const CUgraphNode *deps, size_t ndeps, CUgraph child)
 {
     struct cli_graph *g = cli_handle_check(graph, PROTO_H_GRAPH);
     struct cli_graph *c = cli_handle_check(child, PROTO_H_GRAPH);
@@ -310,8 +304,8 @@ CLI_EXPORT CUresult cuGraphAddMemAllocNode(CUgraphNode *node, CUgraph graph,
     return CUDA_SUCCESS;
 }
 
-CLI_EXPORT CUresult cuGraphAddMemFreeNode(CUgraphNode *node, CUgraph graph,
-                                          const CUgraphNode *deps, size_t ndeps, CUdeviceptr d)
+CLI_EXPORT CUresult cuGraphAddMemFreeNode(CUgraphNode *node, CUgraph graph, const CUgraphNode *deps,
+                                          size_t ndeps, CUdeviceptr d)
 {
     struct node_spec spec = {.type = CU_GRAPH_NODE_TYPE_MEM_FREE};
 
@@ -347,8 +341,8 @@ bool cli_graph_edge_valid(const CUgraphEdgeData *e, CUgraphNodeType from, CUgrap
 
 /* Edge data goes along only when some edge is not a default one (a 1.1 worker refuses it). */
 CLI_EXPORT CUresult cuGraphAddDependencies_v2(CUgraph graph, const CUgraphNode *from,
-                                              const CUgraphNode *to,
-                                              const CUgraphEdgeData *edges, size_t n)
+                                              const CUgraphNode *to, const CUgraphEdgeData *edges,
+                                              size_t n)
 {
     struct cli_graph *g = cli_handle_check(graph, PROTO_H_GRAPH);
     uint64_t ids[3 * MAX_DEPS];
@@ -416,9 +410,9 @@ CLI_EXPORT CUresult cuGraphExecKernelNodeSetParams_v2(CUgraphExec exec, CUgraphN
     return cli_call_async(&call);
 }
 
-CLI_EXPORT CUresult cli_exec_kernel_set_v1(CUgraphExec exec, CUgraphNode node,
-                                           const CUDA_KERNEL_NODE_PARAMS_v1 *p)
-    __asm__("cuGraphExecKernelNodeSetParams");
+CLI_EXPORT CUresult cli_exec_kernel_set_v1(
+    CUgraphExec exec, CUgraphNode node,
+    const CUDA_KERNEL_NODE_PARAMS_v1 *p) __asm__("cuGraphExecKernelNodeSetParams");
 CLI_EXPORT CUresult cli_exec_kernel_set_v1(CUgraphExec exec, CUgraphNode node,
                                            const CUDA_KERNEL_NODE_PARAMS_v1 *p)
 {

@@ -17,8 +17,8 @@ static CUresult node_query(struct cli_graph *g, uint64_t node, unsigned what, CU
                            CUgraphEdgeData *edges, size_t *num)
 {
     size_t room = nodes == NULL ? 0 : (*num < QUERY_MAX ? *num : QUERY_MAX);
-    struct cli_call call = {CLI_ARGS(GRAPH_NODE_QUERY, .graph = g->h.id, .node = node,
-                                     .what = what, .max = room)};
+    struct cli_call call = {
+        CLI_ARGS(GRAPH_NODE_QUERY, .graph = g->h.id, .node = node, .what = what, .max = room)};
     uint64_t *out = calloc(1 + 3 * room, sizeof(*out));
     bool lossy = false;
     CUresult res;
@@ -86,15 +86,15 @@ CLI_EXPORT CUresult cuGraphNodeGetDependentNodes_v2(CUgraphNode node, CUgraphNod
 }
 
 /* CUDA 12's forms, without edge data. */
-CLI_EXPORT CUresult cli_node_deps_v1(CUgraphNode node, CUgraphNode *deps, size_t *num)
-    __asm__("cuGraphNodeGetDependencies");
+CLI_EXPORT CUresult cli_node_deps_v1(CUgraphNode node, CUgraphNode *deps,
+                                     size_t *num) __asm__("cuGraphNodeGetDependencies");
 CLI_EXPORT CUresult cli_node_deps_v1(CUgraphNode node, CUgraphNode *deps, size_t *num)
 {
     return node_neighbours(node, QUERY_DEPENDENCIES, deps, NULL, num);
 }
 
-CLI_EXPORT CUresult cli_node_dependents_v1(CUgraphNode node, CUgraphNode *dependents, size_t *num)
-    __asm__("cuGraphNodeGetDependentNodes");
+CLI_EXPORT CUresult cli_node_dependents_v1(CUgraphNode node, CUgraphNode *dependents,
+                                           size_t *num) __asm__("cuGraphNodeGetDependentNodes");
 CLI_EXPORT CUresult cli_node_dependents_v1(CUgraphNode node, CUgraphNode *dependents, size_t *num)
 {
     return node_neighbours(node, QUERY_DEPENDENTS, dependents, NULL, num);

@@ -5,8 +5,8 @@
 #include "client/api/module.h"
 
 #define FATBIN_WRAPPER_MAGIC 0x466243B1u
-#define FATBIN_MAGIC 0xBA55ED50u
-#define IMAGE_MAX ((size_t)1 << 32)
+#define FATBIN_MAGIC         0xBA55ED50u
+#define IMAGE_MAX            ((size_t)1 << 32)
 
 struct fatbin_wrapper {
     uint32_t magic;

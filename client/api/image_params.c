@@ -20,17 +20,17 @@
 
 #include "client/api/image_params.h"
 
-#define FATBIN_MAGIC 0xBA55ED50u
-#define FATBIN_KIND_ELF 2
-#define FATBIN_FLAGS_KNOWN 0x00ffull /* 64-bit, debug, Linux...; compression bits are above */
-#define EM_CUDA_ 190
-#define SHT_CUDA_INFO 0x70000000u
-#define INFO_PREFIX ".nv.info."
-#define EIFMT_SVAL 4
-#define EIATTR_PARAM_CBANK 0x0a
-#define EIATTR_KPARAM_INFO 0x17
+#define FATBIN_MAGIC            0xBA55ED50u
+#define FATBIN_KIND_ELF         2
+#define FATBIN_FLAGS_KNOWN      0x00ffull /* 64-bit, debug, Linux...; compression bits are above */
+#define EM_CUDA_                190
+#define SHT_CUDA_INFO           0x70000000u
+#define INFO_PREFIX             ".nv.info."
+#define EIFMT_SVAL              4
+#define EIATTR_PARAM_CBANK      0x0a
+#define EIATTR_KPARAM_INFO      0x17
 #define EIATTR_CBANK_PARAM_SIZE 0x19
-#define PARAMS_MAX 1024
+#define PARAMS_MAX              1024
 /* Padding accepted between parameters. Offsets are relative to the parameter bank, whose base
  * is not aligned as much as a grid-constant CUtensorMap (64 bytes): nvcc puts one after a char
  * at offset 112. A size too large for the record's 14 bits would leave a gap of 16 KiB or more. */
@@ -211,7 +211,8 @@ bool cli_image_kernel_params(const void *image, size_t len, const char *name, un
         return false;
     if (rd32(elf) == FATBIN_MAGIC && (elf = fatbin_elf(image, len, &len)) == NULL)
         return false;
-    if ((info = elf_info(elf, len, name, &info_len)) == NULL || !info_section(&kp, info, info_len)) {
+    if ((info = elf_info(elf, len, name, &info_len)) == NULL ||
+        !info_section(&kp, info, info_len)) {
         free(kp.off);
         free(kp.size);
         return false;

@@ -49,8 +49,7 @@ static bool opened_clashes(uintptr_t base, size_t size)
 }
 
 /* cuda.h maps cuIpcOpenMemHandle to the _v2 symbol; both have this signature. */
-CLI_EXPORT CUresult cuIpcOpenMemHandle(CUdeviceptr *dptr, CUipcMemHandle handle,
-                                       unsigned int flags)
+CLI_EXPORT CUresult cuIpcOpenMemHandle(CUdeviceptr *dptr, CUipcMemHandle handle, unsigned int flags)
 {
     uint64_t out[2];
     struct cli_call call = {CLI_ARGS(IPC_OPEN_MEM_HANDLE, .flags = flags), .data = &handle,
@@ -74,7 +73,7 @@ CLI_EXPORT CUresult cuIpcOpenMemHandle(CUdeviceptr *dptr, CUipcMemHandle handle,
         return CUDA_ERROR_MAP_FAILED;
     }
     addr_range_add(MEM_DEVICE, (uintptr_t)out[0], (size_t)out[1], cli_ctx_current(),
-                MEM_DEV_IPC_OPENED);
+                   MEM_DEV_IPC_OPENED);
     *dptr = (CUdeviceptr)out[0];
     return CUDA_SUCCESS;
 }

@@ -23,10 +23,18 @@ CUresult cli_jit_read(unsigned n, const CUjit_option *opts, void *const *vals, u
     for (unsigned i = 0; i < n; i++) {
         uintptr_t v = (uintptr_t)vals[i];
         switch (opts[i]) {
-        case CU_JIT_INFO_LOG_BUFFER: j->info = (char *)v; break;
-        case CU_JIT_ERROR_LOG_BUFFER: j->error = (char *)v; break;
-        case CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES: j->info_cap = clamp_cap(v); break;
-        case CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES: j->error_cap = clamp_cap(v); break;
+        case CU_JIT_INFO_LOG_BUFFER:
+            j->info = (char *)v;
+            break;
+        case CU_JIT_ERROR_LOG_BUFFER:
+            j->error = (char *)v;
+            break;
+        case CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES:
+            j->info_cap = clamp_cap(v);
+            break;
+        case CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES:
+            j->error_cap = clamp_cap(v);
+            break;
         default:
             if (!proto_jit_option_is_integer(opts[i]))
                 break;
@@ -61,10 +69,17 @@ void cli_jit_values_out(unsigned n, const CUjit_option *opts, void **vals, const
 {
     for (unsigned i = 0; i < n && nout >= 3; i++) {
         switch (opts[i]) {
-        case CU_JIT_WALL_TIME: memcpy(&vals[i], &out[0], sizeof(float)); break;
-        case CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES: vals[i] = (void *)(uintptr_t)out[1]; break;
-        case CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES: vals[i] = (void *)(uintptr_t)out[2]; break;
-        default: break;
+        case CU_JIT_WALL_TIME:
+            memcpy(&vals[i], &out[0], sizeof(float));
+            break;
+        case CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES:
+            vals[i] = (void *)(uintptr_t)out[1];
+            break;
+        case CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES:
+            vals[i] = (void *)(uintptr_t)out[2];
+            break;
+        default:
+            break;
         }
     }
 }

@@ -9,7 +9,7 @@
 #include "client/api/module.h"
 
 #define LAUNCH_PARAMS_MAX (64u << 10)
-#define LAUNCH_ATTRS_MAX 32u
+#define LAUNCH_ATTRS_MAX  32u
 
 /* f's layout: n parameters at off[i] of size[i] (copied). */
 static CUresult layout_set(struct cli_func *f, unsigned n, const uint32_t *off,
@@ -39,8 +39,7 @@ static CUresult layout_set(struct cli_func *f, unsigned n, const uint32_t *off,
 }
 
 /* The layout as the worker's driver gives it (FUNC_GET_PARAM_LAYOUT): n, offsets, sizes. */
-static CUresult layout_ask(struct cli_func *f, unsigned *n_p, uint32_t **off_p,
-                           uint32_t **size_p)
+static CUresult layout_ask(struct cli_func *f, unsigned *n_p, uint32_t **off_p, uint32_t **size_p)
 {
     unsigned cap = 2 + 2 * 1024, n = 0;
     uint64_t *out = malloc(cap * sizeof(*out));
@@ -48,8 +47,8 @@ static CUresult layout_ask(struct cli_func *f, unsigned *n_p, uint32_t **off_p,
                             .out_cap = cap};
     CUresult res = out != NULL ? cli_call_sync(&call) : CUDA_ERROR_OUT_OF_MEMORY;
 
-    if (res == CUDA_SUCCESS && (call.nout < 1 || (n = (unsigned)out[0]) > 1024 ||
-                                call.nout < 1 + 2 * n))
+    if (res == CUDA_SUCCESS &&
+        (call.nout < 1 || (n = (unsigned)out[0]) > 1024 || call.nout < 1 + 2 * n))
         res = CUDA_ERROR_UNKNOWN;
     *off_p = res == CUDA_SUCCESS ? calloc(n + 1, sizeof(uint32_t)) : NULL;
     *size_p = res == CUDA_SUCCESS ? calloc(n + 1, sizeof(uint32_t)) : NULL;
@@ -100,7 +99,8 @@ static void layout_check(struct cli_func *f)
         rg_info("layout check: %s: %u parameters, as the driver says", f->name, n);
     else
         rg_error("layout check: %s: the image says %u parameters, the driver %u (or other "
-                 "offsets or sizes)", f->name, f->nparams, n);
+                 "offsets or sizes)",
+                 f->name, f->nparams, n);
     free(off);
     free(size);
 }
@@ -215,9 +215,9 @@ struct launch_dims {
     unsigned grid[3], block[3], shmem;
 };
 
-static CUresult launch(CUfunction func, const struct launch_dims *d, CUstream stream,
-                       void **params, void **extra, const CUlaunchAttribute *attrs,
-                       unsigned nattr, bool per_thread)
+static CUresult launch(CUfunction func, const struct launch_dims *d, CUstream stream, void **params,
+                       void **extra, const CUlaunchAttribute *attrs, unsigned nattr,
+                       bool per_thread)
 {
     struct cli_func *f = cli_func_check(func);
     struct cli_call call = {CLI_ARGS(LAUNCH)};
@@ -247,10 +247,13 @@ static CUresult launch(CUfunction func, const struct launch_dims *d, CUstream st
     return cli_call_async(&call);
 }
 
-#define LAUNCH_ARGS                                                                             \
-    CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, \
+#define LAUNCH_ARGS                                                                                \
+    CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,    \
         unsigned shmem, CUstream s, void **params, void **extra
-#define LAUNCH_DIMS {{gx, gy, gz}, {bx, by, bz}, shmem}
+#define LAUNCH_DIMS                                                                                \
+    {                                                                                              \
+        {gx, gy, gz}, {bx, by, bz}, shmem                                                          \
+    }
 
 CLI_EXPORT CUresult cuLaunchKernel(LAUNCH_ARGS)
 {
@@ -274,7 +277,8 @@ static CUresult launch_ex(const CUlaunchConfig *c, CUfunction f, void **params, 
     if (c == NULL)
         return CUDA_ERROR_INVALID_VALUE;
     d = (struct launch_dims){{c->gridDimX, c->gridDimY, c->gridDimZ},
-                             {c->blockDimX, c->blockDimY, c->blockDimZ}, c->sharedMemBytes};
+                             {c->blockDimX, c->blockDimY, c->blockDimZ},
+                             c->sharedMemBytes};
     return launch(f, &d, c->hStream, params, extra, c->attrs, c->numAttrs, per_thread);
 }
 
@@ -299,8 +303,8 @@ static CUresult launch_cooperative(CUfunction f, const struct launch_dims *d, CU
     return launch(f, d, s, params, NULL, &attr, 1, per_thread);
 }
 
-#define COOP_ARGS                                                                               \
-    CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, \
+#define COOP_ARGS                                                                                  \
+    CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,    \
         unsigned shmem, CUstream s, void **params
 
 CLI_EXPORT CUresult cuLaunchCooperativeKernel(COOP_ARGS)
@@ -342,8 +346,7 @@ CLI_EXPORT CUresult cuFuncGetParamInfo(CUfunction func, size_t index, size_t *of
     return param_info(func, index, off, size);
 }
 
-CLI_EXPORT CUresult cuKernelGetParamInfo(CUkernel kernel, size_t index, size_t *off,
-                                         size_t *size)
+CLI_EXPORT CUresult cuKernelGetParamInfo(CUkernel kernel, size_t index, size_t *off, size_t *size)
 {
     return param_info(kernel, index, off, size);
 }

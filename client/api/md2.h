@@ -6,7 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define MD2_BLOCK 16
+#define MD2_BLOCK  16
 #define MD2_DIGEST 16
 
 struct md2_ctx {

@@ -72,7 +72,8 @@ CLI_EXPORT CUresult cuDeviceSetMemPool(CUdevice dev, CUmemoryPool pool)
     if (p == NULL || p->device != dev)
         return CUDA_ERROR_INVALID_VALUE;
     res = cli_call_simple(
-        &(struct cli_call){CLI_ARGS(DEVICE_SET_MEM_POOL, .dev = (uint64_t)cli_device_remote(dev), .pool = p->h.id)},
+        &(struct cli_call){CLI_ARGS(DEVICE_SET_MEM_POOL, .dev = (uint64_t)cli_device_remote(dev),
+                                    .pool = p->h.id)},
         NULL);
     if (res == CUDA_SUCCESS) {
         pthread_mutex_lock(&pool_lock);

@@ -13,8 +13,7 @@
 
 /* A copy with a host endpoint in pinned memory mirrored on the worker (host_mirror.h): it runs
  * there, on the mirror, in stream order with the GPU work that uses it. */
-static CUresult copy_on_mirror(CUdeviceptr dst, CUdeviceptr src, size_t n, uint64_t sid,
-                               bool async)
+static CUresult copy_on_mirror(CUdeviceptr dst, CUdeviceptr src, size_t n, uint64_t sid, bool async)
 {
     struct cli_call call = {
         CLI_ARGS(MEMCPY_DTOD, .dst = dst, .src = src, .size = n, .stream = sid, .async = async)};
@@ -65,7 +64,8 @@ static CUresult copy_htod(CUdeviceptr dst, const void *src, size_t n, CUstream s
         return res;
     if (bulk && (res = cli_rdma_htod(dst, src, n, sid, async)) != CLI_RDMA_NOT_TAKEN)
         return res;
-    if (bulk && (res = cli_lanes_copy(true, dst, (void *)src, n, sid, async)) != CLI_LANES_NOT_TAKEN)
+    if (bulk &&
+        (res = cli_lanes_copy(true, dst, (void *)src, n, sid, async)) != CLI_LANES_NOT_TAKEN)
         return res;
     call.a.MEMCPY_HTOD.dst = dst;
     call.a.MEMCPY_HTOD.size = n;
@@ -75,12 +75,11 @@ static CUresult copy_htod(CUdeviceptr dst, const void *src, size_t n, CUstream s
      * call is written, which is all the driver promises of such a copy; a failure comes back
      * at the next synchronizing call (docs/frameworks.md). From pinned memory the driver's copy
      * is synchronous, and so is this one. */
-    return async || !cli_host_pinned(src, n) ? cli_call_async(&call)
-                                             : cli_call_sync(&call);
+    return async || !cli_host_pinned(src, n) ? cli_call_async(&call) : cli_call_sync(&call);
 }
 
-static CUresult copy_dtoh(void *dst, CUdeviceptr src, size_t n, CUstream stream,
-                          bool per_thread, bool async)
+static CUresult copy_dtoh(void *dst, CUdeviceptr src, size_t n, CUstream stream, bool per_thread,
+                          bool async)
 {
     struct cli_call call = {CLI_ARGS(MEMCPY_DTOH), .rdata = dst, .rdata_cap = n};
     uint64_t sid;
@@ -155,25 +154,36 @@ static CUresult copy_any(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream st
 }
 
 /* Each entry point and its per-thread twin. */
-#define SYNC_PAIR(name, params, impl, ...)                                                      \
-    CLI_EXPORT CUresult name params { return impl(__VA_ARGS__, NULL, false, false); }           \
-    CLI_EXPORT CUresult name##_ptds params { return impl(__VA_ARGS__, NULL, true, false); }
-#define ASYNC_PAIR(name, params, impl, ...)                                                     \
-    CLI_EXPORT CUresult name params { return impl(__VA_ARGS__, s, false, true); }               \
-    CLI_EXPORT CUresult name##_ptsz params { return impl(__VA_ARGS__, s, true, true); }
+#define SYNC_PAIR(name, params, impl, ...)                                                         \
+    CLI_EXPORT CUresult name params                                                                \
+    {                                                                                              \
+        return impl(__VA_ARGS__, NULL, false, false);                                              \
+    }                                                                                              \
+    CLI_EXPORT CUresult name##_ptds params                                                         \
+    {                                                                                              \
+        return impl(__VA_ARGS__, NULL, true, false);                                               \
+    }
+#define ASYNC_PAIR(name, params, impl, ...)                                                        \
+    CLI_EXPORT CUresult name params                                                                \
+    {                                                                                              \
+        return impl(__VA_ARGS__, s, false, true);                                                  \
+    }                                                                                              \
+    CLI_EXPORT CUresult name##_ptsz params                                                         \
+    {                                                                                              \
+        return impl(__VA_ARGS__, s, true, true);                                                   \
+    }
 
 SYNC_PAIR(cuMemcpyHtoD_v2, (CUdeviceptr d, const void *h, size_t n), copy_htod, d, h, n)
 SYNC_PAIR(cuMemcpyDtoH_v2, (void *h, CUdeviceptr d, size_t n), copy_dtoh, h, d, n)
 SYNC_PAIR(cuMemcpyDtoD_v2, (CUdeviceptr d, CUdeviceptr s, size_t n), copy_dtod, d, s, n)
 SYNC_PAIR(cuMemcpy, (CUdeviceptr d, CUdeviceptr s, size_t n), copy_any, d, s, n)
-ASYNC_PAIR(cuMemcpyHtoDAsync_v2, (CUdeviceptr d, const void *h, size_t n, CUstream s),
-           copy_htod, d, h, n)
-ASYNC_PAIR(cuMemcpyDtoHAsync_v2, (void *h, CUdeviceptr d, size_t n, CUstream s), copy_dtoh, h,
-           d, n)
-ASYNC_PAIR(cuMemcpyDtoDAsync_v2, (CUdeviceptr d, CUdeviceptr src, size_t n, CUstream s),
-           copy_dtod, d, src, n)
-ASYNC_PAIR(cuMemcpyAsync, (CUdeviceptr d, CUdeviceptr src, size_t n, CUstream s), copy_any, d,
-           src, n)
+ASYNC_PAIR(cuMemcpyHtoDAsync_v2, (CUdeviceptr d, const void *h, size_t n, CUstream s), copy_htod, d,
+           h, n)
+ASYNC_PAIR(cuMemcpyDtoHAsync_v2, (void *h, CUdeviceptr d, size_t n, CUstream s), copy_dtoh, h, d, n)
+ASYNC_PAIR(cuMemcpyDtoDAsync_v2, (CUdeviceptr d, CUdeviceptr src, size_t n, CUstream s), copy_dtod,
+           d, src, n)
+ASYNC_PAIR(cuMemcpyAsync, (CUdeviceptr d, CUdeviceptr src, size_t n, CUstream s), copy_any, d, src,
+           n)
 
 /* ---- memset ----------------------------------------------------------------------------- */
 
@@ -191,8 +201,7 @@ static CUresult memset_1d(CUdeviceptr dst, unsigned value, unsigned elemsize, si
 }
 
 static CUresult memset_2d(CUdeviceptr dst, size_t pitch, unsigned value, unsigned elemsize,
-                          size_t width, size_t height, CUstream stream, bool per_thread,
-                          bool async)
+                          size_t width, size_t height, CUstream stream, bool per_thread, bool async)
 {
     struct cli_call call = {CLI_ARGS(MEMSET_2D, .dst = dst, .pitch = pitch, .value = value,
                                      .elemsize = elemsize, .width = width, .height = height,
@@ -208,12 +217,12 @@ static CUresult memset_2d(CUdeviceptr dst, size_t pitch, unsigned value, unsigne
 SYNC_PAIR(cuMemsetD8_v2, (CUdeviceptr d, unsigned char v, size_t n), memset_1d, d, v, 1, n)
 SYNC_PAIR(cuMemsetD16_v2, (CUdeviceptr d, unsigned short v, size_t n), memset_1d, d, v, 2, n)
 SYNC_PAIR(cuMemsetD32_v2, (CUdeviceptr d, unsigned int v, size_t n), memset_1d, d, v, 4, n)
-ASYNC_PAIR(cuMemsetD8Async, (CUdeviceptr d, unsigned char v, size_t n, CUstream s), memset_1d,
-           d, v, 1, n)
-ASYNC_PAIR(cuMemsetD16Async, (CUdeviceptr d, unsigned short v, size_t n, CUstream s), memset_1d,
-           d, v, 2, n)
-ASYNC_PAIR(cuMemsetD32Async, (CUdeviceptr d, unsigned int v, size_t n, CUstream s), memset_1d,
-           d, v, 4, n)
+ASYNC_PAIR(cuMemsetD8Async, (CUdeviceptr d, unsigned char v, size_t n, CUstream s), memset_1d, d, v,
+           1, n)
+ASYNC_PAIR(cuMemsetD16Async, (CUdeviceptr d, unsigned short v, size_t n, CUstream s), memset_1d, d,
+           v, 2, n)
+ASYNC_PAIR(cuMemsetD32Async, (CUdeviceptr d, unsigned int v, size_t n, CUstream s), memset_1d, d, v,
+           4, n)
 SYNC_PAIR(cuMemsetD2D8_v2, (CUdeviceptr d, size_t p, unsigned char v, size_t w, size_t h),
           memset_2d, d, p, v, 1, w, h)
 SYNC_PAIR(cuMemsetD2D16_v2, (CUdeviceptr d, size_t p, unsigned short v, size_t w, size_t h),
@@ -221,11 +230,11 @@ SYNC_PAIR(cuMemsetD2D16_v2, (CUdeviceptr d, size_t p, unsigned short v, size_t w
 SYNC_PAIR(cuMemsetD2D32_v2, (CUdeviceptr d, size_t p, unsigned int v, size_t w, size_t h),
           memset_2d, d, p, v, 4, w, h)
 ASYNC_PAIR(cuMemsetD2D8Async,
-           (CUdeviceptr d, size_t p, unsigned char v, size_t w, size_t h, CUstream s),
-           memset_2d, d, p, v, 1, w, h)
+           (CUdeviceptr d, size_t p, unsigned char v, size_t w, size_t h, CUstream s), memset_2d, d,
+           p, v, 1, w, h)
 ASYNC_PAIR(cuMemsetD2D16Async,
-           (CUdeviceptr d, size_t p, unsigned short v, size_t w, size_t h, CUstream s),
-           memset_2d, d, p, v, 2, w, h)
+           (CUdeviceptr d, size_t p, unsigned short v, size_t w, size_t h, CUstream s), memset_2d,
+           d, p, v, 2, w, h)
 ASYNC_PAIR(cuMemsetD2D32Async,
-           (CUdeviceptr d, size_t p, unsigned int v, size_t w, size_t h, CUstream s),
-           memset_2d, d, p, v, 4, w, h)
+           (CUdeviceptr d, size_t p, unsigned int v, size_t w, size_t h, CUstream s), memset_2d, d,
+           p, v, 4, w, h)

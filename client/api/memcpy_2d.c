@@ -179,8 +179,8 @@ static CUresult memcpy2d(const CUDA_MEMCPY2D *c, CUstream stream, bool per_threa
 
     if (c == NULL)
         return CUDA_ERROR_INVALID_VALUE;
-    res = end_of(c->srcMemoryType, c->srcDevice, c->srcHost, c->srcArray, c->srcXInBytes,
-                 c->srcY, 0, c->srcPitch ? c->srcPitch : c->WidthInBytes, c->Height, &s);
+    res = end_of(c->srcMemoryType, c->srcDevice, c->srcHost, c->srcArray, c->srcXInBytes, c->srcY,
+                 0, c->srcPitch ? c->srcPitch : c->WidthInBytes, c->Height, &s);
     if (res == CUDA_SUCCESS)
         res = end_of(c->dstMemoryType, c->dstDevice, c->dstHost, c->dstArray, c->dstXInBytes,
                      c->dstY, 0, c->dstPitch ? c->dstPitch : c->WidthInBytes, c->Height, &d);
@@ -191,7 +191,10 @@ static CUresult memcpy2d(const CUDA_MEMCPY2D *c, CUstream stream, bool per_threa
     return copy_2d(&d, &s, c->WidthInBytes, c->Height, stream, per_thread, async);
 }
 
-CLI_EXPORT CUresult cuMemcpy2D_v2(const CUDA_MEMCPY2D *c) { return memcpy2d(c, NULL, false, false); }
+CLI_EXPORT CUresult cuMemcpy2D_v2(const CUDA_MEMCPY2D *c)
+{
+    return memcpy2d(c, NULL, false, false);
+}
 CLI_EXPORT CUresult cuMemcpy2D_v2_ptds(const CUDA_MEMCPY2D *c)
 {
     return memcpy2d(c, NULL, true, false);
@@ -223,8 +226,8 @@ static CUresult memcpy3d(const CUDA_MEMCPY3D *c, CUstream stream, bool per_threa
         return CUDA_ERROR_INVALID_VALUE;
     if (c->srcLOD != 0 || c->dstLOD != 0)
         return cli_unsupported("3D copies of mipmap levels");
-    res = end_of(c->srcMemoryType, c->srcDevice, c->srcHost, c->srcArray, c->srcXInBytes,
-                 c->srcY, c->srcZ, c->srcPitch ? c->srcPitch : c->WidthInBytes,
+    res = end_of(c->srcMemoryType, c->srcDevice, c->srcHost, c->srcArray, c->srcXInBytes, c->srcY,
+                 c->srcZ, c->srcPitch ? c->srcPitch : c->WidthInBytes,
                  c->srcHeight ? c->srcHeight : h, &s);
     if (res == CUDA_SUCCESS)
         res = end_of(c->dstMemoryType, c->dstDevice, c->dstHost, c->dstArray, c->dstXInBytes,
@@ -238,7 +241,10 @@ static CUresult memcpy3d(const CUDA_MEMCPY3D *c, CUstream stream, bool per_threa
     return copy_3d(&d, &s, c->WidthInBytes, h, depth, stream, per_thread, async);
 }
 
-CLI_EXPORT CUresult cuMemcpy3D_v2(const CUDA_MEMCPY3D *c) { return memcpy3d(c, NULL, false, false); }
+CLI_EXPORT CUresult cuMemcpy3D_v2(const CUDA_MEMCPY3D *c)
+{
+    return memcpy3d(c, NULL, false, false);
+}
 CLI_EXPORT CUresult cuMemcpy3D_v2_ptds(const CUDA_MEMCPY3D *c)
 {
     return memcpy3d(c, NULL, true, false);

@@ -78,8 +78,8 @@ CLI_EXPORT CUresult cuMemAlloc(CUdeviceptr *dptr, size_t bytesize)
     return CUDA_SUCCESS;
 }
 
-CLI_EXPORT CUresult cuMemAllocPitch(CUdeviceptr *dptr, size_t *pitch, size_t width,
-                                    size_t height, unsigned int elemsize)
+CLI_EXPORT CUresult cuMemAllocPitch(CUdeviceptr *dptr, size_t *pitch, size_t width, size_t height,
+                                    unsigned int elemsize)
 {
     uint64_t out[2];
     struct cli_call call = {
@@ -147,7 +147,7 @@ CLI_EXPORT CUresult cuMemGetAddressRange(CUdeviceptr *pbase, size_t *psize, CUde
 /* ---- host memory ------------------------------------------------------------------------ */
 
 #ifndef MADV_POPULATE_WRITE
-#define MADV_POPULATE_READ 22 /* Linux 5.14 */
+#define MADV_POPULATE_READ  22 /* Linux 5.14 */
 #define MADV_POPULATE_WRITE 23
 #endif
 
@@ -163,7 +163,7 @@ static void prefault(void *p, size_t len, bool read_only)
 
 /* Internal flags of a host range beside the application's: made by cuMemHostAlloc, and mapped
  * by host_mirror.c (else from the heap). */
-#define HOST_ALLOC 0x80000000u
+#define HOST_ALLOC  0x80000000u
 #define HOST_MAPPED 0x40000000u
 
 CLI_EXPORT CUresult cuMemHostAlloc(void **pp, size_t bytesize, unsigned int flags)
@@ -267,16 +267,35 @@ static CUresult host_attribute(void *data, CUpointer_attribute attr, const struc
                                uintptr_t p)
 {
     switch (attr) {
-    case CU_POINTER_ATTRIBUTE_MEMORY_TYPE: *(unsigned *)data = CU_MEMORYTYPE_HOST; break;
-    case CU_POINTER_ATTRIBUTE_HOST_POINTER: *(void **)data = (void *)p; break;
-    case CU_POINTER_ATTRIBUTE_DEVICE_POINTER: *(CUdeviceptr *)data = (CUdeviceptr)p; break;
-    case CU_POINTER_ATTRIBUTE_IS_MANAGED: *(unsigned *)data = 0; break;
-    case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR: *(void **)data = (void *)r->base; break;
-    case CU_POINTER_ATTRIBUTE_RANGE_SIZE: *(size_t *)data = r->size; break;
-    case CU_POINTER_ATTRIBUTE_BUFFER_ID: *(unsigned long long *)data = r->buffer_id; break;
-    case CU_POINTER_ATTRIBUTE_MAPPED: *(unsigned *)data = 1; break;
-    case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL: *(int *)data = -1; break;
-    default: return CUDA_ERROR_INVALID_VALUE;
+    case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
+        *(unsigned *)data = CU_MEMORYTYPE_HOST;
+        break;
+    case CU_POINTER_ATTRIBUTE_HOST_POINTER:
+        *(void **)data = (void *)p;
+        break;
+    case CU_POINTER_ATTRIBUTE_DEVICE_POINTER:
+        *(CUdeviceptr *)data = (CUdeviceptr)p;
+        break;
+    case CU_POINTER_ATTRIBUTE_IS_MANAGED:
+        *(unsigned *)data = 0;
+        break;
+    case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
+        *(void **)data = (void *)r->base;
+        break;
+    case CU_POINTER_ATTRIBUTE_RANGE_SIZE:
+        *(size_t *)data = r->size;
+        break;
+    case CU_POINTER_ATTRIBUTE_BUFFER_ID:
+        *(unsigned long long *)data = r->buffer_id;
+        break;
+    case CU_POINTER_ATTRIBUTE_MAPPED:
+        *(unsigned *)data = 1;
+        break;
+    case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
+        *(int *)data = -1;
+        break;
+    default:
+        return CUDA_ERROR_INVALID_VALUE;
     }
     return CUDA_SUCCESS;
 }
@@ -285,24 +304,52 @@ static CUresult device_attribute(void *data, CUpointer_attribute attr, const str
                                  uintptr_t p)
 {
     switch (attr) {
-    case CU_POINTER_ATTRIBUTE_CONTEXT: *(CUcontext *)data = (CUcontext)r->ctx; break;
-    case CU_POINTER_ATTRIBUTE_MEMORY_TYPE: *(unsigned *)data = CU_MEMORYTYPE_DEVICE; break;
-    case CU_POINTER_ATTRIBUTE_DEVICE_POINTER: *(CUdeviceptr *)data = (CUdeviceptr)p; break;
-    case CU_POINTER_ATTRIBUTE_HOST_POINTER: return CUDA_ERROR_INVALID_VALUE;
-    case CU_POINTER_ATTRIBUTE_SYNC_MEMOPS: *(int *)data = 1; break;
-    case CU_POINTER_ATTRIBUTE_BUFFER_ID: *(unsigned long long *)data = r->buffer_id; break;
-    case CU_POINTER_ATTRIBUTE_IS_MANAGED: *(unsigned *)data = 0; break;
-    case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL: *(int *)data = r->ctx ? r->ctx->device : 0; break;
-    case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR: *(CUdeviceptr *)data = (CUdeviceptr)r->base; break;
-    case CU_POINTER_ATTRIBUTE_RANGE_SIZE: *(size_t *)data = r->size; break;
-    case CU_POINTER_ATTRIBUTE_MAPPED: *(unsigned *)data = 1; break;
+    case CU_POINTER_ATTRIBUTE_CONTEXT:
+        *(CUcontext *)data = (CUcontext)r->ctx;
+        break;
+    case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
+        *(unsigned *)data = CU_MEMORYTYPE_DEVICE;
+        break;
+    case CU_POINTER_ATTRIBUTE_DEVICE_POINTER:
+        *(CUdeviceptr *)data = (CUdeviceptr)p;
+        break;
+    case CU_POINTER_ATTRIBUTE_HOST_POINTER:
+        return CUDA_ERROR_INVALID_VALUE;
+    case CU_POINTER_ATTRIBUTE_SYNC_MEMOPS:
+        *(int *)data = 1;
+        break;
+    case CU_POINTER_ATTRIBUTE_BUFFER_ID:
+        *(unsigned long long *)data = r->buffer_id;
+        break;
+    case CU_POINTER_ATTRIBUTE_IS_MANAGED:
+        *(unsigned *)data = 0;
+        break;
+    case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
+        *(int *)data = r->ctx ? r->ctx->device : 0;
+        break;
+    case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
+        *(CUdeviceptr *)data = (CUdeviceptr)r->base;
+        break;
+    case CU_POINTER_ATTRIBUTE_RANGE_SIZE:
+        *(size_t *)data = r->size;
+        break;
+    case CU_POINTER_ATTRIBUTE_MAPPED:
+        *(unsigned *)data = 1;
+        break;
     case CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE:
         *(unsigned *)data = (r->flags & MEM_DEV_LEGACY_IPC) != 0;
         break;
-    case CU_POINTER_ATTRIBUTE_ALLOWED_HANDLE_TYPES: *(unsigned long long *)data = 0; break;
-    case CU_POINTER_ATTRIBUTE_ACCESS_FLAGS: *(unsigned *)data = CU_POINTER_ATTRIBUTE_ACCESS_FLAG_READWRITE; break;
-    case CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE: *(void **)data = NULL; break;
-    default: return CUDA_ERROR_INVALID_VALUE;
+    case CU_POINTER_ATTRIBUTE_ALLOWED_HANDLE_TYPES:
+        *(unsigned long long *)data = 0;
+        break;
+    case CU_POINTER_ATTRIBUTE_ACCESS_FLAGS:
+        *(unsigned *)data = CU_POINTER_ATTRIBUTE_ACCESS_FLAG_READWRITE;
+        break;
+    case CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE:
+        *(void **)data = NULL;
+        break;
+    default:
+        return CUDA_ERROR_INVALID_VALUE;
     }
     return CUDA_SUCCESS;
 }
@@ -323,8 +370,8 @@ CLI_EXPORT CUresult cuPointerGetAttribute(void *data, CUpointer_attribute attr, 
 }
 
 /* Unknown pointers are not an error here: their attributes read as zero / unregistered. */
-CLI_EXPORT CUresult cuPointerGetAttributes(unsigned int n, CUpointer_attribute *attrs,
-                                           void **data, CUdeviceptr ptr)
+CLI_EXPORT CUresult cuPointerGetAttributes(unsigned int n, CUpointer_attribute *attrs, void **data,
+                                           CUdeviceptr ptr)
 {
     if (!cli_initialized())
         return CUDA_ERROR_NOT_INITIALIZED;
@@ -390,7 +437,10 @@ CLI_EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr *d, size_t n, CUstream s)
 {
     return alloc_async(d, n, s, true);
 }
-CLI_EXPORT CUresult cuMemFreeAsync(CUdeviceptr d, CUstream s) { return free_async(d, s, false); }
+CLI_EXPORT CUresult cuMemFreeAsync(CUdeviceptr d, CUstream s)
+{
+    return free_async(d, s, false);
+}
 CLI_EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr d, CUstream s)
 {
     return free_async(d, s, true);

@@ -179,8 +179,8 @@ static CUresult plain_load(unsigned op, enum proto_handle_type type, const void 
 /* A load with JIT options: integer options travel (LOAD_JIT args), the worker compiles with
  * log buffers of the sizes asked, and the logs, their filled sizes and the wall time come back
  * into the application's arrays as the driver writes them. */
-static CUresult jit_load(unsigned op, enum proto_handle_type type, const void *image,
-                         unsigned n, CUjit_option *opts, void **vals, void **handle_p)
+static CUresult jit_load(unsigned op, enum proto_handle_type type, const void *image, unsigned n,
+                         CUjit_option *opts, void **vals, void **handle_p)
 {
     struct cli_jit jit;
     uint64_t out[3] = {0, 0, 0};
@@ -235,7 +235,8 @@ static void *read_file(const char *path)
     if (f == NULL)
         return NULL;
     if (fseek(f, 0, SEEK_END) == 0 && (len = ftell(f)) > 0 && fseek(f, 0, SEEK_SET) == 0 &&
-        (buf = calloc(1, (size_t)len + 1)) != NULL && fread(buf, 1, (size_t)len, f) != (size_t)len) {
+        (buf = calloc(1, (size_t)len + 1)) != NULL &&
+        fread(buf, 1, (size_t)len, f) != (size_t)len) {
         free(buf);
         buf = NULL;
     }
@@ -269,8 +270,7 @@ static CUresult unload(void *handle, enum proto_handle_type type, unsigned op)
     call.a.MODULE_UNLOAD.handle = m->h.id;
     if (m->ctx != NULL)
         cli_call_in(&call, m->ctx);
-    res = type == PROTO_H_LIBRARY ? every_session(&call, cli_call_async, 0)
-                                  : cli_call_async(&call);
+    res = type == PROTO_H_LIBRARY ? every_session(&call, cli_call_async, 0) : cli_call_async(&call);
     cli_handle_kill(&m->h);
     /* Functions of the module keep pointing at it; the object stays allocated. Their layouts
      * are their own. */
@@ -291,8 +291,7 @@ CLI_EXPORT CUresult cuModuleUnload(CUmodule hmod)
  * image, which the worker never shares: they are not sent. */
 CLI_EXPORT CUresult cuLibraryLoadData(CUlibrary *library, const void *code,
                                       CUjit_option *jitOptions, void **jitOptionsValues,
-                                      unsigned int numJitOptions,
-                                      CUlibraryOption *libraryOptions,
+                                      unsigned int numJitOptions, CUlibraryOption *libraryOptions,
                                       void **libraryOptionValues, unsigned int numLibraryOptions)
 {
     if (numJitOptions == 0)
@@ -558,8 +557,8 @@ CLI_EXPORT CUresult cuModuleGetGlobal(CUdeviceptr *dptr, size_t *bytes, CUmodule
 CLI_EXPORT CUresult cuLibraryGetGlobal(CUdeviceptr *dptr, size_t *bytes, CUlibrary library,
                                        const char *name)
 {
-    return get_global(PROTO_OP_LIBRARY_GET_GLOBAL, cli_handle_check(library, PROTO_H_LIBRARY),
-                      name, dptr, bytes);
+    return get_global(PROTO_OP_LIBRARY_GET_GLOBAL, cli_handle_check(library, PROTO_H_LIBRARY), name,
+                      dptr, bytes);
 }
 
 CUresult cli_module_walk(CUcontext ctx, CUmodule mod, cli_function_visitor visit, void *user)

@@ -6,7 +6,7 @@
 
 struct cli_module {
     struct cli_handle h; /* PROTO_H_MODULE or PROTO_H_LIBRARY */
-    struct cli_ctx *ctx;  /* modules only */
+    struct cli_ctx *ctx; /* modules only */
     /* Where its kernels' parameter layouts are read (image_params.c): the image itself when it
      * lies in a loaded object (a fatbin cudart registered), else the client's copy (freed at
      * unload), NULL for neither. */
@@ -26,13 +26,16 @@ struct cli_func {
     struct cli_module *owner;
     char *name;
     pthread_mutex_t lock;
-    bool layout_known;        /* the parameter layout below was fetched */
+    bool layout_known; /* the parameter layout below was fetched */
     unsigned nparams;
     uint32_t *param_off, *param_size;
-    size_t params_len;        /* end of the last parameter */
+    size_t params_len; /* end of the last parameter */
     int attrs[CU_FUNC_ATTRIBUTE_MAX];
-    uint64_t attrs_known;     /* bit i: attrs[i] is cached */
-    struct { struct cli_ctx *ctx; struct cli_func *func; } per_ctx[FUNC_CTX_SLOTS];
+    uint64_t attrs_known; /* bit i: attrs[i] is cached */
+    struct {
+        struct cli_ctx *ctx;
+        struct cli_func *func;
+    } per_ctx[FUNC_CTX_SLOTS];
 };
 
 /* The function or kernel behind an application handle, NULL if neither. */

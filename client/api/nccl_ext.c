@@ -18,8 +18,7 @@ static void track_memory(const struct rgpu_nccl_call *c)
     struct mem_range r;
 
     if (c->op == PROTO_OP_NCCL_MEM_ALLOC && c->nout >= 2 && c->out[0] == 0 && c->out[1] != 0)
-        addr_range_add(MEM_DEVICE, (uintptr_t)c->out[1], (size_t)c->args[0], cli_ctx_current(),
-                       0);
+        addr_range_add(MEM_DEVICE, (uintptr_t)c->out[1], (size_t)c->args[0], cli_ctx_current(), 0);
     else if (c->op == PROTO_OP_NCCL_MEM_FREE && c->nout >= 1 && c->out[0] == 0)
         addr_range_remove(MEM_DEVICE, (uintptr_t)c->args[0], &r);
 }

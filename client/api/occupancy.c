@@ -124,8 +124,8 @@ CLI_EXPORT CUresult cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(
 CLI_EXPORT CUresult cuOccupancyMaxActiveBlocksPerMultiprocessor(int *numBlocks, CUfunction func,
                                                                 int blockSize, size_t dsmem)
 {
-    return cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(numBlocks, func, blockSize,
-                                                                dsmem, 0);
+    return cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(numBlocks, func, blockSize, dsmem,
+                                                                0);
 }
 
 CLI_EXPORT CUresult cuOccupancyMaxActiveClusters(int *numClusters, CUfunction func,
@@ -169,9 +169,10 @@ CLI_EXPORT CUresult cuOccupancyAvailableDynamicSMemPerBlock(size_t *dsmem, CUfun
 
 /* The variant with a block-size-to-shared-memory callback would need the callback on the
  * server; without one the server answers directly. */
-CLI_EXPORT CUresult cuOccupancyMaxPotentialBlockSizeWithFlags(
-    int *minGridSize, int *blockSize, CUfunction func, CUoccupancyB2DSize b2d, size_t dsmem,
-    int limit, unsigned int flags)
+CLI_EXPORT CUresult cuOccupancyMaxPotentialBlockSizeWithFlags(int *minGridSize, int *blockSize,
+                                                              CUfunction func,
+                                                              CUoccupancyB2DSize b2d, size_t dsmem,
+                                                              int limit, unsigned int flags)
 {
     uint64_t out[2];
     struct cli_call call = {CLI_ARGS(OCC_MAX_POTENTIAL_BLOCK, .func = 0, .dsmem = dsmem,

@@ -297,8 +297,8 @@ CLI_EXPORT CUresult cuDeviceCanAccessPeer(int *canAccessPeer, CUdevice dev, CUde
     return res;
 }
 
-CLI_EXPORT CUresult cuDeviceGetP2PAttribute(int *value, CUdevice_P2PAttribute attrib,
-                                            CUdevice src, CUdevice dst)
+CLI_EXPORT CUresult cuDeviceGetP2PAttribute(int *value, CUdevice_P2PAttribute attrib, CUdevice src,
+                                            CUdevice dst)
 {
     int v[P2P_ANSWERS];
     CUresult res;
@@ -355,27 +355,51 @@ static CUresult end_ctx(CUmemorytype type, CUdeviceptr dev, CUarray array, CUcon
                         struct cli_ctx **ctx_p)
 {
     switch (type) {
-    case CU_MEMORYTYPE_HOST: *ctx_p = NULL; return CUDA_SUCCESS;
-    case CU_MEMORYTYPE_UNIFIED: *ctx_p = owner_of(dev); return CUDA_SUCCESS;
-    case CU_MEMORYTYPE_ARRAY: *ctx_p = cli_array_ctx(array); break;
-    case CU_MEMORYTYPE_DEVICE: *ctx_p = cli_handle_check(given, PROTO_H_CTX); break;
-    default: return CUDA_ERROR_INVALID_VALUE;
+    case CU_MEMORYTYPE_HOST:
+        *ctx_p = NULL;
+        return CUDA_SUCCESS;
+    case CU_MEMORYTYPE_UNIFIED:
+        *ctx_p = owner_of(dev);
+        return CUDA_SUCCESS;
+    case CU_MEMORYTYPE_ARRAY:
+        *ctx_p = cli_array_ctx(array);
+        break;
+    case CU_MEMORYTYPE_DEVICE:
+        *ctx_p = cli_handle_check(given, PROTO_H_CTX);
+        break;
+    default:
+        return CUDA_ERROR_INVALID_VALUE;
     }
-    return *ctx_p != NULL ? CUDA_SUCCESS
-                          : type == CU_MEMORYTYPE_ARRAY ? CUDA_ERROR_INVALID_HANDLE
-                                                        : CUDA_ERROR_INVALID_CONTEXT;
+    return *ctx_p != NULL                ? CUDA_SUCCESS
+           : type == CU_MEMORYTYPE_ARRAY ? CUDA_ERROR_INVALID_HANDLE
+                                         : CUDA_ERROR_INVALID_CONTEXT;
 }
 
 static CUDA_MEMCPY3D plain_3d(const CUDA_MEMCPY3D_PEER *p)
 {
-    return (CUDA_MEMCPY3D){
-        .srcXInBytes = p->srcXInBytes, .srcY = p->srcY, .srcZ = p->srcZ, .srcLOD = p->srcLOD,
-        .srcMemoryType = p->srcMemoryType, .srcHost = p->srcHost, .srcDevice = p->srcDevice,
-        .srcArray = p->srcArray, .srcPitch = p->srcPitch, .srcHeight = p->srcHeight,
-        .dstXInBytes = p->dstXInBytes, .dstY = p->dstY, .dstZ = p->dstZ, .dstLOD = p->dstLOD,
-        .dstMemoryType = p->dstMemoryType, .dstHost = p->dstHost, .dstDevice = p->dstDevice,
-        .dstArray = p->dstArray, .dstPitch = p->dstPitch, .dstHeight = p->dstHeight,
-        .WidthInBytes = p->WidthInBytes, .Height = p->Height, .Depth = p->Depth};
+    return (CUDA_MEMCPY3D){.srcXInBytes = p->srcXInBytes,
+                           .srcY = p->srcY,
+                           .srcZ = p->srcZ,
+                           .srcLOD = p->srcLOD,
+                           .srcMemoryType = p->srcMemoryType,
+                           .srcHost = p->srcHost,
+                           .srcDevice = p->srcDevice,
+                           .srcArray = p->srcArray,
+                           .srcPitch = p->srcPitch,
+                           .srcHeight = p->srcHeight,
+                           .dstXInBytes = p->dstXInBytes,
+                           .dstY = p->dstY,
+                           .dstZ = p->dstZ,
+                           .dstLOD = p->dstLOD,
+                           .dstMemoryType = p->dstMemoryType,
+                           .dstHost = p->dstHost,
+                           .dstDevice = p->dstDevice,
+                           .dstArray = p->dstArray,
+                           .dstPitch = p->dstPitch,
+                           .dstHeight = p->dstHeight,
+                           .WidthInBytes = p->WidthInBytes,
+                           .Height = p->Height,
+                           .Depth = p->Depth};
 }
 
 /* A synchronous 3D copy in context ctx, made current for it when it is not. */

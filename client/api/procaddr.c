@@ -34,8 +34,7 @@ static CUdriverProcAddressQueryResult pa_lookup(const char *symbol, int version,
     const struct cli_pa_entry *e;
     cli_pa_fn fn = NULL;
 
-    e = bsearch(symbol, cli_pa_entries, cli_pa_entry_count, sizeof(cli_pa_entries[0]),
-                pa_compare);
+    e = bsearch(symbol, cli_pa_entries, cli_pa_entry_count, sizeof(cli_pa_entries[0]), pa_compare);
     if (e == NULL)
         return CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
     if (per_thread)
@@ -84,8 +83,8 @@ CLI_EXPORT CUresult cuGetExportTable(const void **ppExportTable, const CUuuid *p
         const unsigned char *b = (const unsigned char *)pExportTableId->bytes;
         rg_debug("cuGetExportTable: unknown table %02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-"
                  "%02x%02x%02x%02x%02x%02x",
-                 b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11],
-                 b[12], b[13], b[14], b[15]);
+                 b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12],
+                 b[13], b[14], b[15]);
         return CUDA_ERROR_NOT_FOUND;
     }
     *ppExportTable = table;

@@ -107,12 +107,21 @@ CLI_EXPORT CUresult cuStreamDestroy(CUstream stream)
 }
 
 CLI_EXPORT CUresult cli_cuStreamDestroy_v1(CUstream s) __asm__("cuStreamDestroy");
-CLI_EXPORT CUresult cli_cuStreamDestroy_v1(CUstream s) { return cuStreamDestroy(s); }
+CLI_EXPORT CUresult cli_cuStreamDestroy_v1(CUstream s)
+{
+    return cuStreamDestroy(s);
+}
 
 /* Synchronous stream operations with their per-thread twins. */
-#define STREAM_PAIR(name, impl, params, ...)                                                    \
-    CLI_EXPORT CUresult name params { return impl(__VA_ARGS__, false); }                        \
-    CLI_EXPORT CUresult name##_ptsz params { return impl(__VA_ARGS__, true); }
+#define STREAM_PAIR(name, impl, params, ...)                                                       \
+    CLI_EXPORT CUresult name params                                                                \
+    {                                                                                              \
+        return impl(__VA_ARGS__, false);                                                           \
+    }                                                                                              \
+    CLI_EXPORT CUresult name##_ptsz params                                                         \
+    {                                                                                              \
+        return impl(__VA_ARGS__, true);                                                            \
+    }
 
 /* The context of a stream (NULL: the caller's current one). */
 static struct cli_ctx *stream_ctx(CUstream stream)
@@ -142,8 +151,7 @@ static CUresult stream_call(unsigned op, CUstream stream, bool per_thread)
     return cli_call_sync(&call); /* the work is done (or none was left) */
 }
 
-static CUresult stream_wait_event(CUstream stream, CUevent event, unsigned flags,
-                                  bool per_thread)
+static CUresult stream_wait_event(CUstream stream, CUevent event, unsigned flags, bool per_thread)
 {
     struct cli_handle *e = cli_handle_check(event, PROTO_H_EVENT);
     struct cli_call call = {CLI_ARGS(STREAM_WAIT_EVENT)};
@@ -308,11 +316,17 @@ STREAM_PAIR(cuStreamGetCaptureInfo_v3, capture_info_v3,
              const CUgraphNode **d, const CUgraphEdgeData **e, size_t *n),
             s, st, id, g, d, e, n)
 /* Older ABIs of the same query, exported under their own symbol names. */
-#define STREAM_PAIR_SYM(tag, sym, impl, params, ...)                                            \
-    CLI_EXPORT CUresult tag params __asm__(sym);                                                \
-    CLI_EXPORT CUresult tag params { return impl(__VA_ARGS__, false); }                         \
-    CLI_EXPORT CUresult tag##_ptsz params __asm__(sym "_ptsz");                                 \
-    CLI_EXPORT CUresult tag##_ptsz params { return impl(__VA_ARGS__, true); }
+#define STREAM_PAIR_SYM(tag, sym, impl, params, ...)                                               \
+    CLI_EXPORT CUresult tag params __asm__(sym);                                                   \
+    CLI_EXPORT CUresult tag params                                                                 \
+    {                                                                                              \
+        return impl(__VA_ARGS__, false);                                                           \
+    }                                                                                              \
+    CLI_EXPORT CUresult tag##_ptsz params __asm__(sym "_ptsz");                                    \
+    CLI_EXPORT CUresult tag##_ptsz params                                                          \
+    {                                                                                              \
+        return impl(__VA_ARGS__, true);                                                            \
+    }
 STREAM_PAIR_SYM(cli_capture_info_v2, "cuStreamGetCaptureInfo_v2", capture_info,
                 (CUstream s, CUstreamCaptureStatus *st, cuuint64_t *id, CUgraph *g,
                  const CUgraphNode **d, size_t *n),
@@ -385,8 +399,7 @@ static CUresult stream_set_attr(CUstream s, CUstreamAttrID a, const CUstreamAttr
     return stream_attr(PROTO_OP_STREAM_SET_ATTR, s, a, (CUstreamAttrValue *)v, per_thread);
 }
 
-static CUresult stream_get_attr(CUstream s, CUstreamAttrID a, CUstreamAttrValue *v,
-                                bool per_thread)
+static CUresult stream_get_attr(CUstream s, CUstreamAttrID a, CUstreamAttrValue *v, bool per_thread)
 {
     return stream_attr(PROTO_OP_STREAM_GET_ATTR, s, a, v, per_thread);
 }

@@ -111,17 +111,14 @@ static CUresult common_arrays(CUtensorMap *map, unsigned rank, const cuuint64_t 
 CLI_EXPORT CUresult cuTensorMapEncodeTiled(CUtensorMap *map, CUtensorMapDataType dtype,
                                            cuuint32_t rank, void *addr, const cuuint64_t *dim,
                                            const cuuint64_t *strides, const cuuint32_t *box,
-                                           const cuuint32_t *estrides,
-                                           CUtensorMapInterleave il, CUtensorMapSwizzle sw,
-                                           CUtensorMapL2promotion l2,
+                                           const cuuint32_t *estrides, CUtensorMapInterleave il,
+                                           CUtensorMapSwizzle sw, CUtensorMapL2promotion l2,
                                            CUtensorMapFloatOOBfill oob)
 {
     struct cli_call call = {
-        CLI_ARGS(TENSOR_MAP_ENCODE,
-                 .kind = PROTO_TENSOR_MAP_TILED, .dtype = dtype, .rank = rank,
+        CLI_ARGS(TENSOR_MAP_ENCODE, .kind = PROTO_TENSOR_MAP_TILED, .dtype = dtype, .rank = rank,
                  .addr = (uint64_t)(uintptr_t)addr, .interleave = il, .swizzle = sw, .l2 = l2,
-                 .oob = oob,
-                 .channels = 0, .pixels = 0, .lower_w = 0, .upper_w = 0, .mode = 0)};
+                 .oob = oob, .channels = 0, .pixels = 0, .lower_w = 0, .upper_w = 0, .mode = 0)};
     struct proto_tensor_map_arrays a;
     CUresult res = common_arrays(map, rank, dim, strides, estrides, 1, &a);
 
@@ -139,15 +136,12 @@ CLI_EXPORT CUresult cuTensorMapEncodeIm2col(CUtensorMap *map, CUtensorMapDataTyp
                                             const int *upper, cuuint32_t channels,
                                             cuuint32_t pixels, const cuuint32_t *estrides,
                                             CUtensorMapInterleave il, CUtensorMapSwizzle sw,
-                                            CUtensorMapL2promotion l2,
-                                            CUtensorMapFloatOOBfill oob)
+                                            CUtensorMapL2promotion l2, CUtensorMapFloatOOBfill oob)
 {
-    struct cli_call call = {
-        CLI_ARGS(TENSOR_MAP_ENCODE,
-                 .kind = PROTO_TENSOR_MAP_IM2COL, .dtype = dtype, .rank = rank,
-                 .addr = (uint64_t)(uintptr_t)addr, .interleave = il, .swizzle = sw, .l2 = l2,
-                 .oob = oob,
-                 .channels = channels, .pixels = pixels, .lower_w = 0, .upper_w = 0, .mode = 0)};
+    struct cli_call call = {CLI_ARGS(
+        TENSOR_MAP_ENCODE, .kind = PROTO_TENSOR_MAP_IM2COL, .dtype = dtype, .rank = rank,
+        .addr = (uint64_t)(uintptr_t)addr, .interleave = il, .swizzle = sw, .l2 = l2, .oob = oob,
+        .channels = channels, .pixels = pixels, .lower_w = 0, .upper_w = 0, .mode = 0)};
     struct proto_tensor_map_arrays a;
     CUresult res = common_arrays(map, rank, dim, strides, estrides, 3, &a);
 
@@ -161,20 +155,16 @@ CLI_EXPORT CUresult cuTensorMapEncodeIm2col(CUtensorMap *map, CUtensorMapDataTyp
 }
 
 CLI_EXPORT CUresult cuTensorMapEncodeIm2colWide(
-    CUtensorMap *map, CUtensorMapDataType dtype, cuuint32_t rank, void *addr,
-    const cuuint64_t *dim, const cuuint64_t *strides, int lower_w, int upper_w,
-    cuuint32_t channels, cuuint32_t pixels, const cuuint32_t *estrides,
-    CUtensorMapInterleave il, CUtensorMapIm2ColWideMode mode, CUtensorMapSwizzle sw,
-    CUtensorMapL2promotion l2, CUtensorMapFloatOOBfill oob)
+    CUtensorMap *map, CUtensorMapDataType dtype, cuuint32_t rank, void *addr, const cuuint64_t *dim,
+    const cuuint64_t *strides, int lower_w, int upper_w, cuuint32_t channels, cuuint32_t pixels,
+    const cuuint32_t *estrides, CUtensorMapInterleave il, CUtensorMapIm2ColWideMode mode,
+    CUtensorMapSwizzle sw, CUtensorMapL2promotion l2, CUtensorMapFloatOOBfill oob)
 {
-    struct cli_call call = {
-        CLI_ARGS(TENSOR_MAP_ENCODE,
-                 .kind = PROTO_TENSOR_MAP_IM2COL_WIDE, .dtype = dtype, .rank = rank,
-                 .addr = (uint64_t)(uintptr_t)addr, .interleave = il, .swizzle = sw, .l2 = l2,
-                 .oob = oob,
-                 .channels = channels, .pixels = pixels,
-                 .lower_w = (uint64_t)(int64_t)lower_w, .upper_w = (uint64_t)(int64_t)upper_w,
-                 .mode = (uint64_t)mode)};
+    struct cli_call call = {CLI_ARGS(
+        TENSOR_MAP_ENCODE, .kind = PROTO_TENSOR_MAP_IM2COL_WIDE, .dtype = dtype, .rank = rank,
+        .addr = (uint64_t)(uintptr_t)addr, .interleave = il, .swizzle = sw, .l2 = l2, .oob = oob,
+        .channels = channels, .pixels = pixels, .lower_w = (uint64_t)(int64_t)lower_w,
+        .upper_w = (uint64_t)(int64_t)upper_w, .mode = (uint64_t)mode)};
     struct proto_tensor_map_arrays a;
     CUresult res = common_arrays(map, rank, dim, strides, estrides, 3, &a);
 

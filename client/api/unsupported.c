@@ -58,6 +58,7 @@ CUresult cli_unsupported_probe(const char *name)
 {
     if (cli_unsupported_first(name))
         rg_info("%s is not supported (probed; the caller falls back); returning "
-                "CUDA_ERROR_NOT_SUPPORTED", name);
+                "CUDA_ERROR_NOT_SUPPORTED",
+                name);
     return CUDA_ERROR_NOT_SUPPORTED;
 }

@@ -22,7 +22,7 @@ struct vmm_alloc {
     uint64_t id; /* the CUmemGenericAllocationHandle the application holds */
     size_t size;
     CUmemAllocationProp prop;
-    unsigned refs; /* 1 + cuMemRetainAllocationHandle calls not yet released */
+    unsigned refs;            /* 1 + cuMemRetainAllocationHandle calls not yet released */
     struct cli_session *sess; /* its device's server (NULL: the caller's) */
 };
 
@@ -240,7 +240,7 @@ CLI_EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
     if (a != NULL && call.sess == NULL)
         call.sess = a->sess;
     res = a != NULL && a->sess != NULL && a->sess != call.sess ? CUDA_ERROR_NOT_SUPPORTED
-                                                                 : CUDA_SUCCESS;
+                                                               : CUDA_SUCCESS;
     /* The mapped memory is its device's: pointer attributes name that device. */
     if (a != NULL && a->prop.location.type == CU_MEM_LOCATION_TYPE_DEVICE &&
         (owner == NULL || owner->device != a->prop.location.id))

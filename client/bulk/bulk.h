@@ -32,7 +32,7 @@ void cli_rdma_forget(void *mr);
 
 /* The order of the bulk paths' post-reply hooks (client/session/call.h): after a synchronizing
  * reply the lane copies settle first, then the host mirrors (host_mirror.h) are read back. */
-#define CLI_SYNCED_LANES 10
+#define CLI_SYNCED_LANES   10
 #define CLI_SYNCED_MIRRORS 20
 
 #endif

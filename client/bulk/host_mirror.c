@@ -28,7 +28,7 @@ struct mirror {
 uintptr_t cli_mirror_lo, cli_mirror_hi;
 uint64_t cli_mirror_filter[(1u << CLI_MIRROR_FILTER_BITS) / 64];
 static unsigned cli_mirror_ndirty; /* mirrored ranges DIRTY now */
-static unsigned nmirrors; /* atomic reads outside the lock */
+static unsigned nmirrors;          /* atomic reads outside the lock */
 static struct mirror mirrors[MIRRORS_MAX];
 static pthread_mutex_t mirror_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -36,9 +36,9 @@ static pthread_mutex_t mirror_lock = PTHREAD_MUTEX_INITIALIZER;
  * the top-down area of libraries, heaps and the CUDA driver's reservations in both processes.
  * Each allocation starts on its own 2 MiB boundary (pages never shared between two ranges). */
 #define HOST_REGION_BASE ((uintptr_t)32 << 40)
-#define HOST_REGION_END ((uintptr_t)48 << 40)
-#define HOST_STEP ((uintptr_t)2 << 20)
-#define HOST_TRIES 8
+#define HOST_REGION_END  ((uintptr_t)48 << 40)
+#define HOST_STEP        ((uintptr_t)2 << 20)
+#define HOST_TRIES       8
 static uintptr_t host_next = HOST_REGION_BASE;
 
 void *cli_mirror_host_alloc(size_t size, bool *mapped_p)
@@ -81,9 +81,8 @@ void cli_mirror_host_added(uintptr_t base, size_t size)
            !__atomic_compare_exchange_n(&cli_mirror_lo, &lo, base, true, __ATOMIC_RELAXED,
                                         __ATOMIC_RELAXED))
         ;
-    while (base + size > hi &&
-           !__atomic_compare_exchange_n(&cli_mirror_hi, &hi, base + size, true, __ATOMIC_RELAXED,
-                                        __ATOMIC_RELAXED))
+    while (base + size > hi && !__atomic_compare_exchange_n(&cli_mirror_hi, &hi, base + size, true,
+                                                            __ATOMIC_RELAXED, __ATOMIC_RELAXED))
         ;
 }
 
@@ -117,7 +116,8 @@ static struct mirror *mirror_map(const struct mem_range *r, struct cli_ctx *ctx)
         static bool said;
         if (!said)
             rg_warn("pinned host memory: %d ranges mirrored on the server already; GPU work on "
-                    "more fails as without mirroring", MIRRORS_MAX);
+                    "more fails as without mirroring",
+                    MIRRORS_MAX);
         said = true;
         return NULL;
     }
@@ -129,8 +129,8 @@ static struct mirror *mirror_map(const struct mem_range *r, struct cli_ctx *ctx)
     __atomic_store_n(&nmirrors, nmirrors + 1, __ATOMIC_RELEASE);
     if (res != CUDA_SUCCESS)
         rg_info("pinned host memory [%#lx, +%zu) not mirrored on %s (error %d): GPU work that "
-                "uses it fails as it would without mirroring", (unsigned long)r->base, r->size,
-                cli_session_server(ctx->sess), (int)res);
+                "uses it fails as it would without mirroring",
+                (unsigned long)r->base, r->size, cli_session_server(ctx->sess), (int)res);
     return m;
 }
 
@@ -213,7 +213,8 @@ static void apply_records(const uint8_t *p, size_t len, struct mirror **pulled, 
             break;
         for (unsigned i = 0; i < n; i++) {
             uintptr_t lo = pulled[i]->base, hi = lo + pulled[i]->size;
-            uintptr_t a = hdr[0] > lo ? hdr[0] : lo, b = hdr[0] + hdr[1] < hi ? hdr[0] + hdr[1] : hi;
+            uintptr_t a = hdr[0] > lo ? hdr[0] : lo,
+                      b = hdr[0] + hdr[1] < hi ? hdr[0] + hdr[1] : hi;
             if (a < b)
                 memcpy((void *)a, p + (a - hdr[0]), b - a);
         }

@@ -26,7 +26,7 @@ extern uintptr_t cli_mirror_lo, cli_mirror_hi;
 /* A filter on top of the bounds (device pointers often lie between pinned ranges): one bit per
  * 2 MiB region that holds pinned host memory, hashed into 64 Ki bits; set, never cleared. */
 #define CLI_MIRROR_REGION_SHIFT 21
-#define CLI_MIRROR_FILTER_BITS 16
+#define CLI_MIRROR_FILTER_BITS  16
 extern uint64_t cli_mirror_filter[(1u << CLI_MIRROR_FILTER_BITS) / 64];
 static inline unsigned cli_mirror_filter_bit(uintptr_t addr)
 {

@@ -27,9 +27,9 @@
 #include "common/log.h"
 #include "transport/transport.h"
 
-#define LANE_MIN (32u << 20)
+#define LANE_MIN    (32u << 20)
 #define LANE_STRIPE (4u << 20)
-#define LANES_MAX 16
+#define LANES_MAX   16
 
 struct cli_lane {
     struct transport_conn *conn;
@@ -43,16 +43,21 @@ static struct {
     char addr[128];
     uint8_t secret[32];
     int want, n;
-    bool broken;          /* could not connect, or a lane failed: no more lane copies */
+    bool broken; /* could not connect, or a lane failed: no more lane copies */
     struct cli_lane lanes[LANES_MAX];
     pthread_mutex_t job_lock;
     pthread_cond_t job_cond;
     uint64_t gen;
     int busy;
-    struct { bool send; uint8_t *buf; size_t len; } job;
+    struct {
+        bool send;
+        uint8_t *buf;
+        size_t len;
+    } job;
     uint64_t job_call; /* the wire id of the job's call (on the first session) */
-    bool pending;    /* the job's outcome not yet taken (job_lock) */
-} lanes = {.lock = PTHREAD_MUTEX_INITIALIZER, .job_lock = PTHREAD_MUTEX_INITIALIZER,
+    bool pending;      /* the job's outcome not yet taken (job_lock) */
+} lanes = {.lock = PTHREAD_MUTEX_INITIALIZER,
+           .job_lock = PTHREAD_MUTEX_INITIALIZER,
            .job_cond = PTHREAD_COND_INITIALIZER};
 
 /* The Welcome's offer (session hook lanes_offered). */
@@ -102,7 +107,10 @@ static void *lane_thread(void *arg)
 static bool lanes_connect(void)
 {
     struct transport_opts opts = {.connect_timeout_ms = 5000};
-    struct { uint8_t secret[32]; uint32_t index; } hello;
+    struct {
+        uint8_t secret[32];
+        uint32_t index;
+    } hello;
     pthread_attr_t attr;
 
     memcpy(hello.secret, lanes.secret, sizeof(hello.secret));
@@ -117,7 +125,8 @@ static bool lanes_connect(void)
             transport_sendv(ln->conn, &iov, 1) != RG_OK ||
             pthread_create(&ln->thread, &attr, lane_thread, ln) != 0) {
             rg_info("data lanes to %s: lane %d cannot connect; large copies use the session's "
-                    "connection", lanes.addr, i);
+                    "connection",
+                    lanes.addr, i);
             lanes.broken = true;
             break;
         }

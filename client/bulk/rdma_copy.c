@@ -48,7 +48,7 @@ static struct transport_mr *range_register(struct transport_conn *conn, const st
         mr = NULL;
     }
     if (!addr_range_attach_mr(MEM_HOST, r->base, mr != NULL ? (void *)mr : &unregistrable,
-                           &attached)) {
+                              &attached)) {
         attached = NULL; /* freed meanwhile: an application error; copy the ordinary way */
     }
     if (mr != NULL && attached != mr)
@@ -99,6 +99,7 @@ void cli_rdma_forget(void *mr)
 
     if (m == NULL || mr == (void *)&unregistrable)
         return;
-    cli_session_fence(NULL, cli_ctx_current_id()); /* the worker may still read or write the range */
+    cli_session_fence(NULL,
+                      cli_ctx_current_id()); /* the worker may still read or write the range */
     m->ops->mem_dereg(m);
 }

@@ -28,7 +28,7 @@ static size_t upper_bound(enum mem_kind kind, uintptr_t addr)
 }
 
 bool addr_range_add(enum mem_kind kind, uintptr_t base, size_t size, struct cli_ctx *ctx,
-                 unsigned flags)
+                    unsigned flags)
 {
     size_t i;
     bool ok = true;
@@ -117,8 +117,7 @@ bool addr_range_remove(enum mem_kind kind, uintptr_t base, struct mem_range *ran
     if (found) {
         if (range_p != NULL)
             *range_p = ranges[kind][i];
-        memmove(&ranges[kind][i], &ranges[kind][i + 1],
-                (nranges[kind] - i - 1) * sizeof(**ranges));
+        memmove(&ranges[kind][i], &ranges[kind][i + 1], (nranges[kind] - i - 1) * sizeof(**ranges));
         nranges[kind]--;
     }
     pthread_mutex_unlock(&map_lock);
@@ -143,8 +142,7 @@ bool cli_host_pinned(const void *p, size_t len)
 {
     struct mem_range r;
 
-    return addr_range_find(MEM_HOST, (uintptr_t)p, &r) &&
-           (uintptr_t)p + len <= r.base + r.size;
+    return addr_range_find(MEM_HOST, (uintptr_t)p, &r) && (uintptr_t)p + len <= r.base + r.size;
 }
 
 bool cli_dev_lookup(CUdeviceptr dptr, CUdeviceptr *base_p, size_t *size_p)

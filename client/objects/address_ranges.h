@@ -22,7 +22,7 @@ struct mem_range {
 };
 
 bool addr_range_add(enum mem_kind kind, uintptr_t base, size_t size, struct cli_ctx *ctx,
-                 unsigned flags);
+                    unsigned flags);
 /* The range containing addr. */
 bool addr_range_find(enum mem_kind kind, uintptr_t addr, struct mem_range *range_p);
 /* Whether [base, base + size) shares a byte with a range. */

@@ -38,8 +38,8 @@ struct cli_ctx {
     struct cli_session *sess; /* its device's session: where its calls go */
     bool is_primary;
     unsigned flags;
-    void *cls;            /* context-local storage, owned by export_tables.c */
-    uint64_t limits[16];  /* cuCtxGetLimit answers already asked (context.c) */
+    void *cls;             /* context-local storage, owned by export_tables.c */
+    uint64_t limits[16];   /* cuCtxGetLimit answers already asked (context.c) */
     unsigned limits_known; /* bit per CUlimit in limits[]; atomic */
 };
 

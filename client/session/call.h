@@ -33,15 +33,15 @@ struct cli_device {
 struct cli_call {
     unsigned op;
     unsigned nargs;
-    union proto_args a;    /* Call.args by name: a.MEMCPY_HTOD.dst (proto/ops.def) */
-    uint64_t ctx;          /* Call.ctx; cli_call_* fill it from the current context if 0 */
-    const void *data;      /* input bytes: inline up to PROTO_INLINE_MAX, else frame bulk */
+    union proto_args a; /* Call.args by name: a.MEMCPY_HTOD.dst (proto/ops.def) */
+    uint64_t ctx;       /* Call.ctx; cli_call_* fill it from the current context if 0 */
+    const void *data;   /* input bytes: inline up to PROTO_INLINE_MAX, else frame bulk */
     size_t data_len;
     /* Reply (synchronous calls): out[] values and data, copied into the caller's buffers. */
-    uint64_t *out;         /* may be NULL */
+    uint64_t *out; /* may be NULL */
     unsigned out_cap;
     unsigned nout;
-    void *rdata;           /* reply data/bulk goes straight here (may be NULL) */
+    void *rdata; /* reply data/bulk goes straight here (may be NULL) */
     size_t rdata_cap;
     size_t rdata_len;
     /* Called with the session's lock held just before the call is queued or written, only if
@@ -109,8 +109,8 @@ bool cli_initialized(void);
 int cli_device_count(void);
 const struct cli_device *cli_device(int ordinal); /* NULL if out of range */
 
-/* Wait until the server (sess; NULL: the first) has executed every call sent so far (deferred replies read), with a NOP
- * in context ctx (the caller's current one: cli_ctx_current_id()); a
+/* Wait until the server (sess; NULL: the first) has executed every call sent so far (deferred
+ * replies read), with a NOP in context ctx (the caller's current one: cli_ctx_current_id()); a
  * pending asynchronous error stays for the next synchronous call. */
 CUresult cli_session_fence(struct cli_session *sess, uint64_t ctx);
 /* Several servers (client/session.c): the session of a device (NULL if out of range), its
@@ -119,8 +119,8 @@ struct cli_session *cli_device_session(int dev);
 int cli_device_remote(int dev);
 bool cli_session_is_first(const struct cli_session *sess);
 int cli_session_count(void);
-struct cli_session *cli_session_at(int i);            /* NULL past the last */
-int cli_session_index(const struct cli_session *sess); /* NULL counts as the first (0) */
+struct cli_session *cli_session_at(int i);                      /* NULL past the last */
+int cli_session_index(const struct cli_session *sess);          /* NULL counts as the first (0) */
 const char *cli_session_server(const struct cli_session *sess); /* its host:port */
 /* The session's connection when it runs on RDMA (for registering memory with it), else NULL.
  * It stays valid for the life of the process. */

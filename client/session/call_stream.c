@@ -98,7 +98,8 @@ static void trace_call(const Rgpu__Call *msg, unsigned flags)
     fprintf(stderr, "%s data=%zu\n", line, msg->data.len);
 }
 
-static CUresult wait_reply(struct cli_session *s, struct cli_call *call, uint64_t id, CUresult *result_p);
+static CUresult wait_reply(struct cli_session *s, struct cli_call *call, uint64_t id,
+                           CUresult *result_p);
 
 /* Read the replies of deferred DtoH copies now. Needed before sending more once they carry
  * much data: the worker blocks writing them while we would block writing to it. */
@@ -113,8 +114,8 @@ static CUresult deferred_drain(struct cli_session *s)
  * to write it within BATCH_DELAY_US (not when the caller writes the batch itself now). */
 static bool batch_append(struct cli_session *s, const Rgpu__Call *msg, unsigned flags, bool wake)
 {
-    size_t n = proto_frame_pack(s->batch + s->batch_len,
-                                BATCH_SIZE - s->batch_len, PROTO_CALL, flags, &msg->base, 0);
+    size_t n = proto_frame_pack(s->batch + s->batch_len, BATCH_SIZE - s->batch_len, PROTO_CALL,
+                                flags, &msg->base, 0);
 
     if (n == 0 && s->batch_len > 0 && cli_batch_flush(s) == CUDA_SUCCESS)
         n = proto_frame_pack(s->batch, BATCH_SIZE, PROTO_CALL, flags, &msg->base, 0);
@@ -136,13 +137,14 @@ static CUresult refuse_op(struct cli_session *s, unsigned op)
         s->op_refused[op] = true;
         rg_error("gpu-server at %s speaks protocol %u.%u, which has no %s (new in %u.%u): "
                  "CUDA_ERROR_NOT_SUPPORTED",
-                 s->server, PROTO_VERSION, s->proto_minor, proto_op_name(op),
-                 proto_ops[op].major, proto_ops[op].minor);
+                 s->server, PROTO_VERSION, s->proto_minor, proto_op_name(op), proto_ops[op].major,
+                 proto_ops[op].minor);
     }
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 
-static CUresult send_call(struct cli_session *s, struct cli_call *call, unsigned flags, uint64_t *id_p)
+static CUresult send_call(struct cli_session *s, struct cli_call *call, unsigned flags,
+                          uint64_t *id_p)
 {
     Rgpu__Call msg = RGPU__CALL__INIT;
     bool inline_data = call->data_len <= PROTO_INLINE_MAX;
@@ -186,7 +188,8 @@ static CUresult send_call(struct cli_session *s, struct cli_call *call, unsigned
 }
 
 /* Receive bulk of len bytes into dst (cap bytes of room), dropping what does not fit. */
-static rg_status_t recv_bulk(struct cli_session *s, void *dst, size_t cap, uint64_t len, size_t *got_p)
+static rg_status_t recv_bulk(struct cli_session *s, void *dst, size_t cap, uint64_t len,
+                             size_t *got_p)
 {
     size_t take = len < cap ? (size_t)len : cap;
     rg_status_t status = RG_OK;
@@ -225,14 +228,14 @@ static void fill_reply(struct cli_call *call, const Rgpu__Reply *r)
 }
 
 /* A reply to a deferred DtoH call: its data lands in the registered destination. */
-static CUresult take_deferred(struct cli_session *s, const struct proto_frame_hdr *hdr, const Rgpu__Reply *r)
+static CUresult take_deferred(struct cli_session *s, const struct proto_frame_hdr *hdr,
+                              const Rgpu__Reply *r)
 {
     struct deferred d = s->deferred[0];
     size_t got = 0;
     rg_status_t status = RG_OK;
 
-    memmove(s->deferred, s->deferred + 1,
-            --s->ndeferred * sizeof(*s->deferred));
+    memmove(s->deferred, s->deferred + 1, --s->ndeferred * sizeof(*s->deferred));
     s->deferred_bytes -= d.len;
     if (r->data.len > 0)
         memcpy(d.dst, r->data.data, r->data.len < d.len ? r->data.len : d.len);
@@ -247,11 +250,10 @@ static CUresult take_deferred(struct cli_session *s, const struct proto_frame_hd
 
 /* Read one Reply frame (already received header and message) for id or a deferred call.
  * Returns true in *done_p when it was the reply to `call`. */
-static CUresult take_reply(struct cli_session *s, const struct proto_frame_hdr *hdr, struct cli_call *call, uint64_t id,
-                           bool *done_p, CUresult *result_p)
+static CUresult take_reply(struct cli_session *s, const struct proto_frame_hdr *hdr,
+                           struct cli_call *call, uint64_t id, bool *done_p, CUresult *result_p)
 {
-    Rgpu__Reply *r =
-        rgpu__reply__unpack(&s->arena.allocator, hdr->msg_len, s->recv_buf);
+    Rgpu__Reply *r = rgpu__reply__unpack(&s->arena.allocator, hdr->msg_len, s->recv_buf);
     CUresult res = CUDA_SUCCESS;
     size_t got = 0;
     rg_status_t status;
@@ -311,7 +313,8 @@ static CUresult session_silent(struct cli_session *s)
 }
 
 /* Process frames until the reply to id arrives (id 0: until no deferred reply is pending). */
-static CUresult wait_reply(struct cli_session *s, struct cli_call *call, uint64_t id, CUresult *result_p)
+static CUresult wait_reply(struct cli_session *s, struct cli_call *call, uint64_t id,
+                           CUresult *result_p)
 {
     struct proto_frame_hdr hdr;
     bool done = false;
@@ -385,21 +388,29 @@ static void note_nccl_ctx(struct cli_session *s, const struct cli_call *call)
  * for any other call. */
 static bool wait_query(const struct cli_call *call, struct cli_call *q)
 {
-    *q = (struct cli_call){.op = PROTO_OP_STREAM_QUERY, .nargs = 1, .ctx = call->ctx,
-                           .sess = call->sess};
+    *q = (struct cli_call){
+        .op = PROTO_OP_STREAM_QUERY, .nargs = 1, .ctx = call->ctx, .sess = call->sess};
     switch (call->op) {
-    case PROTO_OP_STREAM_SYNCHRONIZE: q->a.STREAM_QUERY.stream = call->a.STREAM_SYNCHRONIZE.stream; return true;
-    case PROTO_OP_CTX_SYNCHRONIZE: q->a.STREAM_QUERY.stream = 0; return true; /* the legacy stream */
-    case PROTO_OP_MEMCPY_DTOH: q->a.STREAM_QUERY.stream = call->a.MEMCPY_DTOH.stream; return true;
+    case PROTO_OP_STREAM_SYNCHRONIZE:
+        q->a.STREAM_QUERY.stream = call->a.STREAM_SYNCHRONIZE.stream;
+        return true;
+    case PROTO_OP_CTX_SYNCHRONIZE:
+        q->a.STREAM_QUERY.stream = 0;
+        return true; /* the legacy stream */
+    case PROTO_OP_MEMCPY_DTOH:
+        q->a.STREAM_QUERY.stream = call->a.MEMCPY_DTOH.stream;
+        return true;
     case PROTO_OP_EVENT_SYNCHRONIZE:
         q->op = PROTO_OP_EVENT_QUERY;
         q->a.EVENT_QUERY.event = call->a.EVENT_SYNCHRONIZE.event;
         return true;
-    default: return false;
+    default:
+        return false;
     }
 }
 
-static CUresult wait_reply(struct cli_session *s, struct cli_call *call, uint64_t id, CUresult *result_p);
+static CUresult wait_reply(struct cli_session *s, struct cli_call *call, uint64_t id,
+                           CUresult *result_p);
 
 /* Poll q until its work is done: CUDA_SUCCESS then (an error of the query, such as a pending
  * asynchronous failure, is left for the wait itself to report). */
@@ -476,8 +487,8 @@ CUresult cli_session_send(struct cli_call *call)
 
 static bool deferred_push(struct cli_session *s, uint64_t id, void *dst, size_t len)
 {
-    if (!rg_array_grow((void **)&s->deferred, &s->deferred_cap, s->ndeferred,
-                       sizeof(*s->deferred), 16))
+    if (!rg_array_grow((void **)&s->deferred, &s->deferred_cap, s->ndeferred, sizeof(*s->deferred),
+                       16))
         return false;
     s->deferred[s->ndeferred++] = (struct deferred){id, dst, len};
     s->deferred_bytes += len;

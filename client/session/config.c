@@ -46,8 +46,9 @@ rg_status_t cli_conf_add_pool(struct cli_conf *conf, const char *list, char *why
             return RG_ERR_INVALID;
         }
         if (!entry_valid(tok)) {
-            snprintf(why, why_len, "expected HOST, HOST:PORT or [V6]:PORT entries (a port from "
-                                   "1 to 65535), separated by commas");
+            snprintf(why, why_len,
+                     "expected HOST, HOST:PORT or [V6]:PORT entries (a port from "
+                     "1 to 65535), separated by commas");
             return RG_ERR_INVALID;
         }
         snprintf(conf->pool[conf->npool++], sizeof(conf->pool[0]), "%s", tok);
@@ -178,32 +179,79 @@ static bool parse_transport(void *obj, const char *value, char *why, size_t why_
 
 #define C(member) RG_CONF_FIELD(struct cli_conf, member)
 static const struct rg_conf_key client_keys[] = {
-    {.name = "pool", .type = RG_CONF_CUSTOM, C(pool), .parse = parse_pool, .flags = RG_CONF_LIST,
+    {.name = "pool",
+     .type = RG_CONF_CUSTOM,
+     C(pool),
+     .parse = parse_pool,
+     .flags = RG_CONF_LIST,
      .help = "HOST[:PORT] entries separated by commas (a port from 1 to 65535)"},
-    {.name = "server", .type = RG_CONF_CUSTOM, C(pool), .parse = parse_server, .flags = RG_CONF_LIST,
+    {.name = "server",
+     .type = RG_CONF_CUSTOM,
+     C(pool),
+     .parse = parse_server,
+     .flags = RG_CONF_LIST,
      .help = "HOST[:PORT] entries separated by commas (a port from 1 to 65535)"},
     {.name = "tenant", .type = RG_CONF_STRING, C(tenant), .min = 1},
-    {.name = "token", .type = RG_CONF_CUSTOM, C(token), .parse = parse_token, .flags = RG_CONF_SECRET,
+    {.name = "token",
+     .type = RG_CONF_CUSTOM,
+     C(token),
+     .parse = parse_token,
+     .flags = RG_CONF_SECRET,
      .help = "a token of at most 255 characters"},
     {.name = "token_file", .type = RG_CONF_STRING, C(token_file), .min = 1},
-    {.name = "mem_quota", .type = RG_CONF_CUSTOM, C(mem_quota), .parse = parse_mem_quota,
+    {.name = "mem_quota",
+     .type = RG_CONF_CUSTOM,
+     C(mem_quota),
+     .parse = parse_mem_quota,
      .help = "a size such as 4GiB (bytes, or KiB, MiB, GiB, TiB)"},
-    {.name = "mem_share", .type = RG_CONF_CUSTOM, C(mem_share), .parse = parse_mem_share,
+    {.name = "mem_share",
+     .type = RG_CONF_CUSTOM,
+     C(mem_share),
+     .parse = parse_mem_share,
      .help = "a share of the GPU's memory: 0.5 or 50%"},
-    {.name = "policy", .type = RG_CONF_CUSTOM, C(policy), .parse = parse_policy, .def = "spread",
+    {.name = "policy",
+     .type = RG_CONF_CUSTOM,
+     C(policy),
+     .parse = parse_policy,
+     .def = "spread",
      .help = "spread, pack or first"},
-    {.name = "connect_timeout_ms", .type = RG_CONF_DURATION, C(connect_timeout_ms), .unit = RG_CONF_MS,
-     .min = 1, .max = 600000, .def = "5000"},
-    {.name = "probe_timeout_ms", .type = RG_CONF_DURATION, C(probe_timeout_ms), .unit = RG_CONF_MS, .min = 1,
-     .max = 600000, .def = "3000"},
-    {.name = "probe_sample", .type = RG_CONF_INT, C(probe_sample), .min = 0, .max = 4096,
-     .def = "8", .help = "a count of servers probed per round, 0 (all) to 4096 (docs/pool.md)"},
-    {.name = "transport", .type = RG_CONF_CUSTOM, C(transport), .parse = parse_transport, .def = "auto",
+    {.name = "connect_timeout_ms",
+     .type = RG_CONF_DURATION,
+     C(connect_timeout_ms),
+     .unit = RG_CONF_MS,
+     .min = 1,
+     .max = 600000,
+     .def = "5000"},
+    {.name = "probe_timeout_ms",
+     .type = RG_CONF_DURATION,
+     C(probe_timeout_ms),
+     .unit = RG_CONF_MS,
+     .min = 1,
+     .max = 600000,
+     .def = "3000"},
+    {.name = "probe_sample",
+     .type = RG_CONF_INT,
+     C(probe_sample),
+     .min = 0,
+     .max = 4096,
+     .def = "8",
+     .help = "a count of servers probed per round, 0 (all) to 4096 (docs/pool.md)"},
+    {.name = "transport",
+     .type = RG_CONF_CUSTOM,
+     C(transport),
+     .parse = parse_transport,
+     .def = "auto",
      .help = "auto, rdma or tcp"},
-    {.name = "session_timeout", .type = RG_CONF_CUSTOM, C(session_timeout_ms),
-     .parse = parse_session_timeout, .def = "30",
-     .help = "a duration from 1s to 24h such as 30s, 1500ms or 2m (plain: seconds), or 0 for never"},
-    {.name = "session_timeout_ms", .type = RG_CONF_CUSTOM, C(session_timeout_ms),
+    {.name = "session_timeout",
+     .type = RG_CONF_CUSTOM,
+     C(session_timeout_ms),
+     .parse = parse_session_timeout,
+     .def = "30",
+     .help =
+         "a duration from 1s to 24h such as 30s, 1500ms or 2m (plain: seconds), or 0 for never"},
+    {.name = "session_timeout_ms",
+     .type = RG_CONF_CUSTOM,
+     C(session_timeout_ms),
      .parse = parse_session_timeout_ms,
      .help = "milliseconds from 1000 to 86400000, or 0 for never"},
     {.name = "lanes", .type = RG_CONF_INT, C(lanes), .min = 0, .max = CLI_LANES_MAX, .def = "4"},
@@ -216,9 +264,11 @@ static void *client_open(void *arg, const char *name, char *why, size_t why_len)
     return arg;
 }
 
-static const struct rg_conf_section client_section = {
-    .name = "client", .keys = client_keys,
-    .nkeys = sizeof(client_keys) / sizeof(client_keys[0]), .open = client_open};
+static const struct rg_conf_section client_section = {.name = "client",
+                                                      .keys = client_keys,
+                                                      .nkeys = sizeof(client_keys) /
+                                                               sizeof(client_keys[0]),
+                                                      .open = client_open};
 static const struct rg_conf_schema client_schema = {&client_section, 1, "client"};
 
 /* The first error in why (the parser's FILE:LINE: ... line), and how many more there were. */
@@ -241,8 +291,11 @@ static void keep_first(void *arg, const char *message)
 static rg_status_t read_file(struct cli_conf *conf, const char *path, rg_conf_report_fn report,
                              void *report_arg)
 {
-    struct rg_conf_parse p = {.schema = &client_schema, .arg = conf, .origin = path,
-                              .report = report, .report_arg = report_arg};
+    struct rg_conf_parse p = {.schema = &client_schema,
+                              .arg = conf,
+                              .origin = path,
+                              .report = report,
+                              .report_arg = report_arg};
     char why[512], *text, before[sizeof(conf->token)];
     struct stat st;
     size_t len;
@@ -282,8 +335,10 @@ rg_status_t cli_conf_read_file(struct cli_conf *conf, const char *path, char *wh
     if (read_file(conf, path, keep_first, &f) != RG_OK) {
         n = strlen(why);
         if (f.n > 1 && n < why_len)
-            snprintf(why + n, why_len - n, " (and %d more error(s): gpu-server --check-config "
-                                           "--client %s lists them)", f.n - 1, path);
+            snprintf(why + n, why_len - n,
+                     " (and %d more error(s): gpu-server --check-config "
+                     "--client %s lists them)",
+                     f.n - 1, path);
         return RG_ERR_INVALID;
     }
     snprintf(conf->source, sizeof(conf->source), "%s", path);

@@ -1,19 +1,21 @@
 /* The client's configuration: one file found by a search order, then environment variables
- * over it. Shared by libcuda.so.1 and the rgpu tool (both link client/session/config.c; it uses nothing
- * of the session). Sizes (mem_quota, rgpu run --memory) follow rg_parse_size (common/config.h).
+ * over it. Shared by libcuda.so.1 and the rgpu tool (both link client/session/config.c; it uses
+ * nothing of the session). Sizes (mem_quota, rgpu run --memory) follow rg_parse_size
+ * (common/config.h).
  *
  * Search order: the file RGPU_CONFIG names, else ~/.config/rgpu/client.conf, else
  * /etc/rgpu/client.conf; the first that exists is read, alone. Keys (section [client], or
  * before any section): pool, server, tenant, token, token_file, mem_quota, mem_share, policy,
- * connect_timeout_ms, probe_timeout_ms, probe_sample, transport, lanes, gpus, session_timeout; one typed row each in
- * client/session/config.c. Every other section or key, every bad value, is an error naming FILE:LINE
- * (the client does not start on a file it cannot take whole). The file must be a regular file
- * (a FIFO is refused, never waited on); a file that sets token must be readable by its owner
- * only, as a token_file must. Environment, checked the same way: RGPU_SERVER (the servers of
- * the process, over any pool), RGPU_POOL (a pool, placed), RGPU_TENANT, RGPU_TOKEN,
- * RGPU_TOKEN_FILE, RGPU_MEM_QUOTA, RGPU_MEM_SHARE, RGPU_POLICY, RGPU_CONNECT_TIMEOUT_MS, RGPU_PROBE_TIMEOUT_MS,
- * RGPU_PROBE_SAMPLE, RGPU_TRANSPORT, RGPU_LANES, RGPU_GPUS, RGPU_SESSION_TIMEOUT_MS. deploy/client.conf is the documented example;
- * gpu-server --check-config --client FILE checks one. */
+ * connect_timeout_ms, probe_timeout_ms, probe_sample, transport, lanes, gpus, session_timeout; one
+ * typed row each in client/session/config.c. Every other section or key, every bad value, is an
+ * error naming FILE:LINE (the client does not start on a file it cannot take whole). The file must
+ * be a regular file (a FIFO is refused, never waited on); a file that sets token must be readable
+ * by its owner only, as a token_file must. Environment, checked the same way: RGPU_SERVER (the
+ * servers of the process, over any pool), RGPU_POOL (a pool, placed), RGPU_TENANT, RGPU_TOKEN,
+ * RGPU_TOKEN_FILE, RGPU_MEM_QUOTA, RGPU_MEM_SHARE, RGPU_POLICY, RGPU_CONNECT_TIMEOUT_MS,
+ * RGPU_PROBE_TIMEOUT_MS, RGPU_PROBE_SAMPLE, RGPU_TRANSPORT, RGPU_LANES, RGPU_GPUS,
+ * RGPU_SESSION_TIMEOUT_MS. deploy/client.conf is the documented example; gpu-server --check-config
+ * --client FILE checks one. */
 #ifndef RGPU_CLIENT_CLIENT_CONFIG_H
 #define RGPU_CLIENT_CLIENT_CONFIG_H
 
@@ -55,8 +57,8 @@ struct cli_conf {
      * the session gone: it and every later call fail with CUDA_ERROR_DEVICE_UNAVAILABLE. Only
      * against servers of protocol 1.3 and later (they keep a busy session talking); 0: never. */
     int session_timeout_ms;
-    int probe_timeout_ms;   /* the whole parallel probe of a pool */
-    int probe_sample;       /* servers probed per round (0: all at once); docs/pool.md */
+    int probe_timeout_ms; /* the whole parallel probe of a pool */
+    int probe_sample;     /* servers probed per round (0: all at once); docs/pool.md */
     /* GPUs the job asks for (0: not said). From a pool: placed on as many servers as it takes,
      * each admitting the job on all its GPUs, or refused; from listed servers: the first N of
      * their devices, refused when they have fewer. */

@@ -33,8 +33,7 @@ static void session_close(struct cli_session *s)
         if (++tries > 100 || usleep(1000) != 0)
             return;
     /* A forked child exiting must not end its parent's session. */
-    if (s->conn != NULL && !s->dead && getpid() == s->pid &&
-        cli_batch_flush(s) == CUDA_SUCCESS) {
+    if (s->conn != NULL && !s->dead && getpid() == s->pid && cli_batch_flush(s) == CUDA_SUCCESS) {
         proto_send(s->conn, PROTO_BYE, NULL, NULL, 0);
         s->said_bye = true; /* pinned memory freed by later destructors needs no fence */
     }

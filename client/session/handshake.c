@@ -210,7 +210,8 @@ CUresult cli_handshake(struct cli_session *s, const struct cli_conf *conf,
     res = take_welcome(s, w, why, why_len);
     if (res == CUDA_SUCCESS && conf->mem_share != 0 && w->proto_minor < PROTO_MINOR_MEM_SHARE) {
         /* an older server ignored the share: the session would hold the tenant's whole quota */
-        snprintf(why, why_len, "gpu-server at %s speaks protocol %u.%u, which cannot honour "
+        snprintf(why, why_len,
+                 "gpu-server at %s speaks protocol %u.%u, which cannot honour "
                  "mem_share (rgpu run --share; %u.%u or later): ask with mem_quota (--memory)",
                  s->server, PROTO_VERSION, w->proto_minor, PROTO_VERSION, PROTO_MINOR_MEM_SHARE);
         res = CUDA_ERROR_NOT_SUPPORTED;

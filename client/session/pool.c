@@ -60,7 +60,8 @@ static bool pool_has(const struct cli_pool *pool, const char *addr)
 static rg_status_t pool_index(struct cli_pool *pool, int i)
 {
     if (2 * (pool->n + 1) > pool->by_addr_cap) {
-        int cap = pool->by_addr_cap ? 2 * pool->by_addr_cap : 64, *grown = malloc(sizeof(int) * (size_t)cap);
+        int cap = pool->by_addr_cap ? 2 * pool->by_addr_cap : 64,
+            *grown = malloc(sizeof(int) * (size_t)cap);
         if (grown == NULL)
             return RG_ERR_NOMEM;
         free(pool->by_addr);
@@ -205,9 +206,10 @@ static Rgpu__ProbeReply *probe_answer(const struct cli_conf *conf,
     else if (r->status != 0)
         take_refusal(r->status, r->reason, r->retry_after_ms, retry_ms_p, why, why_len);
     else if (conf->mem_share != 0 && r->proto_minor < PROTO_MINOR_MEM_SHARE)
-        snprintf(why, why_len, "speaks protocol %u.%u, which cannot honour mem_share (%u.%u or "
-                 "later): ask with mem_quota", PROTO_VERSION, r->proto_minor, PROTO_VERSION,
-                 PROTO_MINOR_MEM_SHARE);
+        snprintf(why, why_len,
+                 "speaks protocol %u.%u, which cannot honour mem_share (%u.%u or "
+                 "later): ask with mem_quota",
+                 PROTO_VERSION, r->proto_minor, PROTO_VERSION, PROTO_MINOR_MEM_SHARE);
     else
         goto answered;
     if (r != NULL)
@@ -313,7 +315,8 @@ static bool numeric_addr(const char *addr, struct sockaddr_storage *sa, socklen_
     char host[INET6_ADDRSTRLEN + 2], port[16];
     bool ok;
 
-    if (rg_split_hostport(addr, host, sizeof(host), port, sizeof(port), CLI_DEFAULT_PORT) != RG_OK ||
+    if (rg_split_hostport(addr, host, sizeof(host), port, sizeof(port), CLI_DEFAULT_PORT) !=
+            RG_OK ||
         getaddrinfo(host, port, &hints, &res) != 0)
         return false;
     ok = res->ai_addrlen <= sizeof(*sa);
@@ -403,8 +406,8 @@ static bool probe_reply(struct probe_io *io, struct cli_server *s, const struct 
 }
 
 /* Advance one probe on its poll events. Returns true when it is over (answered or failed). */
-static bool probe_step(struct probe_io *io, struct cli_server *s, short revents,
-                       const uint8_t *req, size_t req_len, const struct cli_conf *conf)
+static bool probe_step(struct probe_io *io, struct cli_server *s, short revents, const uint8_t *req,
+                       size_t req_len, const struct cli_conf *conf)
 {
     ssize_t n;
     int err = 0;
@@ -440,8 +443,9 @@ static bool probe_step(struct probe_io *io, struct cli_server *s, short revents,
         return false;
     if (n == 0 && io->off == 0) { /* closed at the probe: an older server */
         s->unprobed = true;
-        snprintf(s->why, sizeof(s->why), "closed the connection at the probe (a gpu-server "
-                                          "older than the probe?)");
+        snprintf(s->why, sizeof(s->why),
+                 "closed the connection at the probe (a gpu-server "
+                 "older than the probe?)");
         return true;
     }
     if (n <= 0) {
@@ -492,8 +496,8 @@ static int fitting_gpus(const struct cli_pool *pool)
  * the GPUs in hand (have, from earlier rounds) and those of this round's servers that would
  * admit the job make want and the hedge (sched_hedge_ms) passed: servers still silent then are
  * passed over as not answering in time. */
-static void probe_round(struct cli_pool *pool, const struct cli_conf *conf, const int *which,
-                        int n, double deadline, int want, int have)
+static void probe_round(struct cli_pool *pool, const struct cli_conf *conf, const int *which, int n,
+                        double deadline, int want, int have)
 {
     struct probe_io *io = calloc(PROBE_INFLIGHT, sizeof(*io));
     struct pollfd pfd[PROBE_INFLIGHT];
@@ -550,7 +554,8 @@ static void probe_round(struct cli_pool *pool, const struct cli_conf *conf, cons
                 unreachable(s, ETIMEDOUT);
                 over = true;
             } else {
-                over = pfd[k].revents != 0 && probe_step(&io[k], s, pfd[k].revents, frame, frame_len, conf);
+                over = pfd[k].revents != 0 &&
+                       probe_step(&io[k], s, pfd[k].revents, frame, frame_len, conf);
             }
             if (!over)
                 continue;
@@ -566,9 +571,9 @@ static void probe_round(struct cli_pool *pool, const struct cli_conf *conf, cons
     }
     for (int k = 0; k < open; k++) { /* still silent: not waited for */
         struct cli_server *s = &pool->servers[io[k].server];
-        snprintf(s->why, sizeof(s->why), io[k].state == PROBE_CONNECTING
-                                              ? "unreachable: timed out"
-                                              : "no answer to the probe in time");
+        snprintf(s->why, sizeof(s->why),
+                 io[k].state == PROBE_CONNECTING ? "unreachable: timed out"
+                                                 : "no answer to the probe in time");
         s->late = hedge_end > 0 && now_ms() < deadline;
         probe_end(&io[k]);
     }
@@ -593,7 +598,8 @@ static int again_servers(struct cli_pool *pool, int *which, double deadline)
         }
     }
     if (wait_ms > 0) {
-        wait_ms += rand() % (wait_ms / 2 + 1); /* jitter: refused clients do not come back together */
+        wait_ms +=
+            rand() % (wait_ms / 2 + 1); /* jitter: refused clients do not come back together */
         if (now_ms() + wait_ms >= deadline)
             return 0; /* no time left to ask again: their reasons stand */
         usleep((useconds_t)wait_ms * 1000);
@@ -758,7 +764,8 @@ static int try_in_order(const struct cli_conf *conf, const struct cli_pool *pool
 static int connect_pool(const struct cli_conf *conf, struct cli_pool *pool, cli_pool_try_fn try_one,
                         char *all, int fail_result)
 {
-    int n = pool->n, *perm = malloc(sizeof(int) * (size_t)n), *order = malloc(sizeof(int) * (size_t)n);
+    int n = pool->n, *perm = malloc(sizeof(int) * (size_t)n),
+        *order = malloc(sizeof(int) * (size_t)n);
     bool *tried = calloc((size_t)n, sizeof(bool));
     int d = sched_probe_round(conf->probe_sample, 1, n), next = 0, m, res = fail_result;
     double deadline = now_ms() + conf->probe_timeout_ms;
@@ -883,9 +890,10 @@ int cli_pool_place_gpus(const struct cli_conf *conf, int want, struct cli_placed
     }
     if (need == 0) {
         probed_count(&pool, count, sizeof(count));
-        snprintf(why, why_len, "gpus = %d: the pool has %d GPU(s) on servers that would admit "
-                               "this job%s%s%.3500s", want, have, count,
-                 all[0] ? "; not counted: " : "", all);
+        snprintf(why, why_len,
+                 "gpus = %d: the pool has %d GPU(s) on servers that would admit "
+                 "this job%s%s%.3500s",
+                 want, have, count, all[0] ? "; not counted: " : "", all);
         n = 0;
     }
 out:

@@ -30,9 +30,9 @@ struct cli_server {
 struct cli_pool {
     struct cli_server *servers;
     int n;
-    int cap;       /* room in servers (grows by doubling: a pool of 10,000 resolves in linear time) */
-    int *by_addr;  /* open addressing over servers[].addr, -1 = empty: duplicates are found in
-                      constant time while resolving */
+    int cap; /* room in servers (grows by doubling: a pool of 10,000 resolves in linear time) */
+    int *by_addr;    /* open addressing over servers[].addr, -1 = empty: duplicates are found in
+                        constant time while resolving */
     int by_addr_cap; /* a power of two, at least twice n */
 };
 

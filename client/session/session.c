@@ -313,12 +313,12 @@ static CUresult process_open_gpus(const struct cli_conf *conf)
             continue;
         }
         session_drop_last();
-        snprintf(failed + used, sizeof(failed) - used, "%s%.79s", used ? ", " : "",
-                 placed[k].addr);
+        snprintf(failed + used, sizeof(failed) - used, "%s%.79s", used ? ", " : "", placed[k].addr);
     }
     if (have < conf->gpus) {
         rg_error("gpus = %d: %d GPU(s) could be had; the servers that would admit the job failed "
-                 "to start it: %s", conf->gpus, have, failed[0] ? failed : "none");
+                 "to start it: %s",
+                 conf->gpus, have, failed[0] ? failed : "none");
         sessions_abandon();
         return CUDA_ERROR_NO_DEVICE;
     }

@@ -55,7 +55,7 @@ struct cli_session {
     pthread_cond_t batch_cond;  /* signalled when the batch becomes non-empty */
     struct cli_device *devices; /* the server's, in its ordinals (its Welcome) */
     int ndevices;
-    uint32_t proto_minor; /* the minor the session speaks: the older of ours and the server's */
+    uint32_t proto_minor;   /* the minor the session speaks: the older of ours and the server's */
     int session_timeout_ms; /* a reply waited for this long without a frame: the session is
                              * gone (0: not armed; handshake.c session_deadline) */
     int retry_ms; /* the handshake failed for load (server full, busy, closed before a word):
@@ -77,7 +77,7 @@ struct cli_process {
     int nsessions;
     struct cli_device *devices;
     int ndevices;
-    int want_gpus; /* `gpus = N` (0: all the sessions' devices) */
+    int want_gpus;                         /* `gpus = N` (0: all the sessions' devices) */
     const struct cli_session_hooks *hooks; /* of the layers above (never NULL) */
 };
 extern struct cli_process cli_proc;

@@ -32,11 +32,19 @@ static void write_file(const char *path, const char *text, mode_t mode)
 
 static void clear_env(void)
 {
-    static const char *const vars[] = {
-        "RGPU_CONFIG",           "RGPU_SERVER",    "RGPU_POOL",
-        "RGPU_TENANT",           "RGPU_TOKEN",     "RGPU_TOKEN_FILE",
-        "RGPU_MEM_QUOTA",        "RGPU_POLICY",    "RGPU_CONNECT_TIMEOUT_MS",
-        "RGPU_PROBE_TIMEOUT_MS", "RGPU_TRANSPORT", "RGPU_LANES",     "RGPU_GPUS"};
+    static const char *const vars[] = {"RGPU_CONFIG",
+                                       "RGPU_SERVER",
+                                       "RGPU_POOL",
+                                       "RGPU_TENANT",
+                                       "RGPU_TOKEN",
+                                       "RGPU_TOKEN_FILE",
+                                       "RGPU_MEM_QUOTA",
+                                       "RGPU_POLICY",
+                                       "RGPU_CONNECT_TIMEOUT_MS",
+                                       "RGPU_PROBE_TIMEOUT_MS",
+                                       "RGPU_TRANSPORT",
+                                       "RGPU_LANES",
+                                       "RGPU_GPUS"};
 
     for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++)
         unsetenv(vars[i]);
@@ -231,7 +239,8 @@ static void test_bad_values_named(void **state)
     write_file(path_a, "", 0600);
     setenv("RGPU_POLICY", "random", 1);
     assert_int_equal(cli_conf_load(&conf, why, sizeof(why)), RG_ERR_INVALID);
-    assert_non_null(strstr(why, "environment: RGPU_POLICY = random: expected spread, pack or first"));
+    assert_non_null(
+        strstr(why, "environment: RGPU_POLICY = random: expected spread, pack or first"));
     clear_env();
     unlink(path_a);
 }
@@ -284,7 +293,8 @@ static void test_mistakes_refused(void **state)
                          "16"},
         {"lanes = 4x\n", ":1: invalid setting 'lanes = 4x'"},
         {"gpus = 0\n", ":1: invalid setting 'gpus = 0'"},
-        {"transport = rmda\n", ":1: invalid setting 'transport = rmda': expected auto, rdma or tcp"},
+        {"transport = rmda\n",
+         ":1: invalid setting 'transport = rmda': expected auto, rdma or tcp"},
         {"pool = a:70000\n", ":1: invalid setting 'pool = a:70000'"},
         {"pool =\n", ":1: invalid setting 'pool = '"},
         {"tenant = a\ntenant = b\n", ":2: 'tenant' is already set at line 1"},

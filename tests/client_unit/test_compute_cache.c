@@ -26,8 +26,8 @@ typedef int (*cc_store_fn)(void *, uint64_t, const void *, uint64_t);
 typedef int (*cc_release_fn)(void *);
 
 static const CUuuid cc_uuid = {{(char)0xda, (char)0x91, 0x51, (char)0xd3, 0x3a, (char)0xe6,
-                                (char)0xcc, 0x41, (char)0xa5, (char)0xc0, 0x4f, 0x26,
-                                (char)0xd5, 0x33, (char)0xe3, 0x28}};
+                                (char)0xcc, 0x41, (char)0xa5, (char)0xc0, 0x4f, 0x26, (char)0xd5,
+                                0x33, (char)0xe3, 0x28}};
 static char dir[256];
 
 static const void *const *table(void)
@@ -135,11 +135,11 @@ static void test_damaged_entry_misses(void **state)
 static void test_disabled(void **state)
 {
     (void)state;
-    assert_int_equal(lookup_in_child("CUDA_CACHE_DISABLE=1", 1, "ptx-D", "-arch=sm_90", NULL,
-                                     "cubin-D"), 500);
+    assert_int_equal(
+        lookup_in_child("CUDA_CACHE_DISABLE=1", 1, "ptx-D", "-arch=sm_90", NULL, "cubin-D"), 500);
     assert_int_equal(entries(), 0);
-    assert_int_equal(lookup_in_child("CUDA_CACHE_DISABLE=1", 1, "ptx-D", "-arch=sm_90", NULL,
-                                     NULL), 500);
+    assert_int_equal(lookup_in_child("CUDA_CACHE_DISABLE=1", 1, "ptx-D", "-arch=sm_90", NULL, NULL),
+                     500);
 }
 
 static void test_budget(void **state)
@@ -151,8 +151,8 @@ static void test_budget(void **state)
     big[sizeof(big) - 1] = '\0';
     for (int i = 0; i < 10; i++) {
         snprintf(name, sizeof(name), "ptx-%d", i);
-        assert_int_equal(lookup_in_child("CUDA_CACHE_MAXSIZE=8000", 1, name, "-arch=sm_90", NULL,
-                                         big), 500);
+        assert_int_equal(
+            lookup_in_child("CUDA_CACHE_MAXSIZE=8000", 1, name, "-arch=sm_90", NULL, big), 500);
     }
     /* Each entry is ~2 KiB: never more than 8000 bytes' worth stay. */
     assert_in_range(entries(), 1, 4);

@@ -10,23 +10,23 @@
 #include "cli_standin.h"
 #include "client/api/md2.h"
 
-static const CUuuid uuid_cudart = {{0x6b, 0xd5, 0xfb, 0x6c, 0x5b, 0xf4, 0xe7, 0x4a,
-                                    0x89, 0x87, 0xd9, 0x39, 0x12, 0xfd, 0x9d, 0xf9}};
-static const CUuuid uuid_hooks = {{0xa0, 0x94, 0x79, 0x8c, 0x2e, 0x74, 0x2e, 0x74,
-                                   0x93, 0xf2, 0x08, 0x00, 0x20, 0x0c, 0x0a, 0x66}};
-static const CUuuid uuid_tls = {{0x42, 0xd8, 0x5a, 0x81, 0x23, 0xf6, 0xcb, 0x47,
-                                 0x82, 0x98, 0xf6, 0xe7, 0x8a, 0x3a, 0xec, 0xdc}};
-static const CUuuid uuid_cls = {{0xc6, 0x93, 0x33, 0x6e, 0x11, 0x21, 0xdf, 0x11,
-                                 0xa8, 0xc3, 0x68, 0xf3, 0x55, 0xd8, 0x95, 0x93}};
-static const CUuuid uuid_checks = {{0x26, 0x3e, 0x88, 0x60, 0x7c, 0xd2, 0x61, 0x43,
-                                    0x92, 0xf6, 0xbb, 0xd5, 0x00, 0x6d, 0xfa, 0x7e}};
-static const CUuuid uuid_integrity = {{0xd4, 0x08, 0x20, 0x55, 0xbd, 0xe6, 0x70, 0x4b,
-                                       0x8d, 0x34, 0xba, 0x12, 0x3c, 0x66, 0xe1, 0xf2}};
-static const CUuuid uuid_tools_ctx = {{0x21, 0x31, 0x8c, 0x60, 0x97, 0x14, 0x32, 0x48,
-                                       0x8c, 0xa6, 0x41, 0xff, 0x73, 0x24, 0xc8, 0xf2}};
+static const CUuuid uuid_cudart = {{0x6b, 0xd5, 0xfb, 0x6c, 0x5b, 0xf4, 0xe7, 0x4a, 0x89, 0x87,
+                                    0xd9, 0x39, 0x12, 0xfd, 0x9d, 0xf9}};
+static const CUuuid uuid_hooks = {{0xa0, 0x94, 0x79, 0x8c, 0x2e, 0x74, 0x2e, 0x74, 0x93, 0xf2, 0x08,
+                                   0x00, 0x20, 0x0c, 0x0a, 0x66}};
+static const CUuuid uuid_tls = {{0x42, 0xd8, 0x5a, 0x81, 0x23, 0xf6, 0xcb, 0x47, 0x82, 0x98, 0xf6,
+                                 0xe7, 0x8a, 0x3a, 0xec, 0xdc}};
+static const CUuuid uuid_cls = {{0xc6, 0x93, 0x33, 0x6e, 0x11, 0x21, 0xdf, 0x11, 0xa8, 0xc3, 0x68,
+                                 0xf3, 0x55, 0xd8, 0x95, 0x93}};
+static const CUuuid uuid_checks = {{0x26, 0x3e, 0x88, 0x60, 0x7c, 0xd2, 0x61, 0x43, 0x92, 0xf6,
+                                    0xbb, 0xd5, 0x00, 0x6d, 0xfa, 0x7e}};
+static const CUuuid uuid_integrity = {{0xd4, 0x08, 0x20, 0x55, 0xbd, 0xe6, 0x70, 0x4b, 0x8d, 0x34,
+                                       0xba, 0x12, 0x3c, 0x66, 0xe1, 0xf2}};
+static const CUuuid uuid_tools_ctx = {{0x21, 0x31, 0x8c, 0x60, 0x97, 0x14, 0x32, 0x48, 0x8c, 0xa6,
+                                       0x41, 0xff, 0x73, 0x24, 0xc8, 0xf2}};
 
-static const CUuuid uuid_tools_module = {{0x6e, 0x16, 0x3f, 0xbe, 0xb9, 0x58, 0x44, 0x4d,
-                                          0x83, 0x5c, 0xe1, 0x82, 0xaf, 0xf1, 0x99, 0x1e}};
+static const CUuuid uuid_tools_module = {{0x6e, 0x16, 0x3f, 0xbe, 0xb9, 0x58, 0x44, 0x4d, 0x83,
+                                          0x5c, 0xe1, 0x82, 0xaf, 0xf1, 0x99, 0x1e}};
 
 static void *const *table(const CUuuid *id)
 {
@@ -45,14 +45,15 @@ static void test_sizes(void **state)
     assert_int_equal((uintptr_t)table(&uuid_tools_ctx)[0], 95 * 8);
     assert_non_null(table(&uuid_cls)[2]);
     assert_null(table(&uuid_cls)[3]);
-    CUuuid unknown = {{0xf8, 0xcf, 0xf9, 0x51, 0x21, 0x46, 0x8b, 0x4e,
-                       0xb9, 0xe2, 0xfb, 0x46, 0x9e, 0x7c, 0x0d, 0xd9}};
+    CUuuid unknown = {{0xf8, 0xcf, 0xf9, 0x51, 0x21, 0x46, 0x8b, 0x4e, 0xb9, 0xe2, 0xfb, 0x46, 0x9e,
+                       0x7c, 0x0d, 0xd9}};
     assert_null(cli_export_table(&unknown));
 }
 
 static void test_cudart_primary_ctx(void **state)
 {
-    CUresult (*get)(CUcontext *, CUdevice) = (CUresult(*)(CUcontext *, CUdevice))table(&uuid_cudart)[2];
+    CUresult (*get)(CUcontext *, CUdevice) =
+        (CUresult(*)(CUcontext *, CUdevice))table(&uuid_cudart)[2];
     CUresult (*other)(void) = (CUresult(*)(void))table(&uuid_cudart)[1];
     CUcontext ctx = NULL;
 
@@ -77,8 +78,9 @@ static void test_hooks_and_checks(void **state)
     buf(&p, &n);
     assert_non_null(p);
     assert_int_equal(n, 14);
-    assert_int_equal(((CUresult(*)(CUcontext, uint32_t *, void **))table(&uuid_checks)[2])(
-                         NULL, &u, &p), CUDA_SUCCESS);
+    assert_int_equal(
+        ((CUresult(*)(CUcontext, uint32_t *, void **))table(&uuid_checks)[2])(NULL, &u, &p),
+        CUDA_SUCCESS);
     assert_int_equal(u, 0);
     assert_int_equal(((CUresult(*)(void))table(&uuid_checks)[3])(), CUDA_SUCCESS);
 }
@@ -86,7 +88,8 @@ static void test_hooks_and_checks(void **state)
 static void test_tls_and_tools_ctx(void **state)
 {
     CUresult (*tls)(CUcontext *) = (CUresult(*)(CUcontext *))table(&uuid_tls)[2];
-    CUresult (*id)(CUcontext, uint64_t *) = (CUresult(*)(CUcontext, uint64_t *))table(&uuid_tools_ctx)[4];
+    CUresult (*id)(CUcontext, uint64_t *) =
+        (CUresult(*)(CUcontext, uint64_t *))table(&uuid_tools_ctx)[4];
     CUcontext ctx = (CUcontext)1;
     uint64_t v = 0;
 
@@ -117,7 +120,8 @@ static void record_dtor(CUcontext ctx, void *key, void *value)
 static void test_cls(void **state)
 {
     void *const *t = table(&uuid_cls);
-    CUresult (*put)(CUcontext, void *, void *, cls_dtor) = (CUresult(*)(CUcontext, void *, void *, cls_dtor))t[0];
+    CUresult (*put)(CUcontext, void *, void *, cls_dtor) =
+        (CUresult(*)(CUcontext, void *, void *, cls_dtor))t[0];
     CUresult (*del)(CUcontext, void *) = (CUresult(*)(CUcontext, void *))t[1];
     CUresult (*get)(void **, CUcontext, void *) = (CUresult(*)(void **, CUcontext, void *))t[2];
     int k1, k2, v1, v2;
@@ -233,10 +237,14 @@ static void test_unsupported(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_sizes),          cmocka_unit_test(test_cudart_primary_ctx),
-        cmocka_unit_test(test_hooks_and_checks), cmocka_unit_test(test_tls_and_tools_ctx),
-        cmocka_unit_test(test_cls),            cmocka_unit_test(test_integrity_fixed),
-        cmocka_unit_test(test_integrity_hmac), cmocka_unit_test(test_unsupported),
+        cmocka_unit_test(test_sizes),
+        cmocka_unit_test(test_cudart_primary_ctx),
+        cmocka_unit_test(test_hooks_and_checks),
+        cmocka_unit_test(test_tls_and_tools_ctx),
+        cmocka_unit_test(test_cls),
+        cmocka_unit_test(test_integrity_fixed),
+        cmocka_unit_test(test_integrity_hmac),
+        cmocka_unit_test(test_unsupported),
         cmocka_unit_test(test_tools_module_walk),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -109,7 +109,8 @@ static void test_library_image_remembered(void **state)
     assert_int_equal(hash_in_child(NULL, false, NULL), 0);
     assert_int_equal(memo_files(), 1);
     spoil_memos();
-    assert_int_equal(hash_in_child(NULL, false, NULL), 1); /* the memo's (spoiled) answer was used */
+    assert_int_equal(hash_in_child(NULL, false, NULL),
+                     1); /* the memo's (spoiled) answer was used */
 }
 
 static void test_heap_image_not_remembered(void **state)
@@ -138,7 +139,8 @@ static void test_replaced_library(void **state)
              "python3 -c \"import sys; b = open(sys.argv[1], 'rb').read(); "
              "i = b.index(bytes([0x7f, 69, 76, 70, 1, 2, 3, 4])); "
              "open(sys.argv[1] + '.new', 'wb').write(b[:i + 4] + bytes([9]) + b[i + 5:])\" %s && "
-             "mv %s.new %s", lib, lib, lib);
+             "mv %s.new %s",
+             lib, lib, lib);
     assert_int_equal(hash_in_child(NULL, false, cmd), 0);
     assert_int_equal(memo_files(), 0);
     assert_int_equal(hash_in_child(NULL, false, NULL), 0); /* the new file's own hash */

@@ -10,7 +10,7 @@
 
 #include "fakecuda.h"
 
-#define MAX_ARRAYS 256
+#define MAX_ARRAYS  256
 #define MAX_OBJECTS 256
 
 struct fk_array {
@@ -32,10 +32,19 @@ static struct fk_object objects[MAX_OBJECTS];
 static size_t elem_bytes(CUarray_format f)
 {
     switch (f) {
-    case CU_AD_FORMAT_UNSIGNED_INT8: case CU_AD_FORMAT_SIGNED_INT8: return 1;
-    case CU_AD_FORMAT_UNSIGNED_INT16: case CU_AD_FORMAT_SIGNED_INT16: case CU_AD_FORMAT_HALF: return 2;
-    case CU_AD_FORMAT_UNSIGNED_INT32: case CU_AD_FORMAT_SIGNED_INT32: case CU_AD_FORMAT_FLOAT: return 4;
-    default: return 0;
+    case CU_AD_FORMAT_UNSIGNED_INT8:
+    case CU_AD_FORMAT_SIGNED_INT8:
+        return 1;
+    case CU_AD_FORMAT_UNSIGNED_INT16:
+    case CU_AD_FORMAT_SIGNED_INT16:
+    case CU_AD_FORMAT_HALF:
+        return 2;
+    case CU_AD_FORMAT_UNSIGNED_INT32:
+    case CU_AD_FORMAT_SIGNED_INT32:
+    case CU_AD_FORMAT_FLOAT:
+        return 4;
+    default:
+        return 0;
     }
 }
 
@@ -149,8 +158,8 @@ CUresult cuMemcpy3D(const CUDA_MEMCPY3D *c)
 
     if (!c || c->srcLOD || c->dstLOD || c->WidthInBytes == 0 || c->Height == 0 || c->Depth == 0)
         return CUDA_ERROR_INVALID_VALUE;
-    res = end_of(c->srcMemoryType, c->srcHost, c->srcDevice, c->srcArray, c->srcXInBytes,
-                 c->srcY, c->srcZ, c->srcPitch, c->srcHeight, c, &s);
+    res = end_of(c->srcMemoryType, c->srcHost, c->srcDevice, c->srcArray, c->srcXInBytes, c->srcY,
+                 c->srcZ, c->srcPitch, c->srcHeight, c, &s);
     if (res == CUDA_SUCCESS)
         res = end_of(c->dstMemoryType, c->dstHost, c->dstDevice, c->dstArray, c->dstXInBytes,
                      c->dstY, c->dstZ, c->dstPitch, c->dstHeight, c, &d);
@@ -165,7 +174,10 @@ CUresult cuMemcpy3D(const CUDA_MEMCPY3D *c)
     return res;
 }
 
-CUresult cuMemcpy3DAsync(const CUDA_MEMCPY3D *c, CUstream s) { return cuMemcpy3D(c); }
+CUresult cuMemcpy3DAsync(const CUDA_MEMCPY3D *c, CUstream s)
+{
+    return cuMemcpy3D(c);
+}
 
 /* ---- texture and surface objects ---- */
 
@@ -216,7 +228,10 @@ CUresult cuTexObjectCreate(CUtexObject *out, const CUDA_RESOURCE_DESC *r,
     return object_create(out, r, t, false);
 }
 
-CUresult cuTexObjectDestroy(CUtexObject o) { return object_destroy(o, false); }
+CUresult cuTexObjectDestroy(CUtexObject o)
+{
+    return object_destroy(o, false);
+}
 
 CUresult cuSurfObjectCreate(CUsurfObject *out, const CUDA_RESOURCE_DESC *r)
 {
@@ -225,7 +240,10 @@ CUresult cuSurfObjectCreate(CUsurfObject *out, const CUDA_RESOURCE_DESC *r)
     return object_create(out, r, NULL, true);
 }
 
-CUresult cuSurfObjectDestroy(CUsurfObject o) { return object_destroy(o, true); }
+CUresult cuSurfObjectDestroy(CUsurfObject o)
+{
+    return object_destroy(o, true);
+}
 
 bool fk_image_of(unsigned long long v, bool surf, struct fk_image *im)
 {

@@ -47,13 +47,16 @@ static int fk_dmabuf_supported(void)
 int fk_dmabuf_attribute(CUdevice_attribute a)
 {
     switch (a) {
-    case CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED: return fk_dmabuf_supported();
-    case CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_SUPPORTED: return 1;
+    case CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED:
+        return fk_dmabuf_supported();
+    case CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_SUPPORTED:
+        return 1;
     case CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_FLUSH_WRITES_OPTIONS:
         return CU_FLUSH_GPU_DIRECT_RDMA_WRITES_OPTION_HOST;
     case CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WRITES_ORDERING:
         return CU_GPU_DIRECT_RDMA_WRITES_ORDERING_NONE;
-    default: return 0;
+    default:
+        return 0;
     }
 }
 
@@ -106,8 +109,8 @@ CUresult cuMemGetHandleForAddressRange(void *handle, CUdeviceptr dptr, size_t si
     int memfd = -1, fd;
     CUresult res;
 
-    if (handle == NULL || type != CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD || flags != 0 ||
-        size == 0 || dptr % page != 0 || size % page != 0)
+    if (handle == NULL || type != CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD || flags != 0 || size == 0 ||
+        dptr % page != 0 || size % page != 0)
         return CUDA_ERROR_INVALID_VALUE;
     if (!fk_dmabuf_supported())
         return CUDA_ERROR_NOT_SUPPORTED;

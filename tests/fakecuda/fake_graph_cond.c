@@ -14,7 +14,7 @@
 #include "fakecuda.h"
 
 #define FK_MAX_HANDLES 256
-#define FK_MAX_TRIPS (1u << 20) /* a WHILE that never ends is a test bug: stop it */
+#define FK_MAX_TRIPS   (1u << 20) /* a WHILE that never ends is a test bug: stop it */
 
 struct fk_cond {
     unsigned value, dflt, flags;
@@ -38,24 +38,34 @@ static struct fk_cond *cond_of(unsigned long long handle)
 
     pthread_mutex_lock(&cond_lock);
     for (unsigned i = 0; i < nconds && !c; i++)
-        if ((uintptr_t)conds[i] == handle) c = conds[i];
+        if ((uintptr_t)conds[i] == handle)
+            c = conds[i];
     pthread_mutex_unlock(&cond_lock);
     return c;
 }
 
-CUresult cuGraphConditionalHandleCreate(CUgraphConditionalHandle *out, CUgraph g, CUcontext ctx, unsigned dflt, unsigned flags)
+CUresult cuGraphConditionalHandleCreate(CUgraphConditionalHandle *out, CUgraph g, CUcontext ctx,
+                                        unsigned dflt, unsigned flags)
 {
     struct fk_cond *c;
 
-    if (!fk_graph_valid(g)) return CUDA_ERROR_INVALID_HANDLE;
-    if (!out || (flags & ~CU_GRAPH_COND_ASSIGN_DEFAULT)) return CUDA_ERROR_INVALID_VALUE;
-    if (!(c = calloc(1, sizeof(*c)))) return CUDA_ERROR_OUT_OF_MEMORY;
+    if (!fk_graph_valid(g))
+        return CUDA_ERROR_INVALID_HANDLE;
+    if (!out || (flags & ~CU_GRAPH_COND_ASSIGN_DEFAULT))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!(c = calloc(1, sizeof(*c))))
+        return CUDA_ERROR_OUT_OF_MEMORY;
     *c = (struct fk_cond){dflt, dflt, flags, g};
     pthread_mutex_lock(&cond_lock);
-    if (nconds < FK_MAX_HANDLES) conds[nconds++] = c;
-    else { free(c); c = NULL; }
+    if (nconds < FK_MAX_HANDLES)
+        conds[nconds++] = c;
+    else {
+        free(c);
+        c = NULL;
+    }
     pthread_mutex_unlock(&cond_lock);
-    if (!c) return CUDA_ERROR_OUT_OF_MEMORY;
+    if (!c)
+        return CUDA_ERROR_OUT_OF_MEMORY;
     *out = (CUgraphConditionalHandle)(uintptr_t)c;
     return CUDA_SUCCESS;
 }
@@ -77,7 +87,8 @@ static CUresult cond_run(void *arg)
 
     switch (n->type) {
     case CU_GRAPH_COND_TYPE_IF:
-        if (n->cond->value) return fk_graph_run(n->bodies[0]);
+        if (n->cond->value)
+            return fk_graph_run(n->bodies[0]);
         return n->size == 2 ? fk_graph_run(n->bodies[1]) : CUDA_SUCCESS;
     case CU_GRAPH_COND_TYPE_WHILE:
         while (n->cond->value && res == CUDA_SUCCESS)
@@ -89,75 +100,106 @@ static CUresult cond_run(void *arg)
     return CUDA_ERROR_INVALID_VALUE;
 }
 
-static CUresult add_conditional(CUgraphNode *out, CUgraph g, const CUgraphNode *deps, size_t ndeps, CUDA_CONDITIONAL_NODE_PARAMS *p)
+static CUresult add_conditional(CUgraphNode *out, CUgraph g, const CUgraphNode *deps, size_t ndeps,
+                                CUDA_CONDITIONAL_NODE_PARAMS *p)
 {
     struct fk_cond_node *n;
     struct fk_cond *c = cond_of(p->handle);
-    unsigned max = p->type == CU_GRAPH_COND_TYPE_SWITCH ? 1024 : p->type == CU_GRAPH_COND_TYPE_IF ? 2 : 1;
+    unsigned max = p->type == CU_GRAPH_COND_TYPE_SWITCH ? 1024
+                   : p->type == CU_GRAPH_COND_TYPE_IF   ? 2
+                                                        : 1;
     CUresult res = CUDA_SUCCESS;
 
-    if (!c || c->graph != g) return CUDA_ERROR_INVALID_VALUE; /* a handle of another graph */
-    if (p->type > CU_GRAPH_COND_TYPE_SWITCH || p->size == 0 || p->size > max) return CUDA_ERROR_INVALID_VALUE;
-    if (!(n = calloc(1, sizeof(*n) + p->size * sizeof(CUgraph)))) return CUDA_ERROR_OUT_OF_MEMORY;
+    if (!c || c->graph != g)
+        return CUDA_ERROR_INVALID_VALUE; /* a handle of another graph */
+    if (p->type > CU_GRAPH_COND_TYPE_SWITCH || p->size == 0 || p->size > max)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!(n = calloc(1, sizeof(*n) + p->size * sizeof(CUgraph))))
+        return CUDA_ERROR_OUT_OF_MEMORY;
     *n = (struct fk_cond_node){c, p->type, p->size};
     for (unsigned i = 0; i < p->size && res == CUDA_SUCCESS; i++)
         res = cuGraphCreate(&n->bodies[i], 0);
     if (res == CUDA_SUCCESS)
         res = fk_graph_add_run(out, g, deps, ndeps, CU_GRAPH_NODE_TYPE_CONDITIONAL, cond_run, n);
-    if (res != CUDA_SUCCESS) return res; /* bodies already made leak, as their node would */
+    if (res != CUDA_SUCCESS)
+        return res; /* bodies already made leak, as their node would */
     p->phGraph_out = n->bodies;
     return CUDA_SUCCESS;
 }
 
-CUresult cuGraphAddNode(CUgraphNode *out, CUgraph g, const CUgraphNode *deps, const CUgraphEdgeData *e, size_t n, CUgraphNodeParams *p)
+CUresult cuGraphAddNode(CUgraphNode *out, CUgraph g, const CUgraphNode *deps,
+                        const CUgraphEdgeData *e, size_t n, CUgraphNodeParams *p)
 {
-    if (!p) return CUDA_ERROR_INVALID_VALUE;
+    if (!p)
+        return CUDA_ERROR_INVALID_VALUE;
     switch (p->type) {
-    case CU_GRAPH_NODE_TYPE_KERNEL: return cuGraphAddKernelNode(out, g, deps, n, (const CUDA_KERNEL_NODE_PARAMS *)&p->kernel);
-    case CU_GRAPH_NODE_TYPE_EMPTY: return cuGraphAddEmptyNode(out, g, deps, n);
-    case CU_GRAPH_NODE_TYPE_CONDITIONAL: return add_conditional(out, g, deps, n, &p->conditional);
-    default: return CUDA_ERROR_NOT_SUPPORTED;
+    case CU_GRAPH_NODE_TYPE_KERNEL:
+        return cuGraphAddKernelNode(out, g, deps, n, (const CUDA_KERNEL_NODE_PARAMS *)&p->kernel);
+    case CU_GRAPH_NODE_TYPE_EMPTY:
+        return cuGraphAddEmptyNode(out, g, deps, n);
+    case CU_GRAPH_NODE_TYPE_CONDITIONAL:
+        return add_conditional(out, g, deps, n, &p->conditional);
+    default:
+        return CUDA_ERROR_NOT_SUPPORTED;
     }
 }
 
 /* ---- what a stream capture builds: its graph and the nodes its next node follows ---- */
 
-CUresult cuStreamGetCaptureInfo(CUstream s, CUstreamCaptureStatus *status, cuuint64_t *id, CUgraph *graph,
-                                const CUgraphNode **deps, const CUgraphEdgeData **edges, size_t *n)
+CUresult cuStreamGetCaptureInfo(CUstream s, CUstreamCaptureStatus *status, cuuint64_t *id,
+                                CUgraph *graph, const CUgraphNode **deps,
+                                const CUgraphEdgeData **edges, size_t *n)
 {
     static const CUgraphEdgeData plain[FK_MAX_CAPTURE_DEPS]; /* default edges only */
     struct fk_capture_deps *d = NULL;
     bool invalidated = false;
     CUgraph g = fk_capture_of(s, &invalidated, &d);
 
-    if (!status || (edges && !deps)) return CUDA_ERROR_INVALID_VALUE;
-    *status = !g ? CU_STREAM_CAPTURE_STATUS_NONE : invalidated ? CU_STREAM_CAPTURE_STATUS_INVALIDATED : CU_STREAM_CAPTURE_STATUS_ACTIVE;
-    if (*status != CU_STREAM_CAPTURE_STATUS_ACTIVE) return CUDA_SUCCESS;
-    if (id) *id = (uintptr_t)g;
-    if (graph) *graph = g;
-    if (deps) *deps = d->nodes;
-    if (edges) *edges = plain;
-    if (n) *n = d->n;
+    if (!status || (edges && !deps))
+        return CUDA_ERROR_INVALID_VALUE;
+    *status = !g            ? CU_STREAM_CAPTURE_STATUS_NONE
+              : invalidated ? CU_STREAM_CAPTURE_STATUS_INVALIDATED
+                            : CU_STREAM_CAPTURE_STATUS_ACTIVE;
+    if (*status != CU_STREAM_CAPTURE_STATUS_ACTIVE)
+        return CUDA_SUCCESS;
+    if (id)
+        *id = (uintptr_t)g;
+    if (graph)
+        *graph = g;
+    if (deps)
+        *deps = d->nodes;
+    if (edges)
+        *edges = plain;
+    if (n)
+        *n = d->n;
     return CUDA_SUCCESS;
 }
 
 /* ADD (0) adds the nodes not in the set yet, SET (1) replaces the set. */
-CUresult cuStreamUpdateCaptureDependencies(CUstream s, CUgraphNode *nodes, const CUgraphEdgeData *e, size_t n, unsigned flags)
+CUresult cuStreamUpdateCaptureDependencies(CUstream s, CUgraphNode *nodes, const CUgraphEdgeData *e,
+                                           size_t n, unsigned flags)
 {
     struct fk_capture_deps *d = NULL;
     bool invalidated = false;
     CUgraph g = fk_capture_of(s, &invalidated, &d);
 
-    if (!g) return CUDA_ERROR_ILLEGAL_STATE;
-    if (flags > CU_STREAM_SET_CAPTURE_DEPENDENCIES || !fk_graph_has_nodes(g, nodes, n)) return CUDA_ERROR_INVALID_VALUE;
+    if (!g)
+        return CUDA_ERROR_ILLEGAL_STATE;
+    if (flags > CU_STREAM_SET_CAPTURE_DEPENDENCIES || !fk_graph_has_nodes(g, nodes, n))
+        return CUDA_ERROR_INVALID_VALUE;
     for (size_t i = 0; e && i < n; i++)
-        if (e[i].type != CU_GRAPH_DEPENDENCY_TYPE_DEFAULT || e[i].from_port || e[i].to_port) return CUDA_ERROR_NOT_SUPPORTED;
-    if (flags == CU_STREAM_SET_CAPTURE_DEPENDENCIES) d->n = 0;
+        if (e[i].type != CU_GRAPH_DEPENDENCY_TYPE_DEFAULT || e[i].from_port || e[i].to_port)
+            return CUDA_ERROR_NOT_SUPPORTED;
+    if (flags == CU_STREAM_SET_CAPTURE_DEPENDENCIES)
+        d->n = 0;
     for (size_t i = 0; i < n; i++) {
         size_t j = 0;
-        while (j < d->n && d->nodes[j] != nodes[i]) j++;
-        if (j < d->n) continue;
-        if (d->n == FK_MAX_CAPTURE_DEPS) return CUDA_ERROR_OUT_OF_MEMORY;
+        while (j < d->n && d->nodes[j] != nodes[i])
+            j++;
+        if (j < d->n)
+            continue;
+        if (d->n == FK_MAX_CAPTURE_DEPS)
+            return CUDA_ERROR_OUT_OF_MEMORY;
         d->nodes[d->n++] = nodes[i];
     }
     return CUDA_SUCCESS;
@@ -171,7 +213,8 @@ static CUresult set_cond(unsigned long long handle, unsigned value)
 {
     struct fk_cond *c = cond_of(handle);
 
-    if (!c) return CUDA_ERROR_ILLEGAL_ADDRESS; /* a bad handle faults on a GPU too */
+    if (!c)
+        return CUDA_ERROR_ILLEGAL_ADDRESS; /* a bad handle faults on a GPU too */
     c->value = value;
     return CUDA_SUCCESS;
 }
@@ -179,19 +222,22 @@ static CUresult set_cond(unsigned long long handle, unsigned value)
 CUresult fk_k_cond_if_odd(const struct fk_launch *l)
 {
     const int *x = P(l, 0, const int *);
-    return fk_valid(x, 4) ? set_cond(P(l, 1, unsigned long long), *x & 1) : CUDA_ERROR_ILLEGAL_ADDRESS;
+    return fk_valid(x, 4) ? set_cond(P(l, 1, unsigned long long), *x & 1)
+                          : CUDA_ERROR_ILLEGAL_ADDRESS;
 }
 
 CUresult fk_k_cond_set_value(const struct fk_launch *l)
 {
     const int *x = P(l, 0, const int *);
-    return fk_valid(x, 4) ? set_cond(P(l, 1, unsigned long long), (unsigned)*x) : CUDA_ERROR_ILLEGAL_ADDRESS;
+    return fk_valid(x, 4) ? set_cond(P(l, 1, unsigned long long), (unsigned)*x)
+                          : CUDA_ERROR_ILLEGAL_ADDRESS;
 }
 
 CUresult fk_k_cond_add(const struct fk_launch *l)
 {
     int *y = P(l, 0, int *);
-    if (!fk_valid(y, 4)) return CUDA_ERROR_ILLEGAL_ADDRESS;
+    if (!fk_valid(y, 4))
+        return CUDA_ERROR_ILLEGAL_ADDRESS;
     *y += P(l, 1, int);
     return CUDA_SUCCESS;
 }
@@ -199,7 +245,8 @@ CUresult fk_k_cond_add(const struct fk_launch *l)
 CUresult fk_k_cond_countdown(const struct fk_launch *l)
 {
     int *counter = P(l, 0, int *), *trips = P(l, 1, int *);
-    if (!fk_valid(counter, 4) || !fk_valid(trips, 4)) return CUDA_ERROR_ILLEGAL_ADDRESS;
+    if (!fk_valid(counter, 4) || !fk_valid(trips, 4))
+        return CUDA_ERROR_ILLEGAL_ADDRESS;
     (*trips)++;
     return --*counter <= 0 ? set_cond(P(l, 2, unsigned long long), 0) : CUDA_SUCCESS;
 }

@@ -12,7 +12,10 @@
 
 #define MAX_REGISTERED 1024
 
-static struct { uintptr_t p; size_t n; } regs[MAX_REGISTERED];
+static struct {
+    uintptr_t p;
+    size_t n;
+} regs[MAX_REGISTERED];
 static size_t nregs;
 static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
 

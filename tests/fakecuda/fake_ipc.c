@@ -20,9 +20,9 @@
 
 #include "fakecuda.h"
 
-#define MEM_MAGIC 0x4d43504bu   /* "KPCM" */
+#define MEM_MAGIC   0x4d43504bu /* "KPCM" */
 #define EVENT_MAGIC 0x4543504bu /* "KPCE" */
-#define MAX_OPEN 1024
+#define MAX_OPEN    1024
 
 struct mem_handle {
     uint32_t magic;
@@ -40,7 +40,10 @@ struct event_handle {
 _Static_assert(sizeof(struct mem_handle) <= CU_IPC_HANDLE_SIZE, "handle size");
 
 static pthread_mutex_t ilock = PTHREAD_MUTEX_INITIALIZER;
-static struct { void *p; size_t len; } opened[MAX_OPEN];
+static struct {
+    void *p;
+    size_t len;
+} opened[MAX_OPEN];
 static int nopened;
 
 bool fk_ipc_valid(const void *p, size_t len)
@@ -165,8 +168,8 @@ CUresult cuMemGetAddressRange(CUdeviceptr *base_p, size_t *size_p, CUdeviceptr d
 
 CUresult cuIpcGetEventHandle(CUipcEventHandle *handle, CUevent event)
 {
-    struct event_handle h = {.magic = EVENT_MAGIC, .pid = (int32_t)getpid(),
-                             .event = (uint64_t)(uintptr_t)event};
+    struct event_handle h = {
+        .magic = EVENT_MAGIC, .pid = (int32_t)getpid(), .event = (uint64_t)(uintptr_t)event};
     unsigned flags = fk_event_flags(event);
 
     if (handle == NULL)

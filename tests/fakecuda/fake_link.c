@@ -20,17 +20,25 @@ CUresult cuLinkCreate(unsigned n, CUjit_option *opts, void **vals, CUlinkState *
 {
     struct fk_link *l;
 
-    if (!state || (n && (!opts || !vals))) return CUDA_ERROR_INVALID_VALUE;
-    if (!(l = calloc(1, sizeof(*l)))) return CUDA_ERROR_OUT_OF_MEMORY;
+    if (!state || (n && (!opts || !vals)))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!(l = calloc(1, sizeof(*l))))
+        return CUDA_ERROR_OUT_OF_MEMORY;
     l->magic = FK_LINK_MAGIC;
     for (unsigned i = 0; i < n; i++) {
-        if (opts[i] == CU_JIT_INFO_LOG_BUFFER) l->info = vals[i];
-        if (opts[i] == CU_JIT_ERROR_LOG_BUFFER) l->error = vals[i];
-        if (opts[i] == CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES) l->info_cap = (size_t)vals[i];
-        if (opts[i] == CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES) l->error_cap = (size_t)vals[i];
+        if (opts[i] == CU_JIT_INFO_LOG_BUFFER)
+            l->info = vals[i];
+        if (opts[i] == CU_JIT_ERROR_LOG_BUFFER)
+            l->error = vals[i];
+        if (opts[i] == CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES)
+            l->info_cap = (size_t)vals[i];
+        if (opts[i] == CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES)
+            l->error_cap = (size_t)vals[i];
     }
-    if (l->info && l->info_cap) l->info[0] = 0;
-    if (l->error && l->error_cap) l->error[0] = 0;
+    if (l->info && l->info_cap)
+        l->info[0] = 0;
+    if (l->error && l->error_cap)
+        l->error[0] = 0;
     *state = (CUlinkState)l;
     return CUDA_SUCCESS;
 }
@@ -41,23 +49,29 @@ static struct fk_link *link_check(CUlinkState s)
     return l && l->magic == FK_LINK_MAGIC ? l : NULL;
 }
 
-CUresult cuLinkAddData(CUlinkState s, CUjitInputType type, void *data, size_t size, const char *name, unsigned n, CUjit_option *o, void **v)
+CUresult cuLinkAddData(CUlinkState s, CUjitInputType type, void *data, size_t size,
+                       const char *name, unsigned n, CUjit_option *o, void **v)
 {
     struct fk_link *l = link_check(s);
     char *p;
 
-    if (!l) return CUDA_ERROR_INVALID_HANDLE;
-    if (!data || !size) return CUDA_ERROR_INVALID_VALUE;
+    if (!l)
+        return CUDA_ERROR_INVALID_HANDLE;
+    if (!data || !size)
+        return CUDA_ERROR_INVALID_VALUE;
     if (type != CU_JIT_INPUT_PTX && type != CU_JIT_INPUT_CUBIN && type != CU_JIT_INPUT_FATBINARY) {
-        if (l->error && l->error_cap) strncpy(l->error, "fakecuda: unsupported input type", l->error_cap - 1);
+        if (l->error && l->error_cap)
+            strncpy(l->error, "fakecuda: unsupported input type", l->error_cap - 1);
         return CUDA_ERROR_INVALID_IMAGE;
     }
-    if (!(p = realloc(l->out, l->len + size + 1))) return CUDA_ERROR_OUT_OF_MEMORY;
+    if (!(p = realloc(l->out, l->len + size + 1)))
+        return CUDA_ERROR_OUT_OF_MEMORY;
     memcpy(p + l->len, data, size);
     l->out = p;
     l->len += size;
     p[l->len] = 0;
-    if (l->info && l->info_cap) strncpy(l->info, name ? name : "", l->info_cap - 1);
+    if (l->info && l->info_cap)
+        strncpy(l->info, name ? name : "", l->info_cap - 1);
     return CUDA_SUCCESS;
 }
 
@@ -65,8 +79,10 @@ CUresult cuLinkComplete(CUlinkState s, void **cubin, size_t *size)
 {
     struct fk_link *l = link_check(s);
 
-    if (!l) return CUDA_ERROR_INVALID_HANDLE;
-    if (!cubin || !size || !l->len) return CUDA_ERROR_INVALID_VALUE;
+    if (!l)
+        return CUDA_ERROR_INVALID_HANDLE;
+    if (!cubin || !size || !l->len)
+        return CUDA_ERROR_INVALID_VALUE;
     *cubin = l->out;
     *size = l->len;
     return CUDA_SUCCESS;
@@ -76,7 +92,8 @@ CUresult cuLinkDestroy(CUlinkState s)
 {
     struct fk_link *l = link_check(s);
 
-    if (!l) return CUDA_ERROR_INVALID_HANDLE;
+    if (!l)
+        return CUDA_ERROR_INVALID_HANDLE;
     l->magic = 0;
     free(l->out);
     free(l);
@@ -96,14 +113,21 @@ void fk_jit_report(unsigned n, CUjit_option *opts, void **vals, CUresult res, co
     unsigned level = 4, lineinfo = 0;
 
     for (unsigned i = 0; opts && vals && i < n; i++) {
-        if (opts[i] == CU_JIT_OPTIMIZATION_LEVEL) level = (unsigned)(uintptr_t)vals[i];
-        if (opts[i] == CU_JIT_GENERATE_LINE_INFO) lineinfo = (unsigned)(uintptr_t)vals[i];
-        if (opts[i] == CU_JIT_INFO_LOG_BUFFER) ibuf = vals[i];
-        if (opts[i] == CU_JIT_ERROR_LOG_BUFFER) ebuf = vals[i];
-        if (opts[i] == CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES) icap = (size_t)vals[i];
-        if (opts[i] == CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES) ecap = (size_t)vals[i];
+        if (opts[i] == CU_JIT_OPTIMIZATION_LEVEL)
+            level = (unsigned)(uintptr_t)vals[i];
+        if (opts[i] == CU_JIT_GENERATE_LINE_INFO)
+            lineinfo = (unsigned)(uintptr_t)vals[i];
+        if (opts[i] == CU_JIT_INFO_LOG_BUFFER)
+            ibuf = vals[i];
+        if (opts[i] == CU_JIT_ERROR_LOG_BUFFER)
+            ebuf = vals[i];
+        if (opts[i] == CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES)
+            icap = (size_t)vals[i];
+        if (opts[i] == CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES)
+            ecap = (size_t)vals[i];
     }
-    snprintf(info, sizeof(info), "fakecuda jit: optimization level %u, line info %u", level, lineinfo);
+    snprintf(info, sizeof(info), "fakecuda jit: optimization level %u, line info %u", level,
+             lineinfo);
     for (unsigned i = 0; opts && vals && i < n; i++) {
         if (opts[i] == CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES && ibuf && icap) {
             snprintf(ibuf, icap, "%s", info);
@@ -113,7 +137,10 @@ void fk_jit_report(unsigned n, CUjit_option *opts, void **vals, CUresult res, co
             snprintf(ebuf, ecap, "%s", error);
             vals[i] = (void *)(uintptr_t)(strlen(ebuf) + 1);
         }
-        if (opts[i] == CU_JIT_WALL_TIME) { float ms = 0.5f; memcpy(&vals[i], &ms, sizeof(ms)); }
+        if (opts[i] == CU_JIT_WALL_TIME) {
+            float ms = 0.5f;
+            memcpy(&vals[i], &ms, sizeof(ms));
+        }
     }
 }
 
@@ -123,7 +150,12 @@ static bool ptx_entries_known(const char *image, char *why, size_t len)
     const char *p = image;
     char name[128];
 
-    if (memcmp(image, "\x7f" "ELF", 4) == 0 || !strstr(image, ".version")) return true;
+    if (memcmp(image,
+               "\x7f"
+               "ELF",
+               4) == 0 ||
+        !strstr(image, ".version"))
+        return true;
     while ((p = strstr(p, ".entry ")) != NULL) {
         p += 7;
         if (sscanf(p, "%127[A-Za-z0-9_$]", name) == 1 && !fk_kernel_find(name)) {
@@ -134,11 +166,13 @@ static bool ptx_entries_known(const char *image, char *why, size_t len)
     return true;
 }
 
-CUresult cuModuleLoadDataEx(CUmodule *m, const void *image, unsigned n, CUjit_option *opts, void **vals)
+CUresult cuModuleLoadDataEx(CUmodule *m, const void *image, unsigned n, CUjit_option *opts,
+                            void **vals)
 {
     char why[200] = "";
-    CUresult res = image && !ptx_entries_known(image, why, sizeof(why)) ? CUDA_ERROR_INVALID_PTX
-                                                                        : cuModuleLoadData(m, image);
+    CUresult res = image && !ptx_entries_known(image, why, sizeof(why))
+                       ? CUDA_ERROR_INVALID_PTX
+                       : cuModuleLoadData(m, image);
 
     fk_jit_report(n, opts, vals, res, why[0] ? why : NULL);
     return res;

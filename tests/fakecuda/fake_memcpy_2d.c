@@ -16,19 +16,26 @@ CUresult cuMemcpy2D(const CUDA_MEMCPY2D *c)
 {
     uint8_t *s, *d;
 
-    if (!c || (c->srcMemoryType != CU_MEMORYTYPE_HOST && c->srcMemoryType != CU_MEMORYTYPE_DEVICE) ||
+    if (!c ||
+        (c->srcMemoryType != CU_MEMORYTYPE_HOST && c->srcMemoryType != CU_MEMORYTYPE_DEVICE) ||
         (c->dstMemoryType != CU_MEMORYTYPE_HOST && c->dstMemoryType != CU_MEMORYTYPE_DEVICE))
         return CUDA_ERROR_INVALID_VALUE;
-    if (c->WidthInBytes > c->srcPitch || c->WidthInBytes > c->dstPitch) return CUDA_ERROR_INVALID_VALUE;
+    if (c->WidthInBytes > c->srcPitch || c->WidthInBytes > c->dstPitch)
+        return CUDA_ERROR_INVALID_VALUE;
     s = row_base(c->srcMemoryType, c->srcDevice, c->srcHost, c->srcXInBytes, c->srcY, c->srcPitch);
     d = row_base(c->dstMemoryType, c->dstDevice, c->dstHost, c->dstXInBytes, c->dstY, c->dstPitch);
     for (size_t r = 0; r < c->Height; r++) {
-        if ((c->srcMemoryType == CU_MEMORYTYPE_DEVICE && !fk_valid(s + r * c->srcPitch, c->WidthInBytes)) ||
-            (c->dstMemoryType == CU_MEMORYTYPE_DEVICE && !fk_valid(d + r * c->dstPitch, c->WidthInBytes)))
+        if ((c->srcMemoryType == CU_MEMORYTYPE_DEVICE &&
+             !fk_valid(s + r * c->srcPitch, c->WidthInBytes)) ||
+            (c->dstMemoryType == CU_MEMORYTYPE_DEVICE &&
+             !fk_valid(d + r * c->dstPitch, c->WidthInBytes)))
             return CUDA_ERROR_INVALID_VALUE;
         memmove(d + r * c->dstPitch, s + r * c->srcPitch, c->WidthInBytes);
     }
     return CUDA_SUCCESS;
 }
 
-CUresult cuMemcpy2DAsync(const CUDA_MEMCPY2D *c, CUstream s) { return cuMemcpy2D(c); }
+CUresult cuMemcpy2DAsync(const CUDA_MEMCPY2D *c, CUstream s)
+{
+    return cuMemcpy2D(c);
+}

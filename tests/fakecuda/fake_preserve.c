@@ -8,7 +8,7 @@
 
 #include "fakecuda.h"
 
-#define CHECKED 4096
+#define CHECKED  4096
 #define MAX_KEPT 256
 
 static struct {

@@ -33,7 +33,7 @@ struct fk_global {
  * done(s, t) whether the first t of them have finished (s = FK_ALL_STREAMS: whether all of
  * them everywhere have). Stream, event and context synchronization wait for it and queries
  * see it, as a GPU's would; copies and cuStreamWaitEvent do not (they run at the call). */
-#define FK_ALL_STREAMS ((CUstream)~(uintptr_t)0)
+#define FK_ALL_STREAMS ((CUstream) ~(uintptr_t)0)
 struct fk_device_work {
     unsigned long long (*ticket)(CUstream s);
     bool (*done)(CUstream s, unsigned long long ticket);
@@ -57,7 +57,10 @@ bool fk_valid(const void *p, size_t len);
 
 /* Device allocations are whole pages (fake_dmabuf.c aliases them with memfds). */
 #define FK_PAGE 4096u
-static inline size_t fk_page_up(size_t n) { return (n + FK_PAGE - 1) & ~(size_t)(FK_PAGE - 1); }
+static inline size_t fk_page_up(size_t n)
+{
+    return (n + FK_PAGE - 1) & ~(size_t)(FK_PAGE - 1);
+}
 /* The cuMemAlloc allocation holding p: its start and its length in whole pages. */
 bool fk_alloc_find(const void *p, void **base_p, size_t *len_p);
 /* FAKECUDA_VA_BASE's next len bytes mapped with prot, anonymous or of fd (cuMemAlloc's memory,

@@ -96,8 +96,10 @@ static CUresult k_check_positive(const struct fk_launch *l)
     if (P(l, 0, int) > 0)
         return CUDA_SUCCESS;
     for (size_t t = 0; t < threads(l); t++)
-        fprintf(stderr, "device_assert.cu:9: void check_positive(int): block: [0,0,0], thread: "
-                        "[%zu,0,0] Assertion `x > 0` failed.\n", t);
+        fprintf(stderr,
+                "device_assert.cu:9: void check_positive(int): block: [0,0,0], thread: "
+                "[%zu,0,0] Assertion `x > 0` failed.\n",
+                t);
     fflush(stderr);
     return CUDA_ERROR_ASSERT;
 }
@@ -157,8 +159,8 @@ static CUresult k_linear_fetch(const struct fk_launch *l)
     float *out = P(l, 1, float *);
     int n = P(l, 2, int);
 
-    if (n < 0 || !fk_image_of(P(l, 0, unsigned long long), false, &t) ||
-        t.pitch < (size_t)n * 4 || !fk_valid(out, (size_t)n * 4))
+    if (n < 0 || !fk_image_of(P(l, 0, unsigned long long), false, &t) || t.pitch < (size_t)n * 4 ||
+        !fk_valid(out, (size_t)n * 4))
         return CUDA_ERROR_ILLEGAL_ADDRESS;
     for (int i = 0; i < n; i++) {
         float v;

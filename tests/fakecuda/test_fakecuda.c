@@ -16,13 +16,13 @@
 
 #include "server/driver.h"
 
-#define VADD "_Z4vaddPKfS0_Pfi"
+#define VADD      "_Z4vaddPKfS0_Pfi"
 #define OOB_WRITE "_Z9oob_writePi"
-#define N 1000
+#define N         1000
 
 static struct srv_driver drv;
 
-#define ABI_NAME(fn) ABI_NAME_(fn)
+#define ABI_NAME(fn)  ABI_NAME_(fn)
 #define ABI_NAME_(fn) #fn
 
 static int open_fake(void **state)
@@ -47,11 +47,11 @@ static void test_every_server_symbol(void **state)
 {
     int missing = 0;
 
-#define RESOLVE(fn)                                                                            \
-    drv.fn = (__typeof__(drv.fn))dlsym(drv.dl, ABI_NAME(fn));                                  \
-    if (!drv.fn) {                                                                             \
-        print_error("libfakecuda.so lacks %s\n", ABI_NAME(fn));                                \
-        missing++;                                                                             \
+#define RESOLVE(fn)                                                                                \
+    drv.fn = (__typeof__(drv.fn))dlsym(drv.dl, ABI_NAME(fn));                                      \
+    if (!drv.fn) {                                                                                 \
+        print_error("libfakecuda.so lacks %s\n", ABI_NAME(fn));                                    \
+        missing++;                                                                                 \
     }
     SRV_DRIVER_FUNCS(RESOLVE)
 #undef RESOLVE
@@ -168,8 +168,11 @@ static void test_images(void **state)
 {
     static const char ptx[] = ".version 9.0\n.target sm_90\n.entry saxpy_ptx()\n{\n}\n";
     static const char garbage[] = "not a module image";
-    struct { uint32_t magic, version; const void *data; void *unused; } wrapper = {
-        0x466243B1u, 1, fatbin, NULL};
+    struct {
+        uint32_t magic, version;
+        const void *data;
+        void *unused;
+    } wrapper = {0x466243B1u, 1, fatbin, NULL};
     CUlibrary lib;
     CUmodule mod;
     CUkernel k;
@@ -185,7 +188,9 @@ static void test_images(void **state)
     assert_int_equal(drv.cuModuleLoadData(&mod, ptx), CUDA_SUCCESS);
     assert_int_equal(drv.cuModuleGetFunction(&f, mod, "saxpy_ptx"), CUDA_SUCCESS);
     assert_int_equal(drv.cuModuleUnload(mod), CUDA_SUCCESS);
-    assert_int_equal(drv.cuModuleLoadData(&mod, "\x7f" "ELF\2\1\1\x33"), CUDA_SUCCESS);
+    assert_int_equal(drv.cuModuleLoadData(&mod, "\x7f"
+                                                "ELF\2\1\1\x33"),
+                     CUDA_SUCCESS);
     assert_int_equal(drv.cuModuleUnload(mod), CUDA_SUCCESS);
     assert_int_equal(drv.cuModuleLoadData(&mod, garbage), CUDA_ERROR_INVALID_IMAGE);
     wrapper.data = NULL;
@@ -216,9 +221,9 @@ static void test_vadd_launch(void **state)
 
     /* The CUkernel passed as the CUfunction, as cudart does. */
     void *params[] = {&da, &db, &dc, &n};
-    assert_int_equal(drv.cuLaunchKernel((CUfunction)k, (N + 127) / 128, 1, 1, 128, 1, 1, 0, NULL,
-                                        params, NULL),
-                     CUDA_SUCCESS);
+    assert_int_equal(
+        drv.cuLaunchKernel((CUfunction)k, (N + 127) / 128, 1, 1, 128, 1, 1, 0, NULL, params, NULL),
+        CUDA_SUCCESS);
     assert_int_equal(drv.cuCtxSynchronize(), CUDA_SUCCESS);
     assert_int_equal(drv.cuMemcpyDtoH(c, dc, sizeof(c)), CUDA_SUCCESS);
     for (int i = 0; i < N; i++)
@@ -226,7 +231,10 @@ static void test_vadd_launch(void **state)
     assert_int_equal(bad, 0);
 
     /* Again through cuKernelGetFunction and the `extra` buffer, into a cleared result. */
-    struct { CUdeviceptr a, b, c; int n; } buf = {da, db, dc, N};
+    struct {
+        CUdeviceptr a, b, c;
+        int n;
+    } buf = {da, db, dc, N};
     size_t size = offsetof(__typeof__(buf), n) + sizeof(int);
     void *extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, &buf, CU_LAUNCH_PARAM_BUFFER_SIZE, &size,
                      CU_LAUNCH_PARAM_END};
@@ -416,8 +424,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_param_info_and_attributes, primary_current,
                                         primary_release),
         cmocka_unit_test_setup_teardown(test_global, primary_current, primary_release),
-        cmocka_unit_test_setup_teardown(test_streams_and_events, primary_current,
-                                        primary_release),
+        cmocka_unit_test_setup_teardown(test_streams_and_events, primary_current, primary_release),
         cmocka_unit_test_setup_teardown(test_capture_on_pseudo_streams, primary_current,
                                         primary_release),
         cmocka_unit_test_setup_teardown(test_short_image_at_page_end, primary_current,

@@ -38,13 +38,13 @@
 #include "nccl/nccl_abi.h"
 #include "tests/fakecuda/fakecuda.h"
 
-#define FK_EXPORT __attribute__((visibility("default")))
-#define FK_MAX_RANKS 8
-#define FK_SLOT (1u << 20)
-#define FK_BOX (256u << 10) /* one point-to-point mailbox */
-#define FK_MAX_OPS 8
+#define FK_EXPORT     __attribute__((visibility("default")))
+#define FK_MAX_RANKS  8
+#define FK_SLOT       (1u << 20)
+#define FK_BOX        (256u << 10) /* one point-to-point mailbox */
+#define FK_MAX_OPS    8
 #define FK_COMM_BYTES (1u << 20)
-#define FK_GIVE_UP_S 120 /* never hang CI: a wait this long fails with ncclSystemError */
+#define FK_GIVE_UP_S  120 /* never hang CI: a wait this long fails with ncclSystemError */
 
 struct fk_shm {
     atomic_int joined;
@@ -56,16 +56,18 @@ struct fk_shm {
         uint32_t len;
     } mbox[FK_MAX_RANKS][FK_MAX_RANKS];
 };
-#define FK_SHM_BYTES (sizeof(struct fk_shm) + (size_t)FK_MAX_RANKS * FK_SLOT + (size_t)FK_MAX_RANKS * FK_MAX_RANKS * FK_BOX)
+#define FK_SHM_BYTES                                                                               \
+    (sizeof(struct fk_shm) + (size_t)FK_MAX_RANKS * FK_SLOT +                                      \
+     (size_t)FK_MAX_RANKS * FK_MAX_RANKS * FK_BOX)
 
 struct ncclComm {
     char name[64];
     int nranks, rank, splits;
-    bool pending;     /* made inside a group: opened at its end, in its context */
-    void *ctx;        /* the context current when it was made (its device) */
-    bool grown;       /* FAKENCCL_LAZY_BYTES taken */
+    bool pending; /* made inside a group: opened at its end, in its context */
+    void *ctx;    /* the context current when it was made (its device) */
+    bool grown;   /* FAKENCCL_LAZY_BYTES taken */
     atomic_int revoked;
-    void *lazy;       /* that memory */
+    void *lazy; /* that memory */
     struct fk_shm *shm;
     uint8_t *slots; /* FK_MAX_RANKS collective slots, then FK_MAX_RANKS^2 mailboxes */
     uint64_t barriers;
@@ -94,7 +96,6 @@ struct fk_op {
 static __thread int group_depth;
 static __thread struct fk_op *queued;
 static __thread size_t nqueued, queued_cap;
-
 
 /* ---- the fake driver's memory ----------------------------------------------------------- */
 
@@ -180,18 +181,26 @@ static ncclResult_t wait_int(struct ncclComm *c, atomic_int *v, int want)
 
 /* ---- reductions --------------------------------------------------------------------------- */
 
-#define REDUCE_CASE(T, tcode)                                                                  \
-    case tcode: {                                                                              \
-        T *d = dst;                                                                            \
-        const T *x = src;                                                                      \
-        for (size_t i = 0; i < n; i++)                                                         \
-            switch (op) {                                                                      \
-            case ncclProd: d[i] = first ? x[i] : (T)(d[i] * x[i]); break;                      \
-            case ncclMax: d[i] = first || x[i] > d[i] ? x[i] : d[i]; break;                    \
-            case ncclMin: d[i] = first || x[i] < d[i] ? x[i] : d[i]; break;                    \
-            default: d[i] = (T)((first ? 0 : d[i]) + (T)(x[i] * scale)); break;                \
-            }                                                                                  \
-        return true;                                                                           \
+#define REDUCE_CASE(T, tcode)                                                                      \
+    case tcode: {                                                                                  \
+        T *d = dst;                                                                                \
+        const T *x = src;                                                                          \
+        for (size_t i = 0; i < n; i++)                                                             \
+            switch (op) {                                                                          \
+            case ncclProd:                                                                         \
+                d[i] = first ? x[i] : (T)(d[i] * x[i]);                                            \
+                break;                                                                             \
+            case ncclMax:                                                                          \
+                d[i] = first || x[i] > d[i] ? x[i] : d[i];                                         \
+                break;                                                                             \
+            case ncclMin:                                                                          \
+                d[i] = first || x[i] < d[i] ? x[i] : d[i];                                         \
+                break;                                                                             \
+            default:                                                                               \
+                d[i] = (T)((first ? 0 : d[i]) + (T)(x[i] * scale));                                \
+                break;                                                                             \
+            }                                                                                      \
+        return true;                                                                               \
     }
 
 static bool reduce_into(void *dst, const void *src, size_t n, ncclDataType_t t, int op,
@@ -206,7 +215,8 @@ static bool reduce_into(void *dst, const void *src, size_t n, ncclDataType_t t, 
         REDUCE_CASE(uint64_t, ncclUint64)
         REDUCE_CASE(float, ncclFloat32)
         REDUCE_CASE(double, ncclFloat64)
-    default: return false;
+    default:
+        return false;
     }
 }
 
@@ -309,15 +319,22 @@ static ncclResult_t run_op(const struct fk_op *o)
     if ((res = barrier(c)) != ncclSuccess)
         return res;
     switch (o->kind) {
-    case 0: res = combine(c, o->rb, 0, o->count, o->t, o->op); break;
-    case 1: memcpy(o->rb, c->slots + (size_t)o->root * FK_SLOT, bytes); break;
-    case 2: res = c->rank == o->root ? combine(c, o->rb, 0, o->count, o->t, o->op) : ncclSuccess;
-            break;
+    case 0:
+        res = combine(c, o->rb, 0, o->count, o->t, o->op);
+        break;
+    case 1:
+        memcpy(o->rb, c->slots + (size_t)o->root * FK_SLOT, bytes);
+        break;
+    case 2:
+        res = c->rank == o->root ? combine(c, o->rb, 0, o->count, o->t, o->op) : ncclSuccess;
+        break;
     case 3:
         for (int r = 0; r < c->nranks; r++)
             memcpy((uint8_t *)o->rb + (size_t)r * bytes, c->slots + (size_t)r * FK_SLOT, bytes);
         break;
-    case 4: res = combine(c, o->rb, (size_t)c->rank * bytes, o->count, o->t, o->op); break;
+    case 4:
+        res = combine(c, o->rb, (size_t)c->rank * bytes, o->count, o->t, o->op);
+        break;
     case 7: /* from rank r: its part for me */
         for (int r = 0; r < c->nranks; r++)
             memcpy((uint8_t *)o->rb + (size_t)r * bytes,
@@ -453,7 +470,8 @@ static ncclResult_t enqueue(const struct fk_op *o)
         void (*reg)(const struct fk_device_work *);
 
         drv_bind();
-        if (drv_handle != NULL && (*(void **)&reg = dlsym(drv_handle, "fakecuda_device_work")) != NULL)
+        if (drv_handle != NULL &&
+            (*(void **)&reg = dlsym(drv_handle, "fakecuda_device_work")) != NULL)
             reg(&device_work);
         c->dev_started = pthread_create(&c->dev, NULL, device_main, c) == 0;
     }
@@ -644,9 +662,8 @@ FK_EXPORT ncclResult_t ncclAllGather(const void *sb, void *rb, size_t count, ncc
     return submit(3, sb, rb, count, t, 0, 0, comm, stream);
 }
 
-FK_EXPORT ncclResult_t ncclReduceScatter(const void *sb, void *rb, size_t count,
-                                         ncclDataType_t t, ncclRedOp_t op, ncclComm_t comm,
-                                         void *stream)
+FK_EXPORT ncclResult_t ncclReduceScatter(const void *sb, void *rb, size_t count, ncclDataType_t t,
+                                         ncclRedOp_t op, ncclComm_t comm, void *stream)
 {
     return submit(4, sb, rb, count, t, (int)op, 0, comm, stream);
 }
@@ -657,8 +674,8 @@ FK_EXPORT ncclResult_t ncclSend(const void *sb, size_t count, ncclDataType_t t, 
     return submit(5, sb, NULL, count, t, 0, peer, comm, stream);
 }
 
-FK_EXPORT ncclResult_t ncclRecv(void *rb, size_t count, ncclDataType_t t, int peer,
-                                ncclComm_t comm, void *stream)
+FK_EXPORT ncclResult_t ncclRecv(void *rb, size_t count, ncclDataType_t t, int peer, ncclComm_t comm,
+                                void *stream)
 {
     return submit(6, NULL, rb, count, t, 0, peer, comm, stream);
 }
@@ -912,7 +929,7 @@ FK_EXPORT ncclResult_t ncclMemFree(void *p)
 {
     drv_bind();
     return drv_free != NULL && drv_free((uint64_t)(uintptr_t)p) == 0 ? ncclSuccess
-                                                                      : ncclInvalidArgument;
+                                                                     : ncclInvalidArgument;
 }
 
 FK_EXPORT ncclResult_t ncclCommRegister(ncclComm_t comm, void *buf, size_t n, void **handle)
@@ -931,9 +948,9 @@ FK_EXPORT ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t *op, void *scalar, n
 {
     for (int i = 0; i < FK_MAX_OPS; i++)
         if (comm->premul[i] == 0) {
-            double v = t == ncclFloat64 ? *(double *)scalar
+            double v = t == ncclFloat64   ? *(double *)scalar
                        : t == ncclFloat32 ? *(float *)scalar
-                                           : (double)*(int32_t *)scalar;
+                                          : (double)*(int32_t *)scalar;
             comm->premul[i] = v != 0 ? v : 1e-300;
             *op = (ncclRedOp_t)(ncclNumOps + i);
             return ncclSuccess;

@@ -280,9 +280,9 @@ static int fv_request(struct fv_cm_id *cid, const struct fv_hdr *h, const uint8_
         fv_refuse(cid, h, IBV_WC_REM_ACCESS_ERR);
         return 0;
     }
-    if (h->type != FV_SEND && (mr = fv_mr_check(qp->ibv.pd, h->rkey, 1, h->raddr,
-                                                h->type == FV_READ ? h->rlen : h->len,
-                                                access)) == NULL) {
+    if (h->type != FV_SEND &&
+        (mr = fv_mr_check(qp->ibv.pd, h->rkey, 1, h->raddr, h->type == FV_READ ? h->rlen : h->len,
+                          access)) == NULL) {
         fv_refuse(cid, h, IBV_WC_REM_ACCESS_ERR);
         return 0;
     }

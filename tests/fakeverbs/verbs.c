@@ -17,8 +17,8 @@ struct fv_mr {
     struct ibv_mr ibv;
     struct fv_mr *next;
     int access;
-    uint8_t *host;  /* where ibv.addr's bytes are in this process (the iova's translation) */
-    void *map;      /* a dmabuf region's own mapping of the fd, else NULL */
+    uint8_t *host; /* where ibv.addr's bytes are in this process (the iova's translation) */
+    void *map;     /* a dmabuf region's own mapping of the fd, else NULL */
     size_t map_len;
 };
 

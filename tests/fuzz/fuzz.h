@@ -9,8 +9,8 @@
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-/* A connected pair of TCP sockets on the loopback: what the test writes on fds[0] (from a thread, then
- * shut down for writing) is what the code under test reads on fds[1]; what it writes back is
+/* A connected pair of TCP sockets on the loopback: what the test writes on fds[0] (from a thread,
+ * then shut down for writing) is what the code under test reads on fds[1]; what it writes back is
  * read and dropped. fuzz_feed_start starts that thread; fuzz_feed_end joins it. */
 struct fuzz_feed {
     int fds[2];

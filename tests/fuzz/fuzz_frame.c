@@ -23,17 +23,30 @@ static void decode(const struct proto_frame_hdr *hdr, const uint8_t *buf)
     uint64_t args[64];
     ProtobufCMessage *msg = NULL;
 
-#define UNPACK(fn) do { void *u = fn(NULL, hdr->msg_len, buf); msg = u; } while (0)
+#define UNPACK(fn)                                                                                 \
+    do {                                                                                           \
+        void *u = fn(NULL, hdr->msg_len, buf);                                                     \
+        msg = u;                                                                                   \
+    } while (0)
     switch (hdr->type) { /* each message type starts with its ProtobufCMessage base */
-    case PROTO_HELLO: UNPACK(rgpu__hello__unpack); break;
-    case PROTO_WELCOME: UNPACK(rgpu__welcome__unpack); break;
+    case PROTO_HELLO:
+        UNPACK(rgpu__hello__unpack);
+        break;
+    case PROTO_WELCOME:
+        UNPACK(rgpu__welcome__unpack);
+        break;
     case PROTO_CALL:
         proto_call_unpack(buf, hdr->msg_len, &m, args, 64);
         UNPACK(rgpu__call__unpack);
         break;
-    case PROTO_REPLY: UNPACK(rgpu__reply__unpack); break;
-    case PROTO_ASYNC_ERROR: UNPACK(rgpu__async_error__unpack); break;
-    default: break;
+    case PROTO_REPLY:
+        UNPACK(rgpu__reply__unpack);
+        break;
+    case PROTO_ASYNC_ERROR:
+        UNPACK(rgpu__async_error__unpack);
+        break;
+    default:
+        break;
     }
 #undef UNPACK
     if (msg != NULL)

@@ -16,8 +16,11 @@
 
 #define FD_SCAN 1024
 
-static struct srv_config cfg = {.driver = FAKECUDA_PATH, .log_level = RG_LOG_ERROR, .name = "fuzz",
-                                .module_cache = "off", .host_nvml = "off"};
+static struct srv_config cfg = {.driver = FAKECUDA_PATH,
+                                .log_level = RG_LOG_ERROR,
+                                .name = "fuzz",
+                                .module_cache = "off",
+                                .host_nvml = "off"};
 static uint8_t hello[256];
 static size_t hello_len;
 static bool quiet;

@@ -103,8 +103,8 @@ static int try_export(size_t n, unsigned long long flags)
     printf("  alloc %10zu B at %#llx (offset in 2 MiB %#llx): export [%#llx, +%llu) flags %llu: "
            "%s%s%s size %lld\n",
            n, (unsigned long long)d, (unsigned long long)(d & ((2u << 20) - 1)),
-           (unsigned long long)lo, (unsigned long long)(hi - lo), flags,
-           ok ? "fd -> " : err(r), target, ok ? "," : "", (long long)st.st_size);
+           (unsigned long long)lo, (unsigned long long)(hi - lo), flags, ok ? "fd -> " : err(r),
+           target, ok ? "," : "", (long long)st.st_size);
     cu.free(d);
     return ok;
 }
@@ -151,7 +151,8 @@ int main(int argc, char **argv)
               "GPU_DIRECT_RDMA_WRITES_ORDERING (100 owner, 200 all)");
     attribute(dev, CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_FLUSH_WRITES_OPTIONS,
               "GPU_DIRECT_RDMA_FLUSH_WRITES_OPTIONS (1 host)");
-    attribute(dev, CU_DEVICE_ATTRIBUTE_HOST_ALLOC_DMA_BUF_SUPPORTED, "HOST_ALLOC_DMA_BUF_SUPPORTED");
+    attribute(dev, CU_DEVICE_ATTRIBUTE_HOST_ALLOC_DMA_BUF_SUPPORTED,
+              "HOST_ALLOC_DMA_BUF_SUPPORTED");
     printf("cuMemGetHandleForAddressRange(DMA_BUF_FD) of cuMemAlloc'd ranges:\n");
     static const size_t sizes[] = {64u << 20, (3u << 20) + 100, 100u << 10, 4096};
     for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++)

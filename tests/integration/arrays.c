@@ -13,27 +13,27 @@
 
 #include "expect.h"
 
-#define SAME(what, a, b, n)                                                                    \
-    do {                                                                                       \
-        if (memcmp((a), (b), (n)) != 0) {                                                      \
-            printf("FAIL: %s differs\n", what);                                                \
-            failures++;                                                                        \
-        } else {                                                                               \
-            printf("ok   %s\n", what);                                                         \
-        }                                                                                      \
+#define SAME(what, a, b, n)                                                                        \
+    do {                                                                                           \
+        if (memcmp((a), (b), (n)) != 0) {                                                          \
+            printf("FAIL: %s differs\n", what);                                                    \
+            failures++;                                                                            \
+        } else {                                                                                   \
+            printf("ok   %s\n", what);                                                             \
+        }                                                                                          \
     } while (0)
 
 /* 2D: 40 x 20 elements of 2 x uint16 (160 bytes per row). */
-#define W2 40
-#define H2 20
+#define W2   40
+#define H2   20
 #define ROW2 (W2 * 4)
 /* 3D: 16 x 8 x 5 floats (64 bytes per row); host slices padded to 10 rows of 80 bytes. */
-#define W3 16
-#define H3 8
-#define D3 5
+#define W3   16
+#define H3   8
+#define D3   5
 #define ROW3 (W3 * 4)
-#define HP3 80
-#define HH3 10
+#define HP3  80
+#define HH3  10
 
 static unsigned char model2[H2][ROW2], model3[D3][H3][ROW3];
 
@@ -69,34 +69,56 @@ static void copies_2d(CUstream st)
 
     /* whole array from pitched host rows */
     fill(&host[0][0], sizeof(host), 1);
-    CUDA_MEMCPY2D up = {.srcMemoryType = CU_MEMORYTYPE_HOST, .srcHost = host, .srcPitch = ROW2 + 24,
-                        .dstMemoryType = CU_MEMORYTYPE_ARRAY, .dstArray = a,
-                        .WidthInBytes = ROW2, .Height = H2};
+    CUDA_MEMCPY2D up = {.srcMemoryType = CU_MEMORYTYPE_HOST,
+                        .srcHost = host,
+                        .srcPitch = ROW2 + 24,
+                        .dstMemoryType = CU_MEMORYTYPE_ARRAY,
+                        .dstArray = a,
+                        .WidthInBytes = ROW2,
+                        .Height = H2};
     OK(cuMemcpy2D(&up));
     for (int r = 0; r < H2; r++)
         memcpy(model2[r], host[r], ROW2);
     /* a 24-byte x 6-row patch at (x 16 bytes, y 9), from host offset (8, 2), asynchronously */
     fill(&host[0][0], sizeof(host), 2);
-    CUDA_MEMCPY2D patch = {.srcMemoryType = CU_MEMORYTYPE_HOST, .srcHost = host,
-                           .srcXInBytes = 8, .srcY = 2, .srcPitch = ROW2 + 24,
-                           .dstMemoryType = CU_MEMORYTYPE_ARRAY, .dstArray = a,
-                           .dstXInBytes = 16, .dstY = 9, .WidthInBytes = 24, .Height = 6};
+    CUDA_MEMCPY2D patch = {.srcMemoryType = CU_MEMORYTYPE_HOST,
+                           .srcHost = host,
+                           .srcXInBytes = 8,
+                           .srcY = 2,
+                           .srcPitch = ROW2 + 24,
+                           .dstMemoryType = CU_MEMORYTYPE_ARRAY,
+                           .dstArray = a,
+                           .dstXInBytes = 16,
+                           .dstY = 9,
+                           .WidthInBytes = 24,
+                           .Height = 6};
     OK(cuMemcpy2DAsync(&patch, st));
     OK(cuStreamSynchronize(st));
     for (int r = 0; r < 6; r++)
         memcpy(&model2[9 + r][16], &host[2 + r][8], 24);
-    CUDA_MEMCPY2D down = {.srcMemoryType = CU_MEMORYTYPE_ARRAY, .srcArray = a,
-                          .dstMemoryType = CU_MEMORYTYPE_HOST, .dstHost = out, .dstPitch = ROW2,
-                          .WidthInBytes = ROW2, .Height = H2};
+    CUDA_MEMCPY2D down = {.srcMemoryType = CU_MEMORYTYPE_ARRAY,
+                          .srcArray = a,
+                          .dstMemoryType = CU_MEMORYTYPE_HOST,
+                          .dstHost = out,
+                          .dstPitch = ROW2,
+                          .WidthInBytes = ROW2,
+                          .Height = H2};
     OK(cuMemcpy2D(&down));
     SAME("2D host -> array (pitched, offsets, async) -> host", out, model2, sizeof(out));
 
     /* a sub-rectangle of the array out to pitched host rows at an offset */
     memset(host, 0, sizeof(host));
-    CUDA_MEMCPY2D part = {.srcMemoryType = CU_MEMORYTYPE_ARRAY, .srcArray = a,
-                          .srcXInBytes = 12, .srcY = 5, .dstMemoryType = CU_MEMORYTYPE_HOST,
-                          .dstHost = host, .dstXInBytes = 4, .dstY = 1, .dstPitch = ROW2 + 24,
-                          .WidthInBytes = 100, .Height = 11};
+    CUDA_MEMCPY2D part = {.srcMemoryType = CU_MEMORYTYPE_ARRAY,
+                          .srcArray = a,
+                          .srcXInBytes = 12,
+                          .srcY = 5,
+                          .dstMemoryType = CU_MEMORYTYPE_HOST,
+                          .dstHost = host,
+                          .dstXInBytes = 4,
+                          .dstY = 1,
+                          .dstPitch = ROW2 + 24,
+                          .WidthInBytes = 100,
+                          .Height = 11};
     OK(cuMemcpy2DAsync(&part, st));
     OK(cuStreamSynchronize(st));
     int bad = 0;
@@ -107,17 +129,30 @@ static void copies_2d(CUstream st)
 
     /* array -> pitched device -> array at an offset -> array -> host */
     OK(cuMemAllocPitch(&dev, &pitch, ROW2, H2, 4));
-    CUDA_MEMCPY2D a2d = {.srcMemoryType = CU_MEMORYTYPE_ARRAY, .srcArray = a,
-                         .dstMemoryType = CU_MEMORYTYPE_DEVICE, .dstDevice = dev,
-                         .dstPitch = pitch, .WidthInBytes = ROW2, .Height = H2};
+    CUDA_MEMCPY2D a2d = {.srcMemoryType = CU_MEMORYTYPE_ARRAY,
+                         .srcArray = a,
+                         .dstMemoryType = CU_MEMORYTYPE_DEVICE,
+                         .dstDevice = dev,
+                         .dstPitch = pitch,
+                         .WidthInBytes = ROW2,
+                         .Height = H2};
     OK(cuMemcpy2DAsync(&a2d, st));
-    CUDA_MEMCPY2D d2a = {.srcMemoryType = CU_MEMORYTYPE_DEVICE, .srcDevice = dev,
-                         .srcPitch = pitch, .dstMemoryType = CU_MEMORYTYPE_ARRAY, .dstArray = b,
-                         .WidthInBytes = ROW2, .Height = H2};
+    CUDA_MEMCPY2D d2a = {.srcMemoryType = CU_MEMORYTYPE_DEVICE,
+                         .srcDevice = dev,
+                         .srcPitch = pitch,
+                         .dstMemoryType = CU_MEMORYTYPE_ARRAY,
+                         .dstArray = b,
+                         .WidthInBytes = ROW2,
+                         .Height = H2};
     OK(cuMemcpy2DAsync(&d2a, st));
-    CUDA_MEMCPY2D a2a = {.srcMemoryType = CU_MEMORYTYPE_ARRAY, .srcArray = b, .srcY = 2,
-                         .dstMemoryType = CU_MEMORYTYPE_ARRAY, .dstArray = a, .dstXInBytes = 8,
-                         .WidthInBytes = ROW2 - 8, .Height = H2 - 2};
+    CUDA_MEMCPY2D a2a = {.srcMemoryType = CU_MEMORYTYPE_ARRAY,
+                         .srcArray = b,
+                         .srcY = 2,
+                         .dstMemoryType = CU_MEMORYTYPE_ARRAY,
+                         .dstArray = a,
+                         .dstXInBytes = 8,
+                         .WidthInBytes = ROW2 - 8,
+                         .Height = H2 - 2};
     OK(cuMemcpy2D(&a2a));
     for (int r = 0; r < H2 - 2; r++) /* b holds model2; rows 2.. land at row 0, column 8 */
         memmove(&model2[r][8], &model2[r + 2][0], ROW2 - 8);
@@ -141,8 +176,7 @@ static CUarray array_3d(unsigned flags, unsigned depth)
     if (back.Width != d.Width || back.Height != d.Height || back.Depth != d.Depth ||
         back.Format != d.Format || back.NumChannels != d.NumChannels || back.Flags != d.Flags) {
         printf("FAIL: 3D array descriptor %zux%zux%zu format %d channels %u flags %#x\n",
-               back.Width, back.Height, back.Depth, (int)back.Format, back.NumChannels,
-               back.Flags);
+               back.Width, back.Height, back.Depth, (int)back.Format, back.NumChannels, back.Flags);
         failures++;
     }
     return a;
@@ -156,9 +190,15 @@ static void copies_3d(CUstream st)
 
     /* padded host slices -> slices 1..3 of the 3D array (slice 0 and 4 from a first copy) */
     fill(&host[0][0][0], sizeof(host), 3);
-    CUDA_MEMCPY3D up = {.srcMemoryType = CU_MEMORYTYPE_HOST, .srcHost = host, .srcPitch = HP3,
-                        .srcHeight = HH3, .dstMemoryType = CU_MEMORYTYPE_ARRAY, .dstArray = a,
-                        .WidthInBytes = ROW3, .Height = H3, .Depth = D3};
+    CUDA_MEMCPY3D up = {.srcMemoryType = CU_MEMORYTYPE_HOST,
+                        .srcHost = host,
+                        .srcPitch = HP3,
+                        .srcHeight = HH3,
+                        .dstMemoryType = CU_MEMORYTYPE_ARRAY,
+                        .dstArray = a,
+                        .WidthInBytes = ROW3,
+                        .Height = H3,
+                        .Depth = D3};
     OK(cuMemcpy3D(&up));
     for (int z = 0; z < D3; z++)
         for (int r = 0; r < H3; r++)
@@ -171,22 +211,37 @@ static void copies_3d(CUstream st)
     for (int z = 0; z < 3; z++)
         for (int r = 0; r < 5; r++)
             memcpy(&model3[1 + z][2 + r][12], &host[1 + z][1 + r][4], 40);
-    CUDA_MEMCPY3D down = {.srcMemoryType = CU_MEMORYTYPE_ARRAY, .srcArray = a,
-                          .dstMemoryType = CU_MEMORYTYPE_HOST, .dstHost = out,
-                          .WidthInBytes = ROW3, .Height = H3, .Depth = D3};
+    CUDA_MEMCPY3D down = {.srcMemoryType = CU_MEMORYTYPE_ARRAY,
+                          .srcArray = a,
+                          .dstMemoryType = CU_MEMORYTYPE_HOST,
+                          .dstHost = out,
+                          .WidthInBytes = ROW3,
+                          .Height = H3,
+                          .Depth = D3};
     OK(cuMemcpy3D(&down));
     SAME("3D host (padded slices, offsets) -> array -> host", out, model3, sizeof(out));
 
     /* 3D array -> linear device memory (several slices) -> layered array -> host */
     OK(cuMemAlloc(&dev, sizeof(out)));
-    CUDA_MEMCPY3D a2d = {.srcMemoryType = CU_MEMORYTYPE_ARRAY, .srcArray = a,
-                         .dstMemoryType = CU_MEMORYTYPE_DEVICE, .dstDevice = dev,
-                         .dstPitch = ROW3, .dstHeight = H3, .WidthInBytes = ROW3, .Height = H3,
+    CUDA_MEMCPY3D a2d = {.srcMemoryType = CU_MEMORYTYPE_ARRAY,
+                         .srcArray = a,
+                         .dstMemoryType = CU_MEMORYTYPE_DEVICE,
+                         .dstDevice = dev,
+                         .dstPitch = ROW3,
+                         .dstHeight = H3,
+                         .WidthInBytes = ROW3,
+                         .Height = H3,
                          .Depth = D3};
     OK(cuMemcpy3DAsync(&a2d, st));
-    CUDA_MEMCPY3D d2l = {.srcMemoryType = CU_MEMORYTYPE_DEVICE, .srcDevice = dev,
-                         .srcPitch = ROW3, .srcHeight = H3, .dstMemoryType = CU_MEMORYTYPE_ARRAY,
-                         .dstArray = layered, .WidthInBytes = ROW3, .Height = H3, .Depth = D3};
+    CUDA_MEMCPY3D d2l = {.srcMemoryType = CU_MEMORYTYPE_DEVICE,
+                         .srcDevice = dev,
+                         .srcPitch = ROW3,
+                         .srcHeight = H3,
+                         .dstMemoryType = CU_MEMORYTYPE_ARRAY,
+                         .dstArray = layered,
+                         .WidthInBytes = ROW3,
+                         .Height = H3,
+                         .Depth = D3};
     OK(cuMemcpy3DAsync(&d2l, st));
     OK(cuStreamSynchronize(st));
     memset(out, 0, sizeof(out));
@@ -196,10 +251,18 @@ static void copies_3d(CUstream st)
 
     /* several slices between device memory and padded host slices, no array */
     memset(host, 0, sizeof(host));
-    CUDA_MEMCPY3D d2h = {.srcMemoryType = CU_MEMORYTYPE_DEVICE, .srcDevice = dev,
-                         .srcPitch = ROW3, .srcHeight = H3, .srcZ = 1,
-                         .dstMemoryType = CU_MEMORYTYPE_HOST, .dstHost = host, .dstPitch = HP3,
-                         .dstHeight = HH3, .WidthInBytes = ROW3, .Height = H3, .Depth = D3 - 1};
+    CUDA_MEMCPY3D d2h = {.srcMemoryType = CU_MEMORYTYPE_DEVICE,
+                         .srcDevice = dev,
+                         .srcPitch = ROW3,
+                         .srcHeight = H3,
+                         .srcZ = 1,
+                         .dstMemoryType = CU_MEMORYTYPE_HOST,
+                         .dstHost = host,
+                         .dstPitch = HP3,
+                         .dstHeight = HH3,
+                         .WidthInBytes = ROW3,
+                         .Height = H3,
+                         .Depth = D3 - 1};
     OK(cuMemcpy3D(&d2h));
     int bad = 0;
     for (int z = 0; z < D3 - 1; z++)
@@ -220,7 +283,8 @@ static void objects(void)
     CUsurfObject s;
     CUDA_RESOURCE_DESC r = {.resType = CU_RESOURCE_TYPE_ARRAY, .res.array.hArray = a}, rb;
     CUDA_TEXTURE_DESC td = {.addressMode = {CU_TR_ADDRESS_MODE_CLAMP, CU_TR_ADDRESS_MODE_CLAMP},
-                            .filterMode = CU_TR_FILTER_MODE_POINT}, tb;
+                            .filterMode = CU_TR_FILTER_MODE_POINT},
+                      tb;
 
     OK(cuMemAlloc(&lin, 4096));
     OK(cuMemAllocPitch(&pitched, &pitch, ROW3, H3, 4));
@@ -275,9 +339,12 @@ static void refusals(void)
     EXPECT_RESULT(cuArrayDestroy(gone), CUDA_ERROR_INVALID_HANDLE);
     EXPECT_RESULT(cuTexObjectCreate(&t, &r, &td, NULL), CUDA_ERROR_INVALID_HANDLE);
     EXPECT_RESULT(cuArrayGetDescriptor(&d, d3), CUDA_ERROR_INVALID_VALUE);
-    CUDA_MEMCPY2D c = {.srcMemoryType = CU_MEMORYTYPE_HOST, .srcHost = host,
-                       .dstMemoryType = CU_MEMORYTYPE_ARRAY, .dstArray = gone,
-                       .WidthInBytes = ROW2, .Height = H2};
+    CUDA_MEMCPY2D c = {.srcMemoryType = CU_MEMORYTYPE_HOST,
+                       .srcHost = host,
+                       .dstMemoryType = CU_MEMORYTYPE_ARRAY,
+                       .dstArray = gone,
+                       .WidthInBytes = ROW2,
+                       .Height = H2};
     EXPECT_RESULT(cuMemcpy2D(&c), CUDA_ERROR_INVALID_VALUE);
     c.dstArray = a, c.Height = H2 + 1; /* one row past the end: refused by the driver */
     EXPECT_RESULT(cuMemcpy2D(&c), CUDA_ERROR_INVALID_VALUE);
@@ -316,8 +383,8 @@ int main(int argc, char **argv)
     CUstream st;
 
     if (cuInit(0) != CUDA_SUCCESS || cuDeviceGet(&dev, 0) != CUDA_SUCCESS ||
-        cuDevicePrimaryCtxRetain(&ctx, dev) != CUDA_SUCCESS || cuCtxSetCurrent(ctx) != CUDA_SUCCESS ||
-        cuStreamCreate(&st, 0) != CUDA_SUCCESS) {
+        cuDevicePrimaryCtxRetain(&ctx, dev) != CUDA_SUCCESS ||
+        cuCtxSetCurrent(ctx) != CUDA_SUCCESS || cuStreamCreate(&st, 0) != CUDA_SUCCESS) {
         printf("FAIL: no context\n");
         return 1;
     }

@@ -12,8 +12,8 @@
 #include "expect.h"
 
 #define NTHREADS 8
-#define ITERS 200
-#define LEN (64 * 1024)
+#define ITERS    200
+#define LEN      (64 * 1024)
 
 static CUcontext ctx;
 
@@ -132,9 +132,11 @@ static void check_local_answers(void)
 
     EXPECT(cuMemAlloc(&d, 4096) == CUDA_SUCCESS, "alloc");
     EXPECT(cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, d + 100) ==
-               CUDA_SUCCESS && type == CU_MEMORYTYPE_DEVICE, "memory type");
-    EXPECT(cuMemGetAddressRange(&base, &size, d + 100) == CUDA_SUCCESS && base == d &&
-               size == 4096, "address range");
+                   CUDA_SUCCESS &&
+               type == CU_MEMORYTYPE_DEVICE,
+           "memory type");
+    EXPECT(cuMemGetAddressRange(&base, &size, d + 100) == CUDA_SUCCESS && base == d && size == 4096,
+           "address range");
     EXPECT(cuMemGetInfo(&free_b, &total) == CUDA_SUCCESS && free_b <= total && total > 0,
            "mem info");
     EXPECT(cuMemFree(d) == CUDA_SUCCESS, "free");
@@ -143,7 +145,10 @@ static void check_local_answers(void)
 /* The special stream handles (thrust and cudart pass cudaStreamPerThread as 0x2) work in
  * every call that takes a stream, including host copies and host functions. */
 static int host_fn_runs;
-static void count_run(void *arg) { host_fn_runs += arg != NULL; }
+static void count_run(void *arg)
+{
+    host_fn_runs += arg != NULL;
+}
 
 static void check_special_streams(void)
 {
@@ -159,7 +164,8 @@ static void check_special_streams(void)
     EXPECT(cuLaunchHostFunc(CU_STREAM_PER_THREAD, count_run, out) == CUDA_SUCCESS,
            "host function on the per-thread stream");
     EXPECT(cuStreamSynchronize(CU_STREAM_PER_THREAD) == CUDA_SUCCESS &&
-               cuStreamSynchronize(CU_STREAM_LEGACY) == CUDA_SUCCESS, "synchronize");
+               cuStreamSynchronize(CU_STREAM_LEGACY) == CUDA_SUCCESS,
+           "synchronize");
     EXPECT(memcmp(in, out, sizeof(in)) == 0 && host_fn_runs == 1, "special streams");
     EXPECT(cuMemFree(d) == CUDA_SUCCESS, "free");
 }
@@ -171,7 +177,8 @@ int main(void)
     CUdeviceptr managed;
 
     if (cuInit(0) != CUDA_SUCCESS || cuDeviceGet(&dev, 0) != CUDA_SUCCESS ||
-        cuDevicePrimaryCtxRetain(&ctx, dev) != CUDA_SUCCESS || cuCtxSetCurrent(ctx) != CUDA_SUCCESS) {
+        cuDevicePrimaryCtxRetain(&ctx, dev) != CUDA_SUCCESS ||
+        cuCtxSetCurrent(ctx) != CUDA_SUCCESS) {
         printf("FAIL: setup\n");
         return 1;
     }

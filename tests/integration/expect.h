@@ -10,30 +10,30 @@
 
 static int failures;
 
-#define EXPECT(cond, ...)                                                                      \
-    do {                                                                                       \
-        if (!(cond)) {                                                                         \
-            printf("FAIL %s:%d: ", __FILE__, __LINE__);                                        \
-            printf(__VA_ARGS__);                                                               \
-            printf("\n");                                                                      \
-            __atomic_add_fetch(&failures, 1, __ATOMIC_RELAXED);                                \
-        }                                                                                      \
+#define EXPECT(cond, ...)                                                                          \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            printf("FAIL %s:%d: ", __FILE__, __LINE__);                                            \
+            printf(__VA_ARGS__);                                                                   \
+            printf("\n");                                                                          \
+            __atomic_add_fetch(&failures, 1, __ATOMIC_RELAXED);                                    \
+        }                                                                                          \
     } while (0)
 /* The driver call must succeed / must return want. */
 #define OK(call) EXPECT_RESULT(call, CUDA_SUCCESS)
-#define EXPECT_RESULT(call, want)                                                              \
-    do {                                                                                       \
-        CUresult r_ = (call);                                                                  \
-        EXPECT(r_ == (want), "%s = %d, expected %d", #call, (int)r_, (int)(want));             \
+#define EXPECT_RESULT(call, want)                                                                  \
+    do {                                                                                           \
+        CUresult r_ = (call);                                                                      \
+        EXPECT(r_ == (want), "%s = %d, expected %d", #call, (int)r_, (int)(want));                 \
     } while (0)
 /* The driver call must succeed, or the program ends (what follows needs its result). */
-#define NEED(call)                                                                             \
-    do {                                                                                       \
-        CUresult r_ = (call);                                                                  \
-        if (r_ != CUDA_SUCCESS) {                                                              \
-            printf("FAIL %s:%d: %s = %d\n", __FILE__, __LINE__, #call, r_);                    \
-            exit(1);                                                                           \
-        }                                                                                      \
+#define NEED(call)                                                                                 \
+    do {                                                                                           \
+        CUresult r_ = (call);                                                                      \
+        if (r_ != CUDA_SUCCESS) {                                                                  \
+            printf("FAIL %s:%d: %s = %d\n", __FILE__, __LINE__, #call, r_);                        \
+            exit(1);                                                                               \
+        }                                                                                          \
     } while (0)
 
 /* A byte pattern that differs by seed and from page to page: write it, and check for it. */

@@ -115,11 +115,11 @@ static void check_copies(void)
     memset(h, 0x11, 8192);
     OK(cuMemsetD8(d, 0x5a, 256));
     OK(cuMemsetD8Async((CUdeviceptr)(uintptr_t)h, 0x22, 4096, st)); /* mirrored, DIRTY */
-    OK(cuMemcpyDtoHAsync(h + 100, d, 256, st));                   /* after the memset */
+    OK(cuMemcpyDtoHAsync(h + 100, d, 256, st));                     /* after the memset */
     OK(cuMemcpyHtoDAsync(d2, h + 64, 256, st)); /* the GPU's bytes: 0x22 then 0x5a */
     OK(cuStreamSynchronize(st));
-    EXPECT(h[99] == 0x22 && h[100] == 0x5a && h[355] == 0x5a && h[356] == 0x22 &&
-               h[4095] == 0x22 && h[4096] == 0x11,
+    EXPECT(h[99] == 0x22 && h[100] == 0x5a && h[355] == 0x5a && h[356] == 0x22 && h[4095] == 0x22 &&
+               h[4096] == 0x11,
            "DtoH into mirrored memory: %#x %#x %#x %#x %#x %#x", h[99], h[100], h[355], h[356],
            h[4095], h[4096]);
     OK(cuMemcpyDtoH(back, d2, sizeof(back)));
@@ -174,7 +174,8 @@ static void check_attributes(void)
     NEED(cuMemHostAlloc(&p, 100, CU_MEMHOSTALLOC_DEVICEMAP));
     OK(cuMemHostGetDevicePointer(&dp, (char *)p + 10, 0));
     EXPECT(dp == (CUdeviceptr)(uintptr_t)p + 10, "device pointer %#llx of %p", dp, p);
-    OK(cuPointerGetAttribute(&attr, CU_POINTER_ATTRIBUTE_DEVICE_POINTER, (CUdeviceptr)(uintptr_t)p));
+    OK(cuPointerGetAttribute(&attr, CU_POINTER_ATTRIBUTE_DEVICE_POINTER,
+                             (CUdeviceptr)(uintptr_t)p));
     EXPECT(attr == (CUdeviceptr)(uintptr_t)p, "pointer attribute %#llx of %p", attr, p);
     EXPECT_RESULT(cuMemHostGetDevicePointer(&dp, &local, 0), CUDA_ERROR_INVALID_VALUE);
     OK(cuMemFreeHost(p));
@@ -241,8 +242,12 @@ static void plain(void)
 static const struct {
     const char *name;
     void (*run)(void);
-} checks[] = {{"--plain", plain},         {"jax", check_jax},     {"p2p", check_p2p},
-              {"copies", check_copies},   {"free", check_free},   {"attrs", check_attributes},
+} checks[] = {{"--plain", plain},
+              {"jax", check_jax},
+              {"p2p", check_p2p},
+              {"copies", check_copies},
+              {"free", check_free},
+              {"attrs", check_attributes},
               {"graph_host", check_graph_host}};
 
 int main(int argc, char **argv)

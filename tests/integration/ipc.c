@@ -23,8 +23,8 @@
 
 #include "expect.h"
 
-#define SIZE (6u << 20)
-#define HALF (SIZE / 2)
+#define SIZE    (6u << 20)
+#define HALF    (SIZE / 2)
 #define SET_LEN 4096u
 
 struct handles {
@@ -58,7 +58,8 @@ static int context_up(void)
     CUcontext ctx;
 
     if (cuInit(0) != CUDA_SUCCESS || cuDeviceGet(&dev, 0) != CUDA_SUCCESS ||
-        cuDevicePrimaryCtxRetain(&ctx, dev) != CUDA_SUCCESS || cuCtxSetCurrent(ctx) != CUDA_SUCCESS) {
+        cuDevicePrimaryCtxRetain(&ctx, dev) != CUDA_SUCCESS ||
+        cuCtxSetCurrent(ctx) != CUDA_SUCCESS) {
         printf("FAIL: no CUDA context\n");
         return -1;
     }
@@ -193,8 +194,8 @@ static void check_records(CUdeviceptr p)
     OK(cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, p + 100));
     EXPECT(type == CU_MEMORYTYPE_DEVICE, "opened memory is device memory (type %u)", type);
     OK(cuMemGetAddressRange(&base, &size, p + 100));
-    EXPECT(base == p && size >= SIZE, "range [%llx, +%zu) of %llx", (unsigned long long)base,
-           size, (unsigned long long)p);
+    EXPECT(base == p && size >= SIZE, "range [%llx, +%zu) of %llx", (unsigned long long)base, size,
+           (unsigned long long)p);
 }
 
 /* Read A, write B into the first half and 0x5a after it, as the stream allows. */

@@ -14,7 +14,7 @@
 
 #include "expect.h"
 
-#define ROUNDS 50
+#define ROUNDS     50
 #define HTOD_BYTES 4096
 
 static const char ptx[] = ".version 8.0\n.target sm_90\n.entry empty() { ret; }\n";

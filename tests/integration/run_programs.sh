@@ -296,7 +296,7 @@ fi
 # Protocol checks from a raw socket: a version mismatch is refused naming both versions; an
 # oversized message after a good handshake ends that session with a log line. The raw Hellos
 # speak this build's version (proto/frame.h's minor: a server serves only recent minors).
-PROTO_MINOR=$(sed -n 's/^#define PROTO_VERSION_MINOR \([0-9]*\)u.*/\1/p' "$(dirname "$0")/../../proto/frame.h")
+PROTO_MINOR=$(sed -n 's/^#define PROTO_VERSION_MINOR  *\([0-9]*\)u.*/\1/p' "$(dirname "$0")/../../proto/frame.h")
 python3 - "$PORT" "$PROTO_MINOR" >"$WORK/proto.out" 2>&1 <<'PY'
 import socket, struct, sys
 port, minor = int(sys.argv[1]), int(sys.argv[2])

@@ -47,8 +47,8 @@ int main(int argc, char **argv)
     double start, failed_at;
 
     if (cuInit(0) != CUDA_SUCCESS || cuDeviceGet(&dev, 0) != CUDA_SUCCESS ||
-        cuDevicePrimaryCtxRetain(&ctx, dev) != CUDA_SUCCESS || cuCtxSetCurrent(ctx) != CUDA_SUCCESS ||
-        cuMemAlloc(&d, n) != CUDA_SUCCESS ||
+        cuDevicePrimaryCtxRetain(&ctx, dev) != CUDA_SUCCESS ||
+        cuCtxSetCurrent(ctx) != CUDA_SUCCESS || cuMemAlloc(&d, n) != CUDA_SUCCESS ||
         (lanes && (cuMemHostAlloc(&in, n, 0) != CUDA_SUCCESS ||
                    cuMemHostAlloc(&out, n, 0) != CUDA_SUCCESS))) {
         printf("setup failed\n");

@@ -1,7 +1,7 @@
-/* Virtual memory management, memory pools and stream attributes through the client: reserve, create, map, set
- * access, copy through the mapping (with the direction inferred by cuMemcpy), retain the
- * handle, unmap, release; default and created pools, their attributes, allocation from a pool,
- * the device's current pool. Prints PASS when everything matched. */
+/* Virtual memory management, memory pools and stream attributes through the client: reserve,
+ * create, map, set access, copy through the mapping (with the direction inferred by cuMemcpy),
+ * retain the handle, unmap, release; default and created pools, their attributes, allocation from a
+ * pool, the device's current pool. Prints PASS when everything matched. */
 #include <cuda.h>
 #include <stdio.h>
 #include <string.h>

@@ -30,7 +30,10 @@
 
 #define LEN (1u << 20)
 
-static unsigned char byte_at(size_t i) { return (unsigned char)(i * 29 + 3); }
+static unsigned char byte_at(size_t i)
+{
+    return (unsigned char)(i * 29 + 3);
+}
 
 static int exporter(const char *file)
 {
@@ -83,9 +86,9 @@ static int importer(const char *file)
     CHECK(cuMemAlloc(&a0, 4 * LEN)); /* server a's first address, which b answers first too */
     CHECK(cuCtxSetCurrent(c1));
     r = cuIpcOpenMemHandle(&opened, h, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
-    EXPECT(r == CUDA_ERROR_MAP_FAILED, "opened over device 0's memory: %d (at %#llx, device 0's at %#llx)",
-           (int)r, r == CUDA_SUCCESS ? (unsigned long long)opened : 0ull,
-           (unsigned long long)a0);
+    EXPECT(r == CUDA_ERROR_MAP_FAILED,
+           "opened over device 0's memory: %d (at %#llx, device 0's at %#llx)", (int)r,
+           r == CUDA_SUCCESS ? (unsigned long long)opened : 0ull, (unsigned long long)a0);
     CHECK(cuMemAlloc(&b1, 8 * LEN)); /* moves server b's next address past device 0's memory */
     CHECK(cuIpcOpenMemHandle(&opened, h, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS));
     EXPECT(opened + LEN <= a0 || a0 + 4 * LEN <= opened, "opened memory overlaps device 0's");

@@ -13,7 +13,7 @@
 #include <string.h>
 
 #define MAX_DEV 8
-#define N (1u << 20) /* floats per device */
+#define N       (1u << 20) /* floats per device */
 #define THREADS 256
 
 static const char image[] = ".version 8.0\n.target sm_90\n.address_size 64\n"

@@ -90,7 +90,7 @@ start p2p_c 1024 "rgpu-fake-uuid-C" FAKECUDA_P2P=1; P2P_C=$PORT
 # P2P_QUERY and CTX_PEER_ACCESS are ops of protocol 1.2: until the build speaks it (the minor is
 # raised when the branch is merged), a client asks nothing and says no, as an older server makes
 # it do; the run that needs the driver's yes waits for it.
-minor=$(sed -n 's/^#define PROTO_VERSION_MINOR \([0-9]*\)u.*/\1/p' "$(dirname "$0")/../../proto/frame.h")
+minor=$(sed -n 's/^#define PROTO_VERSION_MINOR  *\([0-9]*\)u.*/\1/p' "$(dirname "$0")/../../proto/frame.h")
 if [ "${minor:-0}" -ge 2 ]; then
     run p2p_yes RGPU_SERVER=127.0.0.1:$P2P_YES timeout 60 "$P2P" 1 ||
         fail "one server whose driver says peers: $(tail -3 "$WORK/p2p_yes.err")"

@@ -20,7 +20,7 @@
 #define EXPECT(cond, what, v)                                                                      \
     do {                                                                                           \
         if (!(cond)) {                                                                             \
-            fprintf(stderr, "line %d: %s is %d\n", __LINE__, what, v);                            \
+            fprintf(stderr, "line %d: %s is %d\n", __LINE__, what, v);                             \
             exit(1);                                                                               \
         }                                                                                          \
     } while (0)

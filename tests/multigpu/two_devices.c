@@ -16,7 +16,8 @@
 
 #include "client/rgpu_ext.h"
 
-CUresult rgpuDeviceStatus(int device, struct rgpu_device_status *status); /* the client exports it */
+CUresult rgpuDeviceStatus(int device,
+                          struct rgpu_device_status *status); /* the client exports it */
 
 #define N (3u << 20) /* bytes per buffer: more than one relay chunk is not needed here */
 
@@ -222,7 +223,10 @@ struct box {
 #define H3 1000u
 #define D3 12u
 
-static size_t box_bytes(const struct box *b) { return b->pitch * b->height * b->depth; }
+static size_t box_bytes(const struct box *b)
+{
+    return b->pitch * b->height * b->depth;
+}
 
 /* Device memory in ctx, filled with seed's pattern (0: zeros). */
 static struct box box_new(CUcontext ctx, size_t pitch, size_t height, size_t depth, unsigned seed)
@@ -255,13 +259,25 @@ static void copy_box(CUcontext ctx, CUstream s, const struct box *dst, size_t dx
                      const char *what)
 {
     unsigned char *from = box_read(src), *before = box_read(dst), *after;
-    CUDA_MEMCPY3D_PEER p = {
-        .srcXInBytes = sx, .srcY = sy, .srcZ = sz, .srcMemoryType = CU_MEMORYTYPE_DEVICE,
-        .srcDevice = src->d, .srcContext = src->ctx, .srcPitch = src->pitch,
-        .srcHeight = src->height, .dstXInBytes = dx, .dstY = dy, .dstZ = dz,
-        .dstMemoryType = CU_MEMORYTYPE_DEVICE, .dstDevice = dst->d, .dstContext = dst->ctx,
-        .dstPitch = dst->pitch, .dstHeight = dst->height, .WidthInBytes = W3, .Height = H3,
-        .Depth = D3};
+    CUDA_MEMCPY3D_PEER p = {.srcXInBytes = sx,
+                            .srcY = sy,
+                            .srcZ = sz,
+                            .srcMemoryType = CU_MEMORYTYPE_DEVICE,
+                            .srcDevice = src->d,
+                            .srcContext = src->ctx,
+                            .srcPitch = src->pitch,
+                            .srcHeight = src->height,
+                            .dstXInBytes = dx,
+                            .dstY = dy,
+                            .dstZ = dz,
+                            .dstMemoryType = CU_MEMORYTYPE_DEVICE,
+                            .dstDevice = dst->d,
+                            .dstContext = dst->ctx,
+                            .dstPitch = dst->pitch,
+                            .dstHeight = dst->height,
+                            .WidthInBytes = W3,
+                            .Height = H3,
+                            .Depth = D3};
 
     CHECK(cuCtxSetCurrent(ctx));
     if (s != NULL) {
@@ -275,14 +291,14 @@ static void copy_box(CUcontext ctx, CUstream s, const struct box *dst, size_t dx
         for (size_t y = 0; y < dst->height; y++)
             for (size_t x = 0; x < dst->pitch; x++) {
                 size_t i = (z * dst->height + y) * dst->pitch + x;
-                bool in = x >= dx && x < dx + W3 && y >= dy && y < dy + H3 && z >= dz &&
-                          z < dz + D3;
+                bool in =
+                    x >= dx && x < dx + W3 && y >= dy && y < dy + H3 && z >= dz && z < dz + D3;
                 unsigned char want =
                     in ? from[((z - dz + sz) * src->height + y - dy + sy) * src->pitch + x - dx +
                               sx]
                        : before[i];
-                EXPECT(after[i] == want, "%s: byte (%zu, %zu, %zu) is %u, expected %u", what, x,
-                       y, z, after[i], want);
+                EXPECT(after[i] == want, "%s: byte (%zu, %zu, %zu) is %u, expected %u", what, x, y,
+                       z, after[i], want);
             }
     free(from), free(before), free(after);
 }

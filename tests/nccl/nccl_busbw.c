@@ -20,10 +20,16 @@
 ncclResult_t ncclGetUniqueId(ncclUniqueId *id);
 ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId id, int rank);
 ncclResult_t ncclCommDestroy(ncclComm_t comm);
-ncclResult_t ncclAllReduce(const void *, void *, size_t, ncclDataType_t, ncclRedOp_t,
-                           ncclComm_t, CUstream);
+ncclResult_t ncclAllReduce(const void *, void *, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t,
+                           CUstream);
 
-#define CHECK(x) do { if ((x) != 0) { fprintf(stderr, "rank %d: %s failed\n", rank, #x); return 1; } } while (0)
+#define CHECK(x)                                                                                   \
+    do {                                                                                           \
+        if ((x) != 0) {                                                                            \
+            fprintf(stderr, "rank %d: %s failed\n", rank, #x);                                     \
+            return 1;                                                                              \
+        }                                                                                          \
+    } while (0)
 
 static int cmp_double(const void *a, const void *b)
 {
@@ -129,7 +135,8 @@ int main(int argc, char **argv)
             double t0 = now_s();
 
             for (int i = 0; i < it; i++)
-                CHECK(ncclAllReduce((void *)buf, (void *)buf, count, ncclFloat32, ncclSum, comm, st));
+                CHECK(
+                    ncclAllReduce((void *)buf, (void *)buf, count, ncclFloat32, ncclSum, comm, st));
             CHECK(cuStreamSynchronize(st));
             t_rep[r] = (now_s() - t0) / it;
         }
@@ -140,7 +147,8 @@ int main(int argc, char **argv)
             printf("{\"bytes\": %zu, \"time_us\": %.2f, \"algbw_gbs\": %.3f, \"busbw_gbs\": %.3f, "
                    "\"busbw_min\": %.3f, \"busbw_max\": %.3f, \"iters\": %d, \"reps\": %d}\n",
                    bytes, t * 1e6, (double)bytes / t / 1e9, (double)bytes / t / 1e9 * factor,
-                   (double)bytes / slow / 1e9 * factor, (double)bytes / fast / 1e9 * factor, it, reps);
+                   (double)bytes / slow / 1e9 * factor, (double)bytes / fast / 1e9 * factor, it,
+                   reps);
         fflush(stdout);
     }
     CHECK(ncclCommDestroy(comm));

@@ -68,12 +68,11 @@ ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *e);
 ncclResult_t ncclCommCount(ncclComm_t comm, int *n);
 ncclResult_t ncclCommUserRank(ncclComm_t comm, int *r);
 ncclResult_t ncclCommCuDevice(ncclComm_t comm, int *d);
-ncclResult_t ncclAllReduce(const void *, void *, size_t, ncclDataType_t, ncclRedOp_t,
-                           ncclComm_t, CUstream);
-ncclResult_t ncclBroadcast(const void *, void *, size_t, ncclDataType_t, int, ncclComm_t,
+ncclResult_t ncclAllReduce(const void *, void *, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t,
                            CUstream);
-ncclResult_t ncclReduce(const void *, void *, size_t, ncclDataType_t, ncclRedOp_t, int,
-                        ncclComm_t, CUstream);
+ncclResult_t ncclBroadcast(const void *, void *, size_t, ncclDataType_t, int, ncclComm_t, CUstream);
+ncclResult_t ncclReduce(const void *, void *, size_t, ncclDataType_t, ncclRedOp_t, int, ncclComm_t,
+                        CUstream);
 ncclResult_t ncclAllGather(const void *, void *, size_t, ncclDataType_t, ncclComm_t, CUstream);
 ncclResult_t ncclReduceScatter(const void *, void *, size_t, ncclDataType_t, ncclRedOp_t,
                                ncclComm_t, CUstream);
@@ -83,8 +82,8 @@ ncclResult_t ncclGroupStart(void);
 ncclResult_t ncclGroupEnd(void);
 ncclResult_t ncclMemAlloc(void **p, size_t n);
 ncclResult_t ncclMemFree(void *p);
-ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t *, void *, ncclDataType_t,
-                                      ncclScalarResidence_t, ncclComm_t);
+ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t *, void *, ncclDataType_t, ncclScalarResidence_t,
+                                      ncclComm_t);
 ncclResult_t ncclRedOpDestroy(ncclRedOp_t, ncclComm_t);
 ncclResult_t ncclCommRegister(ncclComm_t, void *, size_t, void **);
 ncclResult_t ncclCommDeregister(ncclComm_t, void *);
@@ -115,9 +114,31 @@ CUresult rgpuNcclCall(struct rgpu_nccl_call *c);
 static int rank, nranks, fails;
 static CUstream st;
 
-#define CU(x) do { CUresult r_ = (x); if (r_ != CUDA_SUCCESS) { fprintf(stderr, "rank %d: %s = %d\n", rank, #x, (int)r_); exit(2); } } while (0)
-#define NC(x) do { ncclResult_t r_ = (x); if (r_ != ncclSuccess) { fprintf(stderr, "rank %d: %s = %d (%s)\n", rank, #x, (int)r_, ncclGetLastError(NULL)); exit(3); } } while (0)
-#define EXPECT(c, ...) do { if (!(c)) { fprintf(stderr, "rank %d: FAILED %s: ", rank, #c); fprintf(stderr, __VA_ARGS__); fputc('\n', stderr); fails++; } } while (0)
+#define CU(x)                                                                                      \
+    do {                                                                                           \
+        CUresult r_ = (x);                                                                         \
+        if (r_ != CUDA_SUCCESS) {                                                                  \
+            fprintf(stderr, "rank %d: %s = %d\n", rank, #x, (int)r_);                              \
+            exit(2);                                                                               \
+        }                                                                                          \
+    } while (0)
+#define NC(x)                                                                                      \
+    do {                                                                                           \
+        ncclResult_t r_ = (x);                                                                     \
+        if (r_ != ncclSuccess) {                                                                   \
+            fprintf(stderr, "rank %d: %s = %d (%s)\n", rank, #x, (int)r_, ncclGetLastError(NULL)); \
+            exit(3);                                                                               \
+        }                                                                                          \
+    } while (0)
+#define EXPECT(c, ...)                                                                             \
+    do {                                                                                           \
+        if (!(c)) {                                                                                \
+            fprintf(stderr, "rank %d: FAILED %s: ", rank, #c);                                     \
+            fprintf(stderr, __VA_ARGS__);                                                          \
+            fputc('\n', stderr);                                                                   \
+            fails++;                                                                               \
+        }                                                                                          \
+    } while (0)
 
 static void id_share(const char *path, ncclUniqueId *id)
 {
@@ -176,7 +197,8 @@ static void collectives(ncclComm_t comm)
     g = dev_floats(NULL, (size_t)nranks * N);
     NC(ncclAllReduce((void *)s, (void *)r, N, ncclFloat32, ncclSum, comm, st));
     read_floats(out, r, N);
-    EXPECT(out[0] == sum && out[N - 1] == sum + (float)nranks * (N - 1), "allreduce sum %g", out[0]);
+    EXPECT(out[0] == sum && out[N - 1] == sum + (float)nranks * (N - 1), "allreduce sum %g",
+           out[0]);
     NC(ncclAllReduce((void *)s, (void *)r, 1, ncclFloat32, ncclProd, comm, st));
     read_floats(out, r, 1);
     EXPECT(out[0] == prod, "allreduce prod %g want %g", out[0], prod);
@@ -257,7 +279,8 @@ static void mode_all(ncclComm_t comm)
 
     NC(ncclGetVersion(&v));
     printf("rank %d: NCCL version %d\n", rank, v);
-    if (getenv("NCCL_RANKS_VERSION") != NULL && *getenv("NCCL_RANKS_VERSION") != '\0') /* the worker's NCCL answers, not the shim */
+    if (getenv("NCCL_RANKS_VERSION") != NULL &&
+        *getenv("NCCL_RANKS_VERSION") != '\0') /* the worker's NCCL answers, not the shim */
         EXPECT(v == atoi(getenv("NCCL_RANKS_VERSION")), "version %d", v);
     NC(ncclCommCount(comm, &n));
     NC(ncclCommUserRank(comm, &me));
@@ -330,8 +353,8 @@ static void expect_failure(ncclComm_t comm, int limit, ncclResult_t want)
  * for an op without one are refused with INVALID_VALUE; the session goes on. */
 static void forwarder_checks(void)
 {
-    const struct rgpu_nccl_call ok = {.size = sizeof(ok), .op = PROTO_OP_NCCL_GET_VERSION,
-                                      .stream_arg = ~0u};
+    const struct rgpu_nccl_call ok = {
+        .size = sizeof(ok), .op = PROTO_OP_NCCL_GET_VERSION, .stream_arg = ~0u};
     struct rgpu_nccl_call c[5] = {ok, ok, ok, ok, ok};
     const char *what[5] = {"a CUDA op", "too few words", "too many words", "async with a reply",
                            "a stream for an op without"};
@@ -366,7 +389,8 @@ static void mode_more(ncclComm_t comm, ncclUniqueId *id)
     /* a window: collective; its handle comes back; one the worker did not give is refused */
     NC(ncclCommWindowRegister(comm, (void *)buf, N * sizeof(float), &win, NCCL_WIN_COLL_SYMMETRIC));
     EXPECT(win != NULL, "no window handle");
-    EXPECT(ncclCommWindowDeregister(comm, (ncclWindow_t)((uintptr_t)win + 64)) == ncclInvalidArgument,
+    EXPECT(ncclCommWindowDeregister(comm, (ncclWindow_t)((uintptr_t)win + 64)) ==
+               ncclInvalidArgument,
            "a forged window handle was not refused");
     NC(ncclCommWindowDeregister(comm, win));
     /* a simulated group: nothing runs, an estimate comes back */
@@ -397,10 +421,13 @@ static void mode_more(ncclComm_t comm, ncclUniqueId *id)
     id_share(getenv("NCCL_RANKS_IDFILE2"), &two[0]);
     id_share(getenv("NCCL_RANKS_IDFILE3"), &two[1]);
     {
-        ncclConfig_t nb = {.size = sizeof(ncclConfig_t), .magic = NCCL_CONFIG_MAGIC,
-                           .version = NCCL_ABI_VERSION(2, 28, 0), .blocking = 0,
+        ncclConfig_t nb = {.size = sizeof(ncclConfig_t),
+                           .magic = NCCL_CONFIG_MAGIC,
+                           .version = NCCL_ABI_VERSION(2, 28, 0),
+                           .blocking = 0,
                            .cgaClusterSize = NCCL_CONFIG_UNDEF_INT,
-                           .minCTAs = NCCL_CONFIG_UNDEF_INT, .maxCTAs = NCCL_CONFIG_UNDEF_INT,
+                           .minCTAs = NCCL_CONFIG_UNDEF_INT,
+                           .maxCTAs = NCCL_CONFIG_UNDEF_INT,
                            .splitShare = NCCL_CONFIG_UNDEF_INT};
         ncclResult_t r = ncclCommInitRankScalable(&scal, nranks, rank, 2, two, &nb);
         int polls = 0;
@@ -596,19 +623,18 @@ static void *dev_wait_main(void *arg)
     for (int it = 0; it < 6; it++) {
         if (w->dev == 1 && it == 0)
             usleep(300 * 1000); /* device 0 waits before this device's collective is sent */
-        if (cuMemcpyHtoD(w->b, in, sizeof(in)) != CUDA_SUCCESS ||
-            ncclGroupStart() != ncclSuccess ||
+        if (cuMemcpyHtoD(w->b, in, sizeof(in)) != CUDA_SUCCESS || ncclGroupStart() != ncclSuccess ||
             ncclAllReduce((void *)w->b, (void *)w->b, N, ncclFloat32, ncclSum, w->comm, w->s) !=
                 ncclSuccess ||
             ncclGroupEnd() != ncclSuccess) {
             w->bad++;
             break;
         }
-        CUresult r = it % 3 == 0   ? cuStreamSynchronize(w->s)
-                     : it % 3 == 1 ? (cuEventRecord(ev, w->s) == CUDA_SUCCESS
-                                          ? cuEventSynchronize(ev)
-                                          : CUDA_ERROR_UNKNOWN)
-                                   : cuMemcpyDtoHAsync(out, w->b, sizeof(out), w->s);
+        CUresult r = it % 3 == 0 ? cuStreamSynchronize(w->s)
+                     : it % 3 == 1
+                         ? (cuEventRecord(ev, w->s) == CUDA_SUCCESS ? cuEventSynchronize(ev)
+                                                                    : CUDA_ERROR_UNKNOWN)
+                         : cuMemcpyDtoHAsync(out, w->b, sizeof(out), w->s);
         if (r == CUDA_SUCCESS && it % 3 == 2)
             r = cuStreamSynchronize(w->s);
         else if (r == CUDA_SUCCESS)
@@ -673,10 +699,15 @@ static void mode_killloop(ncclComm_t comm)
 
 static void mode_single(void)
 {
-    ncclConfig_t bad = {.size = sizeof(ncclConfig_t), .magic = NCCL_CONFIG_MAGIC,
-                        .version = NCCL_ABI_VERSION(2, 28, 0), .blocking = 1,
-                        .cgaClusterSize = NCCL_CONFIG_UNDEF_INT, .minCTAs = 4, .maxCTAs = 2,
-                        .splitShare = NCCL_CONFIG_UNDEF_INT}, good = bad;
+    ncclConfig_t bad = {.size = sizeof(ncclConfig_t),
+                        .magic = NCCL_CONFIG_MAGIC,
+                        .version = NCCL_ABI_VERSION(2, 28, 0),
+                        .blocking = 1,
+                        .cgaClusterSize = NCCL_CONFIG_UNDEF_INT,
+                        .minCTAs = 4,
+                        .maxCTAs = 2,
+                        .splitShare = NCCL_CONFIG_UNDEF_INT},
+                 good = bad;
     CUdeviceptr d = dev_floats(NULL, 4);
     float one[4] = {1, 1, 1, 1}, out[4];
     ncclUniqueId id;
@@ -721,9 +752,8 @@ int main(int argc, char **argv)
         int ndev = 1;
 
         CU(cuDeviceGetCount(&ndev));
-        CU(cuDeviceGet(&dev, strcmp(mode, "killmid") == 0 || strcmp(mode, "killloop") == 0
-                                 ? rank % ndev
-                                 : 0));
+        CU(cuDeviceGet(
+            &dev, strcmp(mode, "killmid") == 0 || strcmp(mode, "killloop") == 0 ? rank % ndev : 0));
     }
     CU(cuDevicePrimaryCtxRetain(&ctx, dev));
     CU(cuCtxSetCurrent(ctx));
@@ -740,10 +770,11 @@ int main(int argc, char **argv)
             head += id.internal[i] != 0;
         for (int i = 96; i < 128; i++)
             tail += id.internal[i] != 0;
-        EXPECT(head > 0 && tail > 16, "id: %d nonzero NCCL bytes, %d nonzero MAC bytes", head, tail);
+        EXPECT(head > 0 && tail > 16, "id: %d nonzero NCCL bytes, %d nonzero MAC bytes", head,
+               tail);
         if (v >= NCCL_ABI_VERSION(2, 28, 0)) { /* the worker found every entry point of 2.28 */
-            struct rgpu_nccl_call c = {.size = sizeof(c), .op = PROTO_OP_NCCL_GET_VERSION,
-                                       .stream_arg = ~0u};
+            struct rgpu_nccl_call c = {
+                .size = sizeof(c), .op = PROTO_OP_NCCL_GET_VERSION, .stream_arg = ~0u};
             const unsigned long long all = 0x3ff;
 
             EXPECT(rgpuNcclCall(&c) == CUDA_SUCCESS && c.nout >= 3 && (c.out[2] & all) == all,
@@ -818,8 +849,7 @@ int main(int argc, char **argv)
             for (int i = 0; dead != NULL && i < 600 && access(dead, F_OK) != 0; i++)
                 usleep(100000);
             expect_failure(comm, 60, ncclRemoteError);
-        }
-        else if (rank == 1 && strcmp(mode, "die") == 0)
+        } else if (rank == 1 && strcmp(mode, "die") == 0)
             _exit(0); /* no goodbye: the worker sees the connection drop */
         else if (rank == 1)
             sleep(30); /* hang: alive, never calls */

@@ -15,8 +15,8 @@ ncclResult_t ncclAllReduce(const void *, void *, size_t, ncclDataType_t, ncclRed
                            nccl_stream_t);
 ncclResult_t ncclBroadcast(const void *, void *, size_t, ncclDataType_t, int, ncclComm_t,
                            nccl_stream_t);
-ncclResult_t ncclReduce(const void *, void *, size_t, ncclDataType_t, ncclRedOp_t, int,
-                        ncclComm_t, nccl_stream_t);
+ncclResult_t ncclReduce(const void *, void *, size_t, ncclDataType_t, ncclRedOp_t, int, ncclComm_t,
+                        nccl_stream_t);
 ncclResult_t ncclSend(const void *, size_t, ncclDataType_t, int, ncclComm_t, nccl_stream_t);
 ncclResult_t ncclRecv(void *, size_t, ncclDataType_t, int, ncclComm_t, nccl_stream_t);
 ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId id, int rank);
@@ -41,8 +41,8 @@ ncclResult_t ncclCommShrink(ncclComm_t, int *, int, ncclComm_t *, ncclConfig_t *
 ncclResult_t ncclCommInitRankScalable(ncclComm_t *, int, int, int, ncclUniqueId *, ncclConfig_t *);
 int ncclLLA2ACalcSlots(int, int);
 ncclTeam_t ncclTeamWorld(ncclComm_t);
-ncclResult_t pncclAllReduce(const void *, void *, size_t, ncclDataType_t, ncclRedOp_t,
-                            ncclComm_t, nccl_stream_t);
+ncclResult_t pncclAllReduce(const void *, void *, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t,
+                            nccl_stream_t);
 const char *ncclGetErrorString(ncclResult_t r);
 const char *ncclGetLastError(ncclComm_t comm);
 

@@ -152,9 +152,9 @@ static void test_utilization_processes_unsupported(void **state)
     assert_int_equal(n, 0);
     assert_int_equal(NV(nvmlDeviceGetPowerUsage, dev, &power), NVML_ERROR_NOT_SUPPORTED);
     assert_int_equal(NV(nvmlDeviceGetPowerUsage, dev, &power), NVML_ERROR_NOT_SUPPORTED);
-    assert_string_equal(((const char *(*)(nvmlReturn_t))dlsym(nvml, "nvmlErrorString"))(
-                            NVML_ERROR_NOT_SUPPORTED),
-                        "Not Supported");
+    assert_string_equal(
+        ((const char *(*)(nvmlReturn_t))dlsym(nvml, "nvmlErrorString"))(NVML_ERROR_NOT_SUPPORTED),
+        "Not Supported");
 }
 
 static void test_shutdown(void **state)

@@ -4,11 +4,11 @@
 #include <cstdlib>
 #include <cuda_runtime.h>
 
-#define CHECK(call)                                                                            \
-    do {                                                                                       \
-        cudaError_t err_ = (call);                                                             \
-        if (err_ != cudaSuccess) {                                                             \
-            printf("%s failed: %s\n", #call, cudaGetErrorName(err_));                          \
-            exit(1);                                                                           \
-        }                                                                                      \
+#define CHECK(call)                                                                                \
+    do {                                                                                           \
+        cudaError_t err_ = (call);                                                                 \
+        if (err_ != cudaSuccess) {                                                                 \
+            printf("%s failed: %s\n", #call, cudaGetErrorName(err_));                              \
+            exit(1);                                                                               \
+        }                                                                                          \
     } while (0)

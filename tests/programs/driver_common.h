@@ -5,18 +5,19 @@
 
 #include <cuda.h>
 
-#define CHECK(call)                                                                            \
-    do {                                                                                       \
-        CUresult r_ = (call);                                                                  \
-        if (r_ != CUDA_SUCCESS) {                                                              \
-            const char *n_ = "?";                                                              \
-            cuGetErrorName(r_, &n_);                                                           \
-            printf("%s failed: %s\n", #call, n_);                                              \
-            return 1;                                                                          \
-        }                                                                                      \
+#define CHECK(call)                                                                                \
+    do {                                                                                           \
+        CUresult r_ = (call);                                                                      \
+        if (r_ != CUDA_SUCCESS) {                                                                  \
+            const char *n_ = "?";                                                                  \
+            cuGetErrorName(r_, &n_);                                                               \
+            printf("%s failed: %s\n", #call, n_);                                                  \
+            return 1;                                                                              \
+        }                                                                                          \
     } while (0)
 
 // saxpy_ptx(float a, const float *x, float *y, int n): y = a * x + y
+// clang-format off
 static const char ptx[] =
     ".version 9.0\n"
     ".target sm_90\n"
@@ -55,3 +56,4 @@ static const char ptx[] =
     " ret;\n"
     "}\n"
     ;
+// clang-format on

@@ -64,7 +64,7 @@ static void test_quota_fits(void **state)
     assert_true(sched_quota_fits(100, 40, 60));
     assert_false(sched_quota_fits(100, 41, 60));
     assert_false(sched_quota_fits(100, 0, 101));
-    assert_false(sched_quota_fits(100, 200, 0)); /* already over (a reset quota) */
+    assert_false(sched_quota_fits(100, 200, 0));         /* already over (a reset quota) */
     assert_false(sched_quota_fits(100, 50, UINT64_MAX)); /* no overflow */
 }
 
@@ -115,10 +115,8 @@ static void test_admit_session_limit(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_request_quota),
-        cmocka_unit_test(test_quota_fits),
-        cmocka_unit_test(test_admit_fits),
-        cmocka_unit_test(test_admit_over_capacity),
+        cmocka_unit_test(test_request_quota),       cmocka_unit_test(test_quota_fits),
+        cmocka_unit_test(test_admit_fits),          cmocka_unit_test(test_admit_over_capacity),
         cmocka_unit_test(test_admit_session_limit),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

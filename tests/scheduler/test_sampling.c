@@ -40,7 +40,7 @@ static void test_spread_and_pack_probe_a_random_permutation(void **state)
         }
         for (int i = 0; i < 100; i++)
             assert_int_equal(seen[i], 1); /* a permutation */
-        assert_true(same < 20);          /* two jobs do not probe the same servers first */
+        assert_true(same < 20);           /* two jobs do not probe the same servers first */
     }
 }
 
@@ -77,7 +77,7 @@ static void test_hedge(void **state)
 /* A pool of S one-GPU servers of 80 GiB, each session holding 10 GiB (8 fit); jobs arrive one
  * after another and never end; each probes the first d servers of its probe order and goes to
  * the first placement choice among them (or the next round when none fits). */
-#define S 100
+#define S   100
 #define PER 10 /* GiB a session holds */
 
 struct sim {

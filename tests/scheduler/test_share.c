@@ -10,7 +10,7 @@
 
 #include "scheduler/share.h"
 
-#define MS 1000000ull
+#define MS  1000000ull
 #define EPS 1e-9
 
 static const struct sched_params params = {.window_ns = 1000 * MS, .quantum_ns = 10 * MS};
@@ -298,8 +298,13 @@ static void test_simulated_join(void **state)
     struct sched_tenant one[1] = {{.weight = 1}};
     static const int same[3] = {0, 0, 0};
     static const uint64_t join[3] = {0, 0, 5000 * MS};
-    struct sim m = {.t = one, .nt = 1, .n = 3, .tenant_of = same, .join = join,
-                    .total_ns = 8000 * MS, .from = 5000 * MS};
+    struct sim m = {.t = one,
+                    .nt = 1,
+                    .n = 3,
+                    .tenant_of = same,
+                    .join = join,
+                    .total_ns = 8000 * MS,
+                    .from = 5000 * MS};
 
     simulate(&m);
     assert_true(m.longest[2] <= 2 * params.quantum_ns + 100000);
@@ -311,8 +316,8 @@ static void test_simulated_join(void **state)
  * work unless the session is a quantum ahead of the owner; GPU-bound work never does. */
 static void test_light_pass(void **state)
 {
-    struct sched_light l = {.avg_ns = 20000, .inflight = 0, .vtime = 100 * MS,
-                            .ref_vtime = 100 * MS, .share = 0.25};
+    struct sched_light l = {
+        .avg_ns = 20000, .inflight = 0, .vtime = 100 * MS, .ref_vtime = 100 * MS, .share = 0.25};
 
     assert_true(sched_light_pass(&l, &params));
     l.inflight = 24; /* 25 x 20 us = 500 us queued with this launch: still light */

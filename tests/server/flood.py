@@ -49,8 +49,8 @@ HELLO, WELCOME, CALL, REPLY = 1, 2, 3, 4
 PROBE, PROBE_REPLY, ECHO = 8, 9, 10
 # The version this build speaks, read from proto/frame.h so that the two never drift apart.
 _FRAME_H = open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "../../proto/frame.h")).read()
-PROTO_VERSION = int(re.search(r"#define PROTO_VERSION (\d+)u", _FRAME_H).group(1))
-PROTO_MINOR = int(re.search(r"#define PROTO_VERSION_MINOR (\d+)u", _FRAME_H).group(1))
+PROTO_VERSION = int(re.search(r"#define PROTO_VERSION\s+(\d+)u", _FRAME_H).group(1))
+PROTO_MINOR = int(re.search(r"#define PROTO_VERSION_MINOR\s+(\d+)u", _FRAME_H).group(1))
 HDR = struct.Struct("<IHHIIQ")  # magic, type, flags, msg_len, reserved, bulk_len
 MAX_COUNT, MAX_DURATION = 5000, 600
 

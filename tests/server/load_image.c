@@ -7,13 +7,13 @@
 
 #define IMAGE_LEN (200u << 10)
 
-#define CHECK(call)                                                                            \
-    do {                                                                                       \
-        CUresult r_ = (call);                                                                  \
-        if (r_ != CUDA_SUCCESS) {                                                              \
-            fprintf(stderr, "%s failed: %d\n", #call, (int)r_);                                \
-            return 1;                                                                          \
-        }                                                                                      \
+#define CHECK(call)                                                                                \
+    do {                                                                                           \
+        CUresult r_ = (call);                                                                      \
+        if (r_ != CUDA_SUCCESS) {                                                                  \
+            fprintf(stderr, "%s failed: %d\n", #call, (int)r_);                                    \
+            return 1;                                                                              \
+        }                                                                                          \
     } while (0)
 
 int main(void)

@@ -26,8 +26,9 @@ static int listen_on(const char *name)
     memcpy(sa.sun_path, name, n);
     if (name[0] == '@')
         sa.sun_path[0] = '\0';
-    assert_int_equal(bind(fd, (struct sockaddr *)&sa,
-                          (socklen_t)(offsetof(struct sockaddr_un, sun_path) + n)), 0);
+    assert_int_equal(
+        bind(fd, (struct sockaddr *)&sa, (socklen_t)(offsetof(struct sockaddr_un, sun_path) + n)),
+        0);
     return fd;
 }
 

@@ -28,7 +28,7 @@
 #include "proto/ops.h"
 #include "tests/wire/wire_client.h"
 
-#define BIG (32u << 20)
+#define BIG     (32u << 20)
 #define WAIT_MS 10000
 
 struct server {
@@ -117,8 +117,8 @@ static pid_t spawn(const char *log, char *const argv[])
 static int start_server(void **state)
 {
     char conf[128], line[256];
-    char *argv[] = {GPU_SERVER_PATH, "--config", conf, "--listen", "127.0.0.1", "--port", "0",
-                    "--driver", FAKECUDA_PATH, NULL};
+    char *argv[] = {GPU_SERVER_PATH, "--config", conf,       "--listen",    "127.0.0.1",
+                    "--port",        "0",        "--driver", FAKECUDA_PATH, NULL};
     const char *at;
 
     snprintf(srv.dir, sizeof(srv.dir), "/tmp/rgpu-test-server.XXXXXX");
@@ -196,8 +196,7 @@ static void start_session(struct client *c)
 }
 
 static void send_call(struct client *c, unsigned op, unsigned flags, const uint64_t *args,
-                      size_t nargs, const void *data, size_t len, const void *bulk,
-                      size_t bulk_len)
+                      size_t nargs, const void *data, size_t len, const void *bulk, size_t bulk_len)
 {
     wire_call(c->conn, c->next_id++, op, c->ctx, flags, args, nargs, data, len, bulk, bulk_len);
 }
@@ -247,8 +246,8 @@ static void expect_ended(const struct client *c, const char *want)
 {
     char needle[160], line[512];
 
-    snprintf(needle, sizeof(needle), "session %llu (peer %s) ended: ",
-             (unsigned long long)c->session, c->local);
+    snprintf(needle, sizeof(needle),
+             "session %llu (peer %s) ended: ", (unsigned long long)c->session, c->local);
     assert_true(wait_log(needle, line, sizeof(line)));
     if (strstr(line, want) == NULL)
         fail_msg("expected '%s' in: %s", want, line);
@@ -386,11 +385,11 @@ static void test_async_error_and_bad_calls(void **state)
     expect_ended(&c, "status 0");
 }
 
-#define MOD_ID ((1024ull << 4) | PROTO_H_MODULE)
-#define FUNC_ID ((1025ull << 4) | PROTO_H_FUNCTION)
+#define MOD_ID    ((1024ull << 4) | PROTO_H_MODULE)
+#define FUNC_ID   ((1025ull << 4) | PROTO_H_FUNCTION)
 #define STREAM_ID ((1026ull << 4) | PROTO_H_STREAM)
-#define EV0_ID ((1027ull << 4) | PROTO_H_EVENT)
-#define EV1_ID ((1028ull << 4) | PROTO_H_EVENT)
+#define EV0_ID    ((1027ull << 4) | PROTO_H_EVENT)
+#define EV1_ID    ((1028ull << 4) | PROTO_H_EVENT)
 
 static void load_scale_kernel(struct client *c)
 {
@@ -594,11 +593,14 @@ static void test_malformed_ends_only_its_session(void **state)
  * a 12 MiB copy's 4 MiB stripes (0 and 2 on lane 0, 1 on lane 1) both ways; a lane that closes
  * mid-copy ends that session only. */
 #define LANE_STRIPE (4u << 20)
-#define LANE_COPY (12u << 20)
+#define LANE_COPY   (12u << 20)
 
 static struct transport_conn *lane_open(const Rgpu__Welcome *w, uint32_t index, bool secret)
 {
-    struct { uint8_t secret[32]; uint32_t index; } hello = {.index = index};
+    struct {
+        uint8_t secret[32];
+        uint32_t index;
+    } hello = {.index = index};
     struct iovec iov = {&hello, sizeof(hello)};
     struct transport_conn *conn;
 
@@ -770,8 +772,14 @@ static void test_port_probe(void **state)
 /* Without a usable driver the server says why and exits non-zero. */
 static void test_no_driver(void **state)
 {
-    char log[160], *argv[] = {GPU_SERVER_PATH, "--listen", "127.0.0.1", "--port", "0",
-                              "--driver", "/nonexistent/libcuda.so.1", NULL};
+    char log[160], *argv[] = {GPU_SERVER_PATH,
+                              "--listen",
+                              "127.0.0.1",
+                              "--port",
+                              "0",
+                              "--driver",
+                              "/nonexistent/libcuda.so.1",
+                              NULL};
     char saved[sizeof(srv.log)];
     int status = 0;
     pid_t pid;

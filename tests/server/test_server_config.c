@@ -68,8 +68,8 @@ static int teardown(void **state)
 /* Item 1: every misspelled section was skipped, leaving a server with no tenant open to all. */
 static void test_misspelled_sections(void **state)
 {
-    static const char *const headers[] = {"[Tenant a]", "[tenants a]", "[tenant\ta]",
-                                          "[tenant ]", "[sever]", "[client]", "[tenant]"};
+    static const char *const headers[] = {"[Tenant a]", "[tenants a]", "[tenant\ta]", "[tenant ]",
+                                          "[sever]",    "[client]",    "[tenant]"};
     char text[128];
 
     (void)state;
@@ -258,10 +258,8 @@ static void test_flags(void **state)
     assert_int_equal(srv_config_set(cfg, "port", "70000", why, sizeof(why)), RG_ERR_INVALID);
     assert_string_equal(why, "expected a whole number from 0 to 65535");
     assert_int_equal(cfg->port, SRV_DEFAULT_PORT);
-    assert_int_equal(srv_config_set(cfg, "transport", "rmda", why, sizeof(why)),
-                     RG_ERR_INVALID);
-    assert_int_equal(srv_config_set(cfg, "busy_poll_us", "fast", why, sizeof(why)),
-                     RG_ERR_INVALID);
+    assert_int_equal(srv_config_set(cfg, "transport", "rmda", why, sizeof(why)), RG_ERR_INVALID);
+    assert_int_equal(srv_config_set(cfg, "busy_poll_us", "fast", why, sizeof(why)), RG_ERR_INVALID);
     assert_int_equal(srv_config_set(cfg, "busy_poll_us", "1ms", why, sizeof(why)), RG_OK);
     assert_int_equal(cfg->busy_poll_us, 1000);
     /* what the supervisor passes its workers reads back the same */
@@ -309,10 +307,14 @@ static void test_tenant_key(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_misspelled_sections), cmocka_unit_test(test_bad_values),
-        cmocka_unit_test(test_good_values),         cmocka_unit_test(test_defaults),
-        cmocka_unit_test(test_tenants),             cmocka_unit_test(test_tenant_limits),
-        cmocka_unit_test(test_flags),               cmocka_unit_test(test_require_tenants),
+        cmocka_unit_test(test_misspelled_sections),
+        cmocka_unit_test(test_bad_values),
+        cmocka_unit_test(test_good_values),
+        cmocka_unit_test(test_defaults),
+        cmocka_unit_test(test_tenants),
+        cmocka_unit_test(test_tenant_limits),
+        cmocka_unit_test(test_flags),
+        cmocka_unit_test(test_require_tenants),
         cmocka_unit_test(test_tenant_key),
     };
     return cmocka_run_group_tests_name("server config", tests, setup, teardown);

@@ -9,15 +9,15 @@
 
 #define MAX_DEV 16
 
-#define CHECK(x)                                                                               \
-    do {                                                                                       \
-        CUresult r_ = (x);                                                                     \
-        if (r_ != CUDA_SUCCESS) {                                                              \
-            const char *n_ = "?";                                                              \
-            cuGetErrorName(r_, &n_);                                                           \
-            printf("%s failed: %s\n", #x, n_);                                                 \
-            return 1;                                                                          \
-        }                                                                                      \
+#define CHECK(x)                                                                                   \
+    do {                                                                                           \
+        CUresult r_ = (x);                                                                         \
+        if (r_ != CUDA_SUCCESS) {                                                                  \
+            const char *n_ = "?";                                                                  \
+            cuGetErrorName(r_, &n_);                                                               \
+            printf("%s failed: %s\n", #x, n_);                                                     \
+            return 1;                                                                              \
+        }                                                                                          \
     } while (0)
 
 int main(int argc, char **argv)

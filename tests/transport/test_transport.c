@@ -40,10 +40,19 @@ static void capture_log(enum rg_log_level level, const char *line)
     fprintf(stderr, "%s\n", line);
 }
 
-static int is_tcp(void) { return strcmp(ops->name, "tcp") == 0; }
-static int is_rdma(void) { return strcmp(ops->name, "rdma") == 0; }
+static int is_tcp(void)
+{
+    return strcmp(ops->name, "tcp") == 0;
+}
+static int is_rdma(void)
+{
+    return strcmp(ops->name, "rdma") == 0;
+}
 /* Backends addressed by host:port. */
-static int is_ip(void) { return is_tcp() || is_rdma(); }
+static int is_ip(void)
+{
+    return is_tcp() || is_rdma();
+}
 
 static int64_t now_ms(void)
 {
@@ -159,14 +168,22 @@ static void test_ops_complete(void **state)
     assert_null(transport_find("no-such-backend"));
     assert_null(transport_find(NULL));
     void (*const slots[])(void) = {
-        (void (*)(void))ops->connect,     (void (*)(void))ops->listen,
-        (void (*)(void))ops->accept,      (void (*)(void))ops->listener_fd,
-        (void (*)(void))ops->listener_addr, (void (*)(void))ops->listener_close,
-        (void (*)(void))ops->sendv,       (void (*)(void))ops->recv,
-        (void (*)(void))ops->fd,          (void (*)(void))ops->shutdown,
-        (void (*)(void))ops->close,       (void (*)(void))ops->mem_reg,
-        (void (*)(void))ops->mem_dereg,   (void (*)(void))ops->write,
-        (void (*)(void))ops->read,        (void (*)(void))ops->mem_reg_dmabuf,
+        (void (*)(void))ops->connect,
+        (void (*)(void))ops->listen,
+        (void (*)(void))ops->accept,
+        (void (*)(void))ops->listener_fd,
+        (void (*)(void))ops->listener_addr,
+        (void (*)(void))ops->listener_close,
+        (void (*)(void))ops->sendv,
+        (void (*)(void))ops->recv,
+        (void (*)(void))ops->fd,
+        (void (*)(void))ops->shutdown,
+        (void (*)(void))ops->close,
+        (void (*)(void))ops->mem_reg,
+        (void (*)(void))ops->mem_dereg,
+        (void (*)(void))ops->write,
+        (void (*)(void))ops->read,
+        (void (*)(void))ops->mem_reg_dmabuf,
         (void (*)(void))ops->accept_secret,
     };
     for (size_t i = 0; i < sizeof(slots) / sizeof(slots[0]); i++)
@@ -474,8 +491,7 @@ static int one_sided_unsupported(struct pair *p)
 
     if (!is_tcp())
         return 0;
-    assert_int_equal(ops->mem_reg(p->client, buf, sizeof(buf), TRANSPORT_ACCESS_LOCAL_WRITE,
-                                  &mr),
+    assert_int_equal(ops->mem_reg(p->client, buf, sizeof(buf), TRANSPORT_ACCESS_LOCAL_WRITE, &mr),
                      RG_ERR_UNSUPPORTED);
     assert_null(mr);
     ops->mem_dereg(NULL); /* a no-op */
@@ -497,9 +513,8 @@ static void test_one_sided_round_trip(void **state)
     for (size_t i = 0; i < sizeof(local); i++)
         local[i] = (uint8_t)(i * 3);
     memset(remote, 0, sizeof(remote));
-    assert_int_equal(ops->mem_reg(p->client, local, sizeof(local), TRANSPORT_ACCESS_LOCAL_WRITE,
-                                  &lmr),
-                     RG_OK);
+    assert_int_equal(
+        ops->mem_reg(p->client, local, sizeof(local), TRANSPORT_ACCESS_LOCAL_WRITE, &lmr), RG_OK);
     assert_int_equal(ops->mem_reg(p->server, remote, sizeof(remote),
                                   TRANSPORT_ACCESS_REMOTE_READ | TRANSPORT_ACCESS_REMOTE_WRITE,
                                   &rmr),
@@ -530,18 +545,18 @@ static void test_one_sided_dmabuf(void **state)
 
     assert_true(fd >= 0 && ftruncate(fd, 3 * 4096) == 0);
     if (!is_rdma()) {
-        assert_int_equal(ops->mem_reg_dmabuf(p->client, fd, 0, 4096, iova,
-                                             TRANSPORT_ACCESS_LOCAL_WRITE, &dmr),
-                         RG_ERR_UNSUPPORTED);
+        assert_int_equal(
+            ops->mem_reg_dmabuf(p->client, fd, 0, 4096, iova, TRANSPORT_ACCESS_LOCAL_WRITE, &dmr),
+            RG_ERR_UNSUPPORTED);
         assert_null(dmr);
         close(fd);
         skip();
     }
     view = mmap(NULL, 3 * 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     assert_true(view != MAP_FAILED);
-    assert_int_equal(ops->mem_reg_dmabuf(p->client, fd, off, 8000, iova,
-                                         TRANSPORT_ACCESS_LOCAL_WRITE, &dmr),
-                     RG_OK);
+    assert_int_equal(
+        ops->mem_reg_dmabuf(p->client, fd, off, 8000, iova, TRANSPORT_ACCESS_LOCAL_WRITE, &dmr),
+        RG_OK);
     close(fd); /* the registration holds it */
     assert_int_equal((uintptr_t)dmr->addr, iova);
     assert_int_equal(ops->mem_reg(p->server, remote, sizeof(remote),
@@ -550,8 +565,8 @@ static void test_one_sided_dmabuf(void **state)
                      RG_OK);
     for (size_t i = 0; i < sizeof(remote); i++)
         remote[i] = (uint8_t)(i * 5 + 1);
-    assert_int_equal(ops->read(p->client, dmr, (void *)(uintptr_t)(iova + 10),
-                               (uintptr_t)remote, rmr->key, 7000),
+    assert_int_equal(ops->read(p->client, dmr, (void *)(uintptr_t)(iova + 10), (uintptr_t)remote,
+                               rmr->key, 7000),
                      RG_OK);
     assert_memory_equal(view + off + 10, remote, 7000);
     assert_int_equal(view[off + 9] | view[off + 7010], 0);
@@ -596,9 +611,9 @@ static void test_one_sided_refused(void **state)
     if (one_sided_unsupported(p))
         skip();
     assert_int_equal(ops->mem_reg(p->client, local, sizeof(local), 0, &lmr), RG_OK);
-    assert_int_equal(ops->mem_reg(p->server, remote, sizeof(remote),
-                                  TRANSPORT_ACCESS_REMOTE_WRITE, &rmr),
-                     RG_OK);
+    assert_int_equal(
+        ops->mem_reg(p->server, remote, sizeof(remote), TRANSPORT_ACCESS_REMOTE_WRITE, &rmr),
+        RG_OK);
     key = rmr->key;
     assert_int_equal(ops->write(p->client, lmr, local, rb, key, 4096), RG_OK);
     /* Refused locally, before anything reaches the peer: the connection goes on. */
@@ -630,8 +645,11 @@ static void test_one_sided_remote_refusals(void **state)
         uint64_t raddr;
         uint32_t key_delta;
         size_t len;
-    } cases[] = {{0, rb, 0, 4097}, {0, rb + 4000, 0, 97}, {0, rb - 1, 0, 10},
-                 {0, rb, 1000, 10}, {1, rb, 0, 10}}; /* the last: no remote-read access */
+    } cases[] = {{0, rb, 0, 4097},
+                 {0, rb + 4000, 0, 97},
+                 {0, rb - 1, 0, 10},
+                 {0, rb, 1000, 10},
+                 {1, rb, 0, 10}}; /* the last: no remote-read access */
 
     if (!is_rdma()) {
         print_message("covered by test_one_sided_refused on %s; skipping\n", ops->name);
@@ -642,10 +660,12 @@ static void test_one_sided_remote_refusals(void **state)
         void *st;
         pair_setup(&st);
         struct pair *p = st;
-        assert_int_equal(ops->mem_reg(p->client, local, sizeof(local),
-                                      TRANSPORT_ACCESS_LOCAL_WRITE, &lmr), RG_OK);
-        assert_int_equal(ops->mem_reg(p->server, remote, sizeof(remote),
-                                      TRANSPORT_ACCESS_REMOTE_WRITE, &rmr), RG_OK);
+        assert_int_equal(
+            ops->mem_reg(p->client, local, sizeof(local), TRANSPORT_ACCESS_LOCAL_WRITE, &lmr),
+            RG_OK);
+        assert_int_equal(
+            ops->mem_reg(p->server, remote, sizeof(remote), TRANSPORT_ACCESS_REMOTE_WRITE, &rmr),
+            RG_OK);
         uint32_t key = rmr->key + cases[i].key_delta;
         uint64_t ra = cases[i].raddr;
         rg_status_t got = cases[i].read ? ops->read(p->client, lmr, local, ra, key, cases[i].len)
@@ -696,7 +716,7 @@ static void test_watch_fd(void **state)
     transport_set_watch_fd(p->client, sv[1]);
     assert_int_equal(write(sv[1], "x", 1), 1); /* the client side's peer "sends" on TCP */
     assert_int_equal(transport_recv(p->server, &c, 1), RG_ERR_PROTO);
-    close(sv[0]);                               /* the client side's peer is gone */
+    close(sv[0]); /* the client side's peer is gone */
     int64_t start = now_ms();
     assert_int_equal(transport_recv(p->client, &c, 1), RG_ERR_CLOSED);
     assert_true(now_ms() - start < 1000);
@@ -758,10 +778,12 @@ static void test_rdma_upgrade_secret(void **state)
     ops = rdma;
     assert_int_equal(transport_rdma_offer_open(transport_fd(ts), &offer, why, sizeof(why)), RG_OK);
     assert_true(strncmp(offer.addr, "127.0.0.1:", 10) == 0);
-    bad = (struct upgrader){.addr = offer.addr, .secret = wrong, .len = sizeof(wrong),
-                            .ctl_fd = transport_fd(tc)};
-    good = (struct upgrader){.addr = offer.addr, .secret = offer.secret,
-                             .len = sizeof(offer.secret), .ctl_fd = transport_fd(tc)};
+    bad = (struct upgrader){
+        .addr = offer.addr, .secret = wrong, .len = sizeof(wrong), .ctl_fd = transport_fd(tc)};
+    good = (struct upgrader){.addr = offer.addr,
+                             .secret = offer.secret,
+                             .len = sizeof(offer.secret),
+                             .ctl_fd = transport_fd(tc)};
     struct offer_waiter w = {.offer = &offer, .ctl_fd = transport_fd(ts)};
     assert_int_equal(pthread_create(&tw, NULL, offer_waiter_main, &w), 0);
     assert_int_equal(pthread_create(&t1, NULL, upgrader_main, &bad), 0);
@@ -827,12 +849,15 @@ static void *side_waiter_main(void *arg)
 static void side_waiter_start(struct side_waiter *w, struct transport_side_listener *sl, int n,
                               int timeout_ms, int watch_fd)
 {
-    *w = (struct side_waiter){.sl = sl, .n = n, .timeout_ms = timeout_ms, .watch_fd = watch_fd,
-                              .status = RG_ERR_IO};
+    *w = (struct side_waiter){
+        .sl = sl, .n = n, .timeout_ms = timeout_ms, .watch_fd = watch_fd, .status = RG_ERR_IO};
     assert_int_equal(pthread_create(&w->tid, NULL, side_waiter_main, w), 0);
 }
 
-static bool connect_secret(void) { return (ops->caps & TRANSPORT_CAP_CONNECT_SECRET) != 0; }
+static bool connect_secret(void)
+{
+    return (ops->caps & TRANSPORT_CAP_CONNECT_SECRET) != 0;
+}
 
 static struct transport_side_listener *side_open(int hello_ms)
 {
@@ -844,12 +869,16 @@ static struct transport_side_listener *side_open(int hello_ms)
         snprintf(addr, sizeof(addr), "127.0.0.1:0");
     else
         snprintf(addr, sizeof(addr), "side-%d", counter++);
-    assert_int_equal(transport_side_open(&(struct transport_side_params){
-                                             .ops = ops, .addr = addr, .secret_len = 32,
-                                             .tag_len = connect_secret() ? 0 : SIDE_TAG_LEN,
-                                             .hello_ms = hello_ms, .what = "a test"},
-                                         &sl),
-                     RG_OK);
+    assert_int_equal(
+        transport_side_open(
+            &(struct transport_side_params){.ops = ops,
+                                            .addr = addr,
+                                            .secret_len = 32,
+                                            .tag_len = connect_secret() ? 0 : SIDE_TAG_LEN,
+                                            .hello_ms = hello_ms,
+                                            .what = "a test"},
+            &sl),
+        RG_OK);
     return sl;
 }
 
@@ -892,7 +921,7 @@ static void test_side_secret(void **state)
         assert_int_equal(side_connect(sl, wrong, 0, &bad), RG_ERR_REFUSED);
     } else {
         assert_int_equal(side_connect(sl, wrong, 1, &bad), RG_OK);
-        assert_int_equal(transport_set_recv_idle(bad, 5000), RG_OK); /* fail, never hang */
+        assert_int_equal(transport_set_recv_idle(bad, 5000), RG_OK);  /* fail, never hang */
         assert_int_equal(transport_recv(bad, buf, 1), RG_ERR_CLOSED); /* closed by the listener */
         transport_close(bad);
     }
@@ -928,7 +957,7 @@ static void test_side_deadlines(void **state)
     side_waiter_start(&w, sl, 1, 60000, -1);
     assert_int_equal(ops->connect(transport_side_addr(sl), NULL, &silent), RG_OK);
     assert_int_equal(transport_set_recv_idle(silent, 10000), RG_OK); /* fail, never hang */
-    assert_int_equal(transport_recv(silent, &c, 1), RG_ERR_CLOSED); /* after its 200 ms */
+    assert_int_equal(transport_recv(silent, &c, 1), RG_ERR_CLOSED);  /* after its 200 ms */
     transport_close(silent);
     assert_int_equal(side_connect(sl, transport_side_secret(sl), 0, &good), RG_OK);
     pthread_join(w.tid, NULL);

@@ -61,23 +61,40 @@ static const struct rg_conf_key top_keys[] = {
     {.name = "port", .type = RG_CONF_INT, F(port), .min = 0, .max = 65535, .def = "7070"},
     {.name = "level", .type = RG_CONF_ENUM, F(level), .names = levels, .def = "info"},
     {.name = "flag", .type = RG_CONF_BOOL, F(flag), .def = "no"},
-    {.name = "wait_ms", .type = RG_CONF_DURATION, F(wait_ms), .unit = RG_CONF_MS, .min = 0,
-     .max = 600000, .zero_word = "never", .def = "5000"},
+    {.name = "wait_ms",
+     .type = RG_CONF_DURATION,
+     F(wait_ms),
+     .unit = RG_CONF_MS,
+     .min = 0,
+     .max = 600000,
+     .zero_word = "never",
+     .def = "5000"},
     {.name = "size", .type = RG_CONF_SIZE, F(size), .min = 1},
     {.name = "name", .type = RG_CONF_STRING, F(name), .min = 1},
     {.name = "addr", .type = RG_CONF_ADDR, F(addr)},
     {.name = "secret", .type = RG_CONF_STRING, F(secret), .flags = RG_CONF_SECRET},
-    {.name = "list", .type = RG_CONF_CUSTOM, F(list), .parse = parse_list,
-     .flags = RG_CONF_LIST, .help = "anything"},
+    {.name = "list",
+     .type = RG_CONF_CUSTOM,
+     F(list),
+     .parse = parse_list,
+     .flags = RG_CONF_LIST,
+     .help = "anything"},
     {.name = "url", .type = RG_CONF_STRING, F(url)},
 };
 #undef F
 
 static const struct rg_conf_key item_keys[] = {
-    {.name = "token", .type = RG_CONF_STRING, RG_CONF_FIELD(struct item, token), .min = 1,
+    {.name = "token",
+     .type = RG_CONF_STRING,
+     RG_CONF_FIELD(struct item, token),
+     .min = 1,
      .flags = RG_CONF_SECRET},
-    {.name = "weight", .type = RG_CONF_INT, RG_CONF_FIELD(struct item, weight), .min = 1,
-     .max = 100, .def = "1"},
+    {.name = "weight",
+     .type = RG_CONF_INT,
+     RG_CONF_FIELD(struct item, weight),
+     .min = 1,
+     .max = 100,
+     .def = "1"},
 };
 
 static void *top_open(void *arg, const char *name, char *why, size_t why_len)
@@ -98,10 +115,15 @@ static void *item_open(void *arg, const char *name, char *why, size_t why_len)
 }
 
 static const struct rg_conf_section sections[] = {
-    {.name = "server", .keys = top_keys, .nkeys = sizeof(top_keys) / sizeof(top_keys[0]),
+    {.name = "server",
+     .keys = top_keys,
+     .nkeys = sizeof(top_keys) / sizeof(top_keys[0]),
      .open = top_open},
-    {.name = "tenant", .named = true, .keys = item_keys,
-     .nkeys = sizeof(item_keys) / sizeof(item_keys[0]), .open = item_open},
+    {.name = "tenant",
+     .named = true,
+     .keys = item_keys,
+     .nkeys = sizeof(item_keys) / sizeof(item_keys[0]),
+     .open = item_open},
 };
 static const struct rg_conf_schema schema = {sections, 2, "server"};
 
@@ -125,8 +147,8 @@ static struct errors errs;
 /* Parse text (len bytes) into the global doc; errors in errs. */
 static rg_status_t parse_n(const char *text, size_t len)
 {
-    struct rg_conf_parse p = {.schema = &schema, .arg = &doc, .origin = "t.conf",
-                              .report = collect, .report_arg = &errs};
+    struct rg_conf_parse p = {
+        .schema = &schema, .arg = &doc, .origin = "t.conf", .report = collect, .report_arg = &errs};
     rg_status_t st;
 
     memset(&doc, 0, sizeof(doc));
@@ -264,8 +286,9 @@ static void test_nul_byte(void **state)
 static void test_unknown_and_repeated_keys(void **state)
 {
     (void)state;
-    one_error("[server]\nlevle = info\n", 2, "unknown key 'levle' in [server] (did you mean "
-                                             "'level'?)");
+    one_error("[server]\nlevle = info\n", 2,
+              "unknown key 'levle' in [server] (did you mean "
+              "'level'?)");
     one_error("[server]\nwait-ms = 5\n", 2, "(did you mean 'wait_ms'?)");
     one_error("[tenant a]\nport = 1\n", 2, "unknown key 'port' in [tenant]");
     one_error("port = 1\n[server]\nport = 2\n", 3, "'port' is already set at line 1");
@@ -301,8 +324,17 @@ static void test_every_error_once(void **state)
 /* Issue 27 item 2: values atoi took. */
 static void test_int_values(void **state)
 {
-    static const char *const bad[] = {"70000", "99999", "52O90", "seventy", "+5", "5 ", "0x10",
-                                      "-1", "", "1e3", "99999999999999999999"};
+    static const char *const bad[] = {"70000",
+                                      "99999",
+                                      "52O90",
+                                      "seventy",
+                                      "+5",
+                                      "5 ",
+                                      "0x10",
+                                      "-1",
+                                      "",
+                                      "1e3",
+                                      "99999999999999999999"};
     char text[64];
 
     (void)state;
@@ -321,10 +353,10 @@ static void test_durations(void **state)
     static const struct {
         const char *text;
         int ms;
-    } good[] = {{"250", 250}, {"500ms", 500}, {"30s", 30000}, {"2 s", 2000}, {"1min", 60000},
-                {"3000us", 3}, {"never", 0}, {"0", 0}, {"0s", 0}};
-    static const char *const bad[] = {"ten", "1500us", "11min", "1h", "-5", "5 sec", "5m",
-                                      "1.5s", "s", "ms"};
+    } good[] = {{"250", 250},  {"500ms", 500}, {"30s", 30000}, {"2 s", 2000}, {"1min", 60000},
+                {"3000us", 3}, {"never", 0},   {"0", 0},       {"0s", 0}};
+    static const char *const bad[] = {"ten",   "1500us", "11min", "1h", "-5",
+                                      "5 sec", "5m",     "1.5s",  "s",  "ms"};
     char text[64];
 
     (void)state;
@@ -342,7 +374,7 @@ static void test_durations(void **state)
 static void test_other_types(void **state)
 {
     static const char *const yes[] = {"yes", "on", "true", "YES"}, *const no[] = {"no", "off",
-                                                                                 "false"};
+                                                                                  "false"};
     char text[64];
 
     (void)state;
@@ -431,8 +463,8 @@ static void write_file(const char *path, const char *text, size_t len)
 static void test_read_file(void **state)
 {
     char dir[] = "/tmp/rgpu-config-XXXXXX", path[128], why[256], *text;
-    struct rg_conf_parse p = {.schema = &schema, .arg = &doc, .origin = "x",
-                              .report = collect, .report_arg = &errs};
+    struct rg_conf_parse p = {
+        .schema = &schema, .arg = &doc, .origin = "x", .report = collect, .report_arg = &errs};
     struct stat st;
     size_t len;
 
@@ -503,11 +535,10 @@ static void test_split_hostport_errors(void **state)
     assert_int_equal(split("[::1:80", NULL, host, port), RG_ERR_INVALID);
     assert_int_equal(split("", "1", host, port), RG_ERR_INVALID);
     assert_int_equal(split(NULL, "1", host, port), RG_ERR_INVALID);
-    assert_int_equal(rg_split_hostport("longhost:1", small, sizeof(small), port, sizeof(port),
-                                       NULL),
-                     RG_ERR_INVALID);
-    assert_int_equal(rg_split_hostport("h:12345", host, sizeof(host), small, sizeof(small),
-                                       NULL),
+    assert_int_equal(
+        rg_split_hostport("longhost:1", small, sizeof(small), port, sizeof(port), NULL),
+        RG_ERR_INVALID);
+    assert_int_equal(rg_split_hostport("h:12345", host, sizeof(host), small, sizeof(small), NULL),
                      RG_ERR_INVALID);
 }
 

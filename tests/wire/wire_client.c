@@ -22,9 +22,9 @@ Rgpu__Welcome *wire_hello(struct transport_conn *conn, const Rgpu__Hello *h, uin
     return w;
 }
 
-void wire_call(struct transport_conn *conn, uint64_t id, unsigned op, uint64_t ctx,
-               unsigned flags, const uint64_t *args, size_t nargs, const void *data, size_t len,
-               const void *bulk, size_t bulk_len)
+void wire_call(struct transport_conn *conn, uint64_t id, unsigned op, uint64_t ctx, unsigned flags,
+               const uint64_t *args, size_t nargs, const void *data, size_t len, const void *bulk,
+               size_t bulk_len)
 {
     Rgpu__Call c = RGPU__CALL__INIT;
 

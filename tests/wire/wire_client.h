@@ -15,9 +15,9 @@
 Rgpu__Welcome *wire_hello(struct transport_conn *conn, const Rgpu__Hello *h, uint8_t *buf,
                           size_t cap);
 /* Send one Call: id, op, Call.ctx, args, inline data, frame flags and bulk. */
-void wire_call(struct transport_conn *conn, uint64_t id, unsigned op, uint64_t ctx,
-               unsigned flags, const uint64_t *args, size_t nargs, const void *data, size_t len,
-               const void *bulk, size_t bulk_len);
+void wire_call(struct transport_conn *conn, uint64_t id, unsigned op, uint64_t ctx, unsigned flags,
+               const uint64_t *args, size_t nargs, const void *data, size_t len, const void *bulk,
+               size_t bulk_len);
 /* The next frame, which must be a Reply; its bulk (at most bulk_cap bytes) lands in bulk. */
 Rgpu__Reply *wire_reply(struct transport_conn *conn, uint8_t *buf, size_t cap, void *bulk,
                         size_t bulk_cap);

@@ -12,15 +12,15 @@
 #include <time.h>
 
 #define N 128
-#define CHECK(x)                                                                               \
-    do {                                                                                       \
-        CUresult r_ = (x);                                                                     \
-        if (r_ != CUDA_SUCCESS) {                                                              \
-            const char *n_ = "?";                                                              \
-            cuGetErrorName(r_, &n_);                                                           \
-            printf("%s failed: %s\n", #x, n_);                                                 \
-            return 1;                                                                          \
-        }                                                                                      \
+#define CHECK(x)                                                                                   \
+    do {                                                                                           \
+        CUresult r_ = (x);                                                                         \
+        if (r_ != CUDA_SUCCESS) {                                                                  \
+            const char *n_ = "?";                                                                  \
+            cuGetErrorName(r_, &n_);                                                               \
+            printf("%s failed: %s\n", #x, n_);                                                     \
+            return 1;                                                                              \
+        }                                                                                          \
     } while (0)
 
 static const char ptx[] = ".version 8.0\n.target sm_90\n.address_size 64\n"

@@ -88,7 +88,7 @@ static void test_teardown_order(void **state)
     assert_string_equal(rec.inits, "abcdef"); /* inits: table order */
     assert_string_equal(rec.teardowns, "");
     srv_components_teardown(&c, rows, NTEST, NULL);
-    assert_string_equal(rec.teardowns, "bdeafc"); /* phase, then table order */
+    assert_string_equal(rec.teardowns, "bdeafc");   /* phase, then table order */
     srv_components_teardown(&c, rows, NTEST, NULL); /* once only */
     assert_string_equal(rec.teardowns, "bdeafc");
     for (size_t i = 0; i < NTEST; i++) /* readable until freed */
@@ -204,8 +204,11 @@ static void test_states_per_session(void **state)
 
 /* ---- several sessions in one process, one after the other (as under fuzz_worker) --------- */
 
-static struct srv_config cfg = {.driver = FAKECUDA_PATH, .log_level = RG_LOG_ERROR, .name = "test",
-                                .module_cache = "off", .host_nvml = "off"};
+static struct srv_config cfg = {.driver = FAKECUDA_PATH,
+                                .log_level = RG_LOG_ERROR,
+                                .name = "test",
+                                .module_cache = "off",
+                                .host_nvml = "off"};
 
 struct client {
     struct transport_conn *conn;
@@ -304,14 +307,16 @@ static void test_sessions_in_one_process(void **state)
     assert_non_null(c);
     client_open(c, addr);
     a[0] = 0x10000, a[1] = 4096;
-    assert_int_equal(call(c, PROTO_OP_PEER_RECV, a, 2, secret, sizeof(secret), out, 1), CUDA_SUCCESS);
+    assert_int_equal(call(c, PROTO_OP_PEER_RECV, a, 2, secret, sizeof(secret), out, 1),
+                     CUDA_SUCCESS);
     to.sin_port = htons((uint16_t)out[0]);
     a[0] = stream, a[1] = CU_STREAM_NON_BLOCKING, a[2] = 0;
     assert_int_equal(call(c, PROTO_OP_STREAM_CREATE, a, 3, NULL, 0, NULL, 0), CUDA_SUCCESS);
     a[1] = CU_STREAM_CAPTURE_MODE_GLOBAL;
     assert_int_equal(call(c, PROTO_OP_STREAM_BEGIN_CAPTURE, a, 2, NULL, 0, NULL, 0), CUDA_SUCCESS);
     a[1] = g, a[2] = 1;
-    assert_int_equal(call(c, PROTO_OP_STREAM_GET_CAPTURE_INFO, a, 3, NULL, 0, out, 8), CUDA_SUCCESS);
+    assert_int_equal(call(c, PROTO_OP_STREAM_GET_CAPTURE_INFO, a, 3, NULL, 0, out, 8),
+                     CUDA_SUCCESS);
     a[0] = CU_LIMIT_MALLOC_HEAP_SIZE, a[1] = 1 << 20;
     assert_int_equal(call(c, PROTO_OP_CTX_SET_LIMIT, a, 2, NULL, 0, NULL, 0), CUDA_SUCCESS);
     transport_close(c->conn); /* the session ends with all of that held */
@@ -330,7 +335,8 @@ static void test_sessions_in_one_process(void **state)
     a[1] = CU_STREAM_CAPTURE_MODE_GLOBAL;
     assert_int_equal(call(c, PROTO_OP_STREAM_BEGIN_CAPTURE, a, 2, NULL, 0, NULL, 0), CUDA_SUCCESS);
     a[1] = g, a[2] = 1;
-    assert_int_equal(call(c, PROTO_OP_STREAM_GET_CAPTURE_INFO, a, 3, NULL, 0, out, 8), CUDA_SUCCESS);
+    assert_int_equal(call(c, PROTO_OP_STREAM_GET_CAPTURE_INFO, a, 3, NULL, 0, out, 8),
+                     CUDA_SUCCESS);
     a[1] = g;
     assert_int_equal(call(c, PROTO_OP_STREAM_END_CAPTURE, a, 2, NULL, 0, NULL, 0), CUDA_SUCCESS);
     transport_close(c->conn);

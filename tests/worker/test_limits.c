@@ -32,16 +32,20 @@ static void test_graph_memcpy_node_bounds(void **state)
      * worker checks (height - 1) * pitch + width for more. */
     /* device -> shadow, [srckind, src, srcpitch, dstkind, dst, dstpitch, width, height] */
     uint64_t *n = &a[4];
-    struct { uint64_t width, height, pitch; CUresult want; } cases[] = {
-        {4096, 1, 4096, CUDA_SUCCESS},               /* exactly the shadow */
+    struct {
+        uint64_t width, height, pitch;
+        CUresult want;
+    } cases[] = {
+        {4096, 1, 4096, CUDA_SUCCESS},                   /* exactly the shadow */
         {1 << 20, 1, 1 << 20, CUDA_ERROR_INVALID_VALUE}, /* 1 MiB into 4 KiB */
-        {4097, 1, 4097, CUDA_ERROR_INVALID_VALUE},   /* one byte past */
-        {0, 1, 0, CUDA_SUCCESS},                     /* nothing */
+        {4097, 1, 4097, CUDA_ERROR_INVALID_VALUE},       /* one byte past */
+        {0, 1, 0, CUDA_SUCCESS},                         /* nothing */
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         a[1] = H(100 + i, PROTO_H_GRAPH_NODE);
         n[0] = 0, n[1] = dev, n[2] = cases[i].pitch;
-        n[3] = 1, n[4] = shadow, n[5] = cases[i].pitch, n[6] = cases[i].width, n[7] = cases[i].height;
+        n[3] = 1, n[4] = shadow, n[5] = cases[i].pitch, n[6] = cases[i].width,
+        n[7] = cases[i].height;
         assert_int_equal(peer_call(&p, PROTO_OP_GRAPH_ADD_NODE, a, 16, NULL, 0), cases[i].want);
         /* the same with the shadow as the source (the worker's heap read back) */
         a[1] = H(200 + i, PROTO_H_GRAPH_NODE);
@@ -136,8 +140,9 @@ static void test_vmm_release_while_mapped(void **state)
     a[0] = va, a[1] = mib2, a[2] = 0, a[3] = H(1, PROTO_H_MEM_HANDLE), a[4] = 0;
     assert_int_equal(peer_call(&p, PROTO_OP_MEM_MAP, a, 5, NULL, 0), CUDA_SUCCESS);
     a[0] = va, a[1] = mib2;
-    assert_int_equal(peer_call_data(&p, PROTO_OP_MEM_SET_ACCESS, a, 2, &acc, sizeof(acc), NULL, 0,
-                                    NULL, 0), CUDA_SUCCESS);
+    assert_int_equal(
+        peer_call_data(&p, PROTO_OP_MEM_SET_ACCESS, a, 2, &acc, sizeof(acc), NULL, 0, NULL, 0),
+        CUDA_SUCCESS);
     a[0] = H(1, PROTO_H_MEM_HANDLE);
     assert_int_equal(peer_call(&p, PROTO_OP_MEM_RELEASE, a, 1, NULL, 0), CUDA_SUCCESS);
     assert_int_equal(mem_free(&p), mib2); /* the mapping still holds 2 MiB */
@@ -186,11 +191,13 @@ static uint64_t load_function(struct peer *p, uint64_t mod_n, uint64_t fn_n, con
     static const char ptx[] = ".version 8.0\n.target sm_90\n.entry hello\n";
     uint64_t a[3] = {H(mod_n, PROTO_H_MODULE), 0, sizeof(ptx)};
 
-    assert_int_equal(peer_call_data(p, PROTO_OP_MODULE_LOAD, a, 2, ptx, sizeof(ptx), NULL, 0,
-                                    NULL, 0), CUDA_SUCCESS);
+    assert_int_equal(
+        peer_call_data(p, PROTO_OP_MODULE_LOAD, a, 2, ptx, sizeof(ptx), NULL, 0, NULL, 0),
+        CUDA_SUCCESS);
     a[0] = H(fn_n, PROTO_H_FUNCTION), a[1] = H(mod_n, PROTO_H_MODULE);
-    assert_int_equal(peer_call_data(p, PROTO_OP_MODULE_GET_FUNCTION, a, 2, name, strlen(name),
-                                    NULL, 0, NULL, 0), CUDA_SUCCESS);
+    assert_int_equal(
+        peer_call_data(p, PROTO_OP_MODULE_GET_FUNCTION, a, 2, name, strlen(name), NULL, 0, NULL, 0),
+        CUDA_SUCCESS);
     return a[0];
 }
 
@@ -214,8 +221,9 @@ static void test_launch_params_grow_scratch(void **state)
     uint64_t ptrs[3] = {dev, dev + 4, dev + 8};
     int n = 1;
     a[0] = dev, a[1] = sizeof(ab), a[2] = PROTO_STREAM_NULL, a[3] = 0;
-    assert_int_equal(peer_call_data(&p, PROTO_OP_MEMCPY_HTOD, a, 4, ab, sizeof(ab), NULL, 0, NULL, 0),
-                     CUDA_SUCCESS);
+    assert_int_equal(
+        peer_call_data(&p, PROTO_OP_MEMCPY_HTOD, a, 4, ab, sizeof(ab), NULL, 0, NULL, 0),
+        CUDA_SUCCESS);
     memcpy(params, ptrs, sizeof(ptrs));
     memcpy(params + 24, &n, sizeof(n));
     memset(a, 0, sizeof(a));
@@ -223,8 +231,9 @@ static void test_launch_params_grow_scratch(void **state)
     a[1] = a[2] = a[3] = a[4] = a[5] = a[6] = 1;
     a[8] = PROTO_STREAM_NULL, a[9] = plen, a[10] = 0;
     for (int i = 0; i < 2; i++) /* the second runs on the grown scratch */
-        assert_int_equal(peer_call_bulk(&p, PROTO_OP_LAUNCH, a, 11, NULL, 0, params, plen, NULL, 0,
-                                        NULL, 0), CUDA_SUCCESS);
+        assert_int_equal(
+            peer_call_bulk(&p, PROTO_OP_LAUNCH, a, 11, NULL, 0, params, plen, NULL, 0, NULL, 0),
+            CUDA_SUCCESS);
     a[0] = dev + 8, a[1] = 4, a[2] = PROTO_STREAM_NULL, a[3] = 0;
     assert_int_equal(peer_call_data(&p, PROTO_OP_MEMCPY_DTOH, a, 4, NULL, 0, NULL, 0, &c, 4),
                      CUDA_SUCCESS);
@@ -236,8 +245,9 @@ static void test_launch_params_grow_scratch(void **state)
     memcpy(huge + 24, &n, sizeof(n));
     a[0] = H(2, PROTO_H_FUNCTION), a[1] = a[2] = a[3] = a[4] = a[5] = a[6] = 1;
     a[7] = 0, a[8] = PROTO_STREAM_NULL, a[9] = SRV_LAUNCH_PARAMS_MAX + 16, a[10] = 0;
-    assert_int_equal(peer_call_bulk(&p, PROTO_OP_LAUNCH, a, 11, NULL, 0, huge, a[9], NULL, 0,
-                                    NULL, 0), CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(
+        peer_call_bulk(&p, PROTO_OP_LAUNCH, a, 11, NULL, 0, huge, a[9], NULL, 0, NULL, 0),
+        CUDA_ERROR_INVALID_VALUE);
     free(huge);
     assert_int_equal(peer_call(&p, PROTO_OP_NOP, NULL, 0, NULL, 0), CUDA_SUCCESS);
     assert_int_equal(peer_finish(&p), 0);
@@ -291,8 +301,9 @@ static void test_module_cache_many_files(void **state)
     snprintf(peer_cfg.module_cache, sizeof(peer_cfg.module_cache), "%s", dir);
     peer_cfg.module_cache_max = 9u << 20;
     peer_open(&p, NULL, NULL);
-    assert_int_equal(peer_call_bulk(&p, PROTO_OP_MODULE_LOAD, a, 2, NULL, 0, ptx, sizeof(ptx), NULL,
-                                    0, NULL, 0), CUDA_SUCCESS);
+    assert_int_equal(
+        peer_call_bulk(&p, PROTO_OP_MODULE_LOAD, a, 2, NULL, 0, ptx, sizeof(ptx), NULL, 0, NULL, 0),
+        CUDA_SUCCESS);
     assert_int_equal(peer_finish(&p), 0);
     assert_true(dir_bytes(sub, &n) <= 9u << 20);
     assert_true(n > 4000 && n < 5000);
@@ -327,7 +338,8 @@ static void test_uncharged_paths(void **state)
     assert_int_equal(mem_free(&p), 4 * mib);
     /* limits: the malloc heap and the printf FIFO are charged, a new value replaces the old */
     a[0] = CU_LIMIT_MALLOC_HEAP_SIZE, a[1] = 64ull << 30;
-    assert_int_equal(peer_call(&p, PROTO_OP_CTX_SET_LIMIT, a, 2, NULL, 0), CUDA_ERROR_OUT_OF_MEMORY);
+    assert_int_equal(peer_call(&p, PROTO_OP_CTX_SET_LIMIT, a, 2, NULL, 0),
+                     CUDA_ERROR_OUT_OF_MEMORY);
     a[1] = 3 * mib;
     assert_int_equal(peer_call(&p, PROTO_OP_CTX_SET_LIMIT, a, 2, NULL, 0), CUDA_SUCCESS);
     assert_int_equal(mem_free(&p), mib);
@@ -335,16 +347,19 @@ static void test_uncharged_paths(void **state)
     assert_int_equal(peer_call(&p, PROTO_OP_CTX_SET_LIMIT, a, 2, NULL, 0), CUDA_SUCCESS);
     assert_int_equal(mem_free(&p), 2 * mib);
     a[0] = CU_LIMIT_PRINTF_FIFO_SIZE, a[1] = 3 * mib;
-    assert_int_equal(peer_call(&p, PROTO_OP_CTX_SET_LIMIT, a, 2, NULL, 0), CUDA_ERROR_OUT_OF_MEMORY);
+    assert_int_equal(peer_call(&p, PROTO_OP_CTX_SET_LIMIT, a, 2, NULL, 0),
+                     CUDA_ERROR_OUT_OF_MEMORY);
     /* a stack of 1 KiB for each of 132 x 2048 resident threads is 264 MiB */
     a[0] = CU_LIMIT_STACK_SIZE, a[1] = 1024;
-    assert_int_equal(peer_call(&p, PROTO_OP_CTX_SET_LIMIT, a, 2, NULL, 0), CUDA_ERROR_OUT_OF_MEMORY);
+    assert_int_equal(peer_call(&p, PROTO_OP_CTX_SET_LIMIT, a, 2, NULL, 0),
+                     CUDA_ERROR_OUT_OF_MEMORY);
     a[0] = CU_LIMIT_DEV_RUNTIME_SYNC_DEPTH, a[1] = 4; /* reserves nothing worth charging */
     assert_int_equal(peer_call(&p, PROTO_OP_CTX_SET_LIMIT, a, 2, NULL, 0), CUDA_SUCCESS);
     /* a pitched allocation over the quota is refused before the driver is asked (the fake
      * aborts on any request above 16 MiB: it was asked for 32 GiB) */
     a[0] = 1 << 20, a[1] = 1 << 15, a[2] = 4;
-    assert_int_equal(peer_call(&p, PROTO_OP_MEM_ALLOC_PITCH, a, 3, out, 2), CUDA_ERROR_OUT_OF_MEMORY);
+    assert_int_equal(peer_call(&p, PROTO_OP_MEM_ALLOC_PITCH, a, 3, out, 2),
+                     CUDA_ERROR_OUT_OF_MEMORY);
     a[0] = 1000, a[1] = 100;
     assert_int_equal(peer_call(&p, PROTO_OP_MEM_ALLOC_PITCH, a, 3, out, 2), CUDA_SUCCESS);
     assert_int_equal(out[1], 1024);
@@ -402,11 +417,13 @@ static void test_copy_2d_in_slabs(void **state)
     assert_int_equal(peer_call(&p, PROTO_OP_MEM_ALLOC, a, 1, &dev, 1), CUDA_SUCCESS);
     a[0] = 0, a[1] = dev, a[2] = pitch, a[3] = 0, a[4] = w, a[5] = w, a[6] = h;
     a[7] = PROTO_STREAM_NULL, a[8] = 0;
-    assert_int_equal(peer_call_bulk(&p, PROTO_OP_MEMCPY_2D, a, 9, NULL, 0, rows, len, NULL, 0,
-                                    NULL, 0), CUDA_SUCCESS);
+    assert_int_equal(
+        peer_call_bulk(&p, PROTO_OP_MEMCPY_2D, a, 9, NULL, 0, rows, len, NULL, 0, NULL, 0),
+        CUDA_SUCCESS);
     a[0] = 1, a[1] = 0, a[2] = w, a[3] = dev, a[4] = pitch;
-    assert_int_equal(peer_call_bulk(&p, PROTO_OP_MEMCPY_2D, a, 9, NULL, 0, NULL, 0, NULL, 0, back,
-                                    len), CUDA_SUCCESS);
+    assert_int_equal(
+        peer_call_bulk(&p, PROTO_OP_MEMCPY_2D, a, 9, NULL, 0, NULL, 0, NULL, 0, back, len),
+        CUDA_SUCCESS);
     assert_memory_equal(rows, back, len);
     long peak = peak_rss_mib(p.pid);
     print_message("worker peak RSS after a %zu MiB 2D copy each way: %ld MiB\n", len >> 20, peak);
@@ -417,12 +434,14 @@ static void test_copy_2d_in_slabs(void **state)
     a[0] = 2 * wpitch;
     assert_int_equal(peer_call(&p, PROTO_OP_MEM_ALLOC, a, 1, &wdev, 1), CUDA_SUCCESS);
     a[0] = 0, a[1] = wdev, a[2] = wpitch, a[3] = 0, a[4] = ww, a[5] = ww, a[6] = 2;
-    assert_int_equal(peer_call_bulk(&p, PROTO_OP_MEMCPY_2D, a, 9, NULL, 0, rows, 2 * ww, NULL, 0,
-                                    NULL, 0), CUDA_SUCCESS);
+    assert_int_equal(
+        peer_call_bulk(&p, PROTO_OP_MEMCPY_2D, a, 9, NULL, 0, rows, 2 * ww, NULL, 0, NULL, 0),
+        CUDA_SUCCESS);
     memset(back, 0, 2 * ww);
     a[0] = 1, a[1] = 0, a[2] = ww, a[3] = wdev, a[4] = wpitch;
-    assert_int_equal(peer_call_bulk(&p, PROTO_OP_MEMCPY_2D, a, 9, NULL, 0, NULL, 0, NULL, 0, back,
-                                    2 * ww), CUDA_SUCCESS);
+    assert_int_equal(
+        peer_call_bulk(&p, PROTO_OP_MEMCPY_2D, a, 9, NULL, 0, NULL, 0, NULL, 0, back, 2 * ww),
+        CUDA_SUCCESS);
     assert_memory_equal(rows, back, 2 * ww);
     assert_int_equal(peer_finish(&p), 0);
     free(rows);
@@ -450,11 +469,13 @@ static void test_copy_3d_in_slabs(void **state)
     memset(a, 0, sizeof(a));
     a[0] = 0, a[5] = 1, a[6] = dev, a[7] = pitch, a[8] = h; /* host rows -> device */
     a[10] = w, a[11] = h, a[12] = d, a[13] = PROTO_STREAM_NULL;
-    assert_int_equal(peer_call_bulk(&p, PROTO_OP_MEMCPY_3D, a, 15, NULL, 0, rows, len, NULL, 0,
-                                    NULL, 0), CUDA_SUCCESS);
+    assert_int_equal(
+        peer_call_bulk(&p, PROTO_OP_MEMCPY_3D, a, 15, NULL, 0, rows, len, NULL, 0, NULL, 0),
+        CUDA_SUCCESS);
     a[0] = 1, a[1] = dev, a[2] = pitch, a[3] = h, a[5] = 0, a[6] = a[7] = a[8] = 0;
-    assert_int_equal(peer_call_bulk(&p, PROTO_OP_MEMCPY_3D, a, 15, NULL, 0, NULL, 0, NULL, 0, back,
-                                    len), CUDA_SUCCESS);
+    assert_int_equal(
+        peer_call_bulk(&p, PROTO_OP_MEMCPY_3D, a, 15, NULL, 0, NULL, 0, NULL, 0, back, len),
+        CUDA_SUCCESS);
     assert_memory_equal(rows, back, len);
     long peak = peak_rss_mib(p.pid);
     print_message("worker peak RSS after a %zu MiB 3D copy each way: %ld MiB\n", len >> 20, peak);

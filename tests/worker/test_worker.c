@@ -89,8 +89,7 @@ static Rgpu__Welcome *hello(struct peer *p, uint32_t version)
 }
 
 static void send_call(struct peer *p, unsigned op, unsigned flags, const uint64_t *args,
-                      size_t nargs, const void *data, size_t len, const void *bulk,
-                      size_t bulk_len)
+                      size_t nargs, const void *data, size_t len, const void *bulk, size_t bulk_len)
 {
     static uint64_t id = 1;
 
@@ -186,7 +185,7 @@ static void test_older_client(void **state)
         assert_int_equal(r->result, CUDA_ERROR_NOT_SUPPORTED);
         rgpu__reply__free_unpacked(r, NULL);
         if (i == 0 && newer_op(minors[0]) < PROTO_OP_COUNT) { /* when a minor since brought */
-            unsigned newer = newer_op(minors[0]);               /* ops, not frames only */
+            unsigned newer = newer_op(minors[0]);             /* ops, not frames only */
 
             send_call(&p, newer, 0, NULL, 0, NULL, 0, NULL, 0);
             r = reply(&p, NULL, 0);
@@ -305,7 +304,8 @@ static CUresult call_result(struct peer *p, unsigned op, const uint64_t *args, s
 static void test_hostile_arguments(void **state)
 {
     struct peer p;
-    const uint64_t no_graph = (777ull << 4) | PROTO_H_GRAPH, no_node = (778ull << 4) | PROTO_H_GRAPH_NODE;
+    const uint64_t no_graph = (777ull << 4) | PROTO_H_GRAPH,
+                   no_node = (778ull << 4) | PROTO_H_GRAPH_NODE;
     const uint64_t shadow = (779ull << 4) | PROTO_H_SHADOW, link = (780ull << 4) | PROTO_H_LINK;
     uint64_t a[16] = {0};
     static const char input[] = "no name terminator";
@@ -313,13 +313,16 @@ static void test_hostile_arguments(void **state)
     start_worker(&p);
     rgpu__welcome__free_unpacked(hello(&p, PROTO_VERSION), NULL);
     a[0] = no_graph, a[1] = no_node, a[2] = CU_GRAPH_NODE_TYPE_EMPTY;
-    assert_int_equal(call_result(&p, PROTO_OP_GRAPH_ADD_NODE, a, 16, NULL, 0), CUDA_ERROR_INVALID_HANDLE);
+    assert_int_equal(call_result(&p, PROTO_OP_GRAPH_ADD_NODE, a, 16, NULL, 0),
+                     CUDA_ERROR_INVALID_HANDLE);
     a[0] = (781ull << 4) | PROTO_H_GRAPH, a[1] = 0;
     assert_int_equal(call_result(&p, PROTO_OP_GRAPH_CREATE, a, 2, NULL, 0), CUDA_SUCCESS);
     a[1] = no_node, a[3] = 1; /* one dependency that does not exist */
-    assert_int_equal(call_result(&p, PROTO_OP_GRAPH_ADD_NODE, a, 16, &no_node, 8), CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(call_result(&p, PROTO_OP_GRAPH_ADD_NODE, a, 16, &no_node, 8),
+                     CUDA_ERROR_INVALID_VALUE);
     a[3] = 65; /* more dependencies than a node may have */
-    assert_int_equal(call_result(&p, PROTO_OP_GRAPH_ADD_NODE, a, 16, NULL, 0), CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(call_result(&p, PROTO_OP_GRAPH_ADD_NODE, a, 16, NULL, 0),
+                     CUDA_ERROR_INVALID_VALUE);
     /* edges with their data reach the driver: a programmatic edge between empty nodes is its
      * refusal, the same edge as a default one is taken; data of the wrong length is refused */
     uint64_t e[3] = {(785ull << 4) | PROTO_H_GRAPH_NODE, (786ull << 4) | PROTO_H_GRAPH_NODE, 0};
@@ -328,14 +331,18 @@ static void test_hostile_arguments(void **state)
         a[1] = e[i], a[2] = CU_GRAPH_NODE_TYPE_EMPTY, a[3] = 0;
         assert_int_equal(call_result(&p, PROTO_OP_GRAPH_ADD_NODE, a, 16, NULL, 0), CUDA_SUCCESS);
     }
-    edge->type = CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC, edge->from_port = CU_GRAPH_KERNEL_NODE_PORT_PROGRAMMATIC;
+    edge->type = CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC,
+    edge->from_port = CU_GRAPH_KERNEL_NODE_PORT_PROGRAMMATIC;
     a[1] = 1, a[2] = 1;
-    assert_int_equal(call_result(&p, PROTO_OP_GRAPH_ADD_DEPS, a, 3, e, 24), CUDA_ERROR_INVALID_VALUE);
-    assert_int_equal(call_result(&p, PROTO_OP_GRAPH_ADD_DEPS, a, 3, e, 16), CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(call_result(&p, PROTO_OP_GRAPH_ADD_DEPS, a, 3, e, 24),
+                     CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(call_result(&p, PROTO_OP_GRAPH_ADD_DEPS, a, 3, e, 16),
+                     CUDA_ERROR_INVALID_VALUE);
     e[2] = 0;
     assert_int_equal(call_result(&p, PROTO_OP_GRAPH_ADD_DEPS, a, 3, e, 24), CUDA_SUCCESS);
     a[2] = 0;
-    assert_int_equal(call_result(&p, PROTO_OP_GRAPH_ADD_DEPS, a, 3, e, 24), CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(call_result(&p, PROTO_OP_GRAPH_ADD_DEPS, a, 3, e, 24),
+                     CUDA_ERROR_INVALID_VALUE);
     /* structure queries: the dependency just added; a node not there, a query not known */
     uint64_t q[4] = {0};
     a[1] = e[1], a[2] = 1, a[3] = 4;
@@ -343,25 +350,32 @@ static void test_hostile_arguments(void **state)
     assert_int_equal(q[0], 1);
     assert_int_equal(q[1], e[0]);
     a[1] = no_node;
-    assert_int_equal(call_result(&p, PROTO_OP_GRAPH_NODE_QUERY, a, 4, NULL, 0), CUDA_ERROR_INVALID_HANDLE);
+    assert_int_equal(call_result(&p, PROTO_OP_GRAPH_NODE_QUERY, a, 4, NULL, 0),
+                     CUDA_ERROR_INVALID_HANDLE);
     a[1] = e[1], a[2] = 3;
-    assert_int_equal(call_result(&p, PROTO_OP_GRAPH_NODE_QUERY, a, 4, NULL, 0), CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(call_result(&p, PROTO_OP_GRAPH_NODE_QUERY, a, 4, NULL, 0),
+                     CUDA_ERROR_INVALID_VALUE);
     a[0] = shadow, a[1] = 4096;
     assert_int_equal(call_result(&p, PROTO_OP_SHADOW_ALLOC, a, 2, NULL, 0), CUDA_SUCCESS);
     a[1] = 4000, a[2] = 200, a[3] = PROTO_STREAM_NULL; /* [4000, 4200) of 4096 bytes */
-    assert_int_equal(call_result(&p, PROTO_OP_SHADOW_READ, a, 4, NULL, 0), CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(call_result(&p, PROTO_OP_SHADOW_READ, a, 4, NULL, 0),
+                     CUDA_ERROR_INVALID_VALUE);
     a[1] = UINT64_MAX - 8, a[2] = 16; /* wraps */
-    assert_int_equal(call_result(&p, PROTO_OP_SHADOW_READ, a, 4, NULL, 0), CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(call_result(&p, PROTO_OP_SHADOW_READ, a, 4, NULL, 0),
+                     CUDA_ERROR_INVALID_VALUE);
     a[0] = (782ull << 4) | PROTO_H_MEM_HANDLE, a[1] = a[2] = 0;
-    assert_int_equal(call_result(&p, PROTO_OP_MEM_CREATE, a, 3, "short", 5), CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(call_result(&p, PROTO_OP_MEM_CREATE, a, 3, "short", 5),
+                     CUDA_ERROR_INVALID_VALUE);
     a[0] = 0x10000, a[1] = 1 << 21, a[2] = 0, a[3] = (783ull << 4) | PROTO_H_MEM_HANDLE, a[4] = 0;
     assert_int_equal(call_result(&p, PROTO_OP_MEM_MAP, a, 5, NULL, 0), CUDA_ERROR_INVALID_HANDLE);
     a[0] = (784ull << 4) | PROTO_H_MEM_POOL; /* a created pool that was never created */
-    assert_int_equal(call_result(&p, PROTO_OP_MEM_POOL_TRIM, a, 2, NULL, 0), CUDA_ERROR_INVALID_HANDLE);
+    assert_int_equal(call_result(&p, PROTO_OP_MEM_POOL_TRIM, a, 2, NULL, 0),
+                     CUDA_ERROR_INVALID_HANDLE);
     a[0] = link, a[1] = a[2] = 0;
     /* JIT option words may only carry integer options: never a pointer the driver writes to */
     uint64_t word = ((uint64_t)CU_JIT_INFO_LOG_BUFFER << 32) | 0x1000;
-    assert_int_equal(call_result(&p, PROTO_OP_LINK_CREATE, a, 3, &word, 8), CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(call_result(&p, PROTO_OP_LINK_CREATE, a, 3, &word, 8),
+                     CUDA_ERROR_INVALID_VALUE);
     a[3] = a[4] = 0, a[5] = word;
     assert_int_equal(call_result(&p, PROTO_OP_MODULE_LOAD_JIT, a, 6, input, sizeof(input)),
                      CUDA_ERROR_INVALID_VALUE);
@@ -398,23 +412,29 @@ static void test_conditional_bodies(void **state)
     struct peer p;
     const uint64_t g = (790ull << 4) | PROTO_H_GRAPH, node = (791ull << 4) | PROTO_H_GRAPH_NODE;
     uint64_t body[2] = {(792ull << 4) | PROTO_H_GRAPH, (793ull << 4) | PROTO_H_GRAPH};
-    const uint64_t inner = (794ull << 4) | PROTO_H_GRAPH_NODE, stream = (795ull << 4) | PROTO_H_STREAM;
+    const uint64_t inner = (794ull << 4) | PROTO_H_GRAPH_NODE,
+                   stream = (795ull << 4) | PROTO_H_STREAM;
     uint64_t a[16] = {0}, h;
 
     start_worker(&p);
     rgpu__welcome__free_unpacked(hello(&p, PROTO_VERSION), NULL);
     a[0] = g;
-    assert_int_equal(call_result(&p, PROTO_OP_GRAPH_COND_HANDLE_CREATE, a, 3, NULL, 0), CUDA_ERROR_INVALID_HANDLE);
+    assert_int_equal(call_result(&p, PROTO_OP_GRAPH_COND_HANDLE_CREATE, a, 3, NULL, 0),
+                     CUDA_ERROR_INVALID_HANDLE);
     assert_int_equal(call_result(&p, PROTO_OP_GRAPH_CREATE, a, 2, NULL, 0), CUDA_SUCCESS);
     assert_int_not_equal(h = cond_handle(&p, g), 0);
     a[1] = node, a[2] = CU_GRAPH_NODE_TYPE_CONDITIONAL, a[3] = 0;
     a[4] = h, a[5] = CU_GRAPH_COND_TYPE_IF, a[6] = 2;
-    assert_int_equal(call_result(&p, PROTO_OP_GRAPH_ADD_NODE, a, 16, body, 8), CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(call_result(&p, PROTO_OP_GRAPH_ADD_NODE, a, 16, body, 8),
+                     CUDA_ERROR_INVALID_VALUE);
     uint64_t twice[2] = {body[0], body[0]}, not_graph[2] = {body[0], node};
-    assert_int_equal(call_result(&p, PROTO_OP_GRAPH_ADD_NODE, a, 16, twice, 16), CUDA_ERROR_INVALID_HANDLE);
-    assert_int_equal(call_result(&p, PROTO_OP_GRAPH_ADD_NODE, a, 16, not_graph, 16), CUDA_ERROR_INVALID_HANDLE);
+    assert_int_equal(call_result(&p, PROTO_OP_GRAPH_ADD_NODE, a, 16, twice, 16),
+                     CUDA_ERROR_INVALID_HANDLE);
+    assert_int_equal(call_result(&p, PROTO_OP_GRAPH_ADD_NODE, a, 16, not_graph, 16),
+                     CUDA_ERROR_INVALID_HANDLE);
     a[6] = 0;
-    assert_int_equal(call_result(&p, PROTO_OP_GRAPH_ADD_NODE, a, 16, NULL, 0), CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(call_result(&p, PROTO_OP_GRAPH_ADD_NODE, a, 16, NULL, 0),
+                     CUDA_ERROR_INVALID_VALUE);
     a[6] = 2;
     assert_int_equal(call_result(&p, PROTO_OP_GRAPH_ADD_NODE, a, 16, body, 16), CUDA_SUCCESS);
     /* the bodies are graphs: a node in one, stream capture into the other */
@@ -423,19 +443,23 @@ static void test_conditional_bodies(void **state)
     a[0] = stream, a[1] = CU_STREAM_NON_BLOCKING, a[2] = 0;
     assert_int_equal(call_result(&p, PROTO_OP_STREAM_CREATE, a, 3, NULL, 0), CUDA_SUCCESS);
     a[1] = CU_STREAM_CAPTURE_MODE_GLOBAL, a[2] = body[1], a[3] = 1;
-    assert_int_equal(call_result(&p, PROTO_OP_STREAM_BEGIN_CAPTURE_TO_GRAPH, a, 4, NULL, 0), CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(call_result(&p, PROTO_OP_STREAM_BEGIN_CAPTURE_TO_GRAPH, a, 4, NULL, 0),
+                     CUDA_ERROR_INVALID_VALUE);
     a[3] = 0;
-    assert_int_equal(call_result(&p, PROTO_OP_STREAM_BEGIN_CAPTURE_TO_GRAPH, a, 4, NULL, 0), CUDA_SUCCESS);
+    assert_int_equal(call_result(&p, PROTO_OP_STREAM_BEGIN_CAPTURE_TO_GRAPH, a, 4, NULL, 0),
+                     CUDA_SUCCESS);
     a[1] = 0;
     assert_int_equal(call_result(&p, PROTO_OP_STREAM_END_CAPTURE, a, 2, NULL, 0), CUDA_SUCCESS);
     a[0] = body[0];
-    assert_int_equal(call_result(&p, PROTO_OP_GRAPH_DESTROY, a, 1, NULL, 0), CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(call_result(&p, PROTO_OP_GRAPH_DESTROY, a, 1, NULL, 0),
+                     CUDA_ERROR_INVALID_VALUE);
     assert_int_equal(call_result(&p, PROTO_OP_GRAPH_NODE_COUNT, a, 1, NULL, 0), CUDA_SUCCESS);
     a[0] = g;
     assert_int_equal(call_result(&p, PROTO_OP_GRAPH_DESTROY, a, 1, NULL, 0), CUDA_SUCCESS);
     for (int i = 0; i < 2; i++) {
         a[0] = body[i];
-        assert_int_equal(call_result(&p, PROTO_OP_GRAPH_NODE_COUNT, a, 1, NULL, 0), CUDA_ERROR_INVALID_HANDLE);
+        assert_int_equal(call_result(&p, PROTO_OP_GRAPH_NODE_COUNT, a, 1, NULL, 0),
+                         CUDA_ERROR_INVALID_HANDLE);
     }
     assert_int_equal(call_result(&p, PROTO_OP_NOP, NULL, 0, NULL, 0), CUDA_SUCCESS);
     assert_int_equal(finish(&p), 0);
@@ -455,7 +479,8 @@ static void test_peer_recv_stalled_sender(void **state)
     (void)state;
     start_worker(&p);
     rgpu__welcome__free_unpacked(hello(&p, PROTO_VERSION), NULL);
-    assert_int_equal(call_outs(&p, PROTO_OP_PEER_RECV, a, 2, secret, sizeof(secret), out, 1), CUDA_SUCCESS);
+    assert_int_equal(call_outs(&p, PROTO_OP_PEER_RECV, a, 2, secret, sizeof(secret), out, 1),
+                     CUDA_SUCCESS);
     to.sin_port = htons((uint16_t)out[0]);
     assert_int_equal(connect(fd, (struct sockaddr *)&to, sizeof(to)), 0);
     usleep(100000); /* the receiving thread has taken the connection and waits for the secret */
@@ -503,16 +528,21 @@ static void test_capture_info(void **state)
     assert_int_equal(call_result(&p, PROTO_OP_GRAPH_CREATE, a, 2, NULL, 0), CUDA_SUCCESS);
     assert_int_equal(capture_info(&p, stream, other, 0, out), CUDA_ERROR_INVALID_VALUE);
     a[0] = g;
-    assert_int_equal(call_result(&p, PROTO_OP_GRAPH_DESTROY, a, 1, NULL, 0), CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(call_result(&p, PROTO_OP_GRAPH_DESTROY, a, 1, NULL, 0),
+                     CUDA_ERROR_INVALID_VALUE);
     a[1] = node, a[2] = CU_GRAPH_NODE_TYPE_EMPTY, a[3] = 0;
     assert_int_equal(call_result(&p, PROTO_OP_GRAPH_ADD_NODE, a, 16, NULL, 0), CUDA_SUCCESS);
     a[0] = stream, a[1] = CU_STREAM_SET_CAPTURE_DEPENDENCIES, a[2] = 1, a[3] = 0;
-    assert_int_equal(call_result(&p, PROTO_OP_STREAM_UPDATE_CAPTURE_DEPS, a, 4, &bad, 8), CUDA_ERROR_INVALID_VALUE);
-    assert_int_equal(call_result(&p, PROTO_OP_STREAM_UPDATE_CAPTURE_DEPS, a, 4, &node, 4), CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(call_result(&p, PROTO_OP_STREAM_UPDATE_CAPTURE_DEPS, a, 4, &bad, 8),
+                     CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(call_result(&p, PROTO_OP_STREAM_UPDATE_CAPTURE_DEPS, a, 4, &node, 4),
+                     CUDA_ERROR_INVALID_VALUE);
     a[2] = 100000;
-    assert_int_equal(call_result(&p, PROTO_OP_STREAM_UPDATE_CAPTURE_DEPS, a, 4, &node, 8), CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(call_result(&p, PROTO_OP_STREAM_UPDATE_CAPTURE_DEPS, a, 4, &node, 8),
+                     CUDA_ERROR_INVALID_VALUE);
     a[2] = 1;
-    assert_int_equal(call_result(&p, PROTO_OP_STREAM_UPDATE_CAPTURE_DEPS, a, 4, &node, 8), CUDA_SUCCESS);
+    assert_int_equal(call_result(&p, PROTO_OP_STREAM_UPDATE_CAPTURE_DEPS, a, 4, &node, 8),
+                     CUDA_SUCCESS);
     assert_int_equal(capture_info(&p, stream, g, 0, out), CUDA_SUCCESS);
     assert_int_equal(out[1], 1);
     assert_int_equal(out[2], node);
@@ -521,7 +551,8 @@ static void test_capture_info(void **state)
     assert_int_equal(call_result(&p, PROTO_OP_STREAM_END_CAPTURE, a, 2, NULL, 0), CUDA_SUCCESS);
     /* a capture into `other` cannot bind it a second time */
     a[1] = CU_STREAM_CAPTURE_MODE_GLOBAL, a[2] = other, a[3] = 0;
-    assert_int_equal(call_result(&p, PROTO_OP_STREAM_BEGIN_CAPTURE_TO_GRAPH, a, 4, NULL, 0), CUDA_SUCCESS);
+    assert_int_equal(call_result(&p, PROTO_OP_STREAM_BEGIN_CAPTURE_TO_GRAPH, a, 4, NULL, 0),
+                     CUDA_SUCCESS);
     assert_int_equal(capture_info(&p, stream, failed, 1, out), CUDA_ERROR_INVALID_VALUE);
     assert_int_equal(capture_info(&p, stream, other, 0, out), CUDA_SUCCESS);
     a[1] = 0;
@@ -531,22 +562,27 @@ static void test_capture_info(void **state)
     a[1] = CU_STREAM_CAPTURE_MODE_RELAXED;
     assert_int_equal(call_result(&p, PROTO_OP_STREAM_BEGIN_CAPTURE, a, 2, NULL, 0), CUDA_SUCCESS);
     a[1] = 0;
-    assert_int_equal(call_result(&p, PROTO_OP_STREAM_END_CAPTURE, a, 2, NULL, 0), CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(call_result(&p, PROTO_OP_STREAM_END_CAPTURE, a, 2, NULL, 0),
+                     CUDA_ERROR_INVALID_VALUE);
     /* a capture invalidated by a synchronization: its end fails and the bound id goes */
     a[1] = CU_STREAM_CAPTURE_MODE_GLOBAL;
     assert_int_equal(call_result(&p, PROTO_OP_STREAM_BEGIN_CAPTURE, a, 2, NULL, 0), CUDA_SUCCESS);
     assert_int_equal(capture_info(&p, stream, failed, 1, out), CUDA_SUCCESS);
-    assert_int_equal(call_result(&p, PROTO_OP_CTX_SYNCHRONIZE, NULL, 0, NULL, 0), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+    assert_int_equal(call_result(&p, PROTO_OP_CTX_SYNCHRONIZE, NULL, 0, NULL, 0),
+                     CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
     assert_int_equal(capture_info(&p, stream, failed, 0, out), CUDA_SUCCESS);
     assert_int_equal(out[0], CU_STREAM_CAPTURE_STATUS_INVALIDATED);
     a[1] = failed;
-    assert_int_equal(call_result(&p, PROTO_OP_STREAM_END_CAPTURE, a, 2, NULL, 0), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+    assert_int_equal(call_result(&p, PROTO_OP_STREAM_END_CAPTURE, a, 2, NULL, 0),
+                     CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
     a[0] = failed;
-    assert_int_equal(call_result(&p, PROTO_OP_GRAPH_NODE_COUNT, a, 1, NULL, 0), CUDA_ERROR_INVALID_HANDLE);
+    assert_int_equal(call_result(&p, PROTO_OP_GRAPH_NODE_COUNT, a, 1, NULL, 0),
+                     CUDA_ERROR_INVALID_HANDLE);
     a[0] = g;
     assert_int_equal(call_result(&p, PROTO_OP_GRAPH_NODE_COUNT, a, 1, NULL, 0), CUDA_SUCCESS);
     assert_int_equal(call_result(&p, PROTO_OP_GRAPH_DESTROY, a, 1, NULL, 0), CUDA_SUCCESS);
-    assert_int_equal(call_result(&p, PROTO_OP_GRAPH_NODE_COUNT, a, 1, NULL, 0), CUDA_ERROR_INVALID_HANDLE);
+    assert_int_equal(call_result(&p, PROTO_OP_GRAPH_NODE_COUNT, a, 1, NULL, 0),
+                     CUDA_ERROR_INVALID_HANDLE);
     a[0] = other;
     assert_int_equal(call_result(&p, PROTO_OP_GRAPH_DESTROY, a, 1, NULL, 0), CUDA_SUCCESS);
     /* the stream destroyed while it captures: the driver frees the graph, and the bound id
@@ -556,14 +592,16 @@ static void test_capture_info(void **state)
     assert_int_equal(capture_info(&p, stream, failed, 1, out), CUDA_SUCCESS);
     assert_int_equal(call_result(&p, PROTO_OP_STREAM_DESTROY, a, 1, NULL, 0), CUDA_SUCCESS);
     a[0] = failed;
-    assert_int_equal(call_result(&p, PROTO_OP_GRAPH_NODE_COUNT, a, 1, NULL, 0), CUDA_ERROR_INVALID_HANDLE);
+    assert_int_equal(call_result(&p, PROTO_OP_GRAPH_NODE_COUNT, a, 1, NULL, 0),
+                     CUDA_ERROR_INVALID_HANDLE);
     /* ... but a capture into the session's graph leaves that graph */
     a[0] = other, a[1] = 0;
     assert_int_equal(call_result(&p, PROTO_OP_GRAPH_CREATE, a, 2, NULL, 0), CUDA_SUCCESS);
     a[0] = stream, a[1] = CU_STREAM_NON_BLOCKING, a[2] = 0;
     assert_int_equal(call_result(&p, PROTO_OP_STREAM_CREATE, a, 3, NULL, 0), CUDA_SUCCESS);
     a[1] = CU_STREAM_CAPTURE_MODE_GLOBAL, a[2] = other, a[3] = 0;
-    assert_int_equal(call_result(&p, PROTO_OP_STREAM_BEGIN_CAPTURE_TO_GRAPH, a, 4, NULL, 0), CUDA_SUCCESS);
+    assert_int_equal(call_result(&p, PROTO_OP_STREAM_BEGIN_CAPTURE_TO_GRAPH, a, 4, NULL, 0),
+                     CUDA_SUCCESS);
     assert_int_equal(call_result(&p, PROTO_OP_STREAM_DESTROY, a, 1, NULL, 0), CUDA_SUCCESS);
     a[0] = other;
     assert_int_equal(call_result(&p, PROTO_OP_GRAPH_NODE_COUNT, a, 1, NULL, 0), CUDA_SUCCESS);
@@ -776,8 +814,8 @@ static void test_handle_table(void **state)
     for (int i = 0; i < 2000; i += 2)
         srv_handle_del(&s, ((uint64_t)(i + 1) << 4) | PROTO_H_STREAM);
     for (int i = 0; i < 2000; i++) {
-        struct srv_handle *h = srv_handle_get(&s, ((uint64_t)(i + 1) << 4) | PROTO_H_STREAM,
-                                              PROTO_H_STREAM);
+        struct srv_handle *h =
+            srv_handle_get(&s, ((uint64_t)(i + 1) << 4) | PROTO_H_STREAM, PROTO_H_STREAM);
         if (i % 2 == 0)
             assert_null(h);
         else
@@ -831,8 +869,8 @@ static int load_as(struct peer *p, bool library, const char *image, size_t len, 
     result = r->result;
     rgpu__reply__free_unpacked(r, NULL);
     if (result == CUDA_SUCCESS) { /* the same id is loaded again later */
-        send_call(p, library ? PROTO_OP_LIBRARY_UNLOAD : PROTO_OP_MODULE_UNLOAD, 0, args, 1,
-                  NULL, 0, NULL, 0);
+        send_call(p, library ? PROTO_OP_LIBRARY_UNLOAD : PROTO_OP_MODULE_UNLOAD, 0, args, 1, NULL,
+                  0, NULL, 0);
         r = reply(p, NULL, 0);
         assert_int_equal(r->result, CUDA_SUCCESS);
         rgpu__reply__free_unpacked(r, NULL);
@@ -856,8 +894,8 @@ static void session_as(const char *tenant, struct peer *p)
     rgpu__welcome__free_unpacked(w, NULL);
 }
 
-static void cached_path(const char *dir, const char *sub, const char *image, size_t len,
-                        char *path, size_t cap)
+static void cached_path(const char *dir, const char *sub, const char *image, size_t len, char *path,
+                        size_t cap)
 {
     uint8_t hash[RG_SHA256_LEN];
     char hex[2 * RG_SHA256_LEN + 1];
@@ -983,8 +1021,8 @@ static void test_library_cache(void **state)
     session_as("", &p);
     assert_int_equal(load_as(&p, true, image, len, true, false), CUDA_SUCCESS);
     assert_int_equal(finish(&p), 0);
-    assert_int_equal(count_in(log, xattrs_kept(dir) ? "checked before, unchanged since"
-                                                     : "hash checked"), 1);
+    assert_int_equal(
+        count_in(log, xattrs_kept(dir) ? "checked before, unchanged since" : "hash checked"), 1);
 
     session_as("", &p);
     assert_int_equal(load_as(&p, true, bare, page_len, false, true), CUDA_SUCCESS);
@@ -1070,8 +1108,7 @@ static void expect_bytes(struct peer *p, uint64_t d, const void *bytes, size_t l
 
 /* Both halves of the isolation rule: b (bob, like a) opens what a exported, c (eve) does not,
  * nor does anyone open forged bytes or a handle of the wrong kind. */
-static void ipc_refusals(struct peer *b, struct peer *c, const uint8_t mh[64],
-                         const uint8_t eh[64])
+static void ipc_refusals(struct peer *b, struct peer *c, const uint8_t mh[64], const uint8_t eh[64])
 {
     uint8_t forged[64];
     uint64_t out[2], ev = (903ull << 4) | PROTO_H_EVENT;
@@ -1145,12 +1182,10 @@ static void test_ipc(void **state)
                      CUDA_SUCCESS);
     args[0] = ev_b, args[1] = PROTO_STREAM_NULL, args[2] = 0;
     assert_int_equal(call_result(&b, PROTO_OP_EVENT_RECORD, args, 3, NULL, 0), CUDA_SUCCESS);
-    assert_int_equal(call_result(&b, PROTO_OP_EVENT_SYNCHRONIZE, &ev_b, 1, NULL, 0),
-                     CUDA_SUCCESS);
+    assert_int_equal(call_result(&b, PROTO_OP_EVENT_SYNCHRONIZE, &ev_b, 1, NULL, 0), CUDA_SUCCESS);
     ipc_refusals(&b, &c, mh, eh);
 
-    assert_int_equal(call_result(&b, PROTO_OP_IPC_CLOSE_MEM_HANDLE, out, 1, NULL, 0),
-                     CUDA_SUCCESS);
+    assert_int_equal(call_result(&b, PROTO_OP_IPC_CLOSE_MEM_HANDLE, out, 1, NULL, 0), CUDA_SUCCESS);
     assert_int_equal(call_result(&b, PROTO_OP_IPC_CLOSE_MEM_HANDLE, out, 1, NULL, 0),
                      CUDA_ERROR_INVALID_VALUE);
     assert_int_equal(call_result(&b, PROTO_OP_IPC_CLOSE_MEM_HANDLE, &d, 1, NULL, 0),
@@ -1222,7 +1257,8 @@ int main(void)
         cmocka_unit_test(test_older_client),
         cmocka_unit_test(test_copies),
         cmocka_unit_test(test_async_error_and_bad_calls),
-        cmocka_unit_test(test_hostile_arguments), cmocka_unit_test(test_conditional_bodies),
+        cmocka_unit_test(test_hostile_arguments),
+        cmocka_unit_test(test_conditional_bodies),
         cmocka_unit_test(test_capture_info),
         cmocka_unit_test(test_peer_recv_stalled_sender),
         cmocka_unit_test(test_malformed_ends_session),

@@ -29,7 +29,8 @@ struct peer {
 };
 
 /* The worker's configuration (tenants, limits); the driver is the fake one. */
-static struct srv_config peer_cfg = {.driver = FAKECUDA_PATH, .log_level = RG_LOG_ERROR, .name = "test"};
+static struct srv_config peer_cfg = {
+    .driver = FAKECUDA_PATH, .log_level = RG_LOG_ERROR, .name = "test"};
 
 /* A worker in a child process, serving one TCP connection whose other end we keep. */
 static void peer_start(struct peer *p)
@@ -107,8 +108,8 @@ static CUresult peer_call_bulk(struct peer *p, unsigned op, const uint64_t *args
 }
 
 static CUresult peer_call_data(struct peer *p, unsigned op, const uint64_t *args, size_t nargs,
-                               const void *data, size_t len, uint64_t *out, size_t cap,
-                               void *rdata, size_t rdata_cap)
+                               const void *data, size_t len, uint64_t *out, size_t cap, void *rdata,
+                               size_t rdata_cap)
 {
     return peer_call_bulk(p, op, args, nargs, data, len, NULL, 0, out, cap, rdata, rdata_cap);
 }
