@@ -7,7 +7,7 @@ CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
 JOBS=$(nproc 2>/dev/null || echo 2)
 PKGS="build-essential cmake pkg-config python3 binutils protobuf-c-compiler libprotobuf-c-dev
       libevent-dev libssl-dev libcmocka-dev libibverbs-dev librdmacm-dev iproute2
-      adduser lintian systemd strace nodejs clang prometheus
+      adduser lintian systemd strace nodejs clang clang-format prometheus
       munge slurmctld slurmd slurm-client libslurm-dev python3-grpcio python3-grpc-tools"
 # prometheus: for promtool alone (check metrics on a live /metrics: tests/worker/ops_e2e.sh,
 # tools/k8s_validate.sh). Debian has no smaller package with promtool: 19 MB to download, 96 MB
