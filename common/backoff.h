@@ -1,7 +1,7 @@
 /* Exponential backoff with jitter, for a client that was refused for load and tries again
- * (client/session.c, client/pool.c): each wait is drawn in [d/2, d) where d starts at first_ms
- * (or the server's hint, if larger) and doubles up to max_ms, so that clients refused together
- * do not all come back together. */
+ * (client/session/session.c, client/session/pool.c): each wait is drawn in [d/2, d) where d starts
+ * at first_ms (or the server's hint, if larger) and doubles up to max_ms, so that clients refused
+ * together do not all come back together. */
 #ifndef RGPU_COMMON_BACKOFF_H
 #define RGPU_COMMON_BACKOFF_H
 

@@ -1,5 +1,5 @@
 /* Anonymous memory at a chosen address: the client places pinned host allocations where the
- * worker can map their mirrors at the same address (client/host_mirror.c,
+ * worker can map their mirrors at the same address (client/bulk/host_mirror.c,
  * server/handlers_host_mirror.c). */
 #ifndef RGPU_COMMON_MAP_AT_H
 #define RGPU_COMMON_MAP_AT_H

@@ -21,8 +21,8 @@
  * Each op of proto/ops.def carries the minor it appeared in; an op newer than the session's
  * minor is refused with CUDA_ERROR_NOT_SUPPORTED, logged by name, by the side that knows it
  * (the client before sending it; the worker if one arrives anyway), never misread.
- * A Probe (PROTO_PROBE, client/pool.c) carries both too and is answered or refused by the same
- * rule. Minors: 1.0 the first (exact version match); 1.1 proto_minor, the op table's minors,
+ * A Probe (PROTO_PROBE, client/session/pool.c) carries both too and is answered or refused by the
+ * same rule. Minors: 1.0 the first (exact version match); 1.1 proto_minor, the op table's minors,
  * the NCCL shim's ops (NCCL_*) and the Probe/ProbeReply/Echo frames (a 1.0 server closes the
  * connection at a Probe: the pool still tries it, after the servers that answered); 1.2 the
  * ops of several devices (P2P_QUERY, CTX_PEER_ACCESS, ...) and of mirrored host memory

@@ -1,8 +1,8 @@
 /* Pool placement: which gpu-server of a pool a job goes to.
  *
- * Pure functions over what each candidate's probe answered (client/pool.c gathers it), so every
- * policy is unit-tested without sockets. The client tries the servers in the order returned and
- * moves to the next on a refusal or a failure. */
+ * Pure functions over what each candidate's probe answered (client/session/pool.c gathers it), so
+ * every policy is unit-tested without sockets. The client tries the servers in the order returned
+ * and moves to the next on a refusal or a failure. */
 #ifndef RGPU_SCHEDULER_PLACEMENT_H
 #define RGPU_SCHEDULER_PLACEMENT_H
 

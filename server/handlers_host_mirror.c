@@ -2,7 +2,7 @@
  * (docs/ARCHITECTURE.md, "Mapped pinned host memory"). Under unified addressing a pinned host
  * buffer's device address is its host address, so a kernel argument, a memset or a copy that
  * names the client's buffer works here unchanged once the same pages exist in this process and
- * are registered with the driver. The client decides when (client/host_mirror.c): it maps a
+ * are registered with the driver. The client decides when (client/bulk/host_mirror.c): it maps a
  * range the first time GPU work references it, pushes its bytes before GPU work while they are
  * its own (CLEAN), and pulls what the GPU wrote after a synchronization. The worker keeps a
  * reference copy of each mirror, what both sides last agreed on, so a pull returns only the

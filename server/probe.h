@@ -1,6 +1,6 @@
-/* The probe: a client (the pool placement of client/pool.c, `rgpu status`, `rgpu ping`) asks a
- * server, before any session, what a session of its tenant could get here. Only a valid tenant
- * token is answered, and only with what that tenant may know: its own sessions, reservations
+/* The probe: a client (the pool placement of client/session/pool.c, `rgpu status`, `rgpu ping`)
+ * asks a server, before any session, what a session of its tenant could get here. Only a valid
+ * tenant token is answered, and only with what that tenant may know: its own sessions, reservations
  * and use, and per GPU counts over all tenants that name nobody (memory still unreserved,
  * sessions, utilization). Never another tenant's name or figures. */
 #ifndef RGPU_SERVER_PROBE_H

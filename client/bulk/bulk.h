@@ -20,7 +20,8 @@ CUresult cli_lanes_copy(bool htod, CUdeviceptr dptr, void *host, size_t n, uint6
                         bool async);
 /* An asynchronous lane copy of pinned memory returns once its call is sent; the reply of any
  * synchronous call sent after it means the worker is done with it, and then the client's lanes
- * finish their part before that call returns (lanes.c's after_reply session hook).
+ * finish their part before that call returns (lanes.c's post-reply hook, lanes_synced:
+ * client/session/synced.c).
  * cli_lanes_quiesce: before pinned memory is freed or unregistered, no lane copy may still read
  * or write it. */
 void cli_lanes_quiesce(void);

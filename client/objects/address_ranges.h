@@ -9,7 +9,7 @@ enum mem_kind { MEM_DEVICE = 0, MEM_HOST = 1 };
 
 /* flags of a device range */
 #define MEM_DEV_LEGACY_IPC 0x1u /* cuMemAlloc / cuMemAllocPitch memory: IPC can export it */
-#define MEM_DEV_IPC_OPENED 0x2u /* opened from an IPC handle (client/ipc.c) */
+#define MEM_DEV_IPC_OPENED 0x2u /* opened from an IPC handle (client/api/ipc.c) */
 
 struct mem_range {
     uintptr_t base;

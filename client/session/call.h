@@ -72,7 +72,7 @@ CUresult cli_session_call_deferred(struct cli_call *call, void *dst, size_t len)
 #define CLI_ARGS_AS(op_expr, OP, ...)                                                              \
     .op = (op_expr), .nargs = PROTO_NARGS_##OP, .a.OP = {__VA_ARGS__}
 
-/* RGPU_STATS=1 (client/call_stats.c): calls on the wire per operation, printed at exit.
+/* RGPU_STATS=1 (client/session/call_stats.c): calls on the wire per operation, printed at exit.
  * cli_stats_now_us is 0 when the statistics are off. */
 double cli_stats_now_us(void);
 void cli_stats_count(unsigned op, bool sync, double since_us);
@@ -113,7 +113,7 @@ const struct cli_device *cli_device(int ordinal); /* NULL if out of range */
  * replies read), with a NOP in context ctx (the caller's current one: cli_ctx_current_id()); a
  * pending asynchronous error stays for the next synchronous call. */
 CUresult cli_session_fence(struct cli_session *sess, uint64_t ctx);
-/* Several servers (client/session.c): the session of a device (NULL if out of range), its
+/* Several servers (client/session/session.c): the session of a device (NULL if out of range), its
  * ordinal on its server, and whether it is the first session (sess NULL counts as the first). */
 struct cli_session *cli_device_session(int dev);
 int cli_device_remote(int dev);

@@ -1,4 +1,4 @@
-/* The client's configuration (client/config.h). */
+/* The client's configuration (client/session/config.h). */
 #include "client/session/config.h"
 
 #include <errno.h>

@@ -32,7 +32,7 @@
 #define CLI_DEFAULT_SERVER "127.0.0.1:7070"
 #define CLI_DEFAULT_PORT   "7070"
 #define CLI_TOKEN_MAX      255 /* characters of a token; a longer one is refused, not cut */
-#define CLI_LANES_MAX      16  /* client/lanes.c */
+#define CLI_LANES_MAX      16  /* client/bulk/lanes.c */
 
 struct cli_conf {
     char source[256];             /* the file read, "" when none */
@@ -50,7 +50,7 @@ struct cli_conf {
     double mem_share;   /* or the requested share of each GPU's memory (0, 1]; 0 = not asked.
                            The later of the two set wins (the environment over the file). */
     int lanes;          /* data lanes for large copies on TCP (0: none; default 4, measured on
-                           the H100 host: client/lanes.c) */
+                           the H100 host: client/bulk/lanes.c) */
     enum sched_policy policy;
     int connect_timeout_ms; /* per server, with the retries of a server busy or full */
     /* A call waiting this long without a word from its server (no reply, no keepalive) finds

@@ -152,7 +152,7 @@ static CUresult transport_upgrade(struct cli_session *s, const Rgpu__Welcome *w,
 /* A server of 1.3 or later keeps a session whose call runs long talking (Keepalive frames), so
  * a receive that hears nothing for session_timeout_ms means the session no longer answers (its
  * worker stopped, its host gone quiet): the call, and every later one, fails
- * (client/call_stream.c). An older server is not held to it. */
+ * (client/session/call_stream.c). An older server is not held to it. */
 static CUresult session_deadline(struct cli_session *s, const struct cli_conf *conf, char *why,
                                  size_t why_len)
 {

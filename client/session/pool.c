@@ -1,4 +1,4 @@
-/* A pool of gpu-servers (client/pool.h). */
+/* A pool of gpu-servers (client/session/pool.h). */
 #include "client/session/pool.h"
 
 #include <errno.h>

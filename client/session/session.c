@@ -1,4 +1,4 @@
-/* The sessions with gpu-servers: their state (client/session.h), the hooks of the layers
+/* The sessions with gpu-servers: their state (client/session/session.h), the hooks of the layers
  * above, and their opening on first use: configuration (config.c), then one session per server
  * it lists (`server`, RGPU_SERVER), or one session on the server a pool's placement picks
  * (`pool`, RGPU_POOL: pool.c probes, places and fails over at start), each connected and
