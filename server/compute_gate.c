@@ -4,10 +4,10 @@
  * thread waits for the end event (blocking sync, so it sleeps), reads the elapsed time and
  * charges it to the session's slot in the shared table: in total, in the current accounting
  * window (CLOCK_MONOTONIC / window_ns, the same for every process), and in virtual time (the
- * time over the session's share, scheduler/share.h). The one session of a server, uncapped,
- * measures one launch in SAMPLE and charges it for SAMPLE (the meter collects those on its 2 ms
- * tick, unwoken): nobody can contend with it, and measuring every launch halved launch
- * throughput on an H100.
+ * time over the session's share, scheduler/share.h). The one session launching on a GPU (the
+ * ranks of a job on one server each have their own), uncapped, measures one launch in SAMPLE
+ * and charges it for SAMPLE (the meter collects those on its 2 ms tick, unwoken): nobody can
+ * contend with it, and measuring every launch halved launch throughput on an H100.
  *
  * Gating (sharing = time-sliced, the default). One session per GPU is the owner: the one
  * allowed to launch. A launch by the owner while nobody waits (and its tenant is uncapped, and
@@ -520,10 +520,22 @@ static void hold_concurrent(struct srv_gate *g, int gpu)
         atomic_fetch_add(&my_slot(g)->held_ns, now - t0);
 }
 
-/* The only session on the server, owner of gpu, uncapped: nobody can contend with it, so its
- * launches need not be measured one by one (SAMPLE). With any other session alive, every
- * launch is measured, so that a handover waits for all of the owner's kernels. Concurrent
- * sharing has no handovers: its launches are always sampled. */
+/* The session counts among the users of gpu from its first launch there to its end. */
+static void use_gpu(struct srv_gate *g, int gpu)
+{
+    struct srv_table_slot *sl = my_slot(g);
+    uint32_t bit = 1u << gpu;
+
+    if ((atomic_load(&sl->launch_mask) & bit) == 0 &&
+        (atomic_fetch_or(&sl->launch_mask, bit) & bit) == 0)
+        atomic_fetch_add(&g->t->gpus[gpu].users, 1);
+}
+
+/* The only session launching on gpu, its owner, uncapped: nobody can contend with it, so its
+ * launches need not be measured one by one (SAMPLE). Sessions on other GPUs of the server (the
+ * other ranks of a job) do not count. With another session on gpu, every launch is measured,
+ * so that a handover waits for all of the owner's kernels. Concurrent sharing has no
+ * handovers: its launches are always sampled. */
 static bool uncontended(struct srv_gate *g, int gpu)
 {
     struct srv_table_gpu *G = &g->t->gpus[gpu];
@@ -531,7 +543,7 @@ static bool uncontended(struct srv_gate *g, int gpu)
 
     if (concurrent(g->t))
         return true;
-    if (atomic_load(&g->t->live) != 1 || atomic_load(&G->owner) != g->slot ||
+    if (atomic_load(&G->users) != 1 || atomic_load(&G->owner) != g->slot ||
         atomic_load(&G->nwaiting) != 0)
         return false;
     if (ten != NULL && ten->cap_permille != 0)
@@ -550,6 +562,7 @@ void srv_gate_begin(struct srv_session *s, CUstream st, struct srv_gate_ticket *
     if (g == NULL)
         return;
     gpu = current_gpu(s);
+    use_gpu(g, gpu);
     if (concurrent(g->t))
         hold_concurrent(g, gpu);
     if (uncontended(g, gpu)) {

@@ -225,6 +225,16 @@ int srv_table_admit(struct srv_table *t, const struct srv_admission *a, int *ver
     return slot;
 }
 
+/* Slot i no longer counts among the users of the GPUs it launched on; lock held. */
+static void drop_users_locked(struct srv_table *t, int i)
+{
+    uint32_t mask = atomic_exchange(&t->slots[i].launch_mask, 0);
+
+    for (int g = 0; g < SRV_TABLE_GPUS; g++)
+        if (mask & (1u << g))
+            atomic_fetch_sub(&t->gpus[g].users, 1);
+}
+
 static void yield_locked(struct srv_table *t, int i)
 {
     for (int g = 0; g < SRV_TABLE_GPUS; g++) {
@@ -238,6 +248,7 @@ static void yield_locked(struct srv_table *t, int i)
         atomic_store(&t->slots[i].waiting, 0);
     }
     atomic_store(&t->slots[i].inflight, 0);
+    drop_users_locked(t, i);
 }
 
 void srv_table_yield(struct srv_table *t, int i)

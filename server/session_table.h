@@ -55,6 +55,7 @@ struct srv_table_slot {
     _Atomic uint64_t mem_used, gpu_ns, launches, calls, errors, bytes_in, bytes_out;
     /* compute gate */
     _Atomic int32_t gate_gpu;     /* GPU of its last launch, -1 before any */
+    _Atomic uint32_t launch_mask; /* GPUs it has launched on, each counted in its users */
     _Atomic uint64_t win_epoch;   /* accounting window of win_used_ns */
     _Atomic uint64_t win_used_ns; /* GPU time charged in that window */
     _Atomic uint64_t last_launch_ns;
@@ -77,6 +78,7 @@ struct srv_table_gpu {
     _Atomic uint32_t nwaiting;           /* sessions held at their gate for it */
     _Atomic uint64_t last_guaranteed_ns; /* last launch or completion of a guaranteed session */
     _Atomic uint64_t owner_since_ns;     /* when the owner took the GPU */
+    _Atomic int32_t users; /* live sessions that have launched on it (their slots' launch_mask) */
 };
 
 /* How the sessions of a server share each GPU ([server] sharing, docs/tenants.md). */
@@ -155,8 +157,9 @@ struct srv_admission {
  * (enum sched_verdict) in *verdict_p and the reason in why. */
 int srv_table_admit(struct srv_table *t, const struct srv_admission *a, int *verdict_p, char *why,
                     size_t why_len);
-/* The worker at its end: hand back the GPUs slot i owns and stop waiting. The slot itself (and
- * its memory reservation) stays until the supervisor reaps the worker. */
+/* The worker at its end: hand back the GPUs slot i owns, stop waiting and no longer count
+ * among their users. The slot itself (and its memory reservation) stays until the supervisor
+ * reaps the worker. */
 void srv_table_yield(struct srv_table *t, int i);
 /* The supervisor, for a worker it reaped: free its slot (however the worker ended), with the
  * tenant's name copied to tenant ("" when none or no slot). */

@@ -5,7 +5,7 @@
  * "GPU" time each, whatever the host's load); argv[1] = 0 then runs until killed.
  * With argv[3] = THINK_US as well, it is a CPU-bound request loop instead (tests/worker/
  * share_light.sh): one sleep_us kernel, a synchronize (the answer read back), then THINK_US of
- * host time (slept), and it prints "requests=N". */
+ * host time (slept), and it prints "requests=N". SHARE_LOAD_DEVICE=I: on device I (default 0). */
 #include <cuda.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,7 +50,7 @@ int main(int argc, char **argv)
     void *params[] = {&a, &b, &c, &n}, *sleep_params[] = {&us};
 
     CHECK(cuInit(0));
-    CHECK(cuDeviceGet(&dev, 0));
+    CHECK(cuDeviceGet(&dev, getenv("SHARE_LOAD_DEVICE") ? atoi(getenv("SHARE_LOAD_DEVICE")) : 0));
     CHECK(cuDevicePrimaryCtxRetain(&ctx, dev));
     CHECK(cuCtxSetCurrent(ctx));
     CHECK(cuModuleLoadData(&mod, ptx));
