@@ -15,11 +15,14 @@ WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 fails=0
 
-# copy: a fresh copy of what the check reads
+# copy: a fresh copy of what the check reads (the tests' sources only where a case needs them)
 copy() {
     rm -rf "$WORK/src" && mkdir -p "$WORK/src/proto" &&
-        cp -r "$SRC/server" "$SRC/client" "$SRC/tests" "$WORK/src/" &&
-        cp "$SRC/proto/ops.def" "$WORK/src/proto/"
+        cp -r "$SRC/server" "$SRC/client" "$WORK/src/" && cp "$SRC/proto/ops.def" "$WORK/src/proto/"
+}
+copy_tests() {
+    copy && mkdir -p "$WORK/src/tests" && cp -r "$SRC/tests/worker" "$SRC/tests/server" \
+        "$SRC/tests/wire" "$WORK/src/tests/"
 }
 # expect NAME MESSAGE: the check fails on the copy and says MESSAGE
 expect() {
@@ -79,21 +82,21 @@ copy
 sed -i 's/^\(EVENT_RECORD .*| \)noreply stream/\1stream        /' "$WORK/src/proto/ops.def"
 expect "async op without noreply" "EVENT_RECORD is sent without waiting but is not flagged noreply"
 
-copy
+copy_tests
 printf 'static void raw(struct peer *p)\n{\n    uint64_t d = 1;\n    call_result(p, PROTO_OP_MEM_FREE, &d, 1, NULL, 0);\n}\n' \
     >>"$WORK/src/tests/worker/test_worker.c"
 expect "test packs words by position" "test_worker.c:[0-9]*: call_result() sends 'PROTO_OP_MEM_FREE' with argument words by position"
 
-copy
+copy_tests
 sed -i 's/WIRE_OP(MEM_FREE, .dptr = d)/WIRE_OP(MEM_FREE, d)/' "$WORK/src/tests/server/test_server.c"
 expect "WIRE_OP with a word by position" "WIRE_OP(MEM_FREE): 'd' is not \`.name = value\`"
 
-copy
+copy_tests
 sed -i 's/WIRE_OP_N(MODULE_LOAD, 1, .id = MOD_ID)/WIRE_OP_N(MODULE_LOAD, 1, .id = MOD_ID, .image_len = 9)/' \
     "$WORK/src/tests/server/test_server.c"
 expect "WIRE_OP_N names past its count" "WIRE_OP_N(MODULE_LOAD, 1) names image_len"
 
-copy
+copy_tests
 sed -i 's/WIRE_OP_REST(MODULE_LOAD_JIT,/WIRE_OP_REST(LINK_CREATE,/' "$WORK/src/tests/worker/test_worker.c"
 expect "WIRE_OP_REST of a fixed op" "WIRE_OP_REST of LINK_CREATE"
 
