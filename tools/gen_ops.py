@@ -372,6 +372,168 @@ def check_sources(ops, root):
     return findings
 
 
+# ---- --check: the tests that speak the wire name their calls' arguments ---------------------
+
+WIRE_MARK = "positional:"  # the comment on a call a test packs by position on purpose
+# A helper that sends a call: (unsigned op, const uint64_t *args, size_t nargs) among its
+# parameters, filled with WIRE_OP(OP, .name = v, ...) (tests/wire/wire_client.h) by its callers.
+HELPER_PARAMS = re.compile(r"\bunsigned\s+op\s*,\s*const\s+uint64_t\s*\*\s*args\s*,\s*"
+                           r"size_t\s+nargs\b")
+WIRE_MACRO = re.compile(r"\bWIRE_OP(_N|_REST)?\s*\(")
+WIRE_DEFINE = re.compile(r"^[ \t]*#[ \t]*define[ \t]+(\w+)(\([^)]*\))?[ \t]*(?:\\\n)?\s*"
+                         r"WIRE_OP(?:_N|_REST)?\s*\(", re.M)
+
+
+def test_files(root):
+    files = {}
+    tdir = os.path.join(root, "tests")
+    for dirpath, dirnames, filenames in os.walk(tdir):
+        dirnames.sort()
+        for name in sorted(filenames):
+            if name.endswith((".c", ".h")):
+                path = os.path.join(dirpath, name)
+                raw = open(path, errors="replace").read()
+                files[os.path.relpath(path, root)] = (raw, strip_comments(raw))
+    return files
+
+
+def line_of(text, pos):
+    return text.count("\n", 0, pos) + 1
+
+
+def check_wire_op(ops_by_name, where, kind, parts, params):
+    """One WIRE_OP / WIRE_OP_N / WIRE_OP_REST: a known op, its arguments by name."""
+    findings = []
+    macro = "WIRE_OP" + (kind or "")
+    fixed = 2 if kind in ("_N", "_REST") else 1
+    parts = [re.sub(r"\\\n", " ", p).strip() for p in parts]  # a #define's continuations
+    name = parts[0] if parts else ""
+    op = ops_by_name.get(name)
+    if op is None:
+        if name not in params:  # a parameter of the macro that wraps it
+            findings.append(f"{where}: {macro} of unknown op {name}")
+        return findings
+    offset, words = {}, 0
+    for n, w, _ in op.args:
+        offset[n] = (words, w)
+        words += w
+    named = []
+    for p in parts[fixed:]:
+        g = re.match(r"^\.\s*([a-z_][a-z0-9_]*)\s*(\[[^\]]*\])?\s*=", p)
+        if not g:
+            findings.append(f"{where}: {macro}({name}): '{p}' is not `.name = value` "
+                            "(arguments are named, never placed by position)")
+            continue
+        if g.group(1) not in offset:
+            findings.append(f"{where}: {name} has no argument {g.group(1)}")
+            continue
+        named.append(g.group(1))
+    if kind == "_REST" and op.variadic is None:
+        findings.append(f"{where}: WIRE_OP_REST of {name}, whose last argument is not variable")
+    if kind == "_N":
+        n = parts[1] if len(parts) > 1 else ""
+        if not re.match(r"^\d+$", n):
+            findings.append(f"{where}: WIRE_OP_N({name}, {n}): the count must be a number")
+        else:
+            n = int(n)
+            if n < op.min_args or n >= op.nargs:
+                findings.append(f"{where}: WIRE_OP_N({name}, {n}): {name} takes {op.min_args} "
+                                f"required and {op.nargs} words in all (a call short of its "
+                                f"required ones goes by position, marked '{WIRE_MARK}')")
+            for a in named:
+                if sum(offset[a]) > n:
+                    findings.append(f"{where}: WIRE_OP_N({name}, {n}) names {a}, which lies "
+                                    f"past its {n} words")
+    return findings
+
+
+def check_tests(ops, root):
+    """The tests that drive a worker over the wire pack no argument words by position: every
+    call of a sending helper names its op and arguments through WIRE_OP (or passes on its own
+    caller's op, args, nargs); a call malformed on purpose says so with a comment holding
+    'positional:' on its lines or the line above."""
+    findings = []
+    by_name = {op.name: op for op in ops}
+    files = test_files(root)
+    includes, helpers, wrappers = {}, {}, {}
+    for fn, (raw, text) in files.items():
+        includes[fn] = [m.group(1) for m in re.finditer(r'#\s*include\s+"(tests/[^"]+)"', raw)]
+        helpers[fn] = {}
+        for m in HELPER_PARAMS.finditer(text):
+            depth, i = 0, m.start() - 1
+            while i >= 0:  # back to the '(' of its parameter list
+                if text[i] == ")":
+                    depth += 1
+                elif text[i] == "(":
+                    if depth == 0:
+                        break
+                    depth -= 1
+                i -= 1
+            head = re.search(r"(\w+)\s*$", text[:max(i, 0)])
+            if head:
+                params = split_top(text[i + 1:m.start()] + "op")
+                helpers[fn][head.group(1)] = len(params) - 1  # where its op goes
+        wrappers[fn] = {m.group(1) for m in WIRE_DEFINE.finditer(text)}
+
+    def seen(fn, table, done=None):  # what fn sees: its own and its included headers'
+        done = done if done is not None else set()
+        if fn in done or fn not in files:
+            return {}
+        done.add(fn)
+        out = {}
+        for inc in includes[fn]:
+            got = seen(inc, table, done)
+            out.update(got if isinstance(got, dict) else dict.fromkeys(got))
+        mine = table[fn]
+        out.update(mine if isinstance(mine, dict) else dict.fromkeys(mine))
+        return out
+
+    for fn, (raw, text) in files.items():
+        raw_lines = raw.split("\n")
+
+        def marked(start, end):
+            lo, hi = line_of(text, start), line_of(text, end)
+            return any(WIRE_MARK in raw_lines[k - 1] for k in range(max(1, lo - 1), hi + 1))
+
+        # every WIRE_OP names a known op and its arguments
+        defines = [(m.start(), m.end(), m.group(1) or "") for m in
+                   re.finditer(r"^[ \t]*#[ \t]*define[ \t]+\w+(\([^)]*\))?(?:[^\n]*\\\n)*[^\n]*",
+                               text, re.M)]
+        for m in WIRE_MACRO.finditer(text):
+            params = set()
+            for a, b, plist in defines:
+                if a <= m.start() < b:
+                    params = {x.strip() for x in plist.strip("()").split(",")}
+            parts = split_top(balanced(text, m.end()))
+            findings += check_wire_op(by_name, f"{fn}:{line_of(text, m.start())}", m.group(1),
+                                      parts, params)
+        # every call of a sending helper: WIRE_OP, passed on, or marked
+        hs, ws = seen(fn, helpers), set(seen(fn, wrappers))
+        for name, idx in hs.items():
+            for m in re.finditer(r"(?<![\w.>])" + re.escape(name) + r"\s*\(", text):
+                body = balanced(text, m.end())
+                if HELPER_PARAMS.search(body):
+                    continue  # its definition or prototype
+                parts = split_top(body)
+                group = parts[idx] if idx < len(parts) else ""
+                if WIRE_MACRO.match(group) or re.match(r"^(\w+)\b", group) and \
+                        re.match(r"^(\w+)\b", group).group(1) in ws:
+                    continue
+                if parts[idx:idx + 3] == ["op", "args", "nargs"]:
+                    continue  # a helper passing on its caller's op and words
+                if not marked(m.start(), m.end() + len(body)):
+                    findings.append(f"{fn}:{line_of(text, m.start())}: {name}() sends '{group}' "
+                                    "with argument words by position: name them with WIRE_OP "
+                                    f"(tests/wire/wire_client.h), or mark a call malformed on "
+                                    f"purpose with a '/* {WIRE_MARK} why */' comment")
+        # a Call's words set by hand (a frame test, the wire client itself)
+        for m in re.finditer(r"(\.|->)n_args\s*=(?!=)", text):
+            if not marked(m.start(), m.end()):
+                findings.append(f"{fn}:{line_of(text, m.start())}: a Call's argument words set by "
+                                f"position without a '/* {WIRE_MARK} why */' comment")
+    return findings
+
+
 def split_top(s):
     """Split a macro argument list at its top-level commas."""
     parts, depth, cur = [], 0, ""
@@ -416,7 +578,7 @@ def main():
         write(os.path.join(a.out_dir, "server", "op_dispatch.h"), gen_dispatch_h(ops))
         write(os.path.join(a.out_dir, "server", "op_dispatch.c"), gen_dispatch_c(ops))
     if a.check:
-        findings = check_sources(ops, a.check)
+        findings = check_sources(ops, a.check) + check_tests(ops, a.check)
         for f in findings:
             print(f)
         print(f"op table: {len(ops)} ops, {len(handlers(ops))} handlers, "

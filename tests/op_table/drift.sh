@@ -5,7 +5,9 @@
 # a positional argument write in the client (call.a.words[i] = v) outside the generic forwarder,
 # that forwarder (client/api/nccl_ext.c) without its run-time check against proto_ops[], a table
 # whose ops share a handler with different arguments, and an op the client sends without
-# waiting that the table does not flag noreply.
+# waiting that the table does not flag noreply; and in the wire tests, a call that packs its
+# argument words by position without a 'positional:' comment, WIRE_OP with a word placed by
+# position, WIRE_OP_N naming an argument past its count, WIRE_OP_REST of an op not variable.
 # Usage: drift.sh PYTHON SRC_ROOT
 set -u
 PY=$1 SRC=$2
@@ -13,10 +15,14 @@ WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 fails=0
 
-# copy: a fresh copy of what the check reads
+# copy: a fresh copy of what the check reads (the tests' sources only where a case needs them)
 copy() {
     rm -rf "$WORK/src" && mkdir -p "$WORK/src/proto" &&
         cp -r "$SRC/server" "$SRC/client" "$WORK/src/" && cp "$SRC/proto/ops.def" "$WORK/src/proto/"
+}
+copy_tests() {
+    copy && mkdir -p "$WORK/src/tests" && cp -r "$SRC/tests/worker" "$SRC/tests/server" \
+        "$SRC/tests/wire" "$WORK/src/tests/"
 }
 # expect NAME MESSAGE: the check fails on the copy and says MESSAGE
 expect() {
@@ -75,5 +81,23 @@ expect "shared handler, different arguments" "STREAM_QUERY shares srv_op_stream_
 copy
 sed -i 's/^\(EVENT_RECORD .*| \)noreply stream/\1stream        /' "$WORK/src/proto/ops.def"
 expect "async op without noreply" "EVENT_RECORD is sent without waiting but is not flagged noreply"
+
+copy_tests
+printf 'static void raw(struct peer *p)\n{\n    uint64_t d = 1;\n    call_result(p, PROTO_OP_MEM_FREE, &d, 1, NULL, 0);\n}\n' \
+    >>"$WORK/src/tests/worker/test_worker.c"
+expect "test packs words by position" "test_worker.c:[0-9]*: call_result() sends 'PROTO_OP_MEM_FREE' with argument words by position"
+
+copy_tests
+sed -i 's/WIRE_OP(MEM_FREE, .dptr = d)/WIRE_OP(MEM_FREE, d)/' "$WORK/src/tests/server/test_server.c"
+expect "WIRE_OP with a word by position" "WIRE_OP(MEM_FREE): 'd' is not \`.name = value\`"
+
+copy_tests
+sed -i 's/WIRE_OP_N(MODULE_LOAD, 1, .id = MOD_ID)/WIRE_OP_N(MODULE_LOAD, 1, .id = MOD_ID, .image_len = 9)/' \
+    "$WORK/src/tests/server/test_server.c"
+expect "WIRE_OP_N names past its count" "WIRE_OP_N(MODULE_LOAD, 1) names image_len"
+
+copy_tests
+sed -i 's/WIRE_OP_REST(MODULE_LOAD_JIT,/WIRE_OP_REST(LINK_CREATE,/' "$WORK/src/tests/worker/test_worker.c"
+expect "WIRE_OP_REST of a fixed op" "WIRE_OP_REST of LINK_CREATE"
 
 [ $fails -eq 0 ] && echo "drift caught: PASS" || exit 1

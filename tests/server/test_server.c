@@ -195,10 +195,12 @@ static void start_session(struct client *c)
     rgpu__welcome__free_unpacked(w, NULL);
 }
 
-static void send_call(struct client *c, unsigned op, unsigned flags, const uint64_t *args,
-                      size_t nargs, const void *data, size_t len, const void *bulk, size_t bulk_len)
+/* One Call: its op and arguments (WIRE_OP), frame flags, inline data and bulk. */
+static void send_call(struct client *c, unsigned op, const uint64_t *args, size_t nargs,
+                      unsigned flags, const void *data, size_t len, const void *bulk,
+                      size_t bulk_len)
 {
-    wire_call(c->conn, c->next_id++, op, c->ctx, flags, args, nargs, data, len, bulk, bulk_len);
+    wire_call(c->conn, c->next_id++, c->ctx, op, args, nargs, flags, data, len, bulk, bulk_len);
 }
 
 /* The next frame must be a Reply; its bulk (if any) lands in bulk. */
@@ -217,7 +219,7 @@ static int call_sync(struct client *c, unsigned op, const uint64_t *args, size_t
     Rgpu__Reply *r;
     int res;
 
-    send_call(c, op, 0, args, nargs, NULL, 0, NULL, 0);
+    send_call(c, op, args, nargs, 0, NULL, 0, NULL, 0);
     r = get_reply(c, NULL, 0);
     res = r->result;
     for (size_t i = 0; out != NULL && i < r->n_out && i < 4; i++)
@@ -230,7 +232,7 @@ static uint64_t mem_alloc(struct client *c, uint64_t size)
 {
     uint64_t out[4] = {0};
 
-    assert_int_equal(call_sync(c, PROTO_OP_MEM_ALLOC, &size, 1, out), CUDA_SUCCESS);
+    assert_int_equal(call_sync(c, WIRE_OP(MEM_ALLOC, .size = size), out), CUDA_SUCCESS);
     assert_int_not_equal(out[0], 0);
     return out[0];
 }
@@ -320,33 +322,35 @@ static void test_copies(void **state)
 {
     struct client c;
     static uint8_t src[BIG], dst[BIG];
-    uint64_t d, args[4];
+    uint64_t d;
     Rgpu__Reply *r;
 
     fill(src, BIG);
     start_session(&c);
     d = mem_alloc(&c, BIG);
-    args[0] = d, args[1] = BIG, args[2] = PROTO_STREAM_NULL, args[3] = 0;
-    send_call(&c, PROTO_OP_MEMCPY_HTOD, 0, args, 4, NULL, 0, src, BIG); /* bulk */
+    send_call(&c, WIRE_OP(MEMCPY_HTOD, .dst = d, .size = BIG, .stream = PROTO_STREAM_NULL), 0, NULL,
+              0, src, BIG); /* bulk */
     r = get_reply(&c, NULL, 0);
     assert_int_equal(r->result, CUDA_SUCCESS);
     rgpu__reply__free_unpacked(r, NULL);
     memset(src + 1000, 0xa5, 3000);
-    args[0] = d + 1000, args[1] = 3000, args[3] = 1;
-    send_call(&c, PROTO_OP_MEMCPY_HTOD, PROTO_FLAG_NOREPLY, args, 4, src + 1000, 3000, NULL, 0);
-    args[0] = d, args[1] = BIG, args[3] = 0;
-    send_call(&c, PROTO_OP_MEMCPY_DTOH, 0, args, 4, NULL, 0, NULL, 0); /* streamed back */
+    send_call(&c,
+              WIRE_OP(MEMCPY_HTOD, .dst = d + 1000, .size = 3000, .stream = PROTO_STREAM_NULL,
+                      .async = 1),
+              PROTO_FLAG_NOREPLY, src + 1000, 3000, NULL, 0);
+    send_call(&c, WIRE_OP(MEMCPY_DTOH, .src = d, .size = BIG, .stream = PROTO_STREAM_NULL), 0, NULL,
+              0, NULL, 0); /* streamed back */
     r = get_reply(&c, dst, BIG);
     assert_int_equal(r->result, CUDA_SUCCESS);
     assert_memory_equal(src, dst, BIG);
     rgpu__reply__free_unpacked(r, NULL);
-    args[0] = d + 900, args[1] = 300;
-    send_call(&c, PROTO_OP_MEMCPY_DTOH, 0, args, 4, NULL, 0, NULL, 0); /* inline */
+    send_call(&c, WIRE_OP(MEMCPY_DTOH, .src = d + 900, .size = 300, .stream = PROTO_STREAM_NULL), 0,
+              NULL, 0, NULL, 0); /* inline */
     r = get_reply(&c, NULL, 0);
     assert_int_equal(r->data.len, 300);
     assert_memory_equal(r->data.data, src + 900, 300);
     rgpu__reply__free_unpacked(r, NULL);
-    assert_int_equal(call_sync(&c, PROTO_OP_MEM_FREE, &d, 1, NULL), CUDA_SUCCESS);
+    assert_int_equal(call_sync(&c, WIRE_OP(MEM_FREE, .dptr = d), NULL), CUDA_SUCCESS);
     bye(&c);
     expect_ended(&c, "status 0");
 }
@@ -355,14 +359,14 @@ static void test_async_error_and_bad_calls(void **state)
 {
     struct client c;
     struct proto_frame_hdr hdr;
-    uint64_t d, args[5];
+    uint64_t d;
     Rgpu__AsyncError *e;
 
     start_session(&c);
     d = mem_alloc(&c, 4096);
-    args[0] = d + (1ull << 40), args[1] = d, args[2] = 64, args[3] = 0, args[4] = 1;
-    send_call(&c, PROTO_OP_MEMCPY_DTOD, PROTO_FLAG_NOREPLY, args, 5, NULL, 0, NULL, 0);
-    send_call(&c, PROTO_OP_NOP, 0, NULL, 0, NULL, 0, NULL, 0);
+    send_call(&c, WIRE_OP(MEMCPY_DTOD, .dst = d + (1ull << 40), .src = d, .size = 64, .async = 1),
+              PROTO_FLAG_NOREPLY, NULL, 0, NULL, 0);
+    send_call(&c, WIRE_OP(NOP), 0, NULL, 0, NULL, 0);
     assert_int_equal(proto_recv(c.conn, &hdr, c.buf, sizeof(c.buf)), RG_OK);
     assert_int_equal(hdr.type, PROTO_ASYNC_ERROR); /* before the NOP's reply */
     e = rgpu__async_error__unpack(NULL, hdr.msg_len, c.buf);
@@ -373,14 +377,17 @@ static void test_async_error_and_bad_calls(void **state)
     assert_non_null(strstr(e->message, "CUDA_ERROR_"));
     rgpu__async_error__free_unpacked(e, NULL);
     rgpu__reply__free_unpacked(get_reply(&c, NULL, 0), NULL);
-    args[0] = (5000ull << 4) | PROTO_H_EVENT; /* never created */
-    assert_int_equal(call_sync(&c, PROTO_OP_EVENT_SYNCHRONIZE, args, 1, NULL),
+    assert_int_equal(/* never created */
+                     call_sync(&c,
+                               WIRE_OP(EVENT_SYNCHRONIZE, .event = (5000ull << 4) | PROTO_H_EVENT),
+                               NULL),
                      CUDA_ERROR_INVALID_HANDLE);
-    args[0] = (5001ull << 4) | PROTO_H_STREAM;
-    assert_int_equal(call_sync(&c, PROTO_OP_STREAM_QUERY, args, 1, NULL),
-                     CUDA_ERROR_INVALID_HANDLE);
-    assert_int_equal(call_sync(&c, PROTO_OP_COUNT + 40, NULL, 0, NULL), CUDA_ERROR_NOT_SUPPORTED);
-    assert_int_equal(call_sync(&c, PROTO_OP_NOP, NULL, 0, NULL), CUDA_SUCCESS);
+    assert_int_equal(
+        call_sync(&c, WIRE_OP(STREAM_QUERY, .stream = (5001ull << 4) | PROTO_H_STREAM), NULL),
+        CUDA_ERROR_INVALID_HANDLE);
+    assert_int_equal(call_sync(&c, PROTO_OP_COUNT + 40, NULL, 0, NULL), /* positional: no op */
+                     CUDA_ERROR_NOT_SUPPORTED);
+    assert_int_equal(call_sync(&c, WIRE_OP(NOP), NULL), CUDA_SUCCESS);
     bye(&c);
     expect_ended(&c, "status 0");
 }
@@ -395,17 +402,16 @@ static void load_scale_kernel(struct client *c)
 {
     static const char ptx[] = ".version 8.0\n.target sm_90\n.entry _Z5scalePffi()\n";
     static const uint32_t want[] = {3, 0, 8, 8, 4, 12, 4};
-    uint64_t args[2] = {MOD_ID, 0};
     Rgpu__Reply *r;
 
-    send_call(c, PROTO_OP_MODULE_LOAD, 0, args, 1, ptx, sizeof(ptx), NULL, 0);
+    /* the image as data, without image_flags and image_len (optional: the image sent whole) */
+    send_call(c, WIRE_OP_N(MODULE_LOAD, 1, .id = MOD_ID), 0, ptx, sizeof(ptx), NULL, 0);
     r = get_reply(c, NULL, 0);
     assert_int_equal(r->result, CUDA_SUCCESS);
     rgpu__reply__free_unpacked(r, NULL);
-    args[0] = FUNC_ID, args[1] = MOD_ID;
-    send_call(c, PROTO_OP_MODULE_GET_FUNCTION, PROTO_FLAG_NOREPLY, args, 2, "_Z5scalePffi", 12,
-              NULL, 0);
-    send_call(c, PROTO_OP_FUNC_GET_PARAM_LAYOUT, 0, args, 1, NULL, 0, NULL, 0);
+    send_call(c, WIRE_OP(MODULE_GET_FUNCTION, .id = FUNC_ID, .parent = MOD_ID), PROTO_FLAG_NOREPLY,
+              "_Z5scalePffi", 12, NULL, 0);
+    send_call(c, WIRE_OP(FUNC_GET_PARAM_LAYOUT, .func = FUNC_ID), 0, NULL, 0, NULL, 0);
     r = get_reply(c, NULL, 0);
     assert_int_equal(r->result, CUDA_SUCCESS);
     assert_int_equal(r->n_out, 7);
@@ -420,22 +426,23 @@ static void launch_scale(struct client *c, uint64_t x, float s, int n, size_t pa
 {
     uint8_t data[16 + sizeof(CUlaunchAttribute)] = {0};
     CUlaunchAttribute attr = {.id = CU_LAUNCH_ATTRIBUTE_PRIORITY};
-    uint64_t args[11] = {FUNC_ID, 1, 1, 1, 64, 1, 1, 0, STREAM_ID, params_len, nattr};
-
     memcpy(data, &x, 8);
     memcpy(data + 8, &s, 4);
     memcpy(data + 12, &n, 4);
     memcpy(data + params_len, &attr, sizeof(attr));
-    send_call(c, PROTO_OP_LAUNCH, PROTO_FLAG_NOREPLY, args, 11, data,
-              params_len + nattr * sizeof(attr), NULL, 0);
+    send_call(c,
+              WIRE_OP(LAUNCH, .func = FUNC_ID, .gx = 1, .gy = 1, .gz = 1, .bx = 64, .by = 1,
+                      .bz = 1, .stream = STREAM_ID, .params_len = params_len, .nattr = nattr),
+              PROTO_FLAG_NOREPLY, data, params_len + nattr * sizeof(attr), NULL, 0);
 }
 
 static void check_floats(struct client *c, uint64_t d, const float *want, int n)
 {
-    uint64_t args[4] = {d, (uint64_t)n * 4, PROTO_STREAM_NULL, 0};
     Rgpu__Reply *r;
 
-    send_call(c, PROTO_OP_MEMCPY_DTOH, 0, args, 4, NULL, 0, NULL, 0);
+    send_call(c,
+              WIRE_OP(MEMCPY_DTOH, .src = d, .size = (uint64_t)n * 4, .stream = PROTO_STREAM_NULL),
+              0, NULL, 0, NULL, 0);
     r = get_reply(c, NULL, 0);
     assert_int_equal(r->result, CUDA_SUCCESS);
     assert_int_equal(r->data.len, (size_t)n * 4);
@@ -450,7 +457,7 @@ static void test_module_launch(void **state)
     struct client c;
     struct proto_frame_hdr hdr;
     float host[64], ms;
-    uint64_t d, args[4], out[4];
+    uint64_t d, out[4];
     Rgpu__AsyncError *e;
 
     start_session(&c);
@@ -458,31 +465,29 @@ static void test_module_launch(void **state)
     for (int i = 0; i < 64; i++)
         host[i] = (float)i;
     d = mem_alloc(&c, sizeof(host));
-    args[0] = d, args[1] = sizeof(host), args[2] = PROTO_STREAM_NULL, args[3] = 0;
-    send_call(&c, PROTO_OP_MEMCPY_HTOD, 0, args, 4, host, sizeof(host), NULL, 0);
+    send_call(&c, WIRE_OP(MEMCPY_HTOD, .dst = d, .size = sizeof(host), .stream = PROTO_STREAM_NULL),
+              0, host, sizeof(host), NULL, 0);
     rgpu__reply__free_unpacked(get_reply(&c, NULL, 0), NULL);
-    args[0] = STREAM_ID, args[1] = 0, args[2] = 0;
-    send_call(&c, PROTO_OP_STREAM_CREATE, PROTO_FLAG_NOREPLY, args, 3, NULL, 0, NULL, 0);
-    args[0] = EV0_ID, args[1] = 0;
-    send_call(&c, PROTO_OP_EVENT_CREATE, PROTO_FLAG_NOREPLY, args, 2, NULL, 0, NULL, 0);
-    args[0] = EV1_ID;
-    send_call(&c, PROTO_OP_EVENT_CREATE, PROTO_FLAG_NOREPLY, args, 2, NULL, 0, NULL, 0);
-    args[0] = EV0_ID, args[1] = STREAM_ID, args[2] = 0;
-    send_call(&c, PROTO_OP_EVENT_RECORD, PROTO_FLAG_NOREPLY, args, 3, NULL, 0, NULL, 0);
+    send_call(&c, WIRE_OP(STREAM_CREATE, .id = STREAM_ID), PROTO_FLAG_NOREPLY, NULL, 0, NULL, 0);
+    send_call(&c, WIRE_OP(EVENT_CREATE, .id = EV0_ID), PROTO_FLAG_NOREPLY, NULL, 0, NULL, 0);
+    send_call(&c, WIRE_OP(EVENT_CREATE, .id = EV1_ID), PROTO_FLAG_NOREPLY, NULL, 0, NULL, 0);
+    send_call(&c, WIRE_OP(EVENT_RECORD, .event = EV0_ID, .stream = STREAM_ID), PROTO_FLAG_NOREPLY,
+              NULL, 0, NULL, 0);
     launch_scale(&c, d, 2.0f, 64, 16, 0);
     launch_scale(&c, d, 3.0f, 64, 16, 1); /* through cuLaunchKernelEx */
-    args[0] = EV1_ID;
-    send_call(&c, PROTO_OP_EVENT_RECORD, PROTO_FLAG_NOREPLY, args, 3, NULL, 0, NULL, 0);
-    assert_int_equal(call_sync(&c, PROTO_OP_EVENT_SYNCHRONIZE, args, 1, NULL), CUDA_SUCCESS);
-    args[0] = EV0_ID, args[1] = EV1_ID;
-    assert_int_equal(call_sync(&c, PROTO_OP_EVENT_ELAPSED, args, 2, out), CUDA_SUCCESS);
+    send_call(&c, WIRE_OP(EVENT_RECORD, .event = EV1_ID, .stream = STREAM_ID), PROTO_FLAG_NOREPLY,
+              NULL, 0, NULL, 0);
+    assert_int_equal(call_sync(&c, WIRE_OP(EVENT_SYNCHRONIZE, .event = EV1_ID), NULL),
+                     CUDA_SUCCESS);
+    assert_int_equal(call_sync(&c, WIRE_OP(EVENT_ELAPSED, .start = EV0_ID, .end = EV1_ID), out),
+                     CUDA_SUCCESS);
     memcpy(&ms, &out[0], sizeof(ms));
     assert_true(ms >= 0.0f);
     for (int i = 0; i < 64; i++)
         host[i] *= 6.0f;
     check_floats(&c, d, host, 64);
     launch_scale(&c, d, 2.0f, 64, 12, 0); /* n not covered */
-    send_call(&c, PROTO_OP_NOP, 0, NULL, 0, NULL, 0, NULL, 0);
+    send_call(&c, WIRE_OP(NOP), 0, NULL, 0, NULL, 0);
     assert_int_equal(proto_recv(c.conn, &hdr, c.buf, sizeof(c.buf)), RG_OK);
     assert_int_equal(hdr.type, PROTO_ASYNC_ERROR);
     e = rgpu__async_error__unpack(NULL, hdr.msg_len, c.buf);
@@ -491,10 +496,9 @@ static void test_module_launch(void **state)
     rgpu__async_error__free_unpacked(e, NULL);
     rgpu__reply__free_unpacked(get_reply(&c, NULL, 0), NULL);
     check_floats(&c, d, host, 64); /* untouched */
-    args[0] = STREAM_ID;
-    send_call(&c, PROTO_OP_STREAM_DESTROY, PROTO_FLAG_NOREPLY, args, 1, NULL, 0, NULL, 0);
-    args[0] = MOD_ID;
-    assert_int_equal(call_sync(&c, PROTO_OP_MODULE_UNLOAD, args, 1, NULL), CUDA_SUCCESS);
+    send_call(&c, WIRE_OP(STREAM_DESTROY, .handle = STREAM_ID), PROTO_FLAG_NOREPLY, NULL, 0, NULL,
+              0);
+    assert_int_equal(call_sync(&c, WIRE_OP(MODULE_UNLOAD, .handle = MOD_ID), NULL), CUDA_SUCCESS);
     transport_close(c.conn); /* the two events and the allocation are left to the worker */
     expect_ended(&c, "status 0");
 }
@@ -503,17 +507,18 @@ static void test_module_launch(void **state)
 static void bulk_round_trip(struct client *c, uint64_t d, size_t len, uint8_t seed)
 {
     static uint8_t src[1 << 20], dst[1 << 20];
-    uint64_t args[4] = {d, len, PROTO_STREAM_NULL, 0};
     Rgpu__Reply *r;
 
     assert_true(len <= sizeof(src));
     for (size_t i = 0; i < len; i++)
         src[i] = (uint8_t)(i * 7 + seed);
-    send_call(c, PROTO_OP_MEMCPY_HTOD, 0, args, 4, NULL, 0, src, len);
+    send_call(c, WIRE_OP(MEMCPY_HTOD, .dst = d, .size = len, .stream = PROTO_STREAM_NULL), 0, NULL,
+              0, src, len);
     r = get_reply(c, NULL, 0);
     assert_int_equal(r->result, CUDA_SUCCESS);
     rgpu__reply__free_unpacked(r, NULL);
-    send_call(c, PROTO_OP_MEMCPY_DTOH, 0, args, 4, NULL, 0, NULL, 0);
+    send_call(c, WIRE_OP(MEMCPY_DTOH, .src = d, .size = len, .stream = PROTO_STREAM_NULL), 0, NULL,
+              0, NULL, 0);
     r = get_reply(c, dst, len);
     assert_int_equal(r->result, CUDA_SUCCESS);
     assert_memory_equal(src, dst, len);
@@ -525,21 +530,21 @@ static void bulk_round_trip(struct client *c, uint64_t d, size_t len, uint8_t se
 static void test_contexts_and_staging(void **state)
 {
     struct client c;
-    uint64_t d, ctx = (2000ull << 4) | PROTO_H_CTX, args[3] = {ctx, 0, 0};
+    const uint64_t ctx = (2000ull << 4) | PROTO_H_CTX;
+    uint64_t d;
 
     start_session(&c);
     d = mem_alloc(&c, 1 << 20);
-    assert_int_equal(call_sync(&c, PROTO_OP_CTX_CREATE, args, 3, NULL), CUDA_SUCCESS);
+    assert_int_equal(call_sync(&c, WIRE_OP(CTX_CREATE, .id = ctx), NULL), CUDA_SUCCESS);
     c.ctx = ctx;
     bulk_round_trip(&c, d, 1 << 20, 1);
-    assert_int_equal(call_sync(&c, PROTO_OP_CTX_DESTROY, &ctx, 1, NULL), CUDA_SUCCESS);
+    assert_int_equal(call_sync(&c, WIRE_OP(CTX_DESTROY, .ctx = ctx), NULL), CUDA_SUCCESS);
     c.ctx = PROTO_PRIMARY_CTX_ID(0);
     bulk_round_trip(&c, d, 1 << 20, 2);
-    args[0] = 0;
-    assert_int_equal(call_sync(&c, PROTO_OP_PRIMARY_CTX_RESET, args, 1, NULL), CUDA_SUCCESS);
+    assert_int_equal(call_sync(&c, WIRE_OP(PRIMARY_CTX_RESET, .dev = 0), NULL), CUDA_SUCCESS);
     d = mem_alloc(&c, 1 << 20);
     bulk_round_trip(&c, d, 1 << 20, 3);
-    assert_int_equal(call_sync(&c, PROTO_OP_CTX_DESTROY, &ctx, 1, NULL),
+    assert_int_equal(call_sync(&c, WIRE_OP(CTX_DESTROY, .ctx = ctx), NULL),
                      CUDA_ERROR_INVALID_CONTEXT);
     bye(&c);
     expect_ended(&c, "status 0");
@@ -558,7 +563,7 @@ static void send_raw_header(struct client *c, uint32_t magic, uint32_t msg_len)
 static void test_malformed_ends_only_its_session(void **state)
 {
     struct client good, bad_magic, oversized;
-    uint64_t d, args[4] = {0, 8, PROTO_STREAM_NULL, 0}, out[4];
+    uint64_t d, out[4];
     static const uint8_t bytes[8] = "rgpu-ok";
     Rgpu__Reply *r;
 
@@ -573,16 +578,17 @@ static void test_malformed_ends_only_its_session(void **state)
     expect_ended(&bad_magic, "status 2");
     expect_ended(&oversized, "status 2");
     assert_true(wait_log("malformed message from", NULL, 0));
-    args[0] = d;
-    send_call(&good, PROTO_OP_MEMCPY_HTOD, 0, args, 4, bytes, 8, NULL, 0);
+    send_call(&good, WIRE_OP(MEMCPY_HTOD, .dst = d, .size = 8, .stream = PROTO_STREAM_NULL), 0,
+              bytes, 8, NULL, 0);
     rgpu__reply__free_unpacked(get_reply(&good, NULL, 0), NULL);
-    send_call(&good, PROTO_OP_MEMCPY_DTOH, 0, args, 4, NULL, 0, NULL, 0);
+    send_call(&good, WIRE_OP(MEMCPY_DTOH, .src = d, .size = 8, .stream = PROTO_STREAM_NULL), 0,
+              NULL, 0, NULL, 0);
     r = get_reply(&good, NULL, 0);
     assert_int_equal(r->result, CUDA_SUCCESS);
     assert_int_equal(r->data.len, 8);
     assert_memory_equal(r->data.data, bytes, 8);
     rgpu__reply__free_unpacked(r, NULL);
-    assert_int_equal(call_sync(&good, PROTO_OP_MEM_GET_INFO, NULL, 0, out), CUDA_SUCCESS);
+    assert_int_equal(call_sync(&good, WIRE_OP(MEM_GET_INFO), out), CUDA_SUCCESS);
     transport_close(bad_magic.conn);
     transport_close(oversized.conn);
     bye(&good);
@@ -594,6 +600,13 @@ static void test_malformed_ends_only_its_session(void **state)
  * mid-copy ends that session only. */
 #define LANE_STRIPE (4u << 20)
 #define LANE_COPY   (12u << 20)
+/* The lane copy of LANE_COPY bytes at device address d, in stripes over two lanes. */
+#define HTOD_LANES(d)                                                                              \
+    WIRE_OP(MEMCPY_HTOD_LANES, .dptr = (d), .size = LANE_COPY, .stream = PROTO_STREAM_NULL,        \
+            .nlanes = 2, .stripe = LANE_STRIPE)
+#define DTOH_LANES(d)                                                                              \
+    WIRE_OP(MEMCPY_DTOH_LANES, .dptr = (d), .size = LANE_COPY, .stream = PROTO_STREAM_NULL,        \
+            .nlanes = 2, .stripe = LANE_STRIPE)
 
 static struct transport_conn *lane_open(const Rgpu__Welcome *w, uint32_t index, bool secret)
 {
@@ -622,14 +635,16 @@ static void lanes_move(struct transport_conn *lane[2], uint8_t *buf, bool send)
     }
 }
 
-/* One lane copy whose lanes move their bytes; its answer must be want. */
-static void lanes_copy(struct client *c, struct transport_conn *lane[2], bool htod,
-                       const uint64_t *args, uint8_t *buf, int want)
+/* One lane copy at d whose lanes move their bytes; its answer must be want. */
+static void lanes_copy(struct client *c, struct transport_conn *lane[2], bool htod, uint64_t d,
+                       uint8_t *buf, int want)
 {
     Rgpu__Reply *r;
 
-    send_call(c, htod ? PROTO_OP_MEMCPY_HTOD_LANES : PROTO_OP_MEMCPY_DTOH_LANES, 0, args, 6, NULL,
-              0, NULL, 0);
+    if (htod)
+        send_call(c, HTOD_LANES(d), 0, NULL, 0, NULL, 0);
+    else
+        send_call(c, DTOH_LANES(d), 0, NULL, 0, NULL, 0);
     lanes_move(lane, buf, htod);
     r = get_reply(c, NULL, 0);
     assert_int_equal(r->result, want);
@@ -642,33 +657,33 @@ static void test_lanes(void **state)
     struct client c, other;
     struct transport_conn *stranger, *lane[2];
     Rgpu__Welcome *w = connect_hello(&c, PROTO_VERSION);
-    uint64_t d, ctx, args[6] = {0, LANE_COPY, PROTO_STREAM_NULL, 0, 2, LANE_STRIPE};
+    uint64_t d, ctx;
     Rgpu__Reply *r;
 
     assert_non_null(w->lane_addr);
     fill(src, LANE_COPY);
-    args[0] = d = mem_alloc(&c, LANE_COPY);
+    d = mem_alloc(&c, LANE_COPY);
     stranger = lane_open(w, 0, false);
     lane[0] = lane_open(w, 0, true);
     lane[1] = lane_open(w, 1, true);
-    lanes_copy(&c, lane, true, args, src, CUDA_SUCCESS);
+    lanes_copy(&c, lane, true, d, src, CUDA_SUCCESS);
     assert_true(wait_log("a data lane connection without the session's secret", NULL, 0));
     expect_closed_conn(stranger);
-    lanes_copy(&c, lane, false, args, dst, CUDA_SUCCESS);
+    lanes_copy(&c, lane, false, d, dst, CUDA_SUCCESS);
     assert_memory_equal(src, dst, LANE_COPY);
     /* In a context the worker does not know, the copies fail and still move their bytes (a
      * DtoH sends zeros), so the lanes stay in step for the next copy. */
     ctx = c.ctx;
     c.ctx = 0x5151;
-    lanes_copy(&c, lane, true, args, src, CUDA_ERROR_INVALID_CONTEXT);
-    lanes_copy(&c, lane, false, args, dst, CUDA_ERROR_INVALID_CONTEXT);
+    lanes_copy(&c, lane, true, d, src, CUDA_ERROR_INVALID_CONTEXT);
+    lanes_copy(&c, lane, false, d, dst, CUDA_ERROR_INVALID_CONTEXT);
     assert_int_equal(dst[0] | dst[LANE_COPY / 2] | dst[LANE_COPY - 1], 0);
     c.ctx = ctx;
-    lanes_copy(&c, lane, false, args, dst, CUDA_SUCCESS);
+    lanes_copy(&c, lane, false, d, dst, CUDA_SUCCESS);
     assert_memory_equal(src, dst, LANE_COPY);
     /* Lane 1 goes away before its stripe: the session ends; another goes on. */
     start_session(&other);
-    send_call(&c, PROTO_OP_MEMCPY_HTOD_LANES, 0, args, 6, NULL, 0, NULL, 0);
+    send_call(&c, HTOD_LANES(d), 0, NULL, 0, NULL, 0);
     transport_close(lane[1]);
     r = get_reply(&c, NULL, 0); /* the call's answer, then the end */
     assert_int_equal(r->result, CUDA_ERROR_DEVICE_UNAVAILABLE);
@@ -693,18 +708,18 @@ static void test_lane_silent_peer(void **state)
     struct client c;
     struct transport_conn *silent, *lane[2];
     Rgpu__Welcome *w = connect_hello(&c, PROTO_VERSION);
-    uint64_t args[6] = {0, LANE_COPY, PROTO_STREAM_NULL, 0, 2, LANE_STRIPE};
+    uint64_t d;
     uint8_t one = 0x42;
     struct iovec iov = {&one, 1};
 
     fill(src, LANE_COPY);
-    args[0] = mem_alloc(&c, LANE_COPY);
+    d = mem_alloc(&c, LANE_COPY);
     assert_int_equal(transport_tcp_ops.connect(w->lane_addr, NULL, &silent), RG_OK);
     assert_int_equal(transport_sendv(silent, &iov, 1), RG_OK);
     lane[0] = lane_open(w, 0, true);
     lane[1] = lane_open(w, 1, true);
-    lanes_copy(&c, lane, true, args, src, CUDA_SUCCESS);
-    lanes_copy(&c, lane, false, args, dst, CUDA_SUCCESS);
+    lanes_copy(&c, lane, true, d, src, CUDA_SUCCESS);
+    lanes_copy(&c, lane, false, d, dst, CUDA_SUCCESS);
     assert_memory_equal(src, dst, LANE_COPY);
     expect_closed_conn(silent);
     bye(&c);
@@ -721,11 +736,10 @@ static void test_lanes_missing(void **state)
     struct client c;
     struct transport_conn *lane;
     Rgpu__Welcome *w = connect_hello(&c, PROTO_VERSION);
-    uint64_t args[6] = {0, LANE_COPY, PROTO_STREAM_NULL, 0, 2, LANE_STRIPE};
+    uint64_t d = mem_alloc(&c, LANE_COPY);
 
-    args[0] = mem_alloc(&c, LANE_COPY);
     lane = lane_open(w, 0, true);
-    send_call(&c, PROTO_OP_MEMCPY_HTOD_LANES, 0, args, 6, NULL, 0, NULL, 0);
+    send_call(&c, HTOD_LANES(d), 0, NULL, 0, NULL, 0);
     rgpu__reply__free_unpacked(get_reply(&c, NULL, 0), NULL);
     expect_closed(&c);
     expect_ended(&c, "status 2");

@@ -61,7 +61,7 @@ static void send_call(struct pair *p, size_t data_len, const void *bulk, uint64_
     call.id = 42;
     call.op = PROTO_OP_MEMCPY_HTOD;
     call.ctx = PROTO_PRIMARY_CTX_ID(0);
-    call.n_args = 3;
+    call.n_args = 3; /* positional: words of the codec test, not a call the worker runs */
     call.args = args;
     call.data = (ProtobufCBinaryData){data_len, data};
     assert_int_equal(proto_send(p->tx, PROTO_CALL, &call.base, bulk, bulk_len), RG_OK);
@@ -215,7 +215,7 @@ static void random_call(Rgpu__Call *m, uint64_t *args, uint8_t *data, uint64_t *
     m->id = round % 5 == 0 ? 0 : x >> (x % 64);
     m->op = round % 7 == 0 ? 0 : (uint32_t)(x % PROTO_OP_COUNT);
     m->ctx = round % 3 == 0 ? 0 : x << (round % 60);
-    m->n_args = (size_t)(round % 21);
+    m->n_args = (size_t)(round % 21); /* positional: random words for the codec */
     for (size_t i = 0; i < m->n_args; i++)
         args[i] = i % 4 == 0 ? 0 : (x * (i + 1)) >> ((i * 9) % 64);
     m->args = args;

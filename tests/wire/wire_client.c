@@ -22,16 +22,16 @@ Rgpu__Welcome *wire_hello(struct transport_conn *conn, const Rgpu__Hello *h, uin
     return w;
 }
 
-void wire_call(struct transport_conn *conn, uint64_t id, unsigned op, uint64_t ctx, unsigned flags,
-               const uint64_t *args, size_t nargs, const void *data, size_t len, const void *bulk,
-               size_t bulk_len)
+void wire_call(struct transport_conn *conn, uint64_t id, uint64_t ctx, unsigned op,
+               const uint64_t *args, size_t nargs, unsigned flags, const void *data, size_t len,
+               const void *bulk, size_t bulk_len)
 {
     Rgpu__Call c = RGPU__CALL__INIT;
 
     c.id = id;
     c.op = op;
     c.ctx = ctx;
-    c.n_args = nargs;
+    c.n_args = nargs; /* positional: the words WIRE_OP packed, as they come */
     c.args = (uint64_t *)args;
     c.data = (ProtobufCBinaryData){len, (uint8_t *)data};
     assert_int_equal(proto_send_flags(conn, PROTO_CALL, flags, &c.base, bulk, bulk_len), RG_OK);

@@ -264,7 +264,7 @@ static CUresult call_in(struct client *c, uint64_t ctx, unsigned op, const uint6
     Rgpu__Reply *r;
     CUresult res;
 
-    wire_call(c->conn, c->next_id++, op, ctx, 0, args, nargs, data, len, NULL, 0);
+    wire_call(c->conn, c->next_id++, ctx, op, args, nargs, 0, data, len, NULL, 0);
     r = wire_reply(c->conn, c->buf, sizeof(c->buf), NULL, 0);
     res = (CUresult)r->result;
     for (size_t i = 0; i < r->n_out && i < cap; i++)
@@ -284,8 +284,25 @@ static uint64_t quota_free(struct client *c)
 {
     uint64_t out[2] = {0, 0};
 
-    assert_int_equal(call(c, PROTO_OP_MEM_GET_INFO, NULL, 0, NULL, 0, out, 2), CUDA_SUCCESS);
+    assert_int_equal(call(c, WIRE_OP(MEM_GET_INFO), NULL, 0, out, 2), CUDA_SUCCESS);
     return out[0];
+}
+
+/* A new stream capturing, its graph bound to the id g (STREAM_GET_CAPTURE_INFO). */
+static void capture_bound(struct client *c, uint64_t stream, uint64_t g, uint64_t out[8])
+{
+    assert_int_equal(call(c, WIRE_OP(STREAM_CREATE, .id = stream, .flags = CU_STREAM_NON_BLOCKING),
+                          NULL, 0, NULL, 0),
+                     CUDA_SUCCESS);
+    assert_int_equal(
+        call(c,
+             WIRE_OP(STREAM_BEGIN_CAPTURE, .stream = stream, .mode = CU_STREAM_CAPTURE_MODE_GLOBAL),
+             NULL, 0, NULL, 0),
+        CUDA_SUCCESS);
+    assert_int_equal(call(c,
+                          WIRE_OP(STREAM_GET_CAPTURE_INFO, .stream = stream, .graph = g, .bind = 1),
+                          NULL, 0, out, 8),
+                     CUDA_SUCCESS);
 }
 
 /* A server-to-server receive never waited for ends with its session (e11cedd: it outlived it,
@@ -298,7 +315,7 @@ static void test_sessions_in_one_process(void **state)
     const uint64_t stream = (800ull << 4) | PROTO_H_STREAM, g = (801ull << 4) | PROTO_H_GRAPH;
     struct sockaddr_in to = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     uint8_t secret[32] = {7};
-    uint64_t a[4], out[8] = {0}, cancel = 1;
+    uint64_t out[8] = {0};
     struct client *c = calloc(1, sizeof(*c));
     char addr[64];
     int status, fd;
@@ -306,39 +323,30 @@ static void test_sessions_in_one_process(void **state)
 
     assert_non_null(c);
     client_open(c, addr);
-    a[0] = 0x10000, a[1] = 4096;
-    assert_int_equal(call(c, PROTO_OP_PEER_RECV, a, 2, secret, sizeof(secret), out, 1),
-                     CUDA_SUCCESS);
+    assert_int_equal(
+        call(c, WIRE_OP(PEER_RECV, .dst = 0x10000, .size = 4096), secret, sizeof(secret), out, 1),
+        CUDA_SUCCESS);
     to.sin_port = htons((uint16_t)out[0]);
-    a[0] = stream, a[1] = CU_STREAM_NON_BLOCKING, a[2] = 0;
-    assert_int_equal(call(c, PROTO_OP_STREAM_CREATE, a, 3, NULL, 0, NULL, 0), CUDA_SUCCESS);
-    a[1] = CU_STREAM_CAPTURE_MODE_GLOBAL;
-    assert_int_equal(call(c, PROTO_OP_STREAM_BEGIN_CAPTURE, a, 2, NULL, 0, NULL, 0), CUDA_SUCCESS);
-    a[1] = g, a[2] = 1;
-    assert_int_equal(call(c, PROTO_OP_STREAM_GET_CAPTURE_INFO, a, 3, NULL, 0, out, 8),
-                     CUDA_SUCCESS);
-    a[0] = CU_LIMIT_MALLOC_HEAP_SIZE, a[1] = 1 << 20;
-    assert_int_equal(call(c, PROTO_OP_CTX_SET_LIMIT, a, 2, NULL, 0, NULL, 0), CUDA_SUCCESS);
+    capture_bound(c, stream, g, out);
+    assert_int_equal(
+        call(c, WIRE_OP(CTX_SET_LIMIT, .limit = CU_LIMIT_MALLOC_HEAP_SIZE, .value = 1 << 20), NULL,
+             0, NULL, 0),
+        CUDA_SUCCESS);
     transport_close(c->conn); /* the session ends with all of that held */
 
     client_open(c, addr);
-    assert_int_equal(call(c, PROTO_OP_NOP, NULL, 0, NULL, 0, NULL, 0), CUDA_SUCCESS);
+    assert_int_equal(call(c, WIRE_OP(NOP), NULL, 0, NULL, 0), CUDA_SUCCESS);
     fd = socket(AF_INET, SOCK_STREAM, 0);
     assert_int_equal(connect(fd, (struct sockaddr *)&to, sizeof(to)), -1);
     assert_int_equal(errno, ECONNREFUSED);
     close(fd);
-    assert_int_equal(call(c, PROTO_OP_PEER_WAIT, &cancel, 1, NULL, 0, NULL, 0),
+    assert_int_equal(call(c, WIRE_OP(PEER_WAIT, .cancel = 1), NULL, 0, NULL, 0),
                      CUDA_ERROR_ILLEGAL_STATE);
     /* the same ids are this session's to bind anew */
-    a[0] = stream, a[1] = CU_STREAM_NON_BLOCKING, a[2] = 0;
-    assert_int_equal(call(c, PROTO_OP_STREAM_CREATE, a, 3, NULL, 0, NULL, 0), CUDA_SUCCESS);
-    a[1] = CU_STREAM_CAPTURE_MODE_GLOBAL;
-    assert_int_equal(call(c, PROTO_OP_STREAM_BEGIN_CAPTURE, a, 2, NULL, 0, NULL, 0), CUDA_SUCCESS);
-    a[1] = g, a[2] = 1;
-    assert_int_equal(call(c, PROTO_OP_STREAM_GET_CAPTURE_INFO, a, 3, NULL, 0, out, 8),
-                     CUDA_SUCCESS);
-    a[1] = g;
-    assert_int_equal(call(c, PROTO_OP_STREAM_END_CAPTURE, a, 2, NULL, 0, NULL, 0), CUDA_SUCCESS);
+    capture_bound(c, stream, g, out);
+    assert_int_equal(
+        call(c, WIRE_OP(STREAM_END_CAPTURE, .stream = stream, .graph = g), NULL, 0, NULL, 0),
+        CUDA_SUCCESS);
     transport_close(c->conn);
     assert_int_equal(waitpid(pid, &status, 0), pid);
     assert_true(WIFEXITED(status));
@@ -355,7 +363,6 @@ static void test_limits_component(void **state)
     const uint64_t mib = 1u << 20, ctx_a = (900ull << 4) | PROTO_H_CTX;
     const uint64_t ctx_b = (901ull << 4) | PROTO_H_CTX;
     struct client *c = calloc(1, sizeof(*c));
-    uint64_t a[1];
     char addr[64];
     int status;
     pid_t pid = serve_in_process(2, addr, sizeof(addr));
@@ -364,14 +371,15 @@ static void test_limits_component(void **state)
     client_open(c, addr);
     assert_int_equal(quota_free(c), 4 * mib);
     for (uint64_t ctx = ctx_a; ctx <= ctx_b; ctx += 16) {
-        uint64_t create[3] = {ctx, 0, 0}, limit[2] = {CU_LIMIT_MALLOC_HEAP_SIZE, mib};
-        assert_int_equal(call(c, PROTO_OP_CTX_CREATE, create, 3, NULL, 0, NULL, 0), CUDA_SUCCESS);
-        assert_int_equal(call_in(c, ctx, PROTO_OP_CTX_SET_LIMIT, limit, 2, NULL, 0, NULL, 0),
-                         CUDA_SUCCESS);
+        assert_int_equal(call(c, WIRE_OP(CTX_CREATE, .id = ctx), NULL, 0, NULL, 0), CUDA_SUCCESS);
+        assert_int_equal(
+            call_in(c, ctx,
+                    WIRE_OP(CTX_SET_LIMIT, .limit = CU_LIMIT_MALLOC_HEAP_SIZE, .value = mib), NULL,
+                    0, NULL, 0),
+            CUDA_SUCCESS);
     }
     assert_int_equal(quota_free(c), 2 * mib);
-    a[0] = ctx_a;
-    assert_int_equal(call(c, PROTO_OP_CTX_DESTROY, a, 1, NULL, 0, NULL, 0), CUDA_SUCCESS);
+    assert_int_equal(call(c, WIRE_OP(CTX_DESTROY, .ctx = ctx_a), NULL, 0, NULL, 0), CUDA_SUCCESS);
     assert_int_equal(quota_free(c), 3 * mib);
     transport_close(c->conn); /* ends with ctx_b's heap charged */
 

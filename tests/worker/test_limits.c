@@ -17,21 +17,17 @@ static void test_graph_memcpy_node_bounds(void **state)
 {
     struct peer p;
     const uint64_t g = H(10, PROTO_H_GRAPH), shadow = H(11, PROTO_H_SHADOW);
-    uint64_t a[16] = {0}, dev;
+    uint64_t dev;
 
     (void)state;
     peer_open(&p, NULL, NULL);
-    a[0] = 1 << 20;
-    assert_int_equal(peer_call(&p, PROTO_OP_MEM_ALLOC, a, 1, &dev, 1), CUDA_SUCCESS);
-    a[0] = shadow, a[1] = 4096;
-    assert_int_equal(peer_call(&p, PROTO_OP_SHADOW_ALLOC, a, 2, NULL, 0), CUDA_SUCCESS);
-    a[0] = g, a[1] = 0;
-    assert_int_equal(peer_call(&p, PROTO_OP_GRAPH_CREATE, a, 2, NULL, 0), CUDA_SUCCESS);
-    a[2] = CU_GRAPH_NODE_TYPE_MEMCPY, a[3] = 0;
+    assert_int_equal(peer_call(&p, WIRE_OP(MEM_ALLOC, .size = 1 << 20), &dev, 1), CUDA_SUCCESS);
+    assert_int_equal(peer_call(&p, WIRE_OP(SHADOW_ALLOC, .id = shadow, .size = 4096), NULL, 0),
+                     CUDA_SUCCESS);
+    assert_int_equal(peer_call(&p, WIRE_OP(GRAPH_CREATE, .id = g), NULL, 0), CUDA_SUCCESS);
     /* The fake driver takes one row only (Height 1), so the cases are single rows; the
      * worker checks (height - 1) * pitch + width for more. */
-    /* device -> shadow, [srckind, src, srcpitch, dstkind, dst, dstpitch, width, height] */
-    uint64_t *n = &a[4];
+    /* device -> shadow, targ [srckind, src, srcpitch, dstkind, dst, dstpitch, width, height] */
     struct {
         uint64_t width, height, pitch;
         CUresult want;
@@ -42,17 +38,25 @@ static void test_graph_memcpy_node_bounds(void **state)
         {0, 1, 0, CUDA_SUCCESS},                         /* nothing */
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-        a[1] = H(100 + i, PROTO_H_GRAPH_NODE);
-        n[0] = 0, n[1] = dev, n[2] = cases[i].pitch;
-        n[3] = 1, n[4] = shadow, n[5] = cases[i].pitch, n[6] = cases[i].width,
-        n[7] = cases[i].height;
-        assert_int_equal(peer_call(&p, PROTO_OP_GRAPH_ADD_NODE, a, 16, NULL, 0), cases[i].want);
+        const uint64_t pitch = cases[i].pitch, width = cases[i].width, height = cases[i].height;
+
+        assert_int_equal(
+            peer_call(&p,
+                      WIRE_OP(GRAPH_ADD_NODE, .graph = g, .node = H(100 + i, PROTO_H_GRAPH_NODE),
+                              .type = CU_GRAPH_NODE_TYPE_MEMCPY,
+                              .targ = {0, dev, pitch, 1, shadow, pitch, width, height}),
+                      NULL, 0),
+            cases[i].want);
         /* the same with the shadow as the source (the worker's heap read back) */
-        a[1] = H(200 + i, PROTO_H_GRAPH_NODE);
-        n[0] = 1, n[1] = shadow, n[3] = 0, n[4] = dev;
-        assert_int_equal(peer_call(&p, PROTO_OP_GRAPH_ADD_NODE, a, 16, NULL, 0), cases[i].want);
+        assert_int_equal(
+            peer_call(&p,
+                      WIRE_OP(GRAPH_ADD_NODE, .graph = g, .node = H(200 + i, PROTO_H_GRAPH_NODE),
+                              .type = CU_GRAPH_NODE_TYPE_MEMCPY,
+                              .targ = {1, shadow, pitch, 0, dev, pitch, width, height}),
+                      NULL, 0),
+            cases[i].want);
     }
-    assert_int_equal(peer_call(&p, PROTO_OP_NOP, NULL, 0, NULL, 0), CUDA_SUCCESS);
+    assert_int_equal(peer_call(&p, WIRE_OP(NOP), NULL, 0), CUDA_SUCCESS);
     assert_int_equal(peer_finish(&p), 0);
 }
 
@@ -108,16 +112,15 @@ static CUresult vmm_create(struct peer *p, uint64_t id, uint64_t size)
 {
     CUmemAllocationProp prop = {.type = CU_MEM_ALLOCATION_TYPE_PINNED,
                                 .location = {CU_MEM_LOCATION_TYPE_DEVICE, 0}};
-    uint64_t a[3] = {H(id, PROTO_H_MEM_HANDLE), size, 0};
-
-    return peer_call_data(p, PROTO_OP_MEM_CREATE, a, 3, &prop, sizeof(prop), NULL, 0, NULL, 0);
+    return peer_call_data(p, WIRE_OP(MEM_CREATE, .id = H(id, PROTO_H_MEM_HANDLE), .size = size),
+                          &prop, sizeof(prop), NULL, 0, NULL, 0);
 }
 
 static uint64_t mem_free(struct peer *p)
 {
     uint64_t out[2] = {0};
 
-    assert_int_equal(peer_call(p, PROTO_OP_MEM_GET_INFO, NULL, 0, out, 2), CUDA_SUCCESS);
+    assert_int_equal(peer_call(p, WIRE_OP(MEM_GET_INFO), out, 2), CUDA_SUCCESS);
     return out[0];
 }
 
@@ -129,57 +132,70 @@ static void test_vmm_release_while_mapped(void **state)
     struct peer p;
     const uint64_t mib2 = 2u << 20;
     CUmemAccessDesc acc = {{CU_MEM_LOCATION_TYPE_DEVICE, 0}, CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
-    uint64_t a[6], va, word = 0;
+    uint64_t va, word = 0;
 
     (void)state;
     quota_tenant("4MiB");
     peer_open(&p, "alice", "s3cret");
-    a[0] = 2 * mib2, a[1] = 0, a[2] = 0, a[3] = 0;
-    assert_int_equal(peer_call(&p, PROTO_OP_MEM_ADDRESS_RESERVE, a, 4, &va, 1), CUDA_SUCCESS);
+    assert_int_equal(peer_call(&p, WIRE_OP(MEM_ADDRESS_RESERVE, .size = 2 * mib2), &va, 1),
+                     CUDA_SUCCESS);
     assert_int_equal(vmm_create(&p, 1, mib2), CUDA_SUCCESS);
-    a[0] = va, a[1] = mib2, a[2] = 0, a[3] = H(1, PROTO_H_MEM_HANDLE), a[4] = 0;
-    assert_int_equal(peer_call(&p, PROTO_OP_MEM_MAP, a, 5, NULL, 0), CUDA_SUCCESS);
-    a[0] = va, a[1] = mib2;
     assert_int_equal(
-        peer_call_data(&p, PROTO_OP_MEM_SET_ACCESS, a, 2, &acc, sizeof(acc), NULL, 0, NULL, 0),
+        peer_call(&p, WIRE_OP(MEM_MAP, .ptr = va, .size = mib2, .handle = H(1, PROTO_H_MEM_HANDLE)),
+                  NULL, 0),
         CUDA_SUCCESS);
-    a[0] = H(1, PROTO_H_MEM_HANDLE);
-    assert_int_equal(peer_call(&p, PROTO_OP_MEM_RELEASE, a, 1, NULL, 0), CUDA_SUCCESS);
+    assert_int_equal(peer_call_data(&p, WIRE_OP(MEM_SET_ACCESS, .ptr = va, .size = mib2), &acc,
+                                    sizeof(acc), NULL, 0, NULL, 0),
+                     CUDA_SUCCESS);
+    assert_int_equal(
+        peer_call(&p, WIRE_OP(MEM_RELEASE, .handle = H(1, PROTO_H_MEM_HANDLE)), NULL, 0),
+        CUDA_SUCCESS);
     assert_int_equal(mem_free(&p), mib2); /* the mapping still holds 2 MiB */
     /* use it after the release: memset a word, read it back */
-    a[0] = va, a[1] = 0x5a, a[2] = 1, a[3] = 8, a[4] = PROTO_STREAM_NULL, a[5] = 0;
-    assert_int_equal(peer_call(&p, PROTO_OP_MEMSET, a, 6, NULL, 0), CUDA_SUCCESS);
-    a[0] = va, a[1] = 8, a[2] = PROTO_STREAM_NULL, a[3] = 0;
-    assert_int_equal(peer_call_data(&p, PROTO_OP_MEMCPY_DTOH, a, 4, NULL, 0, NULL, 0, &word, 8),
+    assert_int_equal(peer_call(&p,
+                               WIRE_OP(MEMSET, .dst = va, .value = 0x5a, .elemsize = 1, .count = 8,
+                                       .stream = PROTO_STREAM_NULL),
+                               NULL, 0),
                      CUDA_SUCCESS);
+    assert_int_equal(
+        peer_call_data(&p, WIRE_OP(MEMCPY_DTOH, .src = va, .size = 8, .stream = PROTO_STREAM_NULL),
+                       NULL, 0, NULL, 0, &word, 8),
+        CUDA_SUCCESS);
     assert_int_equal(word, 0x5a5a5a5a5a5a5a5aull);
     /* the quota holds: 2 MiB more fit, 2 MiB after that do not */
     assert_int_equal(vmm_create(&p, 2, mib2), CUDA_SUCCESS);
     assert_int_equal(vmm_create(&p, 3, mib2), CUDA_ERROR_OUT_OF_MEMORY);
-    a[0] = 1 << 20;
-    assert_int_equal(peer_call(&p, PROTO_OP_MEM_ALLOC, a, 1, NULL, 0), CUDA_ERROR_OUT_OF_MEMORY);
+    assert_int_equal(peer_call(&p, WIRE_OP(MEM_ALLOC, .size = 1 << 20), NULL, 0),
+                     CUDA_ERROR_OUT_OF_MEMORY);
     /* the last mapping gone, the charge goes with it */
-    a[0] = va, a[1] = mib2;
-    assert_int_equal(peer_call(&p, PROTO_OP_MEM_UNMAP, a, 2, NULL, 0), CUDA_SUCCESS);
+    assert_int_equal(peer_call(&p, WIRE_OP(MEM_UNMAP, .ptr = va, .size = mib2), NULL, 0),
+                     CUDA_SUCCESS);
     assert_int_equal(mem_free(&p), mib2);
     assert_int_equal(vmm_create(&p, 3, mib2), CUDA_SUCCESS);
     /* a handle mapped twice is charged once, until both mappings and the handle are gone */
-    a[0] = va, a[1] = mib2, a[2] = 0, a[3] = H(3, PROTO_H_MEM_HANDLE), a[4] = 0;
-    assert_int_equal(peer_call(&p, PROTO_OP_MEM_MAP, a, 5, NULL, 0), CUDA_SUCCESS);
-    a[0] = va + mib2;
-    assert_int_equal(peer_call(&p, PROTO_OP_MEM_MAP, a, 5, NULL, 0), CUDA_SUCCESS);
-    a[0] = H(3, PROTO_H_MEM_HANDLE);
-    assert_int_equal(peer_call(&p, PROTO_OP_MEM_RELEASE, a, 1, NULL, 0), CUDA_SUCCESS);
+    assert_int_equal(
+        peer_call(&p, WIRE_OP(MEM_MAP, .ptr = va, .size = mib2, .handle = H(3, PROTO_H_MEM_HANDLE)),
+                  NULL, 0),
+        CUDA_SUCCESS);
+    assert_int_equal(peer_call(&p,
+                               WIRE_OP(MEM_MAP, .ptr = va + mib2, .size = mib2,
+                                       .handle = H(3, PROTO_H_MEM_HANDLE)),
+                               NULL, 0),
+                     CUDA_SUCCESS);
+    assert_int_equal(
+        peer_call(&p, WIRE_OP(MEM_RELEASE, .handle = H(3, PROTO_H_MEM_HANDLE)), NULL, 0),
+        CUDA_SUCCESS);
     assert_int_equal(mem_free(&p), 0);
-    a[0] = va, a[1] = mib2;
-    assert_int_equal(peer_call(&p, PROTO_OP_MEM_UNMAP, a, 2, NULL, 0), CUDA_SUCCESS);
+    assert_int_equal(peer_call(&p, WIRE_OP(MEM_UNMAP, .ptr = va, .size = mib2), NULL, 0),
+                     CUDA_SUCCESS);
     assert_int_equal(mem_free(&p), 0);
-    a[0] = va + mib2;
-    assert_int_equal(peer_call(&p, PROTO_OP_MEM_UNMAP, a, 2, NULL, 0), CUDA_SUCCESS);
+    assert_int_equal(peer_call(&p, WIRE_OP(MEM_UNMAP, .ptr = va + mib2, .size = mib2), NULL, 0),
+                     CUDA_SUCCESS);
     assert_int_equal(mem_free(&p), mib2);
     /* released before any mapping: given back at once, as before */
-    a[0] = H(2, PROTO_H_MEM_HANDLE);
-    assert_int_equal(peer_call(&p, PROTO_OP_MEM_RELEASE, a, 1, NULL, 0), CUDA_SUCCESS);
+    assert_int_equal(
+        peer_call(&p, WIRE_OP(MEM_RELEASE, .handle = H(2, PROTO_H_MEM_HANDLE)), NULL, 0),
+        CUDA_SUCCESS);
     assert_int_equal(mem_free(&p), 2 * mib2);
     assert_int_equal(peer_finish(&p), 0);
     memset(&peer_cfg.tenants, 0, sizeof(peer_cfg.tenants));
@@ -189,16 +205,16 @@ static void test_vmm_release_while_mapped(void **state)
 static uint64_t load_function(struct peer *p, uint64_t mod_n, uint64_t fn_n, const char *name)
 {
     static const char ptx[] = ".version 8.0\n.target sm_90\n.entry hello\n";
-    uint64_t a[3] = {H(mod_n, PROTO_H_MODULE), 0, sizeof(ptx)};
-
-    assert_int_equal(
-        peer_call_data(p, PROTO_OP_MODULE_LOAD, a, 2, ptx, sizeof(ptx), NULL, 0, NULL, 0),
-        CUDA_SUCCESS);
-    a[0] = H(fn_n, PROTO_H_FUNCTION), a[1] = H(mod_n, PROTO_H_MODULE);
-    assert_int_equal(
-        peer_call_data(p, PROTO_OP_MODULE_GET_FUNCTION, a, 2, name, strlen(name), NULL, 0, NULL, 0),
-        CUDA_SUCCESS);
-    return a[0];
+    /* the image as data, without image_len (optional: the image is sent whole) */
+    assert_int_equal(peer_call_data(p, WIRE_OP_N(MODULE_LOAD, 2, .id = H(mod_n, PROTO_H_MODULE)),
+                                    ptx, sizeof(ptx), NULL, 0, NULL, 0),
+                     CUDA_SUCCESS);
+    assert_int_equal(peer_call_data(p,
+                                    WIRE_OP(MODULE_GET_FUNCTION, .id = H(fn_n, PROTO_H_FUNCTION),
+                                            .parent = H(mod_n, PROTO_H_MODULE)),
+                                    name, strlen(name), NULL, 0, NULL, 0),
+                     CUDA_SUCCESS);
+    return H(fn_n, PROTO_H_FUNCTION);
 }
 
 /* h_launch receives the parameters into session scratch, and srv_param_pointers then grew that
@@ -210,46 +226,50 @@ static void test_launch_params_grow_scratch(void **state)
     struct peer p;
     const size_t plen = 131056;
     uint8_t *params = calloc(1, plen);
-    uint64_t a[11] = {0}, dev;
+    uint64_t dev, f;
 
     (void)state;
     peer_open(&p, NULL, NULL);
     /* vadd(a, b, c, n = 1) on a device block: c = a + b */
-    a[0] = 64;
-    assert_int_equal(peer_call(&p, PROTO_OP_MEM_ALLOC, a, 1, &dev, 1), CUDA_SUCCESS);
+    assert_int_equal(peer_call(&p, WIRE_OP(MEM_ALLOC, .size = 64), &dev, 1), CUDA_SUCCESS);
     float ab[2] = {1.5f, 2.0f}, c = 0;
     uint64_t ptrs[3] = {dev, dev + 4, dev + 8};
     int n = 1;
-    a[0] = dev, a[1] = sizeof(ab), a[2] = PROTO_STREAM_NULL, a[3] = 0;
-    assert_int_equal(
-        peer_call_data(&p, PROTO_OP_MEMCPY_HTOD, a, 4, ab, sizeof(ab), NULL, 0, NULL, 0),
-        CUDA_SUCCESS);
+    assert_int_equal(peer_call_data(&p,
+                                    WIRE_OP(MEMCPY_HTOD, .dst = dev, .size = sizeof(ab),
+                                            .stream = PROTO_STREAM_NULL),
+                                    ab, sizeof(ab), NULL, 0, NULL, 0),
+                     CUDA_SUCCESS);
     memcpy(params, ptrs, sizeof(ptrs));
     memcpy(params + 24, &n, sizeof(n));
-    memset(a, 0, sizeof(a));
-    a[0] = load_function(&p, 1, 2, "_Z4vaddPKfS0_Pfi");
-    a[1] = a[2] = a[3] = a[4] = a[5] = a[6] = 1;
-    a[8] = PROTO_STREAM_NULL, a[9] = plen, a[10] = 0;
+    f = load_function(&p, 1, 2, "_Z4vaddPKfS0_Pfi");
     for (int i = 0; i < 2; i++) /* the second runs on the grown scratch */
         assert_int_equal(
-            peer_call_bulk(&p, PROTO_OP_LAUNCH, a, 11, NULL, 0, params, plen, NULL, 0, NULL, 0),
+            peer_call_bulk(&p,
+                           WIRE_OP(LAUNCH, .func = f, .gx = 1, .gy = 1, .gz = 1, .bx = 1, .by = 1,
+                                   .bz = 1, .stream = PROTO_STREAM_NULL, .params_len = plen),
+                           NULL, 0, params, plen, NULL, 0, NULL, 0),
             CUDA_SUCCESS);
-    a[0] = dev + 8, a[1] = 4, a[2] = PROTO_STREAM_NULL, a[3] = 0;
-    assert_int_equal(peer_call_data(&p, PROTO_OP_MEMCPY_DTOH, a, 4, NULL, 0, NULL, 0, &c, 4),
-                     CUDA_SUCCESS);
+    assert_int_equal(
+        peer_call_data(&p,
+                       WIRE_OP(MEMCPY_DTOH, .src = dev + 8, .size = 4, .stream = PROTO_STREAM_NULL),
+                       NULL, 0, NULL, 0, &c, 4),
+        CUDA_SUCCESS);
     assert_true(c == 3.5f);
     /* parameters beyond SRV_LAUNCH_PARAMS_MAX are refused, not received into scratch */
     uint8_t *huge = calloc(1, SRV_LAUNCH_PARAMS_MAX + 16);
     assert_non_null(huge);
     memcpy(huge, ptrs, sizeof(ptrs));
     memcpy(huge + 24, &n, sizeof(n));
-    a[0] = H(2, PROTO_H_FUNCTION), a[1] = a[2] = a[3] = a[4] = a[5] = a[6] = 1;
-    a[7] = 0, a[8] = PROTO_STREAM_NULL, a[9] = SRV_LAUNCH_PARAMS_MAX + 16, a[10] = 0;
     assert_int_equal(
-        peer_call_bulk(&p, PROTO_OP_LAUNCH, a, 11, NULL, 0, huge, a[9], NULL, 0, NULL, 0),
+        peer_call_bulk(&p,
+                       WIRE_OP(LAUNCH, .func = H(2, PROTO_H_FUNCTION), .gx = 1, .gy = 1, .gz = 1,
+                               .bx = 1, .by = 1, .bz = 1, .stream = PROTO_STREAM_NULL,
+                               .params_len = SRV_LAUNCH_PARAMS_MAX + 16),
+                       NULL, 0, huge, SRV_LAUNCH_PARAMS_MAX + 16, NULL, 0, NULL, 0),
         CUDA_ERROR_INVALID_VALUE);
     free(huge);
-    assert_int_equal(peer_call(&p, PROTO_OP_NOP, NULL, 0, NULL, 0), CUDA_SUCCESS);
+    assert_int_equal(peer_call(&p, WIRE_OP(NOP), NULL, 0), CUDA_SUCCESS);
     assert_int_equal(peer_finish(&p), 0);
     free(params);
 }
@@ -282,7 +302,6 @@ static void test_module_cache_many_files(void **state)
     static const char ptx[] = ".version 8.0\n.target sm_90\n.entry fresh\n";
     char dir[] = "/tmp/rgpu-limits-cache-XXXXXX", sub[128], path[256], cmd[160];
     uint8_t filler[2048];
-    uint64_t a[2] = {H(1, PROTO_H_MODULE), PROTO_IMAGE_CACHE};
     struct peer p;
     size_t n;
 
@@ -301,9 +320,12 @@ static void test_module_cache_many_files(void **state)
     snprintf(peer_cfg.module_cache, sizeof(peer_cfg.module_cache), "%s", dir);
     peer_cfg.module_cache_max = 9u << 20;
     peer_open(&p, NULL, NULL);
-    assert_int_equal(
-        peer_call_bulk(&p, PROTO_OP_MODULE_LOAD, a, 2, NULL, 0, ptx, sizeof(ptx), NULL, 0, NULL, 0),
-        CUDA_SUCCESS);
+    assert_int_equal(/* the image as bulk, without image_len (optional: sent whole) */
+                     peer_call_bulk(&p,
+                                    WIRE_OP_N(MODULE_LOAD, 2, .id = H(1, PROTO_H_MODULE),
+                                              .image_flags = PROTO_IMAGE_CACHE),
+                                    NULL, 0, ptx, sizeof(ptx), NULL, 0, NULL, 0),
+                     CUDA_SUCCESS);
     assert_int_equal(peer_finish(&p), 0);
     assert_true(dir_bytes(sub, &n) <= 9u << 20);
     assert_true(n > 4000 && n < 5000);
@@ -320,60 +342,66 @@ static void test_uncharged_paths(void **state)
 {
     struct peer p;
     const uint64_t mib = 1u << 20;
-    uint64_t a[3], out[2];
+    uint64_t out[2];
 
     (void)state;
     quota_tenant("4MiB");
     peer_open(&p, "alice", "s3cret");
     /* shadows: 3 MiB pinned leaves 1 MiB */
-    a[0] = H(1, PROTO_H_SHADOW), a[1] = 3 * mib;
-    assert_int_equal(peer_call(&p, PROTO_OP_SHADOW_ALLOC, a, 2, NULL, 0), CUDA_SUCCESS);
+    assert_int_equal(
+        peer_call(&p, WIRE_OP(SHADOW_ALLOC, .id = H(1, PROTO_H_SHADOW), .size = 3 * mib), NULL, 0),
+        CUDA_SUCCESS);
     assert_int_equal(mem_free(&p), mib);
-    a[0] = H(2, PROTO_H_SHADOW), a[1] = 2 * mib;
-    assert_int_equal(peer_call(&p, PROTO_OP_SHADOW_ALLOC, a, 2, NULL, 0), CUDA_ERROR_OUT_OF_MEMORY);
-    a[0] = 2 * mib;
-    assert_int_equal(peer_call(&p, PROTO_OP_MEM_ALLOC, a, 1, NULL, 0), CUDA_ERROR_OUT_OF_MEMORY);
-    a[0] = H(1, PROTO_H_SHADOW);
-    assert_int_equal(peer_call(&p, PROTO_OP_SHADOW_FREE, a, 1, NULL, 0), CUDA_SUCCESS);
+    assert_int_equal(
+        peer_call(&p, WIRE_OP(SHADOW_ALLOC, .id = H(2, PROTO_H_SHADOW), .size = 2 * mib), NULL, 0),
+        CUDA_ERROR_OUT_OF_MEMORY);
+    assert_int_equal(peer_call(&p, WIRE_OP(MEM_ALLOC, .size = 2 * mib), NULL, 0),
+                     CUDA_ERROR_OUT_OF_MEMORY);
+    assert_int_equal(peer_call(&p, WIRE_OP(SHADOW_FREE, .shadow = H(1, PROTO_H_SHADOW)), NULL, 0),
+                     CUDA_SUCCESS);
     assert_int_equal(mem_free(&p), 4 * mib);
     /* limits: the malloc heap and the printf FIFO are charged, a new value replaces the old */
-    a[0] = CU_LIMIT_MALLOC_HEAP_SIZE, a[1] = 64ull << 30;
-    assert_int_equal(peer_call(&p, PROTO_OP_CTX_SET_LIMIT, a, 2, NULL, 0),
+#define SET_LIMIT(lim, v) WIRE_OP(CTX_SET_LIMIT, .limit = (lim), .value = (v))
+    assert_int_equal(peer_call(&p, SET_LIMIT(CU_LIMIT_MALLOC_HEAP_SIZE, 64ull << 30), NULL, 0),
                      CUDA_ERROR_OUT_OF_MEMORY);
-    a[1] = 3 * mib;
-    assert_int_equal(peer_call(&p, PROTO_OP_CTX_SET_LIMIT, a, 2, NULL, 0), CUDA_SUCCESS);
+    assert_int_equal(peer_call(&p, SET_LIMIT(CU_LIMIT_MALLOC_HEAP_SIZE, 3 * mib), NULL, 0),
+                     CUDA_SUCCESS);
     assert_int_equal(mem_free(&p), mib);
-    a[1] = 2 * mib;
-    assert_int_equal(peer_call(&p, PROTO_OP_CTX_SET_LIMIT, a, 2, NULL, 0), CUDA_SUCCESS);
+    assert_int_equal(peer_call(&p, SET_LIMIT(CU_LIMIT_MALLOC_HEAP_SIZE, 2 * mib), NULL, 0),
+                     CUDA_SUCCESS);
     assert_int_equal(mem_free(&p), 2 * mib);
-    a[0] = CU_LIMIT_PRINTF_FIFO_SIZE, a[1] = 3 * mib;
-    assert_int_equal(peer_call(&p, PROTO_OP_CTX_SET_LIMIT, a, 2, NULL, 0),
+    assert_int_equal(peer_call(&p, SET_LIMIT(CU_LIMIT_PRINTF_FIFO_SIZE, 3 * mib), NULL, 0),
                      CUDA_ERROR_OUT_OF_MEMORY);
     /* a stack of 1 KiB for each of 132 x 2048 resident threads is 264 MiB */
-    a[0] = CU_LIMIT_STACK_SIZE, a[1] = 1024;
-    assert_int_equal(peer_call(&p, PROTO_OP_CTX_SET_LIMIT, a, 2, NULL, 0),
+    assert_int_equal(peer_call(&p, SET_LIMIT(CU_LIMIT_STACK_SIZE, 1024), NULL, 0),
                      CUDA_ERROR_OUT_OF_MEMORY);
-    a[0] = CU_LIMIT_DEV_RUNTIME_SYNC_DEPTH, a[1] = 4; /* reserves nothing worth charging */
-    assert_int_equal(peer_call(&p, PROTO_OP_CTX_SET_LIMIT, a, 2, NULL, 0), CUDA_SUCCESS);
+    /* reserves nothing worth charging */
+    assert_int_equal(peer_call(&p, SET_LIMIT(CU_LIMIT_DEV_RUNTIME_SYNC_DEPTH, 4), NULL, 0),
+                     CUDA_SUCCESS);
+#undef SET_LIMIT
     /* a pitched allocation over the quota is refused before the driver is asked (the fake
      * aborts on any request above 16 MiB: it was asked for 32 GiB) */
-    a[0] = 1 << 20, a[1] = 1 << 15, a[2] = 4;
-    assert_int_equal(peer_call(&p, PROTO_OP_MEM_ALLOC_PITCH, a, 3, out, 2),
-                     CUDA_ERROR_OUT_OF_MEMORY);
-    a[0] = 1000, a[1] = 100;
-    assert_int_equal(peer_call(&p, PROTO_OP_MEM_ALLOC_PITCH, a, 3, out, 2), CUDA_SUCCESS);
+    assert_int_equal(
+        peer_call(&p, WIRE_OP(MEM_ALLOC_PITCH, .width = 1 << 20, .height = 1 << 15, .elemsize = 4),
+                  out, 2),
+        CUDA_ERROR_OUT_OF_MEMORY);
+    assert_int_equal(
+        peer_call(&p, WIRE_OP(MEM_ALLOC_PITCH, .width = 1000, .height = 100, .elemsize = 4), out,
+                  2),
+        CUDA_SUCCESS);
     assert_int_equal(out[1], 1024);
     /* contexts: SRV_MAX_CONTEXTS, then refused until one goes */
-    for (unsigned i = 0; i < SRV_MAX_CONTEXTS; i++) {
-        a[0] = H(100 + i, PROTO_H_CTX), a[1] = 0, a[2] = 0;
-        assert_int_equal(peer_call(&p, PROTO_OP_CTX_CREATE, a, 3, NULL, 0), CUDA_SUCCESS);
-    }
-    a[0] = H(100 + SRV_MAX_CONTEXTS, PROTO_H_CTX);
-    assert_int_equal(peer_call(&p, PROTO_OP_CTX_CREATE, a, 3, NULL, 0), CUDA_ERROR_OUT_OF_MEMORY);
-    a[0] = H(100, PROTO_H_CTX);
-    assert_int_equal(peer_call(&p, PROTO_OP_CTX_DESTROY, a, 1, NULL, 0), CUDA_SUCCESS);
-    a[0] = H(100 + SRV_MAX_CONTEXTS, PROTO_H_CTX);
-    assert_int_equal(peer_call(&p, PROTO_OP_CTX_CREATE, a, 3, NULL, 0), CUDA_SUCCESS);
+    for (unsigned i = 0; i < SRV_MAX_CONTEXTS; i++)
+        assert_int_equal(peer_call(&p, WIRE_OP(CTX_CREATE, .id = H(100 + i, PROTO_H_CTX)), NULL, 0),
+                         CUDA_SUCCESS);
+    assert_int_equal(
+        peer_call(&p, WIRE_OP(CTX_CREATE, .id = H(100 + SRV_MAX_CONTEXTS, PROTO_H_CTX)), NULL, 0),
+        CUDA_ERROR_OUT_OF_MEMORY);
+    assert_int_equal(peer_call(&p, WIRE_OP(CTX_DESTROY, .ctx = H(100, PROTO_H_CTX)), NULL, 0),
+                     CUDA_SUCCESS);
+    assert_int_equal(
+        peer_call(&p, WIRE_OP(CTX_CREATE, .id = H(100 + SRV_MAX_CONTEXTS, PROTO_H_CTX)), NULL, 0),
+        CUDA_SUCCESS);
     assert_int_equal(peer_finish(&p), 0);
     memset(&peer_cfg.tenants, 0, sizeof(peer_cfg.tenants));
 }
@@ -403,7 +431,7 @@ static void test_copy_2d_in_slabs(void **state)
     const size_t w = 3000, h = 40000, pitch = 3072, len = w * h;
     const size_t ww = 20u << 20, wpitch = 21u << 20; /* two rows wider than a slab */
     uint8_t *rows, *back;
-    uint64_t a[9], dev, wdev;
+    uint64_t dev, wdev;
     struct peer p;
 
     (void)state;
@@ -413,16 +441,19 @@ static void test_copy_2d_in_slabs(void **state)
     assert_non_null(back);
     for (size_t i = 0; i < len; i++)
         rows[i] = (uint8_t)(i * 7 + i / 4093);
-    a[0] = pitch * h;
-    assert_int_equal(peer_call(&p, PROTO_OP_MEM_ALLOC, a, 1, &dev, 1), CUDA_SUCCESS);
-    a[0] = 0, a[1] = dev, a[2] = pitch, a[3] = 0, a[4] = w, a[5] = w, a[6] = h;
-    a[7] = PROTO_STREAM_NULL, a[8] = 0;
+    assert_int_equal(peer_call(&p, WIRE_OP(MEM_ALLOC, .size = pitch * h), &dev, 1), CUDA_SUCCESS);
+    /* dir 0 (HtoD): the rows as bulk; dir 1 (DtoH): back as the reply's bulk */
     assert_int_equal(
-        peer_call_bulk(&p, PROTO_OP_MEMCPY_2D, a, 9, NULL, 0, rows, len, NULL, 0, NULL, 0),
+        peer_call_bulk(&p,
+                       WIRE_OP(MEMCPY_2D, .dir = 0, .dst = dev, .dpitch = pitch, .spitch = w,
+                               .width = w, .height = h, .stream = PROTO_STREAM_NULL),
+                       NULL, 0, rows, len, NULL, 0, NULL, 0),
         CUDA_SUCCESS);
-    a[0] = 1, a[1] = 0, a[2] = w, a[3] = dev, a[4] = pitch;
     assert_int_equal(
-        peer_call_bulk(&p, PROTO_OP_MEMCPY_2D, a, 9, NULL, 0, NULL, 0, NULL, 0, back, len),
+        peer_call_bulk(&p,
+                       WIRE_OP(MEMCPY_2D, .dir = 1, .dpitch = w, .src = dev, .spitch = pitch,
+                               .width = w, .height = h, .stream = PROTO_STREAM_NULL),
+                       NULL, 0, NULL, 0, NULL, 0, back, len),
         CUDA_SUCCESS);
     assert_memory_equal(rows, back, len);
     long peak = peak_rss_mib(p.pid);
@@ -431,16 +462,19 @@ static void test_copy_2d_in_slabs(void **state)
     assert_true(peak < 190); /* 117 of device memory, 16 of slab, 16 of staging, the rest */
 #endif
     /* rows wider than a slab: pieces of a row */
-    a[0] = 2 * wpitch;
-    assert_int_equal(peer_call(&p, PROTO_OP_MEM_ALLOC, a, 1, &wdev, 1), CUDA_SUCCESS);
-    a[0] = 0, a[1] = wdev, a[2] = wpitch, a[3] = 0, a[4] = ww, a[5] = ww, a[6] = 2;
+    assert_int_equal(peer_call(&p, WIRE_OP(MEM_ALLOC, .size = 2 * wpitch), &wdev, 1), CUDA_SUCCESS);
     assert_int_equal(
-        peer_call_bulk(&p, PROTO_OP_MEMCPY_2D, a, 9, NULL, 0, rows, 2 * ww, NULL, 0, NULL, 0),
+        peer_call_bulk(&p,
+                       WIRE_OP(MEMCPY_2D, .dir = 0, .dst = wdev, .dpitch = wpitch, .spitch = ww,
+                               .width = ww, .height = 2, .stream = PROTO_STREAM_NULL),
+                       NULL, 0, rows, 2 * ww, NULL, 0, NULL, 0),
         CUDA_SUCCESS);
     memset(back, 0, 2 * ww);
-    a[0] = 1, a[1] = 0, a[2] = ww, a[3] = wdev, a[4] = wpitch;
     assert_int_equal(
-        peer_call_bulk(&p, PROTO_OP_MEMCPY_2D, a, 9, NULL, 0, NULL, 0, NULL, 0, back, 2 * ww),
+        peer_call_bulk(&p,
+                       WIRE_OP(MEMCPY_2D, .dir = 1, .dpitch = ww, .src = wdev, .spitch = wpitch,
+                               .width = ww, .height = 2, .stream = PROTO_STREAM_NULL),
+                       NULL, 0, NULL, 0, NULL, 0, back, 2 * ww),
         CUDA_SUCCESS);
     assert_memory_equal(rows, back, 2 * ww);
     assert_int_equal(peer_finish(&p), 0);
@@ -454,7 +488,7 @@ static void test_copy_3d_in_slabs(void **state)
 {
     const size_t w = 3000, h = 1000, d = 40, pitch = 3072, len = w * h * d;
     uint8_t *rows, *back;
-    uint64_t a[15] = {0}, dev;
+    uint64_t dev;
     struct peer p;
 
     (void)state;
@@ -464,17 +498,20 @@ static void test_copy_3d_in_slabs(void **state)
     assert_non_null(back);
     for (size_t i = 0; i < len; i++)
         rows[i] = (uint8_t)(i * 11 + i / 4091);
-    a[0] = pitch * h * d;
-    assert_int_equal(peer_call(&p, PROTO_OP_MEM_ALLOC, a, 1, &dev, 1), CUDA_SUCCESS);
-    memset(a, 0, sizeof(a));
-    a[0] = 0, a[5] = 1, a[6] = dev, a[7] = pitch, a[8] = h; /* host rows -> device */
-    a[10] = w, a[11] = h, a[12] = d, a[13] = PROTO_STREAM_NULL;
+    assert_int_equal(peer_call(&p, WIRE_OP(MEM_ALLOC, .size = pitch * h * d), &dev, 1),
+                     CUDA_SUCCESS);
+    /* src and dst: kind (0 host, 1 device), then for a device (address, pitch, rows, 0) */
     assert_int_equal(
-        peer_call_bulk(&p, PROTO_OP_MEMCPY_3D, a, 15, NULL, 0, rows, len, NULL, 0, NULL, 0),
+        peer_call_bulk(&p, /* host rows -> device */
+                       WIRE_OP(MEMCPY_3D, .src = {0}, .dst = {1, dev, pitch, h}, .width = w,
+                               .height = h, .depth = d, .stream = PROTO_STREAM_NULL),
+                       NULL, 0, rows, len, NULL, 0, NULL, 0),
         CUDA_SUCCESS);
-    a[0] = 1, a[1] = dev, a[2] = pitch, a[3] = h, a[5] = 0, a[6] = a[7] = a[8] = 0;
     assert_int_equal(
-        peer_call_bulk(&p, PROTO_OP_MEMCPY_3D, a, 15, NULL, 0, NULL, 0, NULL, 0, back, len),
+        peer_call_bulk(&p,
+                       WIRE_OP(MEMCPY_3D, .src = {1, dev, pitch, h}, .dst = {0}, .width = w,
+                               .height = h, .depth = d, .stream = PROTO_STREAM_NULL),
+                       NULL, 0, NULL, 0, NULL, 0, back, len),
         CUDA_SUCCESS);
     assert_memory_equal(rows, back, len);
     long peak = peak_rss_mib(p.pid);

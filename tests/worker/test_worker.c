@@ -88,12 +88,14 @@ static Rgpu__Welcome *hello(struct peer *p, uint32_t version)
     return hello_as(p, version, "", "");
 }
 
-static void send_call(struct peer *p, unsigned op, unsigned flags, const uint64_t *args,
-                      size_t nargs, const void *data, size_t len, const void *bulk, size_t bulk_len)
+/* One Call: its op and arguments (WIRE_OP), frame flags, inline data and bulk. */
+static void send_call(struct peer *p, unsigned op, const uint64_t *args, size_t nargs,
+                      unsigned flags, const void *data, size_t len, const void *bulk,
+                      size_t bulk_len)
 {
     static uint64_t id = 1;
 
-    wire_call(p->conn, id++, op, PROTO_PRIMARY_CTX_ID(0), flags, args, nargs, data, len, bulk,
+    wire_call(p->conn, id++, PROTO_PRIMARY_CTX_ID(0), op, args, nargs, flags, data, len, bulk,
               bulk_len);
 }
 
@@ -108,7 +110,7 @@ static uint64_t alloc(struct peer *p, uint64_t size)
     Rgpu__Reply *r;
     uint64_t d;
 
-    send_call(p, PROTO_OP_MEM_ALLOC, 0, &size, 1, NULL, 0, NULL, 0);
+    send_call(p, WIRE_OP(MEM_ALLOC, .size = size), 0, NULL, 0, NULL, 0);
     r = reply(p, NULL, 0);
     assert_int_equal(r->result, CUDA_SUCCESS);
     assert_int_equal(r->n_out, 1);
@@ -180,20 +182,21 @@ static void test_older_client(void **state)
         assert_int_equal(w->proto_version, PROTO_VERSION);
         assert_int_equal(w->proto_minor, PROTO_VERSION_MINOR);
         rgpu__welcome__free_unpacked(w, NULL);
-        send_call(&p, PROTO_OP_COUNT + 7, 0, NULL, 0, NULL, 0, NULL, 0);
+        send_call(&p, PROTO_OP_COUNT + 7, NULL, 0, 0, NULL, 0, NULL, 0); /* positional: no op */
         r = reply(&p, NULL, 0);
         assert_int_equal(r->result, CUDA_ERROR_NOT_SUPPORTED);
         rgpu__reply__free_unpacked(r, NULL);
         if (i == 0 && newer_op(minors[0]) < PROTO_OP_COUNT) { /* when a minor since brought */
             unsigned newer = newer_op(minors[0]);             /* ops, not frames only */
 
-            send_call(&p, newer, 0, NULL, 0, NULL, 0, NULL, 0);
+            /* positional: an op chosen by its number */
+            send_call(&p, newer, NULL, 0, 0, NULL, 0, NULL, 0);
             r = reply(&p, NULL, 0);
             assert_int_equal(r->result, CUDA_ERROR_NOT_SUPPORTED);
             assert_int_equal(r->n_out, 0);
             rgpu__reply__free_unpacked(r, NULL);
         }
-        send_call(&p, PROTO_OP_NOP, 0, NULL, 0, NULL, 0, NULL, 0);
+        send_call(&p, WIRE_OP(NOP), 0, NULL, 0, NULL, 0);
         r = reply(&p, NULL, 0);
         assert_int_equal(r->result, CUDA_SUCCESS);
         rgpu__reply__free_unpacked(r, NULL);
@@ -205,7 +208,7 @@ static void test_copies(void **state)
 {
     struct peer p;
     uint8_t *src = malloc(BIG), *dst = malloc(BIG);
-    uint64_t d, args[4];
+    uint64_t d;
     Rgpu__Reply *r;
 
     for (size_t i = 0; i < BIG; i++)
@@ -214,23 +217,23 @@ static void test_copies(void **state)
     rgpu__welcome__free_unpacked(hello(&p, PROTO_VERSION), NULL);
     d = alloc(&p, BIG);
     /* 32 MiB as bulk, then its first 100 bytes overwritten inline. */
-    args[0] = d, args[1] = BIG, args[2] = PROTO_STREAM_NULL, args[3] = 0;
-    send_call(&p, PROTO_OP_MEMCPY_HTOD, 0, args, 4, NULL, 0, src, BIG);
+    send_call(&p, WIRE_OP(MEMCPY_HTOD, .dst = d, .size = BIG, .stream = PROTO_STREAM_NULL), 0, NULL,
+              0, src, BIG);
     r = reply(&p, NULL, 0);
     assert_int_equal(r->result, CUDA_SUCCESS);
     rgpu__reply__free_unpacked(r, NULL);
     memset(src, 0x5a, 100);
-    args[1] = 100;
-    send_call(&p, PROTO_OP_MEMCPY_HTOD, PROTO_FLAG_NOREPLY, args, 4, src, 100, NULL, 0);
+    send_call(&p, WIRE_OP(MEMCPY_HTOD, .dst = d, .size = 100, .stream = PROTO_STREAM_NULL),
+              PROTO_FLAG_NOREPLY, src, 100, NULL, 0);
     /* Back as streamed bulk, and a small piece inline. */
-    args[0] = d, args[1] = BIG;
-    send_call(&p, PROTO_OP_MEMCPY_DTOH, 0, args, 4, NULL, 0, NULL, 0);
+    send_call(&p, WIRE_OP(MEMCPY_DTOH, .src = d, .size = BIG, .stream = PROTO_STREAM_NULL), 0, NULL,
+              0, NULL, 0);
     r = reply(&p, dst, BIG);
     assert_int_equal(r->result, CUDA_SUCCESS);
     assert_memory_equal(src, dst, BIG);
     rgpu__reply__free_unpacked(r, NULL);
-    args[0] = d + 50, args[1] = 60;
-    send_call(&p, PROTO_OP_MEMCPY_DTOH, 0, args, 4, NULL, 0, NULL, 0);
+    send_call(&p, WIRE_OP(MEMCPY_DTOH, .src = d + 50, .size = 60, .stream = PROTO_STREAM_NULL), 0,
+              NULL, 0, NULL, 0);
     r = reply(&p, NULL, 0);
     assert_int_equal(r->data.len, 60);
     assert_memory_equal(r->data.data, src + 50, 60);
@@ -244,16 +247,16 @@ static void test_async_error_and_bad_calls(void **state)
 {
     struct peer p;
     struct proto_frame_hdr hdr;
-    uint64_t d, args[5];
+    uint64_t d;
     Rgpu__AsyncError *e;
     Rgpu__Reply *r;
 
     start_worker(&p);
     rgpu__welcome__free_unpacked(hello(&p, PROTO_VERSION), NULL);
     d = alloc(&p, 4096);
-    args[0] = d + (1ull << 40), args[1] = d, args[2] = 64, args[3] = 0, args[4] = 1;
-    send_call(&p, PROTO_OP_MEMCPY_DTOD, PROTO_FLAG_NOREPLY, args, 5, NULL, 0, NULL, 0);
-    send_call(&p, PROTO_OP_NOP, 0, NULL, 0, NULL, 0, NULL, 0);
+    send_call(&p, WIRE_OP(MEMCPY_DTOD, .dst = d + (1ull << 40), .src = d, .size = 64, .async = 1),
+              PROTO_FLAG_NOREPLY, NULL, 0, NULL, 0);
+    send_call(&p, WIRE_OP(NOP), 0, NULL, 0, NULL, 0);
     assert_int_equal(proto_recv(p.conn, &hdr, p.buf, sizeof(p.buf)), RG_OK);
     assert_int_equal(hdr.type, PROTO_ASYNC_ERROR); /* before the NOP's reply */
     e = rgpu__async_error__unpack(NULL, hdr.msg_len, p.buf);
@@ -263,12 +266,12 @@ static void test_async_error_and_bad_calls(void **state)
     r = reply(&p, NULL, 0);
     assert_int_equal(r->result, CUDA_SUCCESS);
     rgpu__reply__free_unpacked(r, NULL);
-    args[0] = (12345ull << 4) | PROTO_H_STREAM;
-    send_call(&p, PROTO_OP_STREAM_SYNCHRONIZE, 0, args, 1, NULL, 0, NULL, 0);
+    send_call(&p, WIRE_OP(STREAM_SYNCHRONIZE, .stream = (12345ull << 4) | PROTO_H_STREAM), 0, NULL,
+              0, NULL, 0);
     r = reply(&p, NULL, 0);
     assert_int_equal(r->result, CUDA_ERROR_INVALID_HANDLE);
     rgpu__reply__free_unpacked(r, NULL);
-    send_call(&p, 999, 0, NULL, 0, NULL, 0, NULL, 0);
+    send_call(&p, 999, NULL, 0, 0, NULL, 0, NULL, 0); /* positional: an op number of no op */
     r = reply(&p, NULL, 0);
     assert_int_equal(r->result, CUDA_ERROR_NOT_SUPPORTED);
     rgpu__reply__free_unpacked(r, NULL);
@@ -282,7 +285,7 @@ static CUresult call_outs(struct peer *p, unsigned op, const uint64_t *args, siz
     Rgpu__Reply *r;
     CUresult res;
 
-    send_call(p, op, 0, args, nargs, data, len, NULL, 0);
+    send_call(p, op, args, nargs, 0, data, len, NULL, 0);
     r = reply(p, NULL, 0);
     res = (CUresult)r->result;
     for (size_t i = 0; i < r->n_out && i < cap; i++)
@@ -307,96 +310,126 @@ static void test_hostile_arguments(void **state)
     const uint64_t no_graph = (777ull << 4) | PROTO_H_GRAPH,
                    no_node = (778ull << 4) | PROTO_H_GRAPH_NODE;
     const uint64_t shadow = (779ull << 4) | PROTO_H_SHADOW, link = (780ull << 4) | PROTO_H_LINK;
-    uint64_t a[16] = {0};
+    const uint64_t g = (781ull << 4) | PROTO_H_GRAPH;
     static const char input[] = "no name terminator";
+    uint64_t d;
 
     start_worker(&p);
     rgpu__welcome__free_unpacked(hello(&p, PROTO_VERSION), NULL);
-    a[0] = no_graph, a[1] = no_node, a[2] = CU_GRAPH_NODE_TYPE_EMPTY;
-    assert_int_equal(call_result(&p, PROTO_OP_GRAPH_ADD_NODE, a, 16, NULL, 0),
+    assert_int_equal(call_result(&p,
+                                 WIRE_OP(GRAPH_ADD_NODE, .graph = no_graph, .node = no_node,
+                                         .type = CU_GRAPH_NODE_TYPE_EMPTY),
+                                 NULL, 0),
                      CUDA_ERROR_INVALID_HANDLE);
-    a[0] = (781ull << 4) | PROTO_H_GRAPH, a[1] = 0;
-    assert_int_equal(call_result(&p, PROTO_OP_GRAPH_CREATE, a, 2, NULL, 0), CUDA_SUCCESS);
-    a[1] = no_node, a[3] = 1; /* one dependency that does not exist */
-    assert_int_equal(call_result(&p, PROTO_OP_GRAPH_ADD_NODE, a, 16, &no_node, 8),
+    assert_int_equal(call_result(&p, WIRE_OP(GRAPH_CREATE, .id = g), NULL, 0), CUDA_SUCCESS);
+    /* one dependency that does not exist */
+    assert_int_equal(call_result(&p,
+                                 WIRE_OP(GRAPH_ADD_NODE, .graph = g, .node = no_node,
+                                         .type = CU_GRAPH_NODE_TYPE_EMPTY, .ndeps = 1),
+                                 &no_node, 8),
                      CUDA_ERROR_INVALID_VALUE);
-    a[3] = 65; /* more dependencies than a node may have */
-    assert_int_equal(call_result(&p, PROTO_OP_GRAPH_ADD_NODE, a, 16, NULL, 0),
+    /* more dependencies than a node may have */
+    assert_int_equal(call_result(&p,
+                                 WIRE_OP(GRAPH_ADD_NODE, .graph = g, .node = no_node,
+                                         .type = CU_GRAPH_NODE_TYPE_EMPTY, .ndeps = 65),
+                                 NULL, 0),
                      CUDA_ERROR_INVALID_VALUE);
     /* edges with their data reach the driver: a programmatic edge between empty nodes is its
      * refusal, the same edge as a default one is taken; data of the wrong length is refused */
     uint64_t e[3] = {(785ull << 4) | PROTO_H_GRAPH_NODE, (786ull << 4) | PROTO_H_GRAPH_NODE, 0};
     CUgraphEdgeData *edge = (CUgraphEdgeData *)&e[2];
-    for (int i = 0; i < 2; i++) {
-        a[1] = e[i], a[2] = CU_GRAPH_NODE_TYPE_EMPTY, a[3] = 0;
-        assert_int_equal(call_result(&p, PROTO_OP_GRAPH_ADD_NODE, a, 16, NULL, 0), CUDA_SUCCESS);
-    }
+    for (int i = 0; i < 2; i++)
+        assert_int_equal(call_result(&p,
+                                     WIRE_OP(GRAPH_ADD_NODE, .graph = g, .node = e[i],
+                                             .type = CU_GRAPH_NODE_TYPE_EMPTY),
+                                     NULL, 0),
+                         CUDA_SUCCESS);
     edge->type = CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC,
     edge->from_port = CU_GRAPH_KERNEL_NODE_PORT_PROGRAMMATIC;
-    a[1] = 1, a[2] = 1;
-    assert_int_equal(call_result(&p, PROTO_OP_GRAPH_ADD_DEPS, a, 3, e, 24),
-                     CUDA_ERROR_INVALID_VALUE);
-    assert_int_equal(call_result(&p, PROTO_OP_GRAPH_ADD_DEPS, a, 3, e, 16),
-                     CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(
+        call_result(&p, WIRE_OP(GRAPH_ADD_DEPS, .graph = g, .n = 1, .has_edges = 1), e, 24),
+        CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(
+        call_result(&p, WIRE_OP(GRAPH_ADD_DEPS, .graph = g, .n = 1, .has_edges = 1), e, 16),
+        CUDA_ERROR_INVALID_VALUE);
     e[2] = 0;
-    assert_int_equal(call_result(&p, PROTO_OP_GRAPH_ADD_DEPS, a, 3, e, 24), CUDA_SUCCESS);
-    a[2] = 0;
-    assert_int_equal(call_result(&p, PROTO_OP_GRAPH_ADD_DEPS, a, 3, e, 24),
+    assert_int_equal(
+        call_result(&p, WIRE_OP(GRAPH_ADD_DEPS, .graph = g, .n = 1, .has_edges = 1), e, 24),
+        CUDA_SUCCESS);
+    assert_int_equal(call_result(&p, WIRE_OP(GRAPH_ADD_DEPS, .graph = g, .n = 1), e, 24),
                      CUDA_ERROR_INVALID_VALUE);
     /* structure queries: the dependency just added; a node not there, a query not known */
     uint64_t q[4] = {0};
-    a[1] = e[1], a[2] = 1, a[3] = 4;
-    assert_int_equal(call_outs(&p, PROTO_OP_GRAPH_NODE_QUERY, a, 4, NULL, 0, q, 4), CUDA_SUCCESS);
+    assert_int_equal(
+        call_outs(&p, WIRE_OP(GRAPH_NODE_QUERY, .graph = g, .node = e[1], .what = 1, .max = 4),
+                  NULL, 0, q, 4),
+        CUDA_SUCCESS);
     assert_int_equal(q[0], 1);
     assert_int_equal(q[1], e[0]);
-    a[1] = no_node;
-    assert_int_equal(call_result(&p, PROTO_OP_GRAPH_NODE_QUERY, a, 4, NULL, 0),
+    assert_int_equal(
+        call_result(&p, WIRE_OP(GRAPH_NODE_QUERY, .graph = g, .node = no_node, .what = 1, .max = 4),
+                    NULL, 0),
+        CUDA_ERROR_INVALID_HANDLE);
+    assert_int_equal(
+        call_result(&p, WIRE_OP(GRAPH_NODE_QUERY, .graph = g, .node = e[1], .what = 3, .max = 4),
+                    NULL, 0),
+        CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(call_result(&p, WIRE_OP(SHADOW_ALLOC, .id = shadow, .size = 4096), NULL, 0),
+                     CUDA_SUCCESS);
+    assert_int_equal(call_result(&p, /* [4000, 4200) of 4096 bytes */
+                                 WIRE_OP(SHADOW_READ, .shadow = shadow, .offset = 4000, .len = 200,
+                                         .stream = PROTO_STREAM_NULL),
+                                 NULL, 0),
+                     CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(call_result(&p, /* wraps */
+                                 WIRE_OP(SHADOW_READ, .shadow = shadow, .offset = UINT64_MAX - 8,
+                                         .len = 16, .stream = PROTO_STREAM_NULL),
+                                 NULL, 0),
+                     CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(
+        call_result(&p, WIRE_OP(MEM_CREATE, .id = (782ull << 4) | PROTO_H_MEM_HANDLE), "short", 5),
+        CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(call_result(&p,
+                                 WIRE_OP(MEM_MAP, .ptr = 0x10000, .size = 1 << 21,
+                                         .handle = (783ull << 4) | PROTO_H_MEM_HANDLE),
+                                 NULL, 0),
                      CUDA_ERROR_INVALID_HANDLE);
-    a[1] = e[1], a[2] = 3;
-    assert_int_equal(call_result(&p, PROTO_OP_GRAPH_NODE_QUERY, a, 4, NULL, 0),
-                     CUDA_ERROR_INVALID_VALUE);
-    a[0] = shadow, a[1] = 4096;
-    assert_int_equal(call_result(&p, PROTO_OP_SHADOW_ALLOC, a, 2, NULL, 0), CUDA_SUCCESS);
-    a[1] = 4000, a[2] = 200, a[3] = PROTO_STREAM_NULL; /* [4000, 4200) of 4096 bytes */
-    assert_int_equal(call_result(&p, PROTO_OP_SHADOW_READ, a, 4, NULL, 0),
-                     CUDA_ERROR_INVALID_VALUE);
-    a[1] = UINT64_MAX - 8, a[2] = 16; /* wraps */
-    assert_int_equal(call_result(&p, PROTO_OP_SHADOW_READ, a, 4, NULL, 0),
-                     CUDA_ERROR_INVALID_VALUE);
-    a[0] = (782ull << 4) | PROTO_H_MEM_HANDLE, a[1] = a[2] = 0;
-    assert_int_equal(call_result(&p, PROTO_OP_MEM_CREATE, a, 3, "short", 5),
-                     CUDA_ERROR_INVALID_VALUE);
-    a[0] = 0x10000, a[1] = 1 << 21, a[2] = 0, a[3] = (783ull << 4) | PROTO_H_MEM_HANDLE, a[4] = 0;
-    assert_int_equal(call_result(&p, PROTO_OP_MEM_MAP, a, 5, NULL, 0), CUDA_ERROR_INVALID_HANDLE);
-    a[0] = (784ull << 4) | PROTO_H_MEM_POOL; /* a created pool that was never created */
-    assert_int_equal(call_result(&p, PROTO_OP_MEM_POOL_TRIM, a, 2, NULL, 0),
+    /* a created pool that was never created */
+    assert_int_equal(call_result(&p,
+                                 WIRE_OP(MEM_POOL_TRIM, .pool = (784ull << 4) | PROTO_H_MEM_POOL,
+                                         .keep = 1 << 21),
+                                 NULL, 0),
                      CUDA_ERROR_INVALID_HANDLE);
-    a[0] = link, a[1] = a[2] = 0;
     /* JIT option words may only carry integer options: never a pointer the driver writes to */
     uint64_t word = ((uint64_t)CU_JIT_INFO_LOG_BUFFER << 32) | 0x1000;
-    assert_int_equal(call_result(&p, PROTO_OP_LINK_CREATE, a, 3, &word, 8),
+    assert_int_equal(call_result(&p, WIRE_OP(LINK_CREATE, .id = link), &word, 8),
                      CUDA_ERROR_INVALID_VALUE);
-    a[3] = a[4] = 0, a[5] = word;
-    assert_int_equal(call_result(&p, PROTO_OP_MODULE_LOAD_JIT, a, 6, input, sizeof(input)),
-                     CUDA_ERROR_INVALID_VALUE);
-    assert_int_equal(call_result(&p, PROTO_OP_LINK_CREATE, a, 3, NULL, 0), CUDA_SUCCESS);
-    a[1] = CU_JIT_INPUT_PTX;
-    assert_int_equal(call_result(&p, PROTO_OP_LINK_ADD_DATA, a, 2, input, sizeof(input) - 1),
-                     CUDA_ERROR_INVALID_VALUE);
-    a[0] = 0, a[1] = alloc(&p, 4096), a[2] = 64, a[3] = 0, a[4] = 64, a[5] = 64;
-    a[6] = 1ull << 40, a[7] = PROTO_STREAM_NULL, a[8] = 0; /* 2^46 bytes of rows */
-    assert_int_equal(call_result(&p, PROTO_OP_MEMCPY_2D, a, 9, NULL, 0), CUDA_ERROR_INVALID_VALUE);
-    assert_int_equal(call_result(&p, PROTO_OP_NOP, NULL, 0, NULL, 0), CUDA_SUCCESS);
+    assert_int_equal(
+        call_result(&p, WIRE_OP_REST(MODULE_LOAD_JIT, (word), .id = link), input, sizeof(input)),
+        CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(call_result(&p, WIRE_OP(LINK_CREATE, .id = link), NULL, 0), CUDA_SUCCESS);
+    assert_int_equal(
+        call_result(&p, WIRE_OP(LINK_ADD_DATA, .link = link, .input_type = CU_JIT_INPUT_PTX), input,
+                    sizeof(input) - 1),
+        CUDA_ERROR_INVALID_VALUE);
+    d = alloc(&p, 4096);
+    assert_int_equal(
+        call_result(&p, /* 2^46 bytes of rows */
+                    WIRE_OP(MEMCPY_2D, .dir = 0, .dst = d, .dpitch = 64, .spitch = 64, .width = 64,
+                            .height = 1ull << 40, .stream = PROTO_STREAM_NULL),
+                    NULL, 0),
+        CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(call_result(&p, WIRE_OP(NOP), NULL, 0), CUDA_SUCCESS);
     assert_int_equal(finish(&p), 0);
 }
 
 /* The conditional handle of graph g, created on the wire (0 when refused). */
 static uint64_t cond_handle(struct peer *p, uint64_t g)
 {
-    uint64_t a[3] = {g, 1, 0}, h = 0;
+    uint64_t h = 0;
     Rgpu__Reply *r;
 
-    send_call(p, PROTO_OP_GRAPH_COND_HANDLE_CREATE, 0, a, 3, NULL, 0, NULL, 0);
+    send_call(p, WIRE_OP(GRAPH_COND_HANDLE_CREATE, .graph = g, .value = 1), 0, NULL, 0, NULL, 0);
     r = reply(p, NULL, 0);
     if (r->result == CUDA_SUCCESS && r->n_out == 1)
         h = r->out[0];
@@ -414,54 +447,59 @@ static void test_conditional_bodies(void **state)
     uint64_t body[2] = {(792ull << 4) | PROTO_H_GRAPH, (793ull << 4) | PROTO_H_GRAPH};
     const uint64_t inner = (794ull << 4) | PROTO_H_GRAPH_NODE,
                    stream = (795ull << 4) | PROTO_H_STREAM;
-    uint64_t a[16] = {0}, h;
+    uint64_t h;
 
     start_worker(&p);
     rgpu__welcome__free_unpacked(hello(&p, PROTO_VERSION), NULL);
-    a[0] = g;
-    assert_int_equal(call_result(&p, PROTO_OP_GRAPH_COND_HANDLE_CREATE, a, 3, NULL, 0),
+    assert_int_equal(call_result(&p, WIRE_OP(GRAPH_COND_HANDLE_CREATE, .graph = g), NULL, 0),
                      CUDA_ERROR_INVALID_HANDLE);
-    assert_int_equal(call_result(&p, PROTO_OP_GRAPH_CREATE, a, 2, NULL, 0), CUDA_SUCCESS);
+    assert_int_equal(call_result(&p, WIRE_OP(GRAPH_CREATE, .id = g), NULL, 0), CUDA_SUCCESS);
     assert_int_not_equal(h = cond_handle(&p, g), 0);
-    a[1] = node, a[2] = CU_GRAPH_NODE_TYPE_CONDITIONAL, a[3] = 0;
-    a[4] = h, a[5] = CU_GRAPH_COND_TYPE_IF, a[6] = 2;
-    assert_int_equal(call_result(&p, PROTO_OP_GRAPH_ADD_NODE, a, 16, body, 8),
-                     CUDA_ERROR_INVALID_VALUE);
+    /* a conditional node: targ = handle, type, size (the number of body graph ids) */
+#define COND_NODE(size)                                                                            \
+    WIRE_OP(GRAPH_ADD_NODE, .graph = g, .node = node, .type = CU_GRAPH_NODE_TYPE_CONDITIONAL,      \
+            .targ = {h, CU_GRAPH_COND_TYPE_IF, size})
+    assert_int_equal(call_result(&p, COND_NODE(2), body, 8), CUDA_ERROR_INVALID_VALUE);
     uint64_t twice[2] = {body[0], body[0]}, not_graph[2] = {body[0], node};
-    assert_int_equal(call_result(&p, PROTO_OP_GRAPH_ADD_NODE, a, 16, twice, 16),
-                     CUDA_ERROR_INVALID_HANDLE);
-    assert_int_equal(call_result(&p, PROTO_OP_GRAPH_ADD_NODE, a, 16, not_graph, 16),
-                     CUDA_ERROR_INVALID_HANDLE);
-    a[6] = 0;
-    assert_int_equal(call_result(&p, PROTO_OP_GRAPH_ADD_NODE, a, 16, NULL, 0),
-                     CUDA_ERROR_INVALID_VALUE);
-    a[6] = 2;
-    assert_int_equal(call_result(&p, PROTO_OP_GRAPH_ADD_NODE, a, 16, body, 16), CUDA_SUCCESS);
-    /* the bodies are graphs: a node in one, stream capture into the other */
-    a[0] = body[0], a[1] = inner, a[2] = CU_GRAPH_NODE_TYPE_EMPTY;
-    assert_int_equal(call_result(&p, PROTO_OP_GRAPH_ADD_NODE, a, 16, NULL, 0), CUDA_SUCCESS);
-    a[0] = stream, a[1] = CU_STREAM_NON_BLOCKING, a[2] = 0;
-    assert_int_equal(call_result(&p, PROTO_OP_STREAM_CREATE, a, 3, NULL, 0), CUDA_SUCCESS);
-    a[1] = CU_STREAM_CAPTURE_MODE_GLOBAL, a[2] = body[1], a[3] = 1;
-    assert_int_equal(call_result(&p, PROTO_OP_STREAM_BEGIN_CAPTURE_TO_GRAPH, a, 4, NULL, 0),
-                     CUDA_ERROR_INVALID_VALUE);
-    a[3] = 0;
-    assert_int_equal(call_result(&p, PROTO_OP_STREAM_BEGIN_CAPTURE_TO_GRAPH, a, 4, NULL, 0),
+    assert_int_equal(call_result(&p, COND_NODE(2), twice, 16), CUDA_ERROR_INVALID_HANDLE);
+    assert_int_equal(call_result(&p, COND_NODE(2), not_graph, 16), CUDA_ERROR_INVALID_HANDLE);
+    assert_int_equal(call_result(&p, COND_NODE(0), NULL, 0), CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(call_result(&p, COND_NODE(2), body, 16), CUDA_SUCCESS);
+#undef COND_NODE
+    /* the bodies are graphs: a node in one (its targ words the conditional's, unread for an
+     * empty node), stream capture into the other */
+    assert_int_equal(call_result(&p,
+                                 WIRE_OP(GRAPH_ADD_NODE, .graph = body[0], .node = inner,
+                                         .type = CU_GRAPH_NODE_TYPE_EMPTY,
+                                         .targ = {h, CU_GRAPH_COND_TYPE_IF, 2}),
+                                 NULL, 0),
                      CUDA_SUCCESS);
-    a[1] = 0;
-    assert_int_equal(call_result(&p, PROTO_OP_STREAM_END_CAPTURE, a, 2, NULL, 0), CUDA_SUCCESS);
-    a[0] = body[0];
-    assert_int_equal(call_result(&p, PROTO_OP_GRAPH_DESTROY, a, 1, NULL, 0),
+    assert_int_equal(
+        call_result(&p, WIRE_OP(STREAM_CREATE, .id = stream, .flags = CU_STREAM_NON_BLOCKING), NULL,
+                    0),
+        CUDA_SUCCESS);
+    assert_int_equal(
+        call_result(&p,
+                    WIRE_OP(STREAM_BEGIN_CAPTURE_TO_GRAPH, .stream = stream,
+                            .mode = CU_STREAM_CAPTURE_MODE_GLOBAL, .graph = body[1], .ndeps = 1),
+                    NULL, 0),
+        CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(call_result(&p,
+                                 WIRE_OP(STREAM_BEGIN_CAPTURE_TO_GRAPH, .stream = stream,
+                                         .mode = CU_STREAM_CAPTURE_MODE_GLOBAL, .graph = body[1]),
+                                 NULL, 0),
+                     CUDA_SUCCESS);
+    assert_int_equal(call_result(&p, WIRE_OP(STREAM_END_CAPTURE, .stream = stream), NULL, 0),
+                     CUDA_SUCCESS);
+    assert_int_equal(call_result(&p, WIRE_OP(GRAPH_DESTROY, .handle = body[0]), NULL, 0),
                      CUDA_ERROR_INVALID_VALUE);
-    assert_int_equal(call_result(&p, PROTO_OP_GRAPH_NODE_COUNT, a, 1, NULL, 0), CUDA_SUCCESS);
-    a[0] = g;
-    assert_int_equal(call_result(&p, PROTO_OP_GRAPH_DESTROY, a, 1, NULL, 0), CUDA_SUCCESS);
-    for (int i = 0; i < 2; i++) {
-        a[0] = body[i];
-        assert_int_equal(call_result(&p, PROTO_OP_GRAPH_NODE_COUNT, a, 1, NULL, 0),
+    assert_int_equal(call_result(&p, WIRE_OP(GRAPH_NODE_COUNT, .graph = body[0]), NULL, 0),
+                     CUDA_SUCCESS);
+    assert_int_equal(call_result(&p, WIRE_OP(GRAPH_DESTROY, .handle = g), NULL, 0), CUDA_SUCCESS);
+    for (int i = 0; i < 2; i++)
+        assert_int_equal(call_result(&p, WIRE_OP(GRAPH_NODE_COUNT, .graph = body[i]), NULL, 0),
                          CUDA_ERROR_INVALID_HANDLE);
-    }
-    assert_int_equal(call_result(&p, PROTO_OP_NOP, NULL, 0, NULL, 0), CUDA_SUCCESS);
+    assert_int_equal(call_result(&p, WIRE_OP(NOP), NULL, 0), CUDA_SUCCESS);
     assert_int_equal(finish(&p), 0);
 }
 
@@ -472,20 +510,21 @@ static void test_peer_recv_stalled_sender(void **state)
 {
     struct peer p;
     uint8_t secret[32] = {1};
-    uint64_t a[2] = {0x10000, 4096}, out[1] = {0}, cancel = 1;
+    uint64_t out[1] = {0};
     struct sockaddr_in to = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     int fd = socket(AF_INET, SOCK_STREAM, 0);
 
     (void)state;
     start_worker(&p);
     rgpu__welcome__free_unpacked(hello(&p, PROTO_VERSION), NULL);
-    assert_int_equal(call_outs(&p, PROTO_OP_PEER_RECV, a, 2, secret, sizeof(secret), out, 1),
+    assert_int_equal(call_outs(&p, WIRE_OP(PEER_RECV, .dst = 0x10000, .size = 4096), secret,
+                               sizeof(secret), out, 1),
                      CUDA_SUCCESS);
     to.sin_port = htons((uint16_t)out[0]);
     assert_int_equal(connect(fd, (struct sockaddr *)&to, sizeof(to)), 0);
     usleep(100000); /* the receiving thread has taken the connection and waits for the secret */
-    assert_int_not_equal(call_result(&p, PROTO_OP_PEER_WAIT, &cancel, 1, NULL, 0), CUDA_SUCCESS);
-    assert_int_equal(call_result(&p, PROTO_OP_NOP, NULL, 0, NULL, 0), CUDA_SUCCESS);
+    assert_int_not_equal(call_result(&p, WIRE_OP(PEER_WAIT, .cancel = 1), NULL, 0), CUDA_SUCCESS);
+    assert_int_equal(call_result(&p, WIRE_OP(NOP), NULL, 0), CUDA_SUCCESS);
     close(fd);
     assert_int_equal(finish(&p), 0);
 }
@@ -494,9 +533,9 @@ static void test_peer_recv_stalled_sender(void **state)
 static CUresult capture_info(struct peer *p, uint64_t stream, uint64_t graph, uint64_t bind,
                              uint64_t *out)
 {
-    uint64_t a[3] = {stream, graph, bind};
-
-    return call_outs(p, PROTO_OP_STREAM_GET_CAPTURE_INFO, a, 3, NULL, 0, out, 8);
+    return call_outs(
+        p, WIRE_OP(STREAM_GET_CAPTURE_INFO, .stream = stream, .graph = graph, .bind = bind), NULL,
+        0, out, 8);
 }
 
 /* A capture's graph bound by STREAM_GET_CAPTURE_INFO: a hostile or second binding, or a wrong
@@ -509,104 +548,122 @@ static void test_capture_info(void **state)
     const uint64_t stream = (800ull << 4) | PROTO_H_STREAM, g = (801ull << 4) | PROTO_H_GRAPH;
     const uint64_t other = (802ull << 4) | PROTO_H_GRAPH, node = (803ull << 4) | PROTO_H_GRAPH_NODE;
     const uint64_t failed = (804ull << 4) | PROTO_H_GRAPH;
-    uint64_t a[16] = {stream, CU_STREAM_NON_BLOCKING, 0}, out[8] = {0}, bad = node + 16;
+    uint64_t out[8] = {0}, bad = node + 16;
 
     start_worker(&p);
     rgpu__welcome__free_unpacked(hello(&p, PROTO_VERSION), NULL);
-    assert_int_equal(call_result(&p, PROTO_OP_STREAM_CREATE, a, 3, NULL, 0), CUDA_SUCCESS);
+    assert_int_equal(
+        call_result(&p, WIRE_OP(STREAM_CREATE, .id = stream, .flags = CU_STREAM_NON_BLOCKING), NULL,
+                    0),
+        CUDA_SUCCESS);
     assert_int_equal(capture_info(&p, stream, g, 1, out), CUDA_SUCCESS);
     assert_int_equal(out[0], CU_STREAM_CAPTURE_STATUS_NONE); /* nothing bound */
-    a[1] = CU_STREAM_CAPTURE_MODE_GLOBAL;
-    assert_int_equal(call_result(&p, PROTO_OP_STREAM_BEGIN_CAPTURE, a, 2, NULL, 0), CUDA_SUCCESS);
+    assert_int_equal(call_result(&p,
+                                 WIRE_OP(STREAM_BEGIN_CAPTURE, .stream = stream,
+                                         .mode = CU_STREAM_CAPTURE_MODE_GLOBAL),
+                                 NULL, 0),
+                     CUDA_SUCCESS);
     assert_int_equal(capture_info(&p, stream, node, 1, out), CUDA_ERROR_INVALID_HANDLE);
     assert_int_equal(capture_info(&p, stream, g, 0, out), CUDA_ERROR_INVALID_VALUE);
     assert_int_equal(capture_info(&p, stream, g, 1, out), CUDA_SUCCESS);
     assert_int_equal(out[0], CU_STREAM_CAPTURE_STATUS_ACTIVE);
     assert_int_equal(out[1], 0);
     assert_int_equal(capture_info(&p, stream, other, 1, out), CUDA_ERROR_INVALID_VALUE);
-    a[0] = other, a[1] = 0;
-    assert_int_equal(call_result(&p, PROTO_OP_GRAPH_CREATE, a, 2, NULL, 0), CUDA_SUCCESS);
+    assert_int_equal(call_result(&p, WIRE_OP(GRAPH_CREATE, .id = other), NULL, 0), CUDA_SUCCESS);
     assert_int_equal(capture_info(&p, stream, other, 0, out), CUDA_ERROR_INVALID_VALUE);
-    a[0] = g;
-    assert_int_equal(call_result(&p, PROTO_OP_GRAPH_DESTROY, a, 1, NULL, 0),
+    assert_int_equal(call_result(&p, WIRE_OP(GRAPH_DESTROY, .handle = g), NULL, 0),
                      CUDA_ERROR_INVALID_VALUE);
-    a[1] = node, a[2] = CU_GRAPH_NODE_TYPE_EMPTY, a[3] = 0;
-    assert_int_equal(call_result(&p, PROTO_OP_GRAPH_ADD_NODE, a, 16, NULL, 0), CUDA_SUCCESS);
-    a[0] = stream, a[1] = CU_STREAM_SET_CAPTURE_DEPENDENCIES, a[2] = 1, a[3] = 0;
-    assert_int_equal(call_result(&p, PROTO_OP_STREAM_UPDATE_CAPTURE_DEPS, a, 4, &bad, 8),
-                     CUDA_ERROR_INVALID_VALUE);
-    assert_int_equal(call_result(&p, PROTO_OP_STREAM_UPDATE_CAPTURE_DEPS, a, 4, &node, 4),
-                     CUDA_ERROR_INVALID_VALUE);
-    a[2] = 100000;
-    assert_int_equal(call_result(&p, PROTO_OP_STREAM_UPDATE_CAPTURE_DEPS, a, 4, &node, 8),
-                     CUDA_ERROR_INVALID_VALUE);
-    a[2] = 1;
-    assert_int_equal(call_result(&p, PROTO_OP_STREAM_UPDATE_CAPTURE_DEPS, a, 4, &node, 8),
+    assert_int_equal(call_result(&p,
+                                 WIRE_OP(GRAPH_ADD_NODE, .graph = g, .node = node,
+                                         .type = CU_GRAPH_NODE_TYPE_EMPTY),
+                                 NULL, 0),
                      CUDA_SUCCESS);
+#define SET_DEPS(count)                                                                            \
+    WIRE_OP(STREAM_UPDATE_CAPTURE_DEPS, .stream = stream,                                          \
+            .flags = CU_STREAM_SET_CAPTURE_DEPENDENCIES, .n = count)
+    assert_int_equal(call_result(&p, SET_DEPS(1), &bad, 8), CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(call_result(&p, SET_DEPS(1), &node, 4), CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(call_result(&p, SET_DEPS(100000), &node, 8), CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(call_result(&p, SET_DEPS(1), &node, 8), CUDA_SUCCESS);
+#undef SET_DEPS
     assert_int_equal(capture_info(&p, stream, g, 0, out), CUDA_SUCCESS);
     assert_int_equal(out[1], 1);
     assert_int_equal(out[2], node);
     assert_int_equal(out[3], CU_GRAPH_NODE_TYPE_EMPTY);
-    a[1] = g;
-    assert_int_equal(call_result(&p, PROTO_OP_STREAM_END_CAPTURE, a, 2, NULL, 0), CUDA_SUCCESS);
+    assert_int_equal(
+        call_result(&p, WIRE_OP(STREAM_END_CAPTURE, .stream = stream, .graph = g), NULL, 0),
+        CUDA_SUCCESS);
     /* a capture into `other` cannot bind it a second time */
-    a[1] = CU_STREAM_CAPTURE_MODE_GLOBAL, a[2] = other, a[3] = 0;
-    assert_int_equal(call_result(&p, PROTO_OP_STREAM_BEGIN_CAPTURE_TO_GRAPH, a, 4, NULL, 0),
+    assert_int_equal(call_result(&p,
+                                 WIRE_OP(STREAM_BEGIN_CAPTURE_TO_GRAPH, .stream = stream,
+                                         .mode = CU_STREAM_CAPTURE_MODE_GLOBAL, .graph = other),
+                                 NULL, 0),
                      CUDA_SUCCESS);
     assert_int_equal(capture_info(&p, stream, failed, 1, out), CUDA_ERROR_INVALID_VALUE);
     assert_int_equal(capture_info(&p, stream, other, 0, out), CUDA_SUCCESS);
-    a[1] = 0;
-    assert_int_equal(call_result(&p, PROTO_OP_STREAM_END_CAPTURE, a, 2, NULL, 0), CUDA_SUCCESS);
+    assert_int_equal(call_result(&p, WIRE_OP(STREAM_END_CAPTURE, .stream = stream), NULL, 0),
+                     CUDA_SUCCESS);
     /* a plain capture ended without a graph id: its graph would have no owner (the fuzzer
      * found it leaking); refused, and the stream can capture again */
-    a[1] = CU_STREAM_CAPTURE_MODE_RELAXED;
-    assert_int_equal(call_result(&p, PROTO_OP_STREAM_BEGIN_CAPTURE, a, 2, NULL, 0), CUDA_SUCCESS);
-    a[1] = 0;
-    assert_int_equal(call_result(&p, PROTO_OP_STREAM_END_CAPTURE, a, 2, NULL, 0),
+    assert_int_equal(call_result(&p,
+                                 WIRE_OP(STREAM_BEGIN_CAPTURE, .stream = stream,
+                                         .mode = CU_STREAM_CAPTURE_MODE_RELAXED),
+                                 NULL, 0),
+                     CUDA_SUCCESS);
+    assert_int_equal(call_result(&p, WIRE_OP(STREAM_END_CAPTURE, .stream = stream), NULL, 0),
                      CUDA_ERROR_INVALID_VALUE);
     /* a capture invalidated by a synchronization: its end fails and the bound id goes */
-    a[1] = CU_STREAM_CAPTURE_MODE_GLOBAL;
-    assert_int_equal(call_result(&p, PROTO_OP_STREAM_BEGIN_CAPTURE, a, 2, NULL, 0), CUDA_SUCCESS);
+    assert_int_equal(call_result(&p,
+                                 WIRE_OP(STREAM_BEGIN_CAPTURE, .stream = stream,
+                                         .mode = CU_STREAM_CAPTURE_MODE_GLOBAL),
+                                 NULL, 0),
+                     CUDA_SUCCESS);
     assert_int_equal(capture_info(&p, stream, failed, 1, out), CUDA_SUCCESS);
-    assert_int_equal(call_result(&p, PROTO_OP_CTX_SYNCHRONIZE, NULL, 0, NULL, 0),
+    assert_int_equal(call_result(&p, WIRE_OP(CTX_SYNCHRONIZE), NULL, 0),
                      CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
     assert_int_equal(capture_info(&p, stream, failed, 0, out), CUDA_SUCCESS);
     assert_int_equal(out[0], CU_STREAM_CAPTURE_STATUS_INVALIDATED);
-    a[1] = failed;
-    assert_int_equal(call_result(&p, PROTO_OP_STREAM_END_CAPTURE, a, 2, NULL, 0),
-                     CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
-    a[0] = failed;
-    assert_int_equal(call_result(&p, PROTO_OP_GRAPH_NODE_COUNT, a, 1, NULL, 0),
+    assert_int_equal(
+        call_result(&p, WIRE_OP(STREAM_END_CAPTURE, .stream = stream, .graph = failed), NULL, 0),
+        CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+    assert_int_equal(call_result(&p, WIRE_OP(GRAPH_NODE_COUNT, .graph = failed), NULL, 0),
                      CUDA_ERROR_INVALID_HANDLE);
-    a[0] = g;
-    assert_int_equal(call_result(&p, PROTO_OP_GRAPH_NODE_COUNT, a, 1, NULL, 0), CUDA_SUCCESS);
-    assert_int_equal(call_result(&p, PROTO_OP_GRAPH_DESTROY, a, 1, NULL, 0), CUDA_SUCCESS);
-    assert_int_equal(call_result(&p, PROTO_OP_GRAPH_NODE_COUNT, a, 1, NULL, 0),
+    assert_int_equal(call_result(&p, WIRE_OP(GRAPH_NODE_COUNT, .graph = g), NULL, 0), CUDA_SUCCESS);
+    assert_int_equal(call_result(&p, WIRE_OP(GRAPH_DESTROY, .handle = g), NULL, 0), CUDA_SUCCESS);
+    assert_int_equal(call_result(&p, WIRE_OP(GRAPH_NODE_COUNT, .graph = g), NULL, 0),
                      CUDA_ERROR_INVALID_HANDLE);
-    a[0] = other;
-    assert_int_equal(call_result(&p, PROTO_OP_GRAPH_DESTROY, a, 1, NULL, 0), CUDA_SUCCESS);
+    assert_int_equal(call_result(&p, WIRE_OP(GRAPH_DESTROY, .handle = other), NULL, 0),
+                     CUDA_SUCCESS);
     /* the stream destroyed while it captures: the driver frees the graph, and the bound id
      * goes with it (the fuzzer reached the freed graph through it) */
-    a[0] = stream, a[1] = CU_STREAM_CAPTURE_MODE_GLOBAL;
-    assert_int_equal(call_result(&p, PROTO_OP_STREAM_BEGIN_CAPTURE, a, 2, NULL, 0), CUDA_SUCCESS);
+    assert_int_equal(call_result(&p,
+                                 WIRE_OP(STREAM_BEGIN_CAPTURE, .stream = stream,
+                                         .mode = CU_STREAM_CAPTURE_MODE_GLOBAL),
+                                 NULL, 0),
+                     CUDA_SUCCESS);
     assert_int_equal(capture_info(&p, stream, failed, 1, out), CUDA_SUCCESS);
-    assert_int_equal(call_result(&p, PROTO_OP_STREAM_DESTROY, a, 1, NULL, 0), CUDA_SUCCESS);
-    a[0] = failed;
-    assert_int_equal(call_result(&p, PROTO_OP_GRAPH_NODE_COUNT, a, 1, NULL, 0),
+    assert_int_equal(call_result(&p, WIRE_OP(STREAM_DESTROY, .handle = stream), NULL, 0),
+                     CUDA_SUCCESS);
+    assert_int_equal(call_result(&p, WIRE_OP(GRAPH_NODE_COUNT, .graph = failed), NULL, 0),
                      CUDA_ERROR_INVALID_HANDLE);
     /* ... but a capture into the session's graph leaves that graph */
-    a[0] = other, a[1] = 0;
-    assert_int_equal(call_result(&p, PROTO_OP_GRAPH_CREATE, a, 2, NULL, 0), CUDA_SUCCESS);
-    a[0] = stream, a[1] = CU_STREAM_NON_BLOCKING, a[2] = 0;
-    assert_int_equal(call_result(&p, PROTO_OP_STREAM_CREATE, a, 3, NULL, 0), CUDA_SUCCESS);
-    a[1] = CU_STREAM_CAPTURE_MODE_GLOBAL, a[2] = other, a[3] = 0;
-    assert_int_equal(call_result(&p, PROTO_OP_STREAM_BEGIN_CAPTURE_TO_GRAPH, a, 4, NULL, 0),
+    assert_int_equal(call_result(&p, WIRE_OP(GRAPH_CREATE, .id = other), NULL, 0), CUDA_SUCCESS);
+    assert_int_equal(
+        call_result(&p, WIRE_OP(STREAM_CREATE, .id = stream, .flags = CU_STREAM_NON_BLOCKING), NULL,
+                    0),
+        CUDA_SUCCESS);
+    assert_int_equal(call_result(&p,
+                                 WIRE_OP(STREAM_BEGIN_CAPTURE_TO_GRAPH, .stream = stream,
+                                         .mode = CU_STREAM_CAPTURE_MODE_GLOBAL, .graph = other),
+                                 NULL, 0),
                      CUDA_SUCCESS);
-    assert_int_equal(call_result(&p, PROTO_OP_STREAM_DESTROY, a, 1, NULL, 0), CUDA_SUCCESS);
-    a[0] = other;
-    assert_int_equal(call_result(&p, PROTO_OP_GRAPH_NODE_COUNT, a, 1, NULL, 0), CUDA_SUCCESS);
-    assert_int_equal(call_result(&p, PROTO_OP_GRAPH_DESTROY, a, 1, NULL, 0), CUDA_SUCCESS);
-    assert_int_equal(call_result(&p, PROTO_OP_NOP, NULL, 0, NULL, 0), CUDA_SUCCESS);
+    assert_int_equal(call_result(&p, WIRE_OP(STREAM_DESTROY, .handle = stream), NULL, 0),
+                     CUDA_SUCCESS);
+    assert_int_equal(call_result(&p, WIRE_OP(GRAPH_NODE_COUNT, .graph = other), NULL, 0),
+                     CUDA_SUCCESS);
+    assert_int_equal(call_result(&p, WIRE_OP(GRAPH_DESTROY, .handle = other), NULL, 0),
+                     CUDA_SUCCESS);
+    assert_int_equal(call_result(&p, WIRE_OP(NOP), NULL, 0), CUDA_SUCCESS);
     assert_int_equal(finish(&p), 0);
 }
 
@@ -618,7 +675,7 @@ static void test_malformed_ends_session(void **state)
 
     start_worker(&p);
     rgpu__welcome__free_unpacked(hello(&p, PROTO_VERSION), NULL);
-    send_call(&p, PROTO_OP_MEM_ALLOC, 0, NULL, 0, NULL, 0, NULL, 0); /* too few arguments */
+    send_call(&p, PROTO_OP_MEM_ALLOC, NULL, 0, 0, NULL, 0, NULL, 0); /* positional: too few */
     assert_int_equal(finish(&p), 2);
     start_worker(&p);
     rgpu__welcome__free_unpacked(hello(&p, PROTO_VERSION), NULL);
@@ -631,7 +688,7 @@ static uint64_t alloc_result(struct peer *p, uint64_t size, int *result)
     Rgpu__Reply *r;
     uint64_t d = 0;
 
-    send_call(p, PROTO_OP_MEM_ALLOC, 0, &size, 1, NULL, 0, NULL, 0);
+    send_call(p, WIRE_OP(MEM_ALLOC, .size = size), 0, NULL, 0, NULL, 0);
     r = reply(p, NULL, 0);
     *result = r->result;
     if (r->n_out > 0)
@@ -667,7 +724,7 @@ static void test_tenant_quota(void **state)
     assert_int_equal(result, CUDA_SUCCESS);
     alloc_result(&p, 512u << 10, &result);
     assert_int_equal(result, CUDA_ERROR_OUT_OF_MEMORY); /* over quota; the session goes on */
-    send_call(&p, PROTO_OP_MEM_GET_INFO, 0, NULL, 0, NULL, 0, NULL, 0);
+    send_call(&p, WIRE_OP(MEM_GET_INFO), 0, NULL, 0, NULL, 0);
     r = reply(&p, NULL, 0);
     assert_int_equal(r->result, CUDA_SUCCESS);
     assert_int_equal(r->out[0], 256u << 10);
@@ -684,7 +741,7 @@ static int mirror_call(struct peer *p, unsigned op, const uint64_t *args, size_t
     Rgpu__Reply *r;
     int result;
 
-    send_call(p, op, 0, args, nargs, data, len, NULL, 0);
+    send_call(p, op, args, nargs, 0, data, len, NULL, 0);
     r = reply(p, bulk, cap);
     result = r->result;
     rgpu__reply__free_unpacked(r, NULL);
@@ -696,7 +753,7 @@ static uint64_t quota_free(struct peer *p)
     Rgpu__Reply *r;
     uint64_t f;
 
-    send_call(p, PROTO_OP_MEM_GET_INFO, 0, NULL, 0, NULL, 0, NULL, 0);
+    send_call(p, WIRE_OP(MEM_GET_INFO), 0, NULL, 0, NULL, 0);
     r = reply(p, NULL, 0);
     assert_int_equal(r->result, CUDA_SUCCESS);
     f = r->out[0];
@@ -714,7 +771,7 @@ static void test_host_mirror(void **state)
     struct peer p;
     Rgpu__Hello h = RGPU__HELLO__INIT;
     uint8_t bulk[64], want[19];
-    uint64_t a, args[6], n;
+    uint64_t a;
     void *probe;
 
     assert_int_equal(srv_tenant_key(&cfg.tenants, "carol", "token", "c4rol"), RG_OK);
@@ -733,48 +790,49 @@ static void test_host_mirror(void **state)
     h.token = "c4rol";
     rgpu__welcome__free_unpacked(wire_hello(p.conn, &h, p.buf, sizeof(p.buf)), NULL);
 
-    args[0] = a, args[1] = 5000; /* two pages */
-    assert_int_equal(mirror_call(&p, PROTO_OP_HOST_MIRROR_MAP, args, 2, NULL, 0, NULL, 0), 0);
+    assert_int_equal(/* two pages */
+                     mirror_call(&p, WIRE_OP(HOST_MIRROR_MAP, .addr = a, .size = 5000), NULL, 0,
+                                 NULL, 0),
+                     0);
     assert_int_equal(quota_free(&p), (1u << 20) - 8192);
-    args[0] = a + (2u << 20), args[1] = 1u << 20;
-    assert_int_equal(mirror_call(&p, PROTO_OP_HOST_MIRROR_MAP, args, 2, NULL, 0, NULL, 0),
+    assert_int_equal(mirror_call(&p,
+                                 WIRE_OP(HOST_MIRROR_MAP, .addr = a + (2u << 20), .size = 1u << 20),
+                                 NULL, 0, NULL, 0),
                      CUDA_ERROR_OUT_OF_MEMORY);
-    args[0] = (uint64_t)(uintptr_t)&taken, args[1] = 8;
-    assert_int_equal(mirror_call(&p, PROTO_OP_HOST_MIRROR_MAP, args, 2, NULL, 0, NULL, 0),
-                     CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(
+        mirror_call(&p, WIRE_OP(HOST_MIRROR_MAP, .addr = (uint64_t)(uintptr_t)&taken, .size = 8),
+                    NULL, 0, NULL, 0),
+        CUDA_ERROR_INVALID_VALUE);
     assert_int_equal(quota_free(&p), (1u << 20) - 8192);
 
     /* The client's bytes, then a memset into them, then a pull: the memset's three bytes. */
-    args[0] = a, args[1] = 16;
-    send_call(&p, PROTO_OP_HOST_MIRROR_PUSH, PROTO_FLAG_NOREPLY, args, 2, "0123456789abcdef", 16,
-              NULL, 0);
-    args[0] = a + 4, args[1] = 'z', args[2] = 1, args[3] = 3, args[4] = PROTO_STREAM_NULL,
-    args[5] = 0;
-    assert_int_equal(mirror_call(&p, PROTO_OP_MEMSET, args, 6, NULL, 0, NULL, 0), 0);
-    n = 1;
+    send_call(&p, WIRE_OP(HOST_MIRROR_PUSH, .addr = a, .size = 16), PROTO_FLAG_NOREPLY,
+              "0123456789abcdef", 16, NULL, 0);
+#define MEMSET_ZZZ                                                                                 \
+    WIRE_OP(MEMSET, .dst = a + 4, .value = 'z', .elemsize = 1, .count = 3,                         \
+            .stream = PROTO_STREAM_NULL)
+    assert_int_equal(mirror_call(&p, MEMSET_ZZZ, NULL, 0, NULL, 0), 0);
     memset(bulk, 0xee, sizeof(bulk));
-    assert_int_equal(mirror_call(&p, PROTO_OP_HOST_MIRROR_PULL, &n, 1, &a, 8, bulk, sizeof(bulk)),
+    assert_int_equal(mirror_call(&p, WIRE_OP(HOST_MIRROR_PULL, .n = 1), &a, 8, bulk, sizeof(bulk)),
                      0);
     ((uint64_t *)want)[0] = a + 4, ((uint64_t *)want)[1] = 3;
     memcpy(want + 16, "zzz", 3);
     assert_memory_equal(bulk, want, sizeof(want));
     assert_int_equal(bulk[sizeof(want)], 0xee);
     memset(bulk, 0xee, sizeof(bulk));
-    assert_int_equal(mirror_call(&p, PROTO_OP_HOST_MIRROR_PULL, &n, 1, &a, 8, bulk, sizeof(bulk)),
+    assert_int_equal(mirror_call(&p, WIRE_OP(HOST_MIRROR_PULL, .n = 1), &a, 8, bulk, sizeof(bulk)),
                      0);
     assert_int_equal(bulk[0], 0xee); /* nothing changed since */
 
-    args[0] = a;
-    assert_int_equal(mirror_call(&p, PROTO_OP_HOST_MIRROR_UNMAP, args, 1, NULL, 0, NULL, 0), 0);
+    assert_int_equal(mirror_call(&p, WIRE_OP(HOST_MIRROR_UNMAP, .addr = a), NULL, 0, NULL, 0), 0);
     assert_int_equal(quota_free(&p), 1u << 20);
-    assert_int_equal(mirror_call(&p, PROTO_OP_HOST_MIRROR_PULL, &n, 1, &a, 8, NULL, 0),
+    assert_int_equal(mirror_call(&p, WIRE_OP(HOST_MIRROR_PULL, .n = 1), &a, 8, NULL, 0),
                      CUDA_ERROR_INVALID_VALUE);
-    args[0] = a + 4, args[1] = 'z', args[2] = 1, args[3] = 3, args[4] = PROTO_STREAM_NULL,
-    args[5] = 0;
-    assert_int_equal(mirror_call(&p, PROTO_OP_MEMSET, args, 6, NULL, 0, NULL, 0),
+    assert_int_equal(mirror_call(&p, MEMSET_ZZZ, NULL, 0, NULL, 0),
                      CUDA_ERROR_INVALID_VALUE); /* no longer the GPU's to write */
-    args[0] = a, args[1] = 5000;
-    assert_int_equal(mirror_call(&p, PROTO_OP_HOST_MIRROR_MAP, args, 2, NULL, 0, NULL, 0), 0);
+#undef MEMSET_ZZZ
+    assert_int_equal(
+        mirror_call(&p, WIRE_OP(HOST_MIRROR_MAP, .addr = a, .size = 5000), NULL, 0, NULL, 0), 0);
     assert_int_equal(finish(&p), 0);
     memset(&cfg.tenants, 0, sizeof(cfg.tenants));
 }
@@ -852,25 +910,34 @@ static int load_as(struct peer *p, bool library, const char *image, size_t len, 
                    bool cache)
 {
     uint8_t hash[RG_SHA256_LEN];
-    uint64_t args[3] = {library ? CACHED_LIB_ID : CACHED_MOD_ID, by_hash ? PROTO_IMAGE_BY_HASH : 0,
-                        len};
-    unsigned op = library ? PROTO_OP_LIBRARY_LOAD : PROTO_OP_MODULE_LOAD;
+    const uint64_t id = library ? CACHED_LIB_ID : CACHED_MOD_ID;
+    const uint64_t flags = (by_hash ? PROTO_IMAGE_BY_HASH : 0) | (cache ? PROTO_IMAGE_CACHE : 0);
     Rgpu__Reply *r;
     int result;
 
-    if (cache)
-        args[1] |= PROTO_IMAGE_CACHE;
     rg_sha256(image, len, hash);
-    if (by_hash)
-        send_call(p, op, 0, args, 3, hash, sizeof(hash), NULL, 0);
+    /* by hash: the image's length and its hash as data; else the bytes as bulk, without
+     * image_len (optional: the image is sent whole) */
+    if (by_hash && library)
+        send_call(p, WIRE_OP(LIBRARY_LOAD, .id = id, .image_flags = flags, .image_len = len), 0,
+                  hash, sizeof(hash), NULL, 0);
+    else if (by_hash)
+        send_call(p, WIRE_OP(MODULE_LOAD, .id = id, .image_flags = flags, .image_len = len), 0,
+                  hash, sizeof(hash), NULL, 0);
+    else if (library)
+        send_call(p, WIRE_OP_N(LIBRARY_LOAD, 2, .id = id, .image_flags = flags), 0, NULL, 0, image,
+                  len);
     else
-        send_call(p, op, 0, args, 2, NULL, 0, image, len);
+        send_call(p, WIRE_OP_N(MODULE_LOAD, 2, .id = id, .image_flags = flags), 0, NULL, 0, image,
+                  len);
     r = reply(p, NULL, 0);
     result = r->result;
     rgpu__reply__free_unpacked(r, NULL);
     if (result == CUDA_SUCCESS) { /* the same id is loaded again later */
-        send_call(p, library ? PROTO_OP_LIBRARY_UNLOAD : PROTO_OP_MODULE_UNLOAD, 0, args, 1, NULL,
-                  0, NULL, 0);
+        if (library)
+            send_call(p, WIRE_OP(LIBRARY_UNLOAD, .handle = id), 0, NULL, 0, NULL, 0);
+        else
+            send_call(p, WIRE_OP(MODULE_UNLOAD, .handle = id), 0, NULL, 0, NULL, 0);
         r = reply(p, NULL, 0);
         assert_int_equal(r->result, CUDA_SUCCESS);
         rgpu__reply__free_unpacked(r, NULL);
@@ -1052,12 +1119,13 @@ static void test_library_cache(void **state)
 }
 
 /* An IPC call answering a 64-byte handle into h (its result). */
-static CUresult ipc_handle_of(struct peer *p, unsigned op, uint64_t arg, uint8_t h[64])
+static CUresult ipc_handle_of(struct peer *p, unsigned op, const uint64_t *args, size_t nargs,
+                              uint8_t h[64])
 {
     Rgpu__Reply *r;
     CUresult res;
 
-    send_call(p, op, 0, &arg, 1, NULL, 0, NULL, 0);
+    send_call(p, op, args, nargs, 0, NULL, 0, NULL, 0);
     r = reply(p, NULL, 0);
     res = (CUresult)r->result;
     if (res == CUDA_SUCCESS) {
@@ -1071,11 +1139,11 @@ static CUresult ipc_handle_of(struct peer *p, unsigned op, uint64_t arg, uint8_t
 /* IPC_OPEN_MEM_HANDLE: the result, the pointer and size in out[2]. */
 static CUresult ipc_open_mem(struct peer *p, const uint8_t h[64], uint64_t out[2])
 {
-    uint64_t flags = CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS;
     Rgpu__Reply *r;
     CUresult res;
 
-    send_call(p, PROTO_OP_IPC_OPEN_MEM_HANDLE, 0, &flags, 1, h, 64, NULL, 0);
+    send_call(p, WIRE_OP(IPC_OPEN_MEM_HANDLE, .flags = CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS), 0, h,
+              64, NULL, 0);
     r = reply(p, NULL, 0);
     res = (CUresult)r->result;
     if (res == CUDA_SUCCESS) {
@@ -1088,17 +1156,18 @@ static CUresult ipc_open_mem(struct peer *p, const uint8_t h[64], uint64_t out[2
 
 static void put_bytes(struct peer *p, uint64_t d, const void *bytes, size_t len)
 {
-    uint64_t a[4] = {d, len, PROTO_STREAM_NULL, 0};
-
-    assert_int_equal(call_result(p, PROTO_OP_MEMCPY_HTOD, a, 4, bytes, len), CUDA_SUCCESS);
+    assert_int_equal(
+        call_result(p, WIRE_OP(MEMCPY_HTOD, .dst = d, .size = len, .stream = PROTO_STREAM_NULL),
+                    bytes, len),
+        CUDA_SUCCESS);
 }
 
 static void expect_bytes(struct peer *p, uint64_t d, const void *bytes, size_t len)
 {
-    uint64_t a[4] = {d, len, PROTO_STREAM_NULL, 0};
     Rgpu__Reply *r;
 
-    send_call(p, PROTO_OP_MEMCPY_DTOH, 0, a, 4, NULL, 0, NULL, 0);
+    send_call(p, WIRE_OP(MEMCPY_DTOH, .src = d, .size = len, .stream = PROTO_STREAM_NULL), 0, NULL,
+              0, NULL, 0);
     r = reply(p, NULL, 0);
     assert_int_equal(r->result, CUDA_SUCCESS);
     assert_int_equal(r->data.len, len);
@@ -1117,12 +1186,12 @@ static void ipc_refusals(struct peer *b, struct peer *c, const uint8_t mh[64], c
     forged[17] ^= 0x40;
     assert_int_equal(ipc_open_mem(b, forged, out), CUDA_ERROR_INVALID_VALUE);
     assert_int_equal(ipc_open_mem(b, eh, out), CUDA_ERROR_INVALID_VALUE); /* an event's bytes */
-    assert_int_equal(call_result(b, PROTO_OP_IPC_OPEN_EVENT_HANDLE, &ev, 1, mh, 64),
+    assert_int_equal(call_result(b, WIRE_OP(IPC_OPEN_EVENT_HANDLE, .id = ev), mh, 64),
                      CUDA_ERROR_INVALID_VALUE);
     assert_int_equal(ipc_open_mem(c, mh, out), CUDA_ERROR_INVALID_VALUE); /* another tenant */
-    assert_int_equal(call_result(c, PROTO_OP_IPC_OPEN_EVENT_HANDLE, &ev, 1, eh, 64),
+    assert_int_equal(call_result(c, WIRE_OP(IPC_OPEN_EVENT_HANDLE, .id = ev), eh, 64),
                      CUDA_ERROR_INVALID_VALUE);
-    assert_int_equal(call_result(c, PROTO_OP_IPC_OPEN_EVENT_HANDLE, &ev, 1, eh, 10),
+    assert_int_equal(call_result(c, WIRE_OP(IPC_OPEN_EVENT_HANDLE, .id = ev), eh, 10),
                      CUDA_ERROR_INVALID_VALUE);
 }
 
@@ -1141,7 +1210,8 @@ static void release_slot(struct srv_table *t, pid_t pid)
 static void test_ipc(void **state)
 {
     const uint64_t ev_a = (900ull << 4) | PROTO_H_EVENT, ev_plain = (901ull << 4) | PROTO_H_EVENT;
-    uint64_t a_args[3], ev_b = (902ull << 4) | PROTO_H_EVENT, d, out[2], args[3];
+    const uint64_t ev_b = (902ull << 4) | PROTO_H_EVENT;
+    uint64_t d, out[2];
     uint8_t mh[64], eh[64], mine[64], theirs[64];
     struct srv_table *table;
     struct peer a, b, c;
@@ -1160,13 +1230,18 @@ static void test_ipc(void **state)
     memset(theirs, 0x3c, 64);
     d = alloc(&a, 3 * 4096);
     put_bytes(&a, d + 4096, mine, 64);
-    assert_int_equal(ipc_handle_of(&a, PROTO_OP_IPC_GET_MEM_HANDLE, d + 4096, mh), CUDA_SUCCESS);
-    a_args[0] = ev_a, a_args[1] = CU_EVENT_INTERPROCESS | CU_EVENT_DISABLE_TIMING;
-    assert_int_equal(call_result(&a, PROTO_OP_EVENT_CREATE, a_args, 2, NULL, 0), CUDA_SUCCESS);
-    assert_int_equal(ipc_handle_of(&a, PROTO_OP_IPC_GET_EVENT_HANDLE, ev_a, eh), CUDA_SUCCESS);
-    a_args[0] = ev_plain, a_args[1] = 0; /* not an interprocess event: the driver refuses */
-    assert_int_equal(call_result(&a, PROTO_OP_EVENT_CREATE, a_args, 2, NULL, 0), CUDA_SUCCESS);
-    assert_int_equal(ipc_handle_of(&a, PROTO_OP_IPC_GET_EVENT_HANDLE, ev_plain, mh + 0),
+    assert_int_equal(ipc_handle_of(&a, WIRE_OP(IPC_GET_MEM_HANDLE, .dptr = d + 4096), mh),
+                     CUDA_SUCCESS);
+    assert_int_equal(call_result(&a,
+                                 WIRE_OP(EVENT_CREATE, .id = ev_a,
+                                         .flags = CU_EVENT_INTERPROCESS | CU_EVENT_DISABLE_TIMING),
+                                 NULL, 0),
+                     CUDA_SUCCESS);
+    assert_int_equal(ipc_handle_of(&a, WIRE_OP(IPC_GET_EVENT_HANDLE, .event = ev_a), eh),
+                     CUDA_SUCCESS);
+    /* not an interprocess event: the driver refuses */
+    assert_int_equal(call_result(&a, WIRE_OP(EVENT_CREATE, .id = ev_plain), NULL, 0), CUDA_SUCCESS);
+    assert_int_equal(ipc_handle_of(&a, WIRE_OP(IPC_GET_EVENT_HANDLE, .event = ev_plain), mh + 0),
                      CUDA_ERROR_INVALID_VALUE);
 
     assert_int_equal(ipc_open_mem(&b, mh, out), CUDA_SUCCESS);
@@ -1174,21 +1249,24 @@ static void test_ipc(void **state)
     expect_bytes(&b, out[0] + 4096, mine, 64);
     put_bytes(&b, out[0], theirs, 64);
     expect_bytes(&a, d, theirs, 64);
-    send_call(&b, PROTO_OP_MEM_GET_INFO, 0, NULL, 0, NULL, 0, NULL, 0);
+    send_call(&b, WIRE_OP(MEM_GET_INFO), 0, NULL, 0, NULL, 0);
     r = reply(&b, NULL, 0);
     assert_int_equal(r->out[0], 1u << 20); /* the exporter's charge while it lives */
     rgpu__reply__free_unpacked(r, NULL);
-    assert_int_equal(call_result(&b, PROTO_OP_IPC_OPEN_EVENT_HANDLE, &ev_b, 1, eh, 64),
+    assert_int_equal(call_result(&b, WIRE_OP(IPC_OPEN_EVENT_HANDLE, .id = ev_b), eh, 64),
                      CUDA_SUCCESS);
-    args[0] = ev_b, args[1] = PROTO_STREAM_NULL, args[2] = 0;
-    assert_int_equal(call_result(&b, PROTO_OP_EVENT_RECORD, args, 3, NULL, 0), CUDA_SUCCESS);
-    assert_int_equal(call_result(&b, PROTO_OP_EVENT_SYNCHRONIZE, &ev_b, 1, NULL, 0), CUDA_SUCCESS);
+    assert_int_equal(
+        call_result(&b, WIRE_OP(EVENT_RECORD, .event = ev_b, .stream = PROTO_STREAM_NULL), NULL, 0),
+        CUDA_SUCCESS);
+    assert_int_equal(call_result(&b, WIRE_OP(EVENT_SYNCHRONIZE, .event = ev_b), NULL, 0),
+                     CUDA_SUCCESS);
     ipc_refusals(&b, &c, mh, eh);
 
-    assert_int_equal(call_result(&b, PROTO_OP_IPC_CLOSE_MEM_HANDLE, out, 1, NULL, 0), CUDA_SUCCESS);
-    assert_int_equal(call_result(&b, PROTO_OP_IPC_CLOSE_MEM_HANDLE, out, 1, NULL, 0),
+    assert_int_equal(call_result(&b, WIRE_OP(IPC_CLOSE_MEM_HANDLE, .dptr = out[0]), NULL, 0),
+                     CUDA_SUCCESS);
+    assert_int_equal(call_result(&b, WIRE_OP(IPC_CLOSE_MEM_HANDLE, .dptr = out[0]), NULL, 0),
                      CUDA_ERROR_INVALID_VALUE);
-    assert_int_equal(call_result(&b, PROTO_OP_IPC_CLOSE_MEM_HANDLE, &d, 1, NULL, 0),
+    assert_int_equal(call_result(&b, WIRE_OP(IPC_CLOSE_MEM_HANDLE, .dptr = d), NULL, 0),
                      CUDA_ERROR_INVALID_VALUE);
     assert_int_equal(ipc_open_mem(&b, mh, out), CUDA_SUCCESS); /* left open for its end */
 
@@ -1197,11 +1275,11 @@ static void test_ipc(void **state)
     shutdown(transport_fd(a.conn), SHUT_RDWR);
     assert_int_equal(finish(&a), 0);
     assert_int_equal(ipc_open_mem(&b, mh, out), CUDA_ERROR_INVALID_VALUE);
-    send_call(&b, PROTO_OP_MEM_GET_INFO, 0, NULL, 0, NULL, 0, NULL, 0);
+    send_call(&b, WIRE_OP(MEM_GET_INFO), 0, NULL, 0, NULL, 0);
     r = reply(&b, NULL, 0);
     assert_int_equal(r->out[0], (1u << 20) - 3 * 4096); /* its exporter gone, now the opener's */
     rgpu__reply__free_unpacked(r, NULL);
-    assert_int_equal(call_result(&b, PROTO_OP_NOP, NULL, 0, NULL, 0), CUDA_SUCCESS);
+    assert_int_equal(call_result(&b, WIRE_OP(NOP), NULL, 0), CUDA_SUCCESS);
     assert_int_equal(finish(&c), 0);
     assert_int_equal(finish(&b), 0);
     release_slot(table, a.pid);

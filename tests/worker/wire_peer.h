@@ -95,7 +95,7 @@ static CUresult peer_call_bulk(struct peer *p, unsigned op, const uint64_t *args
     Rgpu__Reply *r;
     CUresult res;
 
-    wire_call(p->conn, id++, op, PROTO_PRIMARY_CTX_ID(0), 0, args, nargs, data, len, bulk,
+    wire_call(p->conn, id++, PROTO_PRIMARY_CTX_ID(0), op, args, nargs, 0, data, len, bulk,
               bulk_len);
     r = wire_reply(p->conn, p->buf, sizeof(p->buf), rdata, rdata_cap);
     res = (CUresult)r->result;
