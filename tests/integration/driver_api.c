@@ -90,7 +90,7 @@ static void check_crossing_bulk(void)
 {
     const size_t len = 64u << 20;
     unsigned char *a, *b;
-    CUdeviceptr d1, d2;
+    CUdeviceptr d1 = 0, d2 = 0;
     CUstream s;
 
     EXPECT(cuStreamCreate(&s, 0) == CUDA_SUCCESS, "stream");

@@ -46,7 +46,7 @@ PIDS+=("$SERVER_PID")
 wait_for "$WORK/server.log" "metrics on http" || exit 1
 
 # alpha holds 64 MiB; a second alpha session breaches max_sessions = 1.
-as alpha alpha-secret "$HOLD" 64 20 >"$WORK/alpha1.out" 2>&1 &
+as alpha alpha-secret "$HOLD" 64 600 >"$WORK/alpha1.out" 2>&1 & # until SIGUSR1 (below)
 A1=$!
 PIDS+=("$A1")
 wait_for "$WORK/alpha1.out" ready || exit 1
@@ -108,6 +108,8 @@ as alpha alpha-secret "$HOLD" 2048 0 >"$WORK/alpha3.out" 2>&1
 check "after SIGHUP a second alpha session is admitted; over its 1 GiB quota: out of memory" \
     grep -q "cuMemAlloc(&d, len) failed: CUDA_ERROR_OUT_OF_MEMORY" "$WORK/alpha3.out"
 check "... while the first alpha session still ran" kill -0 "$A1"
+H1=$(children "$A1") # hold_memory, under the subshell of the background `as`
+kill -USR1 "${H1:-$A1}"
 wait "$A1"
 check "alpha's first session went on through the reload (exit $?)" grep -q PASS "$WORK/alpha1.out"
 check "/status shows the reloaded limit" test "$(status 's["tenants"][0]["max_sessions"]')" = 2
