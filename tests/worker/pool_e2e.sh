@@ -155,7 +155,12 @@ check "pack: three jobs on one server ($got)" test "$(echo "$got" | tr ' ' '\n' 
 release
 for i in 1 2; do hold first$i RGPU_POOL="$C,$A,$B" RGPU_POLICY=first; done
 got=$(sessions "$C,$A,$B")
-check "first: two jobs on the first server listed ($got)" test "$got" = "2 0 0"
+# A server before the first that fits may be passed over when it answers later than the hedge
+# (docs/pool.md, "Not waiting for stragglers"): on a loaded host C's probe worker can be that
+# slow. Then the job says so, and goes to the next server listed.
+late=$(grep -hF "$C (no answer to the probe in time)" "$WORK/first2.out")
+check "first: two jobs on the first server listed ($got${late:+; the second passed over a late $C})" \
+    test "$got" = "2 0 0" -o \( -n "$late" -a "$got" = "1 1 0" \)
 [ "$got" = "2 0 0" ] || grep -h "pool:" "$WORK"/first[12].out | sed 's/^/    /' # where, why
 release
 job runmem RGPU_POOL="$B" RGPU_MEM_QUOTA=bogus
