@@ -447,14 +447,9 @@ def check_wire_op(ops_by_name, where, kind, parts, params):
     return findings
 
 
-def check_tests(ops, root):
-    """The tests that drive a worker over the wire pack no argument words by position: every
-    call of a sending helper names its op and arguments through WIRE_OP (or passes on its own
-    caller's op, args, nargs); a call malformed on purpose says so with a comment holding
-    'positional:' on its lines or the line above."""
-    findings = []
-    by_name = {op.name: op for op in ops}
-    files = test_files(root)
+def sending_helpers(files):
+    """Per file: the helpers it defines that send a call (name -> index of their op parameter),
+    the macros it defines over WIRE_OP, and the test headers it includes."""
     includes, helpers, wrappers = {}, {}, {}
     for fn, (raw, text) in files.items():
         includes[fn] = [m.group(1) for m in re.finditer(r'#\s*include\s+"(tests/[^"]+)"', raw)]
@@ -473,62 +468,88 @@ def check_tests(ops, root):
             if head:
                 params = split_top(text[i + 1:m.start()] + "op")
                 helpers[fn][head.group(1)] = len(params) - 1  # where its op goes
-        wrappers[fn] = {m.group(1) for m in WIRE_DEFINE.finditer(text)}
+        wrappers[fn] = dict.fromkeys(m.group(1) for m in WIRE_DEFINE.finditer(text))
+    return includes, helpers, wrappers
 
-    def seen(fn, table, done=None):  # what fn sees: its own and its included headers'
-        done = done if done is not None else set()
-        if fn in done or fn not in files:
-            return {}
-        done.add(fn)
-        out = {}
-        for inc in includes[fn]:
-            got = seen(inc, table, done)
-            out.update(got if isinstance(got, dict) else dict.fromkeys(got))
-        mine = table[fn]
-        out.update(mine if isinstance(mine, dict) else dict.fromkeys(mine))
-        return out
 
+def seen(fn, files, includes, table, done=None):
+    """What fn sees of table (name -> value): its own entries and its included headers'."""
+    done = done if done is not None else set()
+    if fn in done or fn not in files:
+        return {}
+    done.add(fn)
+    out = {}
+    for inc in includes[fn]:
+        out.update(seen(inc, files, includes, table, done))
+    out.update(table[fn])
+    return out
+
+
+def marked(raw_lines, text, start, end):
+    """A 'positional:' comment on the lines of text[start:end] or on the line above."""
+    lo, hi = line_of(text, start), line_of(text, end)
+    return any(WIRE_MARK in raw_lines[k - 1] for k in range(max(1, lo - 1), hi + 1))
+
+
+def check_wire_macros(by_name, fn, text):
+    """Every WIRE_OP* of fn names a known op and its arguments (inside a #define, the macro's
+    own parameters may stand for the op)."""
+    findings = []
+    defines = [(m.start(), m.end(), m.group(1) or "") for m in
+               re.finditer(r"^[ \t]*#[ \t]*define[ \t]+\w+(\([^)]*\))?(?:[^\n]*\\\n)*[^\n]*",
+                           text, re.M)]
+    for m in WIRE_MACRO.finditer(text):
+        params = set()
+        for a, b, plist in defines:
+            if a <= m.start() < b:
+                params = {x.strip() for x in plist.strip("()").split(",")}
+        parts = split_top(balanced(text, m.end()))
+        findings += check_wire_op(by_name, f"{fn}:{line_of(text, m.start())}", m.group(1),
+                                  parts, params)
+    return findings
+
+
+def check_helper_calls(fn, raw_lines, text, helpers, wrappers):
+    """Every call of a sending helper in fn: WIRE_OP (or a macro over it), its caller's own
+    op, args, nargs passed on, or marked."""
+    findings = []
+    for name, idx in helpers.items():
+        for m in re.finditer(r"(?<![\w.>])" + re.escape(name) + r"\s*\(", text):
+            body = balanced(text, m.end())
+            if HELPER_PARAMS.search(body):
+                continue  # its definition or prototype
+            parts = split_top(body)
+            group = parts[idx] if idx < len(parts) else ""
+            word = re.match(r"^(\w+)\b", group)
+            if WIRE_MACRO.match(group) or (word and word.group(1) in wrappers):
+                continue
+            if parts[idx:idx + 3] == ["op", "args", "nargs"]:
+                continue  # a helper passing on its caller's op and words
+            if not marked(raw_lines, text, m.start(), m.end() + len(body)):
+                findings.append(f"{fn}:{line_of(text, m.start())}: {name}() sends '{group}' "
+                                "with argument words by position: name them with WIRE_OP "
+                                f"(tests/wire/wire_client.h), or mark a call malformed on "
+                                f"purpose with a '/* {WIRE_MARK} why */' comment")
+    return findings
+
+
+def check_tests(ops, root):
+    """The tests that drive a worker over the wire pack no argument words by position: every
+    call of a sending helper names its op and arguments through WIRE_OP (or passes on its own
+    caller's op, args, nargs); a call malformed on purpose says so with a comment holding
+    'positional:' on its lines or the line above."""
+    findings = []
+    by_name = {op.name: op for op in ops}
+    files = test_files(root)
+    includes, helpers, wrappers = sending_helpers(files)
     for fn, (raw, text) in files.items():
         raw_lines = raw.split("\n")
-
-        def marked(start, end):
-            lo, hi = line_of(text, start), line_of(text, end)
-            return any(WIRE_MARK in raw_lines[k - 1] for k in range(max(1, lo - 1), hi + 1))
-
-        # every WIRE_OP names a known op and its arguments
-        defines = [(m.start(), m.end(), m.group(1) or "") for m in
-                   re.finditer(r"^[ \t]*#[ \t]*define[ \t]+\w+(\([^)]*\))?(?:[^\n]*\\\n)*[^\n]*",
-                               text, re.M)]
-        for m in WIRE_MACRO.finditer(text):
-            params = set()
-            for a, b, plist in defines:
-                if a <= m.start() < b:
-                    params = {x.strip() for x in plist.strip("()").split(",")}
-            parts = split_top(balanced(text, m.end()))
-            findings += check_wire_op(by_name, f"{fn}:{line_of(text, m.start())}", m.group(1),
-                                      parts, params)
-        # every call of a sending helper: WIRE_OP, passed on, or marked
-        hs, ws = seen(fn, helpers), set(seen(fn, wrappers))
-        for name, idx in hs.items():
-            for m in re.finditer(r"(?<![\w.>])" + re.escape(name) + r"\s*\(", text):
-                body = balanced(text, m.end())
-                if HELPER_PARAMS.search(body):
-                    continue  # its definition or prototype
-                parts = split_top(body)
-                group = parts[idx] if idx < len(parts) else ""
-                if WIRE_MACRO.match(group) or re.match(r"^(\w+)\b", group) and \
-                        re.match(r"^(\w+)\b", group).group(1) in ws:
-                    continue
-                if parts[idx:idx + 3] == ["op", "args", "nargs"]:
-                    continue  # a helper passing on its caller's op and words
-                if not marked(m.start(), m.end() + len(body)):
-                    findings.append(f"{fn}:{line_of(text, m.start())}: {name}() sends '{group}' "
-                                    "with argument words by position: name them with WIRE_OP "
-                                    f"(tests/wire/wire_client.h), or mark a call malformed on "
-                                    f"purpose with a '/* {WIRE_MARK} why */' comment")
+        findings += check_wire_macros(by_name, fn, text)
+        findings += check_helper_calls(fn, raw_lines, text, seen(fn, files, includes, helpers),
+                                       seen(fn, files, includes, wrappers))
         # a Call's words set by hand (a frame test, the wire client itself)
         for m in re.finditer(r"(\.|->)n_args\s*=(?!=)", text):
-            if not marked(m.start(), m.end()):
+            if not marked(raw_lines, text, m.start(), m.end()):
                 findings.append(f"{fn}:{line_of(text, m.start())}: a Call's argument words set by "
                                 f"position without a '/* {WIRE_MARK} why */' comment")
     return findings
