@@ -520,7 +520,9 @@ static void hold_concurrent(struct srv_gate *g, int gpu)
         atomic_fetch_add(&my_slot(g)->held_ns, now - t0);
 }
 
-/* The session counts among the users of gpu from its first launch there to its end. */
+/* The session counts among the users of gpu from its first launch there to its end. (A worker
+ * killed between the two atomics leaves users one low: harmless, uncontended() asks > 1, and
+ * the owner and waiter checks still see a contender.) */
 static void use_gpu(struct srv_gate *g, int gpu)
 {
     struct srv_table_slot *sl = my_slot(g);
@@ -543,7 +545,7 @@ static bool uncontended(struct srv_gate *g, int gpu)
 
     if (concurrent(g->t))
         return true;
-    if (atomic_load(&G->users) != 1 || atomic_load(&G->owner) != g->slot ||
+    if (atomic_load(&G->users) > 1 || atomic_load(&G->owner) != g->slot ||
         atomic_load(&G->nwaiting) != 0)
         return false;
     if (ten != NULL && ten->cap_permille != 0)
