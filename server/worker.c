@@ -242,13 +242,10 @@ int srv_worker_run(const struct srv_config *cfg, int fd, uint64_t session_id, co
 {
     struct srv_session s = {.id = session_id};
     struct timeval io_timeout = {cfg->recv_timeout_ms / 1000, cfg->recv_timeout_ms % 1000 * 1000};
-    char prefix[64];
     uint32_t timeout_ms = 0;
     int rc;
 
-    snprintf(prefix, sizeof(prefix), "gpu-server[%d] session %llu", (int)getpid(),
-             (unsigned long long)session_id);
-    rg_log_set_prefix(prefix);
+    srv_worker_log_prefix(&s);
     snprintf(s.peer, sizeof(s.peer), "%s", peer);
     if (cfg->recv_timeout_ms > 0 && /* no progress inside a frame, either way: the session ends */
         (setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &io_timeout, sizeof(io_timeout)) != 0 ||

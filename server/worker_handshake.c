@@ -121,8 +121,7 @@ void srv_worker_refuse(struct srv_session *s, CUresult status, const char *reaso
     send_refusal(s, status, reason);
 }
 
-/* Every log line of the worker names its session, and its tenant once known. */
-static void log_prefix(const struct srv_session *s)
+void srv_worker_log_prefix(const struct srv_session *s)
 {
     char prefix[128];
 
@@ -152,7 +151,7 @@ static int authenticate(struct srv_session *s, const struct srv_config *cfg,
         return 0;
     snprintf(s->tenant, sizeof(s->tenant), "%s", g.tenant->name);
     *tenant_p = g.tenant;
-    log_prefix(s);
+    srv_worker_log_prefix(s);
     return 0;
 }
 

@@ -25,6 +25,10 @@ struct srv_worker_rdma {
 int srv_worker_handshake(struct srv_session *s, const struct srv_config *cfg,
                          uint32_t *timeout_ms_p);
 
+/* Every log line of the worker names its session, and its tenant once known: set again when
+ * the tenant is. */
+void srv_worker_log_prefix(const struct srv_session *s);
+
 /* A Welcome that refuses the session (status and reason for the client), logged. */
 void srv_worker_refuse(struct srv_session *s, CUresult status, const char *reason);
 
