@@ -53,9 +53,14 @@ static struct ncclComm *comm_new(int nranks, int rank, const ncclConfig_t *confi
 {
     const struct nccl_client *cl = nccl_client();
     struct ncclComm *comm;
-    CUdevice dev;
+    CUdevice dev = 0;
+    CUresult cur;
 
-    if (cl == NULL || cl->cuCtxGetDevice(&dev) != CUDA_SUCCESS ||
+    /* NCCL asks the runtime (cudaGetDevice): a thread that never chose a device has device 0
+     * there but no current context here (CuPy's thread for device 0 makes its communicator so);
+     * the calls are routed to the communicator's device (nccl_client.c). */
+    if (cl == NULL ||
+        ((cur = cl->cuCtxGetDevice(&dev)) != CUDA_SUCCESS && cur != CUDA_ERROR_INVALID_CONTEXT) ||
         (comm = calloc(1, sizeof(*comm))) == NULL)
         return NULL;
     comm->id = __atomic_fetch_add(&next_comm_id, 1, __ATOMIC_RELAXED);

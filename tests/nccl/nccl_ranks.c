@@ -21,6 +21,9 @@
  *          a thread per device, each a blocking ncclCommInitRank (as XLA makes its cliques), then
  *          grouped collectives over both from one thread (as DataParallel runs them), then
  *          ncclCommInitAll over both devices
+ *   cupy   (one process, two devices) CuPy's order: ncclCommInitAll and a grouped all-reduce
+ *          first, then a blocking init per device thread (device 0's thread with no current
+ *          context, as CuPy leaves it: the runtime's default device) and a grouped broadcast
  *   killmid rank 1 is killed inside an all-reduce (its worker's NCCL does not notice dead peers,
  *          FAKENCCL_BLIND); rank 0's next all-reduce must fail, not hang (NCCL_RANKS_DEAD: the
  *          file that appears once rank 1 is dead)
@@ -39,6 +42,7 @@
  * Prints "rank R: ok" and exits 0 when every check passed. */
 #include <pthread.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -507,6 +511,7 @@ struct dev_rank {
     ncclComm_t comm;
     ncclResult_t res;
     CUcontext ctx;
+    bool bare; /* its thread sets no context (as CuPy's for device 0: the runtime's default) */
     pthread_t thread;
 };
 
@@ -514,87 +519,129 @@ static void *dev_init(void *arg)
 {
     struct dev_rank *d = arg;
 
-    if (cuCtxSetCurrent(d->ctx) != CUDA_SUCCESS)
+    if (!d->bare && cuCtxSetCurrent(d->ctx) != CUDA_SUCCESS)
         d->res = ncclUnhandledCudaError;
     else
         d->res = ncclCommInitRank(&d->comm, 2, d->id, d->dev);
     return NULL;
 }
 
-static void mode_devices(void)
-{
+struct dev_pair {
     struct dev_rank d[2];
-    CUstream s2[2];
+    CUstream s[2];
     CUdeviceptr b[2];
-    float in[N], out[N];
-    ncclComm_t all[2];
-    ncclUniqueId id;
-    int n, r, dv;
+};
+
+static void devices_setup(struct dev_pair *p)
+{
+    float in[N];
 
     for (int i = 0; i < 2; i++) { /* contexts on both devices first, as XLA makes them */
         CUdevice dev;
 
-        d[i] = (struct dev_rank){.dev = i};
+        p->d[i] = (struct dev_rank){.dev = i};
         CU(cuDeviceGet(&dev, i));
-        CU(cuDevicePrimaryCtxRetain(&d[i].ctx, dev));
-        CU(cuCtxSetCurrent(d[i].ctx));
-        CU(cuStreamCreate(&s2[i], CU_STREAM_NON_BLOCKING));
+        CU(cuDevicePrimaryCtxRetain(&p->d[i].ctx, dev));
+        CU(cuCtxSetCurrent(p->d[i].ctx));
+        CU(cuStreamCreate(&p->s[i], CU_STREAM_NON_BLOCKING));
         for (int k = 0; k < N; k++)
             in[k] = (float)(i + 1);
-        b[i] = dev_floats(in, N);
+        p->b[i] = dev_floats(in, N);
     }
+}
+
+/* Both devices' collective in one group from this thread (as DataParallel and CuPy run them),
+ * then element `at` of each device's buffer must be `want`. */
+static void devices_grouped(struct dev_pair *p, ncclComm_t comms[2], bool bcast, int at, float want)
+{
+    float out[N];
+
+    NC(ncclGroupStart());
+    for (int i = 0; i < 2; i++) {
+        CU(cuCtxSetCurrent(p->d[i].ctx));
+        if (bcast)
+            NC(ncclBroadcast((void *)p->b[i], (void *)p->b[i], N, ncclFloat32, 1, comms[i], p->s[i]));
+        else
+            NC(ncclAllReduce((void *)p->b[i], (void *)p->b[i], N, ncclFloat32, ncclSum, comms[i],
+                             p->s[i]));
+    }
+    NC(ncclGroupEnd());
+    for (int i = 0; i < 2; i++) {
+        CU(cuCtxSetCurrent(p->d[i].ctx));
+        CU(cuStreamSynchronize(p->s[i]));
+        CU(cuMemcpyDtoH(out, p->b[i], sizeof(out)));
+        EXPECT(out[at] == want, "grouped %s on device %d: %g", bcast ? "broadcast" : "all-reduce",
+               i, out[at]);
+    }
+}
+
+/* XLA (and CuPy's NcclCommunicator per thread): one thread per device, each a blocking init;
+ * rank 0's waits for rank 1's. Then a grouped collective over both; the communicators destroyed. */
+static void devices_threads(struct dev_pair *p, bool bcast, int at, float want)
+{
+    ncclComm_t comms[2];
+    ncclUniqueId id;
+    int n, r, dv;
+
     NC(ncclGetUniqueId(&id));
     for (int i = 0; i < 2; i++)
-        d[i].id = id;
-    /* XLA: one thread per device, each a blocking init; rank 0's waits for rank 1's */
+        p->d[i].id = id;
     for (int i = 0; i < 2; i++)
-        if (pthread_create(&d[i].thread, NULL, dev_init, &d[i]) != 0)
+        if (pthread_create(&p->d[i].thread, NULL, dev_init, &p->d[i]) != 0)
             exit(5);
     for (int i = 0; i < 2; i++) {
-        pthread_join(d[i].thread, NULL);
-        EXPECT(d[i].res == ncclSuccess, "thread init on device %d: %d", i, (int)d[i].res);
+        pthread_join(p->d[i].thread, NULL);
+        EXPECT(p->d[i].res == ncclSuccess, "thread init on device %d: %d", i, (int)p->d[i].res);
     }
-    if (d[0].res != ncclSuccess || d[1].res != ncclSuccess)
+    if (p->d[0].res != ncclSuccess || p->d[1].res != ncclSuccess)
         return;
     for (int i = 0; i < 2; i++) {
-        NC(ncclCommCount(d[i].comm, &n));
-        NC(ncclCommUserRank(d[i].comm, &r));
-        NC(ncclCommCuDevice(d[i].comm, &dv));
+        comms[i] = p->d[i].comm;
+        NC(ncclCommCount(comms[i], &n));
+        NC(ncclCommUserRank(comms[i], &r));
+        NC(ncclCommCuDevice(comms[i], &dv));
         EXPECT(n == 2 && r == i && dv == i, "device %d: count %d rank %d device %d", i, n, r, dv);
     }
-    /* DataParallel: both devices' collectives in one group, from one thread */
-    NC(ncclGroupStart());
-    for (int i = 0; i < 2; i++) {
-        CU(cuCtxSetCurrent(d[i].ctx));
-        NC(ncclAllReduce((void *)b[i], (void *)b[i], N, ncclFloat32, ncclSum, d[i].comm, s2[i]));
-    }
-    NC(ncclGroupEnd());
-    for (int i = 0; i < 2; i++) {
-        CU(cuCtxSetCurrent(d[i].ctx));
-        CU(cuStreamSynchronize(s2[i]));
-        CU(cuMemcpyDtoH(out, b[i], sizeof(out)));
-        EXPECT(out[9] == 3.0f, "grouped all-reduce on device %d: %g", i, out[9]);
-    }
+    devices_grouped(p, comms, bcast, at, want);
     for (int i = 0; i < 2; i++)
-        NC(ncclCommDestroy(d[i].comm));
-    /* ncclCommInitAll over both devices, then a grouped broadcast from device 1 */
+        NC(ncclCommDestroy(comms[i]));
+}
+
+/* ncclCommInitAll over both devices, then a grouped collective over them. */
+static void devices_initall(struct dev_pair *p, bool bcast, int at, float want)
+{
+    ncclComm_t all[2];
+    int r;
+
     NC(ncclCommInitAll(all, 2, NULL));
-    NC(ncclGroupStart());
+    devices_grouped(p, all, bcast, at, want);
     for (int i = 0; i < 2; i++) {
-        CU(cuCtxSetCurrent(d[i].ctx));
-        NC(ncclBroadcast((void *)b[i], (void *)b[i], N, ncclFloat32, 1, all[i], s2[i]));
-    }
-    NC(ncclGroupEnd());
-    for (int i = 0; i < 2; i++) {
-        CU(cuCtxSetCurrent(d[i].ctx));
-        CU(cuStreamSynchronize(s2[i]));
-        CU(cuMemcpyDtoH(out, b[i], sizeof(out)));
-        EXPECT(out[0] == 3.0f, "broadcast on device %d: %g", i, out[0]);
         NC(ncclCommUserRank(all[i], &r));
         EXPECT(r == i, "InitAll rank %d on device %d", r, i);
-    }
-    for (int i = 0; i < 2; i++)
         NC(ncclCommDestroy(all[i]));
+    }
+}
+
+/* devices: XLA's cliques, then DataParallel's grouped all-reduce, then ncclCommInitAll. */
+static void mode_devices(void)
+{
+    struct dev_pair p;
+
+    devices_setup(&p);
+    devices_threads(&p, false, 9, 3.0f);
+    devices_initall(&p, true, 0, 3.0f);
+}
+
+/* cupy: CuPy's order (tests/gpu/dist_cupy.py): NcclCommunicator.initAll and a grouped
+ * all-reduce first, then a blocking NcclCommunicator per device thread and a grouped broadcast. */
+static void mode_devices_cupy(void)
+{
+    struct dev_pair p;
+
+    devices_setup(&p);
+    devices_initall(&p, false, 9, 3.0f);
+    p.d[0].bare = true;
+    devices_threads(&p, true, 0, 3.0f);
 }
 
 /* devwait: one thread per device, as XLA's. */
@@ -787,6 +834,8 @@ int main(int argc, char **argv)
         mode_old();
     } else if (strcmp(mode, "devices") == 0) {
         mode_devices();
+    } else if (strcmp(mode, "cupy") == 0) {
+        mode_devices_cupy();
     } else if (strcmp(mode, "devwait") == 0) {
         mode_devwait();
     } else if (strcmp(mode, "lazy") == 0) {

@@ -97,6 +97,9 @@ check "two devices in one process: a blocking init per thread, grouped collectiv
 grep -q FAILED "$WORK/devices.0.out" && show devices
 check "a session on two devices connects its communicators at creation" \
     grep -q "NCCL_RUNTIME_CONNECT=0" "$WORK/s6.log"
+on "$P6" a ta timeout 60 "$RANKS" cupy 0 1 x >"$WORK/cupy.0.out" 2>&1
+check "two devices in one process in CuPy's order: ncclCommInitAll first, then an init per thread" [ $? = 0 ]
+grep -q FAILED "$WORK/cupy.0.out" && show cupy
 
 # Rank 1 killed inside an all-reduce: its worker sees the client gone and aborts; rank 0's
 # worker sees rank 1's liveness file unlocked while its own all-reduce waits, and aborts.
