@@ -44,10 +44,11 @@ void cli_stream_route(struct cli_call *call, CUstream stream);
 bool cli_stream_set_capture(CUstream stream, uint64_t capture_id);
 uint64_t cli_stream_capture_id(CUstream stream);
 
-/* Events (event.c) for IPC (ipc.c): the wire ids of a live event and of its context; a new
- * event with those flags bound on the server by call, a synchronous call that names the new id
- * in args[0] (the event in *ph, or the call's error and no event). */
-bool cli_event_ids(CUevent event, uint64_t *id_p, uint64_t *ctx_p);
+/* Events (event.c) for IPC (ipc.c): the wire id of a live event, with call bound to its
+ * context (and so to that context's server); a new event with those flags bound on the server
+ * by call, a synchronous call that names the new id in args[0] (the event in *ph, or the call's
+ * error and no event). */
+bool cli_event_ids(CUevent event, uint64_t *id_p, struct cli_call *call);
 struct cli_ctx *cli_event_ctx(CUevent event); /* its context; NULL: not an event */
 CUresult cli_event_bind(struct cli_call *call, unsigned flags, CUevent *ph);
 /* The wire id of a CUDA array handle (array.c); false if it is not a live array. */

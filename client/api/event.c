@@ -150,14 +150,14 @@ struct cli_ctx *cli_event_ctx(CUevent event)
     return e != NULL ? e->ctx : NULL;
 }
 
-bool cli_event_ids(CUevent event, uint64_t *id_p, uint64_t *ctx_p)
+bool cli_event_ids(CUevent event, uint64_t *id_p, struct cli_call *call)
 {
     struct cli_event *e = cli_handle_check(event, PROTO_H_EVENT);
 
     if (e == NULL)
         return false;
     *id_p = e->h.id;
-    *ctx_p = e->ctx->h.id;
+    cli_call_in(call, e->ctx); /* its context and that context's server */
     return true;
 }
 

@@ -113,7 +113,7 @@ CLI_EXPORT CUresult cuIpcGetEventHandle(CUipcEventHandle *handle, CUevent event)
         return CUDA_ERROR_NOT_INITIALIZED;
     if (handle == NULL)
         return CUDA_ERROR_INVALID_VALUE;
-    if (!cli_event_ids(event, &call.a.IPC_GET_EVENT_HANDLE.event, &call.ctx))
+    if (!cli_event_ids(event, &call.a.IPC_GET_EVENT_HANDLE.event, &call))
         return CUDA_ERROR_INVALID_HANDLE;
     res = cli_call_sync(&call);
     if (res == CUDA_SUCCESS && call.rdata_len != sizeof(*handle))

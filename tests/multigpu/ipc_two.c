@@ -1,8 +1,10 @@
-/* CUDA IPC with two servers that answer the same addresses (multigpu_e2e.sh): a process of
- * server b exports device memory; a process of servers a and b opens it on device 1 (server b).
+/* CUDA IPC with two servers that answer the same addresses (multigpu_e2e.sh): a process exports
+ * device memory and an interprocess event (as PyTorch's _share_cuda_ does) on its device DEV;
+ * a process of servers a and b opens both on device 1 (server b).
  * Opened where device 0's memory already is, the open is refused (CUDA_ERROR_MAP_FAILED: the
  * worker would answer the same address again); opened clear of it, it works and names device 1.
- * Usage: ipc_two export FILE   (one server: writes the handle to FILE, waits for FILE.done)
+ * Usage: ipc_two export FILE [DEV]  (writes the handles to FILE, waits for FILE.done; DEV 0 of
+ *                                     server b alone, or 1 of servers a and b)
  *        ipc_two import FILE   (two servers; prints PASS) */
 #include <cuda.h>
 #include <stdio.h>
@@ -35,11 +37,13 @@ static unsigned char byte_at(size_t i)
     return (unsigned char)(i * 29 + 3);
 }
 
-static int exporter(const char *file)
+static int exporter(const char *file, int dev)
 {
     CUcontext c;
     CUdeviceptr d;
     CUipcMemHandle h;
+    CUipcEventHandle eh;
+    CUevent ev;
     unsigned char *p = malloc(LEN);
     char done[512];
     FILE *f;
@@ -47,18 +51,23 @@ static int exporter(const char *file)
     for (size_t i = 0; i < LEN; i++)
         p[i] = byte_at(i);
     CHECK(cuInit(0));
-    CHECK(cuDevicePrimaryCtxRetain(&c, 0));
+    CHECK(cuDevicePrimaryCtxRetain(&c, dev));
     CHECK(cuCtxSetCurrent(c));
     CHECK(cuMemAlloc(&d, LEN));
     CHECK(cuMemcpyHtoD(d, p, LEN));
     CHECK(cuIpcGetMemHandle(&h, d));
+    CHECK(cuEventCreate(&ev, CU_EVENT_INTERPROCESS | CU_EVENT_DISABLE_TIMING));
+    CHECK(cuEventRecord(ev, NULL));
+    CHECK(cuIpcGetEventHandle(&eh, ev));
     snprintf(done, sizeof(done), "%s.tmp", file);
-    EXPECT((f = fopen(done, "wb")) != NULL && fwrite(&h, sizeof(h), 1, f) == 1 && fclose(f) == 0,
+    EXPECT((f = fopen(done, "wb")) != NULL && fwrite(&h, sizeof(h), 1, f) == 1 &&
+               fwrite(&eh, sizeof(eh), 1, f) == 1 && fclose(f) == 0,
            "cannot write %s", done);
     EXPECT(rename(done, file) == 0, "cannot rename to %s", file);
     snprintf(done, sizeof(done), "%s.done", file);
     for (int i = 0; i < 600 && access(done, F_OK) != 0; i++) /* the importer is done */
         usleep(50000);
+    CHECK(cuEventDestroy(ev));
     CHECK(cuMemFree(d));
     free(p);
     return 0;
@@ -69,6 +78,8 @@ static int importer(const char *file)
     CUcontext c0, c1;
     CUdeviceptr a0, b1, opened;
     CUipcMemHandle h;
+    CUipcEventHandle eh;
+    CUevent ev;
     unsigned char *p = malloc(LEN);
     char done[512];
     FILE *f = NULL;
@@ -77,7 +88,8 @@ static int importer(const char *file)
 
     for (int i = 0; i < 600 && (f = fopen(file, "rb")) == NULL; i++)
         usleep(50000);
-    EXPECT(f != NULL && fread(&h, sizeof(h), 1, f) == 1, "no handle in %s", file);
+    EXPECT(f != NULL && fread(&h, sizeof(h), 1, f) == 1 && fread(&eh, sizeof(eh), 1, f) == 1,
+           "no handles in %s", file);
     fclose(f);
     CHECK(cuInit(0));
     CHECK(cuDevicePrimaryCtxRetain(&c0, 0));
@@ -97,6 +109,9 @@ static int importer(const char *file)
         EXPECT(p[i] == byte_at(i), "opened memory: byte %zu is %u", i, p[i]);
     CHECK(cuPointerGetAttribute(&ord, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, opened));
     EXPECT(ord == 1, "opened memory names device %d", ord);
+    CHECK(cuIpcOpenEventHandle(&ev, eh)); /* the exporter's event, waited for on device 1 */
+    CHECK(cuEventSynchronize(ev));
+    CHECK(cuEventDestroy(ev));
     CHECK(cuIpcCloseMemHandle(opened));
     CHECK(cuMemFree(b1));
     CHECK(cuCtxSetCurrent(c0));
@@ -110,10 +125,10 @@ static int importer(const char *file)
 
 int main(int argc, char **argv)
 {
-    if (argc == 3 && strcmp(argv[1], "export") == 0)
-        return exporter(argv[2]);
+    if ((argc == 3 || argc == 4) && strcmp(argv[1], "export") == 0)
+        return exporter(argv[2], argc == 4 ? atoi(argv[3]) : 0);
     if (argc == 3 && strcmp(argv[1], "import") == 0)
         return importer(argv[2]);
-    fprintf(stderr, "usage: ipc_two export|import FILE\n");
+    fprintf(stderr, "usage: ipc_two export FILE [DEV] | import FILE\n");
     return 2;
 }

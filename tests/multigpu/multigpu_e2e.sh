@@ -12,8 +12,10 @@
 # servers never are.
 # vmm_two checks unified addresses for VMM: reservations and allocations of the two servers
 # kept apart, device 1's physical memory made and mapped on its server.
-# ipc_two: memory exported by a process of server b, opened by one of servers a and b; an open
-# that would overlap device 0's memory is refused, one clear of it works.
+# ipc_two: memory and an event exported by a process of server b (and again by a process of
+# servers a and b, on its device 1, as a PyTorch rank of the second host shares a tensor), opened
+# by one of servers a and b; an open that would overlap device 0's memory is refused, one clear
+# of it works.
 # Usage: multigpu_e2e.sh GPU_SERVER FAKECUDA LIB_DIR TWO_DEVICES MULTI_REDUCE P2P_ANSWERS VMM_TWO
 #                        IPC_TWO
 set -u
@@ -82,6 +84,12 @@ exporter=$!
 run ipc_import RGPU_SERVER=127.0.0.1:$A,127.0.0.1:$B timeout 60 "$IPC" import "$WORK/ipc.handle" ||
     fail "IPC on two servers: $(tail -3 "$WORK/ipc_import.err")"
 wait $exporter || fail "IPC exporter: $(tail -3 "$WORK/ipc_export.err")"
+rm -f "$WORK/ipc.handle" "$WORK/ipc.handle.done"
+run ipc_export1 RGPU_SERVER=127.0.0.1:$A,127.0.0.1:$B timeout 60 "$IPC" export "$WORK/ipc.handle" 1 &
+exporter=$!
+run ipc_import1 RGPU_SERVER=127.0.0.1:$A,127.0.0.1:$B timeout 60 "$IPC" import "$WORK/ipc.handle" ||
+    fail "IPC on two servers, exported on device 1: $(tail -3 "$WORK/ipc_import1.err")"
+wait $exporter || fail "IPC exporter on device 1 of two servers: $(tail -3 "$WORK/ipc_export1.err")"
 
 # Peer access: what one server's driver says of its two devices; never across servers.
 start p2p_yes 1024 "rgpu-fake-uuid-P" FAKECUDA_DEVICES=2 FAKECUDA_P2P=1; P2P_YES=$PORT
