@@ -63,7 +63,7 @@ fi
 
 # Shared libraries outside glibc that the bundled binaries need.
 for f in "$OUT"/bin/* "$OUT"/client/* "$OUT"/nccl/*; do
-    ldd "$f" 2>/dev/null | awk '/=> \//{print $3}'
+    ldd "$f" 2>/dev/null | awk '/=> \//{print $3}' || true # not every file is a program (params.cubin)
 done | sort -u | while read -r lib; do
     case $(basename "$lib") in
         libc.so.*|libm.so.*|libpthread.so.*|libdl.so.*|librt.so.*|ld-linux*|libcuda.so.*) ;;

@@ -45,6 +45,9 @@
 set -u
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 export PYTHONUNBUFFERED=1 XLA_PYTHON_CLIENT_PREALLOCATE=false
+# A step past its timeout gets SIGABRT: Python then prints every thread's stack (where it hung).
+export PYTHONFAULTHANDLER=1
+ulimit -c 0
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 B=$(cd "${1:-$ROOT/.bundle}" && pwd)
 NGPU=${2:-2}
@@ -175,7 +178,7 @@ ranks() { # placement tag timeout nproc script args...: one process per GPU, as 
     pre "$pl"
     for k in $(seq $((np - 1)) -1 0); do
         env "${PRE[@]}" RANK=$k LOCAL_RANK=$k WORLD_SIZE="$np" LOCAL_WORLD_SIZE="$np" \
-            MASTER_ADDR=127.0.0.1 MASTER_PORT=$MPORT timeout -k 5 "$to" python3 "$@" \
+            MASTER_ADDR=127.0.0.1 MASTER_PORT=$MPORT timeout -s ABRT -k 5 "$to" python3 "$@" \
             >"$LOGS/$tag.$pl.r$k.out" 2>"$LOGS/$tag.$pl.r$k.err" &
         pids+=($!)
     done
@@ -188,7 +191,7 @@ single() { # placement tag timeout cmd...
     local pl=$1 tag=$2 to
     to=$(cap "$3")
     shift 3
-    on "$pl" timeout -k 5 "$to" "$@" >"$LOGS/$tag.$pl.out" 2>"$LOGS/$tag.$pl.err"
+    on "$pl" timeout -s ABRT -k 5 "$to" "$@" >"$LOGS/$tag.$pl.out" 2>"$LOGS/$tag.$pl.err"
     local rc=$?
     [ $rc = 0 ] || shell_row "$pl" "$tag" FAIL "exit $rc after at most $to s: $(grep -v '^\s*$' "$LOGS/$tag.$pl.err" | tail -1 | cut -c1-200)"
     grep '^ROW' "$LOGS/$tag.$pl.out" | sed "s/^/[$pl] /"

@@ -90,17 +90,30 @@ static int saturate(double secs, int us)
 static int latency(int iters, int us)
 {
     long long cyc = cycles_for(us);
-    std::vector<double> lat;
+    std::vector<double> lat, at;
+    auto start = clk::now();
     for (int i = 0; i < iters + 50; i++) {
         auto t0 = clk::now();
         spin<<<1, 32>>>(cyc);
         CHECK(cudaStreamSynchronize(0));
-        if (i >= 50) // the first iterations warm up
+        if (i >= 50) { // the first iterations warm up
             lat.push_back(seconds_since(t0) * 1e6);
+            at.push_back(std::chrono::duration<double>(t0 - start).count() * 1e3);
+        }
     }
-    std::sort(lat.begin(), lat.end());
-    printf("latency iterations=%d p50_us=%.1f p99_us=%.1f max_us=%.1f\n", iters,
-           lat[lat.size() / 2], lat[lat.size() * 99 / 100], lat.back());
+    std::vector<double> sorted = lat;
+    std::sort(sorted.begin(), sorted.end());
+    double p50 = sorted[sorted.size() / 2];
+    printf("latency iterations=%d p50_us=%.1f p99_us=%.1f max_us=%.1f\n", iters, p50,
+           sorted[sorted.size() * 99 / 100], sorted.back());
+    // Where the slow iterations are (over 2x p50): when in the loop, and how slow, so that a
+    // tail at the start (queues draining) tells from one spread over the run.
+    int slow = 0;
+    for (size_t i = 0; i < lat.size(); i++)
+        if (lat[i] > 2 * p50 && ++slow <= 40)
+            fprintf(stderr, "slow iteration %zu at %.2f ms: %.1f us\n", i, at[i], lat[i]);
+    fprintf(stderr, "%d iteration(s) over 2x p50 of %zu, the loop %.1f ms\n", slow, lat.size(),
+            at.empty() ? 0.0 : at.back());
     return 0;
 }
 
