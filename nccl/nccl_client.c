@@ -88,12 +88,12 @@ static ncclResult_t driver_result(int res, const char *what)
                      "%s: CUDA error %d on the rgpu session", what, res);
 }
 
-/* ---- order and routing ------------------------------------------------------------------ */
+/* ---- order, routing and groups --------------------------------------------------------- */
 
 static pthread_mutex_t order_lock = PTHREAD_MUTEX_INITIALIZER;
 static __thread bool order_held; /* this thread's group holds it */
 
-void nccl_group_hold(bool hold)
+static void group_hold(bool hold)
 {
     if (hold && !order_held) {
         pthread_mutex_lock(&order_lock);
@@ -108,40 +108,150 @@ void nccl_group_hold(bool hold)
 static CUcontext primary[ROUTE_DEVICES]; /* retained once, for the process's life */
 static pthread_mutex_t primary_lock = PTHREAD_MUTEX_INITIALIZER;
 
-/* Make comm's device current when it is not (its primary context); true when *saved is to be
- * restored. */
-static bool route_enter(const struct nccl_client *cl, const struct ncclComm *comm, CUcontext *saved)
+/* Make device dev current when it is not (its primary context); true when *saved is to be
+ * restored. dev < 0: the calling thread's context as it is. */
+static bool route_enter(const struct nccl_client *cl, int dev, CUcontext *saved)
 {
-    CUdevice cur, dev;
+    CUdevice cur, d;
     CUcontext ctx;
 
-    if (comm == NULL || comm->dev < 0 || comm->dev >= ROUTE_DEVICES ||
-        (cl->cuCtxGetDevice(&cur) == CUDA_SUCCESS && (int)cur == comm->dev))
+    if (dev < 0 || dev >= ROUTE_DEVICES ||
+        (cl->cuCtxGetDevice(&cur) == CUDA_SUCCESS && (int)cur == dev))
         return false;
     pthread_mutex_lock(&primary_lock);
-    if ((ctx = primary[comm->dev]) == NULL && cl->cuDeviceGet(&dev, comm->dev) == CUDA_SUCCESS &&
-        cl->cuDevicePrimaryCtxRetain(&ctx, dev) == CUDA_SUCCESS)
-        primary[comm->dev] = ctx;
+    if ((ctx = primary[dev]) == NULL && cl->cuDeviceGet(&d, dev) == CUDA_SUCCESS &&
+        cl->cuDevicePrimaryCtxRetain(&ctx, d) == CUDA_SUCCESS)
+        primary[dev] = ctx;
     pthread_mutex_unlock(&primary_lock);
     if (ctx == NULL || cl->cuCtxGetCurrent(saved) != CUDA_SUCCESS)
         return false;
     return cl->cuCtxSetCurrent(ctx) == CUDA_SUCCESS;
 }
 
-/* One call in order (the order lock unless this thread's group holds it) and routed. */
+static int send_to(const struct nccl_client *cl, struct rgpu_nccl_call *c, int dev)
+{
+    CUcontext saved = NULL;
+    bool routed = route_enter(cl, dev, &saved);
+    int res = cl->call(c);
+
+    if (routed)
+        cl->cuCtxSetCurrent(saved);
+    return res;
+}
+
+/* A thread's group reaches a worker only where its calls go: the first call of the group for a
+ * device sends that device's session a group start just before it, and the group's end goes to
+ * every device the group reached. A process whose devices are on several servers
+ * (DataParallel's or XLA's communicators over two hosts' GPUs) so opens and closes the group on
+ * each of its workers; two devices of one server give their worker a nested group, which NCCL
+ * flattens; a group that made no call sends nothing, as it does nothing in NCCL. */
+static __thread int group_depth;        /* ncclGroupStart nesting of this thread */
+static __thread uint64_t group_devices; /* the devices its group has reached */
+
+/* One group call to dev's worker: a start or end (NOREPLY), or a simulated end (answered). */
+static int group_send(const struct nccl_client *cl, int dev, uint32_t op, int start,
+                      struct rgpu_nccl_call *c)
+{
+    *c = (struct rgpu_nccl_call){.size = sizeof(*c), .op = op, .stream_arg = ~0u};
+    if (op == PROTO_OP_NCCL_GROUP) {
+        c->nargs = 1;
+        c->args[0] = (uint64_t)start;
+        c->async = 1;
+    }
+    return send_to(cl, c, dev);
+}
+
+/* The device a call goes to (its communicator's, else the current one); -1 if none. */
+static int call_device(const struct nccl_client *cl, const struct ncclComm *comm)
+{
+    CUdevice cur;
+
+    if (comm != NULL)
+        return comm->dev;
+    return cl->cuCtxGetDevice(&cur) == CUDA_SUCCESS ? (int)cur : -1;
+}
+
+/* Open this thread's group on dev's worker if the group has not reached it yet. */
+static int group_reach(const struct nccl_client *cl, int dev)
+{
+    struct rgpu_nccl_call c;
+    int res;
+
+    if (group_depth == 0 || dev < 0 || dev >= ROUTE_DEVICES || (group_devices >> dev & 1))
+        return CUDA_SUCCESS;
+    if ((res = group_send(cl, dev, PROTO_OP_NCCL_GROUP, 1, &c)) == CUDA_SUCCESS)
+        group_devices |= 1ull << dev;
+    return res;
+}
+
+int nccl_group_depth(void)
+{
+    return group_depth;
+}
+
+void nccl_group_start(void)
+{
+    if (group_depth++ == 0) {
+        group_hold(true); /* the thread's group goes out whole (nccl_shim.h) */
+        group_devices = 0;
+    }
+}
+
+/* The group's end on dev's worker; a simulated one's estimate (out[1]) into *sim. */
+static ncclResult_t group_close(const struct nccl_client *cl, int dev, uint32_t op, uint64_t *sim,
+                                const char *what)
+{
+    struct rgpu_nccl_call c;
+    int res = group_send(cl, dev, op, 0, &c);
+
+    if (res != CUDA_SUCCESS)
+        return driver_result(res, what);
+    if (c.async)
+        return ncclSuccess;
+    if (c.nout < 1)
+        return nccl_fail(ncclInternalError, "%s: the worker's reply lacks its result", what);
+    if (c.out[0] != ncclSuccess)
+        return nccl_fail((ncclResult_t)c.out[0], "%s failed on the GPU host (NCCL error %d)", what,
+                         (int)c.out[0]);
+    if (c.nout >= 2)
+        *sim = c.out[1];
+    return ncclSuccess;
+}
+
+ncclResult_t nccl_group_end(uint32_t op, uint64_t *sim, const char *what)
+{
+    const struct nccl_client *cl = nccl_client();
+    ncclResult_t res = ncclSuccess, r;
+    int cur;
+
+    if (--group_depth > 0)
+        return ncclSuccess;
+    if (cl != NULL && op == PROTO_OP_NCCL_GROUP_SIMULATE && group_devices == 0) {
+        cur = call_device(cl, NULL); /* a worker answers the estimate of an empty group */
+        res = group_reach(cl, cur < 0 ? 0 : cur) == CUDA_SUCCESS ? ncclSuccess : ncclSystemError;
+    }
+    for (int dev = ROUTE_DEVICES - 1; cl != NULL && dev >= 0; dev--) /* the lowest answers last */
+        if (group_devices >> dev & 1 && (r = group_close(cl, dev, op, sim, what)) != ncclSuccess &&
+            res == ncclSuccess)
+            res = r;
+    group_devices = 0;
+    group_hold(false);
+    return cl == NULL ? nccl_fail(ncclSystemError, "%s: no rgpu session", what) : res;
+}
+
+/* One call in order (the order lock unless this thread's group holds it), its group opened on
+ * its worker first, and routed. */
 static int call_routed(const struct nccl_client *cl, struct rgpu_nccl_call *c,
                        const struct ncclComm *comm)
 {
-    bool took = !order_held, routed;
-    CUcontext saved = NULL;
+    bool took = !order_held;
     int res;
 
     if (took)
         pthread_mutex_lock(&order_lock);
-    routed = route_enter(cl, comm, &saved);
-    res = cl->call(c);
-    if (routed)
-        cl->cuCtxSetCurrent(saved);
+    res = group_reach(cl, call_device(cl, comm));
+    if (res == CUDA_SUCCESS)
+        res = send_to(cl, c, comm != NULL ? comm->dev : -1);
     if (took)
         pthread_mutex_unlock(&order_lock);
     return res;

@@ -7,8 +7,6 @@
 #include "nccl/nccl_shim.h"
 #include "nccl/nccl_wire.h"
 
-static __thread int group_depth;
-
 static const char *const coll_names[NCCL_WIRE_COLL_COUNT] = {
     "ncclAllReduce", "ncclBroadcast", "ncclReduce",   "ncclAllGather", "ncclReduceScatter",
     "ncclSend",      "ncclRecv",      "ncclAlltoAll", "ncclGather",    "ncclScatter",
@@ -167,37 +165,26 @@ NCCL_EXPORT ncclResult_t ncclScatter(const void *sendbuff, void *recvbuff, size_
     return coll(NCCL_WIRE_SCATTER, sendbuff, recvbuff, count, datatype, NO_ARG, root, comm, stream);
 }
 
-static ncclResult_t group(int start)
-{
-    struct rgpu_nccl_call c = {.op = PROTO_OP_NCCL_GROUP, .nargs = 1, .stream_arg = ~0u};
-    ncclResult_t res;
-
-    if (!start && group_depth == 0)
-        return nccl_fail(ncclInvalidUsage, "ncclGroupEnd without ncclGroupStart");
-    if (start && group_depth == 0)
-        nccl_group_hold(true); /* the thread's group goes out whole (nccl_shim.h) */
-    group_depth += start ? 1 : -1;
-    c.args[0] = (uint64_t)start;
-    res = nccl_call_async(&c, NULL, start ? "ncclGroupStart" : "ncclGroupEnd");
-    if (group_depth == 0)
-        nccl_group_hold(false);
-    return res;
-}
-
 NCCL_EXPORT ncclResult_t ncclGroupStart(void)
 {
-    return group(1);
+    nccl_group_start();
+    return ncclSuccess;
 }
+
 NCCL_EXPORT ncclResult_t ncclGroupEnd(void)
 {
-    return group(0);
+    uint64_t unused = 0;
+
+    if (nccl_group_depth() == 0)
+        return nccl_fail(ncclInvalidUsage, "ncclGroupEnd without ncclGroupStart");
+    return nccl_group_end(PROTO_OP_NCCL_GROUP, &unused, "ncclGroupEnd");
 }
 
 /* Ends the group as ncclGroupEnd would, without launching it, and answers NCCL's estimate of
  * its time (a synchronous call: the estimate comes back). */
 NCCL_EXPORT ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t *info)
 {
-    struct rgpu_nccl_call c = {.op = PROTO_OP_NCCL_GROUP_SIMULATE, .stream_arg = ~0u};
+    uint64_t est = UINT64_MAX;
     ncclSimInfo_t mine;
     size_t len;
     ncclResult_t res;
@@ -211,18 +198,15 @@ NCCL_EXPORT ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t *info)
             return nccl_fail(ncclInvalidArgument, "ncclGroupSimulateEnd: simInfo not initialized "
                                                   "with NCCL_SIM_INFO_INITIALIZER");
     }
-    if (group_depth == 0)
+    if (nccl_group_depth() == 0)
         return nccl_fail(ncclInvalidUsage, "ncclGroupSimulateEnd without ncclGroupStart");
     if ((res = nccl_need(NCCL_FEAT_SIMULATE, "ncclGroupSimulateEnd")) != ncclSuccess)
         return res;
-    group_depth--;
-    res = nccl_call_sync(&c, NULL, "ncclGroupSimulateEnd");
-    if (group_depth == 0)
-        nccl_group_hold(false);
+    res = nccl_group_end(PROTO_OP_NCCL_GROUP_SIMULATE, &est, "ncclGroupSimulateEnd");
     if (res != ncclSuccess)
         return res;
-    if (info != NULL && c.nout >= 2) {
-        bits = (uint32_t)c.out[1];
+    if (info != NULL && est != UINT64_MAX) { /* an inner level has no estimate */
+        bits = (uint32_t)est;
         memcpy(&mine.estimatedTime, &bits, sizeof(bits));
         memcpy(info, &mine, len < sizeof(mine) ? len : sizeof(mine));
     }

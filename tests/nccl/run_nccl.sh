@@ -100,6 +100,11 @@ check "a session on two devices connects its communicators at creation" \
 on "$P6" a ta timeout 60 "$RANKS" cupy 0 1 x >"$WORK/cupy.0.out" 2>&1
 check "two devices in one process in CuPy's order: ncclCommInitAll first, then an init per thread" [ $? = 0 ]
 grep -q FAILED "$WORK/cupy.0.out" && show cupy
+# The same two devices on two servers, one each (one process using two GPU hosts, as
+# DataParallel and XLA reach them): a group is opened and ended on every worker it uses.
+on "$P1,127.0.0.1:$P2" a ta timeout 60 "$RANKS" devices 0 1 x >"$WORK/devices2.0.out" 2>&1
+check "two devices of one process on two servers: inits per thread, grouped collectives, ncclCommInitAll" [ $? = 0 ]
+grep -q FAILED "$WORK/devices2.0.out" && show devices2
 
 # Rank 1 killed inside an all-reduce: its worker sees the client gone and aborts; rank 0's
 # worker sees rank 1's liveness file unlocked while its own all-reduce waits, and aborts.
