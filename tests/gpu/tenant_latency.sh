@@ -36,7 +36,8 @@ if [ $rc -ne 0 ] || [ -z "$a" ] || [ -z "$b" ]; then
     exit 1
 fi
 r=$(calc "$b / $a")
-grep -h "over 2x p50" "$LOGS/latency.alone" "$LOGS/latency.beside" | sed 's/^/  alone, beside: /'
+grep -h "over 2x p50" "$LOGS/latency.alone" | sed 's/^/  alone: /'
+grep -h "over 2x p50" "$LOGS/latency.beside" | sed 's/^/  beside: /'
 grep -h "^slow iteration" "$LOGS/latency.beside" | head -12 | sed 's/^/  beside: /'
 echo "guaranteed p50/p99 alone $a50/$a us; beside 3 saturating best-effort tenants $b50/$b us; best effort held $(printf %.1f "$held") s at their gates"
 if python3 -c "import sys; sys.exit(0 if $r <= 1.2 else 1)"; then
