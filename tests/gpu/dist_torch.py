@@ -182,7 +182,10 @@ def phase_ipc(c):
     n = 1 << 20
     buf = torch.full((n,), float(rank + 1), device=dev)
     torch.cuda.synchronize()
-    handle = buf.untyped_storage()._share_cuda_()
+    # Shared only where a peer on this host opens it: a share nobody opens stays in PyTorch's
+    # limbo to the process's exit, whose destructor crashed there (two servers, one rank per
+    # "host": tests/gpu/results/2026-11-28-s14-h100x2-dist.md).
+    handle = buf.untyped_storage()._share_cuda_() if len(mine) > 1 else None
     got = [None] * world
     dist.all_gather_object(got, (rank, handle))
     acc = buf.clone()
