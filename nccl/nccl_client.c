@@ -224,12 +224,15 @@ ncclResult_t nccl_group_end(uint32_t op, uint64_t *sim, const char *what)
     ncclResult_t res = ncclSuccess, r;
     int cur;
 
-    if (--group_depth > 0)
+    if (group_depth > 1) {
+        group_depth--;
         return ncclSuccess;
+    }
     if (cl != NULL && op == PROTO_OP_NCCL_GROUP_SIMULATE && group_devices == 0) {
         cur = call_device(cl, NULL); /* a worker answers the estimate of an empty group */
         res = group_reach(cl, cur < 0 ? 0 : cur) == CUDA_SUCCESS ? ncclSuccess : ncclSystemError;
     }
+    group_depth = 0;
     for (int dev = ROUTE_DEVICES - 1; cl != NULL && dev >= 0; dev--) /* the lowest answers last */
         if (group_devices >> dev & 1 && (r = group_close(cl, dev, op, sim, what)) != ncclSuccess &&
             res == ncclSuccess)

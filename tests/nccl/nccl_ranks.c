@@ -408,6 +408,17 @@ static void mode_more(ncclComm_t comm, ncclUniqueId *id)
     read_floats(out, buf, N);
     EXPECT(out[7] == 1.0f, "the simulated all-reduce ran: %g", out[7]);
     EXPECT(ncclGroupSimulateEnd(&sim) == ncclInvalidUsage, "a simulate without a group");
+    /* an empty group is simulated by a worker too (0), and an inner end only counts */
+    sim.estimatedTime = -1.0f;
+    NC(ncclGroupStart());
+    NC(ncclGroupSimulateEnd(&sim));
+    EXPECT(sim.estimatedTime == 0.0f, "simulated time of an empty group %g", sim.estimatedTime);
+    NC(ncclGroupStart());
+    NC(ncclGroupStart());
+    NC(ncclAllReduce((void *)buf, (void *)buf, N, ncclFloat32, ncclSum, comm, st));
+    NC(ncclGroupEnd());
+    NC(ncclGroupSimulateEnd(&sim));
+    EXPECT(sim.estimatedTime == 10.0f, "simulated time of a nested group %g", sim.estimatedTime);
     /* teams of the device API, and a requirement's arithmetic */
     t = ncclTeamWorld(comm);
     EXPECT(t.nRanks == nranks && t.rank == rank && t.stride == 1, "world team %d %d %d", t.nRanks,
@@ -560,7 +571,8 @@ static void devices_grouped(struct dev_pair *p, ncclComm_t comms[2], bool bcast,
     for (int i = 0; i < 2; i++) {
         CU(cuCtxSetCurrent(p->d[i].ctx));
         if (bcast)
-            NC(ncclBroadcast((void *)p->b[i], (void *)p->b[i], N, ncclFloat32, 1, comms[i], p->s[i]));
+            NC(ncclBroadcast((void *)p->b[i], (void *)p->b[i], N, ncclFloat32, 1, comms[i],
+                             p->s[i]));
         else
             NC(ncclAllReduce((void *)p->b[i], (void *)p->b[i], N, ncclFloat32, ncclSum, comms[i],
                              p->s[i]));
