@@ -104,6 +104,38 @@ static void check_routing(CUcontext c0, CUcontext c1)
     CHECK(cuCtxDestroy(own));
 }
 
+/* A server-to-server copy of several chunks and a partial last one, both ways (the receiver's
+ * 4 MiB chunks and the sender's 8 MiB staging buffers, each pipelined over two buffers). */
+static void check_big_peer(CUcontext c0, CUcontext c1)
+{
+    const size_t big = (21u << 20) + 123;
+    unsigned char *p = malloc(big), *got = malloc(big);
+    CUdeviceptr b0, b1;
+
+    for (size_t i = 0; i < big; i++)
+        p[i] = (unsigned char)(i * 7u + (i >> 20));
+    CHECK(cuCtxSetCurrent(c1));
+    CHECK(cuMemAlloc(&b1, big));
+    CHECK(cuCtxSetCurrent(c0));
+    CHECK(cuMemAlloc(&b0, big));
+    CHECK(cuMemcpyHtoD(b0, p, big));
+    CHECK(cuMemcpyPeer(b1, c1, b0, c0, big));
+    CHECK(cuCtxSetCurrent(c1));
+    CHECK(cuMemcpyDtoH(got, b1, big));
+    EXPECT(memcmp(got, p, big) == 0, "a %zu-byte cuMemcpyPeer 0 -> 1: wrong bytes", big);
+    CHECK(cuMemsetD8(b1, 0x5a, 1 << 20)); /* changed, and back the other way */
+    memset(p, 0x5a, 1 << 20);
+    CHECK(cuMemcpyPeer(b0, c0, b1, c1, big));
+    CHECK(cuCtxSetCurrent(c0));
+    CHECK(cuMemcpyDtoH(got, b0, big));
+    EXPECT(memcmp(got, p, big) == 0, "a %zu-byte cuMemcpyPeer 1 -> 0: wrong bytes", big);
+    CHECK(cuMemFree(b0));
+    CHECK(cuCtxSetCurrent(c1));
+    CHECK(cuMemFree(b1));
+    free(p);
+    free(got);
+}
+
 static void check_copies(CUcontext c0, CUcontext c1, CUdeviceptr a0, CUdeviceptr a1)
 {
     unsigned char *p = pattern(1), *q = pattern(2), *r = pattern(3);
@@ -351,6 +383,7 @@ int main(int argc, char **argv)
     check_routing(c0, c1);
     check_addresses(c0, c1, &a0, &a1);
     check_copies(c0, c1, a0, a1);
+    check_big_peer(c0, c1);
     check_same_server(c0, a0);
     check_3d_peer(c0, c1);
     check_libraries(c0, c1, a1);
