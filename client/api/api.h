@@ -17,6 +17,17 @@
 #include "proto/ops.h"
 
 #define CLI_EXPORT __attribute__((visibility("default")))
+/* An entry point and its per-thread-stream twin (NAME_ptsz), both calling
+ * impl(args..., per_thread). */
+#define CLI_PTSZ_PAIR(name, impl, params, ...)                                                     \
+    CLI_EXPORT CUresult name params                                                                \
+    {                                                                                              \
+        return impl(__VA_ARGS__, false);                                                           \
+    }                                                                                              \
+    CLI_EXPORT CUresult name##_ptsz params                                                         \
+    {                                                                                              \
+        return impl(__VA_ARGS__, true);                                                            \
+    }
 
 /* Log an unsupported entry point once by name; returns CUDA_ERROR_NOT_SUPPORTED
  * (unsupported.c). */

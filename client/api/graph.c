@@ -192,22 +192,12 @@ static CUresult end_capture(CUstream stream, CUgraph *graph, bool per_thread)
     return CUDA_SUCCESS;
 }
 
-#define CAPTURE_PAIR(name, impl, params, ...)                                                      \
-    CLI_EXPORT CUresult name params                                                                \
-    {                                                                                              \
-        return impl(__VA_ARGS__, false);                                                           \
-    }                                                                                              \
-    CLI_EXPORT CUresult name##_ptsz params                                                         \
-    {                                                                                              \
-        return impl(__VA_ARGS__, true);                                                            \
-    }
-
-CAPTURE_PAIR(cuStreamBeginCapture_v2, begin_capture, (CUstream s, CUstreamCaptureMode m), s, m)
-CAPTURE_PAIR(cuStreamEndCapture, end_capture, (CUstream s, CUgraph *g), s, g)
-CAPTURE_PAIR(cuStreamBeginCaptureToGraph, begin_capture_to_graph,
-             (CUstream s, CUgraph g, const CUgraphNode *d, const CUgraphEdgeData *e, size_t n,
-              CUstreamCaptureMode m),
-             s, g, d, e, n, m)
+CLI_PTSZ_PAIR(cuStreamBeginCapture_v2, begin_capture, (CUstream s, CUstreamCaptureMode m), s, m)
+CLI_PTSZ_PAIR(cuStreamEndCapture, end_capture, (CUstream s, CUgraph *g), s, g)
+CLI_PTSZ_PAIR(cuStreamBeginCaptureToGraph, begin_capture_to_graph,
+              (CUstream s, CUgraph g, const CUgraphNode *d, const CUgraphEdgeData *e, size_t n,
+               CUstreamCaptureMode m),
+              s, g, d, e, n, m)
 
 /* v1 (CUDA 10.0) had no mode argument. */
 CLI_EXPORT CUresult cli_begin_capture_v1(CUstream s) __asm__("cuStreamBeginCapture");
@@ -319,8 +309,8 @@ static CUresult graph_upload(CUgraphExec e, CUstream s, bool per_thread)
     return exec_on_stream(PROTO_OP_GRAPH_UPLOAD, e, s, per_thread);
 }
 
-CAPTURE_PAIR(cuGraphLaunch, graph_launch, (CUgraphExec e, CUstream s), e, s)
-CAPTURE_PAIR(cuGraphUpload, graph_upload, (CUgraphExec e, CUstream s), e, s)
+CLI_PTSZ_PAIR(cuGraphLaunch, graph_launch, (CUgraphExec e, CUstream s), e, s)
+CLI_PTSZ_PAIR(cuGraphUpload, graph_upload, (CUgraphExec e, CUstream s), e, s)
 
 static CUresult graph_destroy(void *handle, enum proto_handle_type type, unsigned op)
 {

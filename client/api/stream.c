@@ -112,17 +112,6 @@ CLI_EXPORT CUresult cli_cuStreamDestroy_v1(CUstream s)
     return cuStreamDestroy(s);
 }
 
-/* Synchronous stream operations with their per-thread twins. */
-#define STREAM_PAIR(name, impl, params, ...)                                                       \
-    CLI_EXPORT CUresult name params                                                                \
-    {                                                                                              \
-        return impl(__VA_ARGS__, false);                                                           \
-    }                                                                                              \
-    CLI_EXPORT CUresult name##_ptsz params                                                         \
-    {                                                                                              \
-        return impl(__VA_ARGS__, true);                                                            \
-    }
-
 /* The context of a stream (NULL: the caller's current one). */
 static struct cli_ctx *stream_ctx(CUstream stream)
 {
@@ -171,9 +160,9 @@ static CUresult stream_wait_event(CUstream stream, CUevent event, unsigned flags
     return cli_call_async(&call);
 }
 
-STREAM_PAIR(cuStreamSynchronize, stream_call, (CUstream s), PROTO_OP_STREAM_SYNCHRONIZE, s)
-STREAM_PAIR(cuStreamQuery, stream_call, (CUstream s), PROTO_OP_STREAM_QUERY, s)
-STREAM_PAIR(cuStreamWaitEvent, stream_wait_event, (CUstream s, CUevent e, unsigned f), s, e, f)
+CLI_PTSZ_PAIR(cuStreamSynchronize, stream_call, (CUstream s), PROTO_OP_STREAM_SYNCHRONIZE, s)
+CLI_PTSZ_PAIR(cuStreamQuery, stream_call, (CUstream s), PROTO_OP_STREAM_QUERY, s)
+CLI_PTSZ_PAIR(cuStreamWaitEvent, stream_wait_event, (CUstream s, CUevent e, unsigned f), s, e, f)
 
 static struct cli_stream *stream_object(CUstream stream, CUresult *res_p)
 {
@@ -247,11 +236,11 @@ static CUresult stream_get_device(CUstream stream, CUdevice *dev, bool per_threa
     return res;
 }
 
-STREAM_PAIR(cuStreamGetPriority, stream_get_priority, (CUstream s, int *p), s, p)
-STREAM_PAIR(cuStreamGetFlags, stream_get_flags, (CUstream s, unsigned *f), s, f)
-STREAM_PAIR(cuStreamGetCtx, stream_get_ctx, (CUstream s, CUcontext *c), s, c)
-STREAM_PAIR(cuStreamGetId, stream_get_id, (CUstream s, unsigned long long *id), s, id)
-STREAM_PAIR(cuStreamGetDevice, stream_get_device, (CUstream s, CUdevice *d), s, d)
+CLI_PTSZ_PAIR(cuStreamGetPriority, stream_get_priority, (CUstream s, int *p), s, p)
+CLI_PTSZ_PAIR(cuStreamGetFlags, stream_get_flags, (CUstream s, unsigned *f), s, f)
+CLI_PTSZ_PAIR(cuStreamGetCtx, stream_get_ctx, (CUstream s, CUcontext *c), s, c)
+CLI_PTSZ_PAIR(cuStreamGetId, stream_get_id, (CUstream s, unsigned long long *id), s, id)
+CLI_PTSZ_PAIR(cuStreamGetDevice, stream_get_device, (CUstream s, CUdevice *d), s, d)
 
 /* Capture status comes from the client's own record of BeginCapture/EndCapture (graph.c). */
 static CUresult capture_none(CUstream stream, CUstreamCaptureStatus *status, bool per_thread)
@@ -310,11 +299,11 @@ static CUresult capture_info_v1(CUstream s, CUstreamCaptureStatus *status, cuuin
     return capture_info(s, status, id, NULL, NULL, NULL, per_thread);
 }
 
-STREAM_PAIR(cuStreamIsCapturing, capture_none, (CUstream s, CUstreamCaptureStatus *st), s, st)
-STREAM_PAIR(cuStreamGetCaptureInfo_v3, capture_info_v3,
-            (CUstream s, CUstreamCaptureStatus *st, cuuint64_t *id, CUgraph *g,
-             const CUgraphNode **d, const CUgraphEdgeData **e, size_t *n),
-            s, st, id, g, d, e, n)
+CLI_PTSZ_PAIR(cuStreamIsCapturing, capture_none, (CUstream s, CUstreamCaptureStatus *st), s, st)
+CLI_PTSZ_PAIR(cuStreamGetCaptureInfo_v3, capture_info_v3,
+              (CUstream s, CUstreamCaptureStatus *st, cuuint64_t *id, CUgraph *g,
+               const CUgraphNode **d, const CUgraphEdgeData **e, size_t *n),
+              s, st, id, g, d, e, n)
 /* Older ABIs of the same query, exported under their own symbol names. */
 #define STREAM_PAIR_SYM(tag, sym, impl, params, ...)                                               \
     CLI_EXPORT CUresult tag params __asm__(sym);                                                   \
@@ -363,9 +352,9 @@ static CUresult stream_callback(CUstream stream, CUstreamCallback cb, void *data
     return CUDA_SUCCESS;
 }
 
-STREAM_PAIR(cuLaunchHostFunc, host_func, (CUstream s, CUhostFn fn, void *data), s, fn, data)
-STREAM_PAIR(cuStreamAddCallback, stream_callback,
-            (CUstream s, CUstreamCallback cb, void *data, unsigned int flags), s, cb, data, flags)
+CLI_PTSZ_PAIR(cuLaunchHostFunc, host_func, (CUstream s, CUhostFn fn, void *data), s, fn, data)
+CLI_PTSZ_PAIR(cuStreamAddCallback, stream_callback,
+              (CUstream s, CUstreamCallback cb, void *data, unsigned int flags), s, cb, data, flags)
 
 /* Stream attributes are kept by the server's stream; the value travels raw. */
 static CUresult stream_attr(unsigned op, CUstream stream, CUstreamAttrID attr,
@@ -404,7 +393,7 @@ static CUresult stream_get_attr(CUstream s, CUstreamAttrID a, CUstreamAttrValue 
     return stream_attr(PROTO_OP_STREAM_GET_ATTR, s, a, v, per_thread);
 }
 
-STREAM_PAIR(cuStreamSetAttribute, stream_set_attr,
-            (CUstream s, CUstreamAttrID a, const CUstreamAttrValue *v), s, a, v)
-STREAM_PAIR(cuStreamGetAttribute, stream_get_attr,
-            (CUstream s, CUstreamAttrID a, CUstreamAttrValue *v), s, a, v)
+CLI_PTSZ_PAIR(cuStreamSetAttribute, stream_set_attr,
+              (CUstream s, CUstreamAttrID a, const CUstreamAttrValue *v), s, a, v)
+CLI_PTSZ_PAIR(cuStreamGetAttribute, stream_get_attr,
+              (CUstream s, CUstreamAttrID a, CUstreamAttrValue *v), s, a, v)
