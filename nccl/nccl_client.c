@@ -252,7 +252,7 @@ static int call_routed(const struct nccl_client *cl, struct rgpu_nccl_call *c,
 
     if (took)
         pthread_mutex_lock(&order_lock);
-    res = group_reach(cl, call_device(cl, comm));
+    res = group_depth > 0 ? group_reach(cl, call_device(cl, comm)) : CUDA_SUCCESS;
     if (res == CUDA_SUCCESS)
         res = send_to(cl, c, comm != NULL ? comm->dev : -1);
     if (took)
