@@ -249,7 +249,7 @@ FAULT_SEEN='ncclRemoteError|ncclSystemError|NCCL error|^ERROR [0-9]|DEVICE_UNAVA
 fault() { # placement label limit-seconds how (rank|server): the error must reach the survivor
     # within the limit; how long the framework then takes to end it is reported (its own
     # teardown: PyTorch's watchdog first dumps its debug information), up to DIST_FAULT_EXIT_S
-    local pl=$1 tag=$2 lim=$3 how=$4 start rc p0 p1 args=() dev seen= ended= t guard exit_lim
+    local pl=$1 tag=$2 lim=$3 how=$4 start rc p0 p1 args=() dev seen= ended= t exit_lim
     exit_lim=${DIST_FAULT_EXIT_S:-45}
     rm -f "$WORK/progress"
     [ "$how" = rank ] && args=(--kill-rank 1 --kill-step 40)
