@@ -85,12 +85,14 @@ CUresult cli_session_lost(struct cli_session *s, const char *what, rg_status_t s
     return CUDA_ERROR_DEVICE_UNAVAILABLE;
 }
 
-/* RGPU_TRACE_CALLS=1: every call on the wire to stderr (a debugging aid). */
-static void trace_call(const Rgpu__Call *msg, unsigned flags)
+/* RGPU_TRACE_CALLS=1: every call on the wire to stderr, with the calling thread and the
+ * session's server (a debugging aid: the last lines of a hung program say who waits where). */
+static void trace_call(const struct cli_session *s, const Rgpu__Call *msg, unsigned flags)
 {
     char line[512];
-    int n = snprintf(line, sizeof(line), "rgpu call %llu %s%s", (unsigned long long)msg->id,
-                     proto_op_name(msg->op), flags & PROTO_FLAG_NOREPLY ? " (async)" : "");
+    int n = snprintf(line, sizeof(line), "rgpu call [tid %ld %s] %llu %s%s", (long)gettid(),
+                     s->server, (unsigned long long)msg->id, proto_op_name(msg->op),
+                     flags & PROTO_FLAG_NOREPLY ? " (async)" : "");
 
     for (size_t i = 0; i < msg->n_args && n > 0 && (size_t)n < sizeof(line) - 24; i++)
         n += snprintf(line + n, sizeof(line) - (size_t)n, " %#llx",
@@ -173,7 +175,7 @@ static CUresult send_call(struct cli_session *s, struct cli_call *call, unsigned
     }
     *id_p = msg.id;
     if (s->trace_calls)
-        trace_call(&msg, flags);
+        trace_call(s, &msg, flags);
     if ((flags & PROTO_FLAG_NOREPLY) && inline_data && batch_append(s, &msg, flags, true))
         return s->dead ? CUDA_ERROR_DEVICE_UNAVAILABLE : CUDA_SUCCESS;
     /* A synchronous call goes out in the same write as the batch before it: the worker wakes

@@ -35,7 +35,10 @@
 # Steps run in the order of DIST_STEPS (default "torch busbw local faults two vmm jaxdist";
 # local = jax, single, cupy); DIST_BUDGET_S (default 480) bounds the run, DIST_SLACK_S (30) how
 # far past it a step's timeout may reach; DIST_PORT / DIST_MPORT the servers' and torch's ports.
-# tests/gpu/dist_all.sh runs 2 and then 4 GPUs in one call.
+# tests/gpu/dist_all.sh runs 2 and then 4 GPUs in one call. DIST_TRACE="jax single" runs those
+# one-process steps with every rgpu call traced (RGPU_TRACE_CALLS: thread, server, op), NCCL_DEBUG
+# and XLA's collective logging, for a hang's diagnosis (in the logs); DIST_NCCL_DEBUG the two
+# servers' NCCL_DEBUG (WARN).
 # Every process started here has NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
 # NVSHMEM_DISABLE_NVLS=1 (gpu-server too). Processes are ended by pid only. Native and the one
 # server see GPUs 0..N-1 only (CUDA_VISIBLE_DEVICES, --devices).
@@ -123,7 +126,7 @@ start_h() { # h: the gpu-server of "host" h, in its namespace (its pid in SERVER
     [ "$h" = 1 ] && d=$devs1
     LD_LIBRARY_PATH=$DEPS "$IP" netns exec rgpu-h$h env LD_LIBRARY_PATH="$DEPS" \
         NCCL_HOSTID=rgpu-host-$h NCCL_SOCKET_IFNAME=rgpu-h$h-i NCCL_NVLS_ENABLE=0 \
-        NCCL_IB_DISABLE=1 NCCL_SOCKET_NTHREADS=4 NCCL_NSOCKS_PERTHREAD=4 \
+        NCCL_IB_DISABLE=1 NCCL_SOCKET_NTHREADS=4 NCCL_NSOCKS_PERTHREAD=4 NCCL_DEBUG=${DIST_NCCL_DEBUG:-WARN} \
         TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 \
         "$B/bin/gpu-server" --config "$WORK/two.conf" --listen 10.88.0.$((h + 1)) \
         --port "$P2" --devices "$d" --log-level info >>"$LOGS/server-h$h.log" 2>&1 &
@@ -188,11 +191,19 @@ ranks() { # placement tag timeout nproc script args...: one process per GPU, as 
     [ $rc = 0 ] || shell_row "$pl" "$tag" FAIL "a rank ended with $rc (timeout $to s): $(cat "$LOGS/$tag.$pl".r*.err | grep -v '^\s*$' | grep -iv warn | tail -1 | cut -c1-200)"
     grep '^ROW' "$LOGS/$tag.$pl.out" | sed "s/^/[$pl] /"
 }
+traced() { # tag: TRACE=(the debugging environment when DIST_TRACE names the tag, else none)
+    TRACE=(RGPU_TRACE_NONE=1)
+    case " ${DIST_TRACE:-} " in
+        *" $1 "*) TRACE=(RGPU_TRACE_CALLS=1 NCCL_DEBUG=INFO TF_CPP_MIN_LOG_LEVEL=0
+                        TF_CPP_VMODULE=collective_thunk=3,nccl_communicator=3,gpu_clique=3,nccl_collectives=3) ;;
+    esac
+}
 single() { # placement tag timeout cmd...
     local pl=$1 tag=$2 to
     to=$(cap "$3")
     shift 3
-    on "$pl" timeout -s ABRT -k 5 "$to" "$@" >"$LOGS/$tag.$pl.out" 2>"$LOGS/$tag.$pl.err"
+    traced "$tag"
+    on "$pl" env "${TRACE[@]}" timeout -s ABRT -k 5 "$to" "$@" >"$LOGS/$tag.$pl.out" 2>"$LOGS/$tag.$pl.err"
     local rc=$?
     [ $rc = 0 ] || shell_row "$pl" "$tag" FAIL "exit $rc after at most $to s: $(grep -v '^\s*$' "$LOGS/$tag.$pl.err" | tail -1 | cut -c1-200)"
     grep '^ROW' "$LOGS/$tag.$pl.out" | sed "s/^/[$pl] /"
