@@ -45,7 +45,14 @@ struct rgpu_nccl_call {
     void *rdata;
     uint64_t rdata_cap;
     uint64_t rdata_len;
+    /* Optional (a caller built before it passes RGPU_NCCL_CALL_V1_SIZE): called once, with the
+     * session's lock held, just before the call goes on the wire, so before a synchronous
+     * call's reply is waited for (the shim lets other threads' calls go to other servers
+     * meanwhile). */
+    void (*on_send)(void *arg);
+    void *on_send_arg;
 };
+#define RGPU_NCCL_CALL_V1_SIZE 192 /* up to rdata_len */
 
 /* Returns a CUresult: CUDA_ERROR_INVALID_VALUE for an op that is not an NCCL one, the context or
  * stream errors of a driver call, or the call's own. */

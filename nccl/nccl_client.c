@@ -242,6 +242,21 @@ ncclResult_t nccl_group_end(uint32_t op, uint64_t *sim, const char *what)
     return cl == NULL ? nccl_fail(ncclSystemError, "%s: no rgpu session", what) : res;
 }
 
+/* A call outside a group holds the order lock until it is on the wire, not while its reply is
+ * waited for: the worker may be inside an NCCL group end that waits for a peer rank whose call
+ * another thread of this process has still to send to another server (XLA's thread per
+ * device: ncclGroupEnd, then ncclCommGetAsyncError, while the other device's thread has yet to
+ * launch its half of the collective). */
+static void order_release(void *arg)
+{
+    bool *held = arg;
+
+    if (*held) {
+        *held = false;
+        pthread_mutex_unlock(&order_lock);
+    }
+}
+
 /* One call in order (the order lock unless this thread's group holds it), its group opened on
  * its worker first, and routed. */
 static int call_routed(const struct nccl_client *cl, struct rgpu_nccl_call *c,
@@ -252,11 +267,12 @@ static int call_routed(const struct nccl_client *cl, struct rgpu_nccl_call *c,
 
     if (took)
         pthread_mutex_lock(&order_lock);
+    c->on_send = took ? order_release : NULL;
+    c->on_send_arg = &took;
     res = group_depth > 0 ? group_reach(cl, call_device(cl, comm)) : CUDA_SUCCESS;
     if (res == CUDA_SUCCESS)
         res = send_to(cl, c, comm != NULL ? comm->dev : -1);
-    if (took)
-        pthread_mutex_unlock(&order_lock);
+    order_release(&took); /* if the call never went out */
     return res;
 }
 

@@ -49,11 +49,11 @@ ncclResult_t nccl_call_async(struct rgpu_nccl_call *c, const struct ncclComm *co
                              const char *what);
 /* Groups (nccl_client.c). A thread's group goes out whole: from its outermost ncclGroupStart
  * to its ncclGroupEnd it holds the shim's order lock, which every NCCL call of the other threads
- * takes (the worker runs one NCCL group per session: another thread's calls inside it would join
- * it). The group is opened on a worker by its first call there and ended on every worker it
- * reached (a process's devices may be on several servers). nccl_group_end ends one level; the
- * outermost sends op (NCCL_GROUP, or NCCL_GROUP_SIMULATE: the lowest device's estimate in
- * *sim). */
+ * takes until it is on the wire (the worker runs one NCCL group per session: another thread's
+ * calls inside it would join it). The group is opened on a worker by its first call there and ended
+ * on every worker it reached (a process's devices may be on several servers). nccl_group_end ends
+ * one level; the outermost sends op (NCCL_GROUP, or NCCL_GROUP_SIMULATE: the lowest device's
+ * estimate in *sim). */
 void nccl_group_start(void);
 ncclResult_t nccl_group_end(uint32_t op, uint64_t *sim, const char *what);
 int nccl_group_depth(void);

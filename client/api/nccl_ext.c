@@ -12,6 +12,9 @@
 #include "client/api/api.h"
 #include "client/rgpu_ext.h"
 
+_Static_assert(offsetof(struct rgpu_nccl_call, on_send) == RGPU_NCCL_CALL_V1_SIZE,
+               "RGPU_NCCL_CALL_V1_SIZE is the size before on_send");
+
 /* After a synchronous call's reply: record or forget NCCL memory. */
 static void track_memory(const struct rgpu_nccl_call *c)
 {
@@ -28,7 +31,7 @@ static bool call_valid(const struct rgpu_nccl_call *c)
 {
     const struct proto_op_info *op;
 
-    if (c == NULL || c->size < sizeof(*c) || c->nargs > RGPU_NCCL_MAX_ARGS ||
+    if (c == NULL || c->size < RGPU_NCCL_CALL_V1_SIZE || c->nargs > RGPU_NCCL_MAX_ARGS ||
         !((c->op >= PROTO_OP_NCCL_GET_VERSION && c->op <= PROTO_OP_NCCL_REDOP_DESTROY) ||
           (c->op >= PROTO_OP_NCCL_COLL_EXT && c->op <= PROTO_OP_NCCL_COMM_QUERY)))
         return false;
@@ -57,6 +60,10 @@ CLI_EXPORT CUresult rgpuNcclCall(struct rgpu_nccl_call *c)
         return res;
     call.data = c->data;
     call.data_len = (size_t)c->data_len;
+    if (c->size >= sizeof(*c)) {
+        call.on_send = c->on_send;
+        call.on_send_arg = c->on_send_arg;
+    }
     if (c->async)
         return cli_call_async(&call);
     call.out = c->out;

@@ -656,7 +656,9 @@ static void mode_devices_cupy(void)
     devices_threads(&p, true, 0, 3.0f);
 }
 
-/* devwait: one thread per device, as XLA's. */
+/* devwait: one thread per device, as XLA's: each its own group of one all-reduce, then
+ * ncclCommGetAsyncError (as XLA asks after every group), then a wait for its device; device 1
+ * sends its first collective 300 ms after device 0. */
 struct dev_waiter {
     int dev;
     ncclComm_t comm;
@@ -672,6 +674,7 @@ static void *dev_wait_main(void *arg)
     struct dev_waiter *w = arg;
     float in[N], out[N];
     CUevent ev;
+    ncclResult_t e;
 
     if (cuCtxSetCurrent(w->ctx) != CUDA_SUCCESS || cuEventCreate(&ev, 0) != CUDA_SUCCESS) {
         w->bad++;
@@ -685,7 +688,8 @@ static void *dev_wait_main(void *arg)
         if (cuMemcpyHtoD(w->b, in, sizeof(in)) != CUDA_SUCCESS || ncclGroupStart() != ncclSuccess ||
             ncclAllReduce((void *)w->b, (void *)w->b, N, ncclFloat32, ncclSum, w->comm, w->s) !=
                 ncclSuccess ||
-            ncclGroupEnd() != ncclSuccess) {
+            ncclGroupEnd() != ncclSuccess || ncclCommGetAsyncError(w->comm, &e) != ncclSuccess ||
+            e != ncclSuccess) {
             w->bad++;
             break;
         }

@@ -105,6 +105,13 @@ grep -q FAILED "$WORK/cupy.0.out" && show cupy
 on "$P1,127.0.0.1:$P2" a ta timeout 60 "$RANKS" devices 0 1 x >"$WORK/devices2.0.out" 2>&1
 check "two devices of one process on two servers: inits per thread, grouped collectives, ncclCommInitAll" [ $? = 0 ]
 grep -q FAILED "$WORK/devices2.0.out" && show devices2
+# XLA's thread per device on those two servers: device 0's ncclCommGetAsyncError waits for its
+# worker, inside a group end that waits for device 1's collective, which its thread sends
+# 300 ms later (JAX's pmap over two GPU hosts hung here: the shim held its order lock across
+# the wait for the reply).
+on "$P1,127.0.0.1:$P2" a ta timeout 30 "$RANKS" devwait 0 1 x >"$WORK/devwait2.0.out" 2>&1
+RC0=$?
+checkrun "two devices of one process on two servers, a thread per device as XLA's (exit $RC0)" devwait2
 
 # Rank 1 killed inside an all-reduce: its worker sees the client gone and aborts; rank 0's
 # worker sees rank 1's liveness file unlocked while its own all-reduce waits, and aborts.
