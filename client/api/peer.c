@@ -7,6 +7,7 @@
  * bytes here (DtoH, in its owner context), the client writes them to the destination's server
  * (HtoD), a chunk at a time. Stream order: the copy first waits for the earlier work of its
  * stream, and is complete when the call returns, so later work on the stream follows it. */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
@@ -104,13 +105,22 @@ static CUresult direct(struct cli_ctx *dctx, CUdeviceptr dst, struct cli_ctx *sc
     return cli_call_sync(&wait);
 }
 
+/* One server-to-server copy at a time: a worker takes one receive at a time (a second one's
+ * PEER_RECV fails), and the threads of a process copying to one server at once (XLA's
+ * transfer threads sharding an array over two hosts' GPUs) would otherwise lose copies. */
+static pthread_mutex_t direct_lock = PTHREAD_MUTEX_INITIALIZER;
+
 /* Device to device between two servers: server to server, else through a buffer here. */
 static CUresult relay(struct cli_ctx *dctx, CUdeviceptr dst, struct cli_ctx *sctx, CUdeviceptr src,
                       size_t n)
 {
     size_t chunk = n < RELAY_CHUNK ? n : RELAY_CHUNK;
-    CUresult res = direct(dctx, dst, sctx, src, n);
+    CUresult res;
     uint8_t *buf;
+
+    pthread_mutex_lock(&direct_lock);
+    res = direct(dctx, dst, sctx, src, n);
+    pthread_mutex_unlock(&direct_lock);
 
     if (res != CLI_PEER_NOT_TAKEN)
         return res;

@@ -5,9 +5,10 @@
  * cuMemcpyAsync on unified addresses, HtoD/DtoH of the other device's memory, the same server's
  * two contexts, cuStreamWaitEvent on another device's event, and cuMemcpy3DPeer(Async) between
  * pitched regions of the two devices (in several slabs) and of one server from the other's
- * context. Prints PASS.
+ * context, and server-to-server copies from four threads at once. Prints PASS.
  * Usage: two_devices [expected device count = 2] */
 #include <cuda.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -132,6 +133,62 @@ static void check_big_peer(CUcontext c0, CUcontext c1)
     CHECK(cuMemFree(b0));
     CHECK(cuCtxSetCurrent(c1));
     CHECK(cuMemFree(b1));
+    free(p);
+    free(got);
+}
+
+/* Server-to-server copies from several threads at once, as XLA's transfer threads shard an
+ * array over two hosts' GPUs: every one must arrive (a worker takes one receive at a time). */
+#define COPY_THREADS 4
+#define COPY_BYTES   (256u << 10)
+struct copier {
+    CUcontext c0, c1;
+    CUdeviceptr src, dst;
+    CUresult res;
+    pthread_t thread;
+};
+
+static void *copier_main(void *arg)
+{
+    struct copier *c = arg;
+
+    c->res = cuCtxSetCurrent(c->c1);
+    for (int i = 0; i < 8 && c->res == CUDA_SUCCESS; i++)
+        c->res = cuMemcpyPeerAsync(c->dst, c->c1, c->src, c->c0, COPY_BYTES, NULL);
+    if (c->res == CUDA_SUCCESS)
+        c->res = cuCtxSynchronize();
+    return NULL;
+}
+
+static void check_threads_peer(CUcontext c0, CUcontext c1)
+{
+    struct copier cp[COPY_THREADS];
+    unsigned char *p = malloc(COPY_BYTES), *got = malloc(COPY_BYTES);
+
+    for (int t = 0; t < COPY_THREADS; t++) {
+        cp[t] = (struct copier){.c0 = c0, .c1 = c1};
+        memset(p, 0x11 * (t + 1), COPY_BYTES);
+        CHECK(cuCtxSetCurrent(c0));
+        CHECK(cuMemAlloc(&cp[t].src, COPY_BYTES));
+        CHECK(cuMemcpyHtoD(cp[t].src, p, COPY_BYTES));
+        CHECK(cuCtxSetCurrent(c1));
+        CHECK(cuMemAlloc(&cp[t].dst, COPY_BYTES));
+        CHECK(cuMemsetD8(cp[t].dst, 0, COPY_BYTES));
+    }
+    for (int t = 0; t < COPY_THREADS; t++)
+        EXPECT(pthread_create(&cp[t].thread, NULL, copier_main, &cp[t]) == 0, "pthread_create");
+    for (int t = 0; t < COPY_THREADS; t++) {
+        pthread_join(cp[t].thread, NULL);
+        EXPECT(cp[t].res == CUDA_SUCCESS, "thread %d's server-to-server copies: %d", t,
+               (int)cp[t].res);
+        memset(p, 0x11 * (t + 1), COPY_BYTES);
+        CHECK(cuCtxSetCurrent(c1));
+        CHECK(cuMemcpyDtoH(got, cp[t].dst, COPY_BYTES));
+        EXPECT(memcmp(got, p, COPY_BYTES) == 0, "thread %d's copy: wrong bytes", t);
+        CHECK(cuMemFree(cp[t].dst));
+        CHECK(cuCtxSetCurrent(c0));
+        CHECK(cuMemFree(cp[t].src));
+    }
     free(p);
     free(got);
 }
@@ -384,6 +441,7 @@ int main(int argc, char **argv)
     check_addresses(c0, c1, &a0, &a1);
     check_copies(c0, c1, a0, a1);
     check_big_peer(c0, c1);
+    check_threads_peer(c0, c1);
     check_same_server(c0, a0);
     check_3d_peer(c0, c1);
     check_libraries(c0, c1, a1);
