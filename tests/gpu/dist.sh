@@ -32,6 +32,7 @@
 #   two      with two servers: the veth's raw TCP ceiling between the "hosts" (rgpu-bench-tcp,
 #            printed beside the two-server bus bandwidth), torch, busbw (to 64 MiB), jax, single,
 #            one of the two servers killed
+#   twojax   the jax step of `two` alone
 # Steps run in the order of DIST_STEPS (default "torch busbw local faults two vmm jaxdist";
 # local = jax, single, cupy); DIST_BUDGET_S (default 480) bounds the run, DIST_SLACK_S (30) how
 # far past it a step's timeout may reach; DIST_PORT / DIST_MPORT the servers' and torch's ports.
@@ -347,12 +348,16 @@ s=d.get("tcp_send"); r=d.get("tcp_recv")
 print(json.dumps({"name":"tcp_ceiling","send":s and s["value"],"recv":r and r["value"],"unit":s and s["unit"]}))' "$LOGS/tcp.two.out" 2>/dev/null)
     [ -n "$v" ] && echo "METRIC $v" >>"$LOGS/shell.two.out" && echo "veth TCP ceiling: $v"
 }
+step_twojax() { # JAX with every GPU in one process over the two servers (also a step alone)
+    have two || return 0
+    if fits 40; then DIST_JAX_PPERMUTE=0 single two jax 90 python3 "$ROOT/tests/gpu/dist_jax.py" local; else skip two jax; fi
+}
 step_two() { # two servers in network namespaces
     have two || return 0
     if fits 5; then tcp_ceiling; fi
     if fits 40; then ranks two torch 120 "$NGPU" "$ROOT/tests/gpu/dist_torch.py"; else skip two torch; fi
     if fits 20; then busbw two 1 64 3; else skip two busbw_round1; fi
-    if fits 40; then DIST_JAX_PPERMUTE=0 single two jax 90 python3 "$ROOT/tests/gpu/dist_jax.py" local; else skip two jax; fi
+    step_twojax
     if fits 20; then single two single 60 python3 "$ROOT/tests/gpu/dist_single.py"; else skip two single; fi
     if fits 50; then
         fault two fault_kill_server 20 server
