@@ -2,10 +2,22 @@
  * functions of kernels.c, streams run everything at once, events read CLOCK_MONOTONIC. It
  * exports every entry point gpu-server resolves (server/driver.h). FAKECUDA_MEM_MB sets the
  * device size (default 4096); FAKECUDA_TRACE=1 logs calls; FAKECUDA_UUID
- * (16 bytes) names the device; FAKECUDA_VA_BASE: see va_alloc. */
+ * (16 bytes) names the device; FAKECUDA_VA_BASE: see va_alloc.
+ * FAKECUDA_GPU_TIMELINE=<file>: one time-sliced GPU shared by every process given the same
+ * file (tests/worker/share_bursts.sh). The sleep_us kernel then returns at once and is placed
+ * on timelines instead of sleeping: it starts when its stream and the GPU are both free (the
+ * GPU's busy_until is a uint64 in the file, mapped shared: kernels of all processes run one at a
+ * time, in launch order) and ends its microseconds later. Events take the time their stream
+ * reaches them (so two events around a kernel that waited behind another process's also
+ * measure that wait, as a real GPU's time slices do); event, stream and context synchronization
+ * and queries, and synchronous copies (which wait as cuCtxSynchronize), wait for or see those
+ * times. Other kernels and copies still run at the call. See fk_timeline_run. */
+#include <fcntl.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stddef.h>
@@ -31,6 +43,10 @@ struct fk_obj {
     CUresult err;
     CUstream wstream;
     unsigned long long wticket; /* an event: the device work it follows */
+    /* FAKECUDA_GPU_TIMELINE (see fk_timeline_run): a stream's, or a context's legacy stream's,
+     * busy_until; an event's timestamp (CLOCK_MONOTONIC ns) */
+    _Atomic uint64_t busy_ns;
+    uint64_t at_ns;
 };
 enum { K_CTX = 1, K_MODULE, K_STREAM, K_EVENT, K_GRAPH, K_EXEC };
 
@@ -213,6 +229,116 @@ static struct fk_obj *obj_check(const void *h, int kind)
     const struct fk_obj *o = h;
     return (uintptr_t)o >= 4096 && o->magic == FK_MAGIC && o->kind == kind ? (struct fk_obj *)o
                                                                            : NULL;
+}
+
+/* ---- FAKECUDA_GPU_TIMELINE: one GPU shared by processes, as timelines (no threads) ---- */
+
+static _Atomic uint64_t *gpu_busy_ns;   /* in the shared file; NULL: no timeline (the default) */
+static _Atomic uint64_t proc_busy_ns;   /* the latest end of this process's kernels */
+static _Atomic uint64_t no_ctx_busy_ns; /* the legacy stream without a current context */
+static pthread_once_t timeline_once = PTHREAD_ONCE_INIT;
+
+static uint64_t mono_ns(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void timeline_open(void)
+{
+    const char *path = getenv("FAKECUDA_GPU_TIMELINE");
+    struct stat st;
+    void *m;
+    int fd;
+
+    if (path == NULL || *path == 0)
+        return;
+    fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600); /* the first process creates it */
+    if (fd < 0 || fstat(fd, &st) != 0 || (st.st_size < 4096 && ftruncate(fd, 4096) != 0) ||
+        (m = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)) == MAP_FAILED) {
+        fprintf(stderr, "fakecuda: FAKECUDA_GPU_TIMELINE=%s: %m; kernels run at the call\n", path);
+        if (fd >= 0)
+            close(fd);
+        return;
+    }
+    close(fd);
+    gpu_busy_ns = m;
+    /* a stale file from before a reboot (CLOCK_MONOTONIC restarts): free now */
+    uint64_t v = atomic_load(gpu_busy_ns);
+    if (v > mono_ns() + 60000000000ull)
+        atomic_compare_exchange_strong(gpu_busy_ns, &v, 0);
+}
+
+static bool timeline(void)
+{
+    pthread_once(&timeline_once, timeline_open);
+    return gpu_busy_ns != NULL;
+}
+
+/* busy_until of stream s: a stream's own, or the current context's legacy stream's (NULL,
+ * CU_STREAM_LEGACY and CU_STREAM_PER_THREAD alike). */
+static _Atomic uint64_t *stream_busy(CUstream s)
+{
+    struct fk_obj *o = obj_check(s, K_STREAM);
+
+    if (o == NULL)
+        o = obj_check(current, K_CTX);
+    return o != NULL ? &o->busy_ns : &no_ctx_busy_ns;
+}
+
+static void atomic_max(_Atomic uint64_t *a, uint64_t v)
+{
+    uint64_t cur = atomic_load(a);
+
+    while (cur < v && !atomic_compare_exchange_weak(a, &cur, v))
+        ;
+}
+
+/* Sleep until CLOCK_MONOTONIC reaches t (ns). */
+static void wait_until(uint64_t t)
+{
+    uint64_t now;
+
+    while ((now = mono_ns()) < t) {
+        uint64_t d = t - now;
+        struct timespec ts = {(time_t)(d / 1000000000u), (long)(d % 1000000000u)};
+        nanosleep(&ts, NULL);
+    }
+}
+
+/* With FAKECUDA_GPU_TIMELINE: put ns of GPU work on stream s, after the stream's earlier work and
+ * every process's earlier kernel (the GPU runs one at a time, in launch order), and return true
+ * at once; without it, false (the kernel runs at the call). */
+bool fk_timeline_run(CUstream s, uint64_t ns)
+{
+    _Atomic uint64_t *sb;
+    uint64_t now, gpu, start, end;
+
+    if (!timeline())
+        return false;
+    sb = stream_busy(s);
+    now = mono_ns();
+    gpu = atomic_load(gpu_busy_ns);
+    do {
+        start = now;
+        if (atomic_load(sb) > start)
+            start = atomic_load(sb);
+        if (gpu > start)
+            start = gpu;
+        end = start + ns;
+    } while (!atomic_compare_exchange_weak(gpu_busy_ns, &gpu, end));
+    atomic_max(sb, end);
+    atomic_max(&proc_busy_ns, end);
+    return true;
+}
+
+/* Synchronous copies and cuCtxSynchronize: wait for every kernel of this process. */
+static void timeline_wait_all(void)
+{
+    if (timeline())
+        wait_until(atomic_load(&proc_busy_ns));
 }
 
 /* Index of the first allocation that starts above a (allocs is sorted); lock held. */
@@ -557,6 +683,7 @@ CUresult cuCtxSynchronize(void)
     NEED_CTX();
     CAPTURE_SAFE();
     work_wait(FK_ALL_STREAMS, 0);
+    timeline_wait_all();
     if (e != NULL && atoi(e) > 0)
         usleep((useconds_t)atoi(e) * 1000);
     return CUDA_SUCCESS;
@@ -778,27 +905,44 @@ CUresult cuMemFreeHost(void *p)
             !obj_check((s), K_STREAM))                                                             \
             return CUDA_ERROR_INVALID_HANDLE;                                                      \
     } while (0)
-CUresult cuMemcpyHtoD(CUdeviceptr d, const void *h, size_t n)
+/* The copies themselves, at the call (the asynchronous copies and graph nodes); the synchronous
+ * calls wait for the legacy stream first (the timeline's kernels, as cuCtxSynchronize). */
+static CUresult copy_htod(CUdeviceptr d, const void *h, size_t n)
 {
     NEED_CTX();
     DEV(d, n);
     memcpy((void *)d, h, n);
     return CUDA_SUCCESS;
 }
-CUresult cuMemcpyDtoH(void *h, CUdeviceptr d, size_t n)
+static CUresult copy_dtoh(void *h, CUdeviceptr d, size_t n)
 {
     NEED_CTX();
     DEV(d, n);
     memcpy(h, (void *)d, n);
     return CUDA_SUCCESS;
 }
-CUresult cuMemcpyDtoD(CUdeviceptr a, CUdeviceptr b, size_t n)
+static CUresult copy_dtod(CUdeviceptr a, CUdeviceptr b, size_t n)
 {
     NEED_CTX();
     DEV(a, n);
     DEV(b, n);
     memmove((void *)a, (void *)b, n);
     return CUDA_SUCCESS;
+}
+CUresult cuMemcpyHtoD(CUdeviceptr d, const void *h, size_t n)
+{
+    timeline_wait_all();
+    return copy_htod(d, h, n);
+}
+CUresult cuMemcpyDtoH(void *h, CUdeviceptr d, size_t n)
+{
+    timeline_wait_all();
+    return copy_dtoh(h, d, n);
+}
+CUresult cuMemcpyDtoD(CUdeviceptr a, CUdeviceptr b, size_t n)
+{
+    timeline_wait_all();
+    return copy_dtod(a, b, n);
 }
 CUresult cuMemcpyHtoDAsync(CUdeviceptr d, const void *h, size_t n, CUstream s)
 {
@@ -812,7 +956,7 @@ CUresult cuMemcpyHtoDAsync(CUdeviceptr d, const void *h, size_t n, CUstream s)
         DEV(d, n);
         return record(capturing(s), &node);
     }
-    return cuMemcpyHtoD(d, h, n);
+    return copy_htod(d, h, n);
 }
 CUresult cuMemcpyDtoHAsync(void *h, CUdeviceptr d, size_t n, CUstream s)
 {
@@ -826,7 +970,7 @@ CUresult cuMemcpyDtoHAsync(void *h, CUdeviceptr d, size_t n, CUstream s)
         DEV(d, n);
         return record(capturing(s), &node);
     }
-    return cuMemcpyDtoH(h, d, n);
+    return copy_dtoh(h, d, n);
 }
 CUresult cuMemcpyDtoDAsync(CUdeviceptr a, CUdeviceptr b, size_t n, CUstream s)
 {
@@ -836,7 +980,7 @@ CUresult cuMemcpyDtoDAsync(CUdeviceptr a, CUdeviceptr b, size_t n, CUstream s)
             .kind = 2, .type = CU_GRAPH_NODE_TYPE_MEMCPY, .dst = a, .src = b, .n = n};
         return record(capturing(s), &node);
     }
-    return cuMemcpyDtoD(a, b, n);
+    return copy_dtod(a, b, n);
 }
 
 static CUresult fill(CUdeviceptr d, size_t pitch, unsigned v, unsigned es, size_t w, size_t h)
@@ -1165,11 +1309,14 @@ CUresult cuKernelGetParamInfo(CUkernel k, size_t i, size_t *o, size_t *s)
 
 /* ---- launches ---- */
 
+static __thread CUstream graph_stream; /* the stream of the graph launch being replayed */
+
 static CUresult launch(const struct fk_kernel *k, const unsigned g[3], const unsigned b[3],
                        CUstream s, void **params, void **extra)
 {
     void *slots[8];
-    struct fk_launch l = {{g[0], g[1], g[2]}, {b[0], b[1], b[2]}, params};
+    /* a graph's kernels replay on the NULL stream; the timeline puts them on the launch's */
+    struct fk_launch l = {{g[0], g[1], g[2]}, {b[0], b[1], b[2]}, params, s ? s : graph_stream};
     CUresult res;
 
     NEED_CTX();
@@ -1273,6 +1420,8 @@ CUresult cuStreamSynchronize(CUstream s)
     NEED_CTX();
     STREAM_OK(s);
     work_wait(s, work_ticket(s));
+    if (timeline())
+        wait_until(atomic_load(stream_busy(s)));
     return CUDA_SUCCESS;
 }
 /* Stream attributes: remembered per process (enough for the tests), the priority read back. */
@@ -1299,13 +1448,21 @@ CUresult cuStreamQuery(CUstream s)
 {
     NEED_CTX();
     STREAM_OK(s);
+    if (timeline() && atomic_load(stream_busy(s)) > mono_ns())
+        return CUDA_ERROR_NOT_READY;
     return work_done(s, work_ticket(s)) ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
 }
 CUresult cuStreamWaitEvent(CUstream s, CUevent e, unsigned f)
 {
+    struct fk_obj *o = obj_check(e, K_EVENT);
+
     NEED_CTX();
     STREAM_OK(s);
-    return obj_check(e, K_EVENT) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+    if (!o)
+        return CUDA_ERROR_INVALID_HANDLE;
+    if (timeline() && o->recorded) /* the stream's later work starts after the event */
+        atomic_max(stream_busy(s), o->at_ns);
+    return CUDA_SUCCESS;
 }
 
 static double now_ms(void)
@@ -1347,11 +1504,18 @@ CUresult cuEventRecordWithFlags(CUevent e, CUstream s, unsigned f)
     STREAM_OK(s);
     if (!o)
         return CUDA_ERROR_INVALID_HANDLE;
-    /* Work "runs" at once; a small spin makes consecutive events measurably apart. */
-    double t = now_ms();
-    while (now_ms() - t < 0.01)
-        ;
-    o->t = now_ms();
+    if (timeline()) { /* when the stream gets to it */
+        uint64_t now = mono_ns(), busy = atomic_load(stream_busy(s));
+        o->at_ns = busy > now ? busy : now;
+        o->t = o->at_ns / 1e6;
+    } else {
+        /* Work "runs" at once; a small spin makes consecutive events measurably apart. */
+        double t = now_ms();
+        while (now_ms() - t < 0.01)
+            ;
+        o->t = now_ms();
+        o->at_ns = 0;
+    }
     o->recorded = true;
     o->wstream = s;
     o->wticket = work_ticket(s);
@@ -1365,6 +1529,7 @@ CUresult cuEventSynchronize(CUevent e)
     if (!o)
         return CUDA_ERROR_INVALID_HANDLE;
     work_wait(o->wstream, o->wticket);
+    wait_until(o->at_ns);
     return CUDA_SUCCESS;
 }
 CUresult cuEventQuery(CUevent e)
@@ -1373,6 +1538,8 @@ CUresult cuEventQuery(CUevent e)
     struct fk_obj *o = obj_check(e, K_EVENT);
     if (!o)
         return CUDA_ERROR_INVALID_HANDLE;
+    if (o->at_ns > mono_ns())
+        return CUDA_ERROR_NOT_READY;
     return work_done(o->wstream, o->wticket) ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
 }
 CUresult cuEventElapsedTime(float *ms, CUevent a, CUevent b)
@@ -1563,11 +1730,11 @@ static CUresult replay(const struct fk_node *n)
     if (n->kind == 1)
         return fill(n->dst, n->pitch, n->v, n->es, n->w, n->h);
     if (n->kind == 2)
-        return cuMemcpyDtoD(n->dst, n->src, n->n);
+        return copy_dtod(n->dst, n->src, n->n);
     if (n->kind == 3)
-        return cuMemcpyHtoD(n->dst, (const void *)n->src, n->n);
+        return copy_htod(n->dst, (const void *)n->src, n->n);
     if (n->kind == 4)
-        return cuMemcpyDtoH((void *)n->dst, n->src, n->n);
+        return copy_dtoh((void *)n->dst, n->src, n->n);
     if (n->kind == 5)
         return CUDA_SUCCESS;
     if (n->kind == 6)
@@ -1581,13 +1748,17 @@ static CUresult replay(const struct fk_node *n)
 CUresult cuGraphLaunch(CUgraphExec exec, CUstream s)
 {
     struct fk_graph *e = (struct fk_graph *)obj_check(exec, K_EXEC);
+    CUresult res;
 
     NEED_CTX();
     STREAM_OK(s);
     if (!e)
         return CUDA_ERROR_INVALID_HANDLE;
     fk_cond_launch(e->origin);
-    return fk_graph_run((CUgraph)e);
+    graph_stream = s;
+    res = fk_graph_run((CUgraph)e);
+    graph_stream = NULL;
+    return res;
 }
 
 CUresult fk_graph_run(CUgraph graph)

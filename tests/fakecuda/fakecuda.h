@@ -11,6 +11,7 @@
 struct fk_launch {
     unsigned grid[3], block[3];
     void **params;
+    CUstream stream; /* as launched (NULL, a pseudo-handle or a stream) */
 };
 
 struct fk_kernel {
@@ -40,6 +41,11 @@ struct fk_device_work {
 };
 /* Exported: the library registers itself (looked up with dlsym). */
 void fakecuda_device_work(const struct fk_device_work *w);
+
+/* FAKECUDA_GPU_TIMELINE (fakecuda.c): put ns of GPU work on stream s behind its earlier work
+ * and every process's earlier kernel, and return true at once; false without a timeline (the
+ * kernel then runs at the call). */
+bool fk_timeline_run(CUstream s, uint64_t ns);
 
 const struct fk_kernel *fk_kernel_find(const char *name);
 /* The i-th test kernel, NULL past the last (every fake module holds them all). */

@@ -214,12 +214,15 @@ static CUresult k_read_flag(const struct fk_launch *l)
 
 /* A kernel of fixed duration (the compute gate's tests, tests/worker/share_sessions.sh): it
  * "runs" for its parameter's microseconds, sleeping, so the measured time is the same however
- * loaded the host's CPUs are. */
+ * loaded the host's CPUs are. With FAKECUDA_GPU_TIMELINE it does not sleep: it is put on the
+ * shared GPU's timeline (fakecuda.c, fk_timeline_run) and the launch returns at once. */
 static CUresult k_sleep_us(const struct fk_launch *l)
 {
     unsigned us = P(l, 0, unsigned);
     struct timespec ts = {us / 1000000, (long)(us % 1000000) * 1000};
 
+    if (fk_timeline_run(l->stream, (uint64_t)us * 1000))
+        return CUDA_SUCCESS;
     while (nanosleep(&ts, &ts) != 0)
         ;
     return CUDA_SUCCESS;

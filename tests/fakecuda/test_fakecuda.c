@@ -1,7 +1,8 @@
 /* The fake driver on its own: opened with dlopen and every entry point resolved exactly as
  * gpu-server does (server/driver.h's list, through cuda.h's ABI names), then the behaviour the
  * rest of the test suite relies on: devices, memory bounds, image formats, the test kernels by
- * their mangled names, parameter layouts, events and the sticky fault. */
+ * their mangled names, parameter layouts, events and the sticky fault. "test_fakecuda timeline"
+ * runs FAKECUDA_GPU_TIMELINE's test instead (its own process: the fake reads it once). */
 #include <dlfcn.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -10,6 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -43,7 +46,7 @@ static int close_fake(void **state)
 }
 
 /* Every name the server resolves exists; a missing one would make gpu-server refuse the fake. */
-static void test_every_server_symbol(void **state)
+static int resolve_all(void)
 {
     int missing = 0;
 
@@ -55,7 +58,12 @@ static void test_every_server_symbol(void **state)
     }
     SRV_DRIVER_FUNCS(RESOLVE)
 #undef RESOLVE
-    assert_int_equal(missing, 0);
+    return missing;
+}
+
+static void test_every_server_symbol(void **state)
+{
+    assert_int_equal(resolve_all(), 0);
     assert_non_null(dlsym(drv.dl, "cuMemAlloc_v2")); /* the ABI name, not the API name */
 }
 
@@ -413,8 +421,123 @@ static void test_fault_is_sticky(void **state)
     assert_int_equal(drv.cuLibraryUnload(lib), CUDA_SUCCESS);
 }
 
-int main(void)
+/* ---- test_fakecuda timeline: FAKECUDA_GPU_TIMELINE (tests/worker/share_bursts.sh) ---- */
+
+static char timeline_path[] = "/tmp/fakecuda-timeline-XXXXXX";
+
+static int open_fake_timeline(void **state)
 {
+    int fd = mkstemp(timeline_path); /* empty: the fake sizes it */
+
+    if (fd < 0)
+        return -1;
+    close(fd);
+    setenv("FAKECUDA_GPU_TIMELINE", timeline_path, 1);
+    if (open_fake(state) != 0 || resolve_all() != 0)
+        return -1;
+    return drv.cuInit(0) == CUDA_SUCCESS ? 0 : -1;
+}
+
+static int close_fake_timeline(void **state)
+{
+    unlink(timeline_path);
+    return close_fake(state);
+}
+
+static double ms_since(const struct timespec *t0)
+{
+    struct timespec t;
+
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (t.tv_sec - t0->tv_sec) * 1e3 + (t.tv_nsec - t0->tv_nsec) / 1e6;
+}
+
+/* sleep_us returns at once and runs on the timeline: queries see it, synchronization waits for
+ * it, events time it; a kernel of another process sharing the file runs first, and ours waits
+ * behind it (its events measure the wait, as across a real GPU's time slices). */
+static void test_timeline(void **state)
+{
+    CUlibrary lib;
+    CUkernel k;
+    CUstream s;
+    CUevent a, b;
+    CUdeviceptr d;
+    struct timespec t0;
+    unsigned us = 20000;
+    void *params[] = {&us};
+    float ms = 0;
+    int word = 0, pipefd[2], status = -1;
+    char c = 0;
+    pid_t child;
+
+    assert_int_equal(drv.cuLibraryLoadData(&lib, fatbin, NULL, NULL, 0, NULL, NULL, 0), 0);
+    assert_int_equal(drv.cuLibraryGetKernel(&k, lib, "_Z8sleep_usj"), CUDA_SUCCESS);
+    assert_int_equal(drv.cuStreamCreateWithPriority(&s, CU_STREAM_NON_BLOCKING, 0), 0);
+    assert_int_equal(drv.cuEventCreate(&a, CU_EVENT_DEFAULT), CUDA_SUCCESS);
+    assert_int_equal(drv.cuEventCreate(&b, CU_EVENT_BLOCKING_SYNC), CUDA_SUCCESS);
+    assert_int_equal(drv.cuMemAlloc(&d, sizeof(word)), CUDA_SUCCESS);
+
+    /* one kernel of 20 ms on a stream */
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    assert_int_equal(drv.cuEventRecordWithFlags(a, s, 0), CUDA_SUCCESS);
+    assert_int_equal(drv.cuLaunchKernel((CUfunction)k, 1, 1, 1, 1, 1, 1, 0, s, params, NULL), 0);
+    assert_int_equal(drv.cuEventRecordWithFlags(b, s, 0), CUDA_SUCCESS);
+    assert_true(ms_since(&t0) < 15); /* returned before the kernel ended */
+    assert_int_equal(drv.cuStreamQuery(s), CUDA_ERROR_NOT_READY);
+    assert_int_equal(drv.cuEventQuery(b), CUDA_ERROR_NOT_READY);
+    assert_int_equal(drv.cuStreamQuery(NULL), CUDA_SUCCESS); /* the legacy stream is idle */
+    assert_int_equal(drv.cuEventSynchronize(b), CUDA_SUCCESS);
+    assert_true(ms_since(&t0) >= 20);
+    assert_int_equal(drv.cuStreamQuery(s), CUDA_SUCCESS);
+    assert_int_equal(drv.cuEventElapsedTime(&ms, a, b), CUDA_SUCCESS);
+    assert_true(ms >= 19.9 && ms < 30);
+
+    /* on the legacy stream: a synchronous copy waits for it */
+    us = 10000;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    assert_int_equal(drv.cuLaunchKernel((CUfunction)k, 1, 1, 1, 1, 1, 1, 0, NULL, params, NULL), 0);
+    assert_int_equal(drv.cuStreamQuery(NULL), CUDA_ERROR_NOT_READY);
+    assert_int_equal(drv.cuMemcpyDtoH(&word, d, sizeof(word)), CUDA_SUCCESS);
+    assert_true(ms_since(&t0) >= 10);
+    assert_int_equal(drv.cuStreamQuery(NULL), CUDA_SUCCESS);
+
+    /* another process's 30 ms kernel, launched first: ours (10 ms) ends after both */
+    assert_int_equal(pipe(pipefd), 0);
+    clock_gettime(CLOCK_MONOTONIC, &t0); /* the child's kernel starts after this */
+    child = fork();
+    assert_true(child >= 0);
+    if (child == 0) {
+        us = 30000;
+        c = drv.cuLaunchKernel((CUfunction)k, 1, 1, 1, 1, 1, 1, 0, NULL, params, NULL) == 0;
+        _exit(write(pipefd[1], &c, 1) == 1 && c ? 0 : 1);
+    }
+    assert_int_equal(read(pipefd[0], &c, 1), 1);
+    assert_int_equal(c, 1);
+    assert_int_equal(drv.cuEventRecordWithFlags(a, s, 0), CUDA_SUCCESS);
+    assert_int_equal(drv.cuLaunchKernel((CUfunction)k, 1, 1, 1, 1, 1, 1, 0, s, params, NULL), 0);
+    assert_int_equal(drv.cuEventRecordWithFlags(b, s, 0), CUDA_SUCCESS);
+    assert_int_equal(drv.cuCtxSynchronize(), CUDA_SUCCESS);
+    assert_true(ms_since(&t0) >= 40);
+    /* ours, and most of the child's it waited behind (minus the child's moments to the pipe) */
+    assert_int_equal(drv.cuEventElapsedTime(&ms, a, b), CUDA_SUCCESS);
+    assert_true(ms >= 25 && ms < 60);
+    assert_int_equal(waitpid(child, &status, 0), child);
+    assert_int_equal(status, 0);
+    close(pipefd[0]);
+    close(pipefd[1]);
+
+    assert_int_equal(drv.cuMemFree(d), CUDA_SUCCESS);
+    assert_int_equal(drv.cuEventDestroy(a), CUDA_SUCCESS);
+    assert_int_equal(drv.cuEventDestroy(b), CUDA_SUCCESS);
+    assert_int_equal(drv.cuStreamDestroy(s), CUDA_SUCCESS);
+    assert_int_equal(drv.cuLibraryUnload(lib), CUDA_SUCCESS);
+}
+
+int main(int argc, char **argv)
+{
+    const struct CMUnitTest timeline[] = {
+        cmocka_unit_test_setup_teardown(test_timeline, primary_current, primary_release),
+    };
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_every_server_symbol),
         cmocka_unit_test(test_init_and_device),
@@ -432,5 +555,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_fault_is_sticky, primary_current, primary_release),
     };
 
+    if (argc > 1 && strcmp(argv[1], "timeline") == 0)
+        return cmocka_run_group_tests(timeline, open_fake_timeline, close_fake_timeline);
     return cmocka_run_group_tests(tests, open_fake, close_fake);
 }

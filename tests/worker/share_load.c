@@ -5,7 +5,9 @@
  * "GPU" time each, whatever the host's load); argv[1] = 0 then runs until killed.
  * With argv[3] = THINK_US as well, it is a CPU-bound request loop instead (tests/worker/
  * share_light.sh): one sleep_us kernel, a synchronize (the answer read back), then THINK_US of
- * host time (slept), and it prints "requests=N". SHARE_LOAD_DEVICE=I: on device I (default 0). */
+ * host time (slept), and it prints "requests=N". With argv[4] = BURST as well, each request
+ * launches BURST sleep_us kernels back to back (asynchronously) before its synchronize (tests/
+ * worker/share_bursts.sh). SHARE_LOAD_DEVICE=I: on device I (default 0). */
 #include <cuda.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,6 +48,7 @@ int main(int argc, char **argv)
     int n = N;
     unsigned us = argc > 2 ? (unsigned)atoi(argv[2]) : 0;
     long think_us = argc > 3 ? atol(argv[3]) : -1;
+    int burst = argc > 4 ? atoi(argv[4]) : 1;
     long launches = 0;
     void *params[] = {&a, &b, &c, &n}, *sleep_params[] = {&us};
 
@@ -64,7 +67,8 @@ int main(int argc, char **argv)
         struct timespec think = {think_us / 1000000, think_us % 1000000 * 1000};
         long requests = 0;
         for (t0 = now_s(); secs == 0 || now_s() - t0 < secs; requests++) {
-            CHECK(cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, NULL, sleep_params, NULL));
+            for (int i = 0; i < burst; i++)
+                CHECK(cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, NULL, sleep_params, NULL));
             CHECK(cuCtxSynchronize());
             nanosleep(&think, NULL);
         }
