@@ -62,8 +62,9 @@ typedef CUresult (*is_capturing_fn)(CUstream, CUstreamCaptureStatus *);
 
 struct gate_entry {
     CUevent start, end;
-    CUcontext ctx;   /* the context the events belong to */
-    uint32_t weight; /* launches the measurement stands for */
+    CUcontext ctx;    /* the context the events belong to */
+    uint32_t weight;  /* launches the measurement stands for */
+    uint32_t sharers; /* sessions with launches in flight on the GPU at its start, itself too */
 };
 
 struct srv_gate {
@@ -81,6 +82,10 @@ struct srv_gate {
     uint32_t fast_launches;  /* launches through the fast path (worker thread only) */
     uint64_t surveyed_ns;    /* when light() last surveyed the sessions (worker thread only) */
     uint64_t light_launches; /* launches that went beside the owner's work (worker thread) */
+    /* What the gate did, said at the session's end (worker thread only): measured launches,
+     * turns waited for (and the time), refusals of the light rule by its queue test and by
+     * its virtual-time test, waits for room in the queue. */
+    uint64_t measured, turns, turn_ns, light_queue, light_vtime, room_waits;
 };
 
 static void sleep_ns(long ns)
@@ -131,9 +136,17 @@ static void measure(struct srv_gate *g, struct gate_entry *e)
 
     if (e->ctx != g->meter_ctx && d->cuCtxSetCurrent(e->ctx) == CUDA_SUCCESS)
         g->meter_ctx = e->ctx;
+    /* A light launch runs beside other sessions' work: the driver time-slices the contexts and
+     * the elapsed time between its two events holds their slices too. It is charged 1/k of it,
+     * k the sessions with launches in flight at its start (as each had about 1/k of the GPU);
+     * without that, light sessions were charged more than the wall time (four on an H100: 5 s
+     * of GPU time in 2 s), soon looked heavy and took turns, the GPU idle through each owner's
+     * host time (ctest share_bursts). The owner's launches are charged in full: the light work
+     * beside them is short by definition. */
     if (d->cuEventSynchronize(e->end) == CUDA_SUCCESS &&
         d->cuEventElapsedTime(&ms, e->start, e->end) == CUDA_SUCCESS && ms > 0)
-        charge(g, (uint64_t)((double)ms * 1e6) * (e->weight ? e->weight : 1));
+        charge(g, (uint64_t)((double)ms * 1e6 / (e->sharers > 1 ? e->sharers : 1)) *
+                      (e->weight ? e->weight : 1));
 }
 
 static void *meter_main(void *arg)
@@ -342,8 +355,10 @@ static bool light(struct srv_gate *g, int gpu, uint64_t now)
         return false;
     l = (struct sched_light){.avg_ns = atomic_load(&g->avg_ns),
                              .inflight = atomic_load(&sl->inflight)};
-    if (l.avg_ns == 0 ? l.inflight != 0 : (uint64_t)l.inflight + 1 > SCHED_LIGHT_NS / l.avg_ns)
+    if (l.avg_ns == 0 ? l.inflight != 0 : (uint64_t)l.inflight + 1 > SCHED_LIGHT_NS / l.avg_ns) {
+        g->light_queue++;
         return false; /* not light: no need to look further */
+    }
     if (now - g->surveyed_ns >= t->horizon_ns) {
         srv_table_lock(t);
         survey(t, g->slot, gpu, now, true, tens, &nt, ss, slots, share, &mine);
@@ -353,7 +368,10 @@ static bool light(struct srv_gate *g, int gpu, uint64_t now)
     l.vtime = atomic_load(&sl->vtime);
     l.ref_vtime = atomic_load(&t->slots[owner].vtime);
     l.share = atomic_load(&sl->share_ppm) / 1e6;
-    return sched_light_pass(&l, &p);
+    if (sched_light_pass(&l, &p))
+        return true;
+    g->light_vtime++;
+    return false;
 }
 
 /* A best-effort session waits while a guaranteed one is active on gpu, polling the GPU's
@@ -374,14 +392,14 @@ static void hold_class(struct srv_gate *g, int gpu, uint64_t *now)
  * go beside the owner's work: a session that waited for a turn (ahead of the owner, or the
  * owner itself while others waited) must not wait out a whole turn of the next owner when its
  * work is light and it is no longer ahead. */
-static void wait_turn(struct srv_gate *g, int gpu, uint64_t now, bool may_light)
+static bool wait_turn(struct srv_gate *g, int gpu, uint64_t now, bool may_light)
 {
     struct srv_table *t = g->t;
     struct srv_table_slot *sl = my_slot(g);
     const struct srv_table_tenant *ten = my_tenant(g);
     bool best_effort = ten != NULL && ten->best_effort;
     uint64_t t0 = now;
-    bool go;
+    bool go, went_light = false;
 
     for (;;) {
         bool joining;
@@ -413,22 +431,43 @@ static void wait_turn(struct srv_gate *g, int gpu, uint64_t now, bool may_light)
             srv_table_lock(t);
             set_waiting(t, sl, gpu, false);
             srv_table_unlock(t);
-            g->light_launches++;
+            went_light = true;
             break;
         }
     }
     if (now > t0)
         atomic_fetch_add(&sl->held_ns, now - t0);
+    g->turns++;
+    g->turn_ns += now - t0;
+    return went_light;
+}
+
+/* The sessions with launches in flight on gpu, this one included (its launch is about to be). */
+static uint32_t sharers(struct srv_gate *g, int gpu)
+{
+    struct srv_table *t = g->t;
+    int hi = atomic_load(&t->hiwater);
+    uint32_t k = 1;
+
+    for (int i = 0; i < hi; i++)
+        if (i != g->slot && atomic_load(&t->slots[i].pid) != 0 &&
+            atomic_load(&t->slots[i].gate_gpu) == gpu && atomic_load(&t->slots[i].inflight) > 0)
+            k++;
+    return k;
 }
 
 /* Keep at most `limit` measured launches in flight. */
 static void wait_room(struct srv_gate *g, uint32_t limit)
 {
+    if (atomic_load(&g->head) - atomic_load(&g->tail) >= limit)
+        g->room_waits++;
     while (atomic_load(&g->head) - atomic_load(&g->tail) >= limit)
         sleep_ns(POLL_NS / 2);
 }
 
-static void hold(struct srv_gate *g, int gpu)
+/* Hold the caller until its launch may go; true when it goes beside another session's work
+ * (the light rule), not as the GPU's owner. */
+static bool hold(struct srv_gate *g, int gpu)
 {
     struct srv_table *t = g->t;
     struct srv_table_gpu *G = &t->gpus[gpu];
@@ -437,6 +476,7 @@ static void hold(struct srv_gate *g, int gpu)
     bool capped = ten != NULL && ten->cap_permille != 0;
     uint64_t now = srv_now_ns(), t0 = now, avg;
     uint32_t limit = RING - 1;
+    bool went_light = false;
 
     atomic_store(&my_slot(g)->gate_gpu, gpu);
     if (best_effort) {
@@ -446,11 +486,9 @@ static void hold(struct srv_gate *g, int gpu)
     }
     if (capped || atomic_load(&G->owner) != g->slot || atomic_load(&G->nwaiting) != 0) {
         /* a capped session's time must be its own: it always takes its turn */
-        if (!capped && light(g, gpu, now))
-            g->light_launches++;
-        else
-            wait_turn(g, gpu, now, !capped);
+        went_light = (!capped && light(g, gpu, now)) || wait_turn(g, gpu, now, !capped);
     }
+    g->light_launches += went_light;
     /* Contended: keep the queue short, so that a handover waits for little. Best effort
      * beside a guaranteed tenant active in the last second: one launch at a time, so that the
      * guaranteed tenant's return waits for at most one of its kernels. */
@@ -462,6 +500,7 @@ static void hold(struct srv_gate *g, int gpu)
     if (best_effort && now - atomic_load(&G->last_guaranteed_ns) < BE_RECENT_NS)
         limit = 1;
     wait_room(g, limit);
+    return went_light;
 }
 
 static bool capturing(struct srv_gate *g, CUstream st)
@@ -557,6 +596,7 @@ static bool uncontended(struct srv_gate *g, int gpu)
 void srv_gate_begin(struct srv_session *s, CUstream st, struct srv_gate_ticket *tk)
 {
     struct srv_gate *g = srv_tenancy_gate(s);
+    bool went_light = false;
     int gpu;
 
     tk->entry = -1;
@@ -579,13 +619,17 @@ void srv_gate_begin(struct srv_session *s, CUstream st, struct srv_gate_ticket *
     }
     if (capturing(g, st))
         return;
-    if (tk->weight == 1)
-        hold(g, gpu);
+    if (tk->weight == 1) {
+        went_light = hold(g, gpu);
+        g->measured++;
+    }
     /* In flight from now: a launch the driver runs before returning keeps others off too. */
     atomic_fetch_add(&my_slot(g)->inflight, 1);
     tk->entry = entry_ready(g);
-    if (tk->entry >= 0)
+    if (tk->entry >= 0) {
         g->ring[tk->entry].weight = tk->weight;
+        g->ring[tk->entry].sharers = went_light ? sharers(g, gpu) : 1;
+    }
     if (tk->entry >= 0 &&
         s->drv.cuEventRecordWithFlags(g->ring[tk->entry].start, st, 0) != CUDA_SUCCESS)
         tk->entry = -1;
@@ -698,6 +742,13 @@ void srv_gate_destroy(struct srv_session *s, struct srv_gate *g)
     if (g->light_launches != 0)
         rg_info("compute gate: %llu launches went beside another session's work (light)",
                 (unsigned long long)g->light_launches);
+    if (g->measured != 0)
+        rg_info("compute gate: %llu measured launches; %llu turns waited for (%.1f ms); light "
+                "refused %llu for its queue, %llu for its virtual time; %llu waits for room; mean "
+                "launch %.1f us",
+                (unsigned long long)g->measured, (unsigned long long)g->turns, g->turn_ns / 1e6,
+                (unsigned long long)g->light_queue, (unsigned long long)g->light_vtime,
+                (unsigned long long)g->room_waits, atomic_load(&g->avg_ns) / 1e3);
     drop_events(g);
     sem_destroy(&g->ready);
     free(g);
