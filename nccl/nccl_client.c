@@ -88,6 +88,22 @@ static ncclResult_t driver_result(int res, const char *what)
                      "%s: CUDA error %d on the rgpu session", what, res);
 }
 
+/* What a sent call came to: the session's error (res), or the worker's NCCL result (out[0]) of
+ * a synchronous call; an asynchronous one's comes back later. */
+static ncclResult_t call_result(int res, const struct rgpu_nccl_call *c, const char *what)
+{
+    if (res != CUDA_SUCCESS)
+        return driver_result(res, what);
+    if (c->async)
+        return ncclSuccess;
+    if (c->nout < 1)
+        return nccl_fail(ncclInternalError, "%s: the worker's reply lacks its result", what);
+    if (c->out[0] != ncclSuccess)
+        return nccl_fail((ncclResult_t)c->out[0], "%s failed on the GPU host (NCCL error %d)", what,
+                         (int)c->out[0]);
+    return ncclSuccess;
+}
+
 /* ---- order, routing and groups --------------------------------------------------------- */
 
 static pthread_mutex_t order_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -202,20 +218,11 @@ static ncclResult_t group_close(const struct nccl_client *cl, int dev, uint32_t 
                                 const char *what)
 {
     struct rgpu_nccl_call c;
-    int res = group_send(cl, dev, op, 0, &c);
+    ncclResult_t res = call_result(group_send(cl, dev, op, 0, &c), &c, what);
 
-    if (res != CUDA_SUCCESS)
-        return driver_result(res, what);
-    if (c.async)
-        return ncclSuccess;
-    if (c.nout < 1)
-        return nccl_fail(ncclInternalError, "%s: the worker's reply lacks its result", what);
-    if (c.out[0] != ncclSuccess)
-        return nccl_fail((ncclResult_t)c.out[0], "%s failed on the GPU host (NCCL error %d)", what,
-                         (int)c.out[0]);
-    if (c.nout >= 2)
+    if (res == ncclSuccess && !c.async && c.nout >= 2)
         *sim = c.out[1];
-    return ncclSuccess;
+    return res;
 }
 
 ncclResult_t nccl_group_end(uint32_t op, uint64_t *sim, const char *what)
@@ -279,20 +286,12 @@ static int call_routed(const struct nccl_client *cl, struct rgpu_nccl_call *c,
 ncclResult_t nccl_call_sync(struct rgpu_nccl_call *c, const struct ncclComm *comm, const char *what)
 {
     const struct nccl_client *cl = nccl_client();
-    int res;
 
     if (cl == NULL)
         return nccl_fail(ncclSystemError, "%s: no rgpu session", what);
     c->size = sizeof(*c);
     c->async = 0;
-    if ((res = call_routed(cl, c, comm)) != CUDA_SUCCESS)
-        return driver_result(res, what);
-    if (c->nout < 1)
-        return nccl_fail(ncclInternalError, "%s: the worker's reply lacks its result", what);
-    if (c->out[0] != ncclSuccess)
-        return nccl_fail((ncclResult_t)c->out[0], "%s failed on the GPU host (NCCL error %d)", what,
-                         (int)c->out[0]);
-    return ncclSuccess;
+    return call_result(call_routed(cl, c, comm), c, what);
 }
 
 ncclResult_t nccl_call_async(struct rgpu_nccl_call *c, const struct ncclComm *comm,
