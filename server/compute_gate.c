@@ -437,8 +437,10 @@ static bool wait_turn(struct srv_gate *g, int gpu, uint64_t now, bool may_light)
     }
     if (now > t0)
         atomic_fetch_add(&sl->held_ns, now - t0);
-    g->turns++;
-    g->turn_ns += now - t0;
+    if (!went_light) { /* a turn taken (the light rule's exits are counted as light) */
+        g->turns++;
+        g->turn_ns += now - t0;
+    }
     return went_light;
 }
 
