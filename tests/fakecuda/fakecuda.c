@@ -36,7 +36,6 @@ struct fk_graph;
 struct fk_obj {
     uint32_t magic;
     int kind;
-    double t;
     unsigned flags;
     bool recorded;
     struct fk_graph *capture;
@@ -44,9 +43,9 @@ struct fk_obj {
     CUstream wstream;
     unsigned long long wticket; /* an event: the device work it follows */
     /* FAKECUDA_GPU_TIMELINE (see fk_timeline_run): a stream's, or a context's legacy stream's,
-     * busy_until; an event's timestamp (CLOCK_MONOTONIC ns) */
+     * busy_until */
     _Atomic uint64_t busy_ns;
-    uint64_t at_ns;
+    uint64_t at_ns; /* an event's timestamp (CLOCK_MONOTONIC ns): when its stream reached it */
 };
 enum { K_CTX = 1, K_MODULE, K_STREAM, K_EVENT, K_GRAPH, K_EXEC };
 
@@ -1465,12 +1464,6 @@ CUresult cuStreamWaitEvent(CUstream s, CUevent e, unsigned f)
     return CUDA_SUCCESS;
 }
 
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
 CUresult cuEventCreate(CUevent *e, unsigned f)
 {
     NEED_CTX();
@@ -1507,14 +1500,12 @@ CUresult cuEventRecordWithFlags(CUevent e, CUstream s, unsigned f)
     if (timeline()) { /* when the stream gets to it */
         uint64_t now = mono_ns(), busy = atomic_load(stream_busy(s));
         o->at_ns = busy > now ? busy : now;
-        o->t = o->at_ns / 1e6;
     } else {
         /* Work "runs" at once; a small spin makes consecutive events measurably apart. */
-        double t = now_ms();
-        while (now_ms() - t < 0.01)
+        uint64_t t = mono_ns();
+        while (mono_ns() - t < 10000)
             ;
-        o->t = now_ms();
-        o->at_ns = 0;
+        o->at_ns = mono_ns();
     }
     o->recorded = true;
     o->wstream = s;
@@ -1552,7 +1543,7 @@ CUresult cuEventElapsedTime(float *ms, CUevent a, CUevent b)
         return CUDA_ERROR_INVALID_HANDLE;
     if (!x->recorded || !y->recorded)
         return CUDA_ERROR_INVALID_HANDLE;
-    *ms = (float)(y->t - x->t);
+    *ms = (float)(((double)y->at_ns - (double)x->at_ns) / 1e6);
     return CUDA_SUCCESS;
 }
 
