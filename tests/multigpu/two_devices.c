@@ -105,8 +105,8 @@ static void check_routing(CUcontext c0, CUcontext c1)
     CHECK(cuCtxDestroy(own));
 }
 
-/* A server-to-server copy of several chunks and a partial last one, both ways (the receiver's
- * 4 MiB chunks and the sender's 8 MiB staging buffers, each pipelined over two buffers). */
+/* A server-to-server copy of several chunks and a partial last one, both ways (both workers
+ * move 4 MiB chunks through a host buffer, server/handlers_peer.c). */
 static void check_big_peer(CUcontext c0, CUcontext c1)
 {
     const size_t big = (21u << 20) + 123;
