@@ -38,6 +38,7 @@ FAKE_PID=
 # told otherwise; their entries in $FAKES
 fakes() {
     local n=$1; shift
+    [ -z "$FAKE_PID" ] || wait "$FAKE_PID" 2>/dev/null # the last ones, stopped by probes, gone
     "$FAKE_POOL" --count "$n" --port "$FPORT" --hosts "$WORK/hosts" --full "$n" "$@" \
         >"$WORK/fake.out" 2>&1 &
     FAKE_PID=$!
@@ -45,9 +46,10 @@ fakes() {
     wait_for "$WORK/fake.out" "^listening" >/dev/null || exit 1
     FAKES=$(awk -v p="$FPORT" '{printf "%s%s:%s", (NR > 1 ? "," : ""), $1, p}' "$WORK/hosts")
 }
-probes() { # stop the fakes: how many probes they answered
+probes() { # stop the fakes: how many probes they answered (called in $(...), a subshell, where
+    # wait cannot wait for the fakes: their last line is waited for instead)
     kill -TERM "$FAKE_PID"
-    wait "$FAKE_PID" 2>/dev/null
+    wait_for "$WORK/fake.out" "^probes " >/dev/null
     sed -n 's/^probes //p' "$WORK/fake.out"
 }
 job() { # name env... : a short client (allocates, copies, checks)
