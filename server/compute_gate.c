@@ -109,12 +109,16 @@ static const struct srv_table_tenant *my_tenant(struct srv_gate *g)
 
 /* ---- the meter thread -------------------------------------------------------------------- */
 
-static void charge(struct srv_gate *g, uint64_t ns)
+/* Charge one launch's ns, standing for `weight` launches (sampled); the mean launch is the
+ * launch's own (a sampled one's weighted time made a lone session's mean 256 times its launch,
+ * and its first contended launches looked heavy). */
+static void charge(struct srv_gate *g, uint64_t one_ns, uint32_t weight)
 {
     struct srv_table_slot *sl = my_slot(g);
     const struct srv_table_tenant *ten = my_tenant(g);
     uint64_t now = srv_now_ns(), epoch = now / g->t->window_ns;
     int gpu = atomic_load(&sl->gate_gpu);
+    uint64_t ns = one_ns * (weight ? weight : 1);
 
     if (atomic_load(&sl->win_epoch) != epoch) { /* only this thread writes the window */
         atomic_store(&sl->win_used_ns, 0);
@@ -124,7 +128,7 @@ static void charge(struct srv_gate *g, uint64_t ns)
     atomic_fetch_add(&sl->gpu_ns, ns);
     atomic_fetch_add(&sl->vtime, sched_vtime_charge(ns, atomic_load(&sl->share_ppm)));
     atomic_store(&sl->last_done_ns, now);
-    atomic_store(&g->avg_ns, (atomic_load(&g->avg_ns) * 7 + ns) / 8);
+    atomic_store(&g->avg_ns, (atomic_load(&g->avg_ns) * 7 + one_ns) / 8);
     if ((ten == NULL || !ten->best_effort) && gpu >= 0)
         atomic_store(&g->t->gpus[gpu].last_guaranteed_ns, now);
 }
@@ -145,8 +149,7 @@ static void measure(struct srv_gate *g, struct gate_entry *e)
      * beside them is short by definition. */
     if (d->cuEventSynchronize(e->end) == CUDA_SUCCESS &&
         d->cuEventElapsedTime(&ms, e->start, e->end) == CUDA_SUCCESS && ms > 0)
-        charge(g, (uint64_t)((double)ms * 1e6 / (e->sharers > 1 ? e->sharers : 1)) *
-                      (e->weight ? e->weight : 1));
+        charge(g, (uint64_t)((double)ms * 1e6 / (e->sharers > 1 ? e->sharers : 1)), e->weight);
 }
 
 static void *meter_main(void *arg)

@@ -123,6 +123,12 @@ check "reference: under sharing = mps (the gate holds nothing) $N reach $BOUND o
     verdict "sharing = mps" $mps
 check "the time-sliced gate: $N together reach $BOUND of min($N x alone, the GPU)" verdict gate $gate
 check "the time-sliced gate: each session within $SPREAD of the mean" fair $gate
+# The lone session's launches are sampled (one in 256 measured, charged for 256): its mean launch
+# is still one launch's (it was 256 x one, ~51 ms, and a session's first contended launches
+# looked heavy).
+mean1=$(grep -m1 -o "measured launches;.*mean launch [0-9.]* us" "$WORK/gate.log" | grep -o "[0-9.]* us$")
+check "the lone session's mean launch is one launch's ($mean1, kernels of $KERNEL_US us)" \
+    python3 -c "import sys; sys.exit(0 if 0 < float('${mean1% us}' or 0) < 2 * $KERNEL_US else 1)"
 # What each session's worker saw over the middle of the together run: the GPU time of its
 # launches, the GPU time the gate charged it (under sharing = mps a 1-in-256 sample, which also
 # holds the waits behind other sessions' kernels) and the time its launches waited at the gate.
