@@ -20,6 +20,8 @@ Usage: python3 bench/share.py [BUNDLE_DIR]   (default <repo>/.bundle; from bench
   SHARE_ROUNDS=1      repeat the whole interleaved sequence
   SHARE_DEADLINE=520  seconds for everything (skip groups that would overrun)
   SHARE_FAKE=1        no GPU and no torch (sleeps), a stand-in MPS on PATH: checks this script
+  SHARE_SERVER_B=PATH another gpu-server binary (another build of the gate): mode rgpu-ts-b runs
+                      it time-sliced beside rgpu-ts, interleaved (an A/B of two builds in one run)
 Writes share.jsonl and share.md into $OUT (else /tmp) and prints the table.
        python3 bench/share.py --table SHARE.JSONL   the table again from a run's share.jsonl
                       (skipped groups and failed sessions say so)."""
@@ -141,13 +143,13 @@ class NativeMps:
 # ---- gpu-server --------------------------------------------------------------------------------
 
 class Server:
-    def __init__(self, name, sharing):
+    def __init__(self, name, sharing, binary=None):
         self.name, self.port, self.mport = name, free_port(), free_port()
         conf = os.path.join(LOG, name + ".conf")
         with open(conf, "w") as f:
             f.write("[server]\nmetrics_listen = 127.0.0.1:%d\nsharing = %s\n" % (self.mport, sharing))
         self.logf = os.path.join(LOG, name + ".log")
-        args = [os.path.join(B, "bin", "gpu-server"), "--config", conf, "--listen", "127.0.0.1",
+        args = [binary or os.path.join(B, "bin", "gpu-server"), "--config", conf, "--listen", "127.0.0.1",
                 "--port", str(self.port)]
         env = {**os.environ, "LD_LIBRARY_PATH": DEPS}
         if FAKE:
@@ -180,8 +182,8 @@ class Server:
         end(self.p, 20)
 
 
-def start_server(servers, mode, sharing):
-    servers[mode] = Server(mode, sharing)
+def start_server(servers, mode, sharing, binary=None):
+    servers[mode] = Server(mode, sharing, binary)
     if servers[mode].ready():
         return True
     servers.pop(mode).stop()
@@ -433,6 +435,10 @@ def main():
     try:
         if "rgpu-ts" in MODES and not start_server(servers, "rgpu-ts", "time-sliced"):
             MODES.remove("rgpu-ts")
+        if "rgpu-ts-b" in MODES and not (os.environ.get("SHARE_SERVER_B") and start_server(
+                servers, "rgpu-ts-b", "time-sliced", os.path.abspath(os.environ["SHARE_SERVER_B"]))):
+            log("rgpu-ts-b needs SHARE_SERVER_B, a gpu-server that starts: its rows are left out")
+            MODES.remove("rgpu-ts-b")
         init_seen = 0.0
         for rnd in range(1, ROUNDS + 1):
             for n in NS:
@@ -469,7 +475,7 @@ def main():
             "A cell: the sessions' rates summed; over the same mode's N=1; ± the session furthest "
             "from the sessions' mean. Modes: native-ts (time-sliced by the driver), native-mps "
             "(an MPS daemon), rgpu-ts (gpu-server's compute gate), rgpu-mps (gpu-server with "
-            "sharing = mps). Below: each session's rate as %% of the mean (100 = fair), the "
+            "sharing = mps), rgpu-ts-b (SHARE_SERVER_B, another gpu-server build, time-sliced). Below: each session's rate as %% of the mean (100 = fair), the "
             "aggregate's range over 0.5 s slices, and (rgpu) the GPU time the gate measured per "
             "session as %% of the mean." % (SECS, ROUNDS))
     open(os.path.join(OUT, "share.md"), "w").write(head + "\n\n" + md + "\n")
