@@ -110,6 +110,7 @@ static const struct rg_conf_key server_keys[] = {
      .min = 1,
      .max = 7 * 86400,
      .def = "600"},
+    {.name = "nccl_connect_pairs", .type = RG_CONF_BOOL, S(nccl_connect_pairs), .def = "yes"},
     {.name = "require_tenants", .type = RG_CONF_BOOL, S(require_tenants), .def = "no"},
     {.name = "max_sessions",
      .type = RG_CONF_INT,

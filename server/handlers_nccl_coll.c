@@ -6,7 +6,22 @@
  * The per-call path is kept short: one lock round for the record, no driver call beyond NCCL's
  * own and the gate's (the watchdog's event is recorded only when none is pending on that
  * stream), and a device-memory measurement only around a call that can make NCCL allocate: the
- * first of its kind and size class (or peer) on the communicator (nccl_state.c, "Charges"). */
+ * first of its kind and size class (or peer) on the communicator (nccl_state.c, "Charges").
+ *
+ * Pairs. NCCL connects a point-to-point pair lazily, inside the ncclGroupEnd of the first send
+ * or receive between two ranks, and that connection waits on the host for the peer rank's own
+ * group end (NCCL_RUNTIME_CONNECT=0 connects collectives at creation, never send/receive). Ranks
+ * of one session are served on one thread: XLA's collective-permute (JAX's ppermute) is a group
+ * of a send and a receive per device thread, and the first one's end waited for a peer whose
+ * group sat behind it in the session, for ever (issue 29). So when a group's end has made every
+ * rank of a communicator in this session (XLA's clique creation: ncclCommInitRankConfig per
+ * device in one group), the worker connects every ordered pair of it there, from its one thread,
+ * while nobody can be waiting: one group of a 1-byte send and receive between every two ranks
+ * (NCCL marks every p2p channel of a peer for connection at its first operation with that peer,
+ * whatever its size), then waits for it. The memory this takes is NCCL's for n(n-1)
+ * connections, measured within the group's end and charged as the communicators' creation;
+ * nccl_connect_pairs = no turns it off. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "common/log.h"
@@ -194,6 +209,148 @@ static void group_closed(struct srv_session *s, struct srv_nccl *n, bool launche
     n->group_grows = false;
 }
 
+/* ---- pairs ------------------------------------------------------------------------------ */
+
+/* Connected at creation only for 2 to 8 ranks: one rank needs no pair, and the memory is NCCL's
+ * for n(n-1) connections (each its own buffers on every p2p channel), which grows with the
+ * square of n; 8 is the most GPUs of one host that one session commonly drives (an HGX board). */
+#define PAIRS_MAX_RANKS 8
+
+struct pair_rank {
+    ncclComm_t comm;
+    CUcontext ctx;
+    CUstream st;
+    CUdeviceptr buf; /* byte 0 sent; byte PAIRS_MAX_RANKS + p received from rank p */
+    uint64_t id;
+};
+
+/* The records made in the open group with r's identity (under n->lock), by rank, when the
+ * session holds every rank of that communicator and it has 2 to PAIRS_MAX_RANKS ranks; else 0.
+ * Each record found is marked in `taken`. */
+static int pairs_collect(struct srv_nccl *n, size_t first, bool *taken, struct pair_rank *out)
+{
+    const struct nccl_rec *r0 = &n->recs[first];
+    int nranks = 0, found = 0;
+
+    if (nccl_lib.CommCount(r0->comm, &nranks) != ncclSuccess || nranks < 2 ||
+        nranks > PAIRS_MAX_RANKS)
+        return 0;
+    memset(out, 0, (size_t)nranks * sizeof(*out));
+    for (size_t i = first; i < n->nrecs; i++) {
+        const struct nccl_rec *r = &n->recs[i];
+        int rank = -1;
+
+        if (taken[i] || !r->group_made || r->comm == NULL ||
+            memcmp(r->ident, r0->ident, sizeof(r->ident)) != 0)
+            continue;
+        taken[i] = true;
+        if (nccl_lib.CommUserRank(r->comm, &rank) != ncclSuccess || rank < 0 || rank >= nranks ||
+            out[rank].comm != NULL)
+            return 0; /* not one communicator's ranks after all: leave it to NCCL */
+        out[rank] = (struct pair_rank){.comm = r->comm, .ctx = r->ctx, .id = r->id};
+        found++;
+    }
+    return found == nranks ? nranks : 0;
+}
+
+/* Connect every ordered pair of the n ranks (lock not held). A scratch buffer or stream that
+ * cannot be had skips it (logged; the communicator connects lazily, as before); NCCL's failure is
+ * returned, for the communicators' sticky error. */
+static ncclResult_t pairs_connect(struct srv_session *s, struct pair_rank *p, int n)
+{
+    ncclResult_t res = ncclSuccess, r;
+    int made = 0;
+
+    for (; made < n; made++) {
+        s->drv.cuCtxSetCurrent(p[made].ctx);
+        if (s->drv.cuStreamCreateWithPriority(&p[made].st, CU_STREAM_NON_BLOCKING, 0) !=
+            CUDA_SUCCESS)
+            break;
+        if (s->drv.cuMemAlloc(&p[made].buf, 2 * PAIRS_MAX_RANKS) != CUDA_SUCCESS) {
+            s->drv.cuStreamDestroy(p[made].st);
+            break;
+        }
+    }
+    if (made < n) {
+        rg_warn("nccl: communicator %llu: no stream or scratch memory to connect its pairs at "
+                "creation; they connect at their first send/receive",
+                (unsigned long long)p[0].id);
+        res = ncclSuccess;
+        goto out_free;
+    }
+    if ((res = nccl_lib.GroupStart()) != ncclSuccess)
+        goto out_free;
+    for (int i = 0; i < n; i++) {
+        s->drv.cuCtxSetCurrent(p[i].ctx);
+        for (int q = 0; q < n; q++) {
+            void *sb = (void *)(uintptr_t)p[i].buf;
+            void *rb = (void *)(uintptr_t)(p[i].buf + PAIRS_MAX_RANKS + (unsigned)q);
+
+            if (q == i)
+                continue;
+            r = nccl_lib.Send(sb, 1, ncclInt8, q, p[i].comm, (nccl_stream_t)p[i].st);
+            res = res == ncclSuccess ? r : res;
+            r = nccl_lib.Recv(rb, 1, ncclInt8, q, p[i].comm, (nccl_stream_t)p[i].st);
+            res = res == ncclSuccess ? r : res;
+        }
+    }
+    r = nccl_lib.GroupEnd(); /* ends the group whatever went before */
+    res = res == ncclSuccess ? r : res;
+    for (int i = 0; i < n && res == ncclSuccess; i++) {
+        s->drv.cuCtxSetCurrent(p[i].ctx);
+        if (s->drv.cuStreamSynchronize(p[i].st) != CUDA_SUCCESS)
+            res = ncclUnhandledCudaError;
+    }
+out_free:
+    for (int i = 0; i < made; i++) {
+        s->drv.cuCtxSetCurrent(p[i].ctx);
+        s->drv.cuMemFree(p[i].buf);
+        s->drv.cuStreamDestroy(p[i].st);
+    }
+    return res;
+}
+
+/* At the outermost end of a group that made communicators (lock not held; n->group_end_ms
+ * still set, so the watchdog bounds it as the group's end): connect the pairs of each one the
+ * session holds whole. A failure of NCCL's becomes the sticky error of that communicator's
+ * records, as a failed collective's would. */
+static void pairs_connect_made(struct srv_session *s, struct srv_nccl *n)
+{
+    struct pair_rank p[PAIRS_MAX_RANKS];
+    size_t nrecs = n->nrecs; /* records come and go only on this thread */
+    bool *taken = calloc(nrecs > 0 ? nrecs : 1, sizeof(*taken));
+
+    for (size_t i = 0; taken != NULL && i < nrecs; i++) {
+        ncclResult_t res;
+        int k = 0;
+
+        pthread_mutex_lock(&n->lock);
+        if (!taken[i] && n->recs[i].group_made && n->recs[i].comm != NULL)
+            k = pairs_collect(n, i, taken, p);
+        pthread_mutex_unlock(&n->lock);
+        if (k == 0)
+            continue;
+        if ((res = pairs_connect(s, p, k)) == ncclSuccess) {
+            rg_info("nccl: communicator %llu: connected %d point-to-point pairs of %d ranks at "
+                    "creation (all in this session; nccl_connect_pairs)",
+                    (unsigned long long)p[0].id, k * (k - 1), k);
+            continue;
+        }
+        rg_warn("nccl: communicator %llu: connecting its %d ranks' pairs at creation failed: NCCL "
+                "error %d",
+                (unsigned long long)p[0].id, k, (int)res);
+        pthread_mutex_lock(&n->lock);
+        for (int q = 0; q < k; q++) {
+            struct nccl_rec *r = nccl_rec_find(n, p[q].id);
+
+            if (r != NULL && r->error == ncclSuccess)
+                r->error = res;
+        }
+        pthread_mutex_unlock(&n->lock);
+    }
+    free(taken);
+}
+
 CUresult srv_op_nccl_group(struct srv_session *s, struct srv_call *call)
 {
     const struct proto_args_NCCL_GROUP *a = SRV_ARGS(call, NCCL_GROUP);
@@ -218,6 +375,8 @@ CUresult srv_op_nccl_group(struct srv_session *s, struct srv_call *call)
             group_measure_begin(s, n, &g);
         pthread_mutex_unlock(&n->lock);
         res = nccl_lib.GroupEnd();
+        if (last && res == ncclSuccess && nccl_connect_pairs)
+            pairs_connect_made(s, n); /* within the group's measure: charged as creation */
         pthread_mutex_lock(&n->lock);
         n->group_end_ms = 0;
         if (n->group_depth > 0 && --n->group_depth == 0) {

@@ -8,8 +8,10 @@
 #include "server/session.h"
 
 /* Once per worker, before any call: nccl_library (default libnccl.so.2), nccl_secret (mixed
- * into the key that binds unique ids to a tenant) and nccl_timeout (seconds a collective may
- * stay unfinished before its communicator is aborted; default 600). */
+ * into the key that binds unique ids to a tenant), nccl_timeout (seconds a collective may
+ * stay unfinished before its communicator is aborted; default 600) and nccl_connect_pairs
+ * (connect the point-to-point pairs of a communicator the session holds whole at its creation;
+ * default yes). */
 void srv_nccl_configure(const struct srv_config *cfg);
 /* A call that may wait for the GPU (an op flagged `synchronizing`) is about to run: a
  * communicator whose latest collectives were issued while the watchdog's event was still

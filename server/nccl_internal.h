@@ -64,6 +64,7 @@ struct nccl_lib {
 extern struct nccl_lib nccl_lib;
 extern char nccl_lib_path[256];
 extern unsigned nccl_timeout_ms;
+extern bool nccl_connect_pairs; /* nccl_connect_pairs (handlers_nccl_coll.c, "Pairs") */
 /* Load the host's NCCL once per worker (logged); false when it cannot be used. The session's
  * devices decide how it connects (nccl_lib.c: several devices -> eagerly at creation). */
 bool nccl_lib_ready(struct srv_session *s);

@@ -4,7 +4,11 @@
  * and how it connects: a session that drives several devices of this server connects its
  * communicators eagerly at creation (NCCL_RUNTIME_CONNECT=0 unless the operator set it), because
  * NCCL's lazy connection at a first collective waits on the host for the peers' own first call,
- * which for ranks of one session would sit behind it in the session's call order. */
+ * which for ranks of one session would sit behind it in the session's call order. NCCL still
+ * connects point-to-point pairs lazily, at the first send/receive between two ranks, whatever
+ * NCCL_RUNTIME_CONNECT says; for a communicator whose ranks one group's end made all in this
+ * session, the worker connects every pair right after that end (nccl_connect_pairs, default on;
+ * handlers_nccl_coll.c, "Pairs"), at the cost of n(n-1) connections' memory at creation. */
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +20,7 @@
 struct nccl_lib nccl_lib;
 char nccl_lib_path[256] = "libnccl.so.2";
 unsigned nccl_timeout_ms = 600000;
+bool nccl_connect_pairs = true;
 static int lib_state; /* 0 not tried, 1 loaded, -1 failed (logged once) */
 
 void srv_nccl_configure(const struct srv_config *cfg)
@@ -24,6 +29,7 @@ void srv_nccl_configure(const struct srv_config *cfg)
         snprintf(nccl_lib_path, sizeof(nccl_lib_path), "%s", cfg->nccl_library);
     if (cfg->nccl_timeout_s > 0)
         nccl_timeout_ms = (unsigned)cfg->nccl_timeout_s * 1000u;
+    nccl_connect_pairs = cfg->nccl_connect_pairs;
     nccl_id_configure(cfg);
 }
 

@@ -40,11 +40,12 @@ struct srv_config {
     char metrics_public_listen[128]; /* "ADDR:PORT" of /metrics and /healthz without a token
                                         (cluster scraping, probes); "" = not served */
     bool rdma_direct;                /* GPUDirect RDMA for one-sided copies (default yes) */
-    int sharing;            /* enum srv_sharing (server/session_table.h): time-sliced | mps */
-    char nccl_library[256]; /* the GPU host's NCCL; "" = libnccl.so.2 (docs/nccl.md) */
-    char nccl_secret[128];  /* mixed into the key binding NCCL unique ids to a tenant */
-    int nccl_timeout_s;     /* before an unfinished collective aborts its comm; 0 = 600 */
-    bool require_tenants;   /* refuse to start or reload with no [tenant] section */
+    int sharing;             /* enum srv_sharing (server/session_table.h): time-sliced | mps */
+    char nccl_library[256];  /* the GPU host's NCCL; "" = libnccl.so.2 (docs/nccl.md) */
+    char nccl_secret[128];   /* mixed into the key binding NCCL unique ids to a tenant */
+    int nccl_timeout_s;      /* before an unfinished collective aborts its comm; 0 = 600 */
+    bool nccl_connect_pairs; /* connect p2p pairs of communicators a session holds whole */
+    bool require_tenants;    /* refuse to start or reload with no [tenant] section */
     /* Bounds (docs/security.md) */
     int max_sessions;         /* sessions (worker processes) at once, all tenants */
     int max_pending;          /* connections before their hello, all peers */

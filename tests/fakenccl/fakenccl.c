@@ -17,7 +17,23 @@
  * kernels are: the call (or the group's end) enqueues them on the communicator's "device", a
  * thread that runs them in order, and returns; the fake driver's stream, event and context
  * synchronization waits for them (fakecuda_device_work), so a rank that waits for a dead peer
- * holds its stream, not the worker's thread. */
+ * holds its stream, not the worker's thread.
+ *
+ * Point-to-point connections are made lazily, as NCCL makes them: the first send from rank a
+ * to rank b of a communicator connects a's send side of that pair, the first receive of b from a
+ * its receive side, each on the host, in the call (a send or receive outside a group is a group
+ * of one) or at the group's end that holds it, before anything is enqueued. The connect waits
+ * (host thread, in the group's end) until the other side of the pair has reached its own connect
+ * (a flag per direction of a pair in the communicator's shared memory; the wait notices an abort
+ * and a dead peer as the fake's other waits do); once connected, later groups skip it. A rank's
+ * part of a group first announces every connect it needs, then waits for them, so a ring of
+ * first exchanges connects (NCCL too posts its connection information before it waits); a
+ * group that holds both sides (ranks of one process from one thread: each communicator's part
+ * runs on its own thread) connects them together. A send to oneself needs no peer. This is
+ * always on, in both modes (FAKENCCL_P2P_CONNECT=0 turns it off): a real NCCL always connects
+ * so, and a fake that did not would let a program pass that a real NCCL hangs (ranks of one
+ * rgpu session doing a first exchange from a thread each, the group ends one after another on
+ * one worker thread: issue 29). */
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -55,6 +71,8 @@ struct fk_shm {
         atomic_int full;
         uint32_t len;
     } mbox[FK_MAX_RANKS][FK_MAX_RANKS];
+    /* [from][to]: rank `from` reached its connect to send to `to`; `to` its connect to receive */
+    atomic_int send_conn[FK_MAX_RANKS][FK_MAX_RANKS], recv_conn[FK_MAX_RANKS][FK_MAX_RANKS];
 };
 #define FK_SHM_BYTES                                                                               \
     (sizeof(struct fk_shm) + (size_t)FK_MAX_RANKS * FK_SLOT +                                      \
@@ -80,6 +98,7 @@ struct ncclComm {
     pthread_t dev;
     bool dev_started, dev_stop;
     void *internal; /* device memory of the communicator (quota accounting tests) */
+    bool send_ready[FK_MAX_RANKS], recv_ready[FK_MAX_RANKS]; /* p2p connected, per peer */
 };
 
 struct fk_op {
@@ -353,6 +372,60 @@ static ncclResult_t run_op(const struct fk_op *o)
     return barrier(c);
 }
 
+/* ---- lazy point-to-point connection ----------------------------------------------------- */
+
+static bool p2p_connect_on(void)
+{
+    const char *e = getenv("FAKENCCL_P2P_CONNECT");
+
+    return e == NULL || strcmp(e, "0") != 0;
+}
+
+/* The side of o's pair that o needs (its own flag), and the peer's side it waits for; NULL when
+ * it needs no connect (not a send or receive, to itself, or connected already). */
+static atomic_int *p2p_side(struct ncclComm *c, const struct fk_op *o, atomic_int **theirs)
+{
+    int peer = o->root;
+
+    if ((o->kind != 5 && o->kind != 6) || peer < 0 || peer >= c->nranks || peer == c->rank ||
+        (o->kind == 5 ? c->send_ready[peer] : c->recv_ready[peer]))
+        return NULL;
+    if (o->kind == 5) {
+        *theirs = &c->shm->recv_conn[c->rank][peer];
+        return &c->shm->send_conn[c->rank][peer];
+    }
+    *theirs = &c->shm->send_conn[peer][c->rank];
+    return &c->shm->recv_conn[peer][c->rank];
+}
+
+/* Connect every pair that c's operations among ops[0..n) need, on this (host) thread: announce
+ * each first, then wait for each peer's side. */
+static ncclResult_t p2p_connect(struct ncclComm *c, const struct fk_op *ops, size_t n)
+{
+    ncclResult_t res = ncclSuccess;
+    atomic_int *theirs;
+
+    if (!p2p_connect_on() || c->shm == NULL)
+        return ncclSuccess;
+    for (size_t i = 0; i < n; i++) {
+        atomic_int *mine = ops[i].comm == c ? p2p_side(c, &ops[i], &theirs) : NULL;
+
+        if (mine != NULL)
+            atomic_store(mine, 1);
+    }
+    for (size_t i = 0; i < n && res == ncclSuccess; i++) {
+        if (ops[i].comm != c || p2p_side(c, &ops[i], &theirs) == NULL)
+            continue;
+        if ((res = wait_int(c, theirs, 1)) == ncclSuccess) {
+            if (ops[i].kind == 5)
+                c->send_ready[ops[i].root] = true;
+            else
+                c->recv_ready[ops[i].root] = true;
+        }
+    }
+    return res;
+}
+
 /* ---- FAKENCCL_ASYNC: operations on the communicator's "device" -------------------------- */
 
 struct fk_job {
@@ -506,9 +579,12 @@ static ncclResult_t submit(int kind, const void *sb, void *rb, size_t count, ncc
                            int op, int root, ncclComm_t comm, void *stream)
 {
     struct fk_op o = {kind, sb, rb, count, t, op, root, comm, stream};
+    ncclResult_t res;
 
     if (comm == NULL)
         return ncclInvalidArgument;
+    if (group_depth == 0 && (res = p2p_connect(comm, &o, 1)) != ncclSuccess)
+        return res; /* a group of one: connected first, as at a group's end */
     if (group_depth == 0)
         return async_mode() ? enqueue(&o) : run_op(&o);
     if (nqueued == queued_cap) {
@@ -542,7 +618,7 @@ struct fk_part {
     struct ncclComm *comm;
     const struct fk_op *ops;
     size_t nops;
-    bool launch;
+    bool connect, launch; /* connect: ncclGroupEnd (not a simulation) */
     ncclResult_t res;
     pthread_t thread;
 };
@@ -554,6 +630,8 @@ static ncclResult_t run_part(const struct fk_part *p)
     if (p->comm->ctx != NULL && drv_ctx_set != NULL) /* a thread of the group's: its device */
         drv_ctx_set(p->comm->ctx);
     if (p->comm->pending && (res = comm_join(p->comm)) != ncclSuccess)
+        return res;
+    if (p->connect && (res = p2p_connect(p->comm, p->ops, p->nops)) != ncclSuccess)
         return res;
     for (int pass = 0; pass < 2 && p->launch; pass++)
         for (size_t i = 0; i < p->nops; i++)
@@ -597,8 +675,10 @@ static ncclResult_t group_end(bool launch)
         np = part_add(parts, np, made[i]);
     for (size_t i = 0; i < nqueued; i++)
         np = part_add(parts, np, queued[i].comm);
-    for (int i = 0; i < np; i++)
+    for (int i = 0; i < np; i++) {
+        parts[i].connect = launch;
         parts[i].launch = launch && !async_mode(); /* FAKENCCL_ASYNC: enqueued below */
+    }
     if (np == 1)
         res = run_part(&parts[0]);
     for (int i = 0; i < np && np > 1; i++)

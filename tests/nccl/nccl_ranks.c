@@ -39,6 +39,11 @@
  *          after printing "rank 0: failed"), not hang
  *   lazy   (one process) NCCL memory allocated after creation (FAKENCCL_LAZY_BYTES) is charged:
  *          argv[4] bytes held first; NCCL_RANKS_EXPECT_OVER=1: the all-reduce must fail
+ *   ppermute (one process, NRANKS devices of one server; FAKENCCL_ASYNC) XLA's collective-permute
+ *          (tests/nccl/ppermute.c): communicators made in one group from one thread, then a
+ *          thread per device, each its own group of a send to the next device and a receive
+ *          from the previous one, twice; the first exchange connects the pairs (it hung before
+ *          the worker connected them at creation: issue 29)
  * Prints "rank R: ok" and exits 0 when every check passed. */
 #include <pthread.h>
 #include <signal.h>
@@ -55,6 +60,7 @@
 #include "nccl/nccl_abi.h"
 #include "nccl/nccl_wire.h"
 #include "proto/ops.h"
+#include "tests/nccl/ppermute.h"
 
 /* The shim's entry points (the application's view; the ABI header declares only types). */
 ncclResult_t ncclGetUniqueId(ncclUniqueId *id);
@@ -805,7 +811,7 @@ int main(int argc, char **argv)
 
     if (argc < 5) {
         fprintf(stderr, "usage: nccl_ranks all|more|die|hang|killmid|join|forge|quota|lazy|single|"
-                        "old|devices|devwait|killloop|realid RANK NRANKS IDFILE\n");
+                        "old|devices|devwait|ppermute|killloop|realid RANK NRANKS IDFILE\n");
         return 2;
     }
     rank = atoi(argv[2]);
@@ -854,6 +860,8 @@ int main(int argc, char **argv)
         mode_devices_cupy();
     } else if (strcmp(mode, "devwait") == 0) {
         mode_devwait();
+    } else if (strcmp(mode, "ppermute") == 0) {
+        EXPECT(ppermute_run(nranks) == 0, "ppermute over %d devices", nranks);
     } else if (strcmp(mode, "lazy") == 0) {
         CUdeviceptr hold, s1 = dev_floats(NULL, 32768), r1 = dev_floats(NULL, 32768);
         ncclResult_t e = ncclSuccess;

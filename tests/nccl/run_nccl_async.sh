@@ -9,6 +9,13 @@
 #   - a rank that dies between all-reduces while the other waits in cuCtxSynchronize for a
 #     collective that needs it: the survivor must fail through rgpu's liveness files, not hang
 #     (the watchdog's event had lapsed before the last collective: it hung before).
+#   - XLA's collective-permute over 2 and 4 devices of one process (communicators made in one
+#     group, then a thread per device, each its own group of a send and a receive): the fake
+#     NCCL connects point-to-point pairs lazily, at a group's end, waiting for the peer's own
+#     connect, as NCCL does; the peer's group sits behind in the session, so the first exchange
+#     hung until the worker connected the pairs at creation (issue 29). With
+#     `nccl_connect_pairs = no` it must still hang (the fake's model is what the check rests on),
+#     and natively (the fake NCCL and driver without rgpu: per-thread groups) it must not.
 # Usage: run_nccl_async.sh BUILD_DIR
 set -u
 BUILD=$(cd "$1" && pwd)
@@ -25,11 +32,14 @@ nccl_secret = ci-secret
 token = ta
 CONF
 PORT=$(free_port)
-FAKECUDA_DEVICES=2 FAKENCCL_ASYNC=1 FAKENCCL_BLIND=1 \
-    "$SERVER" --config "$WORK/server.conf" --listen 127.0.0.1 --port "$PORT" --driver "$FAKE" \
-    --log-level info >"$WORK/s.log" 2>&1 &
-PIDS+=($!)
-for _ in $(seq 300); do grep -q "listening on" "$WORK/s.log" 2>/dev/null && break; sleep 0.1; done
+start_server() { # config port log
+    FAKECUDA_DEVICES=4 FAKENCCL_ASYNC=1 FAKENCCL_BLIND=1 \
+        "$SERVER" --config "$1" --listen 127.0.0.1 --port "$2" --driver "$FAKE" \
+        --log-level info >"$3" 2>&1 &
+    PIDS+=($!)
+    for _ in $(seq 300); do grep -q "listening on" "$3" 2>/dev/null && break; sleep 0.1; done
+}
+start_server "$WORK/server.conf" "$PORT" "$WORK/s.log"
 
 as a ta timeout 60 "$RANKS" devwait 0 1 x >"$WORK/devwait.out" 2>&1
 RC=$?
@@ -50,6 +60,32 @@ check "a rank dead between all-reduces: the survivor blocked in cuCtxSynchronize
 [ $RC = 0 ] || sed 's/^/    /' "$WORK/kl.0.out"
 check "the survivor's worker saw its peer's worker gone" \
     grep -q "a peer rank's worker on this host is gone" "$WORK/s.log"
+
+for n in 2 4; do
+    as a ta timeout 60 "$RANKS" ppermute 0 "$n" x >"$WORK/ppermute$n.out" 2>&1
+    RC=$?
+    check "collective-permute over $n devices of one process, a group per device thread (exit $RC)" \
+        [ $RC = 0 ]
+    [ $RC = 0 ] || sed 's/^/    /' "$WORK/ppermute$n.out"
+done
+check "the worker connected the pairs of the 4 ranks at creation" \
+    grep -q "connected 12 point-to-point pairs of 4 ranks" "$WORK/s.log"
+FAKECUDA_DEVICES=4 FAKENCCL_ASYNC=1 timeout 30 "$BUILD/tests/nccl/nccl_ppermute_native" 4 \
+    >"$WORK/native.out" 2>&1
+RC=$?
+check "the same natively (the fake NCCL without rgpu, per-thread groups) connects (exit $RC)" \
+    [ $RC = 0 ]
+[ $RC = 0 ] || sed 's/^/    /' "$WORK/native.out"
+# Without the connection at creation the first exchange hangs (the client is ended after 8 s;
+# its worker aborts the communicators when it sees the client gone).
+printf 'nccl_connect_pairs = no\n' | sed '/^nccl_secret/r /dev/stdin' "$WORK/server.conf" \
+    >"$WORK/off.conf"
+POFF=$(free_port)
+start_server "$WORK/off.conf" "$POFF" "$WORK/off.log"
+PORT=$POFF as a ta timeout 8 "$RANKS" ppermute 0 2 x >"$WORK/ppermute-off.out" 2>&1
+RC=$?
+check "with nccl_connect_pairs = no the first exchange still hangs, as NCCL's lazy connection makes it (exit $RC)" \
+    [ $RC = 124 ]
 
 [ "$FAILS" = 0 ] || { echo "--- server"; tail -30 "$WORK/s.log"; }
 exit "$FAILS"

@@ -128,6 +128,7 @@ static void test_good_values(void **state)
     (void)state;
     assert_int_equal(parse("[server]\nport = 0\nlog_level = debug\nbusy_poll_us = 50\n"
                            "nccl_timeout = 10min\ntransport = tcp\nrdma_direct = off\n"
+                           "nccl_connect_pairs = no\n"
                            "module_cache_max = 512MiB\nhandshake_timeout_ms = 2s\n"
                            "idle_timeout = 1h\nrecv_timeout_ms = 30000\ndevices = 0, 2\n"
                            "metrics_listen = 127.0.0.1:9400\n"
@@ -139,6 +140,7 @@ static void test_good_values(void **state)
     assert_int_equal(cfg->nccl_timeout_s, 600);
     assert_int_equal(cfg->transport, SRV_TRANSPORT_TCP);
     assert_false(cfg->rdma_direct);
+    assert_false(cfg->nccl_connect_pairs);
     assert_int_equal(cfg->module_cache_max, 512ull << 20);
     assert_int_equal(cfg->handshake_timeout_ms, 2000);
     assert_int_equal(cfg->idle_timeout_s, 3600);
@@ -159,6 +161,7 @@ static void test_defaults(void **state)
     assert_true(cfg->rdma_direct);
     assert_false(cfg->require_tenants);
     assert_int_equal(cfg->nccl_timeout_s, 600);
+    assert_true(cfg->nccl_connect_pairs);
     assert_int_equal(cfg->module_cache_max, 4ull << 30);
     assert_int_equal(cfg->max_sessions, 1024);
     assert_int_equal(cfg->max_pending, 256);
