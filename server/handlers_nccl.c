@@ -229,14 +229,16 @@ CUresult srv_op_nccl_async_error(struct srv_session *s, struct srv_call *call)
     struct nccl_rec *r;
     ncclResult_t res = ncclInvalidArgument, e = ncclSuccess;
     int nranks = 0, rank = 0;
+    bool adopted = false;
 
     if (!ready(s, call))
         return CUDA_SUCCESS;
     pthread_mutex_lock(&nccl_state(s)->lock);
     if ((r = nccl_rec_find(nccl_state(s), a->comm)) != NULL) {
         res = ncclSuccess;
+        adopted = r->make != NULL;
         if (nccl_make_poll(s, r))
-            e = ncclInProgress;
+            e = ncclInProgress, adopted = false;
         else if ((e = r->error) == ncclSuccess && r->comm != NULL)
             res = nccl_lib.CommGetAsyncError(r->comm, &e);
         if (r->comm != NULL && r->nranks < 0) { /* made inside a group: known after its end */
@@ -245,10 +247,13 @@ CUresult srv_op_nccl_async_error(struct srv_session *s, struct srv_call *call)
                 r->nranks = r->rank = -1;
         }
         nranks = r->nranks, rank = r->rank;
+        adopted = adopted && r->comm != NULL;
         if (e == ncclSuccess && r->comm == NULL && r->make == NULL) /* a split without color */
             nccl_rec_drop(nccl_state(s), r, true);
     }
     pthread_mutex_unlock(&nccl_state(s)->lock);
+    if (adopted)
+        nccl_pairs_adopted(s, a->comm);
     call->out[call->nout++] = (uint64_t)res;
     call->out[call->nout++] = (uint64_t)e;
     call->out[call->nout++] = (uint64_t)(uint32_t)nranks;

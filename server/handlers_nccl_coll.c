@@ -224,10 +224,18 @@ struct pair_rank {
     uint64_t id;
 };
 
-/* The records made in the open group with r's identity (under n->lock), by rank, when the
- * session holds every rank of that communicator and it has 2 to PAIRS_MAX_RANKS ranks; else 0.
- * Each record found is marked in `taken`. */
-static int pairs_collect(struct srv_nccl *n, size_t first, bool *taken, struct pair_rank *out)
+/* Whether record r takes part: made in the open group (group), or adopted from a creation
+ * thread and not used yet (no work of its can be queued before the pairs' exchange). */
+static bool pairs_member(const struct nccl_rec *r, bool group)
+{
+    return r->comm != NULL && (group ? r->group_made : r->make == NULL && !r->used);
+}
+
+/* The records with the identity of record `first` that take part (pairs_member, under
+ * n->lock), by rank, when the session holds every rank of that communicator and it has 2 to
+ * PAIRS_MAX_RANKS ranks; else 0. Each record found is marked in `taken` (when not NULL). */
+static int pairs_collect(struct srv_nccl *n, size_t first, bool *taken, struct pair_rank *out,
+                         bool group)
 {
     const struct nccl_rec *r0 = &n->recs[first];
     int nranks = 0, found = 0;
@@ -236,14 +244,15 @@ static int pairs_collect(struct srv_nccl *n, size_t first, bool *taken, struct p
         nranks > PAIRS_MAX_RANKS)
         return 0;
     memset(out, 0, (size_t)nranks * sizeof(*out));
-    for (size_t i = first; i < n->nrecs; i++) {
+    for (size_t i = 0; i < n->nrecs; i++) {
         const struct nccl_rec *r = &n->recs[i];
         int rank = -1;
 
-        if (taken[i] || !r->group_made || r->comm == NULL ||
+        if ((taken != NULL && taken[i]) || !pairs_member(r, group) ||
             memcmp(r->ident, r0->ident, sizeof(r->ident)) != 0)
             continue;
-        taken[i] = true;
+        if (taken != NULL)
+            taken[i] = true;
         if (nccl_lib.CommUserRank(r->comm, &rank) != ncclSuccess || rank < 0 || rank >= nranks ||
             out[rank].comm != NULL)
             return 0; /* not one communicator's ranks after all: leave it to NCCL */
@@ -310,10 +319,46 @@ out_free:
     return res;
 }
 
+/* Connect the pairs of the k ranks p (lock not held), log it, and settle the records: marked
+ * used, and NCCL's failure their sticky error, as a failed collective's would be. measure: the
+ * memory it took is measured here and charged to each rank's record (else the caller's measure
+ * holds it). */
+static void pairs_settle(struct srv_session *s, struct srv_nccl *n, struct pair_rank *p, int k,
+                         bool measure)
+{
+    size_t before[PAIRS_MAX_RANKS] = {0}, after;
+    ncclResult_t res;
+
+    for (int q = 0; q < k && measure; q++)
+        before[q] = nccl_free_in(s, p[q].ctx);
+    res = pairs_connect(s, p, k);
+    if (res == ncclSuccess)
+        rg_info("nccl: communicator %llu: connected %d point-to-point pairs of %d ranks at "
+                "creation (all in this session; nccl_connect_pairs)",
+                (unsigned long long)p[0].id, k * (k - 1), k);
+    else
+        rg_warn("nccl: communicator %llu: connecting its %d ranks' pairs at creation failed: NCCL "
+                "error %d",
+                (unsigned long long)p[0].id, k, (int)res);
+    pthread_mutex_lock(&n->lock);
+    for (int q = 0; q < k; q++) {
+        struct nccl_rec *r = nccl_rec_find(n, p[q].id);
+
+        if (r == NULL)
+            continue;
+        r->used = true;
+        if (res != ncclSuccess && r->error == ncclSuccess)
+            r->error = res;
+        after = measure ? nccl_free_in(s, p[q].ctx) : 0;
+        if (measure && before[q] > after)
+            nccl_rec_grow(s, r, before[q] - after, "its point-to-point pairs");
+    }
+    pthread_mutex_unlock(&n->lock);
+}
+
 /* At the outermost end of a group that made communicators (lock not held; n->group_end_ms
- * still set, so the watchdog bounds it as the group's end): connect the pairs of each one the
- * session holds whole. A failure of NCCL's becomes the sticky error of that communicator's
- * records, as a failed collective's would. */
+ * still set, so the watchdog bounds it as the group's end; within the group's measure): connect
+ * the pairs of each one the session holds whole. */
 static void pairs_connect_made(struct srv_session *s, struct srv_nccl *n)
 {
     struct pair_rank p[PAIRS_MAX_RANKS];
@@ -321,34 +366,43 @@ static void pairs_connect_made(struct srv_session *s, struct srv_nccl *n)
     bool *taken = calloc(nrecs > 0 ? nrecs : 1, sizeof(*taken));
 
     for (size_t i = 0; taken != NULL && i < nrecs; i++) {
-        ncclResult_t res;
         int k = 0;
 
         pthread_mutex_lock(&n->lock);
-        if (!taken[i] && n->recs[i].group_made && n->recs[i].comm != NULL)
-            k = pairs_collect(n, i, taken, p);
+        if (!taken[i] && pairs_member(&n->recs[i], true))
+            k = pairs_collect(n, i, taken, p, true);
         pthread_mutex_unlock(&n->lock);
-        if (k == 0)
-            continue;
-        if ((res = pairs_connect(s, p, k)) == ncclSuccess) {
-            rg_info("nccl: communicator %llu: connected %d point-to-point pairs of %d ranks at "
-                    "creation (all in this session; nccl_connect_pairs)",
-                    (unsigned long long)p[0].id, k * (k - 1), k);
-            continue;
-        }
-        rg_warn("nccl: communicator %llu: connecting its %d ranks' pairs at creation failed: NCCL "
-                "error %d",
-                (unsigned long long)p[0].id, k, (int)res);
-        pthread_mutex_lock(&n->lock);
-        for (int q = 0; q < k; q++) {
-            struct nccl_rec *r = nccl_rec_find(n, p[q].id);
-
-            if (r != NULL && r->error == ncclSuccess)
-                r->error = res;
-        }
-        pthread_mutex_unlock(&n->lock);
+        if (k != 0)
+            pairs_settle(s, n, p, k, false);
     }
     free(taken);
+}
+
+/* XLA's NcclCollectives makes a clique's communicators each by a blocking init on a thread of
+ * its own; through the shim each is a creation thread on the worker, adopted at a poll of the
+ * session (nccl_state.c). The poll that adopts the last of them connects the pairs, unless a
+ * group is open or one of them was used (its work could wait for a peer's, and the exchange
+ * would queue behind it). The exchange runs on the session's thread, as the poll's answer
+ * waits; the watchdog does not bound it (no peer outside the session can hold it). */
+void nccl_pairs_adopted(struct srv_session *s, uint64_t id)
+{
+    struct srv_nccl *n = nccl_state(s);
+    struct pair_rank p[PAIRS_MAX_RANKS];
+    struct nccl_rec *r;
+    CUcontext saved = NULL;
+    int k = 0;
+
+    if (!nccl_connect_pairs || n->group_depth > 0)
+        return;
+    pthread_mutex_lock(&n->lock);
+    if ((r = nccl_rec_find(n, id)) != NULL && pairs_member(r, false))
+        k = pairs_collect(n, (size_t)(r - n->recs), NULL, p, false);
+    pthread_mutex_unlock(&n->lock);
+    if (k == 0)
+        return;
+    s->drv.cuCtxGetCurrent(&saved);
+    pairs_settle(s, n, p, k, true);
+    s->drv.cuCtxSetCurrent(saved);
 }
 
 CUresult srv_op_nccl_group(struct srv_session *s, struct srv_call *call)

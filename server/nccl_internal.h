@@ -102,6 +102,7 @@ struct nccl_rec {
     CUstream grouped;     /* a stream it has work on inside the open group (launched at its end) */
     bool in_group;
     bool group_made; /* created inside the open group: measured and charged at its end */
+    bool used;       /* an operation named it, or its pairs were connected (nccl_comm_of) */
     struct nccl_make *make;
     int nranks, rank;
     uint32_t splits;              /* splits and shrinks made from it (they name the children) */
@@ -176,6 +177,10 @@ CUresult nccl_make(struct srv_session *s, struct srv_call *call, uint64_t id,
 /* For NCCL_ASYNC_ERROR: when r's creation is done, adopt it (under n->lock, released around the
  * join); true when it still runs. */
 bool nccl_make_poll(struct srv_session *s, struct nccl_rec *r);
+/* After record id adopted its communicator (lock not held, no group open): connect the pairs
+ * of that communicator if the session now holds all of it, none of it used yet (handlers_nccl_
+ * coll.c, "Pairs"). */
+void nccl_pairs_adopted(struct srv_session *s, uint64_t id);
 
 /* Liveness files: rank r of the communicator ident on this host holds an flock on
  * <dir>/<ident>.<r> while its worker lives (nccl_watchdog.c). */

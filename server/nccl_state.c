@@ -366,6 +366,8 @@ ncclComm_t nccl_comm_of(struct srv_session *s, struct srv_call *call, uint64_t i
     }
     if (r != NULL && (comm = r->comm) == NULL)
         why = r->error != ncclSuccess ? r->error : ncclInvalidArgument;
+    else if (r != NULL)
+        r->used = true; /* work of its may be queued: its pairs are left to NCCL */
     pthread_mutex_unlock(&n->lock);
     if (comm == NULL)
         call->out[call->nout++] = (uint64_t)why;

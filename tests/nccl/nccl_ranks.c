@@ -40,7 +40,8 @@
  *   lazy   (one process) NCCL memory allocated after creation (FAKENCCL_LAZY_BYTES) is charged:
  *          argv[4] bytes held first; NCCL_RANKS_EXPECT_OVER=1: the all-reduce must fail
  *   ppermute (one process, NRANKS devices of one server; FAKENCCL_ASYNC) XLA's collective-permute
- *          (tests/nccl/ppermute.c): communicators made in one group from one thread, then a
+ *          (tests/nccl/ppermute.c): communicators made in one group from one thread (mode
+ *          ppermute-threads: each by a blocking init on a thread of its own), then a
  *          thread per device, each its own group of a send to the next device and a receive
  *          from the previous one, twice; the first exchange connects the pairs (it hung before
  *          the worker connected them at creation: issue 29)
@@ -810,8 +811,10 @@ int main(int argc, char **argv)
     ncclResult_t res;
 
     if (argc < 5) {
-        fprintf(stderr, "usage: nccl_ranks all|more|die|hang|killmid|join|forge|quota|lazy|single|"
-                        "old|devices|devwait|ppermute|killloop|realid RANK NRANKS IDFILE\n");
+        fprintf(
+            stderr,
+            "usage: nccl_ranks all|more|die|hang|killmid|join|forge|quota|lazy|single|"
+            "old|devices|devwait|ppermute|ppermute-threads|killloop|realid RANK NRANKS IDFILE\n");
         return 2;
     }
     rank = atoi(argv[2]);
@@ -860,8 +863,8 @@ int main(int argc, char **argv)
         mode_devices_cupy();
     } else if (strcmp(mode, "devwait") == 0) {
         mode_devwait();
-    } else if (strcmp(mode, "ppermute") == 0) {
-        EXPECT(ppermute_run(nranks) == 0, "ppermute over %d devices", nranks);
+    } else if (strcmp(mode, "ppermute") == 0 || strcmp(mode, "ppermute-threads") == 0) {
+        EXPECT(ppermute_run(nranks, mode[8] == '-') == 0, "%s over %d devices", mode, nranks);
     } else if (strcmp(mode, "lazy") == 0) {
         CUdeviceptr hold, s1 = dev_floats(NULL, 32768), r1 = dev_floats(NULL, 32768);
         ncclResult_t e = ncclSuccess;

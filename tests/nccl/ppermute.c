@@ -1,6 +1,8 @@
 /* XLA's collective-permute (JAX's ppermute) over the devices of one process: the clique's
  * communicators made in one group from one thread (ncclGroupStart, ncclCommInitRankConfig per
- * device, ncclGroupEnd, as XLA makes them), then a thread per device, each its own group of a
+ * device, ncclGroupEnd, as XLA made them until 2024) or each by a blocking
+ * ncclCommInitRankConfig on a thread of its own (as XLA's NcclCollectives makes them now, in a
+ * thread pool), then a thread per device, each its own group of a
  * send to the next device and a receive from the previous one, ncclCommGetAsyncError (as XLA asks
  * after every group), a stream synchronization and the received values checked; twice (the
  * first exchange, which makes NCCL connect the pairs, and a later one).
@@ -11,8 +13,10 @@
  * with NCCL's per-thread groups, which shows that the fake's lazy connection (tests/fakenccl)
  * does not deadlock a correct program. */
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <cuda.h>
 
@@ -38,6 +42,7 @@ struct pp_dev {
     CUstream s;
     CUdeviceptr send, recv;
     ncclComm_t comm;
+    ncclUniqueId id;
     int bad;
     pthread_t thread;
 };
@@ -88,30 +93,40 @@ static void *pp_main(void *arg)
     return NULL;
 }
 
-int ppermute_run(int ndev)
+/* A creation thread of XLA's pool: this device's communicator, a blocking init. */
+static void *pp_init_main(void *arg)
 {
-    struct pp_dev d[PPERMUTE_MAX_DEVICES];
-    ncclUniqueId id;
+    struct pp_dev *d = arg;
     ncclResult_t res;
+
+    if (cuCtxSetCurrent(d->ctx) != CUDA_SUCCESS ||
+        (res = ncclCommInitRankConfig(&d->comm, d->ndev, d->id, d->dev, NULL)) != ncclSuccess) {
+        fprintf(stderr, "ppermute: init of device %d on its thread failed\n", d->dev);
+        d->bad++;
+    }
+    return NULL;
+}
+
+/* The clique's communicators, a thread each; the number of failures. */
+static int pp_init_threads(struct pp_dev *d, int ndev)
+{
     int bad = 0;
 
-    if (ndev < 2 || ndev > PPERMUTE_MAX_DEVICES || ncclGetUniqueId(&id) != ncclSuccess)
-        return 1;
-    for (int i = 0; i < ndev; i++) {
-        CUdevice dev;
-
-        d[i] = (struct pp_dev){.dev = i, .ndev = ndev};
-        if (cuDeviceGet(&dev, i) != CUDA_SUCCESS ||
-            cuDevicePrimaryCtxRetain(&d[i].ctx, dev) != CUDA_SUCCESS ||
-            cuCtxSetCurrent(d[i].ctx) != CUDA_SUCCESS ||
-            cuStreamCreateWithPriority(&d[i].s, CU_STREAM_NON_BLOCKING, 0) != CUDA_SUCCESS ||
-            cuMemAlloc(&d[i].send, PP_N * sizeof(float)) != CUDA_SUCCESS ||
-            cuMemAlloc(&d[i].recv, PP_N * sizeof(float)) != CUDA_SUCCESS) {
-            fprintf(stderr, "ppermute: device %d: setup failed\n", i);
+    for (int i = 0; i < ndev; i++)
+        if (pthread_create(&d[i].thread, NULL, pp_init_main, &d[i]) != 0)
             return 1;
-        }
+    for (int i = 0; i < ndev; i++) {
+        pthread_join(d[i].thread, NULL);
+        bad += d[i].bad;
     }
-    /* XLA's clique: every local device's communicator in one group, from this thread. */
+    return bad;
+}
+
+/* The clique's communicators in one group from this thread; the number of failures. */
+static int pp_init_group(struct pp_dev *d, int ndev, ncclUniqueId id)
+{
+    ncclResult_t res;
+
     if (ncclGroupStart() != ncclSuccess)
         return 1;
     for (int i = 0; i < ndev; i++) {
@@ -125,6 +140,33 @@ int ppermute_run(int ndev)
         fprintf(stderr, "ppermute: the creation group's end: %d\n", (int)res);
         return 1;
     }
+    return 0;
+}
+
+int ppermute_run(int ndev, bool threads)
+{
+    struct pp_dev d[PPERMUTE_MAX_DEVICES];
+    ncclUniqueId id;
+    int bad = 0;
+
+    if (ndev < 2 || ndev > PPERMUTE_MAX_DEVICES || ncclGetUniqueId(&id) != ncclSuccess)
+        return 1;
+    for (int i = 0; i < ndev; i++) {
+        CUdevice dev;
+
+        d[i] = (struct pp_dev){.dev = i, .ndev = ndev, .id = id};
+        if (cuDeviceGet(&dev, i) != CUDA_SUCCESS ||
+            cuDevicePrimaryCtxRetain(&d[i].ctx, dev) != CUDA_SUCCESS ||
+            cuCtxSetCurrent(d[i].ctx) != CUDA_SUCCESS ||
+            cuStreamCreateWithPriority(&d[i].s, CU_STREAM_NON_BLOCKING, 0) != CUDA_SUCCESS ||
+            cuMemAlloc(&d[i].send, PP_N * sizeof(float)) != CUDA_SUCCESS ||
+            cuMemAlloc(&d[i].recv, PP_N * sizeof(float)) != CUDA_SUCCESS) {
+            fprintf(stderr, "ppermute: device %d: setup failed\n", i);
+            return 1;
+        }
+    }
+    if ((threads ? pp_init_threads(d, ndev) : pp_init_group(d, ndev, id)) != 0)
+        return 1;
     for (int i = 0; i < ndev; i++)
         if (pthread_create(&d[i].thread, NULL, pp_main, &d[i]) != 0)
             return 1;
@@ -144,14 +186,15 @@ int ppermute_run(int ndev)
 }
 
 #ifdef PPERMUTE_NATIVE
-/* nccl_ppermute_native NDEV: prints "ppermute: ok" and exits 0 when every value arrived. */
+/* nccl_ppermute_native NDEV [threads]: prints "ppermute: ok" and exits 0 when every value
+ * arrived (threads: the communicators made a thread each). */
 int main(int argc, char **argv)
 {
     int ndev = argc > 1 ? atoi(argv[1]) : 2;
 
     if (cuInit(0) != CUDA_SUCCESS)
         return 2;
-    if (ppermute_run(ndev) != 0) {
+    if (ppermute_run(ndev, argc > 2 && strcmp(argv[2], "threads") == 0) != 0) {
         printf("ppermute: FAILED\n");
         return 1;
     }

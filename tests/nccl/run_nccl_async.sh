@@ -61,21 +61,28 @@ check "a rank dead between all-reduces: the survivor blocked in cuCtxSynchronize
 check "the survivor's worker saw its peer's worker gone" \
     grep -q "a peer rank's worker on this host is gone" "$WORK/s.log"
 
-for n in 2 4; do
-    as a ta timeout 60 "$RANKS" ppermute 0 "$n" x >"$WORK/ppermute$n.out" 2>&1
-    RC=$?
-    check "collective-permute over $n devices of one process, a group per device thread (exit $RC)" \
-        [ $RC = 0 ]
-    [ $RC = 0 ] || sed 's/^/    /' "$WORK/ppermute$n.out"
+# The clique made in one group (XLA until 2024), or a blocking init per creation thread (XLA's
+# NcclCollectives now: a thread pool).
+for how in ppermute ppermute-threads; do
+    for n in 2 4; do
+        as a ta timeout 60 "$RANKS" $how 0 "$n" x >"$WORK/$how$n.out" 2>&1
+        RC=$?
+        check "collective-permute over $n devices of one process, a group per device thread, $how (exit $RC)" \
+            [ $RC = 0 ]
+        [ $RC = 0 ] || sed 's/^/    /' "$WORK/$how$n.out"
+    done
+    check "... the worker connected the pairs of the 4 ranks at creation" \
+        [ "$(grep -c "connected 12 point-to-point pairs of 4 ranks" "$WORK/s.log")" = "${seen:=1}" ]
+    seen=2
 done
-check "the worker connected the pairs of the 4 ranks at creation" \
-    grep -q "connected 12 point-to-point pairs of 4 ranks" "$WORK/s.log"
-FAKECUDA_DEVICES=4 FAKENCCL_ASYNC=1 timeout 30 "$BUILD/tests/nccl/nccl_ppermute_native" 4 \
-    >"$WORK/native.out" 2>&1
-RC=$?
-check "the same natively (the fake NCCL without rgpu, per-thread groups) connects (exit $RC)" \
-    [ $RC = 0 ]
-[ $RC = 0 ] || sed 's/^/    /' "$WORK/native.out"
+for how in group threads; do
+    FAKECUDA_DEVICES=4 FAKENCCL_ASYNC=1 timeout 30 "$BUILD/tests/nccl/nccl_ppermute_native" 4 $how \
+        >"$WORK/native.out" 2>&1
+    RC=$?
+    check "the same natively (the fake NCCL without rgpu, per-thread groups), made in $how, connects (exit $RC)" \
+        [ $RC = 0 ]
+    [ $RC = 0 ] || sed 's/^/    /' "$WORK/native.out"
+done
 # Without the connection at creation the first exchange hangs (the client is ended after 8 s;
 # its worker aborts the communicators when it sees the client gone).
 printf 'nccl_connect_pairs = no\n' | sed '/^nccl_secret/r /dev/stdin' "$WORK/server.conf" \
