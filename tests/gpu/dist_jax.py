@@ -98,8 +98,9 @@ def local(jax, jnp, np):
         return "a ring shift over %d devices right" % n
 
     # DIST_JAX_PPERMUTE: "0" leaves ppermute out, "only" runs it alone (dist.sh runs it apart,
-    # under a short timeout: a first send/recv between devices of one session can hang through
-    # rgpu, docs/nccl.md "Known limits").
+    # under a short timeout: a first send/recv between devices of one session hung through rgpu
+    # until the worker connected a session-held clique's pairs at creation, docs/nccl.md
+    # "Point-to-point pairs"; a clique used before its last rank was made still can).
     pp = os.environ.get("DIST_JAX_PPERMUTE", "1")
     if pp != "only":
         run("jax_pmap_psum", pmap_psum)
