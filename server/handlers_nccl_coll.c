@@ -13,14 +13,15 @@
  * group end (NCCL_RUNTIME_CONNECT=0 connects collectives at creation, never send/receive). Ranks
  * of one session are served on one thread: XLA's collective-permute (JAX's ppermute) is a group
  * of a send and a receive per device thread, and the first one's end waited for a peer whose
- * group sat behind it in the session, for ever (issue 29). So when a group's end has made every
- * rank of a communicator in this session (XLA's clique creation: ncclCommInitRankConfig per
- * device in one group), the worker connects every ordered pair of it there, from its one thread,
- * while nobody can be waiting: one group of a 1-byte send and receive between every two ranks
- * (NCCL marks every p2p channel of a peer for connection at its first operation with that peer,
- * whatever its size), then waits for it. The memory this takes is NCCL's for n(n-1)
- * connections, measured within the group's end and charged as the communicators' creation;
- * nccl_connect_pairs = no turns it off. */
+ * group sat behind it in the session, for ever (issue 29). So when the session comes to hold
+ * every rank of a communicator, at the end of a group that made them all (XLA until 2024:
+ * ncclCommInitRankConfig per device in one group) or at the poll that adopts the last one made
+ * on a creation thread (XLA now: a blocking init per device, each on a thread of a pool), the
+ * worker connects every ordered pair of it there, from its one thread, while nobody can be
+ * waiting: one group of a 1-byte send and receive between every two ranks (NCCL marks every
+ * p2p channel of a peer for connection at its first operation with that peer, whatever its
+ * size), then waits for it. The memory this takes is NCCL's for n(n-1) connections, measured
+ * and charged to the communicators; nccl_connect_pairs = no turns it off. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -383,7 +384,7 @@ static void pairs_connect_made(struct srv_session *s, struct srv_nccl *n)
  * session (nccl_state.c). The poll that adopts the last of them connects the pairs, unless a
  * group is open or one of them was used (its work could wait for a peer's, and the exchange
  * would queue behind it). The exchange runs on the session's thread, as the poll's answer
- * waits; the watchdog does not bound it (no peer outside the session can hold it). */
+ * waits, bounded by the watchdog as a group's end is (nccl_timeout). */
 void nccl_pairs_adopted(struct srv_session *s, uint64_t id)
 {
     struct srv_nccl *n = nccl_state(s);
@@ -401,7 +402,13 @@ void nccl_pairs_adopted(struct srv_session *s, uint64_t id)
     if (k == 0)
         return;
     s->drv.cuCtxGetCurrent(&saved);
+    pthread_mutex_lock(&n->lock);
+    n->group_end_ms = nccl_now_ms();
+    pthread_mutex_unlock(&n->lock);
     pairs_settle(s, n, p, k, true);
+    pthread_mutex_lock(&n->lock);
+    n->group_end_ms = 0;
+    pthread_mutex_unlock(&n->lock);
     s->drv.cuCtxSetCurrent(saved);
 }
 
