@@ -33,7 +33,11 @@
  * always on, in both modes (FAKENCCL_P2P_CONNECT=0 turns it off): a real NCCL always connects
  * so, and a fake that did not would let a program pass that a real NCCL hangs (ranks of one
  * rgpu session doing a first exchange from a thread each, the group ends one after another on
- * one worker thread: issue 29). */
+ * one worker thread: issue 29). FAKENCCL_P2P_BYTES=N makes a connect allocate N bytes of device
+ * memory per side connected (a rank's send side to a peer, its receive side from a peer: N
+ * each), as NCCL allocates a connection's buffers, so a clique of n ranks whose pairs all
+ * connect takes 2n(n-1)N more; it is freed when the communicator is destroyed or aborted (as
+ * FAKENCCL_LAZY_BYTES's is). */
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -99,6 +103,7 @@ struct ncclComm {
     bool dev_started, dev_stop;
     void *internal; /* device memory of the communicator (quota accounting tests) */
     bool send_ready[FK_MAX_RANKS], recv_ready[FK_MAX_RANKS]; /* p2p connected, per peer */
+    void *send_mem[FK_MAX_RANKS], *recv_mem[FK_MAX_RANKS];   /* FAKENCCL_P2P_BYTES, per peer */
 };
 
 struct fk_op {
@@ -398,8 +403,23 @@ static atomic_int *p2p_side(struct ncclComm *c, const struct fk_op *o, atomic_in
     return &c->shm->recv_conn[peer][c->rank];
 }
 
+/* FAKENCCL_P2P_BYTES: the device memory of one side of a connection, into *slot. */
+static ncclResult_t p2p_alloc(void **slot)
+{
+    const char *env = getenv("FAKENCCL_P2P_BYTES");
+    uint64_t d = 0;
+
+    if (env == NULL || atoll(env) <= 0 || *slot != NULL)
+        return ncclSuccess;
+    drv_bind();
+    if (drv_alloc == NULL || drv_alloc(&d, (size_t)atoll(env)) != 0)
+        return ncclUnhandledCudaError;
+    *slot = (void *)(uintptr_t)d;
+    return ncclSuccess;
+}
+
 /* Connect every pair that c's operations among ops[0..n) need, on this (host) thread: announce
- * each first, then wait for each peer's side. */
+ * each first, then wait for each peer's side (and take its memory, FAKENCCL_P2P_BYTES). */
 static ncclResult_t p2p_connect(struct ncclComm *c, const struct fk_op *ops, size_t n)
 {
     ncclResult_t res = ncclSuccess;
@@ -417,10 +437,13 @@ static ncclResult_t p2p_connect(struct ncclComm *c, const struct fk_op *ops, siz
         if (ops[i].comm != c || p2p_side(c, &ops[i], &theirs) == NULL)
             continue;
         if ((res = wait_int(c, theirs, 1)) == ncclSuccess) {
+            int peer = ops[i].root;
+
             if (ops[i].kind == 5)
-                c->send_ready[ops[i].root] = true;
+                c->send_ready[peer] = true;
             else
-                c->recv_ready[ops[i].root] = true;
+                c->recv_ready[peer] = true;
+            res = p2p_alloc(ops[i].kind == 5 ? &c->send_mem[peer] : &c->recv_mem[peer]);
         }
     }
     return res;
@@ -924,12 +947,28 @@ FK_EXPORT ncclResult_t ncclCommFinalize(ncclComm_t comm)
     return comm != NULL ? ncclSuccess : ncclInvalidArgument;
 }
 
+/* The device memory the communicator took after its creation (lazy, its connections). */
+static void free_grown(ncclComm_t comm)
+{
+    if (drv_free == NULL)
+        return;
+    if (comm->lazy != NULL)
+        drv_free((uint64_t)(uintptr_t)comm->lazy);
+    comm->lazy = NULL;
+    for (int p = 0; p < FK_MAX_RANKS; p++) {
+        if (comm->send_mem[p] != NULL)
+            drv_free((uint64_t)(uintptr_t)comm->send_mem[p]);
+        if (comm->recv_mem[p] != NULL)
+            drv_free((uint64_t)(uintptr_t)comm->recv_mem[p]);
+        comm->send_mem[p] = comm->recv_mem[p] = NULL;
+    }
+}
+
 static void comm_free(ncclComm_t comm)
 {
     if (comm->internal != NULL && drv_free != NULL)
         drv_free((uint64_t)(uintptr_t)comm->internal);
-    if (comm->lazy != NULL && drv_free != NULL)
-        drv_free((uint64_t)(uintptr_t)comm->lazy);
+    free_grown(comm);
     if (comm->shm != NULL)
         munmap(comm->shm, FK_SHM_BYTES);
     free(comm);
@@ -966,9 +1005,8 @@ FK_EXPORT ncclResult_t ncclCommAbort(ncclComm_t comm)
         aborted_list[slot] = comm;
     if (comm->internal != NULL && drv_free != NULL)
         drv_free((uint64_t)(uintptr_t)comm->internal);
-    if (comm->lazy != NULL && drv_free != NULL)
-        drv_free((uint64_t)(uintptr_t)comm->lazy);
-    comm->internal = comm->lazy = NULL;
+    comm->internal = NULL;
+    free_grown(comm);
     return ncclSuccess;
 }
 

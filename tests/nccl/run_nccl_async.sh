@@ -16,6 +16,9 @@
 #     hung until the worker connected the pairs at creation (issue 29). With
 #     `nccl_connect_pairs = no` it must still hang (the fake's model is what the check rests on),
 #     and natively (the fake NCCL and driver without rgpu: per-thread groups) it must not.
+#   - the memory NCCL takes for those pairs (FAKENCCL_P2P_BYTES) charged to the quota, in both
+#     forms of creation: over the quota the worker aborts a communicator and the first exchange
+#     fails; with room, the worker's debug log shows the charge.
 # Usage: run_nccl_async.sh BUILD_DIR
 set -u
 BUILD=$(cd "$1" && pwd)
@@ -35,7 +38,7 @@ PORT=$(free_port)
 start_server() { # config port log
     FAKECUDA_DEVICES=4 FAKENCCL_ASYNC=1 FAKENCCL_BLIND=1 \
         "$SERVER" --config "$1" --listen 127.0.0.1 --port "$2" --driver "$FAKE" \
-        --log-level info >"$3" 2>&1 &
+        --log-level "${LOG_LEVEL:-info}" >"$3" 2>&1 &
     PIDS+=($!)
     for _ in $(seq 300); do grep -q "listening on" "$3" 2>/dev/null && break; sleep 0.1; done
 }
@@ -94,5 +97,45 @@ RC=$?
 check "with nccl_connect_pairs = no the first exchange still hangs, as NCCL's lazy connection makes it (exit $RC)" \
     [ $RC = 124 ]
 
-[ "$FAILS" = 0 ] || { echo "--- server"; tail -30 "$WORK/s.log"; }
+# The memory NCCL takes for the pairs connected at creation is charged to the quota: the fake
+# NCCL allocates FAKENCCL_P2P_BYTES (1 MiB) per side of a connection, 4 MiB for 2 ranks (and
+# 1 MiB per communicator at creation). The fake driver has one primary context and one pool of
+# memory for all its devices, so a rank's measure sees every rank's allocations: in a group the
+# worker charges the group's 2 + 4 MiB once, as the communicators' creation; on creation
+# threads 1 to 2 MiB per rank at creation (the ranks' allocations fall within each other's
+# measure), then each rank the pairs' 4 MiB. Tenant tight's 5 MiB holds the creation but not
+# the pairs on top: the worker aborts a communicator over the quota, whose thread's first
+# exchange fails; its peer, waiting for it, is ended by the watchdog (nccl_timeout 3 s here).
+# Tenant roomy's quota holds it all: the worker's debug log shows the charge.
+cat >"$WORK/p2p.conf" <<CONF
+[server]
+nccl_library = $BUILD/tests/fakenccl/libfakenccl.so
+nccl_timeout = 3
+nccl_secret = ci-secret
+[tenant tight]
+token = tt
+mem_quota = 5MiB
+[tenant roomy]
+token = tr
+mem_quota = 1GiB
+CONF
+PP2P=$(free_port)
+FAKENCCL_P2P_BYTES=1048576 LOG_LEVEL=debug start_server "$WORK/p2p.conf" "$PP2P" "$WORK/p2p.log"
+for how in ppermute ppermute-threads; do
+    [ $how = ppermute ] && what="its creation in a group" || what="its point-to-point pairs"
+    PORT=$PP2P as tight tt timeout 30 "$RANKS" $how 0 2 x >"$WORK/$how-tight.out" 2>&1
+    RC=$?
+    check "$how: with the pairs' memory over the quota the first exchange fails, neither hangs nor passes (exit $RC)" \
+        eval '[ $RC != 0 ] && [ $RC != 124 ] && grep -q "a call failed" "$WORK/$how-tight.out"'
+    check "... the worker charged the pairs' memory ($what) and aborted a communicator over the quota" \
+        grep -q "bytes of device memory more ($what), over the quota; aborting it" "$WORK/p2p.log"
+    PORT=$PP2P as roomy tr timeout 30 "$RANKS" $how 0 2 x >"$WORK/$how-roomy.out" 2>&1
+    RC=$?
+    check "$how: with room for it the exchange passes (exit $RC)" [ $RC = 0 ]
+done
+check "... and the charge is logged: the group's creation and pairs, 6 MiB; each rank's pairs, 4 MiB" \
+    eval '[ "$(grep -c "took 6291456 bytes more (its creation in a group)" "$WORK/p2p.log")" = 1 ] &&
+        [ "$(grep -c "took 4194304 bytes more (its point-to-point pairs)" "$WORK/p2p.log")" = 2 ]'
+
+[ "$FAILS" = 0 ] || { echo "--- server"; tail -30 "$WORK/s.log"; echo "--- quota server"; tail -20 "$WORK/p2p.log"; }
 exit "$FAILS"
