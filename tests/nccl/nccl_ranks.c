@@ -41,7 +41,8 @@
  *          argv[4] bytes held first; NCCL_RANKS_EXPECT_OVER=1: the all-reduce must fail
  *   ppermute (one process, NRANKS devices of one server; FAKENCCL_ASYNC) XLA's collective-permute
  *          (tests/nccl/ppermute.c): communicators made in one group from one thread (mode
- *          ppermute-threads: each by a blocking init on a thread of its own), then a
+ *          ppermute-threads: each by a blocking init on a thread of its own; ppermute-split:
+ *          split so from communicators made so), then a
  *          thread per device, each its own group of a send to the next device and a receive
  *          from the previous one, twice; the first exchange connects the pairs (it hung before
  *          the worker connected them at creation: issue 29)
@@ -811,10 +812,10 @@ int main(int argc, char **argv)
     ncclResult_t res;
 
     if (argc < 5) {
-        fprintf(
-            stderr,
-            "usage: nccl_ranks all|more|die|hang|killmid|join|forge|quota|lazy|single|"
-            "old|devices|devwait|ppermute|ppermute-threads|killloop|realid RANK NRANKS IDFILE\n");
+        fprintf(stderr,
+                "usage: nccl_ranks all|more|die|hang|killmid|join|forge|quota|lazy|single|"
+                "old|devices|devwait|ppermute|ppermute-threads|ppermute-split|killloop|realid RANK "
+                "NRANKS IDFILE\n");
         return 2;
     }
     rank = atoi(argv[2]);
@@ -863,8 +864,11 @@ int main(int argc, char **argv)
         mode_devices_cupy();
     } else if (strcmp(mode, "devwait") == 0) {
         mode_devwait();
-    } else if (strcmp(mode, "ppermute") == 0 || strcmp(mode, "ppermute-threads") == 0) {
-        EXPECT(ppermute_run(nranks, mode[8] == '-') == 0, "%s over %d devices", mode, nranks);
+    } else if (strncmp(mode, "ppermute", 8) == 0) {
+        enum ppermute_make how = strcmp(mode, "ppermute-threads") == 0 ? PPERMUTE_THREADS
+                                 : strcmp(mode, "ppermute-split") == 0 ? PPERMUTE_SPLIT
+                                                                       : PPERMUTE_GROUP;
+        EXPECT(ppermute_run(nranks, how) == 0, "%s over %d devices", mode, nranks);
     } else if (strcmp(mode, "lazy") == 0) {
         CUdeviceptr hold, s1 = dev_floats(NULL, 32768), r1 = dev_floats(NULL, 32768);
         ncclResult_t e = ncclSuccess;

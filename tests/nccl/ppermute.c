@@ -2,8 +2,9 @@
  * communicators made in one group from one thread (ncclGroupStart, ncclCommInitRankConfig per
  * device, ncclGroupEnd, as XLA made them until 2024) or each by a blocking
  * ncclCommInitRankConfig on a thread of its own (as XLA's NcclCollectives makes them now, in a
- * thread pool), then a thread per device, each its own group of a
- * send to the next device and a receive from the previous one, ncclCommGetAsyncError (as XLA asks
+ * thread pool), or split so from communicators made so (XLA's SplitCommunicators: a blocking
+ * ncclCommSplit per device on a thread of its own), then a thread per device, each its own group of
+ * a send to the next device and a receive from the previous one, ncclCommGetAsyncError (as XLA asks
  * after every group), a stream synchronization and the received values checked; twice (the
  * first exchange, which makes NCCL connect the pairs, and a later one).
  *
@@ -26,6 +27,8 @@
 ncclResult_t ncclGetUniqueId(ncclUniqueId *id);
 ncclResult_t ncclCommInitRankConfig(ncclComm_t *comm, int nranks, ncclUniqueId id, int rank,
                                     ncclConfig_t *config);
+ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t *newcomm,
+                           ncclConfig_t *config);
 ncclResult_t ncclCommDestroy(ncclComm_t comm);
 ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *e);
 ncclResult_t ncclSend(const void *, size_t, ncclDataType_t, int, ncclComm_t, CUstream);
@@ -41,7 +44,7 @@ struct pp_dev {
     CUcontext ctx;
     CUstream s;
     CUdeviceptr send, recv;
-    ncclComm_t comm;
+    ncclComm_t comm, parent; /* parent: the one comm was split from (PPERMUTE_SPLIT) */
     ncclUniqueId id;
     int bad;
     pthread_t thread;
@@ -93,25 +96,36 @@ static void *pp_main(void *arg)
     return NULL;
 }
 
-/* A creation thread of XLA's pool: this device's communicator, a blocking init. */
+/* A creation thread of XLA's pool: this device's communicator, a blocking init (or, with a
+ * parent, a blocking split of it). */
 static void *pp_init_main(void *arg)
 {
     struct pp_dev *d = arg;
     ncclResult_t res;
 
     if (cuCtxSetCurrent(d->ctx) != CUDA_SUCCESS ||
-        (res = ncclCommInitRankConfig(&d->comm, d->ndev, d->id, d->dev, NULL)) != ncclSuccess) {
-        fprintf(stderr, "ppermute: init of device %d on its thread failed\n", d->dev);
+        (res = d->parent != NULL ? ncclCommSplit(d->parent, 0, d->dev, &d->comm, NULL)
+                                 : ncclCommInitRankConfig(&d->comm, d->ndev, d->id, d->dev,
+                                                          NULL)) != ncclSuccess) {
+        fprintf(stderr, "ppermute: %s of device %d on its thread failed\n",
+                d->parent != NULL ? "split" : "init", d->dev);
         d->bad++;
     }
     return NULL;
 }
 
-/* The clique's communicators, a thread each; the number of failures. */
-static int pp_init_threads(struct pp_dev *d, int ndev)
+/* The clique's communicators, a thread each (split: then split from those, a thread each, and
+ * the parents kept in .parent); the number of failures. */
+static int pp_init_threads(struct pp_dev *d, int ndev, bool split)
 {
     int bad = 0;
 
+    if (split) {
+        if ((bad = pp_init_threads(d, ndev, false)) != 0)
+            return bad;
+        for (int i = 0; i < ndev; i++)
+            d[i].parent = d[i].comm, d[i].comm = NULL;
+    }
     for (int i = 0; i < ndev; i++)
         if (pthread_create(&d[i].thread, NULL, pp_init_main, &d[i]) != 0)
             return 1;
@@ -143,7 +157,7 @@ static int pp_init_group(struct pp_dev *d, int ndev, ncclUniqueId id)
     return 0;
 }
 
-int ppermute_run(int ndev, bool threads)
+int ppermute_run(int ndev, enum ppermute_make how)
 {
     struct pp_dev d[PPERMUTE_MAX_DEVICES];
     ncclUniqueId id;
@@ -165,7 +179,8 @@ int ppermute_run(int ndev, bool threads)
             return 1;
         }
     }
-    if ((threads ? pp_init_threads(d, ndev) : pp_init_group(d, ndev, id)) != 0)
+    if ((how == PPERMUTE_GROUP ? pp_init_group(d, ndev, id)
+                               : pp_init_threads(d, ndev, how == PPERMUTE_SPLIT)) != 0)
         return 1;
     for (int i = 0; i < ndev; i++)
         if (pthread_create(&d[i].thread, NULL, pp_main, &d[i]) != 0)
@@ -176,7 +191,8 @@ int ppermute_run(int ndev, bool threads)
     }
     for (int i = 0; i < ndev; i++) {
         cuCtxSetCurrent(d[i].ctx);
-        if (ncclCommDestroy(d[i].comm) != ncclSuccess)
+        if (ncclCommDestroy(d[i].comm) != ncclSuccess ||
+            (d[i].parent != NULL && ncclCommDestroy(d[i].parent) != ncclSuccess))
             bad++;
         cuMemFree(d[i].send);
         cuMemFree(d[i].recv);
@@ -186,15 +202,20 @@ int ppermute_run(int ndev, bool threads)
 }
 
 #ifdef PPERMUTE_NATIVE
-/* nccl_ppermute_native NDEV [threads]: prints "ppermute: ok" and exits 0 when every value
- * arrived (threads: the communicators made a thread each). */
+/* nccl_ppermute_native NDEV [threads|split]: prints "ppermute: ok" and exits 0 when every value
+ * arrived (threads: the communicators made a thread each; split: split so from those). */
 int main(int argc, char **argv)
 {
     int ndev = argc > 1 ? atoi(argv[1]) : 2;
 
     if (cuInit(0) != CUDA_SUCCESS)
         return 2;
-    if (ppermute_run(ndev, argc > 2 && strcmp(argv[2], "threads") == 0) != 0) {
+    enum ppermute_make how = argc < 3                          ? PPERMUTE_GROUP
+                             : strcmp(argv[2], "threads") == 0 ? PPERMUTE_THREADS
+                             : strcmp(argv[2], "split") == 0   ? PPERMUTE_SPLIT
+                                                               : PPERMUTE_GROUP;
+
+    if (ppermute_run(ndev, how) != 0) {
         printf("ppermute: FAILED\n");
         return 1;
     }

@@ -64,9 +64,12 @@ check "a rank dead between all-reduces: the survivor blocked in cuCtxSynchronize
 check "the survivor's worker saw its peer's worker gone" \
     grep -q "a peer rank's worker on this host is gone" "$WORK/s.log"
 
-# The clique made in one group (XLA until 2024), or a blocking init per creation thread (XLA's
-# NcclCollectives now: a thread pool).
-for how in ppermute ppermute-threads; do
+# The clique made in one group (XLA until 2024), by a blocking init per creation thread (XLA's
+# NcclCollectives now: a thread pool), or split so from communicators made so (XLA's
+# SplitCommunicators; parents and children each get their pairs). SEEN: how many 4-rank
+# communicators have had their pairs connected once the mode ran.
+for how in ppermute:1 ppermute-threads:2 ppermute-split:4; do
+    seen=${how#*:} how=${how%:*}
     for n in 2 4; do
         as a ta timeout 60 "$RANKS" $how 0 "$n" x >"$WORK/$how$n.out" 2>&1
         RC=$?
@@ -75,10 +78,9 @@ for how in ppermute ppermute-threads; do
         [ $RC = 0 ] || sed 's/^/    /' "$WORK/$how$n.out"
     done
     check "... the worker connected the pairs of the 4 ranks at creation" \
-        [ "$(grep -c "connected 12 point-to-point pairs of 4 ranks" "$WORK/s.log")" = "${seen:=1}" ]
-    seen=2
+        [ "$(grep -c "connected 12 point-to-point pairs of 4 ranks" "$WORK/s.log")" = "$seen" ]
 done
-for how in group threads; do
+for how in group threads split; do
     FAKECUDA_DEVICES=4 FAKENCCL_ASYNC=1 timeout 30 "$BUILD/tests/nccl/nccl_ppermute_native" 4 $how \
         >"$WORK/native.out" 2>&1
     RC=$?
