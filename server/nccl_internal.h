@@ -142,6 +142,9 @@ struct srv_nccl *nccl_state(struct srv_session *s);
 struct nccl_rec *nccl_rec_find(struct srv_nccl *n, uint64_t id);
 /* Abort r's communicator (under n->lock): NCCL frees it and its kernels stop waiting. */
 void nccl_rec_abort(struct srv_nccl *n, struct nccl_rec *r, ncclResult_t why);
+/* Abort r's and every other rank of its communicator this session holds (under n->lock): a rank
+ * aborted alone leaves the others waiting for it until nccl_timeout. */
+void nccl_rec_abort_clique(struct srv_nccl *n, struct nccl_rec *r, ncclResult_t why);
 /* A new record for comm id (its creation charged `charged` bytes; comm may be NULL while a
  * creation thread runs); starts the watchdog. NULL (and the charge given back) without memory. */
 struct nccl_rec *nccl_rec_add(struct srv_session *s, uint64_t id, ncclComm_t comm,

@@ -101,9 +101,20 @@ void nccl_rec_grow(struct srv_session *s, struct nccl_rec *r, uint64_t took, con
         return;
     }
     rg_warn("nccl: communicator %llu took %llu bytes of device memory more (%s), over the "
-            "quota; aborting it",
+            "quota; aborting it and the session's other ranks of it",
             (unsigned long long)r->id, (unsigned long long)took, what);
-    nccl_rec_abort(nccl_state(s), r, ncclUnhandledCudaError);
+    nccl_rec_abort_clique(nccl_state(s), r, ncclUnhandledCudaError);
+}
+
+void nccl_rec_abort_clique(struct srv_nccl *n, struct nccl_rec *r, ncclResult_t why)
+{
+    uint8_t ident[RG_SHA256_LEN];
+
+    memcpy(ident, r->ident, sizeof(ident));
+    nccl_rec_abort(n, r, why);
+    for (size_t i = 0; i < n->nrecs; i++)
+        if (n->recs[i].comm != NULL && memcmp(n->recs[i].ident, ident, sizeof(ident)) == 0)
+            nccl_rec_abort(n, &n->recs[i], why);
 }
 
 static void start_watchdog(struct srv_nccl *n)

@@ -17,8 +17,9 @@
 #     `nccl_connect_pairs = no` it must still hang (the fake's model is what the check rests on),
 #     and natively (the fake NCCL and driver without rgpu: per-thread groups) it must not.
 #   - the memory NCCL takes for those pairs (FAKENCCL_P2P_BYTES) charged to the quota, in both
-#     forms of creation: over the quota the worker aborts a communicator and the first exchange
-#     fails; with room, the worker's debug log shows the charge.
+#     forms of creation: over the quota the worker aborts the communicator, and the session's
+#     other ranks of it, and the first exchange fails at once; with room, the worker's debug log
+#     shows the charge.
 # Usage: run_nccl_async.sh BUILD_DIR
 set -u
 BUILD=$(cd "$1" && pwd)
@@ -106,13 +107,13 @@ check "with nccl_connect_pairs = no the first exchange still hangs, as NCCL's la
 # worker charges the group's 2 + 4 MiB once, as the communicators' creation; on creation
 # threads 1 to 2 MiB per rank at creation (the ranks' allocations fall within each other's
 # measure), then each rank the pairs' 4 MiB. Tenant tight's 5 MiB holds the creation but not
-# the pairs on top: the worker aborts a communicator over the quota, whose thread's first
-# exchange fails; its peer, waiting for it, is ended by the watchdog (nccl_timeout 3 s here).
+# the pairs on top: the worker aborts the communicator over the quota and the session's other
+# ranks of it (alone, they waited for it until nccl_timeout, 600 s), whose threads' first
+# exchange fails (the client is ended after 30 s: a wait until nccl_timeout fails the check).
 # Tenant roomy's quota holds it all: the worker's debug log shows the charge.
 cat >"$WORK/p2p.conf" <<CONF
 [server]
 nccl_library = $BUILD/tests/fakenccl/libfakenccl.so
-nccl_timeout = 3
 nccl_secret = ci-secret
 [tenant tight]
 token = tt
