@@ -364,11 +364,16 @@ static void pairs_connect_made(struct srv_session *s, struct srv_nccl *n)
 {
     struct pair_rank p[PAIRS_MAX_RANKS];
     size_t nrecs = n->nrecs; /* records come and go only on this thread */
-    bool *taken = calloc(nrecs > 0 ? nrecs : 1, sizeof(*taken));
+    bool *taken = NULL;
 
-    for (size_t i = 0; taken != NULL && i < nrecs; i++) {
+    for (size_t i = 0; i < nrecs; i++) {
         int k = 0;
 
+        /* group_made is written on this thread only: most groups made nothing, and pass with
+         * no lock round and no allocation */
+        if (!n->recs[i].group_made ||
+            (taken == NULL && (taken = calloc(nrecs, sizeof(*taken))) == NULL))
+            continue;
         pthread_mutex_lock(&n->lock);
         if (!taken[i] && pairs_member(&n->recs[i], true))
             k = pairs_collect(n, i, taken, p, true);
