@@ -96,6 +96,21 @@ static void *pp_main(void *arg)
     return NULL;
 }
 
+/* fn on a thread per device, all at once; the failures they counted (1 when one cannot start:
+ * the others are joined first). */
+static int pp_on_threads(struct pp_dev *d, int ndev, void *(*fn)(void *))
+{
+    int bad = 0, started = 0;
+
+    while (started < ndev && pthread_create(&d[started].thread, NULL, fn, &d[started]) == 0)
+        started++;
+    for (int i = 0; i < started; i++) {
+        pthread_join(d[i].thread, NULL);
+        bad += d[i].bad;
+    }
+    return started < ndev ? bad + 1 : bad;
+}
+
 /* A creation thread of XLA's pool: this device's communicator, a blocking init (or, with a
  * parent, a blocking split of it). */
 static void *pp_init_main(void *arg)
@@ -118,7 +133,7 @@ static void *pp_init_main(void *arg)
  * the parents kept in .parent); the number of failures. */
 static int pp_init_threads(struct pp_dev *d, int ndev, bool split)
 {
-    int bad = 0;
+    int bad;
 
     if (split) {
         if ((bad = pp_init_threads(d, ndev, false)) != 0)
@@ -126,14 +141,7 @@ static int pp_init_threads(struct pp_dev *d, int ndev, bool split)
         for (int i = 0; i < ndev; i++)
             d[i].parent = d[i].comm, d[i].comm = NULL;
     }
-    for (int i = 0; i < ndev; i++)
-        if (pthread_create(&d[i].thread, NULL, pp_init_main, &d[i]) != 0)
-            return 1;
-    for (int i = 0; i < ndev; i++) {
-        pthread_join(d[i].thread, NULL);
-        bad += d[i].bad;
-    }
-    return bad;
+    return pp_on_threads(d, ndev, pp_init_main);
 }
 
 /* The clique's communicators in one group from this thread; the number of failures. */
@@ -182,13 +190,7 @@ int ppermute_run(int ndev, enum ppermute_make how)
     if ((how == PPERMUTE_GROUP ? pp_init_group(d, ndev, id)
                                : pp_init_threads(d, ndev, how == PPERMUTE_SPLIT)) != 0)
         return 1;
-    for (int i = 0; i < ndev; i++)
-        if (pthread_create(&d[i].thread, NULL, pp_main, &d[i]) != 0)
-            return 1;
-    for (int i = 0; i < ndev; i++) {
-        pthread_join(d[i].thread, NULL);
-        bad += d[i].bad;
-    }
+    bad = pp_on_threads(d, ndev, pp_main);
     for (int i = 0; i < ndev; i++) {
         cuCtxSetCurrent(d[i].ctx);
         if (ncclCommDestroy(d[i].comm) != ncclSuccess ||
